@@ -1,0 +1,180 @@
+/// @file context.hpp
+/// @brief CUDA contexts: the non-owning @ref cudax::context_ref, the owning @ref cudax::context and
+/// @ref cudax::primary_context, and the scoped @ref cudax::context_guard.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <utility>
+
+namespace cudax {
+
+class device;
+
+/// @brief Flags for @ref cudax::context creation and for primary contexts (the `CU_CTX_*` values).
+enum class context_flags : unsigned int {
+  sched_auto = CU_CTX_SCHED_AUTO,                    ///< Let the driver choose how the host thread waits.
+  sched_spin = CU_CTX_SCHED_SPIN,                    ///< Spin while waiting for the GPU.
+  sched_yield = CU_CTX_SCHED_YIELD,                  ///< Yield the thread while waiting.
+  sched_blocking_sync = CU_CTX_SCHED_BLOCKING_SYNC,  ///< Block on a synchronisation primitive.
+  map_host = CU_CTX_MAP_HOST,                        ///< Allow mapped pinned host memory (always on since CUDA 11).
+  lmem_resize_to_max = CU_CTX_LMEM_RESIZE_TO_MAX,    ///< Keep local memory at its largest size after a resize.
+};
+
+/// @brief Combines two context flags.
+[[nodiscard]] constexpr context_flags operator|(context_flags a, context_flags b) noexcept {
+  return static_cast<context_flags>(static_cast<unsigned int>(a) | static_cast<unsigned int>(b));
+}
+
+/// @brief A non-owning view of a CUDA context. Trivially copyable; it does not keep the context
+/// alive.
+///
+/// @code
+/// cudax::context_ref ctx = cudax::device(0).primary_context();
+/// ctx.synchronize();                      // runs in ctx, leaves the caller's current context alone
+/// std::printf("%d\n", ctx.device().ordinal());
+/// @endcode
+class context_ref {
+ public:
+  /// @brief Views an existing context.
+  /// @param handle a valid CUcontext
+  constexpr explicit context_ref(CUcontext handle) noexcept : handle_(handle) {}
+  context_ref(std::nullptr_t) = delete;
+  context_ref(int) = delete;
+
+  /// @brief The context that is current on the calling thread.
+  /// @throws invalid_argument_error when no context is current
+  [[nodiscard]] static context_ref current();
+
+  /// @brief The raw handle (null for a moved-from owner).
+  [[nodiscard]] constexpr CUcontext native_handle() const noexcept { return handle_; }
+  /// @brief The device the context belongs to.
+  [[nodiscard]] cudax::device device() const;
+  /// @brief The `CU_CTX_*` flags the context was created with.
+  [[nodiscard]] unsigned int flags() const;
+  /// @brief Blocks until all work in the context has completed.
+  void synchronize() const;
+  /// @brief The greatest (numerically lowest) and least stream priority, as {greatest, least}.
+  [[nodiscard]] std::pair<int, int> stream_priority_range() const;
+  /// @brief Lets kernels in this context access memory of @p peer (cuCtxEnablePeerAccess).
+  /// Enabling access that is already enabled is not an error.
+  void enable_peer_access(context_ref peer) const;
+  /// @brief Revokes access to the memory of @p peer (cuCtxDisablePeerAccess).
+  void disable_peer_access(context_ref peer) const;
+  /// @brief Reads a context limit (cuCtxGetLimit), e.g. `CU_LIMIT_STACK_SIZE`.
+  [[nodiscard]] std::size_t limit(CUlimit which) const;
+  /// @brief Sets a context limit (cuCtxSetLimit).
+  void set_limit(CUlimit which, std::size_t value) const;
+
+  /// @brief Two views are equal when they name the same context.
+  [[nodiscard]] friend constexpr bool operator==(context_ref a, context_ref b) noexcept {
+    return a.handle_ == b.handle_;
+  }
+
+ protected:
+  /// @brief The viewed handle; null only in a moved-from owner.
+  CUcontext handle_;
+  /// @brief Throws @ref invalid_argument_error when the handle is null (a moved-from owner).
+  void require_handle(const char* api) const;
+};
+
+/// @brief An owning context created with cuCtxCreate and destroyed with cuCtxDestroy.
+///
+/// Creating it does not change the calling thread's current context; use @ref context_guard or
+/// the objects created in it to run work there.
+/// @code
+/// cudax::context ctx(cudax::device(0), cudax::context_flags::sched_blocking_sync);
+/// cudax::stream s(ctx);          // a stream of that context
+/// @endcode
+class context : public context_ref {
+ public:
+  /// @brief Creates a context on @p dev with @p flags.
+  explicit context(const cudax::device& dev, context_flags flags = context_flags::sched_auto);
+  context(const context&) = delete;
+  context& operator=(const context&) = delete;
+  /// @brief Takes over @p other's context; @p other becomes empty.
+  context(context&& other) noexcept : context_ref(std::exchange(other.handle_, nullptr)) {}
+  /// @brief Destroys the held context, then takes over @p other's.
+  context& operator=(context&& other) noexcept;
+  /// @brief Destroys the context (errors go to the destruction handler).
+  ~context();
+
+  /// @brief Takes ownership of a context created by cuCtxCreate.
+  [[nodiscard]] static context from_native_handle(CUcontext handle) noexcept { return context(handle); }
+  /// @brief Gives up ownership: the caller must destroy the returned context.
+  [[nodiscard]] CUcontext release() noexcept { return std::exchange(handle_, nullptr); }
+  /// @brief Whether this object holds a context (false after a move).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+ private:
+  explicit context(CUcontext handle) noexcept : context_ref(handle) {}
+};
+
+/// @brief One reference on a device's primary context: cuDevicePrimaryCtxRetain on construction,
+/// cuDevicePrimaryCtxRelease on destruction, so retains and releases stay balanced.
+///
+/// The driver keeps the primary context alive while any reference is held. cudax itself takes one
+/// reference per device, the first time a call needs that device's primary context implicitly
+/// (`device::primary_context()`, a stream created from a device), and holds it until the process ends.
+/// @code
+/// {
+///   cudax::primary_context pc(cudax::device(0));   // retained: cuDevicePrimaryCtxGetState says active
+///   cudax::stream s(pc);
+/// }                                                 // released
+/// @endcode
+class primary_context : public context_ref {
+ public:
+  /// @brief Retains the primary context of @p dev.
+  explicit primary_context(const cudax::device& dev);
+  primary_context(const primary_context&) = delete;
+  primary_context& operator=(const primary_context&) = delete;
+  /// @brief Takes over @p other's reference; @p other becomes empty.
+  primary_context(primary_context&& other) noexcept
+      : context_ref(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+  /// @brief Releases the held reference, then takes over @p other's.
+  primary_context& operator=(primary_context&& other) noexcept;
+  /// @brief Releases the reference (errors go to the destruction handler).
+  ~primary_context();
+
+  /// @brief Adopts one reference the caller already holds (from cuDevicePrimaryCtxRetain on @p dev).
+  [[nodiscard]] static primary_context from_native_handle(CUdevice dev, CUcontext handle) noexcept {
+    return primary_context(dev, handle);
+  }
+  /// @brief Gives up the reference: the caller must call cuDevicePrimaryCtxRelease on @ref native_device.
+  [[nodiscard]] CUcontext release() noexcept { return std::exchange(handle_, nullptr); }
+  /// @brief The device whose primary context this is.
+  [[nodiscard]] CUdevice native_device() const noexcept { return device_; }
+  /// @brief Whether this object holds a reference (false after a move).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+ private:
+  primary_context(CUdevice dev, CUcontext handle) noexcept : context_ref(handle), device_(dev) {}
+  CUdevice device_;
+};
+
+/// @brief Makes a context current on the calling thread for the guard's scope and restores the
+/// previous one (also when an exception leaves the scope). Neither copyable nor movable.
+///
+/// When the context is already current it does nothing.
+/// @code
+/// {
+///   cudax::context_guard guard(ctx);
+///   raw_library_call();            // sees ctx as the current context
+/// }                                // the previous context is current again
+/// @endcode
+class context_guard {
+ public:
+  /// @brief Makes @p ctx current.
+  explicit context_guard(context_ref ctx);
+  context_guard(const context_guard&) = delete;
+  context_guard& operator=(const context_guard&) = delete;
+  /// @brief Restores the context that was current before (errors go to the destruction handler).
+  ~context_guard();
+
+ private:
+  CUcontext previous_;
+  CUcontext target_;
+};
+
+}  // namespace cudax

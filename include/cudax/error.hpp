@@ -1,0 +1,155 @@
+/// @file error.hpp
+/// @brief The exception hierarchy of cudax and the handler for errors met during destruction.
+#pragma once
+
+#include <cuda.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+/// @brief cudax: RAII types over the CUDA driver API (devices, contexts, streams, events, memory),
+/// its exception hierarchy and run-time driver loading. See @ref design for the model.
+namespace cudax {
+
+/// @brief Which library produced the status code carried by an @ref cudax::error.
+enum class error_source {
+  driver,  ///< A CUDA driver API call returned a CUresult.
+  cudax,   ///< cudax itself refused a request before any driver call (bad argument, empty handle).
+};
+
+/// @brief The base of every exception cudax throws.
+///
+/// It carries the status code and its symbolic name (`CUDA_ERROR_OUT_OF_MEMORY`), the driver's
+/// description of it, the API call that failed (`cuMemAlloc`) and the context in which it failed
+/// (device, stream, sizes). `what()` joins them into one line.
+///
+/// @code
+/// try {
+///   cudax::device_buffer<float> huge(cudax::device(0), std::size_t(1) << 40);
+/// } catch (const cudax::out_of_memory_error& e) {
+///   std::cerr << e.what() << '\n';   // cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory) [device 0, 4 TiB requested]
+///   std::cerr << e.name() << '\n';   // CUDA_ERROR_OUT_OF_MEMORY
+/// } catch (const cudax::error& e) {
+///   std::cerr << e.api() << " failed with " << e.code() << '\n';
+/// }
+/// @endcode
+class error : public std::runtime_error {
+ public:
+  /// @brief Builds an error with every field given explicitly.
+  /// @param source which library the code comes from
+  /// @param code the numeric status code (a CUresult for @ref error_source::driver)
+  /// @param name the symbolic name of the code
+  /// @param description a human-readable description of the code
+  /// @param api the call that failed, e.g. `cuStreamCreate` or `cudax::copy`
+  /// @param context where it failed (device, stream, sizes); may be empty
+  error(error_source source, int code, std::string name, std::string description, std::string api,
+        std::string context);
+
+  /// @brief Builds an error for a failed driver call; name and description come from the driver
+  /// when it is loaded, otherwise from the table built into cudax.
+  error(CUresult code, std::string api, std::string context = {});
+
+  /// @brief Which library produced @ref code.
+  [[nodiscard]] error_source source() const noexcept { return source_; }
+  /// @brief The numeric status code.
+  [[nodiscard]] int code() const noexcept { return code_; }
+  /// @brief The status as a CUresult (meaningful for both sources: cudax validation errors use
+  /// `CUDA_ERROR_INVALID_VALUE` and friends).
+  [[nodiscard]] CUresult result() const noexcept { return static_cast<CUresult>(code_); }
+  /// @brief The symbolic name of the code, e.g. `CUDA_ERROR_INVALID_VALUE`.
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// @brief The description of the code.
+  [[nodiscard]] const std::string& description() const noexcept { return description_; }
+  /// @brief The API call that failed.
+  [[nodiscard]] const std::string& api() const noexcept { return api_; }
+  /// @brief Where the call failed (device, stream, sizes); may be empty.
+  [[nodiscard]] const std::string& context() const noexcept { return context_; }
+
+ private:
+  error_source source_;
+  int code_;
+  std::string name_;
+  std::string description_;
+  std::string api_;
+  std::string context_;
+};
+
+/// @brief A device or host allocation failed for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+class out_of_memory_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The CUDA driver cannot be used: libcuda.so.1 was not found, it is a stub, it is too old
+/// for this machine's kernel module, or it sees no device.
+class driver_unavailable_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The device or the installed driver does not support the request (`CUDA_ERROR_NOT_SUPPORTED`,
+/// or an entry point that the installed driver lacks: `CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER`).
+class not_supported_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief cudax refused an argument before calling the driver: an empty (moved-from) handle, a copy
+/// larger than its source or destination view, an invalid flag combination. Its code is
+/// `CUDA_ERROR_INVALID_VALUE` and @ref error::api names the cudax function.
+class invalid_argument_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param api the cudax function that refused the request, e.g. `cudax::copy`
+  /// @param message what is wrong and what to do about it
+  invalid_argument_error(std::string api, std::string message);
+};
+
+/// @brief A host callable enqueued with @ref stream_ref::enqueue threw. It is raised by the next
+/// @ref stream_ref::synchronize of that stream; @ref original gives the exception the callable threw.
+class host_callback_error : public error {
+ public:
+  /// @brief Builds the error from the exception a callable threw.
+  /// @param original the exception thrown inside the callable
+  /// @param stream_context a description of the stream it ran on
+  host_callback_error(std::exception_ptr original, std::string stream_context);
+  /// @brief The exception the callable threw; rethrow it with `std::rethrow_exception`.
+  [[nodiscard]] std::exception_ptr original() const noexcept { return original_; }
+
+ private:
+  std::exception_ptr original_;
+};
+
+/// @brief The symbolic name of a CUresult, e.g. `CUDA_ERROR_OUT_OF_MEMORY`. Works without a driver;
+/// an unknown value gives `CUDA_ERROR_<number>`.
+[[nodiscard]] std::string error_name(CUresult code);
+
+/// @brief A description of a CUresult: the driver's own text when the driver is loaded, otherwise
+/// the description of the CUDA headers cudax was built with.
+[[nodiscard]] std::string error_description(CUresult code);
+
+/// @brief A function that receives errors met in destructors, which never throw.
+///
+/// The handler must not throw. It is called from the destroying thread, or, for an exception thrown
+/// by a host callable whose stream was destroyed before it ran, from the driver's callback thread.
+using destruction_error_handler = void (*)(const error&) noexcept;
+
+/// @brief Replaces the handler for errors met while destroying cudax objects.
+///
+/// The default handler writes one line to stderr, e.g.
+/// `cudax: error during destruction: cuStreamDestroy: CUDA_ERROR_INVALID_HANDLE (invalid resource handle)`.
+/// `CUDA_ERROR_DEINITIALIZED` (the driver shutting down at process exit) never reaches the handler.
+///
+/// @code
+/// static std::atomic<int> failures{0};
+/// cudax::set_destruction_error_handler([](const cudax::error&) noexcept { ++failures; });
+/// @endcode
+/// @param handler the new handler; `nullptr` restores the default
+/// @return the previous handler
+destruction_error_handler set_destruction_error_handler(destruction_error_handler handler) noexcept;
+
+/// @brief The handler currently installed (never `nullptr`).
+[[nodiscard]] destruction_error_handler get_destruction_error_handler() noexcept;
+
+}  // namespace cudax

@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
+#   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
+#   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking;
+#   3. the examples, cudax-query and (unless --no-bench) the foundation benchmark.
+# Logs go to $OUT (default: ./gpu-suite-logs). The build tree is expected at $BUILD (default:
+# ./build). CTest files hold the absolute path of the tree they were configured in; when that path
+# does not exist here, it is linked to this tree.
+# Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer]
+set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+build=${BUILD:-$root/build}
+out=${OUT:-$root/gpu-suite-logs}
+mkdir -p "$out"
+bench=1
+sanitize=1
+for arg in "$@"; do
+  case $arg in
+    --no-bench) bench=0 ;;
+    --no-sanitizer) sanitize=0 ;;
+  esac
+done
+
+configured=$(sed -n 's/^# Build directory: //p' "$build/CTestTestfile.cmake" | head -n 1)
+if [ -n "$configured" ] && [ ! -e "$configured" ]; then
+  mkdir -p "$(dirname "$configured")"
+  ln -s "$build" "$configured"
+fi
+src_configured=$(sed -n 's/^# Source directory: //p' "$build/CTestTestfile.cmake" | head -n 1)
+if [ -n "$src_configured" ] && [ ! -e "$src_configured" ]; then
+  mkdir -p "$(dirname "$src_configured")"
+  ln -s "$root" "$src_configured"
+fi
+
+# Script-driven tests call the cmake of the configuring machine by its absolute path.
+cmake_used=$(sed -n 's/^CMAKE_COMMAND:INTERNAL=//p' "$build/CMakeCache.txt" | head -n 1)
+if [ -n "$cmake_used" ] && [ ! -x "$cmake_used" ] && command -v cmake > /dev/null; then
+  mkdir -p "$(dirname "$cmake_used")" && ln -sf "$(command -v cmake)" "$cmake_used"
+fi
+
+status=0
+echo "== nvidia-smi" | tee "$out/summary.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
+
+echo "== ctest -L gpu" | tee -a "$out/summary.txt"
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1 || status=1
+grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -a "$out/summary.txt"
+grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
+
+if [ "$sanitize" = 1 ]; then
+  echo "== compute-sanitizer memcheck --leak-check full (API errors the tests provoke on purpose are not counted)" | tee -a "$out/summary.txt"
+  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
+    "$build/tests/cudax_gpu_tests" > "$out/sanitizer-memcheck.log" 2>&1
+  rc=$?
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  [ "$rc" = 0 ] || status=1
+  grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-memcheck.log" | tee -a "$out/summary.txt"
+fi
+
+echo "== cudax-query" | tee -a "$out/summary.txt"
+"$build/tools/cudax-query/cudax-query" 2>&1 | tee -a "$out/summary.txt" || status=1
+echo "== examples" | tee -a "$out/summary.txt"
+for ex in "$build"/examples/example_*; do
+  [ -x "$ex" ] || continue
+  echo "-- $(basename "$ex")" | tee -a "$out/summary.txt"
+  "$ex" > "$out/$(basename "$ex").log" 2>&1
+  rc=$?
+  tail -n 5 "$out/$(basename "$ex").log" | tee -a "$out/summary.txt"
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  [ "$rc" = 0 ] || status=1
+done
+
+if [ "$bench" = 1 ] && [ -x "$build/benchmarks/bench_foundation" ]; then
+  echo "== bench_foundation" | tee -a "$out/summary.txt"
+  "$build/benchmarks/bench_foundation" > "$out/bench_foundation.log" 2>&1 || status=1
+  tail -n 20 "$out/bench_foundation.log" | tee -a "$out/summary.txt"
+fi
+echo "== overall status $status" | tee -a "$out/summary.txt"
+exit $status

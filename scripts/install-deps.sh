@@ -1,0 +1,121 @@
+#!/usr/bin/env bash
+# Installs what cudax needs to build, test and document itself on Debian or Ubuntu, when missing:
+# cmake, g++, make, Catch2, Doxygen, nlohmann-json and CLI11. The CUDA toolkit must already be
+# installed; this script only checks for it.
+#
+# Idempotent: when everything is present it returns at once, without apt-get or network access.
+# Runs apt-get through sudo when not root. Environment:
+#   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
+#   CUDAX_SKIP_DEPS=1             do nothing (for machines managed some other way)
+set -euo pipefail
+
+say() { printf 'install-deps: %s\n' "$*"; }
+die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
+
+if [[ "${CUDAX_SKIP_DEPS:-0}" == "1" ]]; then
+  say "CUDAX_SKIP_DEPS=1: not checking dependencies"
+  exit 0
+fi
+
+# --- the CUDA toolkit (never installed here) ------------------------------------------------------
+cuda_root=""
+for candidate in "${CUDAToolkit_ROOT:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
+  if [[ -n "$candidate" && -f "$candidate/include/cuda.h" ]]; then
+    cuda_root="$candidate"
+    break
+  fi
+done
+if [[ -z "$cuda_root" ]]; then
+  die "the CUDA toolkit was not found (looked for include/cuda.h under \$CUDAToolkit_ROOT, \$CUDA_PATH and /usr/local/cuda).
+  Install the CUDA toolkit 12.0 or newer (https://developer.nvidia.com/cuda-downloads), or set
+  CUDAToolkit_ROOT to its directory. A GPU and a driver are not needed to build."
+fi
+if [[ ! -f "$cuda_root/include/cudaTypedefs.h" ]]; then
+  die "$cuda_root/include/cudaTypedefs.h is missing: the CUDA toolkit at $cuda_root is incomplete or older than 12.0"
+fi
+
+# --- packages ---------------------------------------------------------------------------------------
+# Each entry: the Debian/Ubuntu package, and a check that passes when the tool or headers are present
+# without the package (a CMake from pip or Kitware, Catch2 built from source, ...).
+have_pkg() { dpkg -s "$1" 2>/dev/null | grep -q '^Status: install ok installed'; }
+have_cmd() { command -v "$1" >/dev/null 2>&1; }
+have_header() {
+  local h
+  for h in "$@"; do
+    [[ -f "/usr/include/$h" || -f "/usr/local/include/$h" ]] && return 0
+  done
+  return 1
+}
+
+present() {
+  case "$1" in
+    cmake) have_cmd cmake ;;
+    g++) have_cmd g++ ;;
+    make) have_cmd make ;;
+    doxygen) have_cmd doxygen ;;
+    catch2) have_header catch2/catch.hpp catch2/catch_all.hpp catch2/catch_test_macros.hpp ;;
+    nlohmann-json3-dev) have_header nlohmann/json.hpp ;;
+    libcli11-dev) have_header CLI/CLI.hpp ;;
+    *) return 1 ;;
+  esac
+}
+
+packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev)
+missing=()
+for pkg in "${packages[@]}"; do
+  if ! have_pkg "$pkg" && ! present "$pkg"; then
+    missing+=("$pkg")
+  fi
+done
+
+# Doxygen only adds the `docs` target and its test; without it the build and the other tests work.
+optional=" doxygen "
+still_missing() {
+  local pkg out=()
+  for pkg in "${missing[@]}"; do
+    if ! have_pkg "$pkg" && ! present "$pkg"; then
+      out+=("$pkg")
+    fi
+  done
+  printf '%s\n' "${out[@]}"
+}
+
+if ((${#missing[@]} > 0)); then
+  have_cmd apt-get || die "missing: ${missing[*]}; this script installs them only with apt-get (Debian/Ubuntu)"
+  sudo=()
+  if [[ "$(id -u)" -ne 0 ]]; then
+    have_cmd sudo || die "missing: ${missing[*]}; run as root or install sudo"
+    sudo=(sudo)
+  fi
+  say "installing: ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  if ! { "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
+         "${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+           "${missing[@]}"; }; then
+    say "apt-get failed (no network or no such package?)"
+  fi
+  required_left=()
+  while IFS= read -r pkg; do
+    [[ -z "$pkg" ]] && continue
+    if [[ "$optional" == *" $pkg "* ]]; then
+      say "warning: $pkg is not installed; continuing without it (no 'docs' target)"
+    else
+      required_left+=("$pkg")
+    fi
+  done < <(still_missing)
+  if ((${#required_left[@]} > 0)); then
+    die "still missing: ${required_left[*]}; install these packages by hand"
+  fi
+fi
+
+# --- versions that matter -----------------------------------------------------------------------------
+cmake_version="$(cmake --version | sed -n 's/^cmake version \([0-9][0-9.]*\).*/\1/p')"
+if [[ -z "$cmake_version" ]] || ! printf '3.25\n%s\n' "$cmake_version" | sort -V -C; then
+  die "CMake ${cmake_version:-?} is too old: cudax needs 3.25 or newer (on Ubuntu 22.04: pip install cmake,
+  or the Kitware APT repository https://apt.kitware.com)"
+fi
+
+say "ok: CUDA toolkit at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')"
+if [[ "$cuda_root" != /usr/local/cuda && "${CUDAToolkit_ROOT:-}" != "$cuda_root" ]]; then
+  say "note: the toolkit is not at /usr/local/cuda; export CUDAToolkit_ROOT=$cuda_root before running cmake"
+fi

@@ -1,0 +1,440 @@
+// Device, pinned, managed and pitched allocations, host registration, pointer attributes.
+#include <cstdio>
+#include <limits>
+#include <string>
+
+#include "cudax/device_buffer.hpp"
+#include "cudax/error.hpp"
+#include "cudax/managed_buffer.hpp"
+#include "cudax/pinned_buffer.hpp"
+#include "cudax/pitched_buffer.hpp"
+#include "cudax/pointer_attributes.hpp"
+#include "cudax/span.hpp"
+#include "driver_api.hpp"
+#include "memory_support.hpp"
+
+namespace cudax::detail {
+
+namespace {
+
+std::size_t checked_bytes(const char* api, std::size_t count, std::size_t element_size) {
+  if (element_size != 0 && count > std::numeric_limits<std::size_t>::max() / element_size) {
+    throw invalid_argument_error(api, std::to_string(count) + " elements of " + std::to_string(element_size) +
+                                          " bytes overflow the size type");
+  }
+  return count * element_size;
+}
+
+void require_context(CUcontext ctx, const char* api) {
+  if (ctx == nullptr) {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudax::context)");
+  }
+}
+
+std::string device_of(CUcontext ctx) {
+  CUdevice dev = -1;
+  quiet_context_scope scope(ctx);
+  if (drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS) {
+    return "context " + format_address(reinterpret_cast<std::uintptr_t>(ctx));
+  }
+  std::size_t free = 0;
+  std::size_t total = 0;
+  std::string out = "device " + std::to_string(static_cast<int>(dev));
+  if (drv::cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
+    out += " (" + format_bytes(free) + " free of " + format_bytes(total) + ")";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string format_bytes(std::size_t bytes) {
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB"};
+  double value = static_cast<double>(bytes);
+  int unit = 0;
+  while (value >= 1024.0 && unit < 5) {
+    value /= 1024.0;
+    ++unit;
+  }
+  char buffer[64];
+  if (unit == 0) {
+    std::snprintf(buffer, sizeof(buffer), "%zu bytes", bytes);
+  } else {
+    std::snprintf(buffer, sizeof(buffer), "%.2f %s (%zu bytes)", value, units[unit], bytes);
+  }
+  return buffer;
+}
+
+std::string format_address(std::uintptr_t address) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(address));
+  return buffer;
+}
+
+quiet_context_scope::quiet_context_scope(CUcontext ctx) noexcept : target_(ctx) {
+  if (ctx == nullptr) {
+    return;
+  }
+  try {
+    if (drv::cuCtxGetCurrent(&previous_) == CUDA_SUCCESS && previous_ != ctx) {
+      switched_ = drv::cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+    }
+  } catch (...) {
+  }
+}
+
+quiet_context_scope::~quiet_context_scope() {
+  if (switched_) {
+    CUcontext p = previous_;
+    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+  }
+}
+
+stream_context_scope::stream_context_scope(CUstream stream) {
+  if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+    return;
+  }
+  CUcontext target = nullptr;
+  check(drv::cuStreamGetCtx(stream, &target), "cuStreamGetCtx");
+  check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (target != nullptr && target != previous_) {
+    check(drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
+    switched_ = true;
+  }
+}
+
+stream_context_scope::~stream_context_scope() {
+  if (switched_) {
+    CUcontext p = previous_;
+    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+  }
+}
+
+synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
+  check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  CUcontext target = nullptr;
+  for (std::uintptr_t address : {a, b}) {
+    pointer_attributes attr = get_pointer_attributes(static_cast<CUdeviceptr>(address));
+    if (attr.device_ordinal >= 0) {
+      target = attr.context != nullptr
+                   ? attr.context
+                   : device::from_native_handle(attr.device_ordinal).primary_context().native_handle();
+      break;
+    }
+  }
+  if (target == nullptr) {
+    target = previous_ != nullptr ? previous_ : device(0).primary_context().native_handle();
+  }
+  if (target != previous_) {
+    check(drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
+    switched_ = true;
+  }
+}
+
+void synchronous_scope::complete() { check(drv::cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize"); }
+
+synchronous_scope::~synchronous_scope() {
+  if (switched_) {
+    CUcontext p = previous_;
+    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+  }
+}
+
+void require_stream(CUstream stream, const char* api) {
+  if (stream == nullptr) {
+    throw invalid_argument_error(api, "the stream is empty (a moved-from or released cudax::stream)");
+  }
+}
+
+void throw_out_of_range(const char* api, std::size_t offset, std::size_t count, std::size_t size) {
+  throw invalid_argument_error(api, "elements [" + std::to_string(offset) + ", " + std::to_string(offset + count) +
+                                        ") are outside a view of " + std::to_string(size) + " elements");
+}
+
+// --- device_allocation -----------------------------------------------------------------------
+
+device_allocation device_allocation::allocate(CUcontext ctx, std::size_t count, std::size_t element_size) {
+  const char* api = "cudax::device_buffer";
+  require_context(ctx, api);
+  std::size_t bytes = checked_bytes(api, count, element_size);
+  if (bytes == 0) {
+    return {0, 0, ctx, nullptr};
+  }
+  context_guard guard{context_ref(ctx)};
+  CUdeviceptr address = 0;
+  check(drv::cuMemAlloc(&address, bytes), "cuMemAlloc",
+        [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
+  return {address, bytes, ctx, nullptr};
+}
+
+device_allocation device_allocation::allocate_async(CUstream stream, CUmemoryPool pool, std::size_t count,
+                                                    std::size_t element_size) {
+  const char* api = "cudax::device_buffer";
+  require_stream(stream, api);
+  std::size_t bytes = checked_bytes(api, count, element_size);
+  if (bytes == 0) {
+    return {0, 0, nullptr, stream};
+  }
+  CUdeviceptr address = 0;
+  auto where = [&] {
+    CUcontext ctx = nullptr;
+    std::string out = format_bytes(bytes) + " requested on stream " +
+                      format_address(reinterpret_cast<std::uintptr_t>(stream));
+    if (drv::cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr) {
+      out += ", " + device_of(ctx);
+    }
+    return out;
+  };
+  if (pool != nullptr) {
+    check(drv::cuMemAllocFromPoolAsync(&address, bytes, pool, stream), "cuMemAllocFromPoolAsync", where);
+  } else {
+    check(drv::cuMemAllocAsync(&address, bytes, stream), "cuMemAllocAsync", where);
+  }
+  return {address, bytes, nullptr, stream};
+}
+
+device_allocation device_allocation::allocate_from_pool(CUstream stream, CUmemoryPool pool, std::size_t count,
+                                                        std::size_t element_size) {
+  if (pool == nullptr) {
+    throw invalid_argument_error("cudax::device_buffer",
+                                 "the memory pool is empty (a moved-from or released cudax::memory_pool)");
+  }
+  return allocate_async(stream, pool, count, element_size);
+}
+
+void device_allocation::free() noexcept {
+  if (address == 0) {
+    return;
+  }
+  CUdeviceptr a = address;
+  address = 0;
+  bytes = 0;
+  if (stream != nullptr) {
+    CUstream s = stream;
+    destroy_noexcept("cuMemFreeAsync", [a, s] { return drv::cuMemFreeAsync(a, s); });
+  } else {
+    quiet_context_scope scope(context);
+    destroy_noexcept("cuMemFree", [a] { return drv::cuMemFree(a); });
+  }
+}
+
+CUcontext device_allocation::owning_context() const {
+  if (stream == nullptr) {
+    if (context == nullptr) {
+      throw invalid_argument_error("cudax::device_buffer::context", "the buffer is empty (moved-from or released)");
+    }
+    return context;
+  }
+  CUcontext ctx = nullptr;
+  check(drv::cuStreamGetCtx(stream, &ctx), "cuStreamGetCtx");
+  return ctx;
+}
+
+void device_allocation::set_stream(CUstream s, const char* api) {
+  require_stream_ordered(api);
+  require_stream(s, api);
+  stream = s;
+}
+
+void device_allocation::require_stream_ordered(const char* api) const {
+  if (stream == nullptr) {
+    throw invalid_argument_error(api, "the buffer has no stream: it was allocated synchronously, or it is empty "
+                                      "(moved-from or released)");
+  }
+}
+
+device_allocation allocate_pitched(CUcontext ctx, std::size_t width_bytes, std::size_t rows, std::size_t element_size,
+                                   std::size_t* pitch) {
+  const char* api = "cudax::pitched_buffer";
+  require_context(ctx, api);
+  if (width_bytes == 0 || rows == 0) {
+    throw invalid_argument_error(api, "a pitched allocation needs a non-zero width, height and depth");
+  }
+  unsigned int element = element_size >= 16 ? 16u : element_size >= 8 ? 8u : 4u;
+  context_guard guard{context_ref(ctx)};
+  CUdeviceptr address = 0;
+  check(drv::cuMemAllocPitch(&address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
+    return std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " on " + device_of(ctx);
+  });
+  return {address, *pitch * rows, ctx, nullptr};
+}
+
+// --- host_allocation -------------------------------------------------------------------------
+
+host_allocation host_allocation::allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size,
+                                                 unsigned int flags) {
+  const char* api = "cudax::pinned_buffer";
+  require_context(ctx, api);
+  constexpr unsigned int known = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+  if ((flags & ~known) != 0) {
+    throw invalid_argument_error(api, "unknown pinned_flags bits " + format_address(flags & ~known));
+  }
+  std::size_t bytes = checked_bytes(api, count, element_size);
+  if (bytes == 0) {
+    return {nullptr, 0, ctx};
+  }
+  context_guard guard{context_ref(ctx)};
+  void* pointer = nullptr;
+  check(drv::cuMemHostAlloc(&pointer, bytes, flags), "cuMemHostAlloc",
+        [&] { return format_bytes(bytes) + " of pinned host memory requested"; });
+  return {pointer, bytes, ctx};
+}
+
+host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size,
+                                                  unsigned int flags) {
+  const char* api = "cudax::managed_buffer";
+  require_context(ctx, api);
+  if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
+    throw invalid_argument_error(api, "managed memory is allocated with managed_attach::global or managed_attach::host; "
+                                      "attach it to a stream with managed_buffer::attach");
+  }
+  std::size_t bytes = checked_bytes(api, count, element_size);
+  if (bytes == 0) {
+    return {nullptr, 0, ctx};
+  }
+  context_guard guard{context_ref(ctx)};
+  CUdeviceptr address = 0;
+  check(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged",
+        [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
+  return {reinterpret_cast<void*>(address), bytes, ctx};
+}
+
+host_allocation host_allocation::register_memory(CUcontext ctx, void* pointer, std::size_t bytes, unsigned int flags) {
+  const char* api = "cudax::host_registration";
+  require_context(ctx, api);
+  constexpr unsigned int known = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                                 CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+  if ((flags & ~known) != 0) {
+    throw invalid_argument_error(api, "unknown host_register_flags bits " + format_address(flags & ~known));
+  }
+  if (pointer == nullptr || bytes == 0) {
+    throw invalid_argument_error(api, "nothing to register: the range is null or empty");
+  }
+  context_guard guard{context_ref(ctx)};
+  check(drv::cuMemHostRegister(pointer, bytes, flags), "cuMemHostRegister", [&] {
+    return format_bytes(bytes) + " at " + format_address(reinterpret_cast<std::uintptr_t>(pointer));
+  });
+  return {pointer, bytes, ctx};
+}
+
+void host_allocation::free_pinned() noexcept {
+  if (pointer != nullptr) {
+    void* p = pointer;
+    pointer = nullptr;
+    bytes = 0;
+    quiet_context_scope scope(context);
+    destroy_noexcept("cuMemFreeHost", [p] { return drv::cuMemFreeHost(p); });
+  }
+}
+
+void host_allocation::free_managed() noexcept {
+  if (pointer != nullptr) {
+    auto a = reinterpret_cast<CUdeviceptr>(pointer);
+    pointer = nullptr;
+    bytes = 0;
+    quiet_context_scope scope(context);
+    destroy_noexcept("cuMemFree", [a] { return drv::cuMemFree(a); });
+  }
+}
+
+void host_allocation::unregister() noexcept {
+  if (pointer != nullptr) {
+    void* p = pointer;
+    pointer = nullptr;
+    bytes = 0;
+    quiet_context_scope scope(context);
+    destroy_noexcept("cuMemHostUnregister", [p] { return drv::cuMemHostUnregister(p); });
+  }
+}
+
+CUdeviceptr host_allocation::device_address(const char* api) const {
+  if (pointer == nullptr) {
+    throw invalid_argument_error(api, "the buffer is empty (moved-from, released or of zero elements)");
+  }
+  context_guard guard{context_ref(context)};
+  CUdeviceptr address = 0;
+  check(drv::cuMemHostGetDevicePointer(&address, pointer, 0u), "cuMemHostGetDevicePointer",
+        [] { return std::string("the memory must be mapped (pinned_flags::mapped or unified addressing)"); });
+  return address;
+}
+
+// --- managed memory operations ---------------------------------------------------------------
+
+namespace {
+void require_managed(CUdeviceptr address, const char* api) {
+  if (address == 0) {
+    throw invalid_argument_error(api, "the buffer is empty (moved-from, released or of zero elements)");
+  }
+}
+}  // namespace
+
+void managed_attach_async(CUstream stream, CUdeviceptr address, std::size_t bytes, unsigned int flags) {
+  require_managed(address, "cudax::managed_buffer::attach");
+  require_stream(stream, "cudax::managed_buffer::attach");
+  stream_context_scope scope(stream);
+  check(drv::cuStreamAttachMemAsync(stream, address, bytes, flags), "cuStreamAttachMemAsync");
+}
+
+void managed_prefetch_async(CUdeviceptr address, std::size_t bytes, memory_location where, CUstream stream) {
+  require_managed(address, "cudax::managed_buffer::prefetch");
+  require_stream(stream, "cudax::managed_buffer::prefetch");
+  stream_context_scope scope(stream);
+#if CUDA_VERSION >= 12020
+  CUmemLocation location{};
+  location.type = where.is_host() ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = where.is_host() ? 0 : where.device_ordinal();
+  check(drv::cuMemPrefetchAsync(address, bytes, location, 0u, stream), "cuMemPrefetchAsync",
+        [&] { return format_bytes(bytes) + (where.is_host() ? " to the host" : " to device " + std::to_string(where.device_ordinal())); });
+#else
+  check(drv::cuMemPrefetchAsync(address, bytes, where.is_host() ? CU_DEVICE_CPU : where.device_ordinal(), stream),
+        "cuMemPrefetchAsync");
+#endif
+}
+
+void managed_advise(CUcontext ctx, CUdeviceptr address, std::size_t bytes, CUmem_advise advice, memory_location where) {
+  require_managed(address, "cudax::managed_buffer::advise");
+  context_guard guard{context_ref(ctx)};
+#if CUDA_VERSION >= 12020
+  CUmemLocation location{};
+  location.type = where.is_host() ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
+  location.id = where.is_host() ? 0 : where.device_ordinal();
+  check(drv::cuMemAdvise(address, bytes, advice, location), "cuMemAdvise");
+#else
+  check(drv::cuMemAdvise(address, bytes, advice, where.is_host() ? CU_DEVICE_CPU : where.device_ordinal()),
+        "cuMemAdvise");
+#endif
+}
+
+}  // namespace cudax::detail
+
+namespace cudax {
+
+pointer_attributes get_pointer_attributes(CUdeviceptr address) {
+  pointer_attributes out{};
+  unsigned int memory_type = 0;
+  int ordinal = -2;
+  int managed = 0;
+  int mapped = 0;
+  CUpointer_attribute which[] = {
+      CU_POINTER_ATTRIBUTE_CONTEXT,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+      CU_POINTER_ATTRIBUTE_HOST_POINTER,   CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+      CU_POINTER_ATTRIBUTE_BUFFER_ID,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MAPPED,         CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+  };
+  void* data[] = {&out.context,     &memory_type,     &out.device_address, &out.host_pointer,
+                  &managed,         &ordinal,         &out.buffer_id,      &out.range_start,
+                  &out.range_size,  &mapped,          &out.pool};
+  detail::check(detail::drv::cuPointerGetAttributes(static_cast<unsigned int>(std::size(which)), which, data, address),
+                "cuPointerGetAttributes", [&] { return detail::format_address(static_cast<std::uintptr_t>(address)); });
+  out.memory_type = static_cast<CUmemorytype>(memory_type);
+  out.is_managed = managed != 0;
+  out.is_mapped = mapped != 0;
+  out.device_ordinal = (memory_type == 0 || ordinal < 0) ? -1 : ordinal;
+  return out;
+}
+
+pointer_attributes get_pointer_attributes(const void* pointer) {
+  return get_pointer_attributes(reinterpret_cast<CUdeviceptr>(pointer));
+}
+
+}  // namespace cudax

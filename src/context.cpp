@@ -1,0 +1,172 @@
+#include "cudax/context.hpp"
+
+#include <string>
+
+#include "cudax/device.hpp"
+#include "cudax/error.hpp"
+#include "driver_api.hpp"
+
+namespace cudax {
+
+using detail::check;
+namespace drv = detail::drv;
+
+void context_ref::require_handle(const char* api) const {
+  if (handle_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudax::context)");
+  }
+}
+
+context_ref context_ref::current() {
+  CUcontext ctx = nullptr;
+  check(drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (ctx == nullptr) {
+    throw invalid_argument_error("cudax::context_ref::current",
+                                 "no context is current on this thread; call device::set_current first");
+  }
+  return context_ref(ctx);
+}
+
+cudax::device context_ref::device() const {
+  require_handle("cudax::context_ref::device");
+  context_guard guard(*this);
+  CUdevice dev = 0;
+  check(drv::cuCtxGetDevice(&dev), "cuCtxGetDevice");
+  return cudax::device::from_native_handle(dev);
+}
+
+unsigned int context_ref::flags() const {
+  require_handle("cudax::context_ref::flags");
+  context_guard guard(*this);
+  unsigned int flags = 0;
+  check(drv::cuCtxGetFlags(&flags), "cuCtxGetFlags");
+  return flags;
+}
+
+void context_ref::synchronize() const {
+  require_handle("cudax::context_ref::synchronize");
+  context_guard guard(*this);
+  check(drv::cuCtxSynchronize(), "cuCtxSynchronize");
+}
+
+std::pair<int, int> context_ref::stream_priority_range() const {
+  require_handle("cudax::context_ref::stream_priority_range");
+  context_guard guard(*this);
+  int least = 0;
+  int greatest = 0;
+  check(drv::cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
+  return {greatest, least};
+}
+
+void context_ref::enable_peer_access(context_ref peer) const {
+  require_handle("cudax::context_ref::enable_peer_access");
+  peer.require_handle("cudax::context_ref::enable_peer_access");
+  context_guard guard(*this);
+  CUresult status = drv::cuCtxEnablePeerAccess(peer.native_handle(), 0u);
+  if (status != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
+    check(status, "cuCtxEnablePeerAccess");
+  }
+}
+
+void context_ref::disable_peer_access(context_ref peer) const {
+  require_handle("cudax::context_ref::disable_peer_access");
+  peer.require_handle("cudax::context_ref::disable_peer_access");
+  context_guard guard(*this);
+  check(drv::cuCtxDisablePeerAccess(peer.native_handle()), "cuCtxDisablePeerAccess");
+}
+
+std::size_t context_ref::limit(CUlimit which) const {
+  require_handle("cudax::context_ref::limit");
+  context_guard guard(*this);
+  std::size_t value = 0;
+  check(drv::cuCtxGetLimit(&value, which), "cuCtxGetLimit");
+  return value;
+}
+
+void context_ref::set_limit(CUlimit which, std::size_t value) const {
+  require_handle("cudax::context_ref::set_limit");
+  context_guard guard(*this);
+  check(drv::cuCtxSetLimit(which, value), "cuCtxSetLimit");
+}
+
+// --- context ---------------------------------------------------------------------------------
+
+context::context(const cudax::device& dev, context_flags flags) : context_ref(static_cast<CUcontext>(nullptr)) {
+  constexpr unsigned int known = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX;
+  if ((static_cast<unsigned int>(flags) & ~known) != 0) {
+    throw invalid_argument_error("cudax::context", "unknown context flags 0x" +
+                                                       std::to_string(static_cast<unsigned int>(flags)));
+  }
+  check(drv::cuCtxCreate(&handle_, static_cast<unsigned int>(flags), dev.native_handle()), "cuCtxCreate",
+        [&] { return "device " + std::to_string(dev.ordinal()); });
+  // cuCtxCreate pushes the new context; pop it so the caller's context is current again.
+  CUcontext popped = nullptr;
+  detail::destroy_noexcept("cuCtxPopCurrent", [&popped] { return drv::cuCtxPopCurrent(&popped); });
+}
+
+context& context::operator=(context&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) {
+      CUcontext h = handle_;
+      detail::destroy_noexcept("cuCtxDestroy", [h] { return drv::cuCtxDestroy(h); });
+    }
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+context::~context() {
+  if (handle_ != nullptr) {
+    CUcontext h = handle_;
+    detail::destroy_noexcept("cuCtxDestroy", [h] { return drv::cuCtxDestroy(h); });
+  }
+}
+
+// --- primary_context -------------------------------------------------------------------------
+
+primary_context::primary_context(const cudax::device& dev)
+    : context_ref(static_cast<CUcontext>(nullptr)), device_(dev.native_handle()) {
+  check(drv::cuDevicePrimaryCtxRetain(&handle_, device_), "cuDevicePrimaryCtxRetain",
+        [&] { return "device " + std::to_string(dev.ordinal()); });
+}
+
+primary_context& primary_context::operator=(primary_context&& other) noexcept {
+  if (this != &other) {
+    if (handle_ != nullptr) {
+      CUdevice d = device_;
+      detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d] { return drv::cuDevicePrimaryCtxRelease(d); });
+    }
+    handle_ = std::exchange(other.handle_, nullptr);
+    device_ = other.device_;
+  }
+  return *this;
+}
+
+primary_context::~primary_context() {
+  if (handle_ != nullptr) {
+    CUdevice d = device_;
+    detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d] { return drv::cuDevicePrimaryCtxRelease(d); });
+  }
+}
+
+// --- context_guard ---------------------------------------------------------------------------
+
+context_guard::context_guard(context_ref ctx) : previous_(nullptr), target_(ctx.native_handle()) {
+  if (target_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error("cudax::context_guard",
+                                 "the context is empty (a moved-from or released cudax::context)");
+  }
+  check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  if (previous_ != target_) {
+    check(drv::cuCtxSetCurrent(target_), "cuCtxSetCurrent");
+  }
+}
+
+context_guard::~context_guard() {
+  if (previous_ != target_) {
+    CUcontext p = previous_;
+    detail::destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+  }
+}
+
+}  // namespace cudax

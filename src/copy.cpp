@@ -1,0 +1,213 @@
+// Copies and fills.
+#include "cudax/copy.hpp"
+
+#include <string>
+
+#include "cudax/error.hpp"
+#include "cudax/pointer_attributes.hpp"
+#include "driver_api.hpp"
+#include "memory_support.hpp"
+
+namespace cudax::detail {
+
+namespace {
+
+void check_linear(const char* api, std::uintptr_t dst, std::size_t dst_bytes, std::uintptr_t src,
+                  std::size_t src_bytes, std::size_t bytes) {
+  if (bytes == 0) {
+    throw invalid_argument_error(api, "nothing to copy: the copy is of zero bytes (an empty source view or count 0)");
+  }
+  if (bytes > src_bytes) {
+    throw invalid_argument_error(api, "the copy of " + format_bytes(bytes) + " is larger than the source view of " +
+                                          format_bytes(src_bytes));
+  }
+  if (bytes > dst_bytes) {
+    throw invalid_argument_error(api, "the copy of " + format_bytes(bytes) +
+                                          " is larger than the destination view of " + format_bytes(dst_bytes));
+  }
+  if (dst == 0 || src == 0) {
+    throw invalid_argument_error(api, std::string("the ") + (dst == 0 ? "destination" : "source") +
+                                          " view is null (a moved-from or released buffer?)");
+  }
+}
+
+std::string describe_copy(std::uintptr_t dst, std::uintptr_t src, std::size_t bytes) {
+  return format_bytes(bytes) + " from " + format_address(src) + " to " + format_address(dst);
+}
+
+}  // namespace
+
+void copy_linear(std::uintptr_t dst, std::size_t dst_bytes, std::uintptr_t src, std::size_t src_bytes,
+                 std::size_t bytes, CUstream stream, bool async, const char* api) {
+  check_linear(api, dst, dst_bytes, src, src_bytes, bytes);
+  if (async) {
+    require_stream(stream, api);
+    stream_context_scope scope(stream);
+    check(drv::cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes, stream),
+          "cuMemcpyAsync", [&] { return describe_copy(dst, src, bytes); });
+  } else {
+    synchronous_scope scope(dst, src);
+    check(drv::cuMemcpy(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes), "cuMemcpy",
+          [&] { return describe_copy(dst, src, bytes); });
+    scope.complete();
+  }
+}
+
+void copy_linear_peer(std::uintptr_t dst, std::size_t dst_bytes, CUcontext dst_ctx, std::uintptr_t src,
+                      std::size_t src_bytes, CUcontext src_ctx, std::size_t bytes, CUstream stream, bool async) {
+  const char* api = "cudax::copy_peer";
+  check_linear(api, dst, dst_bytes, src, src_bytes, bytes);
+  if (dst_ctx == nullptr || src_ctx == nullptr) {
+    throw invalid_argument_error(api, "a context is empty (a moved-from or released cudax::context)");
+  }
+  if (async) {
+    require_stream(stream, api);
+    stream_context_scope scope(stream);
+    check(drv::cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), dst_ctx, static_cast<CUdeviceptr>(src), src_ctx,
+                                 bytes, stream),
+          "cuMemcpyPeerAsync", [&] { return describe_copy(dst, src, bytes); });
+  } else {
+    check(drv::cuMemcpyPeer(static_cast<CUdeviceptr>(dst), dst_ctx, static_cast<CUdeviceptr>(src), src_ctx, bytes),
+          "cuMemcpyPeer", [&] { return describe_copy(dst, src, bytes); });
+  }
+}
+
+void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size,
+                 CUstream stream, bool async) {
+  const char* api = "cudax::fill";
+  if (count == 0) {
+    throw invalid_argument_error(api, "nothing to fill: the view is empty");
+  }
+  if (dst == 0) {
+    throw invalid_argument_error(api, "the view is null (a moved-from or released buffer?)");
+  }
+  if (dst % element_size != 0) {
+    throw invalid_argument_error(api, "the address " + format_address(dst) + " is not aligned to the element size of " +
+                                          std::to_string(element_size) + " bytes");
+  }
+  auto where = [&] { return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst); };
+  auto d = static_cast<CUdeviceptr>(dst);
+  if (async) {
+    require_stream(stream, api);
+    stream_context_scope scope(stream);
+    switch (element_size) {
+      case 1:
+        check(drv::cuMemsetD8Async(d, static_cast<unsigned char>(pattern), count, stream), "cuMemsetD8Async", where);
+        break;
+      case 2:
+        check(drv::cuMemsetD16Async(d, static_cast<unsigned short>(pattern), count, stream), "cuMemsetD16Async", where);
+        break;
+      default:
+        check(drv::cuMemsetD32Async(d, static_cast<unsigned int>(pattern), count, stream), "cuMemsetD32Async", where);
+        break;
+    }
+  } else {
+    synchronous_scope scope(dst, dst);
+    switch (element_size) {
+      case 1:
+        check(drv::cuMemsetD8(d, static_cast<unsigned char>(pattern), count), "cuMemsetD8", where);
+        break;
+      case 2:
+        check(drv::cuMemsetD16(d, static_cast<unsigned short>(pattern), count), "cuMemsetD16", where);
+        break;
+      default:
+        check(drv::cuMemsetD32(d, static_cast<unsigned int>(pattern), count), "cuMemsetD32", where);
+        break;
+    }
+    scope.complete();
+  }
+}
+
+namespace {
+
+std::string describe_layout(const pitched_layout& l) {
+  return std::to_string(l.width_bytes) + " bytes x " + std::to_string(l.height) + " rows x " + std::to_string(l.depth) +
+         " slices (pitch " + std::to_string(l.pitch) + ")";
+}
+
+// Host memory the driver does not know is described as host memory; everything else as unified.
+template <class Copy>
+void set_side(Copy& c, std::uintptr_t address, bool source) {
+  pointer_attributes attr = get_pointer_attributes(static_cast<CUdeviceptr>(address));
+  CUmemorytype type = attr.is_known() ? CU_MEMORYTYPE_UNIFIED : CU_MEMORYTYPE_HOST;
+  if (source) {
+    c.srcMemoryType = type;
+    if (type == CU_MEMORYTYPE_HOST) {
+      c.srcHost = reinterpret_cast<const void*>(address);
+    } else {
+      c.srcDevice = static_cast<CUdeviceptr>(address);
+    }
+  } else {
+    c.dstMemoryType = type;
+    if (type == CU_MEMORYTYPE_HOST) {
+      c.dstHost = reinterpret_cast<void*>(address);
+    } else {
+      c.dstDevice = static_cast<CUdeviceptr>(address);
+    }
+  }
+}
+
+}  // namespace
+
+void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool async) {
+  const char* api = "cudax::copy";
+  if (src.width_bytes == 0 || src.height == 0 || src.depth == 0) {
+    throw invalid_argument_error(api, "nothing to copy: the source extent " + describe_layout(src) + " is empty");
+  }
+  if (src.pitch < src.width_bytes || dst.pitch < dst.width_bytes) {
+    throw invalid_argument_error(api, std::string("the ") + (src.pitch < src.width_bytes ? "source" : "destination") +
+                                          " pitch is smaller than its row: source " + describe_layout(src) +
+                                          ", destination " + describe_layout(dst));
+  }
+  if (src.width_bytes > dst.width_bytes || src.height > dst.height || src.depth > dst.depth) {
+    throw invalid_argument_error(api, "the source " + describe_layout(src) + " does not fit the destination " +
+                                          describe_layout(dst));
+  }
+  if (dst.address == 0 || src.address == 0) {
+    throw invalid_argument_error(api, std::string("the ") + (dst.address == 0 ? "destination" : "source") +
+                                          " view is null (a moved-from or released buffer?)");
+  }
+  if (async) {
+    require_stream(stream, api);
+  }
+  // set_side queries pointer attributes, which the driver answers for the current context: make the
+  // stream's context current before (a no-op for synchronous copies, which pass no stream).
+  stream_context_scope stream_scope(async ? stream : nullptr);
+  auto where = [&] { return "source " + describe_layout(src) + ", destination " + describe_layout(dst); };
+  if (src.depth == 1) {
+    CUDA_MEMCPY2D c{};
+    set_side(c, src.address, true);
+    set_side(c, dst.address, false);
+    c.srcPitch = src.pitch;
+    c.dstPitch = dst.pitch;
+    c.WidthInBytes = src.width_bytes;
+    c.Height = src.height;
+    if (async) {
+      check(drv::cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync", where);
+    } else {
+      synchronous_scope scope(dst.address, src.address);
+      check(drv::cuMemcpy2DUnaligned(&c), "cuMemcpy2DUnaligned", where);
+      scope.complete();
+    }
+    return;
+  }
+  CUDA_MEMCPY3D c{};
+  set_side(c, src.address, true);
+  set_side(c, dst.address, false);
+  c.srcPitch = src.pitch;
+  c.srcHeight = src.height;
+  c.dstPitch = dst.pitch;
+  c.dstHeight = dst.height;
+  c.WidthInBytes = src.width_bytes;
+  c.Height = src.height;
+  c.Depth = src.depth;
+  if (async) {
+    check(drv::cuMemcpy3DAsync(&c, stream), "cuMemcpy3DAsync", where);
+  } else {
+    synchronous_scope scope(dst.address, src.address);
+    check(drv::cuMemcpy3D(&c), "cuMemcpy3D", where);
+    scope.complete();
+  }
+}
+
+}  // namespace cudax::detail

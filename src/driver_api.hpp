@@ -1,0 +1,200 @@
+// Internal: the driver entry points cudax calls, resolved lazily through cuGetProcAddress.
+//
+// Layering: drv::cuXxx(...) is the raw entry point (returns CUresult, resolves on first use and
+// throws only when the entry point cannot be resolved); check() turns a CUresult into an exception;
+// the public types in include/cudax are built on both.
+#pragma once
+
+#include <cuda.h>
+#include <cudaTypedefs.h>
+
+#include <atomic>
+#include <string>
+
+#include "cudax/error.hpp"
+
+// X(name, api_version): the PFN typedef PFN_<name>_v<api_version> of cudaTypedefs.h gives the type.
+// The version is the ABI cudax was written against; cuGetProcAddress hands back the matching symbol.
+#define CUDAX_DRIVER_ENTRY_POINTS(X)          \
+  X(cuDriverGetVersion, 2020)                 \
+  X(cuGetErrorName, 6000)                     \
+  X(cuGetErrorString, 6000)                   \
+  X(cuDeviceGet, 2000)                        \
+  X(cuDeviceGetCount, 2000)                   \
+  X(cuDeviceGetName, 2000)                    \
+  X(cuDeviceGetUuid, 11040)                   \
+  X(cuDeviceGetPCIBusId, 4010)                \
+  X(cuDeviceTotalMem, 3020)                   \
+  X(cuDeviceGetAttribute, 2000)               \
+  X(cuDeviceCanAccessPeer, 4000)              \
+  X(cuDeviceGetP2PAttribute, 8000)            \
+  X(cuDeviceGetDefaultMemPool, 11020)         \
+  X(cuDeviceGetMemPool, 11020)                \
+  X(cuDeviceSetMemPool, 11020)                \
+  X(cuDevicePrimaryCtxRetain, 7000)           \
+  X(cuDevicePrimaryCtxRelease, 11000)         \
+  X(cuDevicePrimaryCtxGetState, 7000)         \
+  X(cuDevicePrimaryCtxSetFlags, 11000)        \
+  X(cuCtxCreate, 3020)                        \
+  X(cuCtxDestroy, 4000)                       \
+  X(cuCtxGetCurrent, 4000)                    \
+  X(cuCtxSetCurrent, 4000)                    \
+  X(cuCtxPopCurrent, 4000)                    \
+  X(cuCtxGetDevice, 2000)                     \
+  X(cuCtxGetFlags, 7000)                      \
+  X(cuCtxSynchronize, 2000)                   \
+  X(cuCtxGetStreamPriorityRange, 5050)        \
+  X(cuCtxEnablePeerAccess, 4000)              \
+  X(cuCtxDisablePeerAccess, 4000)             \
+  X(cuCtxGetLimit, 3010)                      \
+  X(cuCtxSetLimit, 3010)                      \
+  X(cuMemGetInfo, 3020)                       \
+  X(cuStreamCreateWithPriority, 5050)         \
+  X(cuStreamDestroy, 4000)                    \
+  X(cuStreamSynchronize, 2000)                \
+  X(cuStreamQuery, 2000)                      \
+  X(cuStreamWaitEvent, 3020)                  \
+  X(cuStreamGetCtx, 9020)                     \
+  X(cuStreamGetFlags, 5050)                   \
+  X(cuStreamGetPriority, 5050)                \
+  X(cuStreamGetId, 12000)                     \
+  X(cuLaunchHostFunc, 10000)                  \
+  X(cuEventCreate, 2000)                      \
+  X(cuEventDestroy, 4000)                     \
+  X(cuEventRecord, 2000)                      \
+  X(cuEventSynchronize, 2000)                 \
+  X(cuEventQuery, 2000)                       \
+  X(cuEventElapsedTime, 2000)                 \
+  X(cuIpcGetEventHandle, 4010)                \
+  X(cuIpcOpenEventHandle, 4010)               \
+  X(cuMemAlloc, 3020)                         \
+  X(cuMemAllocPitch, 3020)                    \
+  X(cuMemFree, 3020)                          \
+  X(cuMemAllocAsync, 11020)                   \
+  X(cuMemAllocFromPoolAsync, 11020)           \
+  X(cuMemFreeAsync, 11020)                    \
+  X(cuMemHostAlloc, 2020)                     \
+  X(cuMemFreeHost, 2000)                      \
+  X(cuMemHostGetDevicePointer, 3020)          \
+  X(cuMemHostRegister, 6050)                  \
+  X(cuMemHostUnregister, 4000)                \
+  X(cuMemAllocManaged, 6000)                  \
+  X(cuStreamAttachMemAsync, 6000)             \
+  X(cuMemPoolCreate, 11020)                   \
+  X(cuMemPoolDestroy, 11020)                  \
+  X(cuMemPoolTrimTo, 11020)                   \
+  X(cuMemPoolSetAttribute, 11020)             \
+  X(cuMemPoolGetAttribute, 11020)             \
+  X(cuMemPoolSetAccess, 11020)                \
+  X(cuMemPoolGetAccess, 11020)                \
+  X(cuMemcpy, 4000)                           \
+  X(cuMemcpyAsync, 4000)                      \
+  X(cuMemcpyPeer, 4000)                       \
+  X(cuMemcpyPeerAsync, 4000)                  \
+  X(cuMemcpy2DUnaligned, 3020)                \
+  X(cuMemcpy2DAsync, 3020)                    \
+  X(cuMemcpy3D, 3020)                         \
+  X(cuMemcpy3DAsync, 3020)                    \
+  X(cuMemcpy3DPeer, 4000)                     \
+  X(cuMemcpy3DPeerAsync, 4000)                \
+  X(cuMemsetD8, 3020)                         \
+  X(cuMemsetD16, 3020)                        \
+  X(cuMemsetD32, 3020)                        \
+  X(cuMemsetD8Async, 3020)                    \
+  X(cuMemsetD16Async, 3020)                   \
+  X(cuMemsetD32Async, 3020)                   \
+  X(cuMemsetD2D8Async, 3020)                  \
+  X(cuMemsetD2D16Async, 3020)                 \
+  X(cuMemsetD2D32Async, 3020)                 \
+  X(cuPointerGetAttributes, 7000)             \
+  X(cuMemGetAddressRange, 3020)               \
+  CUDAX_DRIVER_ENTRY_POINTS_12020(X)
+
+#if CUDA_VERSION >= 12020
+#define CUDAX_DRIVER_ENTRY_POINTS_12020(X) \
+  X(cuMemPrefetchAsync, 12020)             \
+  X(cuMemAdvise, 12020)
+#else
+#define CUDAX_DRIVER_ENTRY_POINTS_12020(X) \
+  X(cuMemPrefetchAsync, 8000)              \
+  X(cuMemAdvise, 8000)
+#endif
+
+namespace cudax::detail {
+
+// Loads the driver and runs cuInit once; throws driver_unavailable_error when that failed.
+void ensure_driver();
+
+// Resolves one entry point (after ensure_driver); throws not_supported_error naming the function
+// and the driver version it needs when the installed driver lacks it.
+void* resolve_entry_point(const char* symbol, int api_version);
+
+// The driver's description of a code, once the driver is loaded; nullptr before or without it.
+const char* driver_error_string(CUresult code) noexcept;
+
+// Throws the cudax::error subtype that matches a failed driver call.
+[[noreturn]] void throw_driver_error(CUresult status, const char* api, std::string context);
+
+// Checked call: throws the matching cudax::error subtype when status is not CUDA_SUCCESS.
+inline void check(CUresult status, const char* api) {
+  if (status != CUDA_SUCCESS) [[unlikely]] {
+    throw_driver_error(status, api, {});
+  }
+}
+
+// Checked call whose context string is built only on failure.
+template <class ContextFn>
+inline void check(CUresult status, const char* api, ContextFn&& context) {
+  if (status != CUDA_SUCCESS) [[unlikely]] {
+    throw_driver_error(status, api, context());
+  }
+}
+
+// Reports a failure met in a destructor to the destruction handler; never throws.
+void report_destruction_error(CUresult status, const char* api) noexcept;
+
+// Runs a destroy call and reports its failure (or an exception from resolving it) to the handler.
+template <class Fn>
+inline void destroy_noexcept(const char* api, Fn&& fn) noexcept {
+  try {
+    CUresult status = fn();
+    if (status != CUDA_SUCCESS) [[unlikely]] {
+      report_destruction_error(status, api);
+    }
+  } catch (const error& e) {
+    get_destruction_error_handler()(e);
+  } catch (...) {
+    report_destruction_error(CUDA_ERROR_UNKNOWN, api);
+  }
+}
+
+namespace drv {
+
+template <class Pfn>
+struct entry_point {
+  std::atomic<Pfn> fn{nullptr};
+  const char* symbol;
+  int version;
+  Pfn get() {
+    Pfn p = fn.load(std::memory_order_acquire);
+    if (p == nullptr) [[unlikely]] {
+      p = reinterpret_cast<Pfn>(resolve_entry_point(symbol, version));
+      fn.store(p, std::memory_order_release);
+    }
+    return p;
+  }
+};
+
+// The names below may be macros of cuda.h (cuMemAlloc -> cuMemAlloc_v2); the stringised symbol and
+// the PFN typedef use the base name, the function the (possibly renamed) token. Both stay consistent.
+#define CUDAX_DECLARE_ENTRY(name, ver)                                                   \
+  inline entry_point<PFN_##name##_v##ver> name##_entry{{nullptr}, #name, ver};           \
+  template <class... Args>                                                               \
+  inline CUresult name(Args... args) {                                                   \
+    return name##_entry.get()(args...);                                                  \
+  }
+CUDAX_DRIVER_ENTRY_POINTS(CUDAX_DECLARE_ENTRY)
+#undef CUDAX_DECLARE_ENTRY
+
+}  // namespace drv
+}  // namespace cudax::detail

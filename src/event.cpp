@@ -1,0 +1,145 @@
+#include "cudax/event.hpp"
+
+#include <cstdio>
+#include <optional>
+#include <string>
+
+#include "cudax/error.hpp"
+#include "driver_api.hpp"
+
+namespace cudax {
+
+using detail::check;
+namespace drv = detail::drv;
+
+namespace {
+std::string describe(CUevent e) {
+  char buffer[48];
+  std::snprintf(buffer, sizeof(buffer), "event %p", static_cast<void*>(e));
+  return buffer;
+}
+
+unsigned int driver_flags(event_flags flags) {
+  auto bits = static_cast<unsigned int>(flags);
+  if ((bits & ~7u) != 0) {
+    char hex[16];
+    std::snprintf(hex, sizeof(hex), "0x%x", bits & ~7u);
+    throw invalid_argument_error("cudax::event", std::string("unknown event flags: bits ") + hex +
+                                                     " (known: timing, blocking_sync, interprocess)");
+  }
+  bool timing = (flags & event_flags::timing) == event_flags::timing;
+  bool ipc = (flags & event_flags::interprocess) == event_flags::interprocess;
+  if (timing && ipc) {
+    throw invalid_argument_error("cudax::event",
+                                 "event_flags::interprocess excludes event_flags::timing: the driver cannot share "
+                                 "timed events between processes");
+  }
+  unsigned int out = timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
+  if ((flags & event_flags::blocking_sync) == event_flags::blocking_sync) {
+    out |= CU_EVENT_BLOCKING_SYNC;
+  }
+  if (ipc) {
+    out |= CU_EVENT_INTERPROCESS;
+  }
+  return out;
+}
+}  // namespace
+
+void event_ref::require_handle(const char* api) const {
+  if (handle_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the event is empty (a moved-from or released cudax::event)");
+  }
+}
+
+void event_ref::record(stream_ref s) const {
+  require_handle("cudax::event_ref::record");
+  if (s.native_handle() == nullptr) [[unlikely]] {
+    throw invalid_argument_error("cudax::event_ref::record", "the stream is empty (a moved-from cudax::stream)");
+  }
+  check(drv::cuEventRecord(handle_, s.native_handle()), "cuEventRecord", [this] { return describe(handle_); });
+}
+
+void event_ref::synchronize() const {
+  require_handle("cudax::event_ref::synchronize");
+  check(drv::cuEventSynchronize(handle_), "cuEventSynchronize", [this] { return describe(handle_); });
+}
+
+bool event_ref::is_done() const {
+  require_handle("cudax::event_ref::is_done");
+  CUresult status = drv::cuEventQuery(handle_);
+  if (status == CUDA_ERROR_NOT_READY) {
+    return false;
+  }
+  check(status, "cuEventQuery", [this] { return describe(handle_); });
+  return true;
+}
+
+event::event(const cudax::device& dev, event_flags flags) : event(dev.primary_context(), flags) {}
+
+event::event(context_ref ctx, event_flags flags) : event_ref(static_cast<CUevent>(nullptr)), context_(ctx.native_handle()) {
+  unsigned int bits = driver_flags(flags);
+  context_guard guard(ctx);
+  check(drv::cuEventCreate(&handle_, bits), "cuEventCreate");
+}
+
+context_ref event::context() const {
+  require_handle("cudax::event::context");
+  if (context_ == nullptr) {
+    throw invalid_argument_error("cudax::event::context",
+                                 "the event was adopted without its context (from_native_handle(handle))");
+  }
+  return context_ref(context_);
+}
+
+event event::from_ipc_handle(const cudax::device& dev, const CUipcEventHandle& handle) {
+  context_guard guard(dev.primary_context());
+  CUevent ev = nullptr;
+  check(drv::cuIpcOpenEventHandle(&ev, handle), "cuIpcOpenEventHandle",
+        [&] { return "device " + std::to_string(dev.ordinal()); });
+  return event(ev, dev.primary_context().native_handle());
+}
+
+CUipcEventHandle event::ipc_handle() const {
+  require_handle("cudax::event::ipc_handle");
+  std::optional<context_guard> guard;
+  if (context_ != nullptr) {
+    guard.emplace(context_ref(context_));
+  }
+  CUipcEventHandle handle{};
+  check(drv::cuIpcGetEventHandle(&handle, handle_), "cuIpcGetEventHandle", [this] {
+    return describe(handle_) + " (it needs event_flags::interprocess)";
+  });
+  return handle;
+}
+
+void event::destroy() noexcept {
+  if (handle_ != nullptr) {
+    CUevent h = std::exchange(handle_, nullptr);
+    context_ = nullptr;
+    detail::destroy_noexcept("cuEventDestroy", [h] { return drv::cuEventDestroy(h); });
+  }
+}
+
+event& event::operator=(event&& other) noexcept {
+  if (this != &other) {
+    destroy();
+    handle_ = std::exchange(other.handle_, nullptr);
+    context_ = std::exchange(other.context_, nullptr);
+  }
+  return *this;
+}
+
+event::~event() { destroy(); }
+
+std::chrono::duration<float, std::milli> elapsed_time(event_ref start, event_ref end) {
+  if (start.native_handle() == nullptr || end.native_handle() == nullptr) {
+    throw invalid_argument_error("cudax::elapsed_time", "an event is empty (a moved-from cudax::event)");
+  }
+  float ms = 0.0f;
+  check(drv::cuEventElapsedTime(&ms, start.native_handle(), end.native_handle()), "cuEventElapsedTime", [] {
+    return std::string("both events need event_flags::timing and must have completed");
+  });
+  return std::chrono::duration<float, std::milli>(ms);
+}
+
+}  // namespace cudax

@@ -1,0 +1,74 @@
+// Internal helpers shared by the memory sources.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace cudax::detail {
+
+// "1.50 GiB (1610612736 bytes)"
+std::string format_bytes(std::size_t bytes);
+
+// "0x7f12345000"
+std::string format_address(std::uintptr_t address);
+
+// Throws invalid_argument_error for a null stream: only a moved-from or released cudax::stream gives
+// one (stream_ref maps a null handle to CU_STREAM_LEGACY), and the driver would silently take it for
+// the legacy default stream.
+void require_stream(CUstream stream, const char* api);
+
+// Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
+// already current. Used on allocation and free paths.
+class quiet_context_scope {
+ public:
+  explicit quiet_context_scope(CUcontext ctx) noexcept;
+  quiet_context_scope(const quiet_context_scope&) = delete;
+  quiet_context_scope& operator=(const quiet_context_scope&) = delete;
+  ~quiet_context_scope();
+
+ private:
+  CUcontext previous_ = nullptr;
+  CUcontext target_ = nullptr;
+  bool switched_ = false;
+};
+
+// Makes the context of a stream current for the scope (a no-op when it already is, or for the
+// default streams, which stand for the current context). The driver validates the pointers of
+// cuMemcpy*Async against the current context, not against the stream's.
+class stream_context_scope {
+ public:
+  explicit stream_context_scope(CUstream stream);
+  stream_context_scope(const stream_context_scope&) = delete;
+  stream_context_scope& operator=(const stream_context_scope&) = delete;
+  ~stream_context_scope();
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+// For synchronous copies and fills, which run in the current context and whose addresses the
+// driver validates against it: makes the context that owns the first of the addresses the driver
+// knows current for the scope (its allocation context, else its device's primary context); when
+// none is known (host memory only), keeps the current context, or uses device 0's primary context
+// when none is current. On exit, synchronises the legacy default stream, so that the operation has
+// completed when the synchronous call returns (cuMemcpy may return before a device-to-device or a
+// pageable host-to-device copy has landed), and restores the previous context.
+class synchronous_scope {
+ public:
+  synchronous_scope(std::uintptr_t a, std::uintptr_t b);
+  synchronous_scope(const synchronous_scope&) = delete;
+  synchronous_scope& operator=(const synchronous_scope&) = delete;
+  ~synchronous_scope();
+  // Waits for the operation issued in the scope.
+  void complete();
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+}  // namespace cudax::detail

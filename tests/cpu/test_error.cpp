@@ -1,0 +1,284 @@
+// The error hierarchy, names and descriptions of CUresult codes, and the destruction handler.
+// Tagged [driverless]: descriptions then come from the table built into cudax, never the driver.
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "support/test_support.hpp"
+
+#if defined(CUDAX_TEST_INTERNALS)
+// Internal entry point of cudax (src/driver_api.hpp): throws the subtype matching a failed call.
+namespace cudax::detail {
+[[noreturn]] void throw_driver_error(CUresult status, const char* api, std::string context);
+}
+#endif
+
+using cudax::test::catch_as;
+using cudax::test::contains;
+
+static_assert(std::is_base_of_v<std::runtime_error, cudax::error>);
+static_assert(std::is_base_of_v<cudax::error, cudax::out_of_memory_error>);
+static_assert(std::is_base_of_v<cudax::error, cudax::driver_unavailable_error>);
+static_assert(std::is_base_of_v<cudax::error, cudax::not_supported_error>);
+static_assert(std::is_base_of_v<cudax::error, cudax::invalid_argument_error>);
+static_assert(std::is_base_of_v<cudax::error, cudax::host_callback_error>);
+
+TEST_CASE("error_name gives the symbolic name of every kind of code", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  struct named {
+    CUresult code;
+    const char* name;
+  };
+  // Spread over the whole range of values, so the table lookup is exercised at both ends.
+  const named codes[] = {
+      {CUDA_SUCCESS, "CUDA_SUCCESS"},
+      {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE"},
+      {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY"},
+      {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED"},
+      {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED"},
+      {CUDA_ERROR_STUB_LIBRARY, "CUDA_ERROR_STUB_LIBRARY"},
+      {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE"},
+      {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE"},
+      {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT"},
+      {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE"},
+      {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND"},
+      {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY"},
+      {CUDA_ERROR_ILLEGAL_ADDRESS, "CUDA_ERROR_ILLEGAL_ADDRESS"},
+      {CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED"},
+      {CUDA_ERROR_PEER_ACCESS_UNSUPPORTED, "CUDA_ERROR_PEER_ACCESS_UNSUPPORTED"},
+      {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED"},
+      {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN"},
+  };
+  for (const named& n : codes) {
+    INFO("code " << static_cast<int>(n.code));
+    CHECK(cudax::error_name(n.code) == n.name);
+  }
+  CHECK(cudax::error_name(static_cast<CUresult>(12345)) == "CUDA_ERROR_12345");
+  CHECK(cudax::error_name(static_cast<CUresult>(-1)) == "CUDA_ERROR_-1");
+}
+
+TEST_CASE("error_description works without a driver", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  const std::string oom = cudax::error_description(CUDA_ERROR_OUT_OF_MEMORY);
+  const std::string inval = cudax::error_description(CUDA_ERROR_INVALID_VALUE);
+  INFO(oom << " / " << inval);
+  CHECK(contains(oom, "memory"));
+  CHECK_FALSE(inval.empty());
+  CHECK(inval != oom);
+  CHECK(inval != "CUDA_ERROR_INVALID_VALUE");  // a description, not the name again
+  const std::string unknown = cudax::error_description(static_cast<CUresult>(12345));
+  CHECK(contains(unknown, "12345"));
+  CHECK(contains(unknown, "unknown"));
+}
+
+TEST_CASE("error composes what() from api, name, description and context", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  const cudax::error e(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "device 0, 4 GiB requested");
+  CHECK(e.source() == cudax::error_source::driver);
+  CHECK(e.code() == static_cast<int>(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK(e.result() == CUDA_ERROR_OUT_OF_MEMORY);
+  CHECK(e.name() == "CUDA_ERROR_OUT_OF_MEMORY");
+  CHECK(e.description() == cudax::error_description(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK(e.api() == "cuMemAlloc");
+  CHECK(e.context() == "device 0, 4 GiB requested");
+  const std::string what = e.what();
+  INFO(what);
+  CHECK(what.rfind("cuMemAlloc", 0) == 0);  // starts with the api
+  CHECK(contains(what, "CUDA_ERROR_OUT_OF_MEMORY"));
+  CHECK(contains(what, e.description()));
+  CHECK(contains(what, "device 0, 4 GiB requested"));
+  CHECK(what == "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (" + e.description() + ") [device 0, 4 GiB requested]");
+
+  // Without context there is no empty bracket.
+  const cudax::error bare(CUDA_ERROR_INVALID_VALUE, "cuMemcpy");
+  CHECK(bare.context().empty());
+  CHECK(std::string(bare.what()) == "cuMemcpy: CUDA_ERROR_INVALID_VALUE (" + bare.description() + ")");
+
+  // Every field explicit.
+  const cudax::error full(cudax::error_source::cudax, 7, "NAME", "DESCRIPTION", "API", "CONTEXT");
+  CHECK(full.source() == cudax::error_source::cudax);
+  CHECK(full.code() == 7);
+  CHECK(std::string(full.what()) == "API: NAME (DESCRIPTION) [CONTEXT]");
+
+  // An unknown code still gives a readable message.
+  const cudax::error odd(static_cast<CUresult>(12345), "cuSomething");
+  CHECK(odd.name() == "CUDA_ERROR_12345");
+  CHECK(contains(odd.what(), "CUDA_ERROR_12345"));
+
+  // Copies keep every field.
+  const cudax::error copy = e;
+  CHECK(std::string(copy.what()) == what);
+  CHECK(copy.context() == e.context());
+}
+
+TEST_CASE("error subtypes are caught through the base and keep their fields", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  auto thrown = [](auto exception) {
+    try {
+      throw exception;
+    } catch (const cudax::error& e) {
+      return std::string(e.name()) + "|" + (dynamic_cast<const decltype(exception)*>(&e) != nullptr ? "same" : "sliced");
+    }
+  };
+  CHECK(thrown(cudax::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")) == "CUDA_ERROR_OUT_OF_MEMORY|same");
+  CHECK(thrown(cudax::not_supported_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAdvise")) == "CUDA_ERROR_NOT_SUPPORTED|same");
+  CHECK(thrown(cudax::driver_unavailable_error(CUDA_ERROR_NO_DEVICE, "cuInit")) == "CUDA_ERROR_NO_DEVICE|same");
+
+  // Catchable as std::runtime_error / std::exception with the same message.
+  try {
+    throw cudax::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "1 TiB");
+  } catch (const std::exception& e) {
+    CHECK(contains(e.what(), "cuMemAlloc"));
+    CHECK(contains(e.what(), "1 TiB"));
+  }
+}
+
+#if defined(CUDAX_TEST_INTERNALS)
+TEST_CASE("failed driver calls map to the matching error subtype", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  auto raise = [](CUresult code) { cudax::detail::throw_driver_error(code, "cuTest", "ctx"); };
+  CHECK(catch_as<cudax::out_of_memory_error>([&] { raise(CUDA_ERROR_OUT_OF_MEMORY); }).has_value());
+  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_NOT_SUPPORTED); }).has_value());
+  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER); }).has_value());
+  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); }).has_value());
+  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_NO_DEVICE); }).has_value());
+  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_STUB_LIBRARY); }).has_value());
+  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH); }).has_value());
+
+  // Anything else is a plain cudax::error (not one of the subtypes).
+  for (CUresult code : {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED}) {
+    auto e = catch_as<cudax::error>([&] { raise(code); });
+    REQUIRE(e.has_value());
+    CHECK(e->result() == code);
+    CHECK(e->api() == "cuTest");
+    CHECK(e->context() == "ctx");
+    bool is_subtype = true;
+    try {
+      raise(code);
+    } catch (const cudax::invalid_argument_error&) {
+    } catch (const cudax::out_of_memory_error&) {
+    } catch (const cudax::not_supported_error&) {
+    } catch (const cudax::driver_unavailable_error&) {
+    } catch (const cudax::host_callback_error&) {
+    } catch (const cudax::error&) {
+      is_subtype = false;
+    }
+    CHECK_FALSE(is_subtype);
+  }
+}
+#endif
+
+TEST_CASE("invalid_argument_error carries INVALID_VALUE and the cudax api", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  const cudax::invalid_argument_error e("cudax::copy", "the destination is smaller than the source");
+  CHECK(e.source() == cudax::error_source::cudax);
+  CHECK(e.code() == static_cast<int>(CUDA_ERROR_INVALID_VALUE));
+  CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
+  CHECK(e.name() == "CUDA_ERROR_INVALID_VALUE");
+  CHECK(e.api() == "cudax::copy");
+  CHECK(e.description() == "the destination is smaller than the source");
+  CHECK(e.context().empty());
+  CHECK(std::string(e.what()) == "cudax::copy: CUDA_ERROR_INVALID_VALUE (the destination is smaller than the source)");
+  const cudax::error& base = e;
+  CHECK(dynamic_cast<const cudax::invalid_argument_error*>(&base) != nullptr);
+}
+
+TEST_CASE("host_callback_error carries the original exception", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  SECTION("a std::exception") {
+    const cudax::host_callback_error e(std::make_exception_ptr(std::out_of_range("index 7 out of range")),
+                                       "stream 0x1234");
+    CHECK(e.source() == cudax::error_source::cudax);
+    CHECK(e.api() == "cudax::stream_ref::enqueue");
+    CHECK(e.context() == "stream 0x1234");
+    CHECK(contains(e.what(), "index 7 out of range"));
+    CHECK(contains(e.what(), "stream 0x1234"));
+    REQUIRE(e.original() != nullptr);
+    try {
+      std::rethrow_exception(e.original());
+    } catch (const std::out_of_range& original) {
+      CHECK(std::string(original.what()) == "index 7 out of range");
+    }
+    // Copies share the original.
+    const cudax::host_callback_error copy = e;
+    CHECK(copy.original() == e.original());
+  }
+  SECTION("something that is not a std::exception") {
+    const cudax::host_callback_error e(std::make_exception_ptr(42), "stream 0x1");
+    CHECK(contains(e.what(), "not a std::exception"));
+    REQUIRE(e.original() != nullptr);
+    int value = 0;
+    try {
+      std::rethrow_exception(e.original());
+    } catch (int v) {
+      value = v;
+    }
+    CHECK(value == 42);
+  }
+  SECTION("no exception at all") {
+    const cudax::host_callback_error e(nullptr, "stream 0x1");
+    CHECK(e.original() == nullptr);
+    CHECK_FALSE(std::string(e.what()).empty());
+  }
+}
+
+namespace {
+int handler_a_calls = 0;
+int handler_b_calls = 0;
+void handler_a(const cudax::error&) noexcept { ++handler_a_calls; }
+void handler_b(const cudax::error&) noexcept { ++handler_b_calls; }
+}  // namespace
+
+TEST_CASE("set_destruction_error_handler returns the previous handler", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  const cudax::destruction_error_handler original = cudax::get_destruction_error_handler();
+  REQUIRE(original != nullptr);
+
+  CHECK(cudax::set_destruction_error_handler(&handler_a) == original);
+  CHECK(cudax::get_destruction_error_handler() == &handler_a);
+  CHECK(cudax::set_destruction_error_handler(&handler_b) == &handler_a);
+  cudax::get_destruction_error_handler()(cudax::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
+  CHECK(handler_b_calls == 1);
+  CHECK(handler_a_calls == 0);
+
+  // nullptr restores the default handler and returns the one it replaced.
+  CHECK(cudax::set_destruction_error_handler(nullptr) == &handler_b);
+  CHECK(cudax::get_destruction_error_handler() == original);
+  CHECK(cudax::get_destruction_error_handler() != nullptr);
+}
+
+TEST_CASE("the default destruction handler writes one line to stderr", "[driverless][error]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  (void)cudax::set_destruction_error_handler(nullptr);
+  std::FILE* capture = std::tmpfile();
+  REQUIRE(capture != nullptr);
+  std::fflush(stderr);
+  const int saved = ::dup(STDERR_FILENO);
+  REQUIRE(saved >= 0);
+  ::dup2(::fileno(capture), STDERR_FILENO);
+  cudax::get_destruction_error_handler()(cudax::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
+  std::fflush(stderr);
+  ::dup2(saved, STDERR_FILENO);
+  ::close(saved);
+
+  std::rewind(capture);
+  std::string text;
+  char buffer[512];
+  while (std::fgets(buffer, sizeof(buffer), capture) != nullptr) {
+    text += buffer;
+  }
+  std::fclose(capture);
+  INFO(text);
+  CHECK(contains(text, "cudax"));
+  CHECK(contains(text, "cuStreamDestroy"));
+  CHECK(contains(text, "CUDA_ERROR_INVALID_HANDLE"));
+  REQUIRE_FALSE(text.empty());
+  CHECK(text.back() == '\n');
+  CHECK(text.find('\n') == text.size() - 1);  // exactly one line
+}

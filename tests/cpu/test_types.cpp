@@ -1,0 +1,228 @@
+// Compile-time properties of the public types: owners are move-only with noexcept moves, views are
+// trivially copyable, typed attributes have fixed result types. Nothing here calls the driver.
+#include <catch2/catch.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <iterator>
+#include <ranges>
+#include <type_traits>
+#include <vector>
+
+#include "support/test_support.hpp"
+
+#if __has_include(<cudax/device_buffer.hpp>)
+#include <cudax/device_buffer.hpp>
+#define CUDAX_TEST_HAS_DEVICE_BUFFER 1
+#endif
+#if __has_include(<cudax/pinned_buffer.hpp>)
+#include <cudax/pinned_buffer.hpp>
+#define CUDAX_TEST_HAS_PINNED_BUFFER 1
+#endif
+#if __has_include(<cudax/managed_buffer.hpp>)
+#include <cudax/managed_buffer.hpp>
+#define CUDAX_TEST_HAS_MANAGED_BUFFER 1
+#endif
+#if __has_include(<cudax/pitched_buffer.hpp>)
+#include <cudax/pitched_buffer.hpp>
+#define CUDAX_TEST_HAS_PITCHED_BUFFER 1
+#endif
+#if __has_include(<cudax/memory_pool.hpp>)
+#include <cudax/memory_pool.hpp>
+#define CUDAX_TEST_HAS_MEMORY_POOL 1
+#endif
+#if __has_include(<cudax/host_registration.hpp>)
+#include <cudax/host_registration.hpp>
+#define CUDAX_TEST_HAS_HOST_REGISTRATION 1
+#endif
+
+namespace {
+
+// An owner: not copyable, moves that cannot throw, a destructor that cannot throw.
+template <class T>
+constexpr bool is_move_only_owner =
+    !std::is_copy_constructible_v<T> && !std::is_copy_assignable_v<T> && std::is_nothrow_move_constructible_v<T> &&
+    std::is_nothrow_move_assignable_v<T> && std::is_nothrow_destructible_v<T>;
+
+// A view: trivially copyable, and not constructible from a literal 0 or nullptr by mistake.
+template <class T>
+constexpr bool is_view = std::is_trivially_copyable_v<T> && std::is_nothrow_copy_constructible_v<T> &&
+                         !std::is_constructible_v<T, int> && !std::is_constructible_v<T, std::nullptr_t>;
+
+}  // namespace
+
+// --- owners ---------------------------------------------------------------------------------------
+static_assert(is_move_only_owner<cudax::stream>);
+static_assert(is_move_only_owner<cudax::event>);
+static_assert(is_move_only_owner<cudax::context>);
+static_assert(is_move_only_owner<cudax::primary_context>);
+#if defined(CUDAX_TEST_HAS_DEVICE_BUFFER)
+static_assert(is_move_only_owner<cudax::device_buffer<float>>);
+static_assert(is_move_only_owner<cudax::device_buffer<std::byte>>);
+#endif
+#if defined(CUDAX_TEST_HAS_PINNED_BUFFER)
+static_assert(is_move_only_owner<cudax::pinned_buffer<float>>);
+#endif
+#if defined(CUDAX_TEST_HAS_MANAGED_BUFFER)
+static_assert(is_move_only_owner<cudax::managed_buffer<float>>);
+#endif
+#if defined(CUDAX_TEST_HAS_PITCHED_BUFFER)
+static_assert(is_move_only_owner<cudax::pitched_buffer<float>>);
+#endif
+#if defined(CUDAX_TEST_HAS_MEMORY_POOL)
+static_assert(is_move_only_owner<cudax::memory_pool>);
+static_assert(std::is_base_of_v<cudax::memory_pool_ref, cudax::memory_pool>);
+static_assert(is_view<cudax::memory_pool_ref>);
+#endif
+#if defined(CUDAX_TEST_HAS_HOST_REGISTRATION)
+static_assert(is_move_only_owner<cudax::host_registration>);
+#endif
+
+// Owners derive from their view, so they pass wherever a view is expected.
+static_assert(std::is_base_of_v<cudax::stream_ref, cudax::stream>);
+static_assert(std::is_base_of_v<cudax::event_ref, cudax::event>);
+static_assert(std::is_base_of_v<cudax::context_ref, cudax::context>);
+static_assert(std::is_base_of_v<cudax::context_ref, cudax::primary_context>);
+static_assert(std::is_convertible_v<cudax::stream&, cudax::stream_ref>);
+static_assert(std::is_convertible_v<const cudax::event&, cudax::event_ref>);
+
+// Owners are created from something explicit: never from a raw handle implicitly.
+static_assert(!std::is_convertible_v<CUstream, cudax::stream>);
+static_assert(!std::is_constructible_v<cudax::stream, CUstream>);
+static_assert(!std::is_constructible_v<cudax::event, CUevent>);
+static_assert(!std::is_constructible_v<cudax::context, CUcontext>);
+static_assert(!std::is_default_constructible_v<cudax::stream>);
+static_assert(!std::is_default_constructible_v<cudax::event>);
+static_assert(!std::is_default_constructible_v<cudax::context>);
+
+// The guard is tied to its scope.
+static_assert(!std::is_copy_constructible_v<cudax::context_guard>);
+static_assert(!std::is_move_constructible_v<cudax::context_guard>);
+static_assert(!std::is_copy_assignable_v<cudax::context_guard>);
+
+// --- views and values -----------------------------------------------------------------------------
+static_assert(is_view<cudax::stream_ref>);
+static_assert(is_view<cudax::event_ref>);
+static_assert(is_view<cudax::context_ref>);
+static_assert(std::is_trivially_copyable_v<cudax::device>);
+static_assert(std::is_trivially_copyable_v<cudax::compute_capability>);
+static_assert(std::is_trivially_copyable_v<cudax::device_uuid>);
+static_assert(!std::is_convertible_v<CUstream, cudax::stream_ref>);  // explicit
+static_assert(!std::is_convertible_v<CUevent, cudax::event_ref>);
+static_assert(!std::is_convertible_v<CUcontext, cudax::context_ref>);
+static_assert(!std::is_convertible_v<int, cudax::device>);
+static_assert(sizeof(cudax::stream_ref) == sizeof(CUstream));
+static_assert(sizeof(cudax::stream) == sizeof(CUstream));
+static_assert(sizeof(cudax::event_ref) == sizeof(CUevent));
+static_assert(sizeof(cudax::event) == sizeof(CUevent) + sizeof(CUcontext));  // an event remembers its context
+static_assert(sizeof(cudax::context) == sizeof(CUcontext));
+
+// --- typed device attributes ----------------------------------------------------------------------
+namespace attrs = cudax::device_attributes;
+template <auto Tag>
+using attribute_result = decltype(std::declval<const cudax::device&>().attribute(Tag));
+static_assert(std::is_same_v<attribute_result<attrs::warp_size>, int>);
+static_assert(std::is_same_v<attribute_result<attrs::max_threads_per_block>, int>);
+static_assert(std::is_same_v<attribute_result<attrs::multiprocessor_count>, int>);
+static_assert(std::is_same_v<attribute_result<attrs::l2_cache_size>, std::size_t>);
+static_assert(std::is_same_v<attribute_result<attrs::max_shared_memory_per_block>, std::size_t>);
+static_assert(std::is_same_v<attribute_result<attrs::total_constant_memory>, std::size_t>);
+static_assert(std::is_same_v<attribute_result<attrs::managed_memory>, bool>);
+static_assert(std::is_same_v<attribute_result<attrs::unified_addressing>, bool>);
+static_assert(std::is_same_v<attribute_result<attrs::compute_mode>, CUcomputemode>);
+static_assert(std::is_same_v<attribute_result<attrs::mempool_supported_handle_types>, unsigned int>);
+static_assert(std::is_same_v<attribute_result<CU_DEVICE_ATTRIBUTE_WARP_SIZE>, int>);  // the raw overload
+static_assert(attrs::warp_size.value == CU_DEVICE_ATTRIBUTE_WARP_SIZE);
+static_assert(attrs::l2_cache_size.value == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+static_assert(std::is_same_v<decltype(attrs::l2_cache_size)::type, std::size_t>);
+
+// --- constexpr values -----------------------------------------------------------------------------
+static_assert(cudax::compute_capability{9, 0}.as_int() == 90);
+static_assert(cudax::compute_capability{8, 6} < cudax::compute_capability{9, 0});
+static_assert(cudax::compute_capability{9, 0} > cudax::compute_capability{8, 9});
+static_assert(cudax::compute_capability{9, 0} == cudax::compute_capability{9, 0});
+static_assert((cudax::event_flags::timing | cudax::event_flags::blocking_sync) != cudax::event_flags::timing);
+static_assert(((cudax::event_flags::timing | cudax::event_flags::blocking_sync) & cudax::event_flags::timing) ==
+              cudax::event_flags::timing);
+static_assert(static_cast<unsigned int>(cudax::context_flags::sched_blocking_sync | cudax::context_flags::map_host) ==
+              (CU_CTX_SCHED_BLOCKING_SYNC | CU_CTX_MAP_HOST));
+static_assert(cudax::context_ref(static_cast<CUcontext>(nullptr)) == cudax::context_ref(static_cast<CUcontext>(nullptr)));
+static_assert(cudax::event_ref::from_native_handle(static_cast<CUevent>(nullptr)).native_handle() == nullptr);
+
+// --- the device range is a standard range ---------------------------------------------------------
+static_assert(std::input_iterator<cudax::device_range::iterator>);
+static_assert(std::ranges::input_range<cudax::device_range>);
+static_assert(std::is_same_v<std::iter_value_t<cudax::device_range::iterator>, cudax::device>);
+
+TEST_CASE("stream_ref: a null handle is the legacy default stream", "[types][stream]") {
+  const cudax::stream_ref from_null(static_cast<CUstream>(nullptr));
+  CHECK(from_null == cudax::stream_ref::legacy_default());
+  CHECK(from_null.native_handle() == CU_STREAM_LEGACY);
+  CHECK(cudax::stream_ref::from_native_handle(nullptr) == cudax::stream_ref::legacy_default());
+  CHECK(cudax::stream_ref::per_thread_default().native_handle() == CU_STREAM_PER_THREAD);
+  CHECK_FALSE(cudax::stream_ref::per_thread_default() == cudax::stream_ref::legacy_default());
+
+  const auto raw = reinterpret_cast<CUstream>(std::uintptr_t{0x1234});
+  const cudax::stream_ref a(raw);
+  const cudax::stream_ref b = cudax::stream_ref::from_native_handle(raw);
+  CHECK(a == b);
+  CHECK(a.native_handle() == raw);
+  cudax::stream_ref copy = a;  // trivially copyable views copy their handle
+  CHECK(copy == a);
+  copy = cudax::stream_ref::legacy_default();
+  CHECK(copy.native_handle() == CU_STREAM_LEGACY);
+  CHECK(a.native_handle() == raw);
+}
+
+TEST_CASE("event_ref and context_ref compare by handle", "[types][event][context]") {
+  const auto e1 = reinterpret_cast<CUevent>(std::uintptr_t{0x10});
+  const auto e2 = reinterpret_cast<CUevent>(std::uintptr_t{0x20});
+  CHECK(cudax::event_ref(e1) == cudax::event_ref::from_native_handle(e1));
+  CHECK_FALSE(cudax::event_ref(e1) == cudax::event_ref(e2));
+  CHECK(cudax::event_ref(e2).native_handle() == e2);
+
+  const auto c1 = reinterpret_cast<CUcontext>(std::uintptr_t{0x30});
+  const auto c2 = reinterpret_cast<CUcontext>(std::uintptr_t{0x40});
+  CHECK(cudax::context_ref(c1) == cudax::context_ref(c1));
+  CHECK_FALSE(cudax::context_ref(c1) == cudax::context_ref(c2));
+  CHECK(cudax::context_ref(c2).native_handle() == c2);
+}
+
+TEST_CASE("device values, uuids and the device range need no driver", "[types][device]") {
+  const cudax::device d3 = cudax::device::from_native_handle(3);
+  CHECK(d3.ordinal() == 3);
+  CHECK(d3.native_handle() == 3);
+  CHECK(d3 == cudax::device::from_native_handle(3));
+  CHECK_FALSE(d3 == cudax::device::from_native_handle(2));
+
+  cudax::device_uuid uuid{};
+  for (std::size_t i = 0; i < uuid.bytes.size(); ++i) {
+    uuid.bytes[i] = static_cast<unsigned char>(0x11 * i);
+  }
+  CHECK(uuid.to_string() == "GPU-00112233-4455-6677-8899-aabbccddeeff");
+  cudax::device_uuid zero{};
+  CHECK(zero.to_string() == "GPU-00000000-0000-0000-0000-000000000000");
+  CHECK_FALSE(zero == uuid);
+  CHECK(uuid == uuid);
+
+  const cudax::device_range range(3);
+  CHECK(range.size() == 3);
+  CHECK_FALSE(range.empty());
+  std::vector<int> ordinals;
+  for (cudax::device d : range) {
+    ordinals.push_back(d.ordinal());
+  }
+  CHECK(ordinals == std::vector<int>{0, 1, 2});
+  CHECK(std::ranges::distance(range) == 3);
+  CHECK(cudax::device_range(0).empty());
+  CHECK(cudax::device_range(0).begin() == cudax::device_range(0).end());
+}
+
+TEST_CASE("stream_options default to a non-blocking stream of default priority", "[types][stream]") {
+  const cudax::stream_options options;
+  CHECK(options.non_blocking);
+  CHECK(options.priority == 0);
+  const cudax::stream_options high{.priority = -1};
+  CHECK(high.non_blocking);
+  CHECK(high.priority == -1);
+}
