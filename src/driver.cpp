@@ -141,7 +141,11 @@ void* resolve_entry_point(const char* symbol, int api_version) {
   }
   auto as_version = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
   std::string why;
-  if (found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT || api_version > s.version) {
+  if (found == CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) {
+    // The driver has the symbol, but only in a version newer than the ABI asked for.
+    why = std::string(symbol) + " does not exist at API version " + as_version(api_version) +
+          ": it was introduced in a later CUDA version (installed driver: CUDA " + as_version(s.version) + ")";
+  } else if (api_version > s.version) {
     why = std::string(symbol) + " requires a CUDA driver for CUDA " + as_version(api_version) +
           " or newer; the installed driver supports CUDA " + as_version(s.version);
   } else {

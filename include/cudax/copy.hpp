@@ -141,9 +141,10 @@ void copy(Dst&& dst, Src&& src, std::size_t count, stream_ref s) {
                       detail::saturating_bytes(count, sizeof(S)), s.native_handle(), true, "cudax::copy");
 }
 
-/// @brief Copies all elements of @p src to the start of @p dst synchronously (cuMemcpy): when it
-/// returns, host memory involved may be reused. Device-to-device copies are ordered on the legacy
-/// default stream.
+/// @brief Copies all elements of @p src to the start of @p dst synchronously: when it returns, the
+/// copy has completed (cuMemcpy, then a synchronisation of the legacy default stream, since
+/// cuMemcpy may return before a device-to-device or pageable host-to-device copy has landed). It
+/// runs in the context that owns the device memory involved, whatever context is current.
 /// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src) {
@@ -251,7 +252,7 @@ void fill(Dst&& dst, const detail::element_t<Dst>& value, stream_ref s) {
   detail::fill_linear(d.address, d.count, pattern, sizeof(D), s.native_handle(), true);
 }
 
-/// @brief Sets every element of @p dst to @p value synchronously (cuMemsetD8/D16/D32).
+/// @brief Sets every element of @p dst to @p value synchronously (cuMemsetD8/D16/D32); returns when done.
 /// @throws invalid_argument_error as the stream-ordered form
 template <linear_view_source Dst>
 void fill(Dst&& dst, const detail::element_t<Dst>& value) {

@@ -28,7 +28,9 @@ enum class error_source {
 /// try {
 ///   cudax::device_buffer<float> huge(cudax::device(0), std::size_t(1) << 40);
 /// } catch (const cudax::out_of_memory_error& e) {
-///   std::cerr << e.what() << '\n';   // cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory) [device 0, 4 TiB requested]
+///   std::cerr << e.what() << '\n';
+///   // cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory) [4.00 TiB (4398046511104 bytes)
+///   // requested on device 0 (78.6 GiB free of 79.2 GiB)]
 ///   std::cerr << e.name() << '\n';   // CUDA_ERROR_OUT_OF_MEMORY
 /// } catch (const cudax::error& e) {
 ///   std::cerr << e.api() << " failed with " << e.code() << '\n';

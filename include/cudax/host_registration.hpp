@@ -11,7 +11,7 @@
 
 #include "cudax/context.hpp"
 #include "cudax/device.hpp"
-#include "cudax/pinned_buffer.hpp"
+#include "cudax/detail/host_buffer.hpp"
 #include "cudax/span.hpp"
 
 namespace cudax {

@@ -11,7 +11,7 @@
 
 #include "cudax/context.hpp"
 #include "cudax/device.hpp"
-#include "cudax/pinned_buffer.hpp"
+#include "cudax/detail/host_buffer.hpp"
 #include "cudax/span.hpp"
 #include "cudax/stream.hpp"
 
@@ -48,9 +48,12 @@ void managed_advise(CUcontext ctx, CUdeviceptr address, std::size_t bytes, CUmem
 }  // namespace detail
 
 /// @brief Owning managed memory for `size()` elements of @p T (cuMemAllocManaged), accessible from
-/// the host and from devices; freed with cuMemFree. Move-only; converts to `std::span<T>` and
-/// @ref device_span.
+/// the host and from devices; freed with cuMemFree. Move-only; a contiguous range of @p T (`view()`
+/// gives a `std::span<T>`, `device_view()` a @ref cudax::device_span).
 ///
+/// Host access, shared with the other host-accessible buffer: `data()`, `size()`, `size_bytes()`,
+/// `empty()`, `operator[]`, `begin()` / `end()`, `view()` (a `std::span<T>`), `context()`, and
+/// `release()`, which hands the memory over to the caller.
 /// @code
 /// cudax::managed_buffer<float> m(dev, n);
 /// for (auto& x : m) x = 1.0f;                              // touched on the host
@@ -61,63 +64,26 @@ void managed_advise(CUcontext ctx, CUdeviceptr address, std::size_t bytes, CUmem
 /// stream.synchronize();
 /// @endcode
 template <class T>
-class managed_buffer {
-  static_assert(std::is_trivially_copyable_v<T>, "managed_buffer holds trivially copyable elements");
+class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::free_managed> {
+  using base = detail::host_buffer<T, &detail::host_allocation::free_managed>;
 
  public:
-  using value_type = T;           ///< The element type.
-  using size_type = std::size_t;  ///< Sizes in elements.
-
   /// @brief Allocates @p count elements of managed memory in @p dev's primary context.
   managed_buffer(const device& dev, std::size_t count, managed_attach attach = managed_attach::global)
       : managed_buffer(dev.primary_context(), count, attach) {}
   /// @brief Allocates @p count elements of managed memory in @p ctx.
   managed_buffer(context_ref ctx, std::size_t count, managed_attach attach = managed_attach::global)
-      : alloc_(detail::host_allocation::allocate_managed(ctx.native_handle(), count, sizeof(T),
-                                                         static_cast<unsigned int>(attach))) {}
-  managed_buffer(const managed_buffer&) = delete;
-  managed_buffer& operator=(const managed_buffer&) = delete;
-  /// @brief Takes over @p other's memory; @p other becomes empty.
-  managed_buffer(managed_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
-  /// @brief Frees the held memory, then takes over @p other's.
-  managed_buffer& operator=(managed_buffer&& other) noexcept {
-    if (this != &other) {
-      alloc_.free_managed();
-      alloc_ = std::exchange(other.alloc_, {});
-    }
-    return *this;
-  }
-  /// @brief Frees the memory (errors go to the destruction handler).
-  ~managed_buffer() { alloc_.free_managed(); }
+      : base(detail::host_allocation::allocate_managed(ctx.native_handle(), count, sizeof(T),
+                                                       static_cast<unsigned int>(attach))) {}
 
   /// @brief Adopts memory from cuMemAllocManaged made in @p ctx.
   [[nodiscard]] static managed_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
     return managed_buffer(detail::host_allocation{pointer, count * sizeof(T), ctx.native_handle()});
   }
-  /// @brief Gives up ownership; the caller must free the returned pointer with cuMemFree.
-  [[nodiscard]] T* release() noexcept { return static_cast<T*>(std::exchange(alloc_, {}).pointer); }
-
-  /// @brief The pointer, valid on the host and on devices.
-  [[nodiscard]] T* data() const noexcept { return static_cast<T*>(alloc_.pointer); }
-  /// @brief The number of elements.
-  [[nodiscard]] std::size_t size() const noexcept { return alloc_.bytes / sizeof(T); }
-  /// @brief The number of bytes.
-  [[nodiscard]] std::size_t size_bytes() const noexcept { return alloc_.bytes; }
-  /// @brief Whether the buffer holds no element.
-  [[nodiscard]] bool empty() const noexcept { return alloc_.bytes == 0; }
-  /// @brief Whether the buffer holds memory (false when empty, moved-from or released).
-  [[nodiscard]] explicit operator bool() const noexcept { return alloc_.pointer != nullptr; }
-  /// @brief Element @p i, accessed from the host (unchecked, like `std::span`).
-  [[nodiscard]] T& operator[](std::size_t i) const noexcept { return data()[i]; }
-  /// @brief Iterator to the first element.
-  [[nodiscard]] T* begin() const noexcept { return data(); }
-  /// @brief Iterator past the last element.
-  [[nodiscard]] T* end() const noexcept { return data() + size(); }
-
-  /// @brief A host view of all elements.
-  [[nodiscard]] std::span<T> view() const noexcept { return {data(), size()}; }
   /// @brief A device view of all elements (the same address).
-  [[nodiscard]] device_span<T> device_view() const noexcept { return {reinterpret_cast<CUdeviceptr>(alloc_.pointer), size()}; }
+  [[nodiscard]] device_span<T> device_view() const noexcept {
+    return {reinterpret_cast<CUdeviceptr>(this->alloc_.pointer), this->size()};
+  }
 
   /// @brief Attaches the memory to @p s (cuStreamAttachMemAsync): with @ref managed_attach::single only
   /// work on @p s may access it, which lets the host use it while other streams run.
@@ -126,19 +92,16 @@ class managed_buffer {
   }
   /// @brief Migrates the memory to @p where, ordered on @p s (cuMemPrefetchAsync).
   void prefetch(memory_location where, stream_ref s) const {
-    detail::managed_prefetch_async(device_view().data(), alloc_.bytes, where, s.native_handle());
+    detail::managed_prefetch_async(device_view().data(), this->alloc_.bytes, where, s.native_handle());
   }
   /// @brief Gives the driver a hint about the memory (cuMemAdvise), e.g.
   /// `CU_MEM_ADVISE_SET_READ_MOSTLY` or `CU_MEM_ADVISE_SET_PREFERRED_LOCATION` with a location.
   void advise(CUmem_advise advice, memory_location where = memory_location::host()) const {
-    detail::managed_advise(alloc_.context, device_view().data(), alloc_.bytes, advice, where);
+    detail::managed_advise(this->alloc_.context, device_view().data(), this->alloc_.bytes, advice, where);
   }
-  /// @brief The context the memory was allocated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context); }
 
  private:
-  explicit managed_buffer(detail::host_allocation alloc) noexcept : alloc_(alloc) {}
-  detail::host_allocation alloc_;
+  explicit managed_buffer(detail::host_allocation alloc) noexcept : base(alloc) {}
 };
 
 }  // namespace cudax

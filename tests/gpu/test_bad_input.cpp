@@ -18,21 +18,17 @@
 #include <utility>
 #include <vector>
 
+#include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudax::test::catch_as;
 using cudax::test::contains;
+using cudax::test::mismatch;
+using cudax::test::MiB;
+using cudax::test::poison_value;
+using cudax::test::random_vector;
 
 namespace {
-
-constexpr std::size_t MiB = std::size_t(1) << 20;
-
-template <class T>
-T poison_value() {
-  T value;
-  std::memset(static_cast<void*>(&value), 0xA5, sizeof(T));
-  return value;
-}
 
 /// Empty when every element of @p v is bitwise equal to @p value, otherwise how many are not.
 template <class T>
@@ -49,27 +45,6 @@ std::string not_all(const std::vector<T>& v, T value) {
   }
   std::ostringstream out;
   out << count << " of " << v.size() << " elements changed, the first at index " << first;
-  return out.str();
-}
-
-/// Empty when the vectors are bitwise equal, otherwise how many elements differ and where the first is.
-template <class T>
-std::string mismatch(const std::vector<T>& actual, const std::vector<T>& expected) {
-  if (actual.size() != expected.size()) {
-    return "sizes differ: " + std::to_string(actual.size()) + " and " + std::to_string(expected.size());
-  }
-  std::size_t count = 0;
-  std::size_t first = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    if (std::memcmp(&actual[i], &expected[i], sizeof(T)) != 0 && count++ == 0) {
-      first = i;
-    }
-  }
-  if (count == 0) {
-    return {};
-  }
-  std::ostringstream out;
-  out << count << " of " << actual.size() << " elements differ, the first at index " << first;
   return out.str();
 }
 
@@ -178,9 +153,7 @@ TEST_CASE("bad input: empty and oversized copies are refused before any driver c
   INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t n = 1000;
   const std::uint32_t P = poison_value<std::uint32_t>();
-  const std::vector<std::uint8_t> bytes = cudax::test::random_bytes(2 * n * sizeof(std::uint32_t), seed);
-  std::vector<std::uint32_t> host_big(2 * n);
-  std::memcpy(host_big.data(), bytes.data(), bytes.size());
+  std::vector<std::uint32_t> host_big = random_vector<std::uint32_t>(2 * n, seed);
   {
     cudax::stream s(dev);
     cudax::device_buffer<std::uint32_t> small(dev, n);

@@ -2,9 +2,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <memory>
 #include <thread>
 #include <type_traits>
 
@@ -13,7 +11,7 @@
 using namespace std::chrono_literals;
 using cudax::test::catch_as;
 using cudax::test::contains;
-using cudax::test::wait_until;
+using cudax::test::gate;
 
 TEST_CASE("events are untimed by default", "[gpu][event]") {
   CUDAX_REQUIRE_GPU();
@@ -72,25 +70,25 @@ TEST_CASE("is_done and synchronize follow the recorded work", "[gpu][event]") {
   CUDAX_REQUIRE_GPU();
   cudax::test::destruction_error_counter errors;
   const cudax::device dev(0);
-  auto opened = std::make_shared<std::atomic<bool>>(false);
+  gate g;
   {
     cudax::stream s(dev);
     cudax::event ev(dev, cudax::event_flags::blocking_sync);
     CHECK(ev.is_done());  // never recorded: nothing to wait for
 
-    s.enqueue([opened] { wait_until([&] { return opened->load(); }, 10s); });
+    s.enqueue(g.blocker());
     ev.record(s);
     CHECK_FALSE(ev.is_done());
-    opened->store(true);
+    g.open();
     ev.synchronize();
     CHECK(ev.is_done());
 
     // Recording again resets it to the new point in the stream.
-    auto reopened = std::make_shared<std::atomic<bool>>(false);
-    s.enqueue([reopened] { wait_until([&] { return reopened->load(); }, 10s); });
+    gate again;
+    s.enqueue(again.blocker());
     ev.record(s);
     CHECK_FALSE(ev.is_done());
-    reopened->store(true);
+    again.open();
     s.synchronize();
     CHECK(ev.is_done());
   }

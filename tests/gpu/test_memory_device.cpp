@@ -16,64 +16,20 @@
 #include <cstring>
 #include <optional>
 #include <span>
-#include <sstream>
-#include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudax::test::catch_as;
 using cudax::test::contains;
+using cudax::test::mismatch;
+using cudax::test::poison_value;
+using cudax::test::random_vector;
 
 namespace {
-
-/// A value whose every byte is 0xA5: what destinations hold before a copy or fill writes them.
-template <class T>
-T poison_value() {
-  T value;
-  std::memset(static_cast<void*>(&value), 0xA5, sizeof(T));
-  return value;
-}
-
-/// @p n random elements of T made from the seeded random bytes.
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
-  const std::vector<std::uint8_t> bytes = cudax::test::random_bytes(n * sizeof(T), seed);
-  std::vector<T> out(n);
-  std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
-  return out;
-}
-
-/// Empty when the @p n elements are bitwise equal, otherwise how many differ and where the first is.
-template <class T>
-std::string mismatch(const T* actual, const T* expected, std::size_t n) {
-  std::size_t count = 0;
-  std::size_t first = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (std::memcmp(actual + i, expected + i, sizeof(T)) != 0) {
-      if (count++ == 0) {
-        first = i;
-      }
-    }
-  }
-  if (count == 0) {
-    return {};
-  }
-  std::ostringstream out;
-  out << count << " of " << n << " elements differ, the first at index " << first << " (got " << +actual[first]
-      << ", expected " << +expected[first] << ")";
-  return out.str();
-}
-
-template <class T>
-std::string mismatch(const std::vector<T>& actual, const std::vector<T>& expected) {
-  if (actual.size() != expected.size()) {
-    return "sizes differ: " + std::to_string(actual.size()) + " and " + std::to_string(expected.size());
-  }
-  return mismatch(actual.data(), expected.data(), actual.size());
-}
 
 /// Reads device memory back with a synchronous copy into a poisoned host vector.
 template <class T>
@@ -655,6 +611,21 @@ TEST_CASE("memory operations on a stream work while another context is current",
         cudax::copy(b.view().first(n / 2), a.view().first(n / 2), s);
         cudax::copy(back, b, s);
         s.synchronize();
+        CHECK(cudax::test::raw_current_context() == other.native_handle());
+      }
+      std::vector<std::uint8_t> expected(n, 0x5A);
+      std::copy(data.begin(), data.begin() + n / 2, expected.begin());
+      CHECK(mismatch(back, expected).empty());
+    }
+    SECTION("synchronous copies and fills") {
+      cudax::device_buffer<std::uint8_t> a(dev, n);
+      cudax::device_buffer<std::uint8_t> b(dev, n);
+      {
+        cudax::context_guard foreign(other);
+        cudax::copy(a, data);
+        cudax::fill(b, std::uint8_t{0x5A});
+        cudax::copy(b.view().first(n / 2), a.view().first(n / 2));
+        cudax::copy(back, b);  // complete on return: read below without any synchronisation
         CHECK(cudax::test::raw_current_context() == other.native_handle());
       }
       std::vector<std::uint8_t> expected(n, 0x5A);

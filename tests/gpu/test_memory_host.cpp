@@ -10,61 +10,19 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <iostream>
 #include <span>
-#include <sstream>
-#include <string>
 #include <utility>
 #include <vector>
 
+#include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
+using cudax::test::mismatch;
+using cudax::test::poison_value;
+using cudax::test::random_vector;
+
 namespace {
-
-template <class T>
-T poison_value() {
-  T value;
-  std::memset(static_cast<void*>(&value), 0xA5, sizeof(T));
-  return value;
-}
-
-template <class T>
-std::vector<T> random_vector(std::size_t n, std::uint64_t seed) {
-  const std::vector<std::uint8_t> bytes = cudax::test::random_bytes(n * sizeof(T), seed);
-  std::vector<T> out(n);
-  std::memcpy(static_cast<void*>(out.data()), bytes.data(), bytes.size());
-  return out;
-}
-
-/// Empty when the @p n elements are bitwise equal, otherwise how many differ and where the first is.
-template <class T>
-std::string mismatch(const T* actual, const T* expected, std::size_t n) {
-  std::size_t count = 0;
-  std::size_t first = 0;
-  for (std::size_t i = 0; i < n; ++i) {
-    if (std::memcmp(actual + i, expected + i, sizeof(T)) != 0) {
-      if (count++ == 0) {
-        first = i;
-      }
-    }
-  }
-  if (count == 0) {
-    return {};
-  }
-  std::ostringstream out;
-  out << count << " of " << n << " elements differ, the first at index " << first << " (got " << +actual[first]
-      << ", expected " << +expected[first] << ")";
-  return out.str();
-}
-
-template <class T>
-std::string mismatch(const std::vector<T>& actual, const std::vector<T>& expected) {
-  if (actual.size() != expected.size()) {
-    return "sizes differ: " + std::to_string(actual.size()) + " and " + std::to_string(expected.size());
-  }
-  return mismatch(actual.data(), expected.data(), actual.size());
-}
 
 /// An int-valued range attribute of managed memory (cuMemRangeGetAttribute, not wrapped by cudax).
 int range_attribute(const void* pointer, std::size_t bytes, CUmem_range_attribute attribute) {

@@ -9,50 +9,23 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <iostream>
 #include <limits>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <utility>
 #include <vector>
 
+#include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudax::test::catch_as;
 using cudax::test::contains;
+using cudax::test::mismatch;
+using cudax::test::MiB;
+using cudax::test::poison_value;
 
 namespace {
-
-constexpr std::size_t MiB = std::size_t(1) << 20;
-
-template <class T>
-T poison_value() {
-  T value;
-  std::memset(static_cast<void*>(&value), 0xA5, sizeof(T));
-  return value;
-}
-
-/// Empty when the vectors are equal, otherwise how many bytes differ and where the first is.
-std::string mismatch(const std::vector<std::uint8_t>& actual, const std::vector<std::uint8_t>& expected) {
-  if (actual.size() != expected.size()) {
-    return "sizes differ: " + std::to_string(actual.size()) + " and " + std::to_string(expected.size());
-  }
-  std::size_t count = 0;
-  std::size_t first = 0;
-  for (std::size_t i = 0; i < actual.size(); ++i) {
-    if (actual[i] != expected[i] && count++ == 0) {
-      first = i;
-    }
-  }
-  if (count == 0) {
-    return {};
-  }
-  std::ostringstream out;
-  out << count << " of " << actual.size() << " bytes differ, the first at index " << first;
-  return out.str();
-}
 
 /// Restores the device's current pool when it goes out of scope (also when a check fails).
 class current_pool_restorer {

@@ -19,20 +19,8 @@
 using namespace std::chrono_literals;
 using cudax::test::catch_as;
 using cudax::test::contains;
+using cudax::test::gate;
 using cudax::test::wait_until;
-
-namespace {
-
-// Blocks the stream's work until open() is called (or 10 s pass, so a failed test cannot hang).
-struct gate {
-  std::shared_ptr<std::atomic<bool>> opened = std::make_shared<std::atomic<bool>>(false);
-  auto blocker() const {
-    return [opened = opened] { wait_until([&] { return opened->load(); }, 10s); };
-  }
-  void open() const { opened->store(true); }
-};
-
-}  // namespace
 
 TEST_CASE("stream creation, flags, priority and context", "[gpu][stream]") {
   CUDAX_REQUIRE_GPU();

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -150,6 +151,22 @@ bool wait_until(Pred&& done, std::chrono::milliseconds timeout = std::chrono::se
   }
   return true;
 }
+
+/// Holds a stream's later work back until open() is called (or 10 s pass, so a failed test cannot
+/// hang). blocker() is the host callable to enqueue; it shares the flag, so it may outlive the gate:
+/// @code
+/// cudax::test::gate g;
+/// s.enqueue(g.blocker());
+/// CHECK_FALSE(s.is_done());
+/// g.open();
+/// @endcode
+struct gate {
+  std::shared_ptr<std::atomic<bool>> opened = std::make_shared<std::atomic<bool>>(false);
+  auto blocker() const {
+    return [opened = opened] { wait_until([&] { return opened->load(); }, std::chrono::seconds(10)); };
+  }
+  void open() const { opened->store(true); }
+};
 
 /// The calling thread's current context straight from the driver (null when none is current),
 /// bypassing cudax so tests can check what cudax leaves current.
