@@ -81,7 +81,7 @@ inline void check(CUresult status, const char* api) {
 }
 
 struct config {
-  int rounds = 21;            // rounds of the host-side cases
+  int rounds = 41;            // rounds of the host-side cases
   int iteration_scale = 1;    // divides the iteration counts
   int copy_rounds = 7;        // rounds of the copy cases
   int copy_repetitions = 3;   // timed copies per side per round
@@ -123,6 +123,18 @@ std::string format_value(double value, unit kind) {
   return buffer;
 }
 
+// The median over the rounds of cudax_i / raw_i: each ratio compares two measurements taken next to
+// each other, so drift of the machine between rounds cancels out.
+double paired_ratio(const result& r) {
+  std::vector<double> ratios;
+  for (std::size_t i = 0; i < r.raw.size() && i < r.cudax.size(); ++i) {
+    if (r.raw[i] > 0.0) {
+      ratios.push_back(r.cudax[i] / r.raw[i]);
+    }
+  }
+  return median(ratios);
+}
+
 std::string format_ratio(double cudax, double raw) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "%.3f", raw > 0.0 ? cudax / raw : 0.0);
@@ -132,10 +144,10 @@ std::string format_ratio(double cudax, double raw) {
 void print_progress(const result& r) {
   const double raw_median = median(r.raw);
   const double cudax_median = median(r.cudax);
-  std::printf("  %-40s raw %12s  cudax %12s  ratio %s  (best: raw %s, cudax %s)\n", r.name.c_str(),
+  std::printf("  %-40s raw %12s  cudax %12s  ratio %s  paired %.3f  (best: raw %s, cudax %s)\n", r.name.c_str(),
               format_value(raw_median, r.kind).c_str(), format_value(cudax_median, r.kind).c_str(),
-              format_ratio(cudax_median, raw_median).c_str(), format_value(best(r.raw, r.kind), r.kind).c_str(),
-              format_value(best(r.cudax, r.kind), r.kind).c_str());
+              format_ratio(cudax_median, raw_median).c_str(), paired_ratio(r),
+              format_value(best(r.raw, r.kind), r.kind).c_str(), format_value(best(r.cudax, r.kind), r.kind).c_str());
   std::fflush(stdout);
 }
 
@@ -240,6 +252,21 @@ int run(const config& cfg, bool quick) {
       return ns_since(t0);
     };
     results.push_back(measure_host("event create+destroy", raw, wrapped, 20000 / scale, cfg));
+  }
+
+  // (b1) the noise floor: raw event create+destroy against itself (an A/A comparison). Its ratio
+  // shows how far two identical sides drift apart on this machine.
+  {
+    timed_loop raw = [&](int n) {
+      const steady::time_point t0 = steady::now();
+      for (int i = 0; i < n; ++i) {
+        CUevent e = nullptr;
+        check(api.event_create(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        check(api.event_destroy(e), "cuEventDestroy");
+      }
+      return ns_since(t0);
+    };
+    results.push_back(measure_host("A/A: raw event create+destroy vs itself", raw, raw, 20000 / scale, cfg));
   }
 
   // (b2) event create + record + destroy: the "event create+record", as one operation.
@@ -440,22 +467,24 @@ int run(const config& cfg, bool quick) {
     s.synchronize();
   }
 
-  std::printf("\n| case | raw | cudax | ratio cudax/raw | raw (best) | cudax (best) | ratio (best) |\n");
-  std::printf("|---|---:|---:|---:|---:|---:|---:|\n");
+  std::printf("\n| case | raw | cudax | ratio cudax/raw | paired ratio | raw (best) | cudax (best) | ratio (best) |\n");
+  std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const result& r : results) {
     const double raw_median = median(r.raw);
     const double cudax_median = median(r.cudax);
     const double raw_best = best(r.raw, r.kind);
     const double cudax_best = best(r.cudax, r.kind);
-    std::printf("| %s | %s | %s | %s | %s | %s | %s |\n", r.name.c_str(), format_value(raw_median, r.kind).c_str(),
-                format_value(cudax_median, r.kind).c_str(), format_ratio(cudax_median, raw_median).c_str(),
-                format_value(raw_best, r.kind).c_str(), format_value(cudax_best, r.kind).c_str(),
+    std::printf("| %s | %s | %s | %s | %.3f | %s | %s | %s |\n", r.name.c_str(),
+                format_value(raw_median, r.kind).c_str(), format_value(cudax_median, r.kind).c_str(),
+                format_ratio(cudax_median, raw_median).c_str(), paired_ratio(r), format_value(raw_best, r.kind).c_str(),
+                format_value(cudax_best, r.kind).c_str(),
                 format_ratio(cudax_best, raw_best).c_str());
   }
   std::printf(
       "\nraw, cudax: medians over the rounds (times per iteration; bandwidth per copy). best: min time, max "
       "bandwidth.\n"
       "ratio = cudax/raw: for times above 1 means cudax is slower; for bandwidth below 1 means cudax is slower.\n"
+      "paired ratio: the median over the rounds of the ratio within each round (raw and cudax run back to back).\n"
       "D2D bandwidth counts the bytes read and the bytes written (2 x size per copy), like the REFERENCE baseline.\n"
       "The pool case runs with the pool's release threshold raised so that memory stays mapped across syncs.\n");
   return 0;

@@ -149,6 +149,20 @@ primary_context::~primary_context() {
   }
 }
 
+namespace detail {
+void switch_context_and_run(CUcontext ctx, CUcontext previous, void (*fn)(void*), void* data) {
+  check(drv::cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  struct restore {
+    CUcontext previous;
+    ~restore() {
+      CUcontext p = previous;
+      destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+    }
+  } restore_previous{previous};
+  fn(data);
+}
+}  // namespace detail
+
 // --- context_guard ---------------------------------------------------------------------------
 
 context_guard::context_guard(context_ref ctx) : previous_(nullptr), target_(ctx.native_handle()) {

@@ -12,8 +12,8 @@ namespace cudax::detail {
 
 namespace {
 
-void check_linear(const char* api, std::uintptr_t dst, std::size_t dst_bytes, std::uintptr_t src,
-                  std::size_t src_bytes, std::size_t bytes) {
+void check_linear(const char* api, const linear_copy& c) {
+  const auto [dst, dst_bytes, src, src_bytes, bytes] = c;
   if (bytes == 0) {
     throw invalid_argument_error(api, "nothing to copy: the copy is of zero bytes (an empty source view or count 0)");
   }
@@ -31,44 +31,43 @@ void check_linear(const char* api, std::uintptr_t dst, std::size_t dst_bytes, st
   }
 }
 
-std::string describe_copy(std::uintptr_t dst, std::uintptr_t src, std::size_t bytes) {
-  return format_bytes(bytes) + " from " + format_address(src) + " to " + format_address(dst);
+std::string describe_copy(const linear_copy& c) {
+  return format_bytes(c.bytes) + " from " + format_address(c.src) + " to " + format_address(c.dst);
 }
 
 }  // namespace
 
-void copy_linear(std::uintptr_t dst, std::size_t dst_bytes, std::uintptr_t src, std::size_t src_bytes,
-                 std::size_t bytes, CUstream stream, bool async, const char* api) {
-  check_linear(api, dst, dst_bytes, src, src_bytes, bytes);
+void copy_linear(const linear_copy& c, CUstream stream, bool async) {
+  const char* api = "cudax::copy";
+  check_linear(api, c);
+  const auto dst = static_cast<CUdeviceptr>(c.dst);
+  const auto src = static_cast<CUdeviceptr>(c.src);
   if (async) {
     require_stream(stream, api);
     stream_context_scope scope(stream);
-    check(drv::cuMemcpyAsync(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes, stream),
-          "cuMemcpyAsync", [&] { return describe_copy(dst, src, bytes); });
+    check(drv::cuMemcpyAsync(dst, src, c.bytes, stream), "cuMemcpyAsync", [&] { return describe_copy(c); });
   } else {
-    synchronous_scope scope(dst, src);
-    check(drv::cuMemcpy(static_cast<CUdeviceptr>(dst), static_cast<CUdeviceptr>(src), bytes), "cuMemcpy",
-          [&] { return describe_copy(dst, src, bytes); });
+    synchronous_scope scope(c.dst, c.src);
+    check(drv::cuMemcpy(dst, src, c.bytes), "cuMemcpy", [&] { return describe_copy(c); });
     scope.complete();
   }
 }
 
-void copy_linear_peer(std::uintptr_t dst, std::size_t dst_bytes, CUcontext dst_ctx, std::uintptr_t src,
-                      std::size_t src_bytes, CUcontext src_ctx, std::size_t bytes, CUstream stream, bool async) {
+void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx, CUstream stream, bool async) {
   const char* api = "cudax::copy_peer";
-  check_linear(api, dst, dst_bytes, src, src_bytes, bytes);
+  check_linear(api, c);
   if (dst_ctx == nullptr || src_ctx == nullptr) {
     throw invalid_argument_error(api, "a context is empty (a moved-from or released cudax::context)");
   }
+  const auto dst = static_cast<CUdeviceptr>(c.dst);
+  const auto src = static_cast<CUdeviceptr>(c.src);
   if (async) {
     require_stream(stream, api);
     stream_context_scope scope(stream);
-    check(drv::cuMemcpyPeerAsync(static_cast<CUdeviceptr>(dst), dst_ctx, static_cast<CUdeviceptr>(src), src_ctx,
-                                 bytes, stream),
-          "cuMemcpyPeerAsync", [&] { return describe_copy(dst, src, bytes); });
+    check(drv::cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, c.bytes, stream), "cuMemcpyPeerAsync",
+          [&] { return describe_copy(c); });
   } else {
-    check(drv::cuMemcpyPeer(static_cast<CUdeviceptr>(dst), dst_ctx, static_cast<CUdeviceptr>(src), src_ctx, bytes),
-          "cuMemcpyPeer", [&] { return describe_copy(dst, src, bytes); });
+    check(drv::cuMemcpyPeer(dst, dst_ctx, src, src_ctx, c.bytes), "cuMemcpyPeer", [&] { return describe_copy(c); });
   }
 }
 

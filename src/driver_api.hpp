@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <string>
+#include <type_traits>
 
 #include "cudax/error.hpp"
 
@@ -168,6 +169,11 @@ inline void destroy_noexcept(const char* api, Fn&& fn) noexcept {
   }
 }
 
+// Runs fn() with ctx current (api names the caller in the error for an empty context), switching (and switching back) only when another context is
+// current. The fast path, ctx already current, costs one cuCtxGetCurrent. Used on creation paths.
+template <class Fn>
+inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn);
+
 namespace drv {
 
 template <class Pfn>
@@ -197,4 +203,22 @@ CUDAX_DRIVER_ENTRY_POINTS(CUDAX_DECLARE_ENTRY)
 #undef CUDAX_DECLARE_ENTRY
 
 }  // namespace drv
+
+// Restores the previous context after a switch made by run_in_context (out of line: the slow path).
+void switch_context_and_run(CUcontext ctx, CUcontext previous, void (*fn)(void*), void* data);
+
+template <class Fn>
+inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn) {
+  if (ctx == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudax::context)");
+  }
+  CUcontext current = nullptr;
+  check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current == ctx) [[likely]] {
+    fn();
+    return;
+  }
+  switch_context_and_run(ctx, current, [](void* data) { (*static_cast<std::remove_reference_t<Fn>*>(data))(); },
+                         static_cast<void*>(&fn));
+}
 }  // namespace cudax::detail

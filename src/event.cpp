@@ -77,9 +77,8 @@ bool event_ref::is_done() const {
 event::event(const cudax::device& dev, event_flags flags) : event(dev.primary_context(), flags) {}
 
 event::event(context_ref ctx, event_flags flags) : event_ref(static_cast<CUevent>(nullptr)), context_(ctx.native_handle()) {
-  unsigned int bits = driver_flags(flags);
-  context_guard guard(ctx);
-  check(drv::cuEventCreate(&handle_, bits), "cuEventCreate");
+  const unsigned int bits = flags == event_flags::none ? static_cast<unsigned int>(CU_EVENT_DISABLE_TIMING) : driver_flags(flags);
+  detail::run_in_context(context_, "cudax::event", [&] { check(drv::cuEventCreate(&handle_, bits), "cuEventCreate"); });
 }
 
 context_ref event::context() const {

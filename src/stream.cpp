@@ -225,10 +225,11 @@ unsigned long long stream_ref::id() const {
 stream::stream(const cudax::device& dev, stream_options options) : stream(dev.primary_context(), options) {}
 
 stream::stream(context_ref ctx, stream_options options) : stream_ref(nullptr, raw_tag{}) {
-  context_guard guard(ctx);
-  unsigned int flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
-  check(drv::cuStreamCreateWithPriority(&handle_, flags, options.priority), "cuStreamCreateWithPriority",
-        [&] { return "priority " + std::to_string(options.priority); });
+  const unsigned int flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  detail::run_in_context(ctx.native_handle(), "cudax::stream", [&] {
+    check(drv::cuStreamCreateWithPriority(&handle_, flags, options.priority), "cuStreamCreateWithPriority",
+          [&] { return "priority " + std::to_string(options.priority); });
+  });
 }
 
 stream stream::from_native_handle(CUstream handle) {

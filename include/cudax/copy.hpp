@@ -72,10 +72,16 @@ struct view_element<linear_view<T>> {
 template <class V>
 using element_t = typename view_element<decltype(to_linear(std::declval<V&>()))>::type;
 
-void copy_linear(std::uintptr_t dst, std::size_t dst_bytes, std::uintptr_t src, std::size_t src_bytes,
-                 std::size_t bytes, CUstream stream, bool async, const char* api);
-void copy_linear_peer(std::uintptr_t dst, std::size_t dst_bytes, CUcontext dst_ctx, std::uintptr_t src,
-                      std::size_t src_bytes, CUcontext src_ctx, std::size_t bytes, CUstream stream, bool async);
+/// @brief A copy between two linear views, in bytes, before any check (internal).
+struct linear_copy {
+  std::uintptr_t dst;
+  std::size_t dst_bytes;
+  std::uintptr_t src;
+  std::size_t src_bytes;
+  std::size_t bytes;  // what to copy
+};
+void copy_linear(const linear_copy& c, CUstream stream, bool async);
+void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx, CUstream stream, bool async);
 void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size, CUstream stream,
                  bool async);
 
@@ -100,6 +106,31 @@ constexpr void check_copy_types() {
   static_assert(std::is_trivially_copyable_v<std::remove_cv_t<D>>, "copy needs trivially copyable elements");
 }
 
+/// @brief Fills the view of @p dst with the bytes of @p value repeated (internal).
+template <class Dst>
+void fill_view(Dst& dst, const element_t<Dst>& value, CUstream stream, bool async) {
+  using D = element_t<Dst>;
+  static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");
+  static_assert(sizeof(D) == 1 || sizeof(D) == 2 || sizeof(D) == 4, "fill supports elements of 1, 2 or 4 bytes");
+  auto d = to_linear(dst);
+  std::uint32_t pattern = 0;
+  std::memcpy(&pattern, &value, sizeof(D));
+  fill_linear(d.address, d.count, pattern, sizeof(D), stream, async);
+}
+
+/// @brief The byte ranges of copying all of @p src (or its first @p count elements, when given) into
+/// @p dst, after the compile-time checks of the element types (internal).
+template <class Dst, class Src>
+linear_copy plan_copy(Dst& dst, Src& src, const std::size_t* count) {
+  using D = element_t<Dst>;
+  using S = element_t<Src>;
+  check_copy_types<D, S>();
+  auto d = to_linear(dst);
+  auto r = to_linear(src);
+  return {d.address, d.count * sizeof(D), r.address, r.count * sizeof(S),
+          count != nullptr ? saturating_bytes(*count, sizeof(S)) : r.count * sizeof(S)};
+}
+
 }  // namespace detail
 
 /// @brief Anything @ref cudax::copy and @ref cudax::fill accept as a linear view: a @ref cudax::device_span, a buffer, or a
@@ -119,26 +150,14 @@ concept linear_view_source = detail::linear_source<V>;
 /// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, stream_ref s) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear(d.address, d.count * sizeof(D), r.address, r.count * sizeof(S), r.count * sizeof(S),
-                      s.native_handle(), true, "cudax::copy");
+  detail::copy_linear(detail::plan_copy(dst, src, nullptr), s.native_handle(), true);
 }
 
 /// @brief Copies the first @p count elements of @p src to the start of @p dst, ordered on @p s.
 /// @throws invalid_argument_error when @p count is 0 or exceeds either view
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, std::size_t count, stream_ref s) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear(d.address, d.count * sizeof(D), r.address, r.count * sizeof(S),
-                      detail::saturating_bytes(count, sizeof(S)), s.native_handle(), true, "cudax::copy");
+  detail::copy_linear(detail::plan_copy(dst, src, &count), s.native_handle(), true);
 }
 
 /// @brief Copies all elements of @p src to the start of @p dst synchronously: when it returns, the
@@ -148,26 +167,14 @@ void copy(Dst&& dst, Src&& src, std::size_t count, stream_ref s) {
 /// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear(d.address, d.count * sizeof(D), r.address, r.count * sizeof(S), r.count * sizeof(S), nullptr,
-                      false, "cudax::copy");
+  detail::copy_linear(detail::plan_copy(dst, src, nullptr), nullptr, false);
 }
 
 /// @brief Copies the first @p count elements of @p src to the start of @p dst synchronously.
 /// @throws invalid_argument_error when @p count is 0 or exceeds either view
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, std::size_t count) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear(d.address, d.count * sizeof(D), r.address, r.count * sizeof(S),
-                      detail::saturating_bytes(count, sizeof(S)), nullptr, false, "cudax::copy");
+  detail::copy_linear(detail::plan_copy(dst, src, &count), nullptr, false);
 }
 
 /// @brief Copies a pitched 2D or 3D array, ordered on @p s (cuMemcpy2DAsync / cuMemcpy3DAsync).
@@ -206,13 +213,8 @@ void copy(pitched_span<T> dst, pitched_span<U> src) {
 /// @throws invalid_argument_error when @p src is empty or larger than @p dst
 template <linear_view_source Dst, linear_view_source Src>
 void copy_peer(Dst&& dst, context_ref dst_ctx, Src&& src, context_ref src_ctx, stream_ref s) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear_peer(d.address, d.count * sizeof(D), dst_ctx.native_handle(), r.address, r.count * sizeof(S),
-                           src_ctx.native_handle(), r.count * sizeof(S), s.native_handle(), true);
+  detail::copy_linear_peer(detail::plan_copy(dst, src, nullptr), dst_ctx.native_handle(), src_ctx.native_handle(),
+                           s.native_handle(), true);
 }
 
 /// @brief As the context form, with the devices' primary contexts.
@@ -224,13 +226,8 @@ void copy_peer(Dst&& dst, const device& dst_dev, Src&& src, const device& src_de
 /// @brief Copies all elements of @p src to @p dst between contexts, synchronously (cuMemcpyPeer).
 template <linear_view_source Dst, linear_view_source Src>
 void copy_peer(Dst&& dst, context_ref dst_ctx, Src&& src, context_ref src_ctx) {
-  using D = detail::element_t<Dst>;
-  using S = detail::element_t<Src>;
-  detail::check_copy_types<D, S>();
-  auto d = detail::to_linear(dst);
-  auto r = detail::to_linear(src);
-  detail::copy_linear_peer(d.address, d.count * sizeof(D), dst_ctx.native_handle(), r.address, r.count * sizeof(S),
-                           src_ctx.native_handle(), r.count * sizeof(S), nullptr, false);
+  detail::copy_linear_peer(detail::plan_copy(dst, src, nullptr), dst_ctx.native_handle(), src_ctx.native_handle(),
+                           nullptr, false);
 }
 
 /// @brief Sets every element of @p dst to @p value, ordered on @p s (cuMemsetD8/D16/D32Async).
@@ -243,26 +240,14 @@ void copy_peer(Dst&& dst, context_ref dst_ctx, Src&& src, context_ref src_ctx) {
 /// @throws invalid_argument_error when @p dst is empty or null, or misaligned for its element size
 template <linear_view_source Dst>
 void fill(Dst&& dst, const detail::element_t<Dst>& value, stream_ref s) {
-  using D = detail::element_t<Dst>;
-  static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");
-  static_assert(sizeof(D) == 1 || sizeof(D) == 2 || sizeof(D) == 4, "fill supports elements of 1, 2 or 4 bytes");
-  auto d = detail::to_linear(dst);
-  std::uint32_t pattern = 0;
-  std::memcpy(&pattern, &value, sizeof(D));
-  detail::fill_linear(d.address, d.count, pattern, sizeof(D), s.native_handle(), true);
+  detail::fill_view(dst, value, s.native_handle(), true);
 }
 
 /// @brief Sets every element of @p dst to @p value synchronously (cuMemsetD8/D16/D32); returns when done.
 /// @throws invalid_argument_error as the stream-ordered form
 template <linear_view_source Dst>
 void fill(Dst&& dst, const detail::element_t<Dst>& value) {
-  using D = detail::element_t<Dst>;
-  static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");
-  static_assert(sizeof(D) == 1 || sizeof(D) == 2 || sizeof(D) == 4, "fill supports elements of 1, 2 or 4 bytes");
-  auto d = detail::to_linear(dst);
-  std::uint32_t pattern = 0;
-  std::memcpy(&pattern, &value, sizeof(D));
-  detail::fill_linear(d.address, d.count, pattern, sizeof(D), nullptr, false);
+  detail::fill_view(dst, value, nullptr, false);
 }
 
 }  // namespace cudax
