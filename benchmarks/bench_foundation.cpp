@@ -233,7 +233,8 @@ int run(const config& cfg, bool quick) {
     results.push_back(measure_host("stream create+destroy", raw, wrapped, 2000 / scale, cfg));
   }
 
-  // (b) event create + destroy, untimed events on both sides.
+  // (b) event create + destroy, untimed events on both sides; then (b1) the noise floor: the raw
+  // side against itself (an A/A comparison), which shows how far two identical sides drift apart.
   {
     timed_loop raw = [&](int n) {
       const steady::time_point t0 = steady::now();
@@ -252,20 +253,6 @@ int run(const config& cfg, bool quick) {
       return ns_since(t0);
     };
     results.push_back(measure_host("event create+destroy", raw, wrapped, 20000 / scale, cfg));
-  }
-
-  // (b1) the noise floor: raw event create+destroy against itself (an A/A comparison). Its ratio
-  // shows how far two identical sides drift apart on this machine.
-  {
-    timed_loop raw = [&](int n) {
-      const steady::time_point t0 = steady::now();
-      for (int i = 0; i < n; ++i) {
-        CUevent e = nullptr;
-        check(api.event_create(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-        check(api.event_destroy(e), "cuEventDestroy");
-      }
-      return ns_since(t0);
-    };
     results.push_back(measure_host("A/A: raw event create+destroy vs itself", raw, raw, 20000 / scale, cfg));
   }
 

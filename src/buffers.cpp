@@ -112,18 +112,30 @@ stream_context_scope::~stream_context_scope() {
 
 synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
   check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  // Device or managed memory decides the context. Without any (host memory only), the current
+  // context serves, else the context pinned host memory was allocated in, else device 0's primary.
   CUcontext target = nullptr;
+  CUcontext host_side = nullptr;
   for (std::uintptr_t address : {a, b}) {
     pointer_attributes attr = get_pointer_attributes(static_cast<CUdeviceptr>(address));
-    if (attr.device_ordinal >= 0) {
-      target = attr.context != nullptr
-                   ? attr.context
-                   : device::from_native_handle(attr.device_ordinal).primary_context().native_handle();
+    if (attr.device_ordinal < 0) {
+      continue;
+    }
+    CUcontext owner = attr.context != nullptr
+                          ? attr.context
+                          : device::from_native_handle(attr.device_ordinal).primary_context().native_handle();
+    if (attr.memory_type == CU_MEMORYTYPE_DEVICE || attr.is_managed) {
+      target = owner;
       break;
+    }
+    if (host_side == nullptr) {
+      host_side = owner;
     }
   }
   if (target == nullptr) {
-    target = previous_ != nullptr ? previous_ : device(0).primary_context().native_handle();
+    target = previous_ != nullptr ? previous_
+             : host_side != nullptr ? host_side
+                                    : device(0).primary_context().native_handle();
   }
   if (target != previous_) {
     check(drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
@@ -167,13 +179,38 @@ device_allocation device_allocation::allocate(CUcontext ctx, std::size_t count, 
   return {address, bytes, ctx, nullptr};
 }
 
+namespace {
+// The context a stream-ordered buffer on `stream` is freed in: for the legacy default stream, the
+// context current now (the legacy stream stands for it), remembered so that the free does not depend
+// on what is current at destruction; null for other streams, which carry their context. The
+// per-thread default stream is refused: it names a different stream on every thread, so a buffer
+// destroyed on another thread would be freed out of order.
+CUcontext default_stream_context(CUstream stream, const char* api) {
+  if (stream == CU_STREAM_PER_THREAD) {
+    throw invalid_argument_error(api, "a stream-ordered buffer cannot belong to the per-thread default stream, which "
+                                      "is a different stream on every thread; use a cudax::stream or the legacy "
+                                      "default stream");
+  }
+  if (stream != CU_STREAM_LEGACY) {
+    return nullptr;
+  }
+  CUcontext current = nullptr;
+  check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current == nullptr) {
+    throw invalid_argument_error(api, "the legacy default stream stands for the current context, and none is current");
+  }
+  return current;
+}
+}  // namespace
+
 device_allocation device_allocation::allocate_async(CUstream stream, CUmemoryPool pool, std::size_t count,
                                                     std::size_t element_size) {
   const char* api = "cudax::device_buffer";
   require_stream(stream, api);
+  const CUcontext ctx = default_stream_context(stream, api);
   std::size_t bytes = checked_bytes(api, count, element_size);
   if (bytes == 0) {
-    return {0, 0, nullptr, stream};
+    return {0, 0, ctx, stream};
   }
   CUdeviceptr address = 0;
   auto where = [&] {
@@ -190,7 +227,7 @@ device_allocation device_allocation::allocate_async(CUstream stream, CUmemoryPoo
   } else {
     check(drv::cuMemAllocAsync(&address, bytes, stream), "cuMemAllocAsync", where);
   }
-  return {address, bytes, nullptr, stream};
+  return {address, bytes, ctx, stream};
 }
 
 device_allocation device_allocation::allocate_from_pool(CUstream stream, CUmemoryPool pool, std::size_t count,
@@ -211,6 +248,7 @@ void device_allocation::free() noexcept {
   bytes = 0;
   if (stream != nullptr) {
     CUstream s = stream;
+    quiet_context_scope scope(context);  // set only for the legacy default stream
     destroy_noexcept("cuMemFreeAsync", [a, s] { return drv::cuMemFreeAsync(a, s); });
   } else {
     quiet_context_scope scope(context);
@@ -225,6 +263,9 @@ CUcontext device_allocation::owning_context() const {
     }
     return context;
   }
+  if (context != nullptr) {
+    return context;
+  }
   CUcontext ctx = nullptr;
   check(drv::cuStreamGetCtx(stream, &ctx), "cuStreamGetCtx");
   return ctx;
@@ -233,7 +274,17 @@ CUcontext device_allocation::owning_context() const {
 void device_allocation::set_stream(CUstream s, const char* api) {
   require_stream_ordered(api);
   require_stream(s, api);
+  if (s == stream) {
+    return;
+  }
+  const CUcontext ctx = default_stream_context(s, api);
+  // Order the free, which will be queued on s, after the work queued on the previous stream so far.
+  {
+    quiet_context_scope scope(context);
+    stream_ref(s).wait(stream_ref(stream));
+  }
   stream = s;
+  context = ctx;
 }
 
 void device_allocation::require_stream_ordered(const char* api) const {
@@ -243,13 +294,15 @@ void device_allocation::require_stream_ordered(const char* api) const {
   }
 }
 
-device_allocation allocate_pitched(CUcontext ctx, std::size_t width_bytes, std::size_t rows, std::size_t element_size,
-                                   std::size_t* pitch) {
+device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t height, std::size_t depth,
+                                   std::size_t element_size, std::size_t* pitch) {
   const char* api = "cudax::pitched_buffer";
   require_context(ctx, api);
-  if (width_bytes == 0 || rows == 0) {
+  if (width == 0 || height == 0 || depth == 0) {
     throw invalid_argument_error(api, "a pitched allocation needs a non-zero width, height and depth");
   }
+  const std::size_t width_bytes = checked_bytes(api, width, element_size);
+  const std::size_t rows = checked_bytes(api, height, depth);
   unsigned int element = element_size >= 16 ? 16u : element_size >= 8 ? 8u : 4u;
   context_guard guard{context_ref(ctx)};
   CUdeviceptr address = 0;

@@ -1,6 +1,7 @@
 // Copies and fills.
 #include "cudax/copy.hpp"
 
+#include <optional>
 #include <string>
 
 #include "cudax/error.hpp"
@@ -67,7 +68,9 @@ void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx
     check(drv::cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, c.bytes, stream), "cuMemcpyPeerAsync",
           [&] { return describe_copy(c); });
   } else {
+    synchronous_scope scope(c.dst, c.src);
     check(drv::cuMemcpyPeer(dst, dst_ctx, src, src_ctx, c.bytes), "cuMemcpyPeer", [&] { return describe_copy(c); });
+    scope.complete();
   }
 }
 
@@ -169,9 +172,13 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
   if (async) {
     require_stream(stream, api);
   }
-  // set_side queries pointer attributes, which the driver answers for the current context: make the
-  // stream's context current before (a no-op for synchronous copies, which pass no stream).
+  // Make the context the copy runs in current first: the stream's for a stream-ordered copy, the one
+  // owning the device memory for a synchronous copy (set_side reads pointer attributes in it).
   stream_context_scope stream_scope(async ? stream : nullptr);
+  std::optional<synchronous_scope> sync_scope;
+  if (!async) {
+    sync_scope.emplace(dst.address, src.address);
+  }
   auto where = [&] { return "source " + describe_layout(src) + ", destination " + describe_layout(dst); };
   if (src.depth == 1) {
     CUDA_MEMCPY2D c{};
@@ -184,9 +191,8 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
     if (async) {
       check(drv::cuMemcpy2DAsync(&c, stream), "cuMemcpy2DAsync", where);
     } else {
-      synchronous_scope scope(dst.address, src.address);
       check(drv::cuMemcpy2DUnaligned(&c), "cuMemcpy2DUnaligned", where);
-      scope.complete();
+      sync_scope->complete();
     }
     return;
   }
@@ -203,9 +209,8 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
   if (async) {
     check(drv::cuMemcpy3DAsync(&c, stream), "cuMemcpy3DAsync", where);
   } else {
-    synchronous_scope scope(dst.address, src.address);
     check(drv::cuMemcpy3D(&c), "cuMemcpy3D", where);
-    scope.complete();
+    sync_scope->complete();
   }
 }
 

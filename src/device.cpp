@@ -167,6 +167,10 @@ void device::set_current() const {
 
 context_ref device::primary_context() const {
   primary_context_cache& c = cache();
+  if (handle_ < 0 || handle_ >= c.count) [[unlikely]] {
+    throw error(CUDA_ERROR_INVALID_DEVICE, "cudax::device::primary_context",
+                "device " + std::to_string(static_cast<int>(handle_)) + " of " + std::to_string(c.count) + " visible");
+  }
   auto& slot = c.slots[static_cast<std::size_t>(handle_)];
   CUcontext ctx = slot.load(std::memory_order_acquire);
   if (ctx != nullptr) [[likely]] {

@@ -93,16 +93,17 @@ driver_state load_driver() {
 std::atomic<PFN_cuGetErrorString_v6000> error_string_fn{nullptr};
 
 driver_state& state() {
-  static driver_state s = [] {
-    driver_state loaded = load_driver();
-    if (loaded.library != nullptr) {
+  // Never destroyed: destructors of static cudax objects may still call the driver at exit.
+  static driver_state* s = [] {
+    auto* loaded = new driver_state(load_driver());
+    if (loaded->library != nullptr) {
       error_string_fn.store(
-          reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(loaded.library, "cuGetErrorString")),
+          reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(loaded->library, "cuGetErrorString")),
           std::memory_order_release);
     }
     return loaded;
   }();
-  return s;
+  return *s;
 }
 
 }  // namespace

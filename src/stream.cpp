@@ -91,16 +91,18 @@ void CUDA_CB run_host_task(void* data) {
     callback_failures& f = failures();
     std::lock_guard<std::mutex> lock(f.mutex);
     orphan = f.orphaned.count(s) != 0;
+    // Keep the failure before the task stops counting as queued: stream::destroy reads both
+    // counters without the lock, and must see one or the other.
+    if (failure && !orphan) {
+      f.pending.emplace_back(s, failure);
+      f.count.fetch_add(1, std::memory_order_release);
+    }
     if (auto it = f.queued.find(s); it != f.queued.end()) {
       f.queued_total.fetch_sub(1, std::memory_order_release);
       if (--it->second == 0) {
         f.queued.erase(it);
         f.orphaned.erase(s);
       }
-    }
-    if (failure && !orphan) {
-      f.pending.emplace_back(s, failure);
-      f.count.fetch_add(1, std::memory_order_release);
     }
   } catch (...) {
     orphan = true;  // could not keep it: report it now rather than lose it

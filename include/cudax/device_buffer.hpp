@@ -53,8 +53,7 @@ struct device_allocation {
 /// cudax::device_buffer<float> b(s, n);                 // cuMemAllocAsync on s, from dev's current pool
 /// cudax::copy(b, a, s);
 /// cudax::stream t(dev);
-/// t.wait(s);
-/// b.set_stream(t);                                     // b will be freed on t
+/// b.set_stream(t);                                     // t waits for s; b will be freed on t
 /// @endcode
 template <class T>
 class device_buffer {
@@ -80,6 +79,16 @@ class device_buffer {
       : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), pool.native_handle(), count,
                                                              sizeof(T))) {}
 
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  device_buffer(cudax::context&&, std::size_t) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  device_buffer(cudax::primary_context&&, std::size_t) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  device_buffer(cudax::stream&&, std::size_t) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  device_buffer(cudax::memory_pool&&, stream_ref, std::size_t) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  device_buffer(memory_pool_ref, cudax::stream&&, std::size_t) = delete;
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
@@ -136,10 +145,12 @@ class device_buffer {
     alloc_.require_stream_ordered("cudax::device_buffer::stream");
     return stream_ref(alloc_.stream);
   }
-  /// @brief Makes @p s the stream the buffer is freed on. The caller orders @p s after the last
-  /// use of the buffer on the previous stream (e.g. `s.wait(previous)`).
+  /// @brief Makes @p s the stream the buffer is freed on, and makes @p s wait for the work queued on
+  /// the previous stream so far, so that the free is ordered after it. @p s must outlive the buffer.
   /// @throws invalid_argument_error for a synchronously allocated buffer or a moved-from stream
   void set_stream(stream_ref s) { alloc_.set_stream(s.native_handle(), "cudax::device_buffer::set_stream"); }
+  /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
+  void set_stream(cudax::stream&&) = delete;
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const { return context_ref(alloc_.owning_context()); }
 

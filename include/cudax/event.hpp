@@ -85,6 +85,10 @@ class event : public event_ref {
   explicit event(const cudax::device& dev, event_flags flags = event_flags::none);
   /// @brief Creates an event in @p ctx.
   explicit event(context_ref ctx, event_flags flags = event_flags::none);
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  event(cudax::context&&, event_flags = event_flags::none) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  event(cudax::primary_context&&, event_flags = event_flags::none) = delete;
   event(const event&) = delete;
   event& operator=(const event&) = delete;
   /// @brief Takes over @p other's event; @p other becomes empty.

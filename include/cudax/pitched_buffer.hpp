@@ -18,8 +18,8 @@ namespace cudax {
 
 namespace detail {
 /// @brief Allocates pitched memory; returns the allocation and writes the pitch (internal).
-device_allocation allocate_pitched(CUcontext ctx, std::size_t width_bytes, std::size_t rows, std::size_t element_size,
-                                   std::size_t* pitch);
+device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t height, std::size_t depth,
+                                   std::size_t element_size, std::size_t* pitch);
 }  // namespace detail
 
 /// @brief Owning device memory for a `width` × `height` × `depth` array of @p T whose rows are padded
@@ -44,8 +44,12 @@ class pitched_buffer {
   /// @brief Allocates @p width × @p height × @p depth elements in @p ctx.
   pitched_buffer(context_ref ctx, std::size_t width, std::size_t height, std::size_t depth = 1)
       : width_(width), height_(height), depth_(depth) {
-    alloc_ = detail::allocate_pitched(ctx.native_handle(), width * sizeof(T), height * depth, sizeof(T), &pitch_);
+    alloc_ = detail::allocate_pitched(ctx.native_handle(), width, height, depth, sizeof(T), &pitch_);
   }
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  pitched_buffer(cudax::context&&, std::size_t, std::size_t, std::size_t = 1) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  pitched_buffer(cudax::primary_context&&, std::size_t, std::size_t, std::size_t = 1) = delete;
   pitched_buffer(const pitched_buffer&) = delete;
   pitched_buffer& operator=(const pitched_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.

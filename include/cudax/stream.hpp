@@ -75,7 +75,8 @@ class stream_ref {
   [[nodiscard]] constexpr CUstream native_handle() const noexcept { return handle_; }
 
   /// @brief Blocks until all work queued on the stream has completed.
-  /// @throws host_callback_error when a callable queued with @ref enqueue threw since the last call
+  /// @throws host_callback_error when a callable queued with @ref enqueue threw; each such failure is
+  /// thrown once, the oldest first, so two failures surface at two calls
   void synchronize() const;
   /// @brief Whether all work queued on the stream has completed (cuStreamQuery); never blocks.
   [[nodiscard]] bool is_done() const;
@@ -144,6 +145,10 @@ class stream : public stream_ref {
   explicit stream(const cudax::device& dev, stream_options options = {});
   /// @brief Creates a stream in @p ctx.
   explicit stream(context_ref ctx, stream_options options = {});
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  stream(cudax::context&&, stream_options = {}) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  stream(cudax::primary_context&&, stream_options = {}) = delete;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
   /// @brief Takes over @p other's stream; @p other becomes empty.

@@ -117,6 +117,17 @@ static_assert(sizeof(cudax::event_ref) == sizeof(CUevent));
 static_assert(sizeof(cudax::event) == sizeof(CUevent) + sizeof(CUcontext));  // an event remembers its context
 static_assert(sizeof(cudax::context) == sizeof(CUcontext));
 
+// A temporary owner where a view is taken would be destroyed before the object that uses it.
+static_assert(!std::is_constructible_v<cudax::device_buffer<float>, cudax::stream&&, std::size_t>);
+static_assert(std::is_constructible_v<cudax::device_buffer<float>, cudax::stream&, std::size_t>);
+static_assert(!std::is_constructible_v<cudax::device_buffer<float>, cudax::context&&, std::size_t>);
+static_assert(std::is_constructible_v<cudax::device_buffer<float>, cudax::context&, std::size_t>);
+static_assert(!std::is_constructible_v<cudax::device_buffer<float>, cudax::memory_pool&&, cudax::stream_ref, std::size_t>);
+static_assert(!std::is_constructible_v<cudax::pinned_buffer<float>, cudax::primary_context&&, std::size_t>);
+static_assert(!std::is_constructible_v<cudax::stream, cudax::context&&>);
+static_assert(std::is_constructible_v<cudax::stream, cudax::context&>);
+static_assert(!std::is_constructible_v<cudax::event, cudax::primary_context&&>);
+
 // --- typed device attributes ----------------------------------------------------------------------
 namespace attrs = cudax::device_attributes;
 template <auto Tag>

@@ -684,3 +684,63 @@ TEST_CASE("memory operations on a stream work while another context is current",
   INFO(errors.messages());
   CHECK(errors.count() == 0);
 }
+
+TEST_CASE("device_buffer: set_stream orders the new stream after the old one", "[gpu][memory]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::test::destruction_error_counter errors;
+  const cudax::device dev(0);
+  cudax::context_guard current(dev.primary_context());
+  cudax::stream a(dev);
+  cudax::stream b(dev);
+  {
+    cudax::device_buffer<int> buf(a, 1024);
+    cudax::test::gate g;
+    a.enqueue(g.blocker());  // a is busy until the gate opens
+    buf.set_stream(b);
+    CHECK(buf.stream() == b);
+    // b now waits for what was queued on a, so it cannot be done before the gate opens.
+    CHECK_FALSE(b.is_done());
+    g.open();
+    b.synchronize();
+    CHECK(a.is_done());
+    // Handing the buffer to the stream it already has changes nothing.
+    buf.set_stream(b);
+    CHECK(buf.stream() == b);
+  }
+  b.synchronize();
+  INFO(errors.messages());
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("device_buffer: default streams", "[gpu][memory]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::test::destruction_error_counter errors;
+  const cudax::device dev(0);
+  cudax::context_guard current(dev.primary_context());
+  const std::uint64_t seed = cudax::test::test_seed();
+  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+
+  SECTION("the per-thread default stream is refused: it is another stream on every thread") {
+    auto e = catch_as<cudax::invalid_argument_error>(
+        [] { cudax::device_buffer<int> buf(cudax::stream_ref::per_thread_default(), 16); });
+    REQUIRE(e.has_value());
+    CHECK(contains(e->what(), "per-thread default stream"));
+  }
+  SECTION("a buffer on the legacy default stream is freed in the context it was allocated in") {
+    const std::vector<std::uint32_t> data = random_vector<std::uint32_t>(4096, seed);
+    std::vector<std::uint32_t> back(data.size(), poison_value<std::uint32_t>());
+    cudax::context other(dev);
+    {
+      cudax::device_buffer<std::uint32_t> buf(cudax::stream_ref::legacy_default(), data.size());
+      CHECK(buf.context() == dev.primary_context());
+      cudax::copy(buf, data, cudax::stream_ref::legacy_default());
+      cudax::copy(back, buf, cudax::stream_ref::legacy_default());
+      cudax::stream_ref::legacy_default().synchronize();
+      cudax::context_guard foreign(other);  // another context is current when the buffer is freed
+    }
+    CHECK(mismatch(back, data).empty());
+    cudax::stream_ref::legacy_default().synchronize();
+  }
+  INFO(errors.messages());
+  CHECK(errors.count() == 0);
+}
