@@ -153,7 +153,7 @@ void* resolve_entry_point(const char* symbol, int api_version) {
     why = std::string(symbol) + " (API version " + as_version(api_version) +
           ") was not found in the installed CUDA driver (CUDA " + as_version(s.version) + ")";
   }
-  CUresult code = CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER;
+  CUresult code = call_requires_newer_driver;
   throw not_supported_error(error_source::driver, code, error_name(code), why, "cuGetProcAddress", symbol);
 }
 

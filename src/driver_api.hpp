@@ -123,6 +123,9 @@
 
 namespace cudax::detail {
 
+// CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (36), by value: CUDA 12.0/12.1 headers do not name it.
+inline constexpr CUresult call_requires_newer_driver = static_cast<CUresult>(36);
+
 // Loads the driver and runs cuInit once; throws driver_unavailable_error when that failed.
 void ensure_driver();
 

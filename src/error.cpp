@@ -112,11 +112,11 @@ destruction_error_handler get_destruction_error_handler() noexcept {
 namespace detail {
 
 void throw_driver_error(CUresult status, const char* api, std::string context) {
-  switch (status) {
+  switch (static_cast<int>(status)) {
     case CUDA_ERROR_OUT_OF_MEMORY:
       throw out_of_memory_error(status, api, std::move(context));
     case CUDA_ERROR_NOT_SUPPORTED:
-    case CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER:
+    case call_requires_newer_driver:
     case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
       throw not_supported_error(status, api, std::move(context));
     case CUDA_ERROR_NO_DEVICE:

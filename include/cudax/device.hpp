@@ -145,8 +145,10 @@ inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTE
 inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, int> mem_sync_domain_count{};
 /// @brief Whether the device supports multicast objects.
 inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, bool> multicast_supported{};
-/// @brief Whether the device is driven by MPS.
+#if CUDA_VERSION >= 12040
+/// @brief Whether the device is driven by MPS (CUDA 12.4 headers and newer).
 inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MPS_ENABLED, bool> mps_enabled{};
+#endif
 }  // namespace device_attributes
 
 /// @brief The compute capability of a device (9.0 for the H100).
