@@ -71,7 +71,7 @@ std::string format_address(std::uintptr_t address) {
   return buffer;
 }
 
-quiet_context_scope::quiet_context_scope(CUcontext ctx) noexcept : target_(ctx) {
+quiet_context_scope::quiet_context_scope(CUcontext ctx) noexcept {
   if (ctx == nullptr) {
     return;
   }
@@ -96,22 +96,14 @@ stream_context_scope::stream_context_scope(CUstream stream) {
   }
   CUcontext target = nullptr;
   check(drv::cuStreamGetCtx(stream, &target), "cuStreamGetCtx");
-  check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
-  if (target != nullptr && target != previous_) {
-    check(drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
-    switched_ = true;
-  }
-}
-
-stream_context_scope::~stream_context_scope() {
-  if (switched_) {
-    CUcontext p = previous_;
-    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
+  if (target != nullptr) {
+    guard_.emplace(context_ref(target));  // a no-op when target is already current
   }
 }
 
 synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
-  check(drv::cuCtxGetCurrent(&previous_), "cuCtxGetCurrent");
+  CUcontext current = nullptr;
+  check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   // Device or managed memory decides the context. Without any (host memory only), the current
   // context serves, else the context pinned host memory was allocated in, else device 0's primary.
   CUcontext target = nullptr;
@@ -133,24 +125,14 @@ synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
     }
   }
   if (target == nullptr) {
-    target = previous_ != nullptr ? previous_
+    target = current != nullptr ? current
              : host_side != nullptr ? host_side
                                     : device(0).primary_context().native_handle();
   }
-  if (target != previous_) {
-    check(drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
-    switched_ = true;
-  }
+  guard_.emplace(context_ref(target));
 }
 
 void synchronous_scope::complete() { check(drv::cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize"); }
-
-synchronous_scope::~synchronous_scope() {
-  if (switched_) {
-    CUcontext p = previous_;
-    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
-  }
-}
 
 void require_stream(CUstream stream, const char* api) {
   if (stream == nullptr) {

@@ -150,15 +150,8 @@ primary_context::~primary_context() {
 }
 
 namespace detail {
-void switch_context_and_run(CUcontext ctx, CUcontext previous, void (*fn)(void*), void* data) {
-  check(drv::cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-  struct restore {
-    CUcontext previous;
-    ~restore() {
-      CUcontext p = previous;
-      destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
-    }
-  } restore_previous{previous};
+void switch_context_and_run(CUcontext ctx, void (*fn)(void*), void* data) {
+  context_guard guard{context_ref(ctx)};
   fn(data);
 }
 }  // namespace detail

@@ -207,8 +207,8 @@ CUDAX_DRIVER_ENTRY_POINTS(CUDAX_DECLARE_ENTRY)
 
 }  // namespace drv
 
-// Restores the previous context after a switch made by run_in_context (out of line: the slow path).
-void switch_context_and_run(CUcontext ctx, CUcontext previous, void (*fn)(void*), void* data);
+// The slow path of run_in_context: runs fn(data) under a context_guard for ctx.
+void switch_context_and_run(CUcontext ctx, void (*fn)(void*), void* data);
 
 template <class Fn>
 inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn) {
@@ -221,7 +221,7 @@ inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn) {
     fn();
     return;
   }
-  switch_context_and_run(ctx, current, [](void* data) { (*static_cast<std::remove_reference_t<Fn>*>(data))(); },
+  switch_context_and_run(ctx, [](void* data) { (*static_cast<std::remove_reference_t<Fn>*>(data))(); },
                          static_cast<void*>(&fn));
 }
 }  // namespace cudax::detail

@@ -5,7 +5,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "cudax/context.hpp"
 
 namespace cudax::detail {
 
@@ -21,7 +24,7 @@ std::string format_address(std::uintptr_t address);
 void require_stream(CUstream stream, const char* api);
 
 // Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
-// already current. Used on allocation and free paths.
+// already current. For destructors and error paths, where a failed switch must not throw.
 class quiet_context_scope {
  public:
   explicit quiet_context_scope(CUcontext ctx) noexcept;
@@ -31,44 +34,34 @@ class quiet_context_scope {
 
  private:
   CUcontext previous_ = nullptr;
-  CUcontext target_ = nullptr;
   bool switched_ = false;
 };
 
-// Makes the context of a stream current for the scope (a no-op when it already is, or for the
-// default streams, which stand for the current context). The driver validates the pointers of
-// cuMemcpy*Async against the current context, not against the stream's.
+// Makes the context of a stream current for the scope (nothing to do for the default streams,
+// which stand for the current context). The driver validates the pointers of cuMemcpy*Async
+// against the current context, not against the stream's.
 class stream_context_scope {
  public:
   explicit stream_context_scope(CUstream stream);
-  stream_context_scope(const stream_context_scope&) = delete;
-  stream_context_scope& operator=(const stream_context_scope&) = delete;
-  ~stream_context_scope();
 
  private:
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
+  std::optional<context_guard> guard_;
 };
 
 // For synchronous copies and fills, which run in the current context and whose addresses the
-// driver validates against it: makes the context that owns the first of the addresses the driver
-// knows current for the scope (its allocation context, else its device's primary context); when
-// none is known (host memory only), keeps the current context, or uses device 0's primary context
-// when none is current. On exit, synchronises the legacy default stream, so that the operation has
-// completed when the synchronous call returns (cuMemcpy may return before a device-to-device or a
-// pageable host-to-device copy has landed), and restores the previous context.
+// driver validates against it: makes the context that owns the device or managed memory among the
+// addresses current for the scope; with host memory only, keeps the current context, else uses the
+// context pinned memory was allocated in, else device 0's primary context. complete() synchronises
+// the legacy default stream, so that the operation has completed when the synchronous call returns
+// (cuMemcpy may return before a device-to-device or a pageable host-to-device copy has landed).
 class synchronous_scope {
  public:
   synchronous_scope(std::uintptr_t a, std::uintptr_t b);
-  synchronous_scope(const synchronous_scope&) = delete;
-  synchronous_scope& operator=(const synchronous_scope&) = delete;
-  ~synchronous_scope();
   // Waits for the operation issued in the scope.
   void complete();
 
  private:
-  CUcontext previous_ = nullptr;
-  bool switched_ = false;
+  std::optional<context_guard> guard_;
 };
 
 }  // namespace cudax::detail
