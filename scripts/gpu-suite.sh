@@ -2,7 +2,8 @@
 # Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking;
-#   3. the examples, cudax-query and (unless --no-bench) the foundation benchmark.
+#   3. the examples, cudax-query and (unless --no-bench) the benchmarks named in $BENCHES
+#      (default: bench_foundation bench_launch bench_compile_cache; missing ones are skipped).
 # Logs go to $OUT (default: ./gpu-suite-logs). The build tree is expected at $BUILD (default:
 # ./build). CTest files hold the absolute path of the tree they were configured in; when that path
 # does not exist here, it is linked to this tree.
@@ -70,10 +71,13 @@ for ex in "$build"/examples/example_*; do
   [ "$rc" = 0 ] || status=1
 done
 
-if [ "$bench" = 1 ] && [ -x "$build/benchmarks/bench_foundation" ]; then
-  echo "== bench_foundation" | tee -a "$out/summary.txt"
-  "$build/benchmarks/bench_foundation" > "$out/bench_foundation.log" 2>&1 || status=1
-  tail -n 20 "$out/bench_foundation.log" | tee -a "$out/summary.txt"
+if [ "$bench" = 1 ]; then
+  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache}; do
+    [ -x "$build/benchmarks/$b" ] || continue
+    echo "== $b" | tee -a "$out/summary.txt"
+    "$build/benchmarks/$b" > "$out/$b.log" 2>&1 || status=1
+    tail -n 20 "$out/$b.log" | tee -a "$out/summary.txt"
+  done
 fi
 echo "== overall status $status" | tee -a "$out/summary.txt"
 exit $status

@@ -29,8 +29,9 @@ struct primary_context_cache {
 
 primary_context_cache& cache() {
   static primary_context_cache* c = [] {
+    const int count = device_count();     // may throw: nothing allocated yet
     auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
-    p->count = device_count();
+    p->count = count;
     p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
     return p;
   }();

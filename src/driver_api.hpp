@@ -109,7 +109,36 @@
   X(cuMemsetD2D32Async, 3020)                 \
   X(cuPointerGetAttributes, 7000)             \
   X(cuMemGetAddressRange, 3020)               \
-  CUDAX_DRIVER_ENTRY_POINTS_12020(X)
+  X(cuMemcpyHtoD, 3020)                       \
+  X(cuMemcpyDtoH, 3020)                       \
+  X(cuModuleLoadDataEx, 2010)                 \
+  X(cuModuleUnload, 2000)                     \
+  X(cuModuleGetFunction, 2000)                \
+  X(cuModuleGetGlobal, 3020)                  \
+  X(cuLibraryLoadData, 12000)                 \
+  X(cuLibraryUnload, 12000)                   \
+  X(cuLibraryGetKernel, 12000)                \
+  X(cuLibraryGetModule, 12000)                \
+  X(cuLibraryGetGlobal, 12000)                \
+  X(cuLibraryGetManaged, 12000)               \
+  X(cuKernelGetFunction, 12000)               \
+  X(cuKernelGetAttribute, 12000)              \
+  X(cuKernelSetAttribute, 12000)              \
+  X(cuKernelSetCacheConfig, 12000)            \
+  X(cuFuncGetAttribute, 2020)                 \
+  X(cuFuncSetAttribute, 9000)                 \
+  X(cuLaunchKernel, 4000)                     \
+  X(cuLaunchKernelEx, 11060)                  \
+  X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000) \
+  X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000)            \
+  X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)             \
+  X(cuOccupancyMaxPotentialClusterSize, 11070)                  \
+  X(cuOccupancyMaxActiveClusters, 11070)                        \
+  X(cuTensorMapEncodeTiled, 12000)            \
+  X(cuTensorMapEncodeIm2col, 12000)           \
+  X(cuTensorMapReplaceAddress, 12000)         \
+  CUDAX_DRIVER_ENTRY_POINTS_12020(X)          \
+  CUDAX_DRIVER_ENTRY_POINTS_12040(X)
 
 #if CUDA_VERSION >= 12020
 #define CUDAX_DRIVER_ENTRY_POINTS_12020(X) \
@@ -119,6 +148,23 @@
 #define CUDAX_DRIVER_ENTRY_POINTS_12020(X) \
   X(cuMemPrefetchAsync, 8000)              \
   X(cuMemAdvise, 8000)
+#endif
+
+// Entry points that exist only in CUDA 12.3/12.4 headers; code using them is guarded by
+// CUDAX_HAS_KERNEL_INTROSPECTION and reports not_supported_error on an older toolkit.
+#if CUDA_VERSION >= 12040
+#define CUDAX_HAS_KERNEL_INTROSPECTION 1
+#define CUDAX_DRIVER_ENTRY_POINTS_12040(X) \
+  X(cuKernelGetName, 12030)                \
+  X(cuKernelGetParamInfo, 12040)           \
+  X(cuFuncGetName, 12030)                  \
+  X(cuFuncGetParamInfo, 12040)             \
+  X(cuFuncLoad, 12040)                     \
+  X(cuLibraryGetKernelCount, 12040)        \
+  X(cuLibraryEnumerateKernels, 12040)
+#else
+#define CUDAX_HAS_KERNEL_INTROSPECTION 0
+#define CUDAX_DRIVER_ENTRY_POINTS_12040(X)
 #endif
 
 namespace cudax::detail {

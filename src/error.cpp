@@ -101,6 +101,36 @@ host_callback_error::host_callback_error(std::exception_ptr original, std::strin
             describe_exception(original), "cudax::stream_ref::enqueue", std::move(stream_context)),
       original_(std::move(original)) {}
 
+namespace {
+std::string context_with_log(std::string context, const std::string& log) {
+  if (log.empty()) {
+    return context;
+  }
+  if (!context.empty()) {
+    context += '\n';
+  }
+  return context + log;
+}
+std::string launch_context(const std::string& kernel_name, std::string diagnosis) {
+  if (kernel_name.empty()) {
+    return diagnosis;
+  }
+  return "kernel '" + kernel_name + "': " + diagnosis;
+}
+}  // namespace
+
+jit_error::jit_error(error_source source, int code, std::string name, std::string description,
+                     std::string api, std::string context, std::string log)
+    : error(source, code, std::move(name), std::move(description), std::move(api),
+            context_with_log(std::move(context), log)),
+      log_(std::move(log)) {}
+
+launch_error::launch_error(error_source source, CUresult code, std::string api, std::string kernel_name,
+                           std::string diagnosis)
+    : error(source, static_cast<int>(code), error_name(code), error_description(code), std::move(api),
+            launch_context(kernel_name, std::move(diagnosis))),
+      kernel_name_(std::move(kernel_name)) {}
+
 destruction_error_handler set_destruction_error_handler(destruction_error_handler handler) noexcept {
   return current_handler.exchange(handler != nullptr ? handler : &default_destruction_handler);
 }

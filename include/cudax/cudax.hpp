@@ -2,6 +2,7 @@
 /// @brief The umbrella header: includes every public cudax header.
 #pragma once
 
+#include "cudax/compile_cache.hpp"
 #include "cudax/context.hpp"
 #include "cudax/copy.hpp"
 #include "cudax/device.hpp"
@@ -10,10 +11,18 @@
 #include "cudax/error.hpp"
 #include "cudax/event.hpp"
 #include "cudax/host_registration.hpp"
+#include "cudax/kernel.hpp"
+#include "cudax/launch.hpp"
+#include "cudax/launch_config.hpp"
+#include "cudax/library.hpp"
+#include "cudax/linker.hpp"
 #include "cudax/managed_buffer.hpp"
 #include "cudax/memory_pool.hpp"
+#include "cudax/object_code.hpp"
 #include "cudax/pinned_buffer.hpp"
 #include "cudax/pitched_buffer.hpp"
 #include "cudax/pointer_attributes.hpp"
+#include "cudax/program.hpp"
 #include "cudax/span.hpp"
 #include "cudax/stream.hpp"
+#include "cudax/tensor_map.hpp"

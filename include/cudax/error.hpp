@@ -16,6 +16,9 @@ namespace cudax {
 enum class error_source {
   driver,  ///< A CUDA driver API call returned a CUresult.
   cudax,   ///< cudax itself refused a request before any driver call (bad argument, empty handle).
+  nvrtc,     ///< An NVRTC call returned an nvrtcResult (run-time compilation).
+  nvjitlink, ///< An nvJitLink call returned an nvJitLinkResult (run-time linking).
+  runtime,   ///< A CUDA runtime call returned a cudaError_t (only where cudax meets nvcc-compiled code).
 };
 
 /// @brief The base of every exception cudax throws.
@@ -121,6 +124,91 @@ class host_callback_error : public error {
 
  private:
   std::exception_ptr original_;
+};
+
+/// @brief A run-time compiler library (NVRTC or nvJitLink) could not be loaded or lacks a function
+/// cudax needs. @ref error::source says which library; the description says where cudax looked and
+/// which environment variable (`CUDAX_LIBNVRTC`, `CUDAX_LIBNVJITLINK`) names another path.
+class library_unavailable_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The base of the errors that come with a log from a compiler, linker or the driver's JIT:
+/// @ref compile_error, @ref link_error and @ref load_error.
+///
+/// `what()` and @ref error::context end with the log, so printing the exception shows the reason.
+/// @ref log gives the log alone.
+///
+/// @code
+/// try {
+///   auto code = cudax::program("broken.cu", "__global__ void k() { int x = ; }")
+///                   .compile(cudax::code_kind::ptx, {.arch = "sm_90"});
+/// } catch (const cudax::compile_error& e) {
+///   std::cerr << e.log();   // broken.cu(1): error: expected an expression ...
+/// }
+/// @endcode
+class jit_error : public error {
+ public:
+  /// @brief Builds the error; @p log is appended to @p context on a new line.
+  /// @param source which library the code comes from
+  /// @param code the numeric status code of that library
+  /// @param name the symbolic name of the code
+  /// @param description a description of the code
+  /// @param api the call that failed
+  /// @param context what was being compiled, linked or loaded
+  /// @param log the compiler's, linker's or JIT's log (may be empty)
+  jit_error(error_source source, int code, std::string name, std::string description, std::string api,
+            std::string context, std::string log);
+  /// @brief The log of the compiler, linker or JIT, as it produced it.
+  [[nodiscard]] const std::string& log() const noexcept { return log_; }
+
+ private:
+  std::string log_;
+};
+
+/// @brief NVRTC refused a program: a syntax error, an unknown option, a name expression that does
+/// not name a `__global__` function. @ref jit_error::log holds NVRTC's program log.
+class compile_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief nvJitLink failed to add an input or to link. @ref jit_error::log holds nvJitLink's error
+/// log (and its info log when the error log is empty).
+class link_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief The driver could not load a code object: malformed PTX, a truncated or empty image, a
+/// cubin for another architecture. @ref jit_error::log holds the driver JIT's error log.
+class load_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief A kernel launch was refused, by cudax before the driver call (wrong argument count or
+/// sizes) or by the driver. For a driver refusal cudax compares the request with the device's and
+/// the kernel's limits and names the limit exceeded with the numbers, e.g. `block of 1024 threads
+/// exceeds the 640 threads per block this kernel allows (it uses 96 registers per thread)`.
+/// @ref kernel_name names the kernel.
+class launch_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param source @ref error_source::driver for a refused driver call, @ref error_source::cudax for
+  ///   a request cudax refused before calling the driver
+  /// @param code the status code (a CUresult)
+  /// @param api the call that failed, e.g. `cuLaunchKernelEx` or `cudax::launch`
+  /// @param kernel_name the kernel's name ("" when unknown)
+  /// @param diagnosis what is wrong, with the numbers
+  launch_error(error_source source, CUresult code, std::string api, std::string kernel_name,
+               std::string diagnosis);
+  /// @brief The name of the kernel that was launched ("" when unknown).
+  [[nodiscard]] const std::string& kernel_name() const noexcept { return kernel_name_; }
+
+ private:
+  std::string kernel_name_;
 };
 
 /// @brief The symbolic name of a CUresult, e.g. `CUDA_ERROR_OUT_OF_MEMORY`. Works without a driver;

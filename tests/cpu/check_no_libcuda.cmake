@@ -1,5 +1,5 @@
-# Fails when any given binary has libcuda in its dynamic section (NEEDED): cudax loads
-# libcuda.so.1 at run time with dlopen and must never link it.
+# Fails when any given binary has libcuda, libnvrtc or libnvJitLink in its dynamic section (NEEDED):
+# cudax loads the driver, NVRTC and nvJitLink at run time with dlopen and must never link them.
 #   cmake -DREADELF=<readelf> -DFILES=<file>|<file>|... -P check_no_libcuda.cmake
 if(NOT READELF)
   message(FATAL_ERROR "READELF is not set")
@@ -30,12 +30,12 @@ foreach(file IN LISTS files)
   endif()
   message(STATUS "${file}: NEEDED ${libs}")
   foreach(lib IN LISTS libs)
-    if(lib MATCHES "^libcuda\\.so")
+    if(lib MATCHES "^libcuda\\.so" OR lib MATCHES "^libnvrtc" OR lib MATCHES "^libnvJitLink")
       string(APPEND failures "  ${file} needs ${lib}\n")
     endif()
   endforeach()
 endforeach()
 if(failures)
-  message(FATAL_ERROR "libcuda is linked, but cudax must load it at run time only:\n${failures}")
+  message(FATAL_ERROR "a CUDA library is linked, but cudax must load it at run time only:\n${failures}")
 endif()
-message(STATUS "checked ${count} binaries: none links libcuda")
+message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc or libnvJitLink")

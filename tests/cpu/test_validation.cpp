@@ -5,9 +5,11 @@
 #include <cstdint>
 #include <string>
 
+#include "support/catch_support.hpp"
 #include "support/test_support.hpp"
 
 using cudax::test::catch_as;
+using cudax::test::require_invalid_argument;
 using cudax::test::contains;
 
 namespace {
@@ -15,18 +17,6 @@ namespace {
 CUcontext fake_context() { return reinterpret_cast<CUcontext>(std::uintptr_t{0x1000}); }
 CUevent fake_event() { return reinterpret_cast<CUevent>(std::uintptr_t{0x2000}); }
 
-template <class F>
-cudax::invalid_argument_error require_invalid_argument(const char* what, F&& f) {
-  INFO(what);
-  auto e = catch_as<cudax::invalid_argument_error>(f);
-  REQUIRE(e.has_value());
-  INFO("what(): " << e->what());
-  CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
-  CHECK(e->source() == cudax::error_source::cudax);
-  CHECK(e->api().rfind("cudax::", 0) == 0);  // names the cudax function
-  CHECK_FALSE(e->description().empty());
-  return *e;
-}
 
 }  // namespace
 

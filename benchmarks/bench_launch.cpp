@@ -1,0 +1,213 @@
+// bench_launch: the host cost of a cudax launch against the raw driver call, and heap allocations.
+//
+//   bench_launch [--quick]
+//
+// One binary, one device, one stream, one kernel (an empty kernel with three parameters: a pointer,
+// an int and a float, loaded from PTX). Each round times, for every case, bursts of 200 launches
+// (below the launch queue's depth, so the host never waits for the GPU) with steady_clock, and
+// synchronises the stream between bursts outside the timed section. The order of the cases rotates
+// from round to round. Reported per case: the median host time per launch over the rounds and the
+// paired ratio (the median over the rounds of cudax/raw within the round). Pairs:
+//   cudax typed    vs raw cuLaunchKernel
+//   cudax untyped  vs raw cuLaunchKernel   (argument sizes checked against the cached layout)
+//   cudax typed, launch_config with a priority  vs raw cuLaunchKernelEx with the priority attribute
+//   raw cuLaunchKernel vs itself (A/A: the noise floor)
+// Heap allocations are counted with a replaced global operator new over all cudax bursts.
+//
+// Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
+#include <cudaTypedefs.h>
+
+#include <cudax/cudax.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <new>
+#include <string>
+#include <vector>
+
+namespace {
+std::atomic<long long> heap_allocations{0};
+}  // namespace
+
+void* operator new(std::size_t size) {
+  heap_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (void* p = std::malloc(size != 0 ? size : 1)) {
+    return p;
+  }
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
+namespace {
+
+constexpr const char* kernel_ptx = R"(
+.version 7.0
+.target sm_70
+.address_size 64
+.visible .entry args_kernel(.param .u64 p, .param .u32 n, .param .f32 x) { ret; }
+)";
+
+using steady = std::chrono::steady_clock;
+
+void check(CUresult status, const char* api) {
+  if (status != CUDA_SUCCESS) [[unlikely]] {
+    throw cudax::error(status, api);
+  }
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct bench_case {
+  std::string name;
+  std::function<void()> launch;  // one launch
+  bool is_cudax;
+  std::vector<double> per_launch_ns;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int rounds = 41;
+  int bursts = 5;
+  const int burst = 200;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      rounds = 7;
+      bursts = 2;
+    } else {
+      std::fprintf(stderr, "usage: bench_launch [--quick]\n");
+      return 1;
+    }
+  }
+  if (!cudax::driver::available()) {
+    std::fprintf(stderr, "bench_launch: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
+    return 2;
+  }
+  try {
+    if (cudax::device_count() == 0) {
+      std::fprintf(stderr, "bench_launch: the CUDA driver sees no device\n");
+      return 3;
+    }
+    cudax::device dev(0);
+    dev.set_current();
+    cudax::stream s(dev);
+    cudax::library lib(cudax::object_code(cudax::code_kind::ptx, kernel_ptx, "bench.ptx"));
+    auto typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
+    cudax::kernel_ref untyped = lib.get_kernel("args_kernel");
+    cudax::device_buffer<int> buf(dev, 1);
+    int* ptr = buf.get();
+    int n = 1;
+    float x = 2.0f;
+
+    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudax::driver::get_entry_point("cuLaunchKernel", 4000));
+    auto raw_launch_ex =
+        reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(cudax::driver::get_entry_point("cuLaunchKernelEx", 11060));
+    CUfunction f = untyped.native_function();
+    CUstream hs = s.native_handle();
+    int lo = 0, hi = 0;
+    auto range = reinterpret_cast<PFN_cuCtxGetStreamPriorityRange_v5050>(
+        cudax::driver::get_entry_point("cuCtxGetStreamPriorityRange", 5050));
+    check(range(&lo, &hi), "cuCtxGetStreamPriorityRange");
+    const int priority = hi;  // the highest priority
+
+    const cudax::launch_config plain{.grid = 1, .block = 32};
+    cudax::launch_config with_priority = plain;
+    with_priority.priority = priority;
+
+    auto raw = [&] {
+      void* args[] = {&ptr, &n, &x};
+      check(raw_launch(f, 1, 1, 1, 32, 1, 1, 0, hs, args, nullptr), "cuLaunchKernel");
+    };
+    auto raw_ex = [&] {
+      void* args[] = {&ptr, &n, &x};
+      CUlaunchAttribute attr{};
+      attr.id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+      attr.value.priority = priority;
+      CUlaunchConfig lc{};
+      lc.gridDimX = lc.gridDimY = lc.gridDimZ = 1;
+      lc.blockDimX = 32;
+      lc.blockDimY = lc.blockDimZ = 1;
+      lc.hStream = hs;
+      lc.attrs = &attr;
+      lc.numAttrs = 1;
+      check(raw_launch_ex(&lc, f, args, nullptr), "cuLaunchKernelEx");
+    };
+    std::vector<bench_case> cases = {
+        {"raw cuLaunchKernel", raw, false, {}},
+        {"cudax typed", [&] { cudax::launch(s, plain, typed, ptr, n, x); }, true, {}},
+        {"cudax untyped", [&] { cudax::launch(s, plain, untyped, ptr, n, x); }, true, {}},
+        {"raw cuLaunchKernelEx (priority)", raw_ex, false, {}},
+        {"cudax typed (priority)", [&] { cudax::launch(s, with_priority, typed, ptr, n, x); }, true, {}},
+        {"raw cuLaunchKernel (A/A copy)", raw, false, {}},
+    };
+    // Warm-up.
+    for (auto& c : cases) {
+      for (int i = 0; i < burst; ++i) {
+        c.launch();
+      }
+      s.synchronize();
+    }
+    long long cudax_launches = 0;
+    long long cudax_allocations = 0;
+    for (int round = 0; round < rounds; ++round) {
+      for (std::size_t k = 0; k < cases.size(); ++k) {
+        auto& c = cases[(k + static_cast<std::size_t>(round)) % cases.size()];
+        double total = 0;
+        for (int b = 0; b < bursts; ++b) {
+          long long before = heap_allocations.load();
+          auto t0 = steady::now();
+          for (int i = 0; i < burst; ++i) {
+            c.launch();
+          }
+          total += std::chrono::duration<double, std::nano>(steady::now() - t0).count();
+          if (c.is_cudax) {
+            cudax_allocations += heap_allocations.load() - before;
+            cudax_launches += burst;
+          }
+          s.synchronize();
+        }
+        c.per_launch_ns.push_back(total / (bursts * burst));
+      }
+      std::fprintf(stderr, "\rbench_launch: round %d/%d", round + 1, rounds);
+    }
+    std::fprintf(stderr, "\n");
+
+    auto paired = [&](std::size_t a, std::size_t b) {
+      std::vector<double> r;
+      for (int i = 0; i < rounds; ++i) {
+        r.push_back(cases[a].per_launch_ns[i] / cases[b].per_launch_ns[i]);
+      }
+      return median(r);
+    };
+    std::printf("bench_launch: device 0 (%s), driver CUDA %d.%d; %d rounds x %d bursts of %d launches\n",
+                dev.name().c_str(), cudax::driver::version() / 1000, cudax::driver::version() % 1000 / 10, rounds,
+                bursts, burst);
+    std::printf("\n| case | host time per launch (median) | best round | paired ratio | against |\n|---|---:|---:|---:|---|\n");
+    const std::size_t against[] = {0, 0, 0, 3, 3, 0};
+    for (std::size_t i = 0; i < cases.size(); ++i) {
+      const auto& c = cases[i];
+      double best = *std::min_element(c.per_launch_ns.begin(), c.per_launch_ns.end());
+      if (i == 0 || i == 3) {  // the baselines
+        std::printf("| %s | %.3f us | %.3f us | | |\n", c.name.c_str(), median(c.per_launch_ns) / 1000, best / 1000);
+      } else {
+        std::printf("| %s | %.3f us | %.3f us | %.3f | %s |\n", c.name.c_str(), median(c.per_launch_ns) / 1000,
+                    best / 1000, paired(i, against[i]), cases[against[i]].name.c_str());
+      }
+    }
+    std::printf("\nheap allocations in %lld cudax launches: %lld (%.4f per launch)\n", cudax_launches, cudax_allocations,
+                cudax_launches > 0 ? static_cast<double>(cudax_allocations) / cudax_launches : 0.0);
+    return cudax_allocations == 0 ? 0 : 4;
+  } catch (const cudax::error& e) {
+    std::fprintf(stderr, "bench_launch: %s\n", e.what());
+    return 4;
+  }
+}

@@ -1,0 +1,158 @@
+/// @file launch.hpp
+/// @brief Kernel launches (cudax::launch) on a stream, with arguments marshalled on the stack,
+/// checked at compile time (typed kernels) or against the kernel's parameter layout (untyped kernels).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+
+#include "cudax/kernel.hpp"
+#include "cudax/launch_config.hpp"
+#include "cudax/stream.hpp"
+
+#if defined(__CUDACC__)
+#include <cuda_runtime_api.h>
+#endif
+
+namespace cudax {
+
+// Arguments are addressed with __builtin_addressof (what std::addressof is built on) to keep
+// <memory>, which costs 0.7 s of compile time per translation unit, out of this header.
+namespace detail {
+/// @brief The launch itself (internal): `cuLaunchKernel`, or `cuLaunchKernelEx` when the configuration
+/// needs launch attributes. A refusal throws @ref launch_error with a diagnosis.
+void launch_kernel(CUstream stream, const launch_config& config, CUkernel kernel, void** args,
+                   const kernel_signature* signature);
+
+template <class... Params, class... Args>
+inline void launch_typed(CUstream stream, const launch_config& config, const kernel_ref& kernel, Args&&... args) {
+  if constexpr (sizeof...(Params) == 0) {
+    launch_kernel(stream, config, kernel.native_handle(), nullptr, kernel.cached_signature());
+  } else {
+    // The converted values live in this frame until the driver has copied them.
+    std::tuple<std::remove_cv_t<Params>...> values(static_cast<Params>(std::forward<Args>(args))...);
+    std::apply(
+        [&](auto&... value) {
+          void* pointers[] = {static_cast<void*>(__builtin_addressof(value))...};
+          launch_kernel(stream, config, kernel.native_handle(), pointers, kernel.cached_signature());
+        },
+        values);
+  }
+}
+
+[[noreturn]] void throw_argument_count(CUkernel kernel, const kernel_signature* signature, std::size_t expected,
+                                       std::size_t given);
+[[noreturn]] void throw_argument_size(CUkernel kernel, const kernel_signature* signature, std::size_t index,
+                                      std::size_t expected, std::size_t given);
+
+// The check of an untyped launch: inline when the library cached the layout, otherwise the driver is asked.
+inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, std::size_t count) {
+  const kernel_signature* sig = kernel.cached_signature();
+  if (sig != nullptr && sig->parameters_known) [[likely]] {
+    if (sig->params.size() != count) [[unlikely]] {
+      throw_argument_count(kernel.native_handle(), sig, sig->params.size(), count);
+    }
+    for (std::size_t i = 0; i < count; ++i) {
+      if (sig->params[i].size != sizes[i]) [[unlikely]] {
+        throw_argument_size(kernel.native_handle(), sig, i, sig->params[i].size, sizes[i]);
+      }
+    }
+    return;
+  }
+  check_arguments_slow(kernel.native_handle(), sig, sizes, count);
+}
+}  // namespace detail
+
+/// @brief Launches a typed kernel: the arguments are converted to the parameter types at compile
+/// time and passed from the stack (no heap allocation).
+///
+/// The kernel runs in the context of @p stream (for the legacy default stream, the current context).
+/// A launch the driver refuses throws @ref launch_error naming the limit exceeded, with the numbers;
+/// faults while the kernel runs surface at the next synchronisation, as for any asynchronous work.
+///
+/// @code
+/// auto add = lib.get_kernel<void(const float*, const float*, float*, int)>("vector_add");
+/// cudax::launch(stream, {.grid = (n + 255) / 256, .block = 256}, add, a.get(), b.get(), c.get(), n);
+/// @endcode
+/// @throws invalid_argument_error for an empty (moved-from) stream; launch_error when the launch is refused
+template <class... Params, class... Args>
+void launch(stream_ref stream, const launch_config& config, const typed_kernel_ref<void(Params...)>& kernel,
+            Args&&... args) {
+  static_assert(sizeof...(Args) == sizeof...(Params), "cudax::launch: the number of arguments differs from the kernel's parameters");
+  static_assert((std::is_convertible_v<Args&&, Params> && ...),
+                "cudax::launch: an argument does not convert to the kernel's parameter type");
+  detail::launch_typed<Params...>(stream.native_handle(), config, kernel, std::forward<Args>(args)...);
+}
+
+/// @brief Launches an untyped kernel (from PTX or a cubin by name): the arguments are passed as they
+/// are, after checking their number and sizes against the kernel's parameters.
+///
+/// Each argument's bytes are passed as the corresponding parameter, so its type must have the
+/// parameter's size: pass `std::size_t{n}` to a `size_t` parameter, not `n` as an `int`. With a
+/// kernel from a @ref library the check compares against the cached layout (a few instructions);
+/// for an adopted handle it asks the driver (CUDA 12.4+; unchecked with older drivers).
+///
+/// @code
+/// cudax::kernel_ref k = lib.get_kernel("scale");          // extern "C" __global__ void scale(float*, float, int)
+/// cudax::launch(stream, {.grid = blocks, .block = 256}, k, data.get(), 0.5f, n);
+/// // cudax::launch(stream, cfg, k, data.get(), 0.5);      // throws: 2 arguments for 3 parameters,
+/// //                                                      //   and argument 1 has 8 bytes, parameter 1 has 4
+/// @endcode
+/// @throws launch_error (source @ref error_source::cudax) for a wrong argument count or size, naming
+///   the kernel, the parameter index, the expected and given sizes; invalid_argument_error for an
+///   empty stream; launch_error (source @ref error_source::driver) when the driver refuses the launch
+template <class... Args>
+void launch(stream_ref stream, const launch_config& config, const kernel_ref& kernel, const Args&... args) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...),
+                "cudax::launch: kernel arguments must be trivially copyable (pass buffer.get(), not the buffer)");
+  if constexpr (sizeof...(Args) == 0) {
+    detail::check_arguments(kernel, nullptr, 0);
+    detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), nullptr, kernel.cached_signature());
+  } else {
+    static constexpr std::size_t sizes[] = {sizeof(Args)...};
+    detail::check_arguments(kernel, sizes, sizeof...(Args));
+    void* pointers[] = {const_cast<void*>(static_cast<const void*>(__builtin_addressof(args)))...};
+    detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());
+  }
+}
+
+#if defined(__CUDACC__) || defined(CUDAX_DOXYGEN)
+namespace detail {
+[[noreturn]] void throw_runtime_error(int code, const char* name, const char* description, const char* api,
+                                      std::string context);
+}  // namespace detail
+
+/// @brief The kernel of a `__global__` function compiled by nvcc in this program (`cudaGetKernel`),
+/// typed by its signature. Only in translation units compiled by nvcc.
+///
+/// @code
+/// __global__ void fill(int* out, int value, int n);
+/// auto k = cudax::get_kernel(fill);                  // typed_kernel_ref<void(int*, int, int)>
+/// cudax::launch(stream, {.grid = 4, .block = 256}, k, out.get(), 7, 1024);
+/// @endcode
+/// @throws error with @ref error_source::runtime when the runtime cannot find the kernel
+template <class... Params>
+[[nodiscard]] typed_kernel_ref<void(Params...)> get_kernel(void (*function)(Params...)) {
+  cudaKernel_t handle = nullptr;
+  cudaError_t status = ::cudaGetKernel(&handle, function);
+  if (status != cudaSuccess) {
+    detail::throw_runtime_error(static_cast<int>(status), ::cudaGetErrorName(status), ::cudaGetErrorString(status),
+                                "cudaGetKernel", "a __global__ function of this program");
+  }
+  return typed_kernel_ref<void(Params...)>::from_native_handle(reinterpret_cast<CUkernel>(handle));
+}
+
+/// @brief Launches a `__global__` function compiled by nvcc in this program, through the same path
+/// as every other launch. Looks the kernel up on each call; keep the result of @ref get_kernel to
+/// launch it repeatedly.
+template <class... Params, class... Args>
+void launch(stream_ref stream, const launch_config& config, void (*function)(Params...), Args&&... args) {
+  launch(stream, config, get_kernel(function), std::forward<Args>(args)...);
+}
+#endif
+
+}  // namespace cudax

@@ -1,0 +1,78 @@
+/// @file launch_config.hpp
+/// @brief The shape and options of a kernel launch: grid, block, dynamic shared memory, clusters,
+/// cooperative launch, programmatic stream serialization and priority.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+
+namespace cudax {
+
+/// @brief Up to three extents, like CUDA's `dim3`; missing extents are 1.
+///
+/// Converts implicitly from one `unsigned`, so `.grid = 80, .block = 256` reads naturally.
+/// @code
+/// cudax::dims grid(64, 32);      // 64 x 32 x 1
+/// cudax::dims block = 256;       // 256 x 1 x 1
+/// @endcode
+struct dims {
+  unsigned x = 1;  ///< Extent in x.
+  unsigned y = 1;  ///< Extent in y.
+  unsigned z = 1;  ///< Extent in z.
+
+  /// @brief 1 x 1 x 1.
+  constexpr dims() noexcept = default;
+  /// @brief @p x_ x @p y_ x @p z_.
+  constexpr dims(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+
+  /// @brief x * y * z, without overflow.
+  [[nodiscard]] constexpr unsigned long long count() const noexcept {
+    return static_cast<unsigned long long>(x) * y * z;
+  }
+  /// @brief Component-wise equality.
+  friend constexpr bool operator==(const dims&, const dims&) noexcept = default;
+};
+
+/// @brief How a kernel is launched: passed to @ref launch together with the stream and the kernel.
+///
+/// An aggregate, meant for designated initialisers. Only what differs from the defaults needs to be
+/// written; a plain configuration (no cluster, not cooperative, no priority, no programmatic stream
+/// serialization) is launched with `cuLaunchKernel`, any of those options with `cuLaunchKernelEx`.
+///
+/// @code
+/// cudax::launch_config config{.grid = (n + 255) / 256, .block = 256};
+/// cudax::launch_config tiles{.grid = {8, 8}, .block = {16, 16}, .dynamic_shared_memory = 48 * 1024};
+/// cudax::launch_config clustered{.grid = 128, .block = 128, .cluster = 2};  // 2-block clusters (sm_90+)
+/// cudax::launch_config coop{.grid = sms * blocks_per_sm, .block = 256, .cooperative = true};
+/// @endcode
+struct launch_config {
+  /// @brief Blocks in the grid (each extent >= 1; with clusters, a multiple of the cluster extents).
+  dims grid{};
+  /// @brief Threads per block (each extent >= 1).
+  dims block{};
+  /// @brief Bytes of dynamic shared memory per block. Above 48 KiB the kernel must first allow it with
+  /// @ref kernel_ref::set_max_dynamic_shared_memory.
+  std::size_t dynamic_shared_memory = 0;
+  /// @brief Blocks per thread-block cluster; `{0, 0, 0}` (the default) launches without clusters.
+  /// Needs compute capability 9.0; more than 8 blocks needs
+  /// @ref kernel_ref::set_non_portable_cluster_size_allowed.
+  dims cluster{0, 0, 0};
+  /// @brief A cooperative launch: all blocks are co-resident, so grid-wide synchronisation
+  /// (`cooperative_groups::this_grid().sync()`) is allowed. The grid must fit on the device at once.
+  bool cooperative = false;
+  /// @brief Programmatic dependent launch: this kernel may start before the previous kernel in the
+  /// stream has finished (it must call `cudaGridDependencySynchronize`). Off by default.
+  bool programmatic_stream_serialization = false;
+  /// @brief The launch's scheduling priority (lower numbers are higher priority, as for streams);
+  /// empty uses the stream's.
+  std::optional<int> priority{};
+
+  /// @brief Whether the launch uses thread-block clusters.
+  [[nodiscard]] constexpr bool has_cluster() const noexcept { return cluster.x != 0 || cluster.y != 0 || cluster.z != 0; }
+  /// @brief Whether the launch needs `cuLaunchKernelEx` (any option beyond grid, block and shared memory).
+  [[nodiscard]] constexpr bool needs_extended_launch() const noexcept {
+    return has_cluster() || cooperative || programmatic_stream_serialization || priority.has_value();
+  }
+};
+
+}  // namespace cudax

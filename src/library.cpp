@@ -1,0 +1,489 @@
+// library: loading code with the context-independent library API, kernels, globals, managed variables.
+#include "cudax/library.hpp"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+
+#include "cudax/context.hpp"
+#include "cudax/driver.hpp"
+#include "driver_api.hpp"
+#include "kernel_support.hpp"
+#include "memory_support.hpp"
+
+namespace cudax {
+namespace detail {
+
+struct library_state {
+  CUlibrary handle = nullptr;
+  std::string name;
+  // The JIT's log buffers live as long as the library: under lazy loading the driver compiles and
+  // writes its logs when a kernel is first used, long after cuLibraryLoadData returned.
+  std::size_t log_capacity = 0;
+  std::unique_ptr<char[]> info_log;
+  std::unique_ptr<char[]> error_log;
+  std::mutex mutex;
+  // Signatures are published once and never change or move: kernel_refs keep pointers to them.
+  std::unordered_map<CUkernel, std::unique_ptr<kernel_signature>> signatures;
+};
+
+std::size_t check_global_size(const char* api, const std::string& name, std::size_t bytes, std::size_t element_size,
+                              const char*) {
+  if (bytes % element_size != 0) {
+    throw invalid_argument_error(api, "the variable '" + name + "' has " + std::to_string(bytes) +
+                                          " bytes, which is not a whole number of elements of " +
+                                          std::to_string(element_size) + " bytes: use an element type of its size");
+  }
+  return bytes / element_size;
+}
+
+void copy_global(CUcontext ctx, CUdeviceptr address, void* host, std::size_t bytes, bool to_device) {
+  if (bytes == 0) {
+    return;
+  }
+  run_in_context(ctx, to_device ? "cudax::global_ref::write" : "cudax::global_ref::read", [&] {
+    if (to_device) {
+      check(drv::cuMemcpyHtoD(address, host, bytes), "cuMemcpyHtoD");
+    } else {
+      check(drv::cuMemcpyDtoH(host, address, bytes), "cuMemcpyDtoH");
+    }
+  });
+}
+
+namespace {
+
+std::string describe_library(const library_state* state) {
+  if (state == nullptr || state->name.empty()) {
+    return "the library";
+  }
+  return "library '" + state->name + "'";
+}
+
+std::string load_failure_advice(CUresult status, const object_code& code) {
+  switch (static_cast<int>(status)) {
+    case CUDA_ERROR_INVALID_PTX:
+      return "the driver's JIT could not compile the PTX (see its log below)";
+    case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
+      return "the PTX uses an ISA version this driver (CUDA " + std::to_string(driver::version() / 1000) + "." +
+             std::to_string(driver::version() % 1000 / 10) +
+             ") does not know: generate PTX with an older toolkit or update the driver";
+    case CUDA_ERROR_NO_BINARY_FOR_GPU:
+      return "the image has no code for the devices of this machine: build a cubin for their architecture "
+             "(see cudax::device::arch) or include PTX";
+    case CUDA_ERROR_INVALID_IMAGE:
+    case CUDA_ERROR_INVALID_SOURCE:
+      return "the " + std::string(to_string(code.kind())) +
+             " image is malformed or truncated (" + std::to_string(code.size()) + " bytes)";
+    case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
+    case CUDA_ERROR_JIT_COMPILATION_DISABLED:
+      return "the PTX needs the driver's JIT, which is unavailable or disabled: load a cubin instead";
+    default:
+      return "the driver refused the " + std::string(to_string(code.kind())) + " image";
+  }
+}
+
+}  // namespace
+
+kernel_signature* signature_of(library_state* state, CUkernel kernel) {
+  std::lock_guard lock(state->mutex);
+  auto& slot = state->signatures[kernel];
+  if (!slot) {
+    auto sig = std::make_unique<kernel_signature>();
+    describe_kernel(kernel, *sig);
+    slot = std::move(sig);
+  }
+  return slot.get();
+}
+
+}  // namespace detail
+
+// --- library_ref -------------------------------------------------------------------------------
+
+void library_ref::require_handle(const char* api) const {
+  if (handle_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the library is empty (a moved-from or released cudax::library)");
+  }
+}
+
+kernel_ref library_ref::get_kernel(const std::string& name) const {
+  require_handle("cudax::library_ref::get_kernel");
+  CUkernel kernel = nullptr;
+  CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
+  if (status == CUDA_ERROR_NOT_FOUND) {
+    std::string message = "no kernel named '" + name + "' in " + detail::describe_library(state_);
+    try {
+      auto names = kernel_names();
+      message += names.empty() ? "; it contains no kernel" : "; it contains: ";
+      std::string near;
+      for (std::size_t i = 0; i < names.size(); ++i) {
+        message += (i == 0 ? "" : ", ") + names[i];
+        if (near.empty() && names[i] != name && names[i].find(name) != std::string::npos) {
+          near = names[i];
+        }
+      }
+      if (!near.empty()) {
+        message += " (" + near +
+                   " is a C++-mangled name: declare the kernel extern \"C\", pass the mangled name, or get the "
+                   "lowered name from a cudax::program name expression)";
+      }
+    } catch (const error&) {
+      message += " (the driver cannot list the kernels it contains: CUDA 12.4 or newer is needed for that)";
+    }
+    throw error(status, "cuLibraryGetKernel", std::move(message));
+  }
+  if (status == CUDA_ERROR_NO_BINARY_FOR_GPU || status == CUDA_ERROR_INVALID_PTX || status == CUDA_ERROR_INVALID_IMAGE ||
+      status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+    // Under lazy loading (jit_options::eager = false) the image is compiled and checked here.
+    throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
+                     "cuLibraryGetKernel",
+                     "kernel '" + name + "' in " + detail::describe_library(state_) + ": " +
+                         detail::load_failure_advice(status, object_code(code_kind::cubin, {}, {})),
+                     state_ != nullptr && state_->error_log
+                         ? std::string(state_->error_log.get(), strnlen(state_->error_log.get(), state_->log_capacity))
+                         : std::string());
+  }
+  detail::check(status, "cuLibraryGetKernel", [&] { return "kernel '" + name + "' in " + detail::describe_library(state_); });
+  if (state_ == nullptr) {
+    return kernel_ref(kernel, nullptr);
+  }
+  return kernel_ref(kernel, detail::signature_of(state_, kernel));
+}
+
+bool library_ref::has_kernel(const std::string& name) const {
+  require_handle("cudax::library_ref::has_kernel");
+  CUkernel kernel = nullptr;
+  CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
+  if (status == CUDA_ERROR_NOT_FOUND) {
+    return false;
+  }
+  detail::check(status, "cuLibraryGetKernel", [&] { return "kernel '" + name + "'"; });
+  return true;
+}
+
+std::vector<std::string> library_ref::kernel_names() const {
+  require_handle("cudax::library_ref::kernel_names");
+#if CUDAX_HAS_KERNEL_INTROSPECTION
+  unsigned count = 0;
+  detail::check(detail::drv::cuLibraryGetKernelCount(&count, handle_), "cuLibraryGetKernelCount");
+  std::vector<CUkernel> kernels(count);
+  if (count > 0) {
+    detail::check(detail::drv::cuLibraryEnumerateKernels(kernels.data(), count, handle_), "cuLibraryEnumerateKernels");
+  }
+  std::vector<std::string> names;
+  names.reserve(count);
+  for (CUkernel k : kernels) {
+    names.push_back(kernel_ref::from_native_handle(k).name());
+  }
+  std::sort(names.begin(), names.end());
+  return names;
+#else
+  throw not_supported_error(error_source::cudax, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                            "listing kernels needs CUDA 12.4 headers; cudax was built with older ones",
+                            "cudax::library_ref::kernel_names", {});
+#endif
+}
+
+std::pair<CUdeviceptr, std::size_t> library_ref::raw_global(const std::string& name, context_ref ctx) const {
+  require_handle("cudax::library_ref::get_global");
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  detail::run_in_context(ctx.native_handle(), "cudax::library_ref::get_global", [&] {
+    detail::check(detail::drv::cuLibraryGetGlobal(&address, &bytes, handle_, name.c_str()), "cuLibraryGetGlobal",
+                  [&] { return "global variable '" + name + "' in " + detail::describe_library(state_); });
+  });
+  return {address, bytes};
+}
+
+std::pair<CUdeviceptr, std::size_t> library_ref::raw_managed(const std::string& name) const {
+  require_handle("cudax::library_ref::get_managed");
+  CUdeviceptr address = 0;
+  std::size_t bytes = 0;
+  detail::check(detail::drv::cuLibraryGetManaged(&address, &bytes, handle_, name.c_str()), "cuLibraryGetManaged",
+                [&] { return "managed variable '" + name + "' in " + detail::describe_library(state_); });
+  return {address, bytes};
+}
+
+CUmodule library_ref::module(context_ref ctx) const {
+  require_handle("cudax::library_ref::module");
+  CUmodule mod = nullptr;
+  detail::run_in_context(ctx.native_handle(), "cudax::library_ref::module", [&] {
+    detail::check(detail::drv::cuLibraryGetModule(&mod, handle_), "cuLibraryGetModule");
+  });
+  return mod;
+}
+
+std::string library_ref::jit_log() const {
+  if (state_ == nullptr || !state_->info_log) {
+    return {};
+  }
+  return std::string(state_->info_log.get(), strnlen(state_->info_log.get(), state_->log_capacity));
+}
+
+std::string library_ref::name() const { return state_ != nullptr ? state_->name : std::string(); }
+
+// --- library -----------------------------------------------------------------------------------
+
+namespace {
+
+template <class T>
+T read_le(const std::string& bytes, std::size_t offset) {
+  T value{};
+  std::memcpy(&value, bytes.data() + offset, sizeof(T));
+  return value;
+}
+
+// Structural checks of a cubin or fatbin before the driver sees it: the driver can hang or crash on
+// a truncated image (seen with a truncated cubin and cuLibraryLoadData, driver 580). Returns what is
+// wrong, or "" when the image looks whole.
+std::string check_image(const object_code& code) {
+  const std::string& b = code.bytes();
+  const std::size_t size = b.size();
+  if (code.kind() == code_kind::cubin) {
+    if (size < 64 || b.compare(0, 4, "\x7f" "ELF") != 0) {
+      return "it is not an ELF file (a cubin starts with 0x7f 'ELF')";
+    }
+    if (b[4] != 2) {
+      return "it is not a 64-bit ELF file";
+    }
+    const auto machine = read_le<std::uint16_t>(b, 18);
+    if (machine != 190) {
+      return "it is an ELF file for machine " + std::to_string(machine) + ", not a CUDA cubin (EM_CUDA = 190)";
+    }
+    const auto phoff = read_le<std::uint64_t>(b, 32);
+    const auto shoff = read_le<std::uint64_t>(b, 40);
+    const auto phentsize = read_le<std::uint16_t>(b, 54);
+    const auto phnum = read_le<std::uint16_t>(b, 56);
+    const auto shentsize = read_le<std::uint16_t>(b, 58);
+    const auto shnum = read_le<std::uint16_t>(b, 60);
+    auto fits = [&](std::uint64_t offset, std::uint64_t bytes) { return offset <= size && bytes <= size - offset; };
+    if (!fits(phoff, std::uint64_t(phentsize) * phnum) || !fits(shoff, std::uint64_t(shentsize) * shnum) ||
+        (shnum > 0 && shentsize < 64)) {
+      return "its program or section header table lies beyond its " + std::to_string(size) + " bytes (truncated?)";
+    }
+    for (std::uint16_t i = 0; i < shnum; ++i) {
+      const std::size_t h = shoff + std::size_t(i) * shentsize;
+      const auto type = read_le<std::uint32_t>(b, h + 4);
+      const auto offset = read_le<std::uint64_t>(b, h + 24);
+      const auto bytes = read_le<std::uint64_t>(b, h + 32);
+      if (type != 8 /* SHT_NOBITS */ && type != 0 && !fits(offset, bytes)) {
+        return "section " + std::to_string(i) + " lies beyond its " + std::to_string(size) + " bytes (truncated?)";
+      }
+    }
+    return {};
+  }
+  if (code.kind() == code_kind::fatbin) {
+    if (size < 16 || read_le<std::uint32_t>(b, 0) != 0xBA55ED50u) {
+      return "it does not start with the fatbin magic 0xBA55ED50";
+    }
+    const auto header = read_le<std::uint16_t>(b, 6);
+    const auto body = read_le<std::uint64_t>(b, 8);
+    if (header < 16 || header > size || body > size - header) {
+      return "its header announces " + std::to_string(std::uint64_t(header) + body) + " bytes, but it has " +
+             std::to_string(size) + " (truncated?)";
+    }
+  }
+  return {};
+}
+
+// Loads the library into the current context (device 0's primary context when none is current)
+// and every kernel's code with it, so that a bad image fails now rather than at first use under the
+// driver's lazy loading. Returns the first failure.
+CUresult load_now(CUlibrary lib) {
+  CUcontext ctx = nullptr;
+  detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (ctx == nullptr) {
+    ctx = device(0).primary_context().native_handle();
+  }
+  CUresult status = CUDA_SUCCESS;
+  detail::run_in_context(ctx, "cudax::library", [&] {
+    CUmodule mod = nullptr;
+    status = detail::drv::cuLibraryGetModule(&mod, lib);
+#if CUDAX_HAS_KERNEL_INTROSPECTION
+    if (status != CUDA_SUCCESS) {
+      return;
+    }
+    try {
+      unsigned count = 0;
+      status = detail::drv::cuLibraryGetKernelCount(&count, lib);
+      std::vector<CUkernel> kernels(count);
+      if (status == CUDA_SUCCESS && count > 0) {
+        status = detail::drv::cuLibraryEnumerateKernels(kernels.data(), count, lib);
+      }
+      for (std::size_t i = 0; status == CUDA_SUCCESS && i < kernels.size(); ++i) {
+        CUfunction fn = nullptr;
+        status = detail::drv::cuKernelGetFunction(&fn, kernels[i]);
+        if (status == CUDA_SUCCESS) {
+          status = detail::drv::cuFuncLoad(fn);
+        }
+      }
+    } catch (const not_supported_error&) {
+      // A driver older than 12.4 cannot list or load kernels one by one: the module load above is
+      // as eager as it gets there.
+    }
+#endif
+  });
+  return status;
+}
+
+std::unique_ptr<detail::library_state> load_library(const object_code& code, const jit_options& options) {
+  constexpr const char* api = "cudax::library";
+  if (code.kind() == code_kind::ltoir || code.kind() == code_kind::object || code.kind() == code_kind::library) {
+    throw invalid_argument_error(api, "cannot load " + std::string(to_string(code.kind())) + " code ('" + code.name() +
+                                          "') directly: link it to a cubin with cudax::linker first");
+  }
+  if (code.empty()) {
+    throw invalid_argument_error(api, "the " + std::string(to_string(code.kind())) + " image" +
+                                          (code.name().empty() ? std::string() : " '" + code.name() + "'") +
+                                          " is empty");
+  }
+  if (options.optimization_level && (*options.optimization_level < 0 || *options.optimization_level > 4)) {
+    throw invalid_argument_error(api, "jit_options::optimization_level is " + std::to_string(*options.optimization_level) +
+                                          "; it must be 0 to 4");
+  }
+  if (options.max_registers && *options.max_registers == 0) {
+    throw invalid_argument_error(api, "jit_options::max_registers is 0; give a positive limit or leave it empty");
+  }
+  if (options.target && (*options.target < 30 || *options.target > 199)) {
+    throw invalid_argument_error(api, "jit_options::target is " + std::to_string(*options.target) +
+                                          "; give a compute capability as major * 10 + minor, e.g. 90");
+  }
+  if (code.kind() == code_kind::ptx && code.bytes().find('\0') != std::string::npos) {
+    throw invalid_argument_error(api, "the PTX text '" + code.name() + "' contains a NUL byte: is it a binary image?");
+  }
+  if (std::string wrong = check_image(code); !wrong.empty()) {
+    std::string what = "the " + std::string(to_string(code.kind())) + " image" +
+                       (code.name().empty() ? std::string() : " '" + code.name() + "'") + " is malformed: " + wrong;
+    throw load_error(error_source::cudax, CUDA_ERROR_INVALID_IMAGE, error_name(CUDA_ERROR_INVALID_IMAGE),
+                     error_description(CUDA_ERROR_INVALID_IMAGE), api, std::move(what), {});
+  }
+  auto state = std::make_unique<detail::library_state>();
+  state->name = code.name();
+  const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
+  state->log_capacity = capacity;
+  state->info_log = std::make_unique<char[]>(capacity);   // zero-filled
+  state->error_log = std::make_unique<char[]>(capacity);
+  CUjit_option keys[12];
+  void* values[12];
+  unsigned n = 0;
+  auto add = [&](CUjit_option key, std::uintptr_t value) {
+    keys[n] = key;
+    values[n] = reinterpret_cast<void*>(value);
+    ++n;
+  };
+  add(CU_JIT_INFO_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state->info_log.get()));
+  add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, capacity);
+  add(CU_JIT_ERROR_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state->error_log.get()));
+  add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, capacity);
+  if (options.verbose) {
+    add(CU_JIT_LOG_VERBOSE, 1);
+  }
+  if (options.optimization_level) {
+    add(CU_JIT_OPTIMIZATION_LEVEL, static_cast<std::uintptr_t>(*options.optimization_level));
+  }
+  if (options.max_registers) {
+    add(CU_JIT_MAX_REGISTERS, *options.max_registers);
+  }
+  if (options.line_info) {
+    add(CU_JIT_GENERATE_LINE_INFO, 1);
+  }
+  if (options.debug) {
+    add(CU_JIT_GENERATE_DEBUG_INFO, 1);
+  }
+  if (options.target) {
+    add(CU_JIT_TARGET, static_cast<std::uintptr_t>(*options.target));
+  }
+  CUresult status =
+      detail::drv::cuLibraryLoadData(&state->handle, code.data(), keys, values, n, nullptr, nullptr, 0);
+  if (status == CUDA_SUCCESS && options.eager) {
+    try {
+      status = load_now(state->handle);
+    } catch (...) {
+      status = CUDA_ERROR_UNKNOWN;
+      CUlibrary h = std::exchange(state->handle, nullptr);
+      detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
+      throw;
+    }
+    if (status != CUDA_SUCCESS) {
+      CUlibrary h = std::exchange(state->handle, nullptr);
+      detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
+    }
+  }
+  if (status != CUDA_SUCCESS) {
+    std::string context = detail::load_failure_advice(status, code);
+    if (!code.name().empty()) {
+      context = "'" + code.name() + "': " + context;
+    }
+    auto text = [&](const std::unique_ptr<char[]>& buffer) { return std::string(buffer.get(), strnlen(buffer.get(), capacity)); };
+    std::string log = text(state->error_log);
+    if (log.empty()) {
+      log = text(state->info_log);
+    }
+    if (status == CUDA_ERROR_NOT_INITIALIZED || status == CUDA_ERROR_NO_DEVICE || status == CUDA_ERROR_OUT_OF_MEMORY ||
+        status == CUDA_ERROR_DEINITIALIZED) {
+      detail::throw_driver_error(status, "cuLibraryLoadData", context);
+    }
+    throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
+                     "cuLibraryLoadData", std::move(context), std::move(log));
+  }
+  return state;
+}
+
+}  // namespace
+
+library::library(const object_code& code, const jit_options& options)
+    : library(load_library(code, options).release()) {}
+
+library::library(detail::library_state* state) noexcept : library_ref(state->handle, state) {}
+
+library library::from_file(const std::string& path, const jit_options& options) {
+  return library(object_code::from_file(path), options);
+}
+
+library library::from_native_handle(CUlibrary handle) {
+  auto state = std::make_unique<detail::library_state>();
+  state->handle = handle;
+  return library(state.release());
+}
+
+library::library(library&& other) noexcept
+    : library_ref(std::exchange(other.handle_, nullptr), std::exchange(other.state_, nullptr)) {}
+
+library& library::operator=(library&& other) noexcept {
+  if (this != &other) {
+    reset();
+    handle_ = std::exchange(other.handle_, nullptr);
+    state_ = std::exchange(other.state_, nullptr);
+  }
+  return *this;
+}
+
+library::~library() { reset(); }
+
+void library::reset() noexcept {
+  if (handle_ != nullptr) {
+    CUlibrary h = std::exchange(handle_, nullptr);
+    detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
+  }
+  delete std::exchange(state_, nullptr);
+}
+
+CUlibrary library::release() noexcept {
+  CUlibrary h = std::exchange(handle_, nullptr);
+  // The bookkeeping stays alive until the process ends: the driver may still write JIT logs into its
+  // buffers (lazy loading), and kernel views taken before may point at its parameter layouts.
+  detail::library_state* retired = std::exchange(state_, nullptr);
+  try {
+    static std::mutex mutex;
+    static auto* keep = new std::vector<detail::library_state*>();  // never destroyed
+    std::lock_guard lock(mutex);
+    keep->push_back(retired);
+  } catch (...) {
+    // Out of memory: the state is leaked unreferenced, which is what keeping it means anyway.
+  }
+  return h;
+}
+
+}  // namespace cudax

@@ -1,0 +1,498 @@
+// The persistent compile cache: hits and misses, the key, corrupt entries, the environment, store
+// failures, concurrent writers (threads and processes) and the speed of a hit.
+#include <catch2/catch.hpp>
+
+#include <cudax/compile_cache.hpp>
+#include <cudax/program.hpp>
+
+#include <spawn.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_support.hpp"
+
+extern char** environ;
+
+using cudax::test::catch_as;
+using cudax::test::contains;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr const char* saxpy_source = R"(
+#include "config.cuh"
+template <class T>
+__global__ void saxpy(T a, const T* x, T* y, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) y[i] = a * x[i] + y[i] + OFFSET;
+}
+)";
+
+cudax::program saxpy_program(std::string header = "#define OFFSET 0\n") {
+  return cudax::program("saxpy.cu", saxpy_source, {{"config.cuh", std::move(header)}});
+}
+
+const cudax::compile_options sm90{.arch = "sm_90"};
+const std::vector<std::string> float_expr{"saxpy<float>"};
+
+// A directory under the temporary directory, removed with its content at scope exit.
+struct temp_dir {
+  fs::path path;
+  temp_dir() {
+    std::string pattern = (fs::temp_directory_path() / "cudax-cache-XXXXXX").string();
+    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
+    path = pattern;
+  }
+  temp_dir(const temp_dir&) = delete;
+  temp_dir& operator=(const temp_dir&) = delete;
+  ~temp_dir() {
+    std::error_code ec;
+    fs::remove_all(path, ec);
+  }
+  [[nodiscard]] std::string str() const { return path.string(); }
+};
+
+// Sets (or unsets, for nullopt) an environment variable for the scope.
+class env_guard {
+ public:
+  env_guard(const char* name, std::optional<std::string> value) : name_(name) {
+    if (const char* old = std::getenv(name)) {
+      old_ = old;
+    }
+    set(value);
+  }
+  env_guard(const env_guard&) = delete;
+  env_guard& operator=(const env_guard&) = delete;
+  ~env_guard() { set(old_); }
+
+ private:
+  void set(const std::optional<std::string>& value) {
+    if (value) {
+      ::setenv(name_, value->c_str(), 1);
+    } else {
+      ::unsetenv(name_);
+    }
+  }
+  const char* name_;
+  std::optional<std::string> old_;
+};
+
+std::vector<fs::path> files_in(const fs::path& dir, std::string_view suffix) {
+  std::vector<fs::path> out;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    if (e.path().string().ends_with(suffix)) {
+      out.push_back(e.path());
+    }
+  }
+  return out;
+}
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+void write_all(const fs::path& p, const std::string& bytes) {
+  std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
+}
+
+void check_same(const cudax::compile_result& a, const cudax::compile_result& b) {
+  CHECK(a.code.kind() == b.code.kind());
+  CHECK(a.code.bytes() == b.code.bytes());
+  CHECK(a.code.name() == b.code.name());
+  CHECK(a.log == b.log);
+  CHECK(a.lowered_names == b.lowered_names);
+}
+
+}  // namespace
+
+TEST_CASE("compile_cache: a miss compiles and stores, then a hit returns the same result", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str() + "/");  // a trailing slash is dropped
+  CHECK(cache.enabled());
+  CHECK(cache.directory() == dir.str());
+
+  const auto prog = saxpy_program();
+  const auto first = cache.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  CHECK(cache.stats().misses == 1);
+  CHECK(cache.stats().hits == 0);
+  const auto entries = files_in(dir.path, ".entry");
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].filename().string().size() == 32 + 6);  // 128-bit hash in hex + ".entry"
+  CHECK(files_in(dir.path, ".tmp").empty());
+  CHECK((fs::status(entries[0]).permissions() & fs::perms::others_read) == fs::perms::none);
+
+  const auto second = cache.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  const auto s = cache.stats();
+  CHECK(s.hits == 1);
+  CHECK(s.misses == 1);
+  CHECK(s.corrupt_entries == 0);
+  CHECK(s.store_failures == 0);
+  check_same(first, second);
+  CHECK(second.lowered_name("saxpy<double>") == first.lowered_name("saxpy<double>"));
+
+  // The same as compiling directly, and another cache object on the directory hits too.
+  check_same(prog.compile(cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), second);
+  cudax::compile_cache other(dir.str());
+  check_same(other.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), first);
+  CHECK(other.stats().hits == 1);
+  // Copies share the statistics; a moved-from cache stays usable (a move copies the handle).
+  cudax::compile_cache copy = cache;
+  (void)copy.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  CHECK(cache.stats().hits == 2);
+  cudax::compile_cache moved = std::move(copy);
+  CHECK(moved.stats().hits == 2);
+  CHECK(copy.directory() == dir.str());  // NOLINT(bugprone-use-after-move)
+  copy = cudax::compile_cache::disabled();
+  CHECK_FALSE(copy.enabled());
+  CHECK(moved.enabled());
+  moved = other;
+  CHECK(moved.stats().hits == 1);
+}
+
+TEST_CASE("compile_cache: the log is cached with the code", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const cudax::program prog("warn.cu", "extern \"C\" __global__ void k() { int unused_variable; }\n");
+  const auto miss = cache.compile(prog, cudax::code_kind::ptx, sm90);
+  const auto hit = cache.compile(prog, cudax::code_kind::ptx, sm90);
+  CHECK(cache.stats().hits == 1);
+  CHECK(contains(hit.log, "unused_variable"));
+  check_same(miss, hit);
+}
+
+TEST_CASE("compile_cache: any change to the key is a miss", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const auto base = saxpy_program();
+  (void)cache.compile(base, cudax::code_kind::ptx, sm90, float_expr);
+  REQUIRE(cache.stats().misses == 1);
+
+  std::uint64_t expected_misses = 1;
+  auto expect_miss = [&](const char* what, const cudax::program& prog, cudax::code_kind kind,
+                         const cudax::compile_options& options, const std::vector<std::string>& exprs) {
+    INFO(what);
+    (void)cache.compile(prog, kind, options, exprs);
+    CHECK(cache.stats().misses == ++expected_misses);
+    CHECK(cache.stats().hits == 0);
+    CHECK(files_in(dir.path, ".entry").size() == expected_misses);
+  };
+  expect_miss("source", cudax::program("saxpy.cu", std::string(saxpy_source) + "\n// changed\n", base.headers()),
+              cudax::code_kind::ptx, sm90, float_expr);
+  expect_miss("program name", cudax::program("other.cu", base.source(), base.headers()), cudax::code_kind::ptx,
+              sm90, float_expr);
+  expect_miss("header content", saxpy_program("#define OFFSET 1\n"), cudax::code_kind::ptx, sm90, float_expr);
+  expect_miss("header name",
+              cudax::program("saxpy.cu", base.source(), {base.headers()[0], {"unused.cuh", ""}}),
+              cudax::code_kind::ptx, sm90, float_expr);
+  expect_miss("a define", base, cudax::code_kind::ptx, {.arch = "sm_90", .defines = {"X=1"}}, float_expr);
+  expect_miss("a flag", base, cudax::code_kind::ptx, {.arch = "sm_90", .fmad = false}, float_expr);
+  expect_miss("an extra option", base, cudax::code_kind::ptx, {.arch = "sm_90", .extra_options = {"-default-device"}},
+              float_expr);
+  expect_miss("arch", base, cudax::code_kind::ptx, {.arch = "sm_80"}, float_expr);
+  expect_miss("target", base, cudax::code_kind::cubin, sm90, float_expr);
+  expect_miss("target ltoir", base, cudax::code_kind::ltoir, sm90, float_expr);
+  expect_miss("name expressions", base, cudax::code_kind::ptx, sm90, {"saxpy<double>"});
+  expect_miss("no name expression", base, cudax::code_kind::ptx, sm90, {});
+
+  // Spellings that give the same option list are the same key.
+  (void)cache.compile(base, cudax::code_kind::ptx, {.arch = "compute_90"}, float_expr);
+  (void)cache.compile(base, cudax::code_kind::ptx, {.arch = "90"}, float_expr);
+  CHECK(cache.stats().hits == 2);
+  CHECK(cache.stats().misses == expected_misses);
+}
+
+TEST_CASE("compile_cache: corrupt entries are detected, counted, removed and rewritten", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const auto prog = saxpy_program();
+  const auto good = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  const auto entries = files_in(dir.path, ".entry");
+  REQUIRE(entries.size() == 1);
+  const fs::path entry = entries[0];
+  const std::string original = read_all(entry);
+  REQUIRE(original.size() > 100);
+
+  auto corrupt_and_check = [&](const char* what, const std::string& bytes, std::uint64_t n) {
+    INFO(what);
+    write_all(entry, bytes);
+    const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+    check_same(r, good);
+    CHECK(cache.stats().corrupt_entries == n);
+    CHECK(read_all(entry) == original);  // recompiled and stored again
+    const auto hits = cache.stats().hits;
+    (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+    CHECK(cache.stats().hits == hits + 1);
+  };
+  corrupt_and_check("truncated to half", original.substr(0, original.size() / 2), 1);
+  corrupt_and_check("last byte missing", original.substr(0, original.size() - 1), 2);
+  std::string flipped = original;
+  flipped[flipped.size() / 2] = static_cast<char>(flipped[flipped.size() / 2] ^ 0x10);
+  corrupt_and_check("one bit flipped in the payload", flipped, 3);
+  std::string bad_sum = original;
+  bad_sum.back() = static_cast<char>(bad_sum.back() ^ 1);
+  corrupt_and_check("checksum changed", bad_sum, 4);
+  corrupt_and_check("empty file", "", 5);
+  corrupt_and_check("garbage", std::string(4096, 'x'), 6);
+  std::string extended = original + "trailing";
+  corrupt_and_check("trailing bytes", extended, 7);
+  CHECK(cache.stats().store_failures == 0);
+}
+
+TEST_CASE("compile_cache: an entry of another key under this key's name is a miss, not a wrong result",
+          "[compile_cache]") {
+  // Simulates a hash collision: the entry is valid, but its stored key differs.
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const auto a = saxpy_program("#define OFFSET 1\n");
+  const auto b = saxpy_program("#define OFFSET 2\n");
+  const auto result_a = cache.compile(a, cudax::code_kind::ptx, sm90, float_expr);
+  const fs::path entry_a = files_in(dir.path, ".entry").at(0);
+  const auto result_b = cache.compile(b, cudax::code_kind::ptx, sm90, float_expr);
+  fs::path entry_b;
+  for (const auto& p : files_in(dir.path, ".entry")) {
+    if (p != entry_a) {
+      entry_b = p;
+    }
+  }
+  REQUIRE_FALSE(entry_b.empty());
+  REQUIRE(result_a.code.bytes() != result_b.code.bytes());
+
+  fs::copy_file(entry_a, entry_b, fs::copy_options::overwrite_existing);  // b's name, a's content
+  const auto again_b = cache.compile(b, cudax::code_kind::ptx, sm90, float_expr);
+  check_same(again_b, result_b);
+  CHECK(cache.stats().corrupt_entries == 0);  // valid, just not ours
+  CHECK(cache.stats().misses == 3);
+  CHECK(cache.stats().hits == 0);
+}
+
+TEST_CASE("compile_cache: compile errors are not cached", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const cudax::program broken("broken.cu", "__global__ void k() { int x = ; }\n");
+  for (int i = 0; i < 2; ++i) {
+    CHECK_THROWS_AS(cache.compile(broken, cudax::code_kind::ptx, sm90), cudax::compile_error);
+  }
+  CHECK(cache.stats().misses == 2);
+  CHECK(fs::is_empty(dir.path));
+  // Invalid options throw before anything is looked up.
+  CHECK_THROWS_AS(cache.compile(broken, cudax::code_kind::ptx, {.arch = "sm_90", .max_registers = 0}),
+                  cudax::invalid_argument_error);
+  CHECK(cache.stats().misses == 2);
+}
+
+TEST_CASE("compile_cache: a disabled cache compiles every time and writes nothing", "[compile_cache]") {
+  temp_dir dir;
+  env_guard disable("CUDAX_DISABLE_CACHE", "1");
+  env_guard location("CUDAX_CACHE_DIR", dir.str());
+  cudax::compile_cache cache = cudax::compile_cache::from_environment();
+  CHECK_FALSE(cache.enabled());
+  CHECK(cache.directory().empty());
+  const auto prog = saxpy_program();
+  const auto a = cache.compile(prog, cudax::code_kind::ptx, sm90, float_expr);
+  const auto b = cache.compile(prog, cudax::code_kind::ptx, sm90, float_expr);
+  check_same(a, b);
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().hits == 0);
+  CHECK(fs::is_empty(dir.path));
+  cache.clear();  // nothing to do
+
+  const auto off = cudax::compile_cache::disabled();
+  CHECK_FALSE(off.enabled());
+  CHECK_THROWS_AS(cudax::compile_cache(""), cudax::invalid_argument_error);
+}
+
+TEST_CASE("compile_cache: from_environment follows the documented rules", "[compile_cache]") {
+  env_guard disable("CUDAX_DISABLE_CACHE", std::nullopt);
+  env_guard dir("CUDAX_CACHE_DIR", std::nullopt);
+  env_guard xdg("XDG_CACHE_HOME", std::nullopt);
+  env_guard home("HOME", "/home/someone");
+  CHECK(cudax::compile_cache::from_environment().directory() == "/home/someone/.cache/cudax/nvrtc");
+  {
+    env_guard x("XDG_CACHE_HOME", "/var/cache/me");
+    CHECK(cudax::compile_cache::from_environment().directory() == "/var/cache/me/cudax/nvrtc");
+    env_guard d("CUDAX_CACHE_DIR", "/tmp/my-cache");
+    CHECK(cudax::compile_cache::from_environment().directory() == "/tmp/my-cache");
+    env_guard empty("CUDAX_CACHE_DIR", "");  // set but empty: as if unset
+    CHECK(cudax::compile_cache::from_environment().directory() == "/var/cache/me/cudax/nvrtc");
+  }
+  {
+    env_guard x("XDG_CACHE_HOME", "relative/path");  // not absolute: ignored, as the XDG spec says
+    CHECK(cudax::compile_cache::from_environment().directory() == "/home/someone/.cache/cudax/nvrtc");
+  }
+  {
+    env_guard zero("CUDAX_DISABLE_CACHE", "0");
+    CHECK(cudax::compile_cache::from_environment().enabled());
+    env_guard empty("CUDAX_DISABLE_CACHE", "");
+    CHECK(cudax::compile_cache::from_environment().enabled());
+    env_guard yes("CUDAX_DISABLE_CACHE", "yes");
+    CHECK_FALSE(cudax::compile_cache::from_environment().enabled());
+  }
+  {
+    env_guard no_home("HOME", std::nullopt);
+    CHECK_FALSE(cudax::compile_cache::from_environment().enabled());
+  }
+}
+
+TEST_CASE("compile_cache: the directory is created on the first store, mode 0700", "[compile_cache]") {
+  temp_dir dir;
+  const fs::path nested = dir.path / "a" / "b" / "c";
+  cudax::compile_cache cache(nested.string());
+  CHECK_FALSE(fs::exists(nested));  // nothing is created before a store
+  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
+  CHECK(cache.stats().store_failures == 0);
+  for (const fs::path& p : {dir.path / "a", dir.path / "a" / "b", nested}) {
+    INFO(p);
+    struct stat st {};
+    REQUIRE(::stat(p.c_str(), &st) == 0);
+    CHECK((st.st_mode & 0777) == 0700);
+  }
+  CHECK(files_in(nested, ".entry").size() == 1);
+}
+
+TEST_CASE("compile_cache: a store failure does not fail the compilation", "[compile_cache]") {
+  temp_dir dir;
+  // A directory below a regular file cannot be created, even by root.
+  write_all(dir.path / "a-file", "not a directory");
+  cudax::compile_cache cache((dir.path / "a-file" / "cache").string());
+  const auto prog = saxpy_program();
+  const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  CHECK_FALSE(r.code.empty());
+  check_same(r, prog.compile(cudax::code_kind::cubin, sm90, float_expr));
+  (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  const auto s = cache.stats();
+  CHECK(s.store_failures == 2);
+  CHECK(s.misses == 2);
+  CHECK(s.hits == 0);
+  CHECK(s.corrupt_entries == 0);
+}
+
+TEST_CASE("compile_cache: clear removes the entries and nothing else", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
+  (void)cache.compile(saxpy_program(), cudax::code_kind::cubin, sm90, float_expr);
+  write_all(dir.path / "README", "keep me");
+  write_all(dir.path / ".0123456789abcdef0123456789abcdef.1.2.3.tmp", "stale temporary file");
+  REQUIRE(files_in(dir.path, ".entry").size() == 2);
+  cache.clear();
+  CHECK(files_in(dir.path, ".entry").empty());
+  CHECK(files_in(dir.path, ".tmp").empty());
+  CHECK(fs::exists(dir.path / "README"));
+  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
+  CHECK(cache.stats().misses == 3);
+  cudax::compile_cache(dir.str() + "/missing").clear();  // no directory: nothing to do
+}
+
+TEST_CASE("compile_cache: threads compiling one key at once all succeed and leave one entry", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const auto prog = saxpy_program();
+  const std::string expected = prog.compile(cudax::code_kind::cubin, sm90, float_expr).code.bytes();
+  std::vector<std::string> results(4);
+  std::vector<std::thread> threads;
+  for (std::size_t t = 0; t < results.size(); ++t) {
+    threads.emplace_back([&, t] {
+      try {
+        results[t] = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr).code.bytes();
+      } catch (const std::exception& e) {
+        results[t] = std::string("exception: ") + e.what();
+      }
+    });
+  }
+  for (auto& th : threads) {
+    th.join();
+  }
+  for (const auto& r : results) {
+    CHECK(r == expected);
+  }
+  const auto s = cache.stats();
+  CHECK(s.hits + s.misses == 4);
+  CHECK(s.store_failures == 0);
+  CHECK(s.corrupt_entries == 0);
+  CHECK(files_in(dir.path, ".entry").size() == 1);
+  CHECK(files_in(dir.path, ".tmp").empty());
+}
+
+TEST_CASE("compile_cache: two processes storing one key at once both succeed", "[compile_cache]") {
+  temp_dir dir;
+  const std::string start = (dir.path / "start").string();
+  const std::string cache_dir = (dir.path / "cache").string();
+  const std::string name = "two_processes.cu";
+  const std::string source = "extern \"C\" __global__ void from_two_processes(int* x) { x[threadIdx.x] += 7; }\n";
+
+  std::vector<pid_t> children;
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args{CUDAX_TEST_CACHE_WRITER, cache_dir, start, name, source};
+    std::vector<char*> argv;
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    pid_t pid = 0;
+    REQUIRE(::posix_spawn(&pid, CUDAX_TEST_CACHE_WRITER, nullptr, nullptr, argv.data(), environ) == 0);
+    children.push_back(pid);
+  }
+  write_all(start, "go");  // both start compiling now
+  for (pid_t pid : children) {
+    int status = 0;
+    REQUIRE(::waitpid(pid, &status, 0) == pid);
+    INFO("child " << pid << " status " << status);
+    CHECK(WIFEXITED(status));
+    CHECK(WEXITSTATUS(status) == 0);
+  }
+  CHECK(files_in(cache_dir, ".entry").size() == 1);
+  CHECK(files_in(cache_dir, ".tmp").empty());
+
+  cudax::compile_cache cache(cache_dir);
+  const cudax::program prog(name, source);
+  const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90);
+  CHECK(cache.stats().hits == 1);
+  CHECK(cache.stats().corrupt_entries == 0);
+  check_same(r, prog.compile(cudax::code_kind::cubin, sm90));
+}
+
+TEST_CASE("compile_cache: an empty arch is resolved before the lookup", "[compile_cache][driverless]") {
+  CUDAX_REQUIRE_DRIVERLESS();
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  auto e = catch_as<cudax::invalid_argument_error>(
+      [&] { (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, {}, float_expr); });
+  REQUIRE(e.has_value());
+  CHECK(contains(e->what(), "arch"));
+  CHECK(fs::is_empty(dir.path));
+  CHECK(cache.stats().hits + cache.stats().misses == 0);
+}
+
+TEST_CASE("compile_cache: a hit is fast", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const auto prog = saxpy_program();
+  using clock = std::chrono::steady_clock;
+  auto t0 = clock::now();
+  (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  const auto miss = clock::now() - t0;
+  constexpr int hits = 200;
+  t0 = clock::now();
+  for (int i = 0; i < hits; ++i) {
+    (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  }
+  const auto per_hit = (clock::now() - t0) / hits;
+  CHECK(cache.stats().hits == hits);
+  using us = std::chrono::duration<double, std::micro>;
+  WARN("compile_cache: miss (NVRTC compile + store) " << us(miss).count() << " us, hit " << us(per_hit).count()
+                                                       << " us (mean of " << hits << ")");
+}

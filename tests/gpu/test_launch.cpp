@@ -1,0 +1,389 @@
+// GPU tier: typed and untyped launches checked on random data against a host reference, argument
+// checks, the diagnosis of refused launches, cooperative and cluster launches, launch attributes,
+// and __global__ functions compiled by nvcc in this binary.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "nvcc_kernels.hpp"
+#include "support/memory_support.hpp"
+#include "support/test_support.hpp"
+
+using cudax::test::catch_as;
+using cudax::test::contains;
+
+namespace {
+
+struct triple {
+  double a;
+  float b;
+  int c;
+  long long d;
+};
+static_assert(sizeof(triple) == 24);
+
+cudax::library& test_library() {
+  static cudax::library lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  return lib;
+}
+
+std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
+  auto raw = cudax::test::random_vector<std::uint16_t>(n, seed);
+  std::vector<float> out(n);
+  std::transform(raw.begin(), raw.end(), out.begin(), [](std::uint16_t v) { return static_cast<float>(v) / 64.0f; });
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][launch]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  const std::size_t n = 100003;
+  auto x = random_floats(n, seed);
+  auto y = random_floats(n, seed + 1);
+  const float alpha = 1.5f;
+  std::vector<float> expected(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    expected[i] = alpha * x[i] + y[i];
+  }
+  cudax::device_buffer<float> dx(dev, n), dy(dev, n);
+  cudax::copy(dx, x);
+  const cudax::launch_config config{.grid = static_cast<unsigned>((n + 255) / 256), .block = 256};
+
+  SECTION("typed: arguments converted at compile time") {
+    cudax::copy(dy, y);
+    auto saxpy = lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
+    // double -> float, float* -> const float*, int -> size_t: all converted to the parameter types.
+    cudax::launch(s, config, saxpy, 1.5, dx.get(), dy.get(), static_cast<int>(n));
+  }
+  SECTION("untyped: arguments passed as they are, checked against the layout") {
+    cudax::copy(dy, y);
+    cudax::kernel_ref saxpy = lib.get_kernel("saxpy_sized");
+    cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
+  }
+  SECTION("untyped through an adopted handle (the driver is asked for the layout)") {
+    cudax::copy(dy, y);
+    auto saxpy = cudax::kernel_ref::from_native_handle(lib.get_kernel("saxpy_sized").native_handle());
+    cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
+  }
+  SECTION("on the legacy default stream, in the current context") {
+    cudax::copy(dy, y);
+    dev.set_current();
+    cudax::launch(cudax::stream_ref::legacy_default(), config, lib.get_kernel("saxpy_sized"), alpha, dx.get(),
+                  dy.get(), n);
+    cudax::stream_ref::legacy_default().synchronize();
+  }
+  SECTION("with launch attributes: priority and programmatic stream serialization") {
+    cudax::copy(dy, y);
+    auto saxpy = lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
+    cudax::launch_config extended = config;
+    extended.priority = -1;
+    extended.programmatic_stream_serialization = true;
+    REQUIRE(extended.needs_extended_launch());
+    cudax::launch(s, extended, saxpy, alpha, dx.get(), dy.get(), n);
+  }
+  s.synchronize();
+  std::vector<float> out(n);
+  cudax::copy(out, dy);
+  CHECK(cudax::test::mismatch(out, expected).empty());
+}
+
+TEST_CASE("3D grids and blocks, struct arguments, zero-argument kernels", "[gpu][launch]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  const cudax::launch_config config{.grid = {3, 4, 5}, .block = {8, 4, 2}};
+  const std::size_t total = config.grid.count() * config.block.count();
+  cudax::device_buffer<unsigned> out(dev, total);
+  cudax::fill(out, 0xFFFFFFFFu);
+  cudax::launch(s, config, lib.get_kernel<void(unsigned*)>("write_index_3d"), out.get());
+  s.synchronize();
+  std::vector<unsigned> host(total);
+  cudax::copy(host, out);
+  std::vector<unsigned> expected(total);
+  std::iota(expected.begin(), expected.end(), 0u);
+  CHECK(host == expected);
+
+  triple t{3.25, -1.5f, 42, -(1LL << 40)};
+  cudax::device_buffer<double> d(dev, 4);
+  cudax::copy(d, std::vector<double>(4, -7.0));
+  cudax::launch(s, {}, lib.get_kernel("struct_argument"), t, d.get());
+  s.synchronize();
+  std::vector<double> r(4);
+  cudax::copy(r, d);
+  CHECK(r == std::vector<double>{3.25, -1.5, 42.0, static_cast<double>(-(1LL << 40))});
+
+  cudax::launch(s, {.grid = 2, .block = 32}, lib.get_kernel("empty_kernel"));
+  cudax::launch(s, {.grid = 2, .block = 32}, lib.get_kernel<void()>("empty_kernel"));
+  s.synchronize();
+}
+
+TEST_CASE("dynamic shared memory, above 48 KiB after opting in", "[gpu][launch]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  auto k = lib.get_kernel<void(const int*, int*)>("reverse_in_shared");
+  const unsigned block = 512;
+  const unsigned blocks = 37;
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  auto in = cudax::test::random_vector<int>(block * blocks, seed);
+  cudax::device_buffer<int> din(dev, in.size()), dout(dev, in.size());
+  cudax::copy(din, in);
+  std::vector<int> expected(in.size());
+  for (unsigned b = 0; b < blocks; ++b) {
+    for (unsigned t = 0; t < block; ++t) {
+      expected[b * block + t] = in[b * block + block - 1 - t];
+    }
+  }
+  for (std::size_t shared : {std::size_t(block * sizeof(int)), std::size_t(96 * 1024)}) {
+    INFO("dynamic shared memory " << shared);
+    if (shared > 48 * 1024) {
+      k.set_max_dynamic_shared_memory(dev, shared);
+    }
+    cudax::fill(dout, -1);
+    cudax::launch(s, {.grid = blocks, .block = block, .dynamic_shared_memory = shared}, k, din.get(), dout.get());
+    s.synchronize();
+    std::vector<int> out(in.size());
+    cudax::copy(out, dout);
+    CHECK(cudax::test::mismatch(out, expected).empty());
+  }
+  k.set_max_dynamic_shared_memory(dev, 48 * 1024);
+}
+
+TEST_CASE("wrong argument count or size: a launch_error naming kernel, index and sizes", "[gpu][launch][bad-input]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  cudax::device_buffer<float> buf(dev, 16);
+  for (bool adopted : {false, true}) {
+    INFO((adopted ? "adopted handle" : "library kernel"));
+    cudax::kernel_ref k = lib.get_kernel("saxpy_sized");
+    if (adopted) {
+      k = cudax::kernel_ref::from_native_handle(k.native_handle());
+    }
+    auto count = catch_as<cudax::launch_error>([&] { cudax::launch(s, {}, k, 1.0f, buf.get()); });
+    REQUIRE(count);
+    CHECK(count->source() == cudax::error_source::cudax);
+    CHECK(count->kernel_name() == "saxpy_sized");
+    CHECK(contains(count->what(), "2 arguments given, but the kernel has 4 parameters"));
+    CHECK(contains(count->what(), "sizes in bytes: 4, 8, 8, 8"));
+
+    // An int where the kernel takes a size_t.
+    auto size = catch_as<cudax::launch_error>([&] { cudax::launch(s, {}, k, 1.0f, buf.get(), buf.get(), 16); });
+    REQUIRE(size);
+    CHECK(contains(size->what(), "argument 3 has 4 bytes, but parameter 3 has 8 bytes"));
+    // A double where the kernel takes a float.
+    auto first = catch_as<cudax::launch_error>(
+        [&] { cudax::launch(s, {}, k, 1.0, buf.get(), buf.get(), std::size_t{16}); });
+    REQUIRE(first);
+    CHECK(contains(first->what(), "argument 0 has 8 bytes, but parameter 0 has 4 bytes"));
+  }
+  s.synchronize();
+  // A moved-from stream is refused before the driver sees a null stream.
+  cudax::stream moved(dev);
+  cudax::stream taker(std::move(moved));
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::launch(moved, {}, lib.get_kernel("empty_kernel")); }));
+}
+
+TEST_CASE("refused launches name the limit exceeded, with the numbers", "[gpu][launch][bad-input]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  cudax::device_buffer<int> out(dev, 4096);
+  auto bounded = lib.get_kernel<void(int*)>("bounded_kernel");
+  auto expect = [&](const cudax::launch_config& config, const cudax::kernel_ref& k, std::vector<std::string> parts,
+                    auto... args) {
+    auto e = catch_as<cudax::launch_error>([&] { cudax::launch(s, config, k, args...); });
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->source() == cudax::error_source::driver);
+    CHECK_FALSE(e->kernel_name().empty());
+    for (const auto& part : parts) {
+      CHECK(contains(e->what(), part));
+    }
+  };
+  const int regs = bounded.attributes(dev).num_regs;
+  SECTION("block larger than the kernel allows") {
+    expect({.block = 512}, bounded,
+           {"block of 512 threads exceeds the 256 threads per block this kernel allows",
+            "uses " + std::to_string(regs) + " registers per thread"},
+           out.get());
+  }
+  SECTION("block larger than the device allows") {
+    expect({.block = 2048}, bounded, {"block of 2048 threads exceeds the device's maximum of 1024"}, out.get());
+    expect({.block = {1, 1, 128}}, bounded, {"block extent z = 128 exceeds the device's maximum of 64"}, out.get());
+  }
+  SECTION("grid over the limits, or empty") {
+    expect({.grid = {1, 70000}, .block = 32}, bounded, {"grid extent y = 70000 exceeds the device's maximum of 65535"},
+           out.get());
+    expect({.grid = 0, .block = 32}, bounded, {"at least 1"}, out.get());
+  }
+  SECTION("dynamic shared memory over the kernel's limit and over the device's") {
+    auto shared = lib.get_kernel("reverse_in_shared");
+    shared.set_max_dynamic_shared_memory(dev, 48 * 1024);
+    expect({.block = 32, .dynamic_shared_memory = 64 * 1024}, shared,
+           {"65536 bytes of dynamic shared memory exceed the kernel's current limit of 49152",
+            "set_max_dynamic_shared_memory"},
+           out.get(), out.get());
+    const int optin = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    expect({.block = 32, .dynamic_shared_memory = static_cast<std::size_t>(optin) + 1024}, shared,
+           {"opt-in maximum", std::to_string(optin)}, out.get(), out.get());
+  }
+  SECTION("cooperative grid larger than the device holds at once") {
+    auto coop = lib.get_kernel("cooperative_sum");
+    const int per_sm = coop.max_active_blocks_per_multiprocessor(dev, 1024);
+    const int sms = dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+    const unsigned too_many = static_cast<unsigned>(per_sm * sms + 1);
+    expect({.grid = too_many, .block = 1024, .cooperative = true}, coop,
+           {"cooperative launch of " + std::to_string(too_many) + " blocks exceeds the " +
+            std::to_string(per_sm * sms) + " blocks"},
+           out.get(), 16, out.get(), static_cast<long long*>(nullptr));
+  }
+  SECTION("cluster shape errors") {
+    if (dev.compute_capability().major < 9) {
+      expect({.grid = 2, .block = 32, .cluster = 2}, lib.get_kernel("cluster_neighbours"),
+             {"clusters are not supported"}, out.get());
+      return;
+    }
+    auto clusters = lib.get_kernel("cluster_neighbours");
+    expect({.grid = 3, .block = 32, .cluster = 2}, clusters, {"grid extent x = 3 is not a multiple of the cluster extent 2"},
+           out.get());
+    clusters.set_non_portable_cluster_size_allowed(dev, false);
+    expect({.grid = 32, .block = 32, .cluster = 16}, clusters, {"cluster of 16 blocks exceeds the portable maximum of 8"},
+           out.get());
+    expect({.grid = 8, .block = 32, .cluster = 4}, lib.get_kernel("fixed_cluster"),
+           {"compiled with cluster dimensions 2x1x1", "asks for 4x1x1"}, out.get());
+  }
+  SECTION("no context current for the legacy default stream") {
+    CUcontext saved = cudax::test::raw_current_context();
+    cudax::test::raw_set_current_context(nullptr);
+    auto e = catch_as<cudax::launch_error>(
+        [&] { cudax::launch(cudax::stream_ref::legacy_default(), {}, bounded, out.get()); });
+    cudax::test::raw_set_current_context(saved);
+    REQUIRE(e);
+    CHECK(contains(e->what(), "no context is current"));
+  }
+  // None of the refused launches broke the context: a good launch still works.
+  cudax::launch(s, {.block = 256}, bounded, out.get());
+  s.synchronize();
+  std::vector<int> host(256);
+  cudax::copy(host, cudax::device_span<int>(out).first(256));
+  for (int i = 0; i < 256; ++i) {
+    REQUIRE(host[i] == i);
+  }
+}
+
+TEST_CASE("a cooperative launch with a grid-wide sync", "[gpu][launch]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  REQUIRE(dev.attribute(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 1);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  auto k = lib.get_kernel<void(const int*, int, int*, long long*)>("cooperative_sum");
+  const int block = 256;
+  const unsigned grid = static_cast<unsigned>(k.max_active_blocks_per_multiprocessor(dev, block) *
+                                              dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
+  const int n = 1 << 22;
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed << ", grid " << grid);
+  auto raw = cudax::test::random_vector<std::uint16_t>(n, seed);
+  std::vector<int> in(raw.begin(), raw.end());
+  cudax::device_buffer<int> din(dev, n), partial(dev, grid);
+  cudax::device_buffer<long long> total(dev, 1);
+  cudax::copy(din, in);
+  cudax::copy(total, std::vector<long long>{-1});
+  cudax::launch(s, {.grid = grid, .block = block, .cooperative = true}, k, din.get(), n, partial.get(), total.get());
+  s.synchronize();
+  std::vector<long long> result(1);
+  cudax::copy(result, total);
+  CHECK(result[0] == std::accumulate(in.begin(), in.end(), 0LL));
+}
+
+TEST_CASE("a thread-block cluster launch with distributed shared memory", "[gpu][launch]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  if (dev.compute_capability().major < 9) {
+    WARN("SKIPPED: clusters need compute capability 9.0");
+    return;
+  }
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  auto k = lib.get_kernel<void(int*)>("cluster_neighbours");
+  for (unsigned cluster : {2u, 4u, 8u}) {
+    INFO("cluster " << cluster);
+    const unsigned grid = 8 * cluster;
+    cudax::device_buffer<int> out(dev, grid * 3);
+    cudax::fill(out, -1);
+    cudax::launch(s, {.grid = grid, .block = 64, .cluster = cluster}, k, out.get());
+    s.synchronize();
+    std::vector<int> host(grid * 3);
+    cudax::copy(host, out);
+    for (unsigned b = 0; b < grid; ++b) {
+      const unsigned rank = b % cluster;
+      const unsigned neighbour_block = b - rank + (rank + 1) % cluster;
+      CHECK(host[b * 3 + 0] == static_cast<int>(rank));
+      CHECK(host[b * 3 + 1] == static_cast<int>(cluster));
+      CHECK(host[b * 3 + 2] == static_cast<int>(neighbour_block * 10));
+    }
+  }
+  // A kernel compiled with __cluster_dims__ launches with or without the matching cluster attribute.
+  auto fixed = lib.get_kernel<void(int*)>("fixed_cluster");
+  cudax::device_buffer<int> flags(dev, 8);
+  cudax::fill(flags, 0);
+  cudax::launch(s, {.grid = 8, .block = 32, .cluster = 2}, fixed, flags.get());
+  s.synchronize();
+  std::vector<int> f(8);
+  cudax::copy(f, flags);
+  CHECK(f == std::vector<int>(8, 1));
+}
+
+TEST_CASE("__global__ functions compiled by nvcc launch through the same API", "[gpu][launch][nvcc]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  cudax::stream s(dev);
+  auto fill = cudax_test::nvcc_fill_kernel();
+  CHECK(fill.parameter_count() == 3);
+  const int n = 5000;
+  cudax::device_buffer<int> out(dev, n);
+  cudax::fill(out, -1);
+  cudax::launch(s, {.grid = (n + 127) / 128, .block = 128}, fill, out.get(), 1000, n);
+  s.synchronize();
+  std::vector<int> host(n);
+  cudax::copy(host, out);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(host[i] == 1000 + i);
+  }
+
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  auto xr = cudax::test::random_vector<std::uint16_t>(n, seed);
+  auto yr = cudax::test::random_vector<std::uint16_t>(n, seed + 7);
+  std::vector<double> x(xr.begin(), xr.end()), y(yr.begin(), yr.end());
+  cudax::device_buffer<double> dx(dev, n), dy(dev, n);
+  cudax::copy(dx, x);
+  cudax::copy(dy, y);
+  cudax_test::launch_axpy_by_pointer(s, {.grid = (n + 255) / 256, .block = 256}, 0.25, dx.get(), dy.get(), n);
+  s.synchronize();
+  std::vector<double> r(n);
+  cudax::copy(r, dy);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(r[i] == 0.25 * x[i] + y[i]);
+  }
+  // Attributes and occupancy work for nvcc kernels too.
+  CHECK(fill.attributes(dev).num_regs > 0);
+  CHECK(fill.suggested_block_size(dev).block_size > 0);
+}

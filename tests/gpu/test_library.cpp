@@ -1,0 +1,424 @@
+// GPU tier: loading code (PTX, cubin, fatbin; from memory and from files), kernels by name, globals,
+// managed variables, kernel attributes, occupancy and parameter information, and every bad image.
+// The images are the test kernels (tests/gpu/kernels/test_kernels.cu) built by nvcc at build time.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <array>
+#include <cstdint>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "support/memory_support.hpp"
+#include "support/test_support.hpp"
+
+using cudax::test::catch_as;
+using cudax::test::contains;
+
+namespace {
+
+const char* const image_paths[] = {CUDAX_TEST_KERNELS_PTX, CUDAX_TEST_KERNELS_CUBIN, CUDAX_TEST_KERNELS_FATBIN};
+
+// Runs vector_add from lib on random data and compares with the host.
+void check_vector_add(const cudax::library& lib, const cudax::device& dev) {
+  const int n = 10007;
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  auto a = cudax::test::random_vector<std::uint16_t>(n, seed);
+  auto b = cudax::test::random_vector<std::uint16_t>(n, seed + 1);
+  std::vector<float> fa(a.begin(), a.end());
+  std::vector<float> fb(b.begin(), b.end());
+  cudax::stream s(dev);
+  cudax::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
+  cudax::copy(da, fa);
+  cudax::copy(db, fb);
+  cudax::fill(dc, -1.0f);
+  auto k = lib.get_kernel<void(const float*, const float*, float*, int)>("vector_add");
+  cudax::launch(s, {.grid = (n + 255) / 256, .block = 256}, k, da.get(), db.get(), dc.get(), n);
+  s.synchronize();
+  std::vector<float> out(n);
+  cudax::copy(out, dc);
+  std::vector<float> expected(n);
+  for (int i = 0; i < n; ++i) {
+    expected[i] = fa[i] + fb[i];
+  }
+  CHECK(cudax::test::mismatch(out, expected).empty());
+}
+
+}  // namespace
+
+TEST_CASE("libraries load from files and from memory: PTX, cubin, fatbin", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  for (const char* path : image_paths) {
+    INFO(path);
+    auto from_file = cudax::library::from_file(path);
+    CHECK(from_file.name() == path);
+    check_vector_add(from_file, dev);
+    auto code = cudax::object_code::from_file(path);
+    cudax::library from_memory(code);
+    check_vector_add(from_memory, dev);
+  }
+  // The kind can also be given explicitly.
+  auto ptx = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX, cudax::code_kind::ptx);
+  CHECK(ptx.kind() == cudax::code_kind::ptx);
+  CHECK(contains(ptx.bytes(), ".entry vector_add"));
+}
+
+TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto ptx = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX);
+  cudax::library verbose(ptx, {.optimization_level = 3, .line_info = true, .verbose = true});
+  INFO(verbose.jit_log());
+  CHECK(contains(verbose.jit_log(), "registers"));
+  // A register limit is honoured by the JIT.
+  cudax::library unlimited(ptx);
+  cudax::library limited(ptx, {.max_registers = 24});
+  REQUIRE(unlimited.get_kernel("table_to_counter").attributes(dev).num_regs > 24);
+  CHECK(limited.get_kernel("table_to_counter").attributes(dev).num_regs <= 24);
+  // Compiling for the device's own target explicitly works too.
+  auto cc = dev.compute_capability();
+  cudax::library targeted(ptx, {.target = cc.as_int()});
+  check_vector_add(targeted, dev);
+  // Bad option values are refused before the driver is called.
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.optimization_level = 7}); }));
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.max_registers = 0u}); }));
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.target = 5}); }));
+}
+
+TEST_CASE("kernels by name; a missing name lists the kernels", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CHECK(lib.has_kernel("vector_add"));
+  CHECK_FALSE(lib.has_kernel("vector_sub"));
+  auto names = lib.kernel_names();
+  CHECK(std::is_sorted(names.begin(), names.end()));
+  for (const char* expected : {"empty_kernel", "vector_add", "saxpy_sized", "cooperative_sum", "cluster_neighbours"}) {
+    CHECK(std::find(names.begin(), names.end(), expected) != names.end());
+  }
+  CHECK(lib.get_kernel("vector_add").name() == "vector_add");
+  CHECK(lib.get_kernel("vector_add") == lib.get_kernel("vector_add"));
+
+  auto e = catch_as<cudax::error>([&] { (void)lib.get_kernel("vector_sub"); });
+  REQUIRE(e);
+  CHECK(e->result() == CUDA_ERROR_NOT_FOUND);
+  CHECK(contains(e->what(), "no kernel named 'vector_sub'"));
+  CHECK(contains(e->what(), "vector_add"));
+  CHECK(contains(e->what(), "saxpy_sized"));
+}
+
+TEST_CASE("parameter information from the driver", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  auto k = lib.get_kernel("saxpy_sized");
+  REQUIRE(k.parameter_count() == 4);
+  auto params = k.parameters();
+  const std::size_t sizes[] = {sizeof(float), sizeof(void*), sizeof(void*), sizeof(std::size_t)};
+  for (std::size_t i = 0; i < 4; ++i) {
+    CHECK(params[i].index == i);
+    CHECK(params[i].size == sizes[i]);
+    CHECK(params[i].offset % params[i].size == 0);
+  }
+  CHECK(params[1].offset >= params[0].offset + params[0].size);
+  CHECK(lib.get_kernel("empty_kernel").parameter_count() == 0);
+  CHECK(lib.get_kernel("struct_argument").parameters()[0].size == 24);
+  // The same through an adopted handle, without the library's cache.
+  auto adopted = cudax::kernel_ref::from_native_handle(k.native_handle());
+  CHECK(adopted.parameter_count() == 4);
+  CHECK(adopted.cached_signature() == nullptr);
+  // Typed views are checked against it once.
+  CHECK_NOTHROW(lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized"));
+  auto wrong_size = catch_as<cudax::invalid_argument_error>(
+      [&] { (void)lib.get_kernel<void(float, const float*, float*, int)>("saxpy_sized"); });
+  REQUIRE(wrong_size);
+  CHECK(contains(wrong_size->what(), "parameter 3 has 8 bytes"));
+  CHECK(contains(wrong_size->what(), "has 4"));
+  auto wrong_count =
+      catch_as<cudax::invalid_argument_error>([&] { (void)lib.get_kernel<void(float)>("saxpy_sized"); });
+  REQUIRE(wrong_count);
+  CHECK(contains(wrong_count->what(), "has 4 parameters"));
+}
+
+TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  auto scale = lib.get_global<float>("constant_scale", dev);
+  CHECK(scale.size() == 1);
+  CHECK(scale.size_bytes() == sizeof(float));
+  scale.write(2.5f);
+  CHECK(scale.read() == 2.5f);
+
+  auto table = lib.get_global<int>("device_table", dev);
+  REQUIRE(table.size() == 64);
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  auto values = cudax::test::random_vector<std::uint8_t>(64, seed);
+  std::vector<int> host(values.begin(), values.end());
+  table.write(host.data(), host.size());
+  std::vector<int> back(64, -1);
+  table.read(back.data(), back.size());
+  CHECK(back == host);
+
+  auto managed = lib.get_managed<int>("managed_value");
+  REQUIRE(managed.size() == 1);
+  managed[0] = 20;
+  auto counter = lib.get_global<int>("device_counter", dev);
+  counter.write(-1);
+  cudax::stream s(dev);
+  cudax::launch(s, {}, lib.get_kernel("table_to_counter"));
+  s.synchronize();
+  dev.synchronize();
+  CHECK(counter.read() == std::accumulate(host.begin(), host.end(), 0));
+  CHECK(managed[0] == 41);
+
+  // Kernels read the constant.
+  const int n = 1000;
+  std::vector<float> data(n);
+  std::iota(data.begin(), data.end(), 0.0f);
+  cudax::device_buffer<float> d(dev, n);
+  cudax::copy(d, data);
+  cudax::launch(s, {.grid = 4, .block = 256}, lib.get_kernel("scale_by_constant"), d.get(), n);
+  s.synchronize();
+  std::vector<float> out(n);
+  cudax::copy(out, d);
+  for (int i = 0; i < n; ++i) {
+    REQUIRE(out[i] == data[i] * 2.5f);
+  }
+
+  // Stream-ordered access through the span.
+  std::vector<int> again(64, 0);
+  cudax::copy(again, table.span(), s);
+  s.synchronize();
+  CHECK(again == host);
+
+  // Bad requests.
+  CHECK(catch_as<cudax::error>([&] { (void)lib.get_global<int>("no_such_global", dev); })->result() ==
+        CUDA_ERROR_NOT_FOUND);
+  CHECK(lib.get_global<double>("device_table", dev).size() == 32);  // 256 bytes = 32 doubles
+  auto odd = catch_as<cudax::invalid_argument_error>(
+      [&] { (void)lib.get_global<std::array<char, 3>>("device_table", dev); });
+  REQUIRE(odd);
+  CHECK(contains(odd->what(), "256 bytes"));
+  std::vector<int> too_many(65);
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { table.read(too_many.data(), too_many.size()); }));
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { table.write(too_many.data(), too_many.size()); }));
+}
+
+TEST_CASE("kernel attributes and their setters", "[gpu][kernel]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  auto bounded = lib.get_kernel("bounded_kernel");
+  auto a = bounded.attributes(dev);
+  CHECK(a.max_threads_per_block == 256);  // __launch_bounds__(256)
+  CHECK(a.num_regs > 0);
+  CHECK(a.binary_version == dev.compute_capability().as_int());
+  CHECK(a.ptx_version >= 80);
+  CHECK(a.local_size_bytes == 0);
+  CHECK(a.shared_size_bytes == 0);
+  CHECK(a.max_threads_per_block == bounded.attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev));
+
+  auto coop = lib.get_kernel("cooperative_sum");
+  CHECK(coop.attributes(dev).shared_size_bytes >= static_cast<int>(sizeof(int)));  // plus the grid sync's own
+
+  auto fixed = lib.get_kernel("fixed_cluster");
+  auto fa = fixed.attributes(dev);
+  CHECK(fa.required_cluster_width == 2);
+  CHECK(fa.required_cluster_height == 1);
+  CHECK(fa.required_cluster_depth == 1);
+
+  auto shared = lib.get_kernel("reverse_in_shared");
+  const int optin = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+  shared.set_max_dynamic_shared_memory(dev, 100 * 1024);
+  CHECK(shared.attributes(dev).max_dynamic_shared_size_bytes == 100 * 1024);
+  auto too_much = catch_as<cudax::invalid_argument_error>(
+      [&] { shared.set_max_dynamic_shared_memory(dev, static_cast<std::size_t>(optin) + 1); });
+  REQUIRE(too_much);
+  CHECK(contains(too_much->what(), std::to_string(optin)));
+  shared.set_max_dynamic_shared_memory(dev, 48 * 1024);
+
+  shared.set_preferred_shared_memory_carveout(dev, 50);
+  CHECK(shared.attributes(dev).preferred_shared_memory_carveout == 50);
+  shared.set_preferred_shared_memory_carveout(dev, -1);
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { shared.set_preferred_shared_memory_carveout(dev, 101); }));
+
+  auto clusters = lib.get_kernel("cluster_neighbours");
+  clusters.set_non_portable_cluster_size_allowed(dev, true);
+  CHECK(clusters.attributes(dev).non_portable_cluster_size_allowed == 1);
+  clusters.set_non_portable_cluster_size_allowed(dev, false);
+  CHECK(clusters.attributes(dev).non_portable_cluster_size_allowed == 0);
+  clusters.set_cluster_scheduling_policy(dev, CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  CHECK(clusters.attributes(dev).cluster_scheduling_policy_preference == CU_CLUSTER_SCHEDULING_POLICY_SPREAD);
+  clusters.set_cache_config(dev, CU_FUNC_CACHE_PREFER_SHARED);
+
+  // The kernel's function in a context, for module-based APIs.
+  CUfunction f = bounded.function(dev.primary_context());
+  CHECK(f != nullptr);
+  CHECK(lib.module(dev.primary_context()) != nullptr);
+}
+
+TEST_CASE("occupancy: active blocks, suggested block size, shared memory, clusters", "[gpu][kernel]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  auto add = lib.get_kernel("vector_add");
+  const int max_threads_sm = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
+  const int sms = dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  const int blocks = add.max_active_blocks_per_multiprocessor(dev, 256);
+  CHECK(blocks > 0);
+  CHECK(blocks * 256 <= max_threads_sm);
+
+  auto best = add.suggested_block_size(dev);
+  CHECK(best.block_size > 0);
+  CHECK(best.block_size <= 1024);
+  CHECK(best.block_size % 32 == 0);
+  CHECK(best.min_grid_size >= sms);
+  auto limited = add.suggested_block_size(dev, 0, 64);
+  CHECK(limited.block_size <= 64);
+
+  // Shared memory that grows with the block: the calculator must call the function.
+  int calls = 0;
+  auto shared = lib.get_kernel("reverse_in_shared");
+  auto by_fn = shared.suggested_block_size(dev, [&](int threads) {
+    ++calls;
+    return static_cast<std::size_t>(threads) * sizeof(int);
+  });
+  CHECK(calls > 0);
+  CHECK(by_fn.block_size > 0);
+  // An exception from the function is rethrown, not lost in the driver.
+  struct custom_failure {};
+  CHECK_THROWS_AS(shared.suggested_block_size(dev, [](int) -> std::size_t { throw custom_failure{}; }),
+                  custom_failure);
+
+  const std::size_t available = shared.available_dynamic_shared_memory(dev, 2, 256);
+  CHECK(available > 0);
+  CHECK(available <= static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)));
+  CHECK(shared.max_active_blocks_per_multiprocessor(dev, 256, available) >= 2);
+
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)add.max_active_blocks_per_multiprocessor(dev, 0); }));
+
+  if (dev.compute_capability().major >= 9) {
+    auto clusters = lib.get_kernel("cluster_neighbours");
+    const int potential = clusters.max_potential_cluster_size(dev, {.grid = 128, .block = 128});
+    CHECK(potential >= 8);
+    const int active = clusters.max_active_clusters(dev, {.grid = 128, .block = 128, .cluster = 2});
+    CHECK(active > 0);
+    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
+  }
+}
+
+TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked", "[gpu][library][bad-input]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  cudax::test::destruction_error_counter errors;
+
+  SECTION("malformed PTX carries the JIT log") {
+    cudax::object_code bad(cudax::code_kind::ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n", "bad.ptx");
+    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(bad); });
+    REQUIRE(e);
+    CHECK(e->result() == CUDA_ERROR_INVALID_PTX);
+    CHECK_FALSE(e->log().empty());
+    CHECK(contains(e->what(), "bad.ptx"));
+    CHECK(contains(e->what(), e->log()));
+  }
+  SECTION("a truncated cubin") {
+    auto cubin = cudax::object_code::from_file(CUDAX_TEST_KERNELS_CUBIN);
+    cudax::object_code truncated(cudax::code_kind::cubin, cubin.bytes().substr(0, cubin.size() / 3), "truncated.cubin");
+    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(truncated); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "truncated.cubin"));
+    CHECK(contains(e->what(), "truncated?"));
+    CHECK(e->source() == cudax::error_source::cudax);  // found before the driver, which may hang on it
+    auto fatbin = cudax::object_code::from_file(CUDAX_TEST_KERNELS_FATBIN);
+    cudax::object_code cut(cudax::code_kind::fatbin, fatbin.bytes().substr(0, fatbin.size() / 2), "cut.fatbin");
+    auto f = catch_as<cudax::load_error>([&] { cudax::library lib(cut); });
+    REQUIRE(f);
+    CHECK(contains(f->what(), "truncated?"));
+  }
+  SECTION("garbage bytes as a cubin and as a fatbin") {
+    for (auto kind : {cudax::code_kind::cubin, cudax::code_kind::fatbin}) {
+      auto bytes = cudax::test::random_bytes(4096, cudax::test::test_seed());
+      cudax::object_code garbage(kind, std::string(bytes.begin(), bytes.end()), "garbage");
+      auto e = catch_as<cudax::load_error>([&] { cudax::library lib(garbage); });
+      REQUIRE(e);
+      CHECK(contains(e->what(), "garbage"));
+    }
+  }
+  SECTION("an empty image is refused before the driver") {
+    auto e = catch_as<cudax::invalid_argument_error>(
+        [&] { cudax::library lib(cudax::object_code(cudax::code_kind::cubin, "", "empty.cubin")); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "empty"));
+    CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library lib{cudax::object_code{}}; }));
+  }
+  SECTION("LTO-IR and objects must be linked first") {
+    auto e = catch_as<cudax::invalid_argument_error>(
+        [&] { cudax::library lib(cudax::object_code(cudax::code_kind::ltoir, "x", "unit.ltoir")); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "cudax::linker"));
+  }
+  SECTION("a cubin for another architecture (sm_100 on this GPU)") {
+    if (dev.compute_capability().major == 10 && dev.compute_capability().minor == 0) {
+      WARN("the device is sm_100: the foreign-architecture case cannot be provoked");
+      return;
+    }
+    // Depending on the driver, the load itself or the first use of a kernel is refused; either way
+    // the error is typed and says which architecture the device needs.
+    auto e = catch_as<cudax::error>([&] {
+      auto lib = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN);
+      cudax::device_buffer<int> out(dev, 1);
+      cudax::stream s(dev);
+      cudax::launch(s, {}, lib.get_kernel("other_arch_kernel"), out.get());
+      s.synchronize();
+    });
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CHECK(contains(e->what(), "no code for the devices"));
+    CHECK(contains(e->what(), "other_arch.cubin"));
+  }
+  SECTION("lazy loading defers the failure to the kernel's first use, still typed") {
+    auto lib = cudax::library(cudax::object_code::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN), {.eager = false});
+    auto e = catch_as<cudax::load_error>([&] { (void)lib.get_kernel("other_arch_kernel"); });
+    REQUIRE(e);
+    CHECK(e->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CHECK(contains(e->what(), "other_arch_kernel"));
+  }
+  SECTION("a missing file") {
+    auto e = catch_as<cudax::invalid_argument_error>([&] { (void)cudax::library::from_file("/nonexistent/k.cubin"); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "/nonexistent/k.cubin"));
+    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)cudax::library::from_file("/tmp/kernels.unknown"); }));
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("library ownership: move, release, adopt", "[gpu][library]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  cudax::test::destruction_error_counter errors;
+  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUlibrary raw = lib.native_handle();
+  cudax::library moved(std::move(lib));
+  CHECK(moved.native_handle() == raw);
+  CHECK(lib.native_handle() == nullptr);
+  CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)lib.get_kernel("vector_add"); }));
+  CUlibrary released = moved.release();
+  CHECK(moved.native_handle() == nullptr);
+  {
+    auto view = cudax::library_ref::from_native_handle(released);
+    auto k = view.get_kernel("vector_add");
+    CHECK(k.cached_signature() == nullptr);
+    CHECK(k.parameter_count() == 4);
+  }
+  auto adopted = cudax::library::from_native_handle(released);
+  CHECK(adopted.get_kernel("vector_add").cached_signature() != nullptr);
+  cudax::library other = cudax::library::from_file(CUDAX_TEST_KERNELS_PTX);
+  other = std::move(adopted);  // unloads the PTX library, takes the adopted one
+  CHECK(other.native_handle() == released);
+  check_vector_add(other, dev);
+  CHECK(errors.count() == 0);
+}
