@@ -333,6 +333,7 @@ struct compile_cache::state {
   std::atomic<std::uint64_t> misses{0};
   std::atomic<std::uint64_t> corrupt_entries{0};
   std::atomic<std::uint64_t> store_failures{0};
+  std::atomic<std::uint64_t> uncacheable{0};
   std::atomic<std::uint64_t> temp_counter{0};
 
   // Writes the entry through a unique temporary file renamed over the final name.
@@ -415,11 +416,36 @@ bool compile_cache::enabled() const noexcept { return !state_->directory.empty()
 
 const std::string& compile_cache::directory() const noexcept { return state_->directory; }
 
+namespace {
+// Whether NVRTC may read headers from the file system: include paths, or a raw option that adds
+// one or pre-includes a file.
+bool reads_headers_from_disk(const compile_options& options) {
+  if (!options.include_paths.empty()) {
+    return true;
+  }
+  for (const auto& o : options.extra_options) {
+    for (std::string_view flag : {"-I", "--include-path", "-include", "--pre-include"}) {
+      if (std::string_view(o).substr(0, flag.size()) == flag) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+}  // namespace
+
 compile_result compile_cache::compile(const program& prog, code_kind target, const compile_options& options,
                                       const std::vector<std::string>& name_expressions) {
   state& s = *state_;
   if (!enabled()) {
     s.misses.fetch_add(1, std::memory_order_relaxed);
+    return prog.compile(target, options, name_expressions);
+  }
+  if (reads_headers_from_disk(options)) {
+    // The key holds the program's named headers, not files found through include paths, which
+    // may change between runs: such compilations are never cached.
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    s.uncacheable.fetch_add(1, std::memory_order_relaxed);
     return prog.compile(target, options, name_expressions);
   }
   // The final option list holds the resolved architecture, so the key never depends on the device
@@ -460,7 +486,8 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
 compile_cache::statistics compile_cache::stats() const noexcept {
   const state& s = *state_;
   return {s.hits.load(std::memory_order_relaxed), s.misses.load(std::memory_order_relaxed),
-          s.corrupt_entries.load(std::memory_order_relaxed), s.store_failures.load(std::memory_order_relaxed)};
+          s.corrupt_entries.load(std::memory_order_relaxed), s.store_failures.load(std::memory_order_relaxed),
+          s.uncacheable.load(std::memory_order_relaxed)};
 }
 
 void compile_cache::clear() {

@@ -51,11 +51,15 @@ void describe_kernel(CUkernel kernel, kernel_signature& sig) {
     }
     sig.params = std::move(params);
     sig.parameters_known = true;
+  } catch (const not_supported_error& e) {
+    sig.unknown_reason = e.what();  // a driver older than 12.4
+    sig.permanently_unknown = true;
   } catch (const error& e) {
-    sig.unknown_reason = e.what();  // e.g. a driver older than 12.4
+    sig.unknown_reason = e.what();  // e.g. no context could be made current: may work later
   }
 #else
   sig.unknown_reason = "cudax was built with CUDA headers older than 12.4, which lack cuKernelGetParamInfo";
+  sig.permanently_unknown = true;
 #endif
 }
 
@@ -150,21 +154,52 @@ void fill_launch_config(const launch_config& config, CUlaunchConfig& out, CUlaun
 
 void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const std::size_t* sizes, std::size_t count) {
   if (sig != nullptr) {
-    return;  // cached, and the driver could not describe the parameters: nothing to check against
+    return;  // cached as unknowable (a driver or headers older than 12.4): nothing to check against
   }
-  kernel_signature scratch;
-  const kernel_signature* known = nullptr;
-  if (!known_parameters(kernel, nullptr, scratch, known)) {
+#if CUDAX_HAS_KERNEL_INTROSPECTION
+  // No cached layout (an adopted handle): walk the driver's description without allocating; the
+  // full layout is built only for the message of a mismatch.
+  constexpr std::size_t none = static_cast<std::size_t>(-1);
+  std::size_t expected_count = none;
+  std::size_t wrong_size = none;
+  bool unknown = false;
+  try {
+    run_in_context(query_context(), "cuKernelGetParamInfo", [&] {
+      for (std::size_t i = 0;; ++i) {
+        std::size_t offset = 0;
+        std::size_t size = 0;
+        const CUresult status = drv::cuKernelGetParamInfo(kernel, i, &offset, &size);
+        if (status == CUDA_ERROR_INVALID_VALUE) {
+          expected_count = i;
+          return;
+        }
+        if (status != CUDA_SUCCESS) {
+          unknown = true;
+          return;
+        }
+        if (i < count && size != sizes[i] && wrong_size == none) {
+          wrong_size = i;
+        }
+      }
+    });
+  } catch (const error&) {
+    return;  // the driver cannot tell: the launch goes unchecked, as with an older driver
+  }
+  if (unknown || (expected_count == count && wrong_size == none)) {
     return;
   }
-  if (known->params.size() != count) {
-    throw_argument_count(kernel, known, known->params.size(), count);
+  kernel_signature full;
+  describe_kernel(kernel, full);
+  if (expected_count != count) {
+    throw_argument_count(kernel, &full, expected_count, count);
   }
-  for (std::size_t i = 0; i < count; ++i) {
-    if (known->params[i].size != sizes[i]) {
-      throw_argument_size(kernel, known, i, known->params[i].size, sizes[i]);
-    }
-  }
+  throw_argument_size(kernel, &full, wrong_size, full.params.size() > wrong_size ? full.params[wrong_size].size : 0,
+                      sizes[wrong_size]);
+#else
+  (void)kernel;
+  (void)sizes;
+  (void)count;
+#endif
 }
 
 void throw_argument_count(CUkernel kernel, const kernel_signature* sig, std::size_t expected, std::size_t given) {
@@ -363,7 +398,17 @@ std::size_t kernel_ref::available_dynamic_shared_memory(const device& dev, int b
   return bytes;
 }
 
+namespace {
+void require_32bit_shared(const launch_config& config, const char* api) {
+  if (config.dynamic_shared_memory > 0xFFFFFFFFu) {
+    throw invalid_argument_error(api, std::to_string(config.dynamic_shared_memory) +
+                                          " bytes of dynamic shared memory do not fit a launch");
+  }
+}
+}  // namespace
+
 int kernel_ref::max_potential_cluster_size(const device& dev, const launch_config& config) const {
+  require_32bit_shared(config, "cudax::kernel_ref::max_potential_cluster_size");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   launch_config without_cluster = config;
   without_cluster.cluster = dims(0, 0, 0);
@@ -383,6 +428,7 @@ int kernel_ref::max_active_clusters(const device& dev, const launch_config& conf
     throw invalid_argument_error("cudax::kernel_ref::max_active_clusters",
                                  "the launch_config has no cluster dimensions: set launch_config::cluster");
   }
+  require_32bit_shared(config, "cudax::kernel_ref::max_active_clusters");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   CUlaunchConfig lc;
   CUlaunchAttribute attrs[1];

@@ -198,17 +198,19 @@ std::string diagnose(CUresult status, CUstream stream, const launch_config& c, C
         }
       }
     }
+    if (problems.empty()) {
+      return "the driver refused the launch (" + describe_config(c) +
+             "); no device or kernel limit that cudax checks is exceeded";
+    }
+    std::string out;
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      out += (i == 0 ? "" : "; ") + problems[i];
+    }
+    return out + " (" + describe_config(c) + ")";
   } catch (...) {
-    // Diagnosis is best effort; the driver's code is reported regardless.
+    // Diagnosis is best effort (out of memory, say); the driver's code is reported regardless.
+    return {};
   }
-  if (problems.empty()) {
-    return "the driver refused the launch (" + describe_config(c) + "); no device or kernel limit that cudax checks is exceeded";
-  }
-  std::string out;
-  for (std::size_t i = 0; i < problems.size(); ++i) {
-    out += (i == 0 ? "" : "; ") + problems[i];
-  }
-  return out + " (" + describe_config(c) + ")";
 }
 
 [[noreturn]] void throw_launch_failure(CUresult status, const char* api, CUstream stream, const launch_config& c,

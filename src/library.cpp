@@ -23,6 +23,12 @@ struct library_state {
   // The JIT's log buffers live as long as the library: under lazy loading the driver compiles and
   // writes its logs when a kernel is first used, long after cuLibraryLoadData returned.
   std::size_t log_capacity = 0;
+  // The JIT option arrays too: some values are outputs (the log sizes), written when the JIT runs.
+  CUjit_option jit_keys[12] = {};
+  void* jit_values[12] = {};
+  // What was loaded, for messages about failures found later (lazy loading).
+  code_kind kind = code_kind::cubin;
+  std::size_t image_size = 0;
   std::unique_ptr<char[]> info_log;
   std::unique_ptr<char[]> error_log;
   std::mutex mutex;
@@ -62,7 +68,7 @@ std::string describe_library(const library_state* state) {
   return "library '" + state->name + "'";
 }
 
-std::string load_failure_advice(CUresult status, const object_code& code) {
+std::string load_failure_advice(CUresult status, code_kind kind, std::size_t size) {
   switch (static_cast<int>(status)) {
     case CUDA_ERROR_INVALID_PTX:
       return "the driver's JIT could not compile the PTX (see its log below)";
@@ -75,13 +81,13 @@ std::string load_failure_advice(CUresult status, const object_code& code) {
              "(see cudax::device::arch) or include PTX";
     case CUDA_ERROR_INVALID_IMAGE:
     case CUDA_ERROR_INVALID_SOURCE:
-      return "the " + std::string(to_string(code.kind())) +
-             " image is malformed or truncated (" + std::to_string(code.size()) + " bytes)";
+      return "the " + std::string(to_string(kind)) + " image is malformed or truncated (" + std::to_string(size) +
+             " bytes)";
     case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
     case CUDA_ERROR_JIT_COMPILATION_DISABLED:
       return "the PTX needs the driver's JIT, which is unavailable or disabled: load a cubin instead";
     default:
-      return "the driver refused the " + std::string(to_string(code.kind())) + " image";
+      return "the driver refused the " + std::string(to_string(kind)) + " image";
   }
 }
 
@@ -89,13 +95,16 @@ std::string load_failure_advice(CUresult status, const object_code& code) {
 
 kernel_signature* signature_of(library_state* state, CUkernel kernel) {
   std::lock_guard lock(state->mutex);
-  auto& slot = state->signatures[kernel];
-  if (!slot) {
-    auto sig = std::make_unique<kernel_signature>();
-    describe_kernel(kernel, *sig);
-    slot = std::move(sig);
+  auto found = state->signatures.find(kernel);
+  if (found != state->signatures.end()) {
+    return found->second.get();
   }
-  return slot.get();
+  auto sig = std::make_unique<kernel_signature>();
+  describe_kernel(kernel, *sig);
+  if (!sig->parameters_known && !sig->permanently_unknown) {
+    return nullptr;  // a failure that may pass (no context could be made current): ask again next time
+  }
+  return state->signatures.emplace(kernel, std::move(sig)).first->second.get();
 }
 
 }  // namespace detail
@@ -140,7 +149,8 @@ kernel_ref library_ref::get_kernel(const std::string& name) const {
     throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
                      "cuLibraryGetKernel",
                      "kernel '" + name + "' in " + detail::describe_library(state_) + ": " +
-                         detail::load_failure_advice(status, object_code(code_kind::cubin, {}, {})),
+                         detail::load_failure_advice(status, state_ != nullptr ? state_->kind : code_kind::cubin,
+                                                   state_ != nullptr ? state_->image_size : 0),
                      state_ != nullptr && state_->error_log
                          ? std::string(state_->error_log.get(), strnlen(state_->error_log.get(), state_->log_capacity))
                          : std::string());
@@ -361,12 +371,14 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, con
   }
   auto state = std::make_unique<detail::library_state>();
   state->name = code.name();
+  state->kind = code.kind();
+  state->image_size = code.size();
   const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
   state->log_capacity = capacity;
   state->info_log = std::make_unique<char[]>(capacity);   // zero-filled
   state->error_log = std::make_unique<char[]>(capacity);
-  CUjit_option keys[12];
-  void* values[12];
+  CUjit_option* keys = state->jit_keys;
+  void** values = state->jit_values;
   unsigned n = 0;
   auto add = [&](CUjit_option key, std::uintptr_t value) {
     keys[n] = key;
@@ -412,7 +424,7 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, con
     }
   }
   if (status != CUDA_SUCCESS) {
-    std::string context = detail::load_failure_advice(status, code);
+    std::string context = detail::load_failure_advice(status, code.kind(), code.size());
     if (!code.name().empty()) {
       context = "'" + code.name() + "': " + context;
     }

@@ -19,7 +19,10 @@ namespace cudax {
 /// expressions, the NVRTC version and library file (its path, size and modification time, so that
 /// a toolkit update invalidates the entries) and the cache format version. The key is hashed
 /// (128 bits) into the file name and also stored whole in the entry and compared byte for byte on a
-/// hit, so a hash collision is a miss, never a wrong result.
+/// hit, so a hash collision is a miss, never a wrong result. Headers found on disk are not part of
+/// the key: a compilation with @ref compile_options::include_paths (or a raw `-I`, `--include-path`,
+/// `-include`, `--pre-include` option) is never cached and is counted in
+/// @ref statistics::uncacheable. Pass such headers as @ref program headers to cache them.
 ///
 /// A hit reads one small file and calls no NVRTC compilation (NVRTC is loaded once per process for
 /// its version, which is part of the key). A miss compiles and stores the result; compile errors are
@@ -57,6 +60,7 @@ class compile_cache {
     std::uint64_t misses = 0;           ///< Compilations run by NVRTC (every one, when disabled).
     std::uint64_t corrupt_entries = 0;  ///< Entries found truncated or corrupted, removed (also misses).
     std::uint64_t store_failures = 0;   ///< Results that could not be stored.
+    std::uint64_t uncacheable = 0;      ///< Compilations that read headers from disk, never cached (also misses).
   };
 
   /// @brief A cache in @p directory, which is created on the first store if needed.

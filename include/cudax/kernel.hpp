@@ -32,6 +32,7 @@ struct kernel_signature {
   bool parameters_known = false;    ///< Whether the driver described the parameters (CUDA 12.4+).
   std::vector<kernel_param> params; ///< The parameters, when known.
   std::string unknown_reason;       ///< Why the parameters are unknown.
+  bool permanently_unknown = false; ///< Unknown because the headers or the driver predate CUDA 12.4.
 };
 /// @brief Checks an untyped launch's argument sizes against the kernel (internal; the slow path
 /// queries the driver when no cached signature is at hand).
@@ -155,12 +156,14 @@ class kernel_ref {
     requires std::is_invocable_r_v<std::size_t, F&, int>
   [[nodiscard]] block_size_suggestion suggested_block_size(const device& dev, F&& shared_memory_for,
                                                            int block_size_limit = 0) const {
+    // A local, non-const wrapper: works for const callables and plain functions alike.
+    auto call = [&shared_memory_for](int block_size) -> std::size_t {
+      return static_cast<std::size_t>(shared_memory_for(block_size));
+    };
     auto [grid, block] = detail::suggest_block_size(
         handle_, dev.native_handle(),
-        [](void* data, int block_size) -> std::size_t {
-          return (*static_cast<std::remove_reference_t<F>*>(data))(block_size);
-        },
-        static_cast<void*>(__builtin_addressof(shared_memory_for)), 0, block_size_limit);
+        [](void* data, int block_size) -> std::size_t { return (*static_cast<decltype(call)*>(data))(block_size); },
+        static_cast<void*>(&call), 0, block_size_limit);
     return {grid, block};
   }
   /// @brief Dynamic shared memory per block left when @p blocks_per_multiprocessor blocks of

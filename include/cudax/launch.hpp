@@ -6,7 +6,6 @@
 #include <cuda.h>
 
 #include <cstddef>
-#include <tuple>
 #include <type_traits>
 #include <utility>
 
@@ -28,19 +27,27 @@ namespace detail {
 void launch_kernel(CUstream stream, const launch_config& config, CUkernel kernel, void** args,
                    const kernel_signature* signature);
 
+// Converts one argument to its parameter type into a local of this frame, records its address, and
+// recurses; the last frame launches. Every converted value lives until the driver has copied it.
+template <class P, class... Ps, class A, class... As>
+inline void launch_converted(CUstream stream, const launch_config& config, const kernel_ref& kernel, void** all,
+                             void** next, A&& arg, As&&... rest) {
+  std::remove_cv_t<P> value(static_cast<P>(std::forward<A>(arg)));
+  *next = static_cast<void*>(__builtin_addressof(value));
+  if constexpr (sizeof...(Ps) == 0) {
+    launch_kernel(stream, config, kernel.native_handle(), all, kernel.cached_signature());
+  } else {
+    launch_converted<Ps...>(stream, config, kernel, all, next + 1, std::forward<As>(rest)...);
+  }
+}
+
 template <class... Params, class... Args>
 inline void launch_typed(CUstream stream, const launch_config& config, const kernel_ref& kernel, Args&&... args) {
   if constexpr (sizeof...(Params) == 0) {
     launch_kernel(stream, config, kernel.native_handle(), nullptr, kernel.cached_signature());
   } else {
-    // The converted values live in this frame until the driver has copied them.
-    std::tuple<std::remove_cv_t<Params>...> values(static_cast<Params>(std::forward<Args>(args))...);
-    std::apply(
-        [&](auto&... value) {
-          void* pointers[] = {static_cast<void*>(__builtin_addressof(value))...};
-          launch_kernel(stream, config, kernel.native_handle(), pointers, kernel.cached_signature());
-        },
-        values);
+    void* pointers[sizeof...(Params)];
+    launch_converted<Params...>(stream, config, kernel, pointers, pointers, std::forward<Args>(args)...);
   }
 }
 
@@ -67,8 +74,9 @@ inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, 
 }
 }  // namespace detail
 
-/// @brief Launches a typed kernel: the arguments are converted to the parameter types at compile
-/// time and passed from the stack (no heap allocation).
+/// @brief Launches a typed kernel: the arguments are converted to the parameter types (with the
+/// implicit conversions of a function call, checked at compile time) and passed from the stack (no
+/// heap allocation).
 ///
 /// The kernel runs in the context of @p stream (for the legacy default stream, the current context).
 /// A launch the driver refuses throws @ref launch_error naming the limit exceeded, with the numbers;
@@ -99,8 +107,8 @@ void launch(stream_ref stream, const launch_config& config, const typed_kernel_r
 /// @code
 /// cudax::kernel_ref k = lib.get_kernel("scale");          // extern "C" __global__ void scale(float*, float, int)
 /// cudax::launch(stream, {.grid = blocks, .block = 256}, k, data.get(), 0.5f, n);
-/// // cudax::launch(stream, cfg, k, data.get(), 0.5);      // throws: 2 arguments for 3 parameters,
-/// //                                                      //   and argument 1 has 8 bytes, parameter 1 has 4
+/// // cudax::launch(stream, cfg, k, data.get(), 0.5);      // throws launch_error: 2 arguments given,
+/// //                                                      //   but the kernel has 3 parameters
 /// @endcode
 /// @throws launch_error (source @ref error_source::cudax) for a wrong argument count or size, naming
 ///   the kernel, the parameter index, the expected and given sizes; invalid_argument_error for an
@@ -109,6 +117,11 @@ template <class... Args>
 void launch(stream_ref stream, const launch_config& config, const kernel_ref& kernel, const Args&... args) {
   static_assert((std::is_trivially_copyable_v<Args> && ...),
                 "cudax::launch: kernel arguments must be trivially copyable (pass buffer.get(), not the buffer)");
+  static_assert(!(std::is_array_v<Args> || ...),
+                "cudax::launch: an array argument would be passed by value, not as a pointer: pass a pointer "
+                "(std::data(array)), or wrap the array in a struct");
+  static_assert(!(std::is_null_pointer_v<Args> || ...),
+                "cudax::launch: pass a typed null pointer (static_cast<T*>(nullptr)), not nullptr");
   if constexpr (sizeof...(Args) == 0) {
     detail::check_arguments(kernel, nullptr, 0);
     detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), nullptr, kernel.cached_signature());

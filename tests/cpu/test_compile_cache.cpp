@@ -294,6 +294,30 @@ TEST_CASE("compile_cache: compile errors are not cached", "[compile_cache]") {
   CHECK(cache.stats().misses == 2);
 }
 
+TEST_CASE("compile_cache: compilations that read headers from disk are never cached", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache(dir.str());
+  const fs::path include_dir = dir.path / "include";
+  fs::create_directories(include_dir);
+  const cudax::program prog("disk.cu", "#include \"value.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = VALUE; }\n");
+  cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+  write_all(include_dir / "value.cuh", "#define VALUE 1111\n");
+  const auto first = cache.compile(prog, cudax::code_kind::ptx, options);
+  CHECK(contains(first.code.bytes(), "1111"));
+  write_all(include_dir / "value.cuh", "#define VALUE 2222\n");  // edited on disk
+  const auto second = cache.compile(prog, cudax::code_kind::ptx, options);
+  CHECK(contains(second.code.bytes(), "2222"));
+  CHECK(cache.stats().uncacheable == 2);
+  CHECK(cache.stats().misses == 2);
+  CHECK(cache.stats().hits == 0);
+  CHECK(files_in(dir.path, ".entry").empty());
+  // The same through a raw option.
+  cudax::compile_options raw{.arch = "sm_90", .extra_options = {"-I" + include_dir.string()}};
+  CHECK(contains(cache.compile(prog, cudax::code_kind::ptx, raw).code.bytes(), "2222"));
+  CHECK(cache.stats().uncacheable == 3);
+  CHECK(files_in(dir.path, ".entry").empty());
+}
+
 TEST_CASE("compile_cache: a disabled cache compiles every time and writes nothing", "[compile_cache]") {
   temp_dir dir;
   env_guard disable("CUDAX_DISABLE_CACHE", "1");

@@ -46,6 +46,8 @@ void check_vector_add(const cudax::library& lib, const cudax::device& dev) {
   CHECK(cudax::test::mismatch(out, expected).empty());
 }
 
+std::size_t shared_bytes_per_block(int threads) { return static_cast<std::size_t>(threads) * sizeof(int); }
+
 }  // namespace
 
 TEST_CASE("libraries load from files and from memory: PTX, cubin, fatbin", "[gpu][library]") {
@@ -69,7 +71,11 @@ TEST_CASE("libraries load from files and from memory: PTX, cubin, fatbin", "[gpu
 TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][library]") {
   CUDAX_REQUIRE_GPU();
   cudax::device dev(0);
-  auto ptx = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX);
+  // The driver caches JIT results on disk (~/.nv/ComputeCache) and writes no log for a cached
+  // compile: a comment unique to this run makes the PTX new to the cache.
+  auto file = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX);
+  cudax::object_code ptx(cudax::code_kind::ptx,
+                         file.bytes() + "\n// cudax test run " + std::to_string(cudax::test::test_seed()) + "\n", file.name());
   cudax::library verbose(ptx, {.optimization_level = 3, .line_info = true, .verbose = true});
   INFO(verbose.jit_log());
   CHECK(contains(verbose.jit_log(), "registers"));
@@ -288,6 +294,13 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
   });
   CHECK(calls > 0);
   CHECK(by_fn.block_size > 0);
+  // Const callables and plain functions work too, and give the same answer.
+  const auto per_thread = [](int threads) { return static_cast<std::size_t>(threads) * sizeof(int); };
+  auto by_const = shared.suggested_block_size(dev, per_thread);
+  auto by_function = shared.suggested_block_size(dev, &shared_bytes_per_block);
+  CHECK(by_const.block_size == by_fn.block_size);
+  CHECK(by_function.block_size == by_fn.block_size);
+  CHECK(by_function.min_grid_size == by_fn.min_grid_size);
   // An exception from the function is rethrown, not lost in the driver.
   struct custom_failure {};
   CHECK_THROWS_AS(shared.suggested_block_size(dev, [](int) -> std::size_t { throw custom_failure{}; }),
