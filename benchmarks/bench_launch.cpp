@@ -19,6 +19,8 @@
 
 #include <cudax/cudax.hpp>
 
+#include "bench_support.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -31,40 +33,8 @@
 #include <vector>
 
 namespace {
-std::atomic<long long> heap_allocations{0};
-}  // namespace
-
-void* operator new(std::size_t size) {
-  heap_allocations.fetch_add(1, std::memory_order_relaxed);
-  if (void* p = std::malloc(size != 0 ? size : 1)) {
-    return p;
-  }
-  throw std::bad_alloc();
-}
-void operator delete(void* p) noexcept { std::free(p); }
-void operator delete(void* p, std::size_t) noexcept { std::free(p); }
-
-namespace {
-
-constexpr const char* kernel_ptx = R"(
-.version 7.0
-.target sm_70
-.address_size 64
-.visible .entry args_kernel(.param .u64 p, .param .u32 n, .param .f32 x) { ret; }
-)";
 
 using steady = std::chrono::steady_clock;
-
-void check(CUresult status, const char* api) {
-  if (status != CUDA_SUCCESS) [[unlikely]] {
-    throw cudax::error(status, api);
-  }
-}
-
-double median(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  return v[v.size() / 2];
-}
 
 struct bench_case {
   std::string name;
@@ -79,34 +49,24 @@ int main(int argc, char** argv) {
   int rounds = 41;
   int bursts = 5;
   const int burst = 200;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--quick") == 0) {
-      rounds = 7;
-      bursts = 2;
-    } else {
-      std::fprintf(stderr, "usage: bench_launch [--quick]\n");
-      return 1;
-    }
+  bool quick = false;
+  if (int status = bench::start("bench_launch", argc, argv, quick); status >= 0) {
+    return status;
   }
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "bench_launch: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
-    return 2;
+  if (quick) {
+    rounds = 7;
+    bursts = 2;
   }
   try {
-    if (cudax::device_count() == 0) {
-      std::fprintf(stderr, "bench_launch: the CUDA driver sees no device\n");
-      return 3;
-    }
-    cudax::device dev(0);
-    dev.set_current();
-    cudax::stream s(dev);
-    cudax::library lib(cudax::object_code(cudax::code_kind::ptx, kernel_ptx, "bench.ptx"));
-    auto typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
+    bench::args_kernel_fixture fx;
+    cudax::device& dev = fx.dev;
+    cudax::stream& s = fx.stream;
+    cudax::library& lib = fx.lib;
+    auto typed = fx.typed;
     cudax::kernel_ref untyped = lib.get_kernel("args_kernel");
-    cudax::device_buffer<int> buf(dev, 1);
-    int* ptr = buf.get();
-    int n = 1;
-    float x = 2.0f;
+    int* ptr = fx.ptr;
+    int n = fx.n;
+    float x = fx.x;
 
     auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudax::driver::get_entry_point("cuLaunchKernel", 4000));
     auto raw_launch_ex =
@@ -116,7 +76,7 @@ int main(int argc, char** argv) {
     int lo = 0, hi = 0;
     auto range = reinterpret_cast<PFN_cuCtxGetStreamPriorityRange_v5050>(
         cudax::driver::get_entry_point("cuCtxGetStreamPriorityRange", 5050));
-    check(range(&lo, &hi), "cuCtxGetStreamPriorityRange");
+    bench::check(range(&lo, &hi), "cuCtxGetStreamPriorityRange");
     const int priority = hi;  // the highest priority
 
     const cudax::launch_config plain{.grid = 1, .block = 32};
@@ -125,7 +85,7 @@ int main(int argc, char** argv) {
 
     auto raw = [&] {
       void* args[] = {&ptr, &n, &x};
-      check(raw_launch(f, 1, 1, 1, 32, 1, 1, 0, hs, args, nullptr), "cuLaunchKernel");
+      bench::check(raw_launch(f, 1, 1, 1, 32, 1, 1, 0, hs, args, nullptr), "cuLaunchKernel");
     };
     auto raw_ex = [&] {
       void* args[] = {&ptr, &n, &x};
@@ -139,7 +99,7 @@ int main(int argc, char** argv) {
       lc.hStream = hs;
       lc.attrs = &attr;
       lc.numAttrs = 1;
-      check(raw_launch_ex(&lc, f, args, nullptr), "cuLaunchKernelEx");
+      bench::check(raw_launch_ex(&lc, f, args, nullptr), "cuLaunchKernelEx");
     };
     std::vector<bench_case> cases = {
         {"raw cuLaunchKernel", raw, false, {}},
@@ -163,14 +123,14 @@ int main(int argc, char** argv) {
         auto& c = cases[(k + static_cast<std::size_t>(round)) % cases.size()];
         double total = 0;
         for (int b = 0; b < bursts; ++b) {
-          long long before = heap_allocations.load();
+          long long before = bench::heap_allocations.load();
           auto t0 = steady::now();
           for (int i = 0; i < burst; ++i) {
             c.launch();
           }
           total += std::chrono::duration<double, std::nano>(steady::now() - t0).count();
           if (c.is_cudax) {
-            cudax_allocations += heap_allocations.load() - before;
+            cudax_allocations += bench::heap_allocations.load() - before;
             cudax_launches += burst;
           }
           s.synchronize();
@@ -186,7 +146,7 @@ int main(int argc, char** argv) {
       for (int i = 0; i < rounds; ++i) {
         r.push_back(cases[a].per_launch_ns[i] / cases[b].per_launch_ns[i]);
       }
-      return median(r);
+      return bench::median(r);
     };
     std::printf("bench_launch: device 0 (%s), driver CUDA %d.%d; %d rounds x %d bursts of %d launches\n",
                 dev.name().c_str(), cudax::driver::version() / 1000, cudax::driver::version() % 1000 / 10, rounds,
@@ -197,9 +157,9 @@ int main(int argc, char** argv) {
       const auto& c = cases[i];
       double best = *std::min_element(c.per_launch_ns.begin(), c.per_launch_ns.end());
       if (i == 0 || i == 3) {  // the baselines
-        std::printf("| %s | %.3f us | %.3f us | | |\n", c.name.c_str(), median(c.per_launch_ns) / 1000, best / 1000);
+        std::printf("| %s | %.3f us | %.3f us | | |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000, best / 1000);
       } else {
-        std::printf("| %s | %.3f us | %.3f us | %.3f | %s |\n", c.name.c_str(), median(c.per_launch_ns) / 1000,
+        std::printf("| %s | %.3f us | %.3f us | %.3f | %s |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000,
                     best / 1000, paired(i, against[i]), cases[against[i]].name.c_str());
       }
     }

@@ -3,7 +3,7 @@
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking;
 #   3. the examples, cudax-query and (unless --no-bench) the benchmarks named in $BENCHES
-#      (default: bench_foundation bench_launch bench_compile_cache; missing ones are skipped).
+#      (default: bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx; missing ones are skipped).
 # Logs go to $OUT (default: ./gpu-suite-logs). The build tree is expected at $BUILD (default:
 # ./build). CTest files hold the absolute path of the tree they were configured in; when that path
 # does not exist here, it is linked to this tree.
@@ -72,7 +72,7 @@ for ex in "$build"/examples/example_*; do
 done
 
 if [ "$bench" = 1 ]; then
-  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache}; do
+  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx}; do
     [ -x "$build/benchmarks/$b" ] || continue
     echo "== $b" | tee -a "$out/summary.txt"
     "$build/benchmarks/$b" > "$out/$b.log" 2>&1 || status=1

@@ -1,5 +1,6 @@
 // Copies and fills.
 #include "cudax/copy.hpp"
+#include "cudax/graph.hpp"
 
 #include <optional>
 #include <string>
@@ -8,6 +9,7 @@
 #include "cudax/pointer_attributes.hpp"
 #include "driver_api.hpp"
 #include "memory_support.hpp"
+#include "nvtx_support.hpp"
 
 namespace cudax::detail {
 
@@ -39,6 +41,7 @@ std::string describe_copy(const linear_copy& c) {
 }  // namespace
 
 void copy_linear(const linear_copy& c, CUstream stream, bool async) {
+  CUDAX_NVTX_AUTOMATIC_RANGE("cudax::copy", [bytes = c.bytes] { return std::to_string(bytes) + " bytes"; });
   const char* api = "cudax::copy";
   check_linear(api, c);
   const auto dst = static_cast<CUdeviceptr>(c.dst);
@@ -55,6 +58,7 @@ void copy_linear(const linear_copy& c, CUstream stream, bool async) {
 }
 
 void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx, CUstream stream, bool async) {
+  CUDAX_NVTX_AUTOMATIC_RANGE("cudax::copy_peer", [bytes = c.bytes] { return std::to_string(bytes) + " bytes"; });
   const char* api = "cudax::copy_peer";
   check_linear(api, c);
   if (dst_ctx == nullptr || src_ctx == nullptr) {
@@ -74,9 +78,8 @@ void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx
   }
 }
 
-void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size,
-                 CUstream stream, bool async) {
-  const char* api = "cudax::fill";
+namespace {
+void check_fill(const char* api, std::uintptr_t dst, std::size_t count, std::size_t element_size) {
   if (count == 0) {
     throw invalid_argument_error(api, "nothing to fill: the view is empty");
   }
@@ -87,6 +90,14 @@ void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, s
     throw invalid_argument_error(api, "the address " + format_address(dst) + " is not aligned to the element size of " +
                                           std::to_string(element_size) + " bytes");
   }
+}
+}  // namespace
+
+void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size,
+                 CUstream stream, bool async) {
+  CUDAX_NVTX_AUTOMATIC_RANGE("cudax::fill", [bytes = count * element_size] { return std::to_string(bytes) + " bytes"; });
+  const char* api = "cudax::fill";
+  check_fill(api, dst, count, element_size);
   auto where = [&] { return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst); };
   auto d = static_cast<CUdeviceptr>(dst);
   if (async) {
@@ -152,6 +163,9 @@ void set_side(Copy& c, std::uintptr_t address, bool source) {
 }  // namespace
 
 void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool async) {
+  CUDAX_NVTX_AUTOMATIC_RANGE("cudax::copy", [bytes = src.width_bytes * src.height * src.depth] {
+    return std::to_string(bytes) + " bytes";
+  });
   const char* api = "cudax::copy";
   if (src.width_bytes == 0 || src.height == 0 || src.depth == 0) {
     throw invalid_argument_error(api, "nothing to copy: the source extent " + describe_layout(src) + " is empty");
@@ -212,6 +226,67 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
     check(drv::cuMemcpy3D(&c), "cuMemcpy3D", where);
     sync_scope->complete();
   }
+}
+
+// --- graph nodes: the same copies and fills, added to a graph instead of a stream -------------------
+
+CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c) {
+  check_linear("cudax::copy", c);
+  CUDA_MEMCPY3D p{};
+  p.srcMemoryType = CU_MEMORYTYPE_UNIFIED;
+  p.srcDevice = static_cast<CUdeviceptr>(c.src);
+  p.dstMemoryType = CU_MEMORYTYPE_UNIFIED;
+  p.dstDevice = static_cast<CUdeviceptr>(c.dst);
+  p.WidthInBytes = c.bytes;
+  p.Height = 1;
+  p.Depth = 1;
+  return p;
+}
+
+memcpy_node add_copy_node(graph_builder& b, const linear_copy& c) {
+  CUDA_MEMCPY3D p = linear_memcpy3d(c);
+  std::vector<CUgraphNode> deps;
+  for (const auto& d : b.dependencies()) {
+    deps.push_back(d.native_handle());
+  }
+  CUgraphNode node = nullptr;
+  check(drv::cuGraphAddMemcpyNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
+                                  b.context().native_handle()),
+        "cuGraphAddMemcpyNode", [&] { return describe_copy(c); });
+  auto result = memcpy_node::from_native_handle(node);
+  b.advance(result);
+  return result;
+}
+
+CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
+                                      std::size_t element_size) {
+  check_fill(api, dst, count, element_size);
+  CUDA_MEMSET_NODE_PARAMS p{};
+  p.dst = static_cast<CUdeviceptr>(dst);
+  p.pitch = 0;
+  p.value = pattern;
+  p.elementSize = static_cast<unsigned>(element_size);
+  p.width = count;
+  p.height = 1;
+  return p;
+}
+
+memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
+                             std::size_t element_size) {
+  CUDA_MEMSET_NODE_PARAMS p = memset_params("cudax::fill", dst, count, pattern, element_size);
+  std::vector<CUgraphNode> deps;
+  for (const auto& d : b.dependencies()) {
+    deps.push_back(d.native_handle());
+  }
+  CUgraphNode node = nullptr;
+  check(drv::cuGraphAddMemsetNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
+                                  b.context().native_handle()),
+        "cuGraphAddMemsetNode", [&] {
+          return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst);
+        });
+  auto result = memset_node::from_native_handle(node);
+  b.advance(result);
+  return result;
 }
 
 }  // namespace cudax::detail

@@ -161,7 +161,50 @@
   X(cuFuncGetParamInfo, 12040)             \
   X(cuFuncLoad, 12040)                     \
   X(cuLibraryGetKernelCount, 12040)        \
-  X(cuLibraryEnumerateKernels, 12040)
+  X(cuLibraryEnumerateKernels, 12040)      \
+  X(cuGraphCreate, 10000)                  \
+  X(cuGraphDestroy, 10000)                 \
+  X(cuGraphClone, 10000)                   \
+  X(cuGraphGetNodes, 10000)                \
+  X(cuGraphGetRootNodes, 10000)            \
+  X(cuGraphGetEdges, 12030)                \
+  X(cuGraphAddDependencies, 12030)         \
+  X(cuGraphRemoveDependencies, 12030)      \
+  X(cuGraphNodeGetDependencies, 12030)     \
+  X(cuGraphNodeGetDependentNodes, 12030)   \
+  X(cuGraphNodeGetType, 10000)             \
+  X(cuGraphAddKernelNode, 12000)           \
+  X(cuGraphKernelNodeSetAttribute, 11000)  \
+  X(cuGraphAddMemcpyNode, 10000)           \
+  X(cuGraphAddMemsetNode, 10000)           \
+  X(cuGraphAddHostNode, 10000)             \
+  X(cuGraphAddChildGraphNode, 10000)       \
+  X(cuGraphAddEmptyNode, 10000)            \
+  X(cuGraphAddEventRecordNode, 11010)      \
+  X(cuGraphAddEventWaitNode, 11010)        \
+  X(cuGraphAddMemAllocNode, 11040)         \
+  X(cuGraphAddMemFreeNode, 11040)          \
+  X(cuGraphAddNode, 12030)                 \
+  X(cuGraphDestroyNode, 10000)             \
+  X(cuGraphConditionalHandleCreate, 12030) \
+  X(cuGraphDebugDotPrint, 11030)           \
+  X(cuGraphInstantiateWithFlags, 11040)    \
+  X(cuGraphInstantiateWithParams, 12000)   \
+  X(cuGraphExecDestroy, 10000)             \
+  X(cuGraphLaunch, 10000)                  \
+  X(cuGraphUpload, 11010)                  \
+  X(cuGraphExecUpdate, 12000)              \
+  X(cuGraphExecKernelNodeSetParams, 12000) \
+  X(cuGraphExecMemcpyNodeSetParams, 10020) \
+  X(cuGraphExecMemsetNodeSetParams, 10020) \
+  X(cuUserObjectCreate, 11030)             \
+  X(cuUserObjectRelease, 11030)            \
+  X(cuGraphRetainUserObject, 11030)        \
+  X(cuStreamBeginCapture, 10010)           \
+  X(cuStreamEndCapture, 10000)             \
+  X(cuStreamIsCapturing, 10000)            \
+  X(cuStreamGetCaptureInfo, 12030)         \
+  X(cuThreadExchangeStreamCaptureMode, 10010)
 #else
 #define CUDAX_HAS_KERNEL_INTROSPECTION 0
 #define CUDAX_DRIVER_ENTRY_POINTS_12040(X)

@@ -7,6 +7,7 @@
 
 #include "driver_api.hpp"
 #include "kernel_support.hpp"
+#include "nvtx_support.hpp"
 
 namespace cudax::detail {
 namespace {
@@ -223,6 +224,7 @@ std::string diagnose(CUresult status, CUstream stream, const launch_config& c, C
 
 void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, void** args,
                    const kernel_signature* sig) {
+  CUDAX_NVTX_AUTOMATIC_RANGE("cudax::launch", [kernel, sig] { return kernel_name_noexcept(kernel, sig); });
   if (stream == nullptr) [[unlikely]] {
     throw invalid_argument_error("cudax::launch", "the stream is empty (a moved-from or released cudax::stream)");
   }

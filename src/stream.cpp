@@ -115,11 +115,75 @@ void CUDA_CB run_host_task(void* data) {
   }
 }
 
+// A callable enqueued on a capturing stream becomes a host node that runs at every launch of the
+// graph: it must not be deleted after running. A user object moved into the capture graph owns it,
+// and its failures go to the destruction handler (no stream synchronisation will see them).
+void CUDA_CB run_captured_host_task(void* data) {
+  auto* task = static_cast<detail::host_task*>(data);
+  try {
+    task->run();
+  } catch (...) {
+    try {
+      get_destruction_error_handler()(
+          host_callback_error(std::current_exception(), "a host callable captured into a graph from " + describe(task->stream)));
+    } catch (...) {
+    }
+  }
+}
+
+void CUDA_CB delete_host_task(void* data) { delete static_cast<detail::host_task*>(data); }
+
+// Returns true when the task was captured (stream capturing), false when the stream is not capturing.
+bool enqueue_captured(CUstream stream, detail::host_task* task) {
+#if CUDAX_HAS_KERNEL_INTROSPECTION
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  CUgraph graph = nullptr;
+  try {
+    if (drv::cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr) != CUDA_SUCCESS ||
+        status != CU_STREAM_CAPTURE_STATUS_ACTIVE || graph == nullptr) {
+      return false;
+    }
+  } catch (const error&) {
+    return false;  // a driver without capture queries cannot be capturing through cudax either
+  }
+  CUuserObject object = nullptr;
+  CUresult created = CUDA_ERROR_UNKNOWN;
+  try {
+    created = drv::cuUserObjectCreate(&object, task, &delete_host_task, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+  } catch (...) {
+    delete task;
+    throw;
+  }
+  if (created != CUDA_SUCCESS) {
+    delete task;
+    detail::throw_driver_error(created, "cuUserObjectCreate", describe(stream));
+  }
+  CUresult moved = drv::cuGraphRetainUserObject(graph, object, 1, CU_GRAPH_USER_OBJECT_MOVE);
+  if (moved != CUDA_SUCCESS) {
+    drv::cuUserObjectRelease(object, 1);  // deletes the task
+    detail::throw_driver_error(moved, "cuGraphRetainUserObject", describe(stream));
+  }
+  // From here the capture graph owns the task, whatever happens below.
+  detail::check(drv::cuLaunchHostFunc(stream, &run_captured_host_task, static_cast<void*>(task)), "cuLaunchHostFunc",
+        [&] { return describe(stream) + " (capturing)"; });
+  return true;
+#else
+  (void)stream;
+  (void)task;
+  return false;
+#endif
+}
+
 }  // namespace
 
 namespace detail {
 void enqueue_host_task(CUstream stream, host_task* task) {
   task->stream = stream;
+  // On a capturing stream the task becomes a host node of the capture graph (which then owns it,
+  // also when this throws).
+  if (enqueue_captured(stream, task)) {
+    return;
+  }
   try {
     callback_failures& f = failures();
     std::lock_guard<std::mutex> lock(f.mutex);

@@ -211,6 +211,24 @@ class launch_error : public error {
   std::string kernel_name_;
 };
 
+/// @brief `cuGraphExecUpdate` refused to update an executable graph. @ref reason is the driver's
+/// `CUgraphExecUpdateResult` (e.g. `CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED`); the message says
+/// in words what differs and which node.
+class graph_update_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param code the status of `cuGraphExecUpdate`
+  /// @param reason the update result the driver reported
+  /// @param explanation what differs, naming the node involved
+  graph_update_error(CUresult code, int reason, std::string explanation)
+      : error(code, "cuGraphExecUpdate", std::move(explanation)), reason_(reason) {}
+  /// @brief The driver's `CUgraphExecUpdateResult`, as an int.
+  [[nodiscard]] int reason() const noexcept { return reason_; }
+
+ private:
+  int reason_;
+};
+
 /// @brief The symbolic name of a CUresult, e.g. `CUDA_ERROR_OUT_OF_MEMORY`. Works without a driver;
 /// an unknown value gives `CUDA_ERROR_<number>`.
 [[nodiscard]] std::string error_name(CUresult code);

@@ -28,26 +28,30 @@ void launch_kernel(CUstream stream, const launch_config& config, CUkernel kernel
                    const kernel_signature* signature);
 
 // Converts one argument to its parameter type into a local of this frame, records its address, and
-// recurses; the last frame launches. Every converted value lives until the driver has copied it.
-template <class P, class... Ps, class A, class... As>
-inline void launch_converted(CUstream stream, const launch_config& config, const kernel_ref& kernel, void** all,
-                             void** next, A&& arg, As&&... rest) {
+// recurses; the last frame hands the pointer array to the sink (a stream launch or a graph node).
+// Every converted value lives until the sink has returned (the driver copies the values).
+template <class Sink, class P, class... Ps, class A, class... As>
+inline void marshal_converted(Sink& sink, void** all, void** next, A&& arg, As&&... rest) {
   std::remove_cv_t<P> value(static_cast<P>(std::forward<A>(arg)));
   *next = static_cast<void*>(__builtin_addressof(value));
   if constexpr (sizeof...(Ps) == 0) {
-    launch_kernel(stream, config, kernel.native_handle(), all, kernel.cached_signature());
+    sink(all);
   } else {
-    launch_converted<Ps...>(stream, config, kernel, all, next + 1, std::forward<As>(rest)...);
+    marshal_converted<Sink, Ps...>(sink, all, next + 1, std::forward<As>(rest)...);
   }
 }
 
-template <class... Params, class... Args>
-inline void launch_typed(CUstream stream, const launch_config& config, const kernel_ref& kernel, Args&&... args) {
+// Typed kernels: converts the arguments to Params... on the stack, then calls sink(void** args).
+template <class... Params, class Sink, class... Args>
+inline void marshal_typed(Sink& sink, Args&&... args) {
+  static_assert(sizeof...(Args) == sizeof...(Params), "cudax::launch: the number of arguments differs from the kernel's parameters");
+  static_assert((std::is_convertible_v<Args&&, Params> && ...),
+                "cudax::launch: an argument does not convert to the kernel's parameter type");
   if constexpr (sizeof...(Params) == 0) {
-    launch_kernel(stream, config, kernel.native_handle(), nullptr, kernel.cached_signature());
+    sink(static_cast<void**>(nullptr));
   } else {
     void* pointers[sizeof...(Params)];
-    launch_converted<Params...>(stream, config, kernel, pointers, pointers, std::forward<Args>(args)...);
+    marshal_converted<Sink, Params...>(sink, pointers, pointers, std::forward<Args>(args)...);
   }
 }
 
@@ -72,6 +76,28 @@ inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, 
   }
   check_arguments_slow(kernel.native_handle(), sig, sizes, count);
 }
+
+// Untyped kernels: checks the argument sizes against the kernel, then calls sink(void** args) with
+// pointers to the arguments themselves.
+template <class Sink, class... Args>
+inline void marshal_untyped(Sink& sink, const kernel_ref& kernel, const Args&... args) {
+  static_assert((std::is_trivially_copyable_v<Args> && ...),
+                "cudax::launch: kernel arguments must be trivially copyable (pass buffer.get(), not the buffer)");
+  static_assert(!(std::is_array_v<Args> || ...),
+                "cudax::launch: an array argument would be passed by value, not as a pointer: pass a pointer "
+                "(std::data(array)), or wrap the array in a struct");
+  static_assert(!(std::is_null_pointer_v<Args> || ...),
+                "cudax::launch: pass a typed null pointer (static_cast<T*>(nullptr)), not nullptr");
+  if constexpr (sizeof...(Args) == 0) {
+    check_arguments(kernel, nullptr, 0);
+    sink(static_cast<void**>(nullptr));
+  } else {
+    static constexpr std::size_t sizes[] = {sizeof(Args)...};
+    check_arguments(kernel, sizes, sizeof...(Args));
+    void* pointers[] = {const_cast<void*>(static_cast<const void*>(__builtin_addressof(args)))...};
+    sink(pointers);
+  }
+}
 }  // namespace detail
 
 /// @brief Launches a typed kernel: the arguments are converted to the parameter types (with the
@@ -90,10 +116,10 @@ inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, 
 template <class... Params, class... Args>
 void launch(stream_ref stream, const launch_config& config, const typed_kernel_ref<void(Params...)>& kernel,
             Args&&... args) {
-  static_assert(sizeof...(Args) == sizeof...(Params), "cudax::launch: the number of arguments differs from the kernel's parameters");
-  static_assert((std::is_convertible_v<Args&&, Params> && ...),
-                "cudax::launch: an argument does not convert to the kernel's parameter type");
-  detail::launch_typed<Params...>(stream.native_handle(), config, kernel, std::forward<Args>(args)...);
+  auto sink = [&](void** pointers) {
+    detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());
+  };
+  detail::marshal_typed<Params...>(sink, std::forward<Args>(args)...);
 }
 
 /// @brief Launches an untyped kernel (from PTX or a cubin by name): the arguments are passed as they
@@ -115,22 +141,10 @@ void launch(stream_ref stream, const launch_config& config, const typed_kernel_r
 ///   empty stream; launch_error (source @ref error_source::driver) when the driver refuses the launch
 template <class... Args>
 void launch(stream_ref stream, const launch_config& config, const kernel_ref& kernel, const Args&... args) {
-  static_assert((std::is_trivially_copyable_v<Args> && ...),
-                "cudax::launch: kernel arguments must be trivially copyable (pass buffer.get(), not the buffer)");
-  static_assert(!(std::is_array_v<Args> || ...),
-                "cudax::launch: an array argument would be passed by value, not as a pointer: pass a pointer "
-                "(std::data(array)), or wrap the array in a struct");
-  static_assert(!(std::is_null_pointer_v<Args> || ...),
-                "cudax::launch: pass a typed null pointer (static_cast<T*>(nullptr)), not nullptr");
-  if constexpr (sizeof...(Args) == 0) {
-    detail::check_arguments(kernel, nullptr, 0);
-    detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), nullptr, kernel.cached_signature());
-  } else {
-    static constexpr std::size_t sizes[] = {sizeof(Args)...};
-    detail::check_arguments(kernel, sizes, sizeof...(Args));
-    void* pointers[] = {const_cast<void*>(static_cast<const void*>(__builtin_addressof(args)))...};
+  auto sink = [&](void** pointers) {
     detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());
-  }
+  };
+  detail::marshal_untyped(sink, kernel, args...);
 }
 
 #if defined(__CUDACC__) || defined(CUDAX_DOXYGEN)

@@ -132,3 +132,18 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) fixed_cluster(int* out) {
   }
 }
 
+
+// Graph conditionals: each run counts itself and keeps the while loop going until the counter is 0.
+extern "C" __global__ void countdown(cudaGraphConditionalHandle handle, int* counter, int* iterations) {
+  if (threadIdx.x == 0 && blockIdx.x == 0) {
+    *iterations += 1;
+    const int left = --*counter;
+    cudaGraphSetConditional(handle, left > 0 ? 1u : 0u);
+  }
+}
+
+extern "C" __global__ void set_condition(cudaGraphConditionalHandle handle, unsigned value) {
+  cudaGraphSetConditional(handle, value);
+}
+
+extern "C" __global__ void add_value(int* out, int value) { atomicAdd(out, value); }
