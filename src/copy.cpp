@@ -245,10 +245,7 @@ CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c) {
 
 memcpy_node add_copy_node(graph_builder& b, const linear_copy& c) {
   CUDA_MEMCPY3D p = linear_memcpy3d(c);
-  std::vector<CUgraphNode> deps;
-  for (const auto& d : b.dependencies()) {
-    deps.push_back(d.native_handle());
-  }
+  const std::vector<CUgraphNode> deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   check(drv::cuGraphAddMemcpyNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
                                   b.context().native_handle()),
@@ -274,10 +271,7 @@ CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::
 memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                              std::size_t element_size) {
   CUDA_MEMSET_NODE_PARAMS p = memset_params("cudax::fill", dst, count, pattern, element_size);
-  std::vector<CUgraphNode> deps;
-  for (const auto& d : b.dependencies()) {
-    deps.push_back(d.native_handle());
-  }
+  const std::vector<CUgraphNode> deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   check(drv::cuGraphAddMemsetNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
                                   b.context().native_handle()),

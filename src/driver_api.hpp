@@ -111,10 +111,6 @@
   X(cuMemGetAddressRange, 3020)               \
   X(cuMemcpyHtoD, 3020)                       \
   X(cuMemcpyDtoH, 3020)                       \
-  X(cuModuleLoadDataEx, 2010)                 \
-  X(cuModuleUnload, 2000)                     \
-  X(cuModuleGetFunction, 2000)                \
-  X(cuModuleGetGlobal, 3020)                  \
   X(cuLibraryLoadData, 12000)                 \
   X(cuLibraryUnload, 12000)                   \
   X(cuLibraryGetKernel, 12000)                \
@@ -125,8 +121,6 @@
   X(cuKernelGetAttribute, 12000)              \
   X(cuKernelSetAttribute, 12000)              \
   X(cuKernelSetCacheConfig, 12000)            \
-  X(cuFuncGetAttribute, 2020)                 \
-  X(cuFuncSetAttribute, 9000)                 \
   X(cuLaunchKernel, 4000)                     \
   X(cuLaunchKernelEx, 11060)                  \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000) \
@@ -157,8 +151,6 @@
 #define CUDAX_DRIVER_ENTRY_POINTS_12040(X) \
   X(cuKernelGetName, 12030)                \
   X(cuKernelGetParamInfo, 12040)           \
-  X(cuFuncGetName, 12030)                  \
-  X(cuFuncGetParamInfo, 12040)             \
   X(cuFuncLoad, 12040)                     \
   X(cuLibraryGetKernelCount, 12040)        \
   X(cuLibraryEnumerateKernels, 12040)      \
@@ -188,7 +180,6 @@
   X(cuGraphDestroyNode, 10000)             \
   X(cuGraphConditionalHandleCreate, 12030) \
   X(cuGraphDebugDotPrint, 11030)           \
-  X(cuGraphInstantiateWithFlags, 11040)    \
   X(cuGraphInstantiateWithParams, 12000)   \
   X(cuGraphExecDestroy, 10000)             \
   X(cuGraphLaunch, 10000)                  \
@@ -203,8 +194,7 @@
   X(cuStreamBeginCapture, 10010)           \
   X(cuStreamEndCapture, 10000)             \
   X(cuStreamIsCapturing, 10000)            \
-  X(cuStreamGetCaptureInfo, 12030)         \
-  X(cuThreadExchangeStreamCaptureMode, 10010)
+  X(cuStreamGetCaptureInfo, 12030)
 #else
 #define CUDAX_HAS_KERNEL_INTROSPECTION 0
 #define CUDAX_DRIVER_ENTRY_POINTS_12040(X)

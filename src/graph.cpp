@@ -18,7 +18,6 @@
 
 namespace cudax {
 namespace detail {
-namespace {
 
 std::vector<CUgraphNode> native_nodes(const std::vector<graph_node_ref>& nodes) {
   std::vector<CUgraphNode> out;
@@ -28,6 +27,8 @@ std::vector<CUgraphNode> native_nodes(const std::vector<graph_node_ref>& nodes) 
   }
   return out;
 }
+
+namespace {
 
 std::vector<graph_node_ref> wrap_nodes(const std::vector<CUgraphNode>& nodes) {
   std::vector<graph_node_ref> out;
@@ -99,10 +100,7 @@ std::string describe_node(CUgraphNode node) {
 
 CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kernel, CUcontext ctx, void** args,
                                            const kernel_signature* sig) {
-  if (c.dynamic_shared_memory > 0xFFFFFFFFu) {
-    throw launch_error(error_source::cudax, CUDA_ERROR_INVALID_VALUE, "cudax::launch", kernel_name_noexcept(kernel, sig),
-                       std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory do not fit a launch");
-  }
+  check_shared_memory_fits(c, kernel, sig);
   CUDA_KERNEL_NODE_PARAMS params{};
   params.func = nullptr;
   params.kern = kernel;

@@ -152,6 +152,11 @@ void fill_launch_config(const launch_config& config, CUlaunchConfig& out, CUlaun
   }
 }
 
+void throw_shared_memory_too_large(const launch_config& c, CUkernel kernel, const kernel_signature* sig) {
+  throw launch_error(error_source::cudax, CUDA_ERROR_INVALID_VALUE, "cudax::launch", kernel_name_noexcept(kernel, sig),
+                     std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory do not fit a launch");
+}
+
 void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const std::size_t* sizes, std::size_t count) {
   if (sig != nullptr) {
     return;  // cached as unknowable (a driver or headers older than 12.4): nothing to check against

@@ -1,7 +1,6 @@
 // launch: the kernel launch itself and the diagnosis of a refused launch.
 #include "cudax/launch.hpp"
 
-#include <climits>
 #include <string>
 #include <vector>
 
@@ -228,10 +227,7 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
   if (stream == nullptr) [[unlikely]] {
     throw invalid_argument_error("cudax::launch", "the stream is empty (a moved-from or released cudax::stream)");
   }
-  if (c.dynamic_shared_memory > UINT_MAX) [[unlikely]] {
-    throw launch_error(error_source::cudax, CUDA_ERROR_INVALID_VALUE, "cudax::launch", kernel_name_noexcept(kernel, sig),
-                       std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory do not fit a launch");
-  }
+  check_shared_memory_fits(c, kernel, sig);
   if (!c.needs_extended_launch()) [[likely]] {
     CUresult status = drv::cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), c.grid.x, c.grid.y, c.grid.z, c.block.x,
                                           c.block.y, c.block.z, static_cast<unsigned>(c.dynamic_shared_memory), stream,

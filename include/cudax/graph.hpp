@@ -310,6 +310,8 @@ CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c);
 /// @brief The kernel-node parameters of a launch (internal).
 CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& config, CUkernel kernel, CUcontext ctx, void** args,
                                            const kernel_signature* signature);
+/// @brief The driver handles of @p nodes, for a dependency array (internal).
+std::vector<CUgraphNode> native_nodes(const std::vector<graph_node_ref>& nodes);
 /// @brief The memset parameters of a checked fill (internal).
 CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                                       std::size_t element_size);
