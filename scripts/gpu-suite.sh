@@ -2,8 +2,12 @@
 # Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking;
-#   3. the examples, cudax-query and (unless --no-bench) the benchmarks named in $BENCHES
-#      (default: bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx; missing ones are skipped).
+#   3. cudax-query's views, each also under compute-sanitizer (unless --no-sanitizer);
+#   4. the examples and (unless --no-bench) the benchmarks named in $BENCHES (default:
+#      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup;
+#      missing ones are skipped).
+# The cudax-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
+# by scripts/fetch-jsonschema.sh in $BUILD/pyvendor is used.
 # Logs go to $OUT (default: ./gpu-suite-logs). The build tree is expected at $BUILD (default:
 # ./build). CTest files hold the absolute path of the tree they were configured in; when that path
 # does not exist here, it is linked to this tree.
@@ -39,6 +43,10 @@ if [ -n "$cmake_used" ] && [ ! -x "$cmake_used" ] && command -v cmake > /dev/nul
   mkdir -p "$(dirname "$cmake_used")" && ln -sf "$(command -v cmake)" "$cmake_used"
 fi
 
+if ! python3 -c "import jsonschema" 2> /dev/null && [ -d "$build/pyvendor" ]; then
+  export PYTHONPATH="$build/pyvendor${PYTHONPATH:+:$PYTHONPATH}"
+fi
+
 status=0
 echo "== nvidia-smi" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
@@ -59,7 +67,26 @@ if [ "$sanitize" = 1 ]; then
 fi
 
 echo "== cudax-query" | tee -a "$out/summary.txt"
-"$build/tools/cudax-query/cudax-query" 2>&1 | tee -a "$out/summary.txt" || status=1
+query="$build/tools/cudax-query/cudax-query"
+"$query" 2>&1 | tee -a "$out/summary.txt" || status=1
+# name|arguments; the bench is short under the sanitizer (it slows every copy and launch). API errors
+# are not reported, as for the test binary: cudax counts a kernel's parameters by asking
+# cuKernelGetParamInfo for one more than there are, which answers CUDA_ERROR_INVALID_VALUE.
+for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progress"; do
+  name=${spec%%|*}
+  read -r -a args <<< "${spec#*|}"
+  "$query" "${args[@]}" > "$out/query-$name.txt" 2>&1 || status=1
+  "$query" "${args[@]}" --json > "$out/query-$name.json" 2> /dev/null || status=1
+  if [ "$sanitize" = 1 ]; then
+    [ "$name" = bench ] && args+=(--bench-size 8M --bench-iterations 2 --bench-trials 2)
+    compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 "$query" "${args[@]}" \
+      > "$out/query-$name-memcheck.log" 2>&1
+    rc=$?
+    echo "cudax-query ${args[*]:-(summary)} under memcheck: exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY" "$out/query-$name-memcheck.log")" | tee -a "$out/summary.txt"
+    [ "$rc" = 0 ] || status=1
+  fi
+done
 echo "== examples" | tee -a "$out/summary.txt"
 for ex in "$build"/examples/example_*; do
   [ -x "$ex" ] || continue
@@ -72,7 +99,7 @@ for ex in "$build"/examples/example_*; do
 done
 
 if [ "$bench" = 1 ]; then
-  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx}; do
+  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup}; do
     [ -x "$build/benchmarks/$b" ] || continue
     echo "== $b" | tee -a "$out/summary.txt"
     "$build/benchmarks/$b" > "$out/$b.log" 2>&1 || status=1

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what cudax needs to build, test and document itself on Debian or Ubuntu, when missing:
-# cmake, g++, make, Catch2, Doxygen, nlohmann-json and CLI11. The CUDA toolkit must already be
+# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11 and Python's jsonschema (the cudax-query tests
+# validate its JSON with it). The CUDA toolkit must already be
 # installed; this script only checks for it.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
@@ -47,6 +48,14 @@ have_header() {
   return 1
 }
 
+have_python_module() {
+  local py
+  for py in "$(command -v python3 2>/dev/null || true)" /usr/bin/python3; do
+    [[ -n "$py" && -x "$py" ]] && "$py" -c "import $1" 2>/dev/null && return 0
+  done
+  return 1
+}
+
 present() {
   case "$1" in
     cmake) have_cmd cmake ;;
@@ -56,11 +65,13 @@ present() {
     catch2) have_header catch2/catch.hpp catch2/catch_all.hpp catch2/catch_test_macros.hpp ;;
     nlohmann-json3-dev) have_header nlohmann/json.hpp ;;
     libcli11-dev) have_header CLI/CLI.hpp ;;
+    # Any python3 that imports jsonschema will do (a pip or pyenv one included).
+    python3-jsonschema) have_python_module jsonschema ;;
     *) return 1 ;;
   esac
 }
 
-packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev)
+packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema)
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then

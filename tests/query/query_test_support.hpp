@@ -1,0 +1,168 @@
+// Shared by the cudax-query tests: running the tool (or any program) as a child process, and
+// validating JSON against docs/cudax-query.schema.json with the Python jsonschema package.
+#pragma once
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+extern char** environ;
+
+namespace query_test {
+
+#ifndef CUDAX_TEST_QUERY_PATH
+#error "CUDAX_TEST_QUERY_PATH must name the cudax-query binary"
+#endif
+
+/// What a child process did.
+struct process_result {
+  int exit_code = -1;  ///< its exit status (128 + signal when killed)
+  std::string out;     ///< stdout
+  std::string err;     ///< stderr
+};
+
+/// A temporary file, removed at destruction.
+class temp_file {
+ public:
+  temp_file() {
+    char name[] = "/tmp/cudax_query_test_XXXXXX";
+    int fd = mkstemp(name);
+    if (fd < 0) {
+      throw std::runtime_error("mkstemp failed");
+    }
+    close(fd);
+    path_ = name;
+  }
+  temp_file(const temp_file&) = delete;
+  temp_file& operator=(const temp_file&) = delete;
+  ~temp_file() { std::remove(path_.c_str()); }
+  [[nodiscard]] const std::string& path() const { return path_; }
+  [[nodiscard]] std::string read() const {
+    std::ifstream in(path_, std::ios::binary);
+    std::stringstream s;
+    s << in.rdbuf();
+    return s.str();
+  }
+
+ private:
+  std::string path_;
+};
+
+/// Runs @p argv (argv[0] searched on PATH) with the environment of this process, changed by
+/// @p set ("NAME=value") and @p unset ("NAME"); stdout and stderr are captured.
+inline process_result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
+                                  const std::vector<std::string>& unset = {}) {
+  std::vector<std::string> env;
+  for (char** e = environ; *e != nullptr; ++e) {
+    std::string entry(*e);
+    std::string name = entry.substr(0, entry.find('='));
+    bool drop = false;
+    for (const std::string& u : unset) drop = drop || name == u;
+    for (const std::string& s : set) drop = drop || name == s.substr(0, s.find('='));
+    if (!drop) env.push_back(entry);
+  }
+  for (const std::string& s : set) env.push_back(s);
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> args = argv;
+  std::vector<char*> argp;
+  for (std::string& a : args) argp.push_back(a.data());
+  argp.push_back(nullptr);
+
+  temp_file out;
+  temp_file err;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.path().c_str(), O_WRONLY | O_TRUNC, 0);
+  pid_t pid = 0;
+  int rc = posix_spawnp(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  posix_spawn_file_actions_destroy(&actions);
+  process_result r;
+  if (rc != 0) {
+    r.err = "posix_spawnp(" + argv[0] + ") failed: error " + std::to_string(rc);
+    return r;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  r.out = out.read();
+  r.err = err.read();
+  return r;
+}
+
+/// Runs cudax-query with @p args.
+inline process_result run_query(const std::vector<std::string>& args, const std::vector<std::string>& set = {},
+                                const std::vector<std::string>& unset = {}) {
+  std::vector<std::string> argv{CUDAX_TEST_QUERY_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_process(argv, set, unset);
+}
+
+/// The environment setting that hides the driver from cudax-query.
+inline const std::string no_driver = "CUDAX_LIBCUDA=/nonexistent/libcuda.so.1";
+
+/// The Python interpreter that has jsonschema: $CUDAX_TEST_PYTHON, else the one CMake found, else python3.
+inline std::string python() {
+  if (const char* p = std::getenv("CUDAX_TEST_PYTHON"); p != nullptr && *p != '\0') {
+    return p;
+  }
+  std::string configured = CUDAX_TEST_PYTHON;
+  if (!configured.empty() && access(configured.c_str(), X_OK) == 0) {
+    return configured;
+  }
+  return "python3";
+}
+
+/// Validates @p text against docs/cudax-query.schema.json; returns the validator's report and sets
+/// @p valid. A missing jsonschema package is reported as invalid (with the reason), never skipped.
+inline std::string validate(const std::string& text, bool& valid) {
+  temp_file doc;
+  {
+    std::ofstream f(doc.path(), std::ios::binary);
+    f << text;
+  }
+  process_result r = run_process({python(), CUDAX_TEST_VALIDATOR, CUDAX_TEST_SCHEMA, doc.path()});
+  valid = r.exit_code == 0;
+  return "validator exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
+}
+
+/// Parses JSON, failing the test with the text when it is not JSON.
+inline nlohmann::json parse(const std::string& text) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error(std::string("not JSON (") + e.what() + "):\n" + text);
+  }
+}
+
+/// The number of lines in @p s (a last line without a newline counts).
+inline int line_count(const std::string& s) {
+  int n = 0;
+  for (char c : s) n += c == '\n';
+  return n + (!s.empty() && s.back() != '\n' ? 1 : 0);
+}
+
+}  // namespace query_test
+
+/// Requires that @p text validates against the schema, printing the validator's report otherwise.
+#define REQUIRE_SCHEMA_VALID(text)                                      \
+  do {                                                                  \
+    bool query_test_valid_ = false;                                     \
+    std::string query_test_report_ = ::query_test::validate(text, query_test_valid_); \
+    INFO(query_test_report_);                                           \
+    REQUIRE(query_test_valid_);                                         \
+  } while (0)

@@ -1,0 +1,146 @@
+// cudax-query's command line, run as a process, on any machine: --help, --version, usage errors,
+// and the driver-less output (text and JSON of every view, exit status 2).
+#include <catch2/catch.hpp>
+
+#include <cuda.h>
+
+#include "query_test_support.hpp"
+
+using query_test::no_driver;
+using query_test::run_query;
+
+namespace {
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+void require_one_error_line(const query_test::process_result& r) {
+  INFO("stderr: " << r.err);
+  REQUIRE(query_test::line_count(r.err) == 1);
+  CHECK(r.err.rfind("cudax-query: ", 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("--help lists the options, selectors, exit statuses and environment", "[query][cli]") {
+  auto r = run_query({"--help"}, {no_driver});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.err.empty());
+  for (const char* part : {"--device", "--details", "--p2p", "--bench", "--json", "--color", "--bench-size",
+                           "--bench-iterations", "--bench-trials", "--no-progress", "--version", "GPU-",
+                           "0000:c1:00.0", "NO_COLOR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDAX_LIBNVML",
+                           "schema_version"}) {
+    INFO(part);
+    CHECK(contains(r.out, part));
+  }
+  for (int status = 0; status <= 4; ++status) {
+    INFO("exit status " << status);
+    CHECK(contains(r.out, "\n  " + std::to_string(status) + "  "));
+  }
+  CHECK(run_query({"-h"}, {no_driver}).out == r.out);
+}
+
+TEST_CASE("--version prints the cudax version", "[query][cli]") {
+  auto r = run_query({"--version"}, {no_driver});
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out == std::string("cudax-query ") + CUDAX_TEST_VERSION + "\n");
+}
+
+TEST_CASE("usage errors exit with status 1 and one line on stderr, before the driver is loaded", "[query][cli]") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--no-such-option"},
+      {"extra-argument"},
+      {"-d"},
+      {"--details", "--p2p"},
+      {"--p2p", "--bench"},
+      {"--bench", "--details"},
+      {"--bench-size", "1M"},
+      {"--bench", "--bench-size", "0"},
+      {"--bench", "--bench-size", "12Q"},
+      {"--bench", "--bench-iterations", "0"},
+      {"--bench", "--bench-trials", "-3"},
+      {"--color", "purple"},
+      {"--no-progress"},
+      {"-d", "foo"},
+      {"-d", "0,GPU-xyz"},
+      {"--device", "0000:c1:00.9"},
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("cudax-query " << joined);
+    // With the driver hidden: a usage error must win over "no driver" (status 1, not 2).
+    auto r = run_query(args, {no_driver});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    require_one_error_line(r);
+    CHECK(contains(r.err, "--help"));
+  }
+}
+
+TEST_CASE("without a driver every view exits 2 with one line on stderr", "[query][cli]") {
+  for (std::vector<std::string> args : {std::vector<std::string>{}, {"--details"}, {"--p2p"}, {"--bench"}, {"-d", "0"},
+                                        {"--color", "always"}}) {
+    INFO(args.size());
+    auto r = run_query(args, {no_driver});
+    CHECK(r.exit_code == 2);
+    CHECK(r.out.empty());
+    require_one_error_line(r);
+    CHECK(contains(r.err, "no usable CUDA driver"));
+    CHECK(contains(r.err, "/nonexistent/libcuda.so.1"));
+  }
+}
+
+TEST_CASE("without a driver --json prints a valid document that says why, for every view", "[query][cli]") {
+  for (std::string v : {"summary", "details", "p2p", "bench"}) {
+    INFO(v);
+    std::vector<std::string> args{"--json"};
+    if (v != "summary") args.push_back("--" + v);
+    auto r = run_query(args, {no_driver, "CUDA_VISIBLE_DEVICES=0", "CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"},
+                       {"CUDA_DEVICE_ORDER"});
+    CHECK(r.exit_code == 2);
+    require_one_error_line(r);
+    REQUIRE_SCHEMA_VALID(r.out);
+    nlohmann::json j = query_test::parse(r.out);
+    CHECK(j["view"] == v);
+    CHECK(j["status"] == "no_driver");
+    CHECK(j["exit_code"] == 2);
+    CHECK(j["driver"]["available"] == false);
+    CHECK(contains(j["driver"]["unavailable_reason"].get<std::string>(), "/nonexistent/libcuda.so.1"));
+    CHECK(contains(j["error"]["message"].get<std::string>(), "no usable CUDA driver"));
+    CHECK(j["devices"].empty());
+    CHECK(j["device_count"] == 0);
+    CHECK(j["toolkit"]["cuda_version"] == CUDA_VERSION);
+    CHECK(j["environment"]["CUDA_VISIBLE_DEVICES"] == "0");
+    CHECK(j["environment"]["CUDA_DEVICE_ORDER"].is_null());
+    CHECK(j["nvml"]["available"] == false);
+    CHECK(contains(j["nvml"]["unavailable_reason"].get<std::string>(), "/nonexistent/libnvidia-ml.so.1"));
+    CHECK_FALSE(j.contains("p2p"));
+    CHECK_FALSE(j.contains("bench"));
+  }
+}
+
+TEST_CASE("NVRTC: the summary gives the version built with, the other views the library's", "[query][cli]") {
+  auto summary = query_test::parse(run_query({"--json"}, {no_driver}).out);
+  CHECK(summary["nvrtc"]["built_with"]["cuda_version"] == CUDA_VERSION);
+  CHECK_FALSE(summary["nvrtc"].contains("library"));  // not loaded: start-up time
+
+  auto loaded = run_query({"--json", "--details"}, {no_driver});
+  REQUIRE_SCHEMA_VALID(loaded.out);
+  nlohmann::json j = query_test::parse(loaded.out);
+  CHECK(j["nvrtc"]["library"]["available"] == true);
+  CHECK(j["nvrtc"]["library"]["version"].get<int>() >= 12000);
+
+  auto missing = run_query({"--json", "--p2p"}, {no_driver, "CUDAX_LIBNVRTC=/nonexistent/libnvrtc.so"});
+  CHECK(missing.exit_code == 2);
+  REQUIRE_SCHEMA_VALID(missing.out);
+  j = query_test::parse(missing.out);
+  CHECK(j["nvrtc"]["library"]["available"] == false);
+  CHECK(contains(j["nvrtc"]["library"]["unavailable_reason"].get<std::string>(), "/nonexistent/libnvrtc.so"));
+}
+
+TEST_CASE("environment values that are not UTF-8 still give a valid JSON document", "[query][cli]") {
+  auto r = run_query({"--json"}, {no_driver, "CUDA_VISIBLE_DEVICES=\xff" "0"});
+  CHECK(r.exit_code == 2);
+  REQUIRE_SCHEMA_VALID(r.out);
+  CHECK(query_test::parse(r.out)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd" "0");
+}
