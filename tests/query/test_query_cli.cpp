@@ -21,7 +21,7 @@ void require_one_error_line(const query_test::process_result& r) {
 
 }  // namespace
 
-TEST_CASE("--help lists the options, selectors, exit statuses and environment", "[query][cli]") {
+TEST_CASE("option --help lists the options, selectors, exit statuses and environment", "[query][cli]") {
   auto r = run_query({"--help"}, {no_driver});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
@@ -39,7 +39,7 @@ TEST_CASE("--help lists the options, selectors, exit statuses and environment", 
   CHECK(run_query({"-h"}, {no_driver}).out == r.out);
 }
 
-TEST_CASE("--version prints the cudax version", "[query][cli]") {
+TEST_CASE("option --version prints the cudax version", "[query][cli]") {
   auto r = run_query({"--version"}, {no_driver});
   REQUIRE(r.exit_code == 0);
   CHECK(r.out == std::string("cudax-query ") + CUDAX_TEST_VERSION + "\n");

@@ -5,6 +5,7 @@
 // what went wrong is printed on stdout as well (except for command lines that cannot be parsed).
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <new>
@@ -70,6 +71,7 @@ int finish(const system_info& info, view v, bool json, const text_style& style, 
         line += (i == 0 ? " " : " | ") + error->valid_selectors[i];
       }
     }
+    std::replace(line.begin(), line.end(), '\n', ' ');  // one line, whatever the driver said
     std::cerr << line << '\n';
   }
   if (json) {
