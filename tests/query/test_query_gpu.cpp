@@ -19,7 +19,7 @@ using query_test::run_query;
 
 namespace {
 
-bool has(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+using cudax::test::contains;
 
 json query_json(const std::vector<std::string>& args, const std::vector<std::string>& set = {},
                 const std::vector<std::string>& unset = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"},
@@ -296,9 +296,9 @@ TEST_CASE("cudax-query --details reads every attribute the driver has", "[query]
   // The text view shows each group and the NVML block when NVML is there.
   auto text = run_query({"--details", "--color", "never"});
   REQUIRE(text.exit_code == 0);
-  for (const char* group : cudax_query::group_names()) CHECK(has(text.out, std::string("  ") + group + "\n"));
-  CHECK(has(text.out, "Max threads per block"));
-  if (doc["nvml"]["available"] == true) CHECK(has(text.out, "  nvml"));
+  for (const char* group : cudax_query::group_names()) CHECK(contains(text.out, std::string("  ") + group + "\n"));
+  CHECK(contains(text.out, "Max threads per block"));
+  if (doc["nvml"]["available"] == true) CHECK(contains(text.out, "  nvml"));
 }
 
 TEST_CASE("cudax-query agrees with nvidia-smi", "[query][gpu]") {
@@ -362,8 +362,8 @@ TEST_CASE("cudax-query without NVML omits the NVML fields and still succeeds", "
   }
   auto text = run_query({"--color", "never"}, {"CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"});
   REQUIRE(text.exit_code == 0);
-  CHECK(has(text.out, "not loaded"));
-  CHECK(has(text.out, "n/a"));
+  CHECK(contains(text.out, "not loaded"));
+  CHECK(contains(text.out, "n/a"));
 }
 
 TEST_CASE("cudax-query -d selects by ordinal, UUID, UUID prefix and PCI bus id", "[query][gpu]") {
@@ -399,8 +399,8 @@ TEST_CASE("cudax-query -d selects by ordinal, UUID, UUID prefix and PCI bus id",
   CHECK(r.exit_code == 1);
   CHECK(r.out.empty());
   CHECK(query_test::line_count(r.err) == 1);
-  CHECK(has(r.err, "no device matches --device " + std::to_string(count)));
-  CHECK(has(r.err, cudax::device(0).uuid().to_string()));
+  CHECK(contains(r.err, "no device matches --device " + std::to_string(count)));
+  CHECK(contains(r.err, cudax::device(0).uuid().to_string()));
   json bad = query_json({"-d", "GPU-ffffffff-0000"}, {}, {"CUDA_VISIBLE_DEVICES"}, 1);
   CHECK(bad["status"] == "usage_error");
   CHECK(bad["error"]["valid_selectors"].size() == static_cast<std::size_t>(count));
@@ -448,7 +448,7 @@ TEST_CASE("cudax-query follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER", "[qu
   auto text = run_query({}, {"CUDA_VISIBLE_DEVICES=-1"});
   CHECK(text.exit_code == 3);
   CHECK(query_test::line_count(text.err) == 1);
-  CHECK(has(text.err, "sees no device"));
+  CHECK(contains(text.err, "sees no device"));
 }
 
 TEST_CASE("cudax-query text output: every device, colour only when asked", "[query][gpu]") {
@@ -456,17 +456,17 @@ TEST_CASE("cudax-query text output: every device, colour only when asked", "[que
   auto plain = run_query({}, {"NO_COLOR=1"});
   REQUIRE(plain.exit_code == 0);
   CHECK(plain.err.empty());
-  CHECK_FALSE(has(plain.out, "\033["));
+  CHECK_FALSE(contains(plain.out, "\033["));
   for (cudax::device dev : cudax::devices()) {
-    CHECK(has(plain.out, dev.name()));
-    CHECK(has(plain.out, dev.uuid().to_string()));
-    CHECK(has(plain.out, dev.pci_bus_id()));
+    CHECK(contains(plain.out, dev.name()));
+    CHECK(contains(plain.out, dev.uuid().to_string()));
+    CHECK(contains(plain.out, dev.pci_bus_id()));
   }
-  CHECK(has(plain.out, "CUDA toolkit"));
+  CHECK(contains(plain.out, "CUDA toolkit"));
   auto forced = run_query({"--color", "always"}, {"NO_COLOR=1"});
-  CHECK(has(forced.out, "\033["));
+  CHECK(contains(forced.out, "\033["));
   auto piped = run_query({}, {}, {"NO_COLOR"});  // stdout is a file: no colour in auto mode
-  CHECK_FALSE(has(piped.out, "\033["));
+  CHECK_FALSE(contains(piped.out, "\033["));
 }
 
 TEST_CASE("cudax-query --p2p reports the driver's peer matrix and link attributes", "[query][gpu]") {
@@ -493,11 +493,11 @@ TEST_CASE("cudax-query --p2p reports the driver's peer matrix and link attribute
   auto text = run_query({"--p2p", "--color", "never"});
   REQUIRE(text.exit_code == 0);
   if (count < 2) {
-    CHECK(has(text.out, "needs two devices"));
+    CHECK(contains(text.out, "needs two devices"));
     WARN("one device: the P2P matrix needs two (run on nvidia-h200-x2)");
   } else {
-    CHECK(has(text.out, "Peer access"));
-    CHECK(has(text.out, "Native atomics"));
+    CHECK(contains(text.out, "Peer access"));
+    CHECK(contains(text.out, "Native atomics"));
   }
 }
 
@@ -597,7 +597,7 @@ TEST_CASE("cudax-query --bench is within 10% of the raw driver figures", "[query
   }
   auto progress = run_query({"--bench", "--bench-size", "1M", "--bench-iterations", "1", "--bench-trials", "1"});
   REQUIRE(progress.exit_code == 0);
-  CHECK(has(progress.err, "cudax-query: bench [1/"));
+  CHECK(contains(progress.err, "cudax-query: bench [1/"));
   CHECK(query_test::line_count(progress.err) == 7 * count + count * (count - 1));
-  CHECK(has(progress.out, "GB/s"));
+  CHECK(contains(progress.out, "GB/s"));
 }

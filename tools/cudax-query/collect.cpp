@@ -35,6 +35,11 @@ device_info collect_device(const cudax::device& dev) {
   return d;
 }
 
+/// An attribute newer than the installed driver: reported as unknown, not as a failure.
+bool unknown_to_driver(const cudax::error& e) {
+  return e.result() == CUDA_ERROR_INVALID_VALUE || e.result() == CUDA_ERROR_NOT_SUPPORTED;
+}
+
 std::optional<std::string> environment(const char* name) {
   if (const char* value = std::getenv(name); value != nullptr) {
     return std::string(value);
@@ -172,8 +177,7 @@ void collect_attributes(system_info& info) {
       try {
         v.value = dev.attribute(a.id);
       } catch (const cudax::error& e) {
-        // An attribute newer than the installed driver: reported as unknown, not as a failure.
-        if (e.result() != CUDA_ERROR_INVALID_VALUE && e.result() != CUDA_ERROR_NOT_SUPPORTED) {
+        if (!unknown_to_driver(e)) {
           throw;
         }
         v.error = e.name();
@@ -190,7 +194,7 @@ void collect_p2p(system_info& info) {
     try {
       return a.p2p_attribute(attr, b);
     } catch (const cudax::error& e) {
-      if (e.result() != CUDA_ERROR_INVALID_VALUE && e.result() != CUDA_ERROR_NOT_SUPPORTED) {
+      if (!unknown_to_driver(e)) {
         throw;
       }
       return std::nullopt;

@@ -159,15 +159,7 @@ int run(int argc, char** argv) {
       options.nvml = nvml_fields::memory;
       options.nvrtc = false;
     }
-    try {
-      info = collect(options);
-    } catch (const cudax::error& e) {
-      info.driver_available = cudax::driver::available();
-      info.driver_version = cudax::driver::version();
-      info.driver_library = cudax::driver::library_path();
-      error = {exit_cuda_error, std::string("CUDA error while reading the devices: ") + e.what(), {}};
-      return finish(info, v, json, style, &error);
-    }
+    info = collect(options);
     if (!info.driver_available) {
       error = {exit_no_driver, "no usable CUDA driver: " + info.unavailable_reason, {}};
       return finish(info, v, json, style, &error);
@@ -197,6 +189,11 @@ int run(int argc, char** argv) {
         break;
     }
   } catch (const cudax::error& e) {
+    if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is
+      info.driver_available = cudax::driver::available();
+      info.driver_version = cudax::driver::version();
+      info.driver_library = cudax::driver::library_path();
+    }
     error = {exit_cuda_error, std::string("CUDA error: ") + e.what(), {}};
     return finish(info, v, json, style, &error);
   } catch (const std::bad_alloc&) {

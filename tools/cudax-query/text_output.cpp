@@ -54,6 +54,24 @@ void print_table(std::ostream& out, const std::vector<std::vector<std::string>>&
 
 std::string yes_no(bool b) { return b ? "yes" : "no"; }
 
+/// A square table over @p ordinals, row = link.from, column = link.to; @p cell gives the text of a
+/// link, "-" stands where there is none (the diagonal).
+template <class Link, class Cell>
+void print_pair_matrix(std::ostream& out, const std::vector<int>& ordinals, const std::vector<Link>& links, Cell cell,
+                       const painter& paint) {
+  std::vector<std::vector<std::string>> matrix{{""}};
+  for (int o : ordinals) matrix.front().push_back(std::to_string(o));
+  for (int from : ordinals) {
+    std::vector<std::string> row{std::to_string(from)};
+    for (int to : ordinals) {
+      auto it = std::find_if(links.begin(), links.end(), [&](const Link& l) { return l.from == from && l.to == to; });
+      row.push_back(it == links.end() ? "-" : cell(*it));
+    }
+    matrix.push_back(std::move(row));
+  }
+  print_table(out, matrix, std::vector<bool>(matrix.front().size(), true), paint, "  ");
+}
+
 std::string max_clocks(const device_info& d) {
   // The driver's clock attributes (the maximum SM and memory clocks; NVML's figures are in --details).
   return std::to_string(d.sm_clock_khz / 1000) + "/" + std::to_string(d.memory_clock_khz / 1000) + " MHz";
@@ -226,24 +244,9 @@ void print_p2p(std::ostream& out, const system_info& info, const painter& paint)
   print_table(out, devices, {true, false, false, false}, paint);
   out << '\n'
       << paint.heading("Peer access") << " (row: the device that accesses, column: the device whose memory it reads)\n";
-  auto find = [&](int from, int to) -> const p2p_link* {
-    for (const p2p_link& l : info.p2p) {
-      if (l.from == from && l.to == to) return &l;
-    }
-    return nullptr;
-  };
-  std::vector<std::vector<std::string>> matrix;
-  matrix.push_back({""});
-  for (const device_info& d : info.devices) matrix.front().push_back(std::to_string(d.ordinal));
-  for (const device_info& a : info.devices) {
-    std::vector<std::string> r{std::to_string(a.ordinal)};
-    for (const device_info& b : info.devices) {
-      const p2p_link* l = find(a.ordinal, b.ordinal);
-      r.push_back(l == nullptr ? "-" : yes_no(l->can_access));
-    }
-    matrix.push_back(std::move(r));
-  }
-  print_table(out, matrix, std::vector<bool>(matrix.front().size(), true), paint, "  ");
+  std::vector<int> ordinals;
+  for (const device_info& d : info.devices) ordinals.push_back(d.ordinal);
+  print_pair_matrix(out, ordinals, info.p2p, [](const p2p_link& l) { return yes_no(l.can_access); }, paint);
   out << '\n' << paint.heading("Links") << '\n';
   auto opt_bool = [](const std::optional<bool>& b) { return b ? yes_no(*b) : std::string("n/a"); };
   std::vector<std::vector<std::string>> rows;
@@ -287,21 +290,10 @@ void print_bench(std::ostream& out, const system_info& info, const painter& pain
   }
   if (!b.p2p.empty()) {
     out << '\n' << paint.heading("Peer to peer") << " (GB/s; row: source, column: destination; * staged through the host)\n";
-    std::vector<std::vector<std::string>> matrix;
-    matrix.push_back({""});
-    for (const bench_device& d : b.devices) matrix.front().push_back(std::to_string(d.ordinal));
-    for (const bench_device& a : b.devices) {
-      std::vector<std::string> r{std::to_string(a.ordinal)};
-      for (const bench_device& c : b.devices) {
-        std::string cell = "-";
-        for (const bench_p2p& p : b.p2p) {
-          if (p.from == a.ordinal && p.to == c.ordinal) cell = fixed(p.gbps, 1) + (p.peer_access ? "" : "*");
-        }
-        r.push_back(cell);
-      }
-      matrix.push_back(std::move(r));
-    }
-    print_table(out, matrix, std::vector<bool>(matrix.front().size(), true), paint, "  ");
+    std::vector<int> ordinals;
+    for (const bench_device& d : b.devices) ordinals.push_back(d.ordinal);
+    print_pair_matrix(
+        out, ordinals, b.p2p, [](const bench_p2p& p) { return fixed(p.gbps, 1) + (p.peer_access ? "" : "*"); }, paint);
   }
 }
 
