@@ -52,7 +52,7 @@ int main(int argc, char** argv) {
     cudax::device& dev = fx.dev;
     auto ctx = dev.primary_context();
     cudax::stream& s = fx.stream;
-    auto k = fx.typed;
+    cudax::typed_kernel_ref<void(int*, int, float)> k = fx.typed;
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;

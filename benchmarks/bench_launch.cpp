@@ -62,8 +62,8 @@ int main(int argc, char** argv) {
     cudax::device& dev = fx.dev;
     cudax::stream& s = fx.stream;
     cudax::library& lib = fx.lib;
-    auto typed = fx.typed;
-    cudax::kernel_ref untyped = lib.get_kernel("args_kernel");
+    cudax::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
+    cudax::kernel untyped = lib.get_kernel("args_kernel");
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;

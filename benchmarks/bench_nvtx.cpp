@@ -75,7 +75,7 @@ int main(int argc, char** argv) {
     bench::args_kernel_fixture fx;
     cudax::device& dev = fx.dev;
     cudax::stream& s = fx.stream;
-    auto typed = fx.typed;
+    cudax::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;

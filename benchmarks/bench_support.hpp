@@ -74,7 +74,7 @@ struct args_kernel_fixture {
   cudax::device dev{0};
   cudax::stream stream{dev};
   cudax::library lib{cudax::object_code(cudax::code_kind::ptx, args_kernel_ptx, "bench.ptx")};
-  cudax::typed_kernel_ref<void(int*, int, float)> typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
+  cudax::typed_kernel<void(int*, int, float)> typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
   cudax::device_buffer<int> buf{dev, 1};
   int* ptr = buf.get();
   int n = 1;

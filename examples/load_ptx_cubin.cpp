@@ -17,7 +17,7 @@ namespace {
 bool run_file(const std::string& path, const cudax::device& dev, cudax::stream_ref stream) {
   // Kind from the extension; PTX is JIT-compiled here, with the JIT's log kept.
   cudax::library lib = cudax::library::from_file(path, {.optimization_level = 4, .verbose = true});
-  cudax::kernel_ref scale = lib.get_kernel("scale");  // untyped: arguments checked against its parameters
+  cudax::kernel scale = lib.get_kernel("scale");  // untyped: arguments checked against its parameters
   cudax::kernel_attributes attrs = scale.attributes(dev);
   std::printf("%s\n  kernels: ", path.c_str());
   for (const auto& name : lib.kernel_names()) {

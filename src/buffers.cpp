@@ -12,6 +12,7 @@
 #include "cudax/span.hpp"
 #include "driver_api.hpp"
 #include "memory_support.hpp"
+#include "stream_support.hpp"
 
 namespace cudax::detail {
 
@@ -104,8 +105,10 @@ stream_context_scope::stream_context_scope(CUstream stream) {
 synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
   CUcontext current = nullptr;
   check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
-  // Device or managed memory decides the context. Without any (host memory only), the current
-  // context serves, else the context pinned host memory was allocated in, else device 0's primary.
+  // Device or managed memory decides the context: the one it was allocated in, or for memory of a
+  // pool (which names no context) the current one if it is on that device, else that device's
+  // primary context, the device being named by the memory. Host memory alone needs no context: the
+  // copy runs in the current one, else pinned memory's, else on the host (host_only).
   CUcontext target = nullptr;
   CUcontext host_side = nullptr;
   for (std::uintptr_t address : {a, b}) {
@@ -113,9 +116,16 @@ synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
     if (attr.device_ordinal < 0) {
       continue;
     }
-    CUcontext owner = attr.context != nullptr
-                          ? attr.context
-                          : device::from_native_handle(attr.device_ordinal).primary_context().native_handle();
+    CUcontext owner = attr.context;
+    if (owner == nullptr) {
+      CUdevice current_device = -1;
+      if (current != nullptr && drv::cuCtxGetDevice(&current_device) == CUDA_SUCCESS &&
+          current_device == attr.device_ordinal) {
+        owner = current;
+      } else {
+        owner = device::from_native_handle(attr.device_ordinal).primary_context().native_handle();
+      }
+    }
     if (attr.memory_type == CU_MEMORYTYPE_DEVICE || attr.is_managed) {
       target = owner;
       break;
@@ -125,14 +135,20 @@ synchronous_scope::synchronous_scope(std::uintptr_t a, std::uintptr_t b) {
     }
   }
   if (target == nullptr) {
-    target = current != nullptr ? current
-             : host_side != nullptr ? host_side
-                                    : device(0).primary_context().native_handle();
+    target = current != nullptr ? current : host_side;
+  }
+  if (target == nullptr) {
+    host_only_ = true;  // pageable host memory on both sides and no context anywhere: a plain copy
+    return;
   }
   guard_.emplace(context_ref(target));
 }
 
-void synchronous_scope::complete() { check(drv::cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize"); }
+void synchronous_scope::complete() {
+  if (!host_only_) {
+    check(drv::cuStreamSynchronize(CU_STREAM_LEGACY), "cuStreamSynchronize");
+  }
+}
 
 void require_stream(CUstream stream, const char* api) {
   if (stream == nullptr) {
@@ -151,120 +167,189 @@ device_allocation device_allocation::allocate(CUcontext ctx, std::size_t count, 
   const char* api = "cudax::device_buffer";
   require_context(ctx, api);
   std::size_t bytes = checked_bytes(api, count, element_size);
+  device_allocation out;
+  out.context = context_token::of(ctx);
   if (bytes == 0) {
-    return {0, 0, ctx, nullptr};
+    return out;
   }
   context_guard guard{context_ref(ctx)};
-  CUdeviceptr address = 0;
-  check(drv::cuMemAlloc(&address, bytes), "cuMemAlloc",
+  check(drv::cuMemAlloc(&out.address, bytes), "cuMemAlloc",
         [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
-  return {address, bytes, ctx, nullptr};
+  out.bytes = bytes;
+  return out;
+}
+
+device_allocation device_allocation::adopt(CUdeviceptr address, std::size_t bytes, CUcontext ctx) {
+  device_allocation out;
+  out.address = address;
+  out.bytes = bytes;
+  out.context = context_token::of(ctx);
+  return out;
 }
 
 namespace {
 // The context a stream-ordered buffer on `stream` is freed in: for the legacy default stream, the
 // context current now (the legacy stream stands for it), remembered so that the free does not depend
-// on what is current at destruction; null for other streams, which carry their context. The
+// on what is current at destruction; none for other streams, which carry their context. The
 // per-thread default stream is refused: it names a different stream on every thread, so a buffer
 // destroyed on another thread would be freed out of order.
-CUcontext default_stream_context(CUstream stream, const char* api) {
+context_token default_stream_context(CUstream stream, const char* api) {
   if (stream == CU_STREAM_PER_THREAD) {
     throw invalid_argument_error(api, "a stream-ordered buffer cannot belong to the per-thread default stream, which "
                                       "is a different stream on every thread; use a cudax::stream or the legacy "
                                       "default stream");
   }
   if (stream != CU_STREAM_LEGACY) {
-    return nullptr;
+    return {};
   }
   CUcontext current = nullptr;
   check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current == nullptr) {
     throw invalid_argument_error(api, "the legacy default stream stands for the current context, and none is current");
   }
-  return current;
+  return context_token::of(current);
 }
 }  // namespace
 
-device_allocation device_allocation::allocate_async(CUstream stream, CUmemoryPool pool, std::size_t count,
-                                                    std::size_t element_size) {
-  const char* api = "cudax::device_buffer";
+device_allocation device_allocation::adopt_async(CUdeviceptr address, std::size_t bytes, CUstream stream,
+                                                 stream_state* owner) {
+  const char* api = "cudax::device_buffer::from_native_handle";
   require_stream(stream, api);
-  const CUcontext ctx = default_stream_context(stream, api);
-  std::size_t bytes = checked_bytes(api, count, element_size);
-  if (bytes == 0) {
-    return {0, 0, ctx, stream};
-  }
-  CUdeviceptr address = 0;
-  auto where = [&] {
-    CUcontext ctx = nullptr;
-    std::string out = format_bytes(bytes) + " requested on stream " +
-                      format_address(reinterpret_cast<std::uintptr_t>(stream));
-    if (drv::cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr) {
-      out += ", " + device_of(ctx);
-    }
-    return out;
-  };
-  if (pool != nullptr) {
-    check(drv::cuMemAllocFromPoolAsync(&address, bytes, pool, stream), "cuMemAllocFromPoolAsync", where);
-  } else {
-    check(drv::cuMemAllocAsync(&address, bytes, stream), "cuMemAllocAsync", where);
-  }
-  return {address, bytes, ctx, stream};
+  device_allocation out;
+  out.context = default_stream_context(stream, api);
+  out.address = address;
+  out.bytes = bytes;
+  out.stream = stream;
+  out.owner = owner;
+  retain_stream(owner);
+  return out;
 }
 
-device_allocation device_allocation::allocate_from_pool(CUstream stream, CUmemoryPool pool, std::size_t count,
-                                                        std::size_t element_size) {
+device_allocation device_allocation::allocate_async(CUstream stream, stream_state* owner, CUmemoryPool pool,
+                                                    std::size_t count, std::size_t element_size) {
+  const char* api = "cudax::device_buffer";
+  require_stream(stream, api);
+  device_allocation out;
+  out.context = default_stream_context(stream, api);
+  out.stream = stream;
+  std::size_t bytes = checked_bytes(api, count, element_size);
+  if (bytes != 0) {
+    auto where = [&] {
+      CUcontext ctx = nullptr;
+      std::string text = format_bytes(bytes) + " requested on stream " +
+                         format_address(reinterpret_cast<std::uintptr_t>(stream));
+      if (drv::cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr) {
+        text += ", " + device_of(ctx);
+      }
+      return text;
+    };
+    if (pool != nullptr) {
+      check(drv::cuMemAllocFromPoolAsync(&out.address, bytes, pool, stream), "cuMemAllocFromPoolAsync", where);
+    } else {
+      check(drv::cuMemAllocAsync(&out.address, bytes, stream), "cuMemAllocAsync", where);
+    }
+    out.bytes = bytes;
+  }
+  out.owner = owner;
+  retain_stream(owner);  // the CUstream stays alive until the buffer is freed on it
+  return out;
+}
+
+device_allocation device_allocation::allocate_from_pool(CUstream stream, stream_state* owner, CUmemoryPool pool,
+                                                        std::size_t count, std::size_t element_size) {
   if (pool == nullptr) {
     throw invalid_argument_error("cudax::device_buffer",
                                  "the memory pool is empty (a moved-from or released cudax::memory_pool)");
   }
-  return allocate_async(stream, pool, count, element_size);
+  return allocate_async(stream, owner, pool, count, element_size);
 }
 
 void device_allocation::free() noexcept {
+  const CUdeviceptr a = std::exchange(address, 0);
+  bytes = 0;
+  const CUstream s = std::exchange(stream, nullptr);
+  stream_state* o = std::exchange(owner, nullptr);
+  const context_token ctx = std::exchange(context, {});
+  if (a != 0) {
+    // The memory went with its context if that was destroyed first: freeing the address again could
+    // free someone else's allocation.
+    if (!ctx.alive() || !stream_context_alive(o)) {
+      report_outlived_context("cudax::device_buffer", "buffer");
+    } else if (s != nullptr) {
+      quiet_context_scope scope(ctx.handle);  // set only for the legacy default stream
+      destroy_noexcept("cuMemFreeAsync", [a, s] { return drv::cuMemFreeAsync(a, s); });
+    } else {
+      quiet_context_scope scope(ctx.handle);
+      destroy_noexcept("cuMemFree", [a] { return drv::cuMemFree(a); });
+    }
+  }
+  release_stream(o);
+}
+
+void device_allocation::free_on(CUstream s, const char* api) {
+  require_stream(s, api);
   if (address == 0) {
+    free();  // drops the stream reference of an empty stream-ordered buffer
     return;
   }
-  CUdeviceptr a = address;
+  if (stream == nullptr) {
+    // cuMemFree does not take a stream: wait for s first, so the free comes after its work.
+    stream_context_scope scope(s);
+    check(drv::cuStreamSynchronize(s), "cuStreamSynchronize");
+    free();
+    return;
+  }
+  const context_token ctx = s == CU_STREAM_LEGACY ? default_stream_context(s, api) : context_token{};
+  const CUdeviceptr a = address;
+  {
+    quiet_context_scope scope(ctx.handle);
+    check(drv::cuMemFreeAsync(a, s), "cuMemFreeAsync", [&] { return format_address(a); });
+  }
   address = 0;
   bytes = 0;
-  if (stream != nullptr) {
-    CUstream s = stream;
-    quiet_context_scope scope(context);  // set only for the legacy default stream
-    destroy_noexcept("cuMemFreeAsync", [a, s] { return drv::cuMemFreeAsync(a, s); });
-  } else {
-    quiet_context_scope scope(context);
-    destroy_noexcept("cuMemFree", [a] { return drv::cuMemFree(a); });
-  }
+  stream = nullptr;
+  context = {};
+  release_stream(std::exchange(owner, nullptr));
+}
+
+CUdeviceptr device_allocation::release() noexcept {
+  const CUdeviceptr a = std::exchange(address, 0);
+  bytes = 0;
+  stream = nullptr;
+  context = {};
+  release_stream(std::exchange(owner, nullptr));
+  return a;
 }
 
 CUcontext device_allocation::owning_context() const {
   if (stream == nullptr) {
-    if (context == nullptr) {
+    if (context.handle == nullptr) {
       throw invalid_argument_error("cudax::device_buffer::context", "the buffer is empty (moved-from or released)");
     }
-    return context;
+    return context.handle;
   }
-  if (context != nullptr) {
-    return context;
+  if (context.handle != nullptr) {
+    return context.handle;
   }
   CUcontext ctx = nullptr;
   check(drv::cuStreamGetCtx(stream, &ctx), "cuStreamGetCtx");
   return ctx;
 }
 
-void device_allocation::set_stream(CUstream s, const char* api) {
+void device_allocation::set_stream(CUstream s, stream_state* new_owner, const char* api) {
   require_stream_ordered(api);
   require_stream(s, api);
   if (s == stream) {
     return;
   }
-  const CUcontext ctx = default_stream_context(s, api);
+  const context_token ctx = default_stream_context(s, api);
   // Order the free, which will be queued on s, after the work queued on the previous stream so far.
   {
-    quiet_context_scope scope(context);
+    quiet_context_scope scope(context.handle);
     stream_ref(s).wait(stream_ref(stream));
   }
+  retain_stream(new_owner);
+  release_stream(std::exchange(owner, new_owner));
   stream = s;
   context = ctx;
 }
@@ -286,12 +371,14 @@ device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t
   const std::size_t width_bytes = checked_bytes(api, width, element_size);
   const std::size_t rows = checked_bytes(api, height, depth);
   unsigned int element = element_size >= 16 ? 16u : element_size >= 8 ? 8u : 4u;
+  device_allocation out;
+  out.context = context_token::of(ctx);
   context_guard guard{context_ref(ctx)};
-  CUdeviceptr address = 0;
-  check(drv::cuMemAllocPitch(&address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
+  check(drv::cuMemAllocPitch(&out.address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
     return std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " on " + device_of(ctx);
   });
-  return {address, *pitch * rows, ctx, nullptr};
+  out.bytes = *pitch * rows;
+  return out;
 }
 
 // --- host_allocation -------------------------------------------------------------------------
@@ -305,14 +392,15 @@ host_allocation host_allocation::allocate_pinned(CUcontext ctx, std::size_t coun
     throw invalid_argument_error(api, "unknown pinned_flags bits " + format_address(flags & ~known));
   }
   std::size_t bytes = checked_bytes(api, count, element_size);
+  const context_token token = context_token::of(ctx);
   if (bytes == 0) {
-    return {nullptr, 0, ctx};
+    return {nullptr, 0, token};
   }
   context_guard guard{context_ref(ctx)};
   void* pointer = nullptr;
   check(drv::cuMemHostAlloc(&pointer, bytes, flags), "cuMemHostAlloc",
         [&] { return format_bytes(bytes) + " of pinned host memory requested"; });
-  return {pointer, bytes, ctx};
+  return {pointer, bytes, token};
 }
 
 host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size,
@@ -324,14 +412,15 @@ host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t cou
                                       "attach it to a stream with managed_buffer::attach");
   }
   std::size_t bytes = checked_bytes(api, count, element_size);
+  const context_token token = context_token::of(ctx);
   if (bytes == 0) {
-    return {nullptr, 0, ctx};
+    return {nullptr, 0, token};
   }
   context_guard guard{context_ref(ctx)};
   CUdeviceptr address = 0;
   check(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged",
         [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
-  return {reinterpret_cast<void*>(address), bytes, ctx};
+  return {reinterpret_cast<void*>(address), bytes, token};
 }
 
 host_allocation host_allocation::register_memory(CUcontext ctx, void* pointer, std::size_t bytes, unsigned int flags) {
@@ -345,39 +434,52 @@ host_allocation host_allocation::register_memory(CUcontext ctx, void* pointer, s
   if (pointer == nullptr || bytes == 0) {
     throw invalid_argument_error(api, "nothing to register: the range is null or empty");
   }
+  const context_token token = context_token::of(ctx);
   context_guard guard{context_ref(ctx)};
   check(drv::cuMemHostRegister(pointer, bytes, flags), "cuMemHostRegister", [&] {
     return format_bytes(bytes) + " at " + format_address(reinterpret_cast<std::uintptr_t>(pointer));
   });
-  return {pointer, bytes, ctx};
+  return {pointer, bytes, token};
 }
 
 void host_allocation::free_pinned() noexcept {
   if (pointer != nullptr) {
-    void* p = pointer;
-    pointer = nullptr;
+    void* p = std::exchange(pointer, nullptr);
     bytes = 0;
-    quiet_context_scope scope(context);
+    const context_token ctx = std::exchange(context, {});
+    if (!ctx.alive()) {
+      report_outlived_context("cudax::pinned_buffer", "pinned buffer");
+      return;
+    }
+    quiet_context_scope scope(ctx.handle);
     destroy_noexcept("cuMemFreeHost", [p] { return drv::cuMemFreeHost(p); });
   }
 }
 
 void host_allocation::free_managed() noexcept {
   if (pointer != nullptr) {
-    auto a = reinterpret_cast<CUdeviceptr>(pointer);
-    pointer = nullptr;
+    auto a = reinterpret_cast<CUdeviceptr>(std::exchange(pointer, nullptr));
     bytes = 0;
-    quiet_context_scope scope(context);
+    const context_token ctx = std::exchange(context, {});
+    if (!ctx.alive()) {
+      report_outlived_context("cudax::managed_buffer", "managed buffer");
+      return;
+    }
+    quiet_context_scope scope(ctx.handle);
     destroy_noexcept("cuMemFree", [a] { return drv::cuMemFree(a); });
   }
 }
 
 void host_allocation::unregister() noexcept {
   if (pointer != nullptr) {
-    void* p = pointer;
-    pointer = nullptr;
+    void* p = std::exchange(pointer, nullptr);
     bytes = 0;
-    quiet_context_scope scope(context);
+    const context_token ctx = std::exchange(context, {});
+    if (!ctx.alive()) {
+      report_outlived_context("cudax::host_registration", "host registration");
+      return;
+    }
+    quiet_context_scope scope(ctx.handle);
     destroy_noexcept("cuMemHostUnregister", [p] { return drv::cuMemHostUnregister(p); });
   }
 }
@@ -386,7 +488,7 @@ CUdeviceptr host_allocation::device_address(const char* api) const {
   if (pointer == nullptr) {
     throw invalid_argument_error(api, "the buffer is empty (moved-from, released or of zero elements)");
   }
-  context_guard guard{context_ref(context)};
+  context_guard guard{context_ref(context.handle)};
   CUdeviceptr address = 0;
   check(drv::cuMemHostGetDevicePointer(&address, pointer, 0u), "cuMemHostGetDevicePointer",
         [] { return std::string("the memory must be mapped (pinned_flags::mapped or unified addressing)"); });

@@ -14,9 +14,12 @@
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cctype>
 #include <cstring>
 #include <random>
+#include <optional>
 #include <string_view>
+#include <vector>
 #include <utility>
 
 #include "cudax/error.hpp"
@@ -25,7 +28,7 @@
 namespace cudax {
 namespace {
 
-constexpr std::uint32_t format_version = 1;
+constexpr std::uint32_t format_version = 2;  // 2: headers found on disk are part of the key
 constexpr char magic[8] = {'C', 'U', 'D', 'A', 'X', 'N', 'V', 'C'};
 constexpr std::size_t fixed_header = 32;  // magic, version, reserved, two sizes
 constexpr std::size_t checksum_size = 8;
@@ -417,21 +420,291 @@ bool compile_cache::enabled() const noexcept { return !state_->directory.empty()
 const std::string& compile_cache::directory() const noexcept { return state_->directory; }
 
 namespace {
-// Whether NVRTC may read headers from the file system: include paths, or a raw option that adds
-// one or pre-includes a file.
-bool reads_headers_from_disk(const compile_options& options) {
-  if (!options.include_paths.empty()) {
-    return true;
+
+// --- headers NVRTC may read from disk ----------------------------------------------------------------
+// NVRTC finds `#include "x.h"` among the program's named headers, in the directory of the program's
+// name (relative to the current directory; unless -no-source-include), in the current directory and
+// in every include path, and a header found on disk includes others relative to its own directory.
+// The key must hold every file that could be read, so that an edit, a new file that shadows another
+// or a removed one never serves an entry compiled from other inputs. The scan is a superset: every
+// include directive of every text (the source, named headers, headers found), in every branch of
+// #if, is looked for in every directory that could be searched; each candidate's absence, or its path,
+// size and a 128-bit digest of its contents, goes into the key. Includes the scan cannot resolve (a
+// macro, `#include HEADER`) make the compilation uncacheable.
+
+struct disk_scan {
+  std::vector<std::string> search_dirs;  // program dir, ".", include paths (in that order)
+  std::vector<std::string> pre_includes;
+  const program* prog = nullptr;
+  std::string key;       // what was found, appended to the cache key
+  std::string refusal;   // why the compilation cannot be cached; empty when it can
+  std::vector<std::string> seen_files;     // canonical paths scanned
+  std::vector<std::string> seen_headers;   // named headers scanned
+  std::size_t bytes = 0;
+  static constexpr std::size_t max_files = 4096;
+  static constexpr std::size_t max_bytes = std::size_t{256} << 20;
+};
+
+std::string directory_of(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) {
+    return ".";
   }
-  for (const auto& o : options.extra_options) {
-    for (std::string_view flag : {"-I", "--include-path", "-include", "--pre-include"}) {
-      if (std::string_view(o).substr(0, flag.size()) == flag) {
-        return true;
-      }
+  return slash == 0 ? std::string("/") : std::string(path.substr(0, slash));
+}
+
+bool has(const std::vector<std::string>& v, std::string_view x) {
+  for (const auto& e : v) {
+    if (e == x) {
+      return true;
     }
   }
   return false;
 }
+
+void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir);
+
+void scan_include(disk_scan& scan, std::string_view name, const std::string& own_dir) {
+  if (!scan.refusal.empty() || name.empty()) {
+    return;
+  }
+  put(scan.key, "include");
+  put(scan.key, name);
+  for (const auto& h : scan.prog->headers()) {
+    if (h.name == name && !has(scan.seen_headers, h.name)) {
+      scan.seen_headers.push_back(h.name);
+      scan_text(scan, h.source, directory_of(h.name));
+    }
+  }
+  std::vector<std::string> candidates;
+  if (name.front() == '/') {
+    candidates.emplace_back(name);
+  } else {
+    std::vector<std::string> dirs;
+    if (!own_dir.empty()) {
+      dirs.push_back(own_dir);
+    }
+    for (const auto& d : scan.search_dirs) {
+      if (!has(dirs, d)) {
+        dirs.push_back(d);
+      }
+    }
+    for (const auto& d : dirs) {
+      std::string candidate = d;
+      if (candidate.back() != '/') {
+        candidate += '/';
+      }
+      candidate.append(name);
+      candidates.push_back(std::move(candidate));
+    }
+  }
+  for (const auto& path : candidates) {
+    put(scan.key, path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
+      continue;
+    }
+    char* real = ::realpath(path.c_str(), nullptr);
+    const std::string canonical = real != nullptr ? real : path;
+    std::free(real);
+    std::string contents;
+    struct stat read_st {};
+    if (!read_file(path, contents, read_st)) {
+      put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
+      continue;
+    }
+    scan.bytes += contents.size();
+    if (scan.seen_files.size() >= disk_scan::max_files || scan.bytes > disk_scan::max_bytes) {
+      scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
+                     std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+      return;
+    }
+    put_int<std::uint32_t>(scan.key, 3);
+    put(scan.key, canonical);
+    put_int<std::uint64_t>(scan.key, contents.size());
+    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
+    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
+    if (!has(scan.seen_files, canonical)) {
+      scan.seen_files.push_back(canonical);
+      scan_text(scan, contents, directory_of(path));
+    }
+  }
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// The operand of an include: "name" or <name>; empty (and a refusal) when it is anything else.
+std::string_view include_operand(disk_scan& scan, std::string_view rest, std::string_view directive) {
+  std::size_t i = 0;
+  while (i < rest.size() && is_space(rest[i])) {
+    ++i;
+  }
+  const char open = i < rest.size() ? rest[i] : '\0';
+  const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
+  const std::size_t end = close != '\0' ? rest.find(close, i + 1) : std::string_view::npos;
+  if (end == std::string_view::npos) {
+    scan.refusal = "an include whose header the cache cannot tell before compiling (" + std::string(directive) + " " +
+                   std::string(rest.substr(i, std::min<std::size_t>(rest.size() - i, 60))) + ")";
+    return {};
+  }
+  return rest.substr(i + 1, end - i - 1);
+}
+
+void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir) {
+  // Directives: a line whose first non-blank character is '#' (continuations joined).
+  std::size_t pos = 0;
+  while (pos < text.size() && scan.refusal.empty()) {
+    std::size_t end = pos;
+    std::string line;
+    for (;;) {
+      const std::size_t nl = text.find('\n', end);
+      const std::size_t stop = nl == std::string_view::npos ? text.size() : nl;
+      std::string_view piece = text.substr(end, stop - end);
+      if (!piece.empty() && piece.back() == '\r') {
+        piece.remove_suffix(1);
+      }
+      if (!piece.empty() && piece.back() == '\\' && nl != std::string_view::npos) {
+        line.append(piece.substr(0, piece.size() - 1));
+        end = nl + 1;
+        continue;
+      }
+      line.append(piece);
+      end = nl == std::string_view::npos ? text.size() : nl + 1;
+      break;
+    }
+    pos = end;
+    std::string_view l = line;
+    std::size_t i = 0;
+    while (i < l.size() && is_space(l[i])) {
+      ++i;
+    }
+    if (i >= l.size() || l[i] != '#') {
+      continue;
+    }
+    ++i;
+    while (i < l.size() && is_space(l[i])) {
+      ++i;
+    }
+    std::size_t word_end = i;
+    while (word_end < l.size() && (std::isalnum(static_cast<unsigned char>(l[word_end])) != 0 || l[word_end] == '_')) {
+      ++word_end;
+    }
+    const std::string_view word = l.substr(i, word_end - i);
+    if (word == "include" || word == "include_next" || word == "import") {
+      const std::string_view name = include_operand(scan, l.substr(word_end), word);
+      scan_include(scan, name, own_dir);
+    }
+  }
+  // __has_include("x") / __has_include(<x>) anywhere (in #if, #elif): the answer depends on the files.
+  for (std::string_view probe : {std::string_view("__has_include_next"), std::string_view("__has_include")}) {
+    std::size_t at = 0;
+    while (scan.refusal.empty() && (at = text.find(probe, at)) != std::string_view::npos) {
+      at += probe.size();
+      if (probe == "__has_include" && text.substr(at, 5) == "_next") {
+        continue;  // counted by the first pass
+      }
+      std::size_t i = at;
+      while (i < text.size() && (is_space(text[i]) || text[i] == '\n')) {
+        ++i;
+      }
+      if (i >= text.size() || text[i] != '(') {
+        continue;  // `#ifdef __has_include`: asks whether the feature exists, not for a file
+      }
+      const std::size_t close = text.find(')', i);
+      const std::string_view inside = text.substr(i + 1, close == std::string_view::npos ? 0 : close - i - 1);
+      scan_include(scan, include_operand(scan, inside, probe), own_dir);
+    }
+  }
+}
+
+// The options that name files NVRTC reads or writes besides headers: precompiled headers (read and
+// written outside the key) and the timing report (written). Such compilations are not cached.
+std::string_view unkeyable_option(const std::vector<std::string>& options) {
+  for (std::string_view o : options) {
+    for (std::string_view flag : {"-pch", "--pch", "-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
+                                  "--time", "-fdevice-time-trace", "--fdevice-time-trace"}) {
+      if (o.starts_with(flag)) {
+        return o;
+      }
+    }
+  }
+  return {};
+}
+
+// Fills scan from the final option list: include paths and pre-includes, in the order given.
+void read_search_options(disk_scan& scan, const std::vector<std::string>& options) {
+  bool source_dir = true;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    std::string_view o = options[i];
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (o == flag) {
+        if (i + 1 < options.size()) {
+          return options[++i];
+        }
+        return std::string();
+      }
+      if (o.starts_with(flag)) {
+        std::string_view v = o.substr(flag.size());
+        if (!v.empty() && v.front() == '=') {
+          v.remove_prefix(1);
+        } else if (flag.size() > 2) {
+          return std::nullopt;  // a longer option that starts with this one
+        }
+        return std::string(v);
+      }
+      return std::nullopt;
+    };
+    if (o == "-no-source-include" || o == "--no-source-include") {
+      source_dir = false;
+    } else if (auto dir = value("--include-path"); dir) {
+      paths.push_back(*dir);
+    } else if (auto dir2 = value("-I"); dir2) {
+      paths.push_back(*dir2);
+    } else if (auto file = value("--pre-include"); file) {
+      scan.pre_includes.push_back(*file);
+    } else if (auto file2 = value("-include"); file2) {
+      scan.pre_includes.push_back(*file2);
+    }
+  }
+  if (source_dir) {
+    scan.search_dirs.push_back(directory_of(scan.prog->name()));
+  }
+  if (!has(scan.search_dirs, ".")) {
+    scan.search_dirs.push_back(".");
+  }
+  for (auto& p : paths) {
+    while (p.size() > 1 && p.back() == '/') {
+      p.pop_back();
+    }
+    if (!p.empty() && !has(scan.search_dirs, p)) {
+      scan.search_dirs.push_back(std::move(p));
+    }
+  }
+}
+
+// The key part for the headers on disk, or a refusal (an empty key part and a reason).
+std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal) {
+  if (const std::string_view o = unkeyable_option(option_list); !o.empty()) {
+    refusal = "the option " + std::string(o) + " reads or writes files outside the key";
+    return {};
+  }
+  disk_scan scan;
+  scan.prog = &prog;
+  read_search_options(scan, option_list);
+  for (const auto& f : scan.pre_includes) {
+    scan_include(scan, f, std::string());
+  }
+  scan_text(scan, prog.source(), std::string());
+  refusal = std::move(scan.refusal);
+  return std::move(scan.key);
+}
+
 }  // namespace
 
 compile_result compile_cache::compile(const program& prog, code_kind target, const compile_options& options,
@@ -441,17 +714,19 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
     s.misses.fetch_add(1, std::memory_order_relaxed);
     return prog.compile(target, options, name_expressions);
   }
-  if (reads_headers_from_disk(options)) {
-    // The key holds the program's named headers, not files found through include paths, which
-    // may change between runs: such compilations are never cached.
+  // The final option list holds the resolved architecture, so the key never depends on the device
+  // present at lookup time, and the compilation below uses exactly the options of the key.
+  const std::vector<std::string> option_list = options.to_nvrtc_options(target);
+  std::string key = make_key(prog, target, option_list, name_expressions);
+  std::string refusal;
+  const std::string disk = scan_disk_inputs(prog, option_list, refusal);
+  put(key, "headers on disk");
+  key += disk;
+  if (!refusal.empty()) {
     s.misses.fetch_add(1, std::memory_order_relaxed);
     s.uncacheable.fetch_add(1, std::memory_order_relaxed);
     return prog.compile(target, options, name_expressions);
   }
-  // The final option list holds the resolved architecture, so the key never depends on the device
-  // present at lookup time, and the compilation below uses exactly the options of the key.
-  const std::vector<std::string> option_list = options.to_nvrtc_options(target);
-  const std::string key = make_key(prog, target, option_list, name_expressions);
   const std::string hex = hex128(key);
   const std::string path = s.directory + "/" + hex + std::string(entry_suffix);
 
@@ -477,7 +752,12 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
     resolved.arch = option_list.front().substr(std::string_view("-arch=").size());
   }
   compile_result result = prog.compile(target, resolved, name_expressions);
-  if (!s.store(hex, path, key, result)) {
+  // A header edited while NVRTC ran could have been read in either version: store only when the files
+  // are still those of the key.
+  std::string refusal_after;
+  if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty()) {
+    s.store_failures.fetch_add(1, std::memory_order_relaxed);
+  } else if (!s.store(hex, path, key, result)) {
     s.store_failures.fetch_add(1, std::memory_order_relaxed);
   }
   return result;

@@ -5,13 +5,14 @@
 #include "cudax/device.hpp"
 #include "cudax/error.hpp"
 #include "driver_api.hpp"
+#include "stream_support.hpp"
 
 namespace cudax {
 
 using detail::check;
 namespace drv = detail::drv;
 
-void context_ref::require_handle(const char* api) const {
+void context_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
     throw invalid_argument_error(api, "the context is empty (a moved-from or released cudax::context)");
   }
@@ -27,71 +28,72 @@ context_ref context_ref::current() {
   return context_ref(ctx);
 }
 
-cudax::device context_ref::device() const {
+cudax::device context_base::device() const {
   require_handle("cudax::context_ref::device");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   CUdevice dev = 0;
   check(drv::cuCtxGetDevice(&dev), "cuCtxGetDevice");
   return cudax::device::from_native_handle(dev);
 }
 
-unsigned int context_ref::flags() const {
+unsigned int context_base::flags() const {
   require_handle("cudax::context_ref::flags");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   unsigned int flags = 0;
   check(drv::cuCtxGetFlags(&flags), "cuCtxGetFlags");
   return flags;
 }
 
-void context_ref::synchronize() const {
+void context_base::synchronize() const {
   require_handle("cudax::context_ref::synchronize");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   check(drv::cuCtxSynchronize(), "cuCtxSynchronize");
+  detail::await_disposals();
 }
 
-std::pair<int, int> context_ref::stream_priority_range() const {
+std::pair<int, int> context_base::stream_priority_range() const {
   require_handle("cudax::context_ref::stream_priority_range");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   int least = 0;
   int greatest = 0;
   check(drv::cuCtxGetStreamPriorityRange(&least, &greatest), "cuCtxGetStreamPriorityRange");
   return {greatest, least};
 }
 
-void context_ref::enable_peer_access(context_ref peer) const {
+void context_base::enable_peer_access(context_ref peer) const {
   require_handle("cudax::context_ref::enable_peer_access");
   peer.require_handle("cudax::context_ref::enable_peer_access");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   CUresult status = drv::cuCtxEnablePeerAccess(peer.native_handle(), 0u);
   if (status != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
     check(status, "cuCtxEnablePeerAccess");
   }
 }
 
-void context_ref::disable_peer_access(context_ref peer) const {
+void context_base::disable_peer_access(context_ref peer) const {
   require_handle("cudax::context_ref::disable_peer_access");
   peer.require_handle("cudax::context_ref::disable_peer_access");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   check(drv::cuCtxDisablePeerAccess(peer.native_handle()), "cuCtxDisablePeerAccess");
 }
 
-std::size_t context_ref::limit(CUlimit which) const {
+std::size_t context_base::limit(CUlimit which) const {
   require_handle("cudax::context_ref::limit");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   std::size_t value = 0;
   check(drv::cuCtxGetLimit(&value, which), "cuCtxGetLimit");
   return value;
 }
 
-void context_ref::set_limit(CUlimit which, std::size_t value) const {
+void context_base::set_limit(CUlimit which, std::size_t value) const {
   require_handle("cudax::context_ref::set_limit");
-  context_guard guard(*this);
+  context_guard guard{context_ref(handle_)};
   check(drv::cuCtxSetLimit(which, value), "cuCtxSetLimit");
 }
 
 // --- context ---------------------------------------------------------------------------------
 
-context::context(const cudax::device& dev, context_flags flags) : context_ref(static_cast<CUcontext>(nullptr)) {
+context::context(const cudax::device& dev, context_flags flags) : context_base(nullptr) {
   constexpr unsigned int known = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX;
   if ((static_cast<unsigned int>(flags) & ~known) != 0) {
     throw invalid_argument_error("cudax::context", "unknown context flags 0x" +
@@ -106,50 +108,77 @@ context::context(const cudax::device& dev, context_flags flags) : context_ref(st
 
 context& context::operator=(context&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) {
-      CUcontext h = handle_;
-      detail::destroy_noexcept("cuCtxDestroy", [h] { return drv::cuCtxDestroy(h); });
-    }
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
 }
 
-context::~context() {
+void context::reset() noexcept {
   if (handle_ != nullptr) {
-    CUcontext h = handle_;
+    CUcontext h = std::exchange(handle_, nullptr);
     detail::destroy_noexcept("cuCtxDestroy", [h] { return drv::cuCtxDestroy(h); });
   }
 }
 
+context::~context() { reset(); }
+
 // --- primary_context -------------------------------------------------------------------------
 
 primary_context::primary_context(const cudax::device& dev)
-    : context_ref(static_cast<CUcontext>(nullptr)), device_(dev.native_handle()) {
+    : context_base(nullptr), device_(dev.native_handle()) {
   check(drv::cuDevicePrimaryCtxRetain(&handle_, device_), "cuDevicePrimaryCtxRetain",
         [&] { return "device " + std::to_string(dev.ordinal()); });
 }
 
 primary_context& primary_context::operator=(primary_context&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) {
-      CUdevice d = device_;
-      detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d] { return drv::cuDevicePrimaryCtxRelease(d); });
-    }
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
     device_ = other.device_;
   }
   return *this;
 }
 
-primary_context::~primary_context() {
+void primary_context::reset() noexcept {
   if (handle_ != nullptr) {
+    handle_ = nullptr;
     CUdevice d = device_;
     detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d] { return drv::cuDevicePrimaryCtxRelease(d); });
   }
 }
 
+primary_context::~primary_context() { reset(); }
+
 namespace detail {
+
+context_token context_token::of(CUcontext ctx) noexcept {
+  if (ctx == nullptr || is_retained_primary_context(ctx)) {
+    return {ctx, 0};
+  }
+  unsigned long long id = 0;
+  try {
+    if (drv::cuCtxGetId(ctx, &id) != CUDA_SUCCESS) {
+      id = 0;  // the driver cannot tell: the context is taken to live as long as the process
+    }
+  } catch (const error&) {
+    id = 0;  // a driver older than 12.0 has no context ids, or no driver is loaded: cannot tell
+  }
+  return {ctx, id};
+}
+
+bool context_token::alive() const noexcept {
+  if (id == 0) {
+    return true;
+  }
+  try {
+    unsigned long long now = 0;
+    return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;
+  } catch (...) {
+    return true;  // cannot tell: act as before, the destroy call reports a failure itself
+  }
+}
+
 void switch_context_and_run(CUcontext ctx, void (*fn)(void*), void* data) {
   context_guard guard{context_ref(ctx)};
   fn(data);

@@ -2,6 +2,7 @@
 #include "cudax/copy.hpp"
 #include "cudax/graph.hpp"
 
+#include <cstring>
 #include <optional>
 #include <string>
 
@@ -52,6 +53,10 @@ void copy_linear(const linear_copy& c, CUstream stream, bool async) {
     check(drv::cuMemcpyAsync(dst, src, c.bytes, stream), "cuMemcpyAsync", [&] { return describe_copy(c); });
   } else {
     synchronous_scope scope(c.dst, c.src);
+    if (scope.host_only()) {
+      std::memmove(reinterpret_cast<void*>(c.dst), reinterpret_cast<const void*>(c.src), c.bytes);
+      return;
+    }
     check(drv::cuMemcpy(dst, src, c.bytes), "cuMemcpy", [&] { return describe_copy(c); });
     scope.complete();
   }
@@ -116,6 +121,13 @@ void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, s
     }
   } else {
     synchronous_scope scope(dst, dst);
+    if (scope.host_only()) {
+      auto* bytes = reinterpret_cast<unsigned char*>(dst);
+      for (std::size_t i = 0; i < count; ++i) {
+        std::memcpy(bytes + i * element_size, &pattern, element_size);  // little-endian: the low bytes
+      }
+      return;
+    }
     switch (element_size) {
       case 1:
         check(drv::cuMemsetD8(d, static_cast<unsigned char>(pattern), count), "cuMemsetD8", where);
@@ -192,6 +204,15 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
   std::optional<synchronous_scope> sync_scope;
   if (!async) {
     sync_scope.emplace(dst.address, src.address);
+    if (sync_scope->host_only()) {
+      for (std::size_t z = 0; z < src.depth; ++z) {
+        for (std::size_t y = 0; y < src.height; ++y) {
+          std::memmove(reinterpret_cast<void*>(dst.address + (z * dst.height + y) * dst.pitch),
+                       reinterpret_cast<const void*>(src.address + (z * src.height + y) * src.pitch), src.width_bytes);
+        }
+      }
+      return;
+    }
   }
   auto where = [&] { return "source " + describe_layout(src) + ", destination " + describe_layout(dst); };
   if (src.depth == 1) {

@@ -27,18 +27,57 @@ struct primary_context_cache {
   std::mutex mutex;
 };
 
+// The cache once it exists (null before the first call that needs a primary context).
+std::atomic<primary_context_cache*> cache_if_made{nullptr};
+
 primary_context_cache& cache() {
   static primary_context_cache* c = [] {
     const int count = device_count();     // may throw: nothing allocated yet
     auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
     p->count = count;
     p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
+    cache_if_made.store(p, std::memory_order_release);
     return p;
   }();
   return *c;
 }
 
+// The first time cudax uses a device, its default memory pool keeps freed memory for reuse (release
+// threshold SIZE_MAX) unless somebody already chose a threshold: with the driver's 0, every
+// synchronisation returns the pool's memory to the system and allocation loops slow down. cuda.core
+// does the same for the pools it uses. Best effort: a device without pools is left alone.
+void keep_freed_pool_memory(CUdevice dev) noexcept {
+  try {
+    int pools = 0;
+    CUmemoryPool pool = nullptr;
+    cuuint64_t threshold = 0;
+    if (drv::cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev) != CUDA_SUCCESS || pools == 0 ||
+        drv::cuDeviceGetDefaultMemPool(&pool, dev) != CUDA_SUCCESS ||
+        drv::cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS || threshold != 0) {
+      return;
+    }
+    threshold = ~cuuint64_t{0};
+    drv::cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  } catch (...) {
+  }
+}
+
 }  // namespace
+
+namespace detail {
+bool is_retained_primary_context(CUcontext ctx) noexcept {
+  const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
+  if (c == nullptr || ctx == nullptr) {
+    return false;
+  }
+  for (int i = 0; i < c->count; ++i) {
+    if (c->slots[static_cast<std::size_t>(i)].load(std::memory_order_acquire) == ctx) {
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace detail
 
 int device_count() {
   int count = 0;
@@ -161,6 +200,8 @@ std::pair<int, int> device::stream_priority_range() const { return primary_conte
 
 void device::synchronize() const { primary_context().synchronize(); }
 
+device device::current() { return context_ref::current().device(); }
+
 void device::set_current() const {
   check(drv::cuCtxSetCurrent(primary_context().native_handle()), "cuCtxSetCurrent",
         [&] { return device_context(handle_); });
@@ -183,6 +224,7 @@ context_ref device::primary_context() const {
     check(drv::cuDevicePrimaryCtxRetain(&ctx, handle_), "cuDevicePrimaryCtxRetain",
           [&] { return device_context(handle_); });
     slot.store(ctx, std::memory_order_release);
+    keep_freed_pool_memory(handle_);
   }
   return context_ref(ctx);
 }

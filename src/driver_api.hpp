@@ -39,6 +39,7 @@
   X(cuCtxCreate, 3020)                        \
   X(cuCtxDestroy, 4000)                       \
   X(cuCtxGetCurrent, 4000)                    \
+  X(cuCtxGetId, 12000)                        \
   X(cuCtxSetCurrent, 4000)                    \
   X(cuCtxPopCurrent, 4000)                    \
   X(cuCtxGetDevice, 2000)                     \
@@ -132,7 +133,14 @@
   X(cuTensorMapEncodeIm2col, 12000)           \
   X(cuTensorMapReplaceAddress, 12000)         \
   CUDAX_DRIVER_ENTRY_POINTS_12020(X)          \
-  CUDAX_DRIVER_ENTRY_POINTS_12040(X)
+  CUDAX_DRIVER_ENTRY_POINTS_12040(X)          \
+  CUDAX_DRIVER_ENTRY_POINTS_12050(X)
+
+#if CUDA_VERSION >= 12050
+#define CUDAX_DRIVER_ENTRY_POINTS_12050(X) X(cuKernelGetLibrary, 12050)
+#else
+#define CUDAX_DRIVER_ENTRY_POINTS_12050(X)
+#endif
 
 #if CUDA_VERSION >= 12020
 #define CUDAX_DRIVER_ENTRY_POINTS_12020(X) \
@@ -167,6 +175,7 @@
   X(cuGraphNodeGetType, 10000)             \
   X(cuGraphAddKernelNode, 12000)           \
   X(cuGraphKernelNodeSetAttribute, 11000)  \
+  X(cuGraphKernelNodeGetParams, 12000)     \
   X(cuGraphAddMemcpyNode, 10000)           \
   X(cuGraphAddMemsetNode, 10000)           \
   X(cuGraphAddHostNode, 10000)             \
@@ -205,6 +214,10 @@ namespace cudax::detail {
 // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (36), by value: CUDA 12.0/12.1 headers do not name it.
 inline constexpr CUresult call_requires_newer_driver = static_cast<CUresult>(36);
 
+// Whether ctx is a primary context that cudax retains for the rest of the process (device.cpp):
+// such a context cannot be destroyed while the process runs. Never throws; no driver call.
+bool is_retained_primary_context(CUcontext ctx) noexcept;
+
 // Loads the driver and runs cuInit once; throws driver_unavailable_error when that failed.
 void ensure_driver();
 
@@ -236,6 +249,11 @@ inline void check(CUresult status, const char* api, ContextFn&& context) {
 // Reports a failure met in a destructor to the destruction handler; never throws.
 void report_destruction_error(CUresult status, const char* api) noexcept;
 
+// Tells the destruction handler that an object (what: "event", "stream", "buffer") outlived its
+// context, so that its destruction was skipped: the driver destroyed it with the context, and the
+// handle or address may belong to something else by now. Never throws.
+void report_outlived_context(const char* api, const char* what) noexcept;
+
 // Runs a destroy call and reports its failure (or an exception from resolving it) to the handler.
 template <class Fn>
 inline void destroy_noexcept(const char* api, Fn&& fn) noexcept {
@@ -249,6 +267,14 @@ inline void destroy_noexcept(const char* api, Fn&& fn) noexcept {
   } catch (...) {
     report_destruction_error(CUDA_ERROR_UNKNOWN, api);
   }
+}
+
+// ctx, or throws invalid_argument_error naming api when it is null (a moved-from owner).
+inline CUcontext require_context_handle(CUcontext ctx, const char* api) {
+  if (ctx == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudax::context)");
+  }
+  return ctx;
 }
 
 // Runs fn() with ctx current (api names the caller in the error for an empty context), switching (and switching back) only when another context is

@@ -171,5 +171,17 @@ void report_destruction_error(CUresult status, const char* api) noexcept {
   }
 }
 
+void report_outlived_context(const char* api, const char* what) noexcept {
+  try {
+    get_destruction_error_handler()(error(error_source::cudax, CUDA_ERROR_CONTEXT_IS_DESTROYED,
+                                          "CUDA_ERROR_CONTEXT_IS_DESTROYED", error_description(CUDA_ERROR_CONTEXT_IS_DESTROYED),
+                                          api,
+                                          std::string("the ") + what + "'s context was destroyed before it, which freed it with the "
+                                          "context; nothing was freed again (destroy objects before their context)"));
+  } catch (...) {
+    std::fprintf(stderr, "cudax: %s: the %s's context was destroyed before it\n", api, what);
+  }
+}
+
 }  // namespace detail
 }  // namespace cudax

@@ -1,5 +1,7 @@
 #include "cudax/event.hpp"
 
+#include "cudax/stream.hpp"
+
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -45,27 +47,27 @@ unsigned int driver_flags(event_flags flags) {
 }
 }  // namespace
 
-void event_ref::require_handle(const char* api) const {
+void event_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
     throw invalid_argument_error(api, "the event is empty (a moved-from or released cudax::event)");
   }
 }
 
-void event_ref::record(stream_ref s) const {
-  require_handle("cudax::event_ref::record");
+void event_base::record(stream_ref s) const {
+  require_handle("cudax::event_base::record");
   if (s.native_handle() == nullptr) [[unlikely]] {
-    throw invalid_argument_error("cudax::event_ref::record", "the stream is empty (a moved-from cudax::stream)");
+    throw invalid_argument_error("cudax::event_base::record", "the stream is empty (a moved-from cudax::stream)");
   }
   check(drv::cuEventRecord(handle_, s.native_handle()), "cuEventRecord", [this] { return describe(handle_); });
 }
 
-void event_ref::synchronize() const {
-  require_handle("cudax::event_ref::synchronize");
+void event_base::synchronize() const {
+  require_handle("cudax::event_base::synchronize");
   check(drv::cuEventSynchronize(handle_), "cuEventSynchronize", [this] { return describe(handle_); });
 }
 
-bool event_ref::is_done() const {
-  require_handle("cudax::event_ref::is_done");
+bool event_base::is_done() const {
+  require_handle("cudax::event_base::is_done");
   CUresult status = drv::cuEventQuery(handle_);
   if (status == CUDA_ERROR_NOT_READY) {
     return false;
@@ -76,18 +78,19 @@ bool event_ref::is_done() const {
 
 event::event(const cudax::device& dev, event_flags flags) : event(dev.primary_context(), flags) {}
 
-event::event(context_ref ctx, event_flags flags) : event_ref(static_cast<CUevent>(nullptr)), context_(ctx.native_handle()) {
+event::event(context_ref ctx, event_flags flags) : event_base(nullptr) {
   const unsigned int bits = flags == event_flags::none ? static_cast<unsigned int>(CU_EVENT_DISABLE_TIMING) : driver_flags(flags);
-  detail::run_in_context(context_, "cudax::event", [&] { check(drv::cuEventCreate(&handle_, bits), "cuEventCreate"); });
+  context_ = detail::context_token::of(ctx.native_handle());
+  detail::run_in_context(context_.handle, "cudax::event", [&] { check(drv::cuEventCreate(&handle_, bits), "cuEventCreate"); });
 }
 
 context_ref event::context() const {
   require_handle("cudax::event::context");
-  if (context_ == nullptr) {
+  if (context_.handle == nullptr) {
     throw invalid_argument_error("cudax::event::context",
                                  "the event was adopted without its context (from_native_handle(handle))");
   }
-  return context_ref(context_);
+  return context_ref(context_.handle);
 }
 
 event event::from_ipc_handle(const cudax::device& dev, const CUipcEventHandle& handle) {
@@ -95,14 +98,14 @@ event event::from_ipc_handle(const cudax::device& dev, const CUipcEventHandle& h
   CUevent ev = nullptr;
   check(drv::cuIpcOpenEventHandle(&ev, handle), "cuIpcOpenEventHandle",
         [&] { return "device " + std::to_string(dev.ordinal()); });
-  return event(ev, dev.primary_context().native_handle());
+  return event(ev, detail::context_token::of(dev.primary_context().native_handle()));
 }
 
 CUipcEventHandle event::ipc_handle() const {
   require_handle("cudax::event::ipc_handle");
   std::optional<context_guard> guard;
-  if (context_ != nullptr) {
-    guard.emplace(context_ref(context_));
+  if (context_.handle != nullptr) {
+    guard.emplace(context_ref(context_.handle));
   }
   CUipcEventHandle handle{};
   check(drv::cuIpcGetEventHandle(&handle, handle_), "cuIpcGetEventHandle", [this] {
@@ -111,24 +114,28 @@ CUipcEventHandle event::ipc_handle() const {
   return handle;
 }
 
-void event::destroy() noexcept {
+void event::reset() noexcept {
   if (handle_ != nullptr) {
     CUevent h = std::exchange(handle_, nullptr);
-    context_ = nullptr;
+    const detail::context_token ctx = std::exchange(context_, {});
+    if (!ctx.alive()) {
+      detail::report_outlived_context("cudax::event", "event");
+      return;
+    }
     detail::destroy_noexcept("cuEventDestroy", [h] { return drv::cuEventDestroy(h); });
   }
 }
 
 event& event::operator=(event&& other) noexcept {
   if (this != &other) {
-    destroy();
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
-    context_ = std::exchange(other.context_, nullptr);
+    context_ = std::exchange(other.context_, {});
   }
   return *this;
 }
 
-event::~event() { destroy(); }
+event::~event() { reset(); }
 
 std::chrono::duration<float, std::milli> elapsed_time(event_ref start, event_ref end) {
   if (start.native_handle() == nullptr || end.native_handle() == nullptr) {

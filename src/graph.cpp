@@ -15,6 +15,7 @@
 #include "kernel_support.hpp"
 #include "memory_support.hpp"
 #include "nvtx_support.hpp"
+#include "stream_support.hpp"
 
 namespace cudax {
 namespace detail {
@@ -158,9 +159,69 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
     v.priority = *c.priority;
     set(CU_LAUNCH_ATTRIBUTE_PRIORITY, v);
   }
+  if (sig != nullptr && sig->library != nullptr) {
+    try {
+      b.keep_library(sig->library);
+    } catch (...) {
+      drv::cuGraphDestroyNode(node);  // a node whose code could be unloaded under it must not stay
+      throw;
+    }
+  }
   auto result = kernel_node::from_native_handle(node);
   b.advance(result);
   return result;
+}
+
+namespace {
+void CUDA_CB release_library_callback(void* state) { release_library(static_cast<library_state*>(state)); }
+}  // namespace
+
+void keep_library_in_graph(CUgraph graph, library_state* library) {
+  retain_library(library);  // the user object's reference, dropped by its destructor
+  retain_in_graph(graph, library, &release_library_callback, "a graph launching a library's kernel");
+}
+
+void keep_captured_libraries(CUgraph graph) {
+#if CUDA_VERSION >= 12050
+  // Kernels launched into a capturing stream become kernel nodes that name their CUkernel; the graph
+  // takes a reference on each cudax library among them, as graph_builder does for the nodes it adds.
+  std::vector<library_state*> kept;
+  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
+         return drv::cuGraphGetNodes(graph, out, n);
+       })) {
+    CUgraphNodeType type{};
+    CUDA_KERNEL_NODE_PARAMS params{};
+    if (drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+        drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
+      continue;
+    }
+    CUlibrary lib = nullptr;
+    try {
+      if (drv::cuKernelGetLibrary(&lib, params.kern) != CUDA_SUCCESS) {
+        continue;  // a kernel of no library (a module's, say)
+      }
+    } catch (const not_supported_error&) {
+      return;  // a driver older than 12.5 cannot tell: documented, the kernels must outlive the graph
+    }
+    library_state* state = retain_library_of(lib);
+    if (state == nullptr) {
+      continue;  // not a cudax library
+    }
+    bool seen = false;
+    for (library_state* k : kept) {
+      seen = seen || k == state;
+    }
+    if (seen) {
+      release_library(state);
+      continue;
+    }
+    kept.reserve(kept.size() + 1);
+    retain_in_graph(graph, state, &release_library_callback, "a graph captured from a stream");
+    kept.push_back(state);
+  }
+#else
+  (void)graph;
+#endif
 }
 
 }  // namespace detail
@@ -212,34 +273,34 @@ std::vector<graph_node_ref> graph_node_ref::dependents() const {
 
 // --- graph_ref --------------------------------------------------------------------------------------
 
-void graph_ref::require_handle(const char* api) const {
+void graph_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
     throw invalid_argument_error(api, "the graph is empty (a moved-from or released cudax::graph)");
   }
 }
 
-std::vector<graph_node_ref> graph_ref::nodes() const {
-  require_handle("cudax::graph_ref::nodes");
+std::vector<graph_node_ref> graph_base::nodes() const {
+  require_handle("cudax::graph_base::nodes");
   return detail::wrap_nodes(detail::query_nodes(
       "cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) { return detail::drv::cuGraphGetNodes(handle_, out, n); }));
 }
 
-std::vector<graph_node_ref> graph_ref::roots() const {
-  require_handle("cudax::graph_ref::roots");
+std::vector<graph_node_ref> graph_base::roots() const {
+  require_handle("cudax::graph_base::roots");
   return detail::wrap_nodes(detail::query_nodes("cuGraphGetRootNodes", [&](CUgraphNode* out, std::size_t* n) {
     return detail::drv::cuGraphGetRootNodes(handle_, out, n);
   }));
 }
 
-std::size_t graph_ref::node_count() const {
-  require_handle("cudax::graph_ref::node_count");
+std::size_t graph_base::node_count() const {
+  require_handle("cudax::graph_base::node_count");
   std::size_t count = 0;
   detail::check(detail::drv::cuGraphGetNodes(handle_, nullptr, &count), "cuGraphGetNodes");
   return count;
 }
 
-std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_ref::edges() const {
-  require_handle("cudax::graph_ref::edges");
+std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_base::edges() const {
+  require_handle("cudax::graph_base::edges");
   std::size_t count = 0;
   detail::check(detail::drv::cuGraphGetEdges(handle_, nullptr, nullptr, nullptr, &count), "cuGraphGetEdges");
   std::vector<CUgraphNode> from(count), to(count);
@@ -254,31 +315,31 @@ std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_ref::edges() const 
   return out;
 }
 
-void graph_ref::add_dependency(graph_node_ref from, graph_node_ref to) const {
-  require_handle("cudax::graph_ref::add_dependency");
+void graph_base::add_dependency(graph_node_ref from, graph_node_ref to) const {
+  require_handle("cudax::graph_base::add_dependency");
   CUgraphNode f = from.native_handle();
   CUgraphNode t = to.native_handle();
   detail::check(detail::drv::cuGraphAddDependencies(handle_, &f, &t, nullptr, 1), "cuGraphAddDependencies");
 }
 
-void graph_ref::remove_dependency(graph_node_ref from, graph_node_ref to) const {
-  require_handle("cudax::graph_ref::remove_dependency");
+void graph_base::remove_dependency(graph_node_ref from, graph_node_ref to) const {
+  require_handle("cudax::graph_base::remove_dependency");
   CUgraphNode f = from.native_handle();
   CUgraphNode t = to.native_handle();
   detail::check(detail::drv::cuGraphRemoveDependencies(handle_, &f, &t, nullptr, 1), "cuGraphRemoveDependencies");
 }
 
-empty_node graph_ref::add_empty(const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_empty");
+empty_node graph_base::add_empty(const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudax::graph_base::add_empty");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEmptyNode(&node, handle_, deps.data(), deps.size()), "cuGraphAddEmptyNode");
   return empty_node::from_native_handle(node);
 }
 
-child_graph_node graph_ref::add_child_graph(graph_ref child, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_child_graph");
-  child.require_handle("cudax::graph_ref::add_child_graph");
+child_graph_node graph_base::add_child_graph(graph_ref child, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudax::graph_base::add_child_graph");
+  child.require_handle("cudax::graph_base::add_child_graph");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddChildGraphNode(&node, handle_, deps.data(), deps.size(), child.handle_),
@@ -286,8 +347,8 @@ child_graph_node graph_ref::add_child_graph(graph_ref child, const std::vector<g
   return child_graph_node::from_native_handle(node);
 }
 
-event_record_node graph_ref::add_event_record(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_event_record");
+event_record_node graph_base::add_event_record(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudax::graph_base::add_event_record");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEventRecordNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
@@ -295,8 +356,8 @@ event_record_node graph_ref::add_event_record(event_ref ev, const std::vector<gr
   return event_record_node::from_native_handle(node);
 }
 
-event_wait_node graph_ref::add_event_wait(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_event_wait");
+event_wait_node graph_base::add_event_wait(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudax::graph_base::add_event_wait");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEventWaitNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
@@ -304,43 +365,30 @@ event_wait_node graph_ref::add_event_wait(event_ref ev, const std::vector<graph_
   return event_wait_node::from_native_handle(node);
 }
 
-host_node graph_ref::add_host_raw(void (*fn)(void*) noexcept, void* data, void (*destroy)(void*) noexcept,
-                                       const std::vector<graph_node_ref>& dependencies) const {
-  // The user object owns data from here on: it is destroyed when its last reference goes.
-  CUuserObject object = nullptr;
-  CUresult status = CUDA_ERROR_INVALID_VALUE;
+host_node graph_base::add_host_task(detail::host_task* task, const std::vector<graph_node_ref>& dependencies) const {
   try {
-    require_handle("cudax::graph_ref::add_host");
-    status = detail::drv::cuUserObjectCreate(&object, data, destroy, 1, CU_USER_OBJECT_NO_DESTRUCTOR_SYNC);
+    require_handle("cudax::graph_base::add_host");
   } catch (...) {
-    destroy(data);
+    detail::discard(task);
     throw;
   }
-  if (status != CUDA_SUCCESS) {
-    destroy(data);
-    detail::check(status, "cuUserObjectCreate");
-  }
-  // The graph takes over the reference (move): the callable lives as long as the graph or any
-  // executable made from it.
-  CUresult retained = detail::drv::cuGraphRetainUserObject(handle_, object, 1, CU_GRAPH_USER_OBJECT_MOVE);
-  if (retained != CUDA_SUCCESS) {
-    detail::drv::cuUserObjectRelease(object, 1);
-    detail::check(retained, "cuGraphRetainUserObject");
-  }
+  // The graph owns the task from here on (also when this throws): it lives as long as the graph or
+  // any executable made from it, and is destroyed on cudax's disposal thread.
+  detail::retain_in_graph(handle_, task, &detail::dispose_host_task_callback, "cudax::graph_base::add_host");
   CUDA_HOST_NODE_PARAMS params{};
-  params.fn = fn;
-  params.userData = data;
+  params.fn = &detail::run_graph_host_task;
+  params.userData = task;
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddHostNode(&node, handle_, deps.data(), deps.size(), &params), "cuGraphAddHostNode");
   return host_node::from_native_handle(node);
 }
 
-std::pair<mem_alloc_node, CUdeviceptr> graph_ref::add_mem_alloc(const device& dev, std::size_t bytes,
+std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(const device& dev, std::size_t bytes,
                                                                 const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_mem_alloc");
+  require_handle("cudax::graph_base::add_mem_alloc");
   if (bytes == 0) {
-    throw invalid_argument_error("cudax::graph_ref::add_mem_alloc", "a graph allocation needs at least one byte");
+    throw invalid_argument_error("cudax::graph_base::add_mem_alloc", "a graph allocation needs at least one byte");
   }
   CUDA_MEM_ALLOC_NODE_PARAMS params{};
   params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -355,8 +403,8 @@ std::pair<mem_alloc_node, CUdeviceptr> graph_ref::add_mem_alloc(const device& de
   return {mem_alloc_node::from_native_handle(node), params.dptr};
 }
 
-mem_free_node graph_ref::add_mem_free(CUdeviceptr address, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_ref::add_mem_free");
+mem_free_node graph_base::add_mem_free(CUdeviceptr address, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudax::graph_base::add_mem_free");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddMemFreeNode(&node, handle_, deps.data(), deps.size(), address),
@@ -364,9 +412,9 @@ mem_free_node graph_ref::add_mem_free(CUdeviceptr address, const std::vector<gra
   return mem_free_node::from_native_handle(node);
 }
 
-conditional_handle graph_ref::make_conditional_handle(context_ref ctx, unsigned default_value,
+conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned default_value,
                                                       bool reset_on_launch) const {
-  require_handle("cudax::graph_ref::make_conditional_handle");
+  require_handle("cudax::graph_base::make_conditional_handle");
   CUgraphConditionalHandle h{};
   detail::check(detail::drv::cuGraphConditionalHandleCreate(&h, handle_, ctx.native_handle(), default_value,
                                                             reset_on_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0),
@@ -374,9 +422,9 @@ conditional_handle graph_ref::make_conditional_handle(context_ref ctx, unsigned 
   return conditional_handle(h);
 }
 
-conditional_node graph_ref::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
+conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
                                             unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
-  constexpr const char* api = "cudax::graph_ref::add_conditional";
+  constexpr const char* api = "cudax::graph_base::add_conditional";
   require_handle(api);
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
   switch (kind) {
@@ -434,8 +482,8 @@ conditional_node graph_ref::add_conditional(conditional_handle handle, condition
   return out;
 }
 
-graph graph_ref::clone() const {
-  require_handle("cudax::graph_ref::clone");
+graph graph_base::clone() const {
+  require_handle("cudax::graph_base::clone");
   CUgraph copy = nullptr;
   CUresult status = detail::drv::cuGraphClone(&copy, handle_);
   detail::check(status, "cuGraphClone", [status] {
@@ -446,17 +494,17 @@ graph graph_ref::clone() const {
   return graph::from_native_handle(copy);
 }
 
-void graph_ref::write_dot(const std::string& path, unsigned flags) const {
-  require_handle("cudax::graph_ref::write_dot");
+void graph_base::write_dot(const std::string& path, unsigned flags) const {
+  require_handle("cudax::graph_base::write_dot");
   detail::check(detail::drv::cuGraphDebugDotPrint(handle_, path.c_str(), flags), "cuGraphDebugDotPrint",
                 [&] { return "writing '" + path + "'"; });
 }
 
-std::string graph_ref::dot(unsigned flags) const {
+std::string graph_base::dot(unsigned flags) const {
   char path[] = "/tmp/cudax-graph-XXXXXX";
   int fd = ::mkstemp(path);
   if (fd < 0) {
-    throw invalid_argument_error("cudax::graph_ref::dot", "cannot create a temporary file in /tmp");
+    throw invalid_argument_error("cudax::graph_base::dot", "cannot create a temporary file in /tmp");
   }
   ::close(fd);
   struct remover {
@@ -470,24 +518,26 @@ std::string graph_ref::dot(unsigned flags) const {
   return std::move(text).str();
 }
 
-graph_exec graph_ref::instantiate() const { return instantiate(graph_instantiate_flags::none); }
+graph_exec graph_base::instantiate() const { return instantiate(graph_instantiate_flags::none); }
 
-graph_exec graph_ref::instantiate(graph_instantiate_flags flags) const {
+graph_exec graph_base::instantiate(graph_instantiate_flags flags) const {
   CUcontext ctx = nullptr;
   detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (ctx == nullptr) {
-    ctx = device(0).primary_context().native_handle();
+    throw invalid_argument_error("cudax::graph_base::instantiate",
+                                 "no context is current, and an executable graph belongs to a context: name it with "
+                                 "instantiate(ctx, flags) (dev.primary_context() for a device), or make one current");
   }
   return instantiate(context_ref(ctx), flags);
 }
 
-graph_exec graph_ref::instantiate(context_ref ctx, graph_instantiate_flags flags) const {
-  require_handle("cudax::graph_ref::instantiate");
+graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flags) const {
+  require_handle("cudax::graph_base::instantiate");
   CUDA_GRAPH_INSTANTIATE_PARAMS params{};
   params.flags = static_cast<cuuint64_t>(flags);
   CUgraphExec exec = nullptr;
   CUresult status = CUDA_SUCCESS;
-  detail::run_in_context(ctx.native_handle(), "cudax::graph_ref::instantiate",
+  detail::run_in_context(ctx.native_handle(), "cudax::graph_base::instantiate",
                          [&] { status = detail::drv::cuGraphInstantiateWithParams(&exec, handle_, &params); });
   if (status != CUDA_SUCCESS || params.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
     const char* why = "the driver refused the graph";
@@ -518,27 +568,26 @@ graph_exec graph_ref::instantiate(context_ref ctx, graph_instantiate_flags flags
 
 // --- graph -------------------------------------------------------------------------------------------
 
-graph::graph() : graph_ref(static_cast<CUgraph>(nullptr)) {
+graph::graph() : graph_base(nullptr) {
   detail::check(detail::drv::cuGraphCreate(&handle_, 0), "cuGraphCreate");
 }
 
 graph& graph::operator=(graph&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) {
-      CUgraph h = handle_;
-      detail::destroy_noexcept("cuGraphDestroy", [h] { return detail::drv::cuGraphDestroy(h); });
-    }
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
 }
 
-graph::~graph() {
+void graph::reset() noexcept {
   if (handle_ != nullptr) {
-    CUgraph h = handle_;
+    CUgraph h = std::exchange(handle_, nullptr);
     detail::destroy_noexcept("cuGraphDestroy", [h] { return detail::drv::cuGraphDestroy(h); });
   }
 }
+
+graph::~graph() { reset(); }
 
 // --- graph_builder -------------------------------------------------------------------------------
 
@@ -550,6 +599,30 @@ graph_builder::graph_builder(graph_ref g, context_ref ctx, std::vector<graph_nod
   if (ctx.native_handle() == nullptr) {
     throw invalid_argument_error("cudax::graph_builder", "the context is empty");
   }
+}
+
+graph_builder::graph_builder(graph_ref g, const device& dev, std::vector<graph_node_ref> dependencies)
+    : graph_builder(g, dev.primary_context(), std::move(dependencies)) {}
+
+namespace {
+context_ref context_of(stream_ref s) {
+  detail::require_stream(s.native_handle(), "cudax::graph_builder");
+  return s.context();
+}
+}  // namespace
+
+graph_builder::graph_builder(graph_ref g, stream_ref s, std::vector<graph_node_ref> dependencies)
+    : graph_builder(g, context_of(s), std::move(dependencies)) {}
+
+void graph_builder::keep_library(detail::library_state* library) {
+  for (detail::library_state* kept : kept_) {
+    if (kept == library) {
+      return;
+    }
+  }
+  kept_.reserve(kept_.size() + 1);  // may throw before the graph holds anything
+  detail::keep_library_in_graph(graph_.native_handle(), library);
+  kept_.push_back(library);
 }
 
 graph_node_ref graph_builder::last() const {
@@ -564,32 +637,48 @@ graph_node_ref graph_builder::last() const {
 
 graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) {
-      CUgraphExec h = handle_;
-      detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
-    }
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
-    ctx_ = std::exchange(other.ctx_, nullptr);
+    ctx_ = std::exchange(other.ctx_, {});
+    kept_ = std::exchange(other.kept_, {});
   }
   return *this;
 }
 
-graph_exec::~graph_exec() {
+void graph_exec::reset() noexcept {
   if (handle_ != nullptr) {
-    CUgraphExec h = handle_;
-    detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
+    CUgraphExec h = std::exchange(handle_, nullptr);
+    if (!std::exchange(ctx_, {}).alive()) {
+      detail::report_outlived_context("cudax::graph_exec", "executable graph");
+    } else {
+      detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
+    }
+  }
+  for (detail::library_state* kept : std::exchange(kept_, {})) {
+    detail::release_library(kept);
   }
 }
+
+CUgraphExec graph_exec::release() noexcept {
+  ctx_ = {};
+  // The caller owns the executable now, and keeps the libraries it launches loaded.
+  for (detail::library_state* kept : std::exchange(kept_, {})) {
+    detail::release_library(kept);
+  }
+  return std::exchange(handle_, nullptr);
+}
+
+graph_exec::~graph_exec() { reset(); }
 
 namespace {
 // Runs fn in ctx (the executable's context), or in the current context for an adopted executable
 // without one.
 template <class Fn>
-void in_context(CUcontext ctx, Fn&& fn) {
-  if (ctx == nullptr) {
+void in_context(const detail::context_token& ctx, Fn&& fn) {
+  if (ctx.handle == nullptr) {
     fn();
   } else {
-    detail::run_in_context(ctx, "cudax::graph_exec", fn);
+    detail::run_in_context(ctx.handle, "cudax::graph_exec", fn);
   }
 }
 
@@ -614,7 +703,7 @@ void graph_exec::upload(stream_ref stream) const {
 }
 
 void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
-                                void** args) const {
+                                void** args, const detail::kernel_signature* sig) {
   require_exec(handle_, "cudax::graph_exec::set_kernel_node");
   if (config.needs_extended_launch()) {
     throw invalid_argument_error("cudax::graph_exec::set_kernel_node",
@@ -622,11 +711,25 @@ void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const laun
                                  "programmatic stream serialization): the node keeps its own; pass a launch_config "
                                  "without them");
   }
-  CUDA_KERNEL_NODE_PARAMS params = detail::kernel_node_params(config, kernel, ctx.native_handle(), args, nullptr);
+  CUDA_KERNEL_NODE_PARAMS params = detail::kernel_node_params(config, kernel, ctx.native_handle(), args, sig);
+  // The executable keeps the new kernel's library loaded (its graph's user objects cover only the
+  // kernels it was made with).
+  detail::library_state* library = sig != nullptr ? sig->library : nullptr;
+  bool keep = library != nullptr;
+  for (detail::library_state* kept : kept_) {
+    keep = keep && kept != library;
+  }
+  if (keep) {
+    kept_.reserve(kept_.size() + 1);
+  }
   in_context(ctx_, [&] {
     detail::check(detail::drv::cuGraphExecKernelNodeSetParams(handle_, node.native_handle(), &params),
                   "cuGraphExecKernelNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
   });
+  if (keep) {
+    detail::retain_library(library);
+    kept_.push_back(library);
+  }
 }
 
 void graph_exec::set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const {
@@ -746,7 +849,9 @@ graph stream_capture::end() {
                 "has ended");
   }
   detail::check(status, "cuStreamEndCapture");
-  return graph::from_native_handle(g);
+  graph captured = graph::from_native_handle(g);
+  detail::keep_captured_libraries(g);  // on failure, captured destroys the graph
+  return captured;
 }
 
 std::uint64_t stream_capture::id() const { return capture_info_of(stream_).id; }

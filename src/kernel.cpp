@@ -11,26 +11,20 @@
 namespace cudax {
 namespace detail {
 
-namespace {
-// The context to ask in: the current one, else device 0's primary context (kernels are
-// context-independent, but the driver answers parameter queries only with a context current).
-CUcontext query_context() {
-  CUcontext ctx = nullptr;
-  check(drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (ctx == nullptr) {
-    ctx = device(0).primary_context().native_handle();
-  }
-  return ctx;
-}
-}  // namespace
-
-void describe_kernel(CUkernel kernel, kernel_signature& sig) {
+void describe_kernel(CUkernel kernel, kernel_signature& sig, CUcontext ctx) {
   sig.name = kernel_name_noexcept(kernel, nullptr);
-#if CUDAX_HAS_KERNEL_INTROSPECTION
   try {
+    if (ctx == nullptr) {
+      check(drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    }
+    if (ctx == nullptr) {
+      sig.unknown_reason = "the image does not describe the kernel's parameters and no context was named or current "
+                           "to ask the driver in; launches ask in the context of their stream";
+      return;
+    }
     std::vector<kernel_param> params;
     CUresult failure = CUDA_SUCCESS;
-    run_in_context(query_context(), "cuKernelGetParamInfo", [&] {
+    run_in_context(ctx, "cuKernelGetParamInfo", [&] {
       for (std::size_t i = 0;; ++i) {
         std::size_t offset = 0;
         std::size_t size = 0;
@@ -51,33 +45,22 @@ void describe_kernel(CUkernel kernel, kernel_signature& sig) {
     }
     sig.params = std::move(params);
     sig.parameters_known = true;
-  } catch (const not_supported_error& e) {
-    sig.unknown_reason = e.what();  // a driver older than 12.4
-    sig.permanently_unknown = true;
   } catch (const error& e) {
-    sig.unknown_reason = e.what();  // e.g. no context could be made current: may work later
+    sig.unknown_reason = e.what();  // a driver older than 12.4, or a context that could not be made current
   }
-#else
-  sig.unknown_reason = "cudax was built with CUDA headers older than 12.4, which lack cuKernelGetParamInfo";
-  sig.permanently_unknown = true;
-#endif
 }
 
 std::string kernel_name_noexcept(CUkernel kernel, const kernel_signature* sig) noexcept {
-  if (sig != nullptr && !sig->name.empty()) {
-    return sig->name;
-  }
-#if CUDAX_HAS_KERNEL_INTROSPECTION
   try {
+    if (sig != nullptr && !sig->name.empty()) {
+      return sig->name;
+    }
     const char* name = nullptr;
-    if (drv::cuKernelGetName(&name, kernel) == CUDA_SUCCESS && name != nullptr) {
+    if (kernel != nullptr && drv::cuKernelGetName(&name, kernel) == CUDA_SUCCESS && name != nullptr) {
       return name;
     }
   } catch (...) {
   }
-#else
-  (void)kernel;
-#endif
   return {};
 }
 
@@ -103,7 +86,7 @@ bool known_parameters(CUkernel kernel, const kernel_signature* sig, kernel_signa
     out = sig;
     return sig->parameters_known;
   }
-  describe_kernel(kernel, scratch);
+  describe_kernel(kernel, scratch, nullptr);
   out = &scratch;
   return scratch.parameters_known;
 }
@@ -157,19 +140,28 @@ void throw_shared_memory_too_large(const launch_config& c, CUkernel kernel, cons
                      std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory do not fit a launch");
 }
 
-void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const std::size_t* sizes, std::size_t count) {
-  if (sig != nullptr) {
-    return;  // cached as unknowable (a driver or headers older than 12.4): nothing to check against
-  }
-#if CUDAX_HAS_KERNEL_INTROSPECTION
-  // No cached layout (an adopted handle): walk the driver's description without allocating; the
-  // full layout is built only for the message of a mismatch.
+void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const std::size_t* sizes, std::size_t count,
+                          query_target target) {
+  // No layout cached (an adopted handle, or an image that does not describe its kernels): walk the
+  // driver's description in the launch's context without allocating; the full layout is built only
+  // for the message of a mismatch.
   constexpr std::size_t none = static_cast<std::size_t>(-1);
   std::size_t expected_count = none;
   std::size_t wrong_size = none;
   bool unknown = false;
+  CUcontext ctx = target.context;
   try {
-    run_in_context(query_context(), "cuKernelGetParamInfo", [&] {
+    if (ctx == nullptr && target.stream != nullptr && target.stream != CU_STREAM_LEGACY &&
+        target.stream != CU_STREAM_PER_THREAD) {
+      check(drv::cuStreamGetCtx(target.stream, &ctx), "cuStreamGetCtx");
+    }
+    if (ctx == nullptr) {
+      check(drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+    }
+    if (ctx == nullptr) {
+      return;  // a default stream with no context current: the launch itself fails and says so
+    }
+    run_in_context(ctx, "cuKernelGetParamInfo", [&] {
       for (std::size_t i = 0;; ++i) {
         std::size_t offset = 0;
         std::size_t size = 0;
@@ -194,17 +186,15 @@ void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const st
     return;
   }
   kernel_signature full;
-  describe_kernel(kernel, full);
+  describe_kernel(kernel, full, ctx);
+  if (sig != nullptr && full.name.empty()) {
+    full.name = sig->name;
+  }
   if (expected_count != count) {
     throw_argument_count(kernel, &full, expected_count, count);
   }
   throw_argument_size(kernel, &full, wrong_size, full.params.size() > wrong_size ? full.params[wrong_size].size : 0,
                       sizes[wrong_size]);
-#else
-  (void)kernel;
-  (void)sizes;
-  (void)count;
-#endif
 }
 
 void throw_argument_count(CUkernel kernel, const kernel_signature* sig, std::size_t expected, std::size_t given) {
@@ -231,7 +221,7 @@ void throw_argument_size(CUkernel kernel, const kernel_signature* sig, std::size
 std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::size_t (*fn)(void*, int), void* data,
                                        std::size_t fixed_shared, int block_size_limit) {
   if (block_size_limit < 0) {
-    throw invalid_argument_error("cudax::kernel_ref::suggested_block_size",
+    throw invalid_argument_error("cudax::kernel_base::suggested_block_size",
                                  "block_size_limit is " + std::to_string(block_size_limit) + "; it must be >= 0");
   }
   CUfunction f = function_in_primary_context(kernel, device);
@@ -265,29 +255,30 @@ std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::si
 using detail::check;
 
 
-CUfunction kernel_ref::function(context_ref ctx) const {
+CUfunction kernel_base::function(context_ref ctx) const {
   CUfunction fn = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudax::kernel_ref::function",
+  detail::run_in_context(ctx.native_handle(), "cudax::kernel_base::function",
                          [&] { check(detail::drv::cuKernelGetFunction(&fn, handle_), "cuKernelGetFunction"); });
   return fn;
 }
 
-std::string kernel_ref::name() const {
-#if CUDAX_HAS_KERNEL_INTROSPECTION
+void kernel_base::require_handle(const char* api) const {
+  if (handle_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the kernel is empty (a moved-from or reset cudax::kernel)");
+  }
+}
+
+std::string kernel_base::name() const {
+  require_handle("cudax::kernel_base::name");
   if (signature_ != nullptr && !signature_->name.empty()) {
     return signature_->name;
   }
   const char* name = nullptr;
   check(detail::drv::cuKernelGetName(&name, handle_), "cuKernelGetName");
   return name != nullptr ? name : "";
-#else
-  throw not_supported_error(error_source::cudax, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
-                            "kernel names need CUDA 12.3 headers; cudax was built with older ones",
-                            "cudax::kernel_ref::name", {});
-#endif
 }
 
-int kernel_ref::attribute(CUfunction_attribute attr, const device& dev) const {
+int kernel_base::attribute(CUfunction_attribute attr, const device& dev) const {
   int value = 0;
   check(detail::drv::cuKernelGetAttribute(&value, attr, handle_, dev.native_handle()), "cuKernelGetAttribute", [&] {
     return detail::kernel_label(handle_, signature_) + ", attribute " + std::to_string(static_cast<int>(attr)) +
@@ -296,7 +287,7 @@ int kernel_ref::attribute(CUfunction_attribute attr, const device& dev) const {
   return value;
 }
 
-kernel_attributes kernel_ref::attributes(const device& dev) const {
+kernel_attributes kernel_base::attributes(const device& dev) const {
   kernel_attributes a{};
   a.max_threads_per_block = attribute(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, dev);
   a.shared_size_bytes = attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, dev);
@@ -317,20 +308,20 @@ kernel_attributes kernel_ref::attributes(const device& dev) const {
   return a;
 }
 
-void kernel_ref::set_attribute(CUfunction_attribute attr, int value, const device& dev) const {
+void kernel_base::set_attribute(CUfunction_attribute attr, int value, const device& dev) const {
   check(detail::drv::cuKernelSetAttribute(attr, value, handle_, dev.native_handle()), "cuKernelSetAttribute", [&] {
     return detail::kernel_label(handle_, signature_) + ", attribute " + std::to_string(static_cast<int>(attr)) +
            " = " + std::to_string(value) + ", device " + std::to_string(dev.ordinal());
   });
 }
 
-void kernel_ref::set_max_dynamic_shared_memory(const device& dev, std::size_t bytes) const {
+void kernel_base::set_max_dynamic_shared_memory(const device& dev, std::size_t bytes) const {
   auto optin = static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN));
   auto static_bytes = static_cast<std::size_t>(attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, dev));
   std::size_t allowed = optin > static_bytes ? optin - static_bytes : 0;
   if (bytes > allowed) {
     throw invalid_argument_error(
-        "cudax::kernel_ref::set_max_dynamic_shared_memory",
+        "cudax::kernel_base::set_max_dynamic_shared_memory",
         detail::kernel_label(handle_, signature_) + ": " + std::to_string(bytes) +
             " bytes of dynamic shared memory exceed the " + std::to_string(allowed) + " bytes allowed on device " +
             std::to_string(dev.ordinal()) + " (opt-in maximum " + std::to_string(optin) + " bytes per block minus " +
@@ -339,32 +330,32 @@ void kernel_ref::set_max_dynamic_shared_memory(const device& dev, std::size_t by
   set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes), dev);
 }
 
-void kernel_ref::set_preferred_shared_memory_carveout(const device& dev, int percent) const {
+void kernel_base::set_preferred_shared_memory_carveout(const device& dev, int percent) const {
   if (percent < -1 || percent > 100) {
-    throw invalid_argument_error("cudax::kernel_ref::set_preferred_shared_memory_carveout",
+    throw invalid_argument_error("cudax::kernel_base::set_preferred_shared_memory_carveout",
                                  "the carveout is " + std::to_string(percent) +
                                      "; give a percentage from 0 to 100, or -1 for no preference");
   }
   set_attribute(CU_FUNC_ATTRIBUTE_PREFERRED_SHARED_MEMORY_CARVEOUT, percent, dev);
 }
 
-void kernel_ref::set_non_portable_cluster_size_allowed(const device& dev, bool allowed) const {
+void kernel_base::set_non_portable_cluster_size_allowed(const device& dev, bool allowed) const {
   set_attribute(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED, allowed ? 1 : 0, dev);
 }
 
-void kernel_ref::set_cluster_scheduling_policy(const device& dev, CUclusterSchedulingPolicy policy) const {
+void kernel_base::set_cluster_scheduling_policy(const device& dev, CUclusterSchedulingPolicy policy) const {
   set_attribute(CU_FUNC_ATTRIBUTE_CLUSTER_SCHEDULING_POLICY_PREFERENCE, static_cast<int>(policy), dev);
 }
 
-void kernel_ref::set_cache_config(const device& dev, CUfunc_cache config) const {
+void kernel_base::set_cache_config(const device& dev, CUfunc_cache config) const {
   check(detail::drv::cuKernelSetCacheConfig(handle_, config, dev.native_handle()), "cuKernelSetCacheConfig",
         [&] { return detail::kernel_label(handle_, signature_); });
 }
 
-int kernel_ref::max_active_blocks_per_multiprocessor(const device& dev, int block_size,
+int kernel_base::max_active_blocks_per_multiprocessor(const device& dev, int block_size,
                                                      std::size_t dynamic_shared_memory) const {
   if (block_size <= 0) {
-    throw invalid_argument_error("cudax::kernel_ref::max_active_blocks_per_multiprocessor",
+    throw invalid_argument_error("cudax::kernel_base::max_active_blocks_per_multiprocessor",
                                  "block_size is " + std::to_string(block_size) + "; it must be positive");
   }
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
@@ -380,17 +371,17 @@ int kernel_ref::max_active_blocks_per_multiprocessor(const device& dev, int bloc
   return blocks;
 }
 
-block_size_suggestion kernel_ref::suggested_block_size(const device& dev, std::size_t dynamic_shared_memory,
+block_size_suggestion kernel_base::suggested_block_size(const device& dev, std::size_t dynamic_shared_memory,
                                                        int block_size_limit) const {
   auto [grid, block] =
       detail::suggest_block_size(handle_, dev.native_handle(), nullptr, nullptr, dynamic_shared_memory, block_size_limit);
   return {grid, block};
 }
 
-std::size_t kernel_ref::available_dynamic_shared_memory(const device& dev, int blocks_per_multiprocessor,
+std::size_t kernel_base::available_dynamic_shared_memory(const device& dev, int blocks_per_multiprocessor,
                                                         int block_size) const {
   if (blocks_per_multiprocessor <= 0 || block_size <= 0) {
-    throw invalid_argument_error("cudax::kernel_ref::available_dynamic_shared_memory",
+    throw invalid_argument_error("cudax::kernel_base::available_dynamic_shared_memory",
                                  "blocks_per_multiprocessor (" + std::to_string(blocks_per_multiprocessor) +
                                      ") and block_size (" + std::to_string(block_size) + ") must be positive");
   }
@@ -412,8 +403,8 @@ void require_32bit_shared(const launch_config& config, const char* api) {
 }
 }  // namespace
 
-int kernel_ref::max_potential_cluster_size(const device& dev, const launch_config& config) const {
-  require_32bit_shared(config, "cudax::kernel_ref::max_potential_cluster_size");
+int kernel_base::max_potential_cluster_size(const device& dev, const launch_config& config) const {
+  require_32bit_shared(config, "cudax::kernel_base::max_potential_cluster_size");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   launch_config without_cluster = config;
   without_cluster.cluster = dims(0, 0, 0);
@@ -428,12 +419,12 @@ int kernel_ref::max_potential_cluster_size(const device& dev, const launch_confi
   return size;
 }
 
-int kernel_ref::max_active_clusters(const device& dev, const launch_config& config) const {
+int kernel_base::max_active_clusters(const device& dev, const launch_config& config) const {
   if (!config.has_cluster()) {
-    throw invalid_argument_error("cudax::kernel_ref::max_active_clusters",
+    throw invalid_argument_error("cudax::kernel_base::max_active_clusters",
                                  "the launch_config has no cluster dimensions: set launch_config::cluster");
   }
-  require_32bit_shared(config, "cudax::kernel_ref::max_active_clusters");
+  require_32bit_shared(config, "cudax::kernel_base::max_active_clusters");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   CUlaunchConfig lc;
   CUlaunchAttribute attrs[1];
@@ -455,22 +446,21 @@ const detail::kernel_signature& require_parameters(CUkernel kernel, const detail
   const detail::kernel_signature* known = nullptr;
   if (!detail::known_parameters(kernel, sig, scratch, known)) {
     throw not_supported_error(error_source::cudax, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
-                              "the driver cannot describe the kernel's parameters (CUDA 12.4 headers and driver "
-                              "are needed): " + known->unknown_reason,
-                              api, detail::kernel_label(kernel, sig));
+                              "the kernel's parameters are not known: " + known->unknown_reason, api,
+                              detail::kernel_label(kernel, sig));
   }
   return *known;
 }
 }  // namespace
 
-std::size_t kernel_ref::parameter_count() const {
+std::size_t kernel_base::parameter_count() const {
   detail::kernel_signature scratch;
-  return require_parameters(handle_, signature_, scratch, "cudax::kernel_ref::parameter_count").params.size();
+  return require_parameters(handle_, signature_, scratch, "cudax::kernel_base::parameter_count").params.size();
 }
 
-std::vector<kernel_parameter> kernel_ref::parameters() const {
+std::vector<kernel_parameter> kernel_base::parameters() const {
   detail::kernel_signature scratch;
-  const auto& sig = require_parameters(handle_, signature_, scratch, "cudax::kernel_ref::parameters");
+  const auto& sig = require_parameters(handle_, signature_, scratch, "cudax::kernel_base::parameters");
   std::vector<kernel_parameter> out;
   out.reserve(sig.params.size());
   for (std::size_t i = 0; i < sig.params.size(); ++i) {
@@ -479,13 +469,13 @@ std::vector<kernel_parameter> kernel_ref::parameters() const {
   return out;
 }
 
-void kernel_ref::check_signature(const std::size_t* sizes, std::size_t count) const {
+void kernel_base::check_signature(const std::size_t* sizes, std::size_t count) const {
   detail::kernel_signature scratch;
   const detail::kernel_signature* known = nullptr;
   if (!detail::known_parameters(handle_, signature_, scratch, known)) {
     return;  // cannot check with this driver
   }
-  const char* api = "cudax::kernel_ref::as";
+  const char* api = "cudax::kernel_base::as";
   if (known->params.size() != count) {
     throw invalid_argument_error(api, detail::kernel_label(handle_, known) + " has " +
                                           std::to_string(known->params.size()) + " parameters, but the signature has " +

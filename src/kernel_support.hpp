@@ -11,14 +11,25 @@ namespace cudax::detail {
 
 struct library_state;
 
-// Fills sig with the kernel's name and parameter layout (parameters_known stays false when the
-// driver or the headers cannot describe parameters). Never throws for a missing capability.
-void describe_kernel(CUkernel kernel, kernel_signature& sig);
+// Fills sig with the kernel's name and, asking the driver in ctx (the current context when null), its
+// parameter layout; parameters_known stays false, with the reason, when no context is at hand or the
+// driver cannot describe parameters. Never throws for a missing capability. The driver is asked one
+// parameter past the last (the only way to count them), a failing call that compute-sanitizer reports:
+// libraries avoid it by reading the layout from their image (code_metadata.hpp).
+void describe_kernel(CUkernel kernel, kernel_signature& sig, CUcontext ctx);
 
-// The library's cached signature for kernel, created on first use (thread-safe).
-kernel_signature* signature_of(library_state* state, CUkernel kernel);
+// The library's cached signature for kernel (looked up as name), created on first use (thread-safe).
+kernel_signature* signature_of(library_state* state, CUkernel kernel, const std::string& name);
 
-// The kernel's name, or "" when the driver cannot tell; never throws.
+// A counted reference on the state of the live cudax library with this handle, or null (library.cpp).
+library_state* retain_library_of(CUlibrary handle) noexcept;
+
+// Makes graph keep library loaded (a user object holding a reference; graph.cpp).
+void keep_library_in_graph(CUgraph graph, library_state* library);
+// Makes a graph made by stream capture keep the cudax libraries of its kernel nodes loaded.
+void keep_captured_libraries(CUgraph graph);
+
+// The kernel's name, or "" when the driver cannot tell (or memory is short); never throws.
 std::string kernel_name_noexcept(CUkernel kernel, const kernel_signature* sig) noexcept;
 
 // The CUfunction of kernel in the primary context of dev (for occupancy queries).

@@ -227,6 +227,9 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
   if (stream == nullptr) [[unlikely]] {
     throw invalid_argument_error("cudax::launch", "the stream is empty (a moved-from or released cudax::stream)");
   }
+  if (kernel == nullptr) [[unlikely]] {
+    throw invalid_argument_error("cudax::launch", "the kernel is empty (a moved-from or reset cudax::kernel)");
+  }
   check_shared_memory_fits(c, kernel, sig);
   if (!c.needs_extended_launch()) [[likely]] {
     CUresult status = drv::cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), c.grid.x, c.grid.y, c.grid.z, c.block.x,
@@ -263,6 +266,11 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
   if (status != CUDA_SUCCESS) [[unlikely]] {
     throw_launch_failure(status, "cuLaunchKernelEx", stream, c, kernel, sig);
   }
+}
+
+void throw_extent_overflow(unsigned long long value, char axis) {
+  throw invalid_argument_error("cudax::dims::checked", std::string("extent ") + axis + " = " + std::to_string(value) +
+                                                           " does not fit the 32 bits of a launch extent");
 }
 
 void throw_runtime_error(int code, const char* name, const char* description, const char* api, std::string context) {

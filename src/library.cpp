@@ -13,12 +13,20 @@
 #include "driver_api.hpp"
 #include "kernel_support.hpp"
 #include "memory_support.hpp"
+#include "code_metadata.hpp"
+
+#include <atomic>
 
 namespace cudax {
 namespace detail {
 
 struct library_state {
+  // Counted references: the library object and every kernel taken from it (and graphs whose kernel
+  // nodes launch it). The last one unloads the code.
+  std::atomic<int> refs{1};
   CUlibrary handle = nullptr;
+  bool owned = true;        // unload at the last reference (false after library::release())
+  bool lazy = false;        // loaded without jit_options::eager: the driver may write the logs later
   std::string name;
   // The JIT's log buffers live as long as the library: under lazy loading the driver compiles and
   // writes its logs when a kernel is first used, long after cuLibraryLoadData returned.
@@ -31,10 +39,81 @@ struct library_state {
   std::size_t image_size = 0;
   std::unique_ptr<char[]> info_log;
   std::unique_ptr<char[]> error_log;
+  // The context the code was loaded into eagerly, named by the user or current at the time: where
+  // parameter queries run when the image's metadata does not describe a kernel.
+  context_token context;
+  // Parameter layouts read from the image (code_metadata.hpp); complete when layouts_known.
+  kernel_layouts layouts;
+  bool layouts_known = false;
+  // Name expressions of the compilation the code came from, with their lowered names.
+  std::vector<std::pair<std::string, std::string>> expressions;
   std::mutex mutex;
-  // Signatures are published once and never change or move: kernel_refs keep pointers to them.
+  // Signatures are published once and never change or move: kernels keep pointers to them.
   std::unordered_map<CUkernel, std::unique_ptr<kernel_signature>> signatures;
 };
+
+namespace {
+
+// Live libraries by handle, for stream_capture::end, which finds the library of a captured kernel
+// node through cuKernelGetLibrary and makes the graph keep it.
+struct library_registry {
+  std::mutex mutex;
+  std::unordered_map<CUlibrary, library_state*> live;
+};
+
+library_registry& registry() {
+  static auto* r = new library_registry;  // never destroyed: kernels may be released during exit
+  return *r;
+}
+
+void unload(library_state* state) noexcept {
+  if (state->handle != nullptr) {
+    try {
+      std::lock_guard lock(registry().mutex);
+      registry().live.erase(state->handle);
+    } catch (...) {
+    }
+    if (state->owned) {
+      CUlibrary h = state->handle;
+      destroy_noexcept("cuLibraryUnload", [h] { return drv::cuLibraryUnload(h); });
+    }
+  }
+  delete state;
+}
+
+}  // namespace
+
+void retain_library(library_state* state) noexcept {
+  if (state != nullptr) {
+    state->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void release_library(library_state* state) noexcept {
+  if (state != nullptr && state->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    unload(state);
+  }
+}
+
+library_state* retain_library_of(CUlibrary handle) noexcept {
+  try {
+    library_registry& r = registry();
+    std::lock_guard lock(r.mutex);
+    auto found = r.live.find(handle);
+    if (found == r.live.end()) {
+      return nullptr;
+    }
+    // A state whose last reference is being dropped is still registered until unload() takes the
+    // lock: only a state with references left can be revived.
+    library_state* state = found->second;
+    int refs = state->refs.load(std::memory_order_relaxed);
+    while (refs > 0 && !state->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) {
+    }
+    return refs > 0 ? state : nullptr;
+  } catch (...) {
+    return nullptr;
+  }
+}
 
 std::size_t check_global_size(const char* api, const std::string& name, std::size_t bytes, std::size_t element_size,
                               const char*) {
@@ -44,19 +123,6 @@ std::size_t check_global_size(const char* api, const std::string& name, std::siz
                                           std::to_string(element_size) + " bytes: use an element type of its size");
   }
   return bytes / element_size;
-}
-
-void copy_global(CUcontext ctx, CUdeviceptr address, void* host, std::size_t bytes, bool to_device) {
-  if (bytes == 0) {
-    return;
-  }
-  run_in_context(ctx, to_device ? "cudax::global_ref::write" : "cudax::global_ref::read", [&] {
-    if (to_device) {
-      check(drv::cuMemcpyHtoD(address, host, bytes), "cuMemcpyHtoD");
-    } else {
-      check(drv::cuMemcpyDtoH(host, address, bytes), "cuMemcpyDtoH");
-    }
-  });
 }
 
 namespace {
@@ -93,16 +159,26 @@ std::string load_failure_advice(CUresult status, code_kind kind, std::size_t siz
 
 }  // namespace
 
-kernel_signature* signature_of(library_state* state, CUkernel kernel) {
+kernel_signature* signature_of(library_state* state, CUkernel kernel, const std::string& name) {
   std::lock_guard lock(state->mutex);
   auto found = state->signatures.find(kernel);
   if (found != state->signatures.end()) {
     return found->second.get();
   }
   auto sig = std::make_unique<kernel_signature>();
-  describe_kernel(kernel, *sig);
-  if (!sig->parameters_known && !sig->permanently_unknown) {
-    return nullptr;  // a failure that may pass (no context could be made current): ask again next time
+  sig->library = state;
+  if (auto layout = state->layouts.find(name); state->layouts_known && layout != state->layouts.end()) {
+    sig->name = name;
+    sig->params = layout->second;
+    sig->parameters_known = true;
+  } else {
+    // The image does not describe it (a compressed fatbin, an adopted handle): ask the driver in the
+    // context the code was loaded into, or the current one; never in a context nobody named.
+    CUcontext ctx = nullptr;
+    if (state->context.handle != nullptr && state->context.alive()) {
+      ctx = state->context.handle;
+    }
+    describe_kernel(kernel, *sig, ctx);
   }
   return state->signatures.emplace(kernel, std::move(sig)).first->second.get();
 }
@@ -111,18 +187,29 @@ kernel_signature* signature_of(library_state* state, CUkernel kernel) {
 
 // --- library_ref -------------------------------------------------------------------------------
 
-void library_ref::require_handle(const char* api) const {
+void library_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
     throw invalid_argument_error(api, "the library is empty (a moved-from or released cudax::library)");
   }
 }
 
-kernel_ref library_ref::get_kernel(const std::string& name) const {
-  require_handle("cudax::library_ref::get_kernel");
-  CUkernel kernel = nullptr;
-  CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
+kernel library_base::get_kernel(const std::string& requested) const {
+  require_handle("cudax::library_base::get_kernel");
+  // A name expression of the compilation the code came from stands for its lowered name.
+  const std::string* lowered = &requested;
+  if (state_ != nullptr) {
+    for (const auto& [expression, mangled] : state_->expressions) {
+      if (expression == requested) {
+        lowered = &mangled;
+        break;
+      }
+    }
+  }
+  const std::string& name = *lowered;
+  CUkernel handle = nullptr;
+  CUresult status = detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
-    std::string message = "no kernel named '" + name + "' in " + detail::describe_library(state_);
+    std::string message = "no kernel named '" + requested + "' in " + detail::describe_library(state_);
     try {
       auto names = kernel_names();
       message += names.empty() ? "; it contains no kernel" : "; it contains: ";
@@ -157,13 +244,13 @@ kernel_ref library_ref::get_kernel(const std::string& name) const {
   }
   detail::check(status, "cuLibraryGetKernel", [&] { return "kernel '" + name + "' in " + detail::describe_library(state_); });
   if (state_ == nullptr) {
-    return kernel_ref(kernel, nullptr);
+    return kernel(handle, nullptr, nullptr);
   }
-  return kernel_ref(kernel, detail::signature_of(state_, kernel));
+  return kernel(handle, detail::signature_of(state_, handle, name), state_);
 }
 
-bool library_ref::has_kernel(const std::string& name) const {
-  require_handle("cudax::library_ref::has_kernel");
+bool library_base::has_kernel(const std::string& name) const {
+  require_handle("cudax::library_base::has_kernel");
   CUkernel kernel = nullptr;
   CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
@@ -173,8 +260,8 @@ bool library_ref::has_kernel(const std::string& name) const {
   return true;
 }
 
-std::vector<std::string> library_ref::kernel_names() const {
-  require_handle("cudax::library_ref::kernel_names");
+std::vector<std::string> library_base::kernel_names() const {
+  require_handle("cudax::library_base::kernel_names");
 #if CUDAX_HAS_KERNEL_INTROSPECTION
   unsigned count = 0;
   detail::check(detail::drv::cuLibraryGetKernelCount(&count, handle_), "cuLibraryGetKernelCount");
@@ -192,23 +279,23 @@ std::vector<std::string> library_ref::kernel_names() const {
 #else
   throw not_supported_error(error_source::cudax, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                             "listing kernels needs CUDA 12.4 headers; cudax was built with older ones",
-                            "cudax::library_ref::kernel_names", {});
+                            "cudax::library_base::kernel_names", {});
 #endif
 }
 
-std::pair<CUdeviceptr, std::size_t> library_ref::raw_global(const std::string& name, context_ref ctx) const {
-  require_handle("cudax::library_ref::get_global");
+std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& name, context_ref ctx) const {
+  require_handle("cudax::library_base::get_global");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  detail::run_in_context(ctx.native_handle(), "cudax::library_ref::get_global", [&] {
+  detail::run_in_context(ctx.native_handle(), "cudax::library_base::get_global", [&] {
     detail::check(detail::drv::cuLibraryGetGlobal(&address, &bytes, handle_, name.c_str()), "cuLibraryGetGlobal",
                   [&] { return "global variable '" + name + "' in " + detail::describe_library(state_); });
   });
   return {address, bytes};
 }
 
-std::pair<CUdeviceptr, std::size_t> library_ref::raw_managed(const std::string& name) const {
-  require_handle("cudax::library_ref::get_managed");
+std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string& name) const {
+  require_handle("cudax::library_base::get_managed");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
   detail::check(detail::drv::cuLibraryGetManaged(&address, &bytes, handle_, name.c_str()), "cuLibraryGetManaged",
@@ -216,23 +303,23 @@ std::pair<CUdeviceptr, std::size_t> library_ref::raw_managed(const std::string& 
   return {address, bytes};
 }
 
-CUmodule library_ref::module(context_ref ctx) const {
-  require_handle("cudax::library_ref::module");
+CUmodule library_base::module(context_ref ctx) const {
+  require_handle("cudax::library_base::module");
   CUmodule mod = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudax::library_ref::module", [&] {
+  detail::run_in_context(ctx.native_handle(), "cudax::library_base::module", [&] {
     detail::check(detail::drv::cuLibraryGetModule(&mod, handle_), "cuLibraryGetModule");
   });
   return mod;
 }
 
-std::string library_ref::jit_log() const {
+std::string library_base::jit_log() const {
   if (state_ == nullptr || !state_->info_log) {
     return {};
   }
   return std::string(state_->info_log.get(), strnlen(state_->info_log.get(), state_->log_capacity));
 }
 
-std::string library_ref::name() const { return state_ != nullptr ? state_->name : std::string(); }
+std::string library_base::name() const { return state_ != nullptr ? state_->name : std::string(); }
 
 // --- library -----------------------------------------------------------------------------------
 
@@ -298,20 +385,13 @@ std::string check_image(const object_code& code) {
   return {};
 }
 
-// Loads the library into the current context (device 0's primary context when none is current)
-// and every kernel's code with it, so that a bad image fails now rather than at first use under the
-// driver's lazy loading. Returns the first failure.
-CUresult load_now(CUlibrary lib) {
-  CUcontext ctx = nullptr;
-  detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  if (ctx == nullptr) {
-    ctx = device(0).primary_context().native_handle();
-  }
+// Loads the library into ctx and every kernel's code with it, so that a bad image fails now rather
+// than at first use under the driver's lazy loading. Returns the first failure.
+CUresult load_now(CUlibrary lib, CUcontext ctx) {
   CUresult status = CUDA_SUCCESS;
   detail::run_in_context(ctx, "cudax::library", [&] {
     CUmodule mod = nullptr;
     status = detail::drv::cuLibraryGetModule(&mod, lib);
-#if CUDAX_HAS_KERNEL_INTROSPECTION
     if (status != CUDA_SUCCESS) {
       return;
     }
@@ -333,12 +413,13 @@ CUresult load_now(CUlibrary lib) {
       // A driver older than 12.4 cannot list or load kernels one by one: the module load above is
       // as eager as it gets there.
     }
-#endif
   });
   return status;
 }
 
-std::unique_ptr<detail::library_state> load_library(const object_code& code, const jit_options& options) {
+// Loads code; eagerly into ctx when given, else into the current context if one is current, else
+// into none (cudax never picks a context). The state starts with one reference.
+std::unique_ptr<detail::library_state> load_library(const object_code& code, CUcontext ctx, const jit_options& options) {
   constexpr const char* api = "cudax::library";
   if (code.kind() == code_kind::ltoir || code.kind() == code_kind::object || code.kind() == code_kind::library) {
     throw invalid_argument_error(api, "cannot load " + std::string(to_string(code.kind())) + " code ('" + code.name() +
@@ -369,8 +450,13 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, con
     throw load_error(error_source::cudax, CUDA_ERROR_INVALID_IMAGE, error_name(CUDA_ERROR_INVALID_IMAGE),
                      error_description(CUDA_ERROR_INVALID_IMAGE), api, std::move(what), {});
   }
+  if (options.eager && ctx == nullptr) {
+    detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  }
   auto state = std::make_unique<detail::library_state>();
   state->name = code.name();
+  state->lazy = !options.eager;
+  state->layouts_known = detail::read_kernel_layouts(code.kind(), code.bytes(), state->layouts);
   state->kind = code.kind();
   state->image_size = code.size();
   const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
@@ -409,9 +495,10 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, con
   }
   CUresult status =
       detail::drv::cuLibraryLoadData(&state->handle, code.data(), keys, values, n, nullptr, nullptr, 0);
-  if (status == CUDA_SUCCESS && options.eager) {
+  if (status == CUDA_SUCCESS && options.eager && ctx != nullptr) {
     try {
-      status = load_now(state->handle);
+      state->context = detail::context_token::of(ctx);
+      status = load_now(state->handle, ctx);
     } catch (...) {
       status = CUDA_ERROR_UNKNOWN;
       CUlibrary h = std::exchange(state->handle, nullptr);
@@ -440,28 +527,67 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, con
     throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
                      "cuLibraryLoadData", std::move(context), std::move(log));
   }
+  std::lock_guard lock(detail::registry().mutex);
+  detail::registry().live.emplace(state->handle, state.get());
   return state;
 }
 
 }  // namespace
 
 library::library(const object_code& code, const jit_options& options)
-    : library(load_library(code, options).release()) {}
+    : library(load_library(code, nullptr, options).release()) {}
 
-library::library(detail::library_state* state) noexcept : library_ref(state->handle, state) {}
+library::library(const object_code& code, context_ref ctx, const jit_options& options)
+    : library(load_library(code, detail::require_context_handle(ctx.native_handle(), "cudax::library"), options).release()) {}
+
+library::library(const object_code& code, const device& dev, const jit_options& options)
+    : library(code, dev.primary_context(), options) {}
+
+namespace {
+detail::library_state* with_expressions(detail::library_state* state, const compile_result& result) noexcept {
+  // Attached after loading, which cannot fail any more; a failure to copy them leaves the names out.
+  try {
+    state->expressions = result.lowered_names;
+  } catch (...) {
+  }
+  return state;
+}
+}  // namespace
+
+library::library(const compile_result& result, const jit_options& options)
+    : library(with_expressions(load_library(result.code, nullptr, options).release(), result)) {}
+
+library::library(const compile_result& result, context_ref ctx, const jit_options& options)
+    : library(with_expressions(
+          load_library(result.code, detail::require_context_handle(ctx.native_handle(), "cudax::library"), options)
+              .release(),
+          result)) {}
+
+library::library(const compile_result& result, const device& dev, const jit_options& options)
+    : library(result, dev.primary_context(), options) {}
+
+library::library(detail::library_state* state) noexcept : library_base(state->handle, state) {}
 
 library library::from_file(const std::string& path, const jit_options& options) {
   return library(object_code::from_file(path), options);
 }
 
+library library::from_file(const std::string& path, context_ref ctx, const jit_options& options) {
+  return library(object_code::from_file(path), ctx, options);
+}
+
 library library::from_native_handle(CUlibrary handle) {
   auto state = std::make_unique<detail::library_state>();
   state->handle = handle;
+  {
+    std::lock_guard lock(detail::registry().mutex);
+    detail::registry().live.emplace(handle, state.get());
+  }
   return library(state.release());
 }
 
 library::library(library&& other) noexcept
-    : library_ref(std::exchange(other.handle_, nullptr), std::exchange(other.state_, nullptr)) {}
+    : library_base(std::exchange(other.handle_, nullptr), std::exchange(other.state_, nullptr)) {}
 
 library& library::operator=(library&& other) noexcept {
   if (this != &other) {
@@ -475,25 +601,21 @@ library& library::operator=(library&& other) noexcept {
 library::~library() { reset(); }
 
 void library::reset() noexcept {
-  if (handle_ != nullptr) {
-    CUlibrary h = std::exchange(handle_, nullptr);
-    detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
-  }
-  delete std::exchange(state_, nullptr);
+  handle_ = nullptr;
+  detail::release_library(std::exchange(state_, nullptr));
 }
 
 CUlibrary library::release() noexcept {
   CUlibrary h = std::exchange(handle_, nullptr);
-  // The bookkeeping stays alive until the process ends: the driver may still write JIT logs into its
-  // buffers (lazy loading), and kernel views taken before may point at its parameter layouts.
-  detail::library_state* retired = std::exchange(state_, nullptr);
-  try {
-    static std::mutex mutex;
-    static auto* keep = new std::vector<detail::library_state*>();  // never destroyed
-    std::lock_guard lock(mutex);
-    keep->push_back(retired);
-  } catch (...) {
-    // Out of memory: the state is leaked unreferenced, which is what keeping it means anyway.
+  detail::library_state* state = std::exchange(state_, nullptr);
+  if (state == nullptr) {
+    return h;
+  }
+  state->owned = false;  // read only by unload(), after the last reference: ordered by the count
+  // Under lazy loading the driver may still write JIT logs into the state's buffers while the caller
+  // keeps the code loaded: that reference is never dropped.
+  if (!state->lazy) {
+    detail::release_library(state);
   }
   return h;
 }

@@ -24,14 +24,14 @@ CUmemLocation device_location(const device& dev) {
 }
 }  // namespace
 
-void memory_pool_ref::require_handle(const char* api) const {
+void memory_pool_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
     throw invalid_argument_error(api, "the memory pool is empty (a moved-from or released cudax::memory_pool)");
   }
 }
 
-std::uint64_t memory_pool_ref::attribute(CUmemPool_attribute attr) const {
-  require_handle("cudax::memory_pool_ref::attribute");
+std::uint64_t memory_pool_base::attribute(CUmemPool_attribute attr) const {
+  require_handle("cudax::memory_pool_base::attribute");
   if (is_int_attribute(attr)) {
     int value = 0;
     check(drv::cuMemPoolGetAttribute(handle_, attr, &value), "cuMemPoolGetAttribute");
@@ -42,8 +42,8 @@ std::uint64_t memory_pool_ref::attribute(CUmemPool_attribute attr) const {
   return value;
 }
 
-void memory_pool_ref::set_attribute(CUmemPool_attribute attr, std::uint64_t value) const {
-  require_handle("cudax::memory_pool_ref::set_attribute");
+void memory_pool_base::set_attribute(CUmemPool_attribute attr, std::uint64_t value) const {
+  require_handle("cudax::memory_pool_base::set_attribute");
   if (is_int_attribute(attr)) {
     int v = static_cast<int>(value);
     check(drv::cuMemPoolSetAttribute(handle_, attr, &v), "cuMemPoolSetAttribute");
@@ -53,36 +53,36 @@ void memory_pool_ref::set_attribute(CUmemPool_attribute attr, std::uint64_t valu
   check(drv::cuMemPoolSetAttribute(handle_, attr, &v), "cuMemPoolSetAttribute");
 }
 
-void memory_pool_ref::trim_to(std::size_t min_bytes_to_keep) const {
-  require_handle("cudax::memory_pool_ref::trim_to");
+void memory_pool_base::trim_to(std::size_t min_bytes_to_keep) const {
+  require_handle("cudax::memory_pool_base::trim_to");
   check(drv::cuMemPoolTrimTo(handle_, min_bytes_to_keep), "cuMemPoolTrimTo");
 }
 
-std::size_t memory_pool_ref::release_threshold() const {
+std::size_t memory_pool_base::release_threshold() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
 }
-void memory_pool_ref::set_release_threshold(std::size_t bytes) const {
+void memory_pool_base::set_release_threshold(std::size_t bytes) const {
   set_attribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, bytes);
 }
-std::size_t memory_pool_ref::reserved_current() const {
+std::size_t memory_pool_base::reserved_current() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT));
 }
-std::size_t memory_pool_ref::reserved_high() const {
+std::size_t memory_pool_base::reserved_high() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH));
 }
-std::size_t memory_pool_ref::used_current() const {
+std::size_t memory_pool_base::used_current() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_USED_MEM_CURRENT));
 }
-std::size_t memory_pool_ref::used_high() const {
+std::size_t memory_pool_base::used_high() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH));
 }
-void memory_pool_ref::reset_high_watermarks() const {
+void memory_pool_base::reset_high_watermarks() const {
   set_attribute(CU_MEMPOOL_ATTR_RESERVED_MEM_HIGH, 0);
   set_attribute(CU_MEMPOOL_ATTR_USED_MEM_HIGH, 0);
 }
 
-void memory_pool_ref::set_access(const device& dev, CUmemAccess_flags flags) const {
-  require_handle("cudax::memory_pool_ref::set_access");
+void memory_pool_base::set_access(const device& dev, CUmemAccess_flags flags) const {
+  require_handle("cudax::memory_pool_base::set_access");
   CUmemAccessDesc desc{};
   desc.location = device_location(dev);
   desc.flags = flags;
@@ -90,8 +90,8 @@ void memory_pool_ref::set_access(const device& dev, CUmemAccess_flags flags) con
         [&] { return "device " + std::to_string(dev.ordinal()); });
 }
 
-CUmemAccess_flags memory_pool_ref::access(const device& dev) const {
-  require_handle("cudax::memory_pool_ref::access");
+CUmemAccess_flags memory_pool_base::access(const device& dev) const {
+  require_handle("cudax::memory_pool_base::access");
   CUmemAccess_flags flags{};
   CUmemLocation loc = device_location(dev);
   check(drv::cuMemPoolGetAccess(&flags, handle_, &loc), "cuMemPoolGetAccess",
@@ -99,7 +99,7 @@ CUmemAccess_flags memory_pool_ref::access(const device& dev) const {
   return flags;
 }
 
-memory_pool::memory_pool(const device& dev, memory_pool_properties properties) : memory_pool_ref(static_cast<CUmemoryPool>(nullptr)) {
+memory_pool::memory_pool(const device& dev, memory_pool_properties properties) : memory_pool_base(nullptr) {
   CUmemPoolProps props{};
   props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
   props.handleTypes = properties.handle_type;
@@ -128,21 +128,20 @@ memory_pool::memory_pool(const device& dev, memory_pool_properties properties) :
 
 memory_pool& memory_pool::operator=(memory_pool&& other) noexcept {
   if (this != &other) {
-    if (handle_ != nullptr) {
-      CUmemoryPool h = handle_;
-      detail::destroy_noexcept("cuMemPoolDestroy", [h] { return drv::cuMemPoolDestroy(h); });
-    }
+    reset();
     handle_ = std::exchange(other.handle_, nullptr);
   }
   return *this;
 }
 
-memory_pool::~memory_pool() {
+void memory_pool::reset() noexcept {
   if (handle_ != nullptr) {
-    CUmemoryPool h = handle_;
+    CUmemoryPool h = std::exchange(handle_, nullptr);
     detail::destroy_noexcept("cuMemPoolDestroy", [h] { return drv::cuMemPoolDestroy(h); });
   }
 }
+
+memory_pool::~memory_pool() { reset(); }
 
 memory_pool_ref default_memory_pool(const device& dev) {
   CUmemoryPool pool = nullptr;

@@ -50,18 +50,23 @@ class stream_context_scope {
 
 // For synchronous copies and fills, which run in the current context and whose addresses the
 // driver validates against it: makes the context that owns the device or managed memory among the
-// addresses current for the scope; with host memory only, keeps the current context, else uses the
-// context pinned memory was allocated in, else device 0's primary context. complete() synchronises
-// the legacy default stream, so that the operation has completed when the synchronous call returns
-// (cuMemcpy may return before a device-to-device or a pageable host-to-device copy has landed).
+// addresses current for the scope (memory names its device, hence that device's primary context when
+// the memory names no context); with host memory only, keeps the current context, else uses the
+// context pinned memory was allocated in, else none: host_only() is then true and the caller copies
+// on the host (the driver refuses a copy with no context current). complete() synchronises the legacy
+// default stream, so that the operation has completed when the synchronous call returns (cuMemcpy
+// may return before a device-to-device or a pageable host-to-device copy has landed).
 class synchronous_scope {
  public:
   synchronous_scope(std::uintptr_t a, std::uintptr_t b);
+  // Whether no context is involved (pageable host memory on both sides, none current).
+  [[nodiscard]] bool host_only() const noexcept { return host_only_; }
   // Waits for the operation issued in the scope.
   void complete();
 
  private:
   std::optional<context_guard> guard_;
+  bool host_only_ = false;
 };
 
 }  // namespace cudax::detail

@@ -194,10 +194,20 @@ std::string default_arch(const char* api, const char* field) {
       check(drv::cuCtxGetDevice(&dev), "cuCtxGetDevice");
       return std::to_string(device::from_native_handle(dev).compute_capability().as_int());
     }
-    if (device_count() == 0) {
+    // No context current: every visible device must agree, else the choice would be a guess (device
+    // 0's architecture, which code for another device would not run on).
+    const int count = device_count();
+    if (count == 0) {
       throw refuse("the driver sees no device");
     }
-    return std::to_string(device(0).compute_capability().as_int());
+    const int first = device(0).compute_capability().as_int();
+    for (int i = 1; i < count; ++i) {
+      if (const int other = device(i).compute_capability().as_int(); other != first) {
+        throw refuse("no context is current and the visible devices differ (device 0 is " + std::to_string(first) +
+                     ", device " + std::to_string(i) + " is " + std::to_string(other) + ")");
+      }
+    }
+    return std::to_string(first);
   } catch (const invalid_argument_error&) {
     throw;
   } catch (const error& e) {

@@ -488,11 +488,12 @@ std::string describe(const im2col_tensor_map_desc& d) {
 
 // --- driver calls -----------------------------------------------------------------------------
 
-// Runs fn, a tensor map driver call, with a context current: the caller's current one, or when none
-// is, the context owning address (device 0's primary context for an address the driver does not
-// know). The caller's current context is restored.
+// Runs fn, a tensor map driver call, with a context current (the driver refuses to encode without
+// one): the caller's current one, or when none is, the context owning address (its device's primary
+// context for memory of a pool, which names no context: the memory names the device). The caller's
+// current context is restored. An address the driver does not know implies no context: refused.
 template <class Fn>
-void with_a_current_context(CUdeviceptr address, Fn&& fn) {
+void with_a_current_context(CUdeviceptr address, const char* api, Fn&& fn) {
   CUcontext current = nullptr;
   detail::check(detail::drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
   if (current != nullptr) {
@@ -507,7 +508,10 @@ void with_a_current_context(CUdeviceptr address, Fn&& fn) {
     }
   }
   if (target == nullptr) {
-    target = device(0).primary_context().native_handle();
+    throw invalid_argument_error(api, "the driver encodes tensor maps only with a context current, none is, and the "
+                                      "address " + detail::format_address(static_cast<std::uintptr_t>(address)) +
+                                      " is not device memory that would name one: make a context current "
+                                      "(device::set_current or a context_guard)");
   }
   context_guard guard{context_ref(target)};
   fn();
@@ -534,7 +538,7 @@ tensor_map encode(const Desc& desc, const char* api, EncodeCall&& encode_call) {
                            static_cast<CUtensorMapL2promotion>(desc.l2_promotion),
                            static_cast<CUtensorMapFloatOOBfill>(desc.oob_fill)};
   CUtensorMap map{};
-  with_a_current_context(desc.global_address, [&] {
+  with_a_current_context(desc.global_address, api, [&] {
     detail::check(encode_call(&map, enums), api, [&] { return describe(desc); });
   });
   return tensor_map::from_native(map);
@@ -574,7 +578,7 @@ void tensor_map::replace_address(CUdeviceptr address) {
                                                    " bytes past a multiple of 16)");
   }
   CUtensorMap updated = map_;  // the map stays as it was if the driver refuses the address
-  with_a_current_context(address, [&] {
+  with_a_current_context(address, "cudax::tensor_map::replace_address", [&] {
     detail::check(detail::drv::cuTensorMapReplaceAddress(&updated, as_pointer(address)), "cuTensorMapReplaceAddress",
                   [&] { return "new address " + detail::format_address(address); });
   });

@@ -14,15 +14,23 @@ namespace cudax {
 /// @brief A persistent, process-safe cache of @ref program::compile results in a directory.
 ///
 /// An entry is keyed by everything that decides the output: the program's name, source and headers
-/// (names and contents), the target kind, the final NVRTC option list (which holds the resolved
-/// architecture, so an empty @ref compile_options::arch is resolved before the lookup), the name
-/// expressions, the NVRTC version and library file (its path, size and modification time, so that
-/// a toolkit update invalidates the entries) and the cache format version. The key is hashed
-/// (128 bits) into the file name and also stored whole in the entry and compared byte for byte on a
-/// hit, so a hash collision is a miss, never a wrong result. Headers found on disk are not part of
-/// the key: a compilation with @ref compile_options::include_paths (or a raw `-I`, `--include-path`,
-/// `-include`, `--pre-include` option) is never cached and is counted in
-/// @ref statistics::uncacheable. Pass such headers as @ref program headers to cache them.
+/// (names and contents), every header NVRTC could read from disk, the target kind, the final NVRTC
+/// option list (which holds the resolved architecture, so an empty @ref compile_options::arch is
+/// resolved before the lookup), the name expressions, the NVRTC version and library file (its path,
+/// size and modification time, so that a toolkit update invalidates the entries) and the cache format
+/// version. The key is hashed (128 bits) into the file name and also stored whole in the entry and
+/// compared byte for byte on a hit, so a hash collision is a miss, never a wrong result.
+///
+/// Headers on disk: NVRTC looks for an include in the directory of the program's name, the current
+/// directory, the include paths (@ref compile_options::include_paths, `-I`) and, from a header found
+/// on disk, that header's directory. Before every lookup the cache reads every include directive (and
+/// `__has_include`) of the source, the named headers and the headers found, in every branch of `#if`,
+/// and puts into the key, for each directory that could be searched, whether the file exists there
+/// and, when it does, its path, size and a 128-bit digest of its contents. Editing, adding, removing
+/// or shadowing a header therefore changes the key. A compilation whose includes cannot be told
+/// before compiling (`#include MACRO`), or that uses precompiled headers (`-pch`, `-use-pch`,
+/// `-create-pch`) or writes a timing file (`-time`), is never cached and is counted in
+/// @ref statistics::uncacheable. A header edited while NVRTC runs leaves that result unstored.
 ///
 /// A hit reads one small file and calls no NVRTC compilation (NVRTC is loaded once per process for
 /// its version, which is part of the key). A miss compiles and stores the result; compile errors are
@@ -60,7 +68,7 @@ class compile_cache {
     std::uint64_t misses = 0;           ///< Compilations run by NVRTC (every one, when disabled).
     std::uint64_t corrupt_entries = 0;  ///< Entries found truncated or corrupted, removed (also misses).
     std::uint64_t store_failures = 0;   ///< Results that could not be stored.
-    std::uint64_t uncacheable = 0;      ///< Compilations that read headers from disk, never cached (also misses).
+    std::uint64_t uncacheable = 0;      ///< Compilations whose inputs the key cannot hold, never cached (also misses).
   };
 
   /// @brief A cache in @p directory, which is created on the first store if needed.

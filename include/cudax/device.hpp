@@ -13,143 +13,11 @@
 #include <utility>
 
 #include "cudax/context.hpp"
+#include "cudax/device_attributes.hpp"
 
 namespace cudax {
 
-/// @brief A device attribute tag: the `CUdevice_attribute` to query and the type of its value.
-/// @tparam Attr the driver attribute
-/// @tparam T the type the value is returned as (`int`, `bool`, `std::size_t` or an enum)
-template <CUdevice_attribute Attr, class T>
-struct device_attribute {
-  /// @brief The driver attribute this tag queries.
-  static constexpr CUdevice_attribute value = Attr;
-  /// @brief The type of the attribute's value.
-  using type = T;
-};
-
-/// @brief Typed tags for the commonly used device attributes, for @ref device::attribute.
-///
-/// Each tag fixes the type of the result: `dev.attribute(device_attributes::l2_cache_size)` is a
-/// `std::size_t`, `dev.attribute(device_attributes::managed_memory)` a `bool`. Attributes without a
-/// tag stay reachable with the raw overload `dev.attribute(CU_DEVICE_ATTRIBUTE_...)`.
-namespace device_attributes {
-/// @brief Maximum threads per block.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, int> max_threads_per_block{};
-/// @brief Maximum block dimension x.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, int> max_block_dim_x{};
-/// @brief Maximum block dimension y.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, int> max_block_dim_y{};
-/// @brief Maximum block dimension z.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, int> max_block_dim_z{};
-/// @brief Maximum grid dimension x.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, int> max_grid_dim_x{};
-/// @brief Maximum grid dimension y.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, int> max_grid_dim_y{};
-/// @brief Maximum grid dimension z.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, int> max_grid_dim_z{};
-/// @brief Shared memory available to a block without opting in, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, std::size_t> max_shared_memory_per_block{};
-/// @brief Shared memory a block can use after opting in (cuFuncSetAttribute), in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, std::size_t> max_shared_memory_per_block_optin{};
-/// @brief Shared memory per multiprocessor, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, std::size_t> max_shared_memory_per_multiprocessor{};
-/// @brief Shared memory reserved by the system per block, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, std::size_t> reserved_shared_memory_per_block{};
-/// @brief Constant memory, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, std::size_t> total_constant_memory{};
-/// @brief Threads per warp.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_WARP_SIZE, int> warp_size{};
-/// @brief Maximum pitch of a pitched allocation, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_PITCH, std::size_t> max_pitch{};
-/// @brief 32-bit registers per block.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, int> max_registers_per_block{};
-/// @brief 32-bit registers per multiprocessor.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, int> max_registers_per_multiprocessor{};
-/// @brief Peak SM clock, in kHz.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CLOCK_RATE, int> clock_rate_khz{};
-/// @brief Peak memory clock, in kHz.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, int> memory_clock_rate_khz{};
-/// @brief Width of the global memory bus, in bits.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, int> global_memory_bus_width{};
-/// @brief Size of the L2 cache, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, std::size_t> l2_cache_size{};
-/// @brief Largest persisting L2 cache size, in bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, std::size_t> max_persisting_l2_cache_size{};
-/// @brief Number of streaming multiprocessors.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, int> multiprocessor_count{};
-/// @brief Maximum resident threads per multiprocessor.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, int> max_threads_per_multiprocessor{};
-/// @brief Maximum resident blocks per multiprocessor.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, int> max_blocks_per_multiprocessor{};
-/// @brief Compute capability, major number.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, int> compute_capability_major{};
-/// @brief Compute capability, minor number.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, int> compute_capability_minor{};
-/// @brief The compute mode (default, prohibited, exclusive process).
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CUcomputemode> compute_mode{};
-/// @brief Number of asynchronous copy engines.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, int> async_engine_count{};
-/// @brief Whether kernels have a run-time limit (a display is attached).
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, bool> kernel_exec_timeout{};
-/// @brief Whether the device is integrated with the host memory.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_INTEGRATED, bool> integrated{};
-/// @brief Whether the device can map host memory.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, bool> can_map_host_memory{};
-/// @brief Whether kernels of one context can run concurrently.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, bool> concurrent_kernels{};
-/// @brief Whether ECC is enabled.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_ECC_ENABLED, bool> ecc_enabled{};
-/// @brief PCI bus number.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, int> pci_bus_id{};
-/// @brief PCI device (slot) number.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, int> pci_device_id{};
-/// @brief PCI domain number.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, int> pci_domain_id{};
-/// @brief Whether the device shares one address space with the host.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, bool> unified_addressing{};
-/// @brief Whether streams can have priorities.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, bool> stream_priorities_supported{};
-/// @brief Whether managed memory is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, bool> managed_memory{};
-/// @brief Whether the device is on a multi-GPU board.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, bool> multi_gpu_board{};
-/// @brief Whether the link to the host supports native atomics.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, bool> host_native_atomic_supported{};
-/// @brief Whether the device can access pageable host memory.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, bool> pageable_memory_access{};
-/// @brief Whether the device and the host can access managed memory concurrently.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, bool> concurrent_managed_access{};
-/// @brief Whether compute preemption is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, bool> compute_preemption_supported{};
-/// @brief Whether cooperative launches are supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, bool> cooperative_launch{};
-/// @brief Whether cuMemHostRegister is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, bool> host_register_supported{};
-/// @brief Whether read-only host registration is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, bool> read_only_host_register_supported{};
-/// @brief Whether virtual memory management is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, bool> virtual_memory_management_supported{};
-/// @brief Whether stream-ordered memory pools are supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, bool> memory_pools_supported{};
-/// @brief The IPC handle types memory pools support, as a mask of `CUmemAllocationHandleType`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, unsigned int> mempool_supported_handle_types{};
-/// @brief Whether GPUDirect RDMA is supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, bool> gpu_direct_rdma_supported{};
-/// @brief Whether thread-block clusters can be launched.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, bool> cluster_launch{};
-/// @brief Whether IPC events are supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, bool> ipc_event_supported{};
-/// @brief Whether TMA tensor maps are supported.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, bool> tensor_map_access_supported{};
-/// @brief Number of memory synchronisation domains.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, int> mem_sync_domain_count{};
-/// @brief Whether the device supports multicast objects.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, bool> multicast_supported{};
-#if CUDA_VERSION >= 12040
-/// @brief Whether the device is driven by MPS (CUDA 12.4 headers and newer).
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MPS_ENABLED, bool> mps_enabled{};
-#endif
-}  // namespace device_attributes
+class stream_ref;
 
 /// @brief The compute capability of a device (9.0 for the H100).
 struct compute_capability {
@@ -241,6 +109,18 @@ class device {
   [[nodiscard]] std::pair<int, int> stream_priority_range() const;
   /// @brief Blocks until all work in the device's primary context has completed.
   void synchronize() const;
+  /// @brief The device's default stream: a blocking stream (it synchronises with the legacy default
+  /// stream, like cuda.core's `Device.default_stream`) in the primary context, made by cudax on first
+  /// use and kept until the process ends. Unlike `stream_ref::legacy_default()`, it does not depend on
+  /// which context is current.
+  /// @code
+  /// cudax::device dev(1);
+  /// cudax::copy(buf, host, dev.default_stream());   // ordered on device 1, whatever is current
+  /// @endcode
+  [[nodiscard]] stream_ref default_stream() const;
+  /// @brief The device of the context current on the calling thread.
+  /// @throws invalid_argument_error when no context is current
+  [[nodiscard]] static device current();
   /// @brief Makes the device's primary context current on the calling thread (the one call in cudax
   /// that changes the current context on purpose, like cudaSetDevice).
   void set_current() const;

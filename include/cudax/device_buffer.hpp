@@ -22,20 +22,28 @@ namespace detail {
 struct device_allocation {
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  CUcontext context = nullptr;  // synchronous allocations: the context to free in
-  CUstream stream = nullptr;    // stream-ordered allocations: the stream to free on (never null for them)
+  context_token context{};          // synchronous allocations, and those on the legacy default stream
+  CUstream stream = nullptr;        // stream-ordered allocations: the stream to free on (never null for them)
+  stream_state* owner = nullptr;    // that stream's bookkeeping when cudax owns it (a counted reference)
 
   static device_allocation allocate(CUcontext ctx, std::size_t count, std::size_t element_size);
-  static device_allocation allocate_async(CUstream stream, CUmemoryPool pool, std::size_t count,
+  static device_allocation allocate_async(CUstream stream, stream_state* owner, CUmemoryPool pool, std::size_t count,
                                           std::size_t element_size);
   // As allocate_async, but refuses a null (moved-from) pool instead of using the current pool.
-  static device_allocation allocate_from_pool(CUstream stream, CUmemoryPool pool, std::size_t count,
-                                              std::size_t element_size);
+  static device_allocation allocate_from_pool(CUstream stream, stream_state* owner, CUmemoryPool pool,
+                                              std::size_t count, std::size_t element_size);
+  static device_allocation adopt(CUdeviceptr address, std::size_t bytes, CUcontext ctx);
+  static device_allocation adopt_async(CUdeviceptr address, std::size_t bytes, CUstream stream, stream_state* owner);
+  // Frees on the allocation's stream or in its context; nothing when its context is gone (reported).
   void free() noexcept;
+  // Frees now, ordered after the work queued on s (synchronous allocations: after s completes it).
+  void free_on(CUstream s, const char* api);
+  // Hands the address over; the stream reference is dropped.
+  CUdeviceptr release() noexcept;
   CUcontext owning_context() const;
   void require_stream_ordered(const char* api) const;
   // Checks that the allocation is stream-ordered and that s is not a moved-from stream, then sets it.
-  void set_stream(CUstream s, const char* api);
+  void set_stream(CUstream s, stream_state* owner, const char* api);
 };
 }  // namespace detail
 
@@ -46,6 +54,11 @@ struct device_allocation {
 /// belongs to a stream and is freed with cuMemFreeAsync on that stream, so the free is ordered after
 /// the work queued there; @ref set_stream moves it to another stream (for instance, the last one
 /// that uses it). The elements are not initialised. A zero-element buffer holds no memory.
+///
+/// Lifetimes are checked, not assumed: a `cudax::stream` stays alive (as a `CUstream`) until the
+/// stream-ordered buffers on it are freed, whatever order the objects are destroyed in; a buffer
+/// whose context was destroyed before it (which freed its memory) frees nothing and tells the
+/// destruction handler, rather than freeing an address the driver may have handed out again.
 /// @code
 /// cudax::device dev(0);
 /// cudax::stream s(dev);
@@ -70,13 +83,14 @@ class device_buffer {
   /// @brief Allocates @p count elements synchronously in @p ctx.
   device_buffer(context_ref ctx, std::size_t count)
       : alloc_(detail::device_allocation::allocate(ctx.native_handle(), count, sizeof(T))) {}
-  /// @brief Allocates @p count elements on @p s from the current pool of the stream's device.
+  /// @brief Allocates @p count elements on @p s from the current pool of the stream's device. A
+  /// `cudax::stream` is kept alive (its `CUstream`) until the buffer is freed on it.
   device_buffer(stream_ref s, std::size_t count)
-      : alloc_(detail::device_allocation::allocate_async(s.native_handle(), nullptr, count, sizeof(T))) {}
+      : alloc_(detail::device_allocation::allocate_async(s.native_handle(), s.state(), nullptr, count, sizeof(T))) {}
   /// @brief Allocates @p count elements on @p s from @p pool.
   /// @throws invalid_argument_error when @p pool or @p s is empty (moved-from)
   device_buffer(memory_pool_ref pool, stream_ref s, std::size_t count)
-      : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), pool.native_handle(), count,
+      : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), s.state(), pool.native_handle(), count,
                                                              sizeof(T))) {}
 
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -105,15 +119,23 @@ class device_buffer {
   ~device_buffer() { alloc_.free(); }
 
   /// @brief Adopts memory from cuMemAlloc in @p ctx; it will be freed with cuMemFree.
-  [[nodiscard]] static device_buffer from_native_handle(CUdeviceptr address, std::size_t count, context_ref ctx) noexcept {
-    return device_buffer(detail::device_allocation{address, count * sizeof(T), ctx.native_handle(), nullptr});
+  [[nodiscard]] static device_buffer from_native_handle(CUdeviceptr address, std::size_t count, context_ref ctx) {
+    return device_buffer(detail::device_allocation::adopt(address, count * sizeof(T), ctx.native_handle()));
   }
   /// @brief Adopts stream-ordered memory; it will be freed with cuMemFreeAsync on @p s.
-  [[nodiscard]] static device_buffer from_native_handle(CUdeviceptr address, std::size_t count, stream_ref s) noexcept {
-    return device_buffer(detail::device_allocation{address, count * sizeof(T), nullptr, s.native_handle()});
+  [[nodiscard]] static device_buffer from_native_handle(CUdeviceptr address, std::size_t count, stream_ref s) {
+    return device_buffer(
+        detail::device_allocation::adopt_async(address, count * sizeof(T), s.native_handle(), s.state()));
   }
   /// @brief Gives up ownership; the caller must free the returned address.
-  [[nodiscard]] CUdeviceptr release() noexcept { return std::exchange(alloc_, {}).address; }
+  [[nodiscard]] CUdeviceptr release() noexcept { return alloc_.release(); }
+  /// @brief Frees the memory now (on its stream, for a stream-ordered buffer); the buffer becomes empty.
+  void reset() noexcept { alloc_.free(); }
+  /// @brief Frees the memory now, ordered on @p s (cuda.core's `Buffer.close(stream)`): after the work
+  /// queued on @p s so far; a synchronously allocated buffer waits for @p s to complete it first.
+  /// The buffer becomes empty.
+  /// @throws invalid_argument_error for a moved-from stream
+  void reset(stream_ref s) { alloc_.free_on(s.native_handle(), "cudax::device_buffer::reset"); }
 
   /// @brief The device address.
   [[nodiscard]] CUdeviceptr data() const noexcept { return alloc_.address; }
@@ -146,9 +168,10 @@ class device_buffer {
     return stream_ref(alloc_.stream);
   }
   /// @brief Makes @p s the stream the buffer is freed on, and makes @p s wait for the work queued on
-  /// the previous stream so far, so that the free is ordered after it. @p s must outlive the buffer.
+  /// the previous stream so far, so that the free is ordered after it. A `cudax::stream` is kept alive
+  /// until then; a stream cudax does not own must outlive the buffer.
   /// @throws invalid_argument_error for a synchronously allocated buffer or a moved-from stream
-  void set_stream(stream_ref s) { alloc_.set_stream(s.native_handle(), "cudax::device_buffer::set_stream"); }
+  void set_stream(stream_ref s) { alloc_.set_stream(s.native_handle(), s.state(), "cudax::device_buffer::set_stream"); }
   /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
   void set_stream(cudax::stream&&) = delete;
   /// @brief The context the memory belongs to.

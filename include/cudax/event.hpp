@@ -16,7 +16,6 @@
 
 #include "cudax/context.hpp"
 #include "cudax/device.hpp"
-#include "cudax/stream.hpp"
 
 namespace cudax {
 
@@ -38,19 +37,15 @@ enum class event_flags : unsigned int {
   return static_cast<event_flags>(static_cast<unsigned int>(a) & static_cast<unsigned int>(b));
 }
 
-/// @brief A non-owning view of a CUDA event. Trivially copyable.
-class event_ref {
- public:
-  /// @brief Views @p handle.
-  constexpr explicit event_ref(CUevent handle) noexcept : handle_(handle) {}
-  event_ref(std::nullptr_t) = delete;
-  event_ref(int) = delete;
+class stream_ref;
+class event_ref;
 
-  /// @brief Views an existing event without owning it (same as the constructor).
-  [[nodiscard]] static constexpr event_ref from_native_handle(CUevent handle) noexcept { return event_ref(handle); }
+/// @brief The operations every event handle offers, shared by the view @ref cudax::event_ref and the
+/// owner @ref cudax::event. Not constructible or assignable on its own (see @ref cudax::context_base).
+class event_base {
+ public:
   /// @brief The raw handle (also usable as a `cudaEvent_t`).
   [[nodiscard]] constexpr CUevent native_handle() const noexcept { return handle_; }
-
   /// @brief Records the event on @p s (cuEventRecord).
   void record(stream_ref s) const;
   /// @brief Blocks until the work before the last record has completed.
@@ -58,17 +53,43 @@ class event_ref {
   /// @brief Whether the work before the last record has completed (cuEventQuery); never blocks.
   [[nodiscard]] bool is_done() const;
 
-  /// @brief Two views are equal when they name the same event.
-  [[nodiscard]] friend constexpr bool operator==(event_ref a, event_ref b) noexcept { return a.handle_ == b.handle_; }
+  /// @brief Two handles are equal when they name the same event (views and owners alike).
+  [[nodiscard]] friend constexpr bool operator==(const event_base& a, const event_base& b) noexcept {
+    return a.handle_ == b.handle_;
+  }
 
  protected:
+  /// @brief Holds @p handle.
+  constexpr explicit event_base(CUevent handle) noexcept : handle_(handle) {}
+  /// @brief Copies the handle (for the view).
+  constexpr event_base(const event_base&) noexcept = default;
+  /// @brief Copies the handle (for the view).
+  constexpr event_base& operator=(const event_base&) noexcept = default;
+  ~event_base() = default;
   /// @brief Throws @ref invalid_argument_error when the handle is null (a moved-from owner).
   void require_handle(const char* api) const;
-  /// @brief The viewed handle; null only in a moved-from owner.
+  /// @brief The handle; null only in a moved-from owner.
   CUevent handle_;
 };
 
-/// @brief An owning CUDA event, destroyed with cuEventDestroy. Move-only; converts to @ref event_ref.
+/// @brief A non-owning view of a CUDA event. Trivially copyable.
+class event_ref : public event_base {
+ public:
+  /// @brief Views @p handle.
+  constexpr explicit event_ref(CUevent handle) noexcept : event_base(handle) {}
+  event_ref(std::nullptr_t) = delete;
+  event_ref(int) = delete;
+  /// @brief Views the same event as @p other.
+  constexpr event_ref(const event_ref& other) noexcept = default;
+  /// @brief Views the event @p other views.
+  constexpr event_ref& operator=(const event_ref& other) noexcept = default;
+
+  /// @brief Views an existing event without owning it (same as the constructor).
+  [[nodiscard]] static constexpr event_ref from_native_handle(CUevent handle) noexcept { return event_ref(handle); }
+};
+
+/// @brief An owning CUDA event, destroyed with cuEventDestroy. Move-only; converts to @ref event_ref
+/// (it is not one, so it cannot be overwritten through an `event_ref&`).
 ///
 /// @code
 /// cudax::event start(dev, cudax::event_flags::timing), stop(dev, cudax::event_flags::timing);
@@ -78,7 +99,7 @@ class event_ref {
 /// stop.synchronize();
 /// auto ms = cudax::elapsed_time(start, stop).count();   // float milliseconds
 /// @endcode
-class event : public event_ref {
+class event : public event_base {
  public:
   /// @brief Creates an event in @p dev's primary context.
   /// @throws invalid_argument_error for `timing | interprocess`, which the driver does not allow
@@ -93,39 +114,43 @@ class event : public event_ref {
   event& operator=(const event&) = delete;
   /// @brief Takes over @p other's event; @p other becomes empty.
   event(event&& other) noexcept
-      : event_ref(std::exchange(other.handle_, nullptr)), context_(std::exchange(other.context_, nullptr)) {}
+      : event_base(std::exchange(other.handle_, nullptr)), context_(std::exchange(other.context_, {})) {}
   /// @brief Destroys the held event, then takes over @p other's.
   event& operator=(event&& other) noexcept;
-  /// @brief Destroys the event; errors go to the destruction handler.
+  /// @brief Destroys the event; errors go to the destruction handler. When the event's context was
+  /// destroyed first (which destroyed the event), nothing is destroyed and the handler is told.
   ~event();
 
   /// @brief Takes ownership of @p handle, an event of context @p ctx.
   [[nodiscard]] static event from_native_handle(CUevent handle, context_ref ctx) noexcept {
-    return event(handle, ctx.native_handle());
+    return event(handle, detail::context_token::of(ctx.native_handle()));
   }
   /// @brief Takes ownership of @p handle, an event whose context is not known to the caller; calls
   /// that need the context (@ref ipc_handle) then use the one current at the time of the call.
-  [[nodiscard]] static event from_native_handle(CUevent handle) noexcept { return event(handle, nullptr); }
-  /// @brief Opens an event another process exported with @ref ipc_handle (cuIpcOpenEventHandle).
-  /// The current device's primary context (or @p dev's) receives it.
+  [[nodiscard]] static event from_native_handle(CUevent handle) noexcept { return event(handle, {}); }
+  /// @brief Opens an event another process exported with @ref ipc_handle (cuIpcOpenEventHandle), in
+  /// @p dev's primary context.
   [[nodiscard]] static event from_ipc_handle(const cudax::device& dev, const CUipcEventHandle& handle);
   /// @brief The handle to pass to another process; the event needs @ref event_flags::interprocess.
   [[nodiscard]] CUipcEventHandle ipc_handle() const;
   /// @brief Gives up ownership; the caller must destroy the returned event.
   [[nodiscard]] CUevent release() noexcept {
-    context_ = nullptr;
+    context_ = {};
     return std::exchange(handle_, nullptr);
   }
+  /// @brief Destroys the event now; the object becomes empty.
+  void reset() noexcept;
   /// @brief Whether this object holds an event (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view of the event.
+  operator event_ref() const noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
   /// @brief The context the event was created in.
   /// @throws invalid_argument_error when it is not known (adopted without a context) or the event is empty
   [[nodiscard]] context_ref context() const;
 
  private:
-  event(CUevent handle, CUcontext ctx) noexcept : event_ref(handle), context_(ctx) {}
-  void destroy() noexcept;
-  CUcontext context_ = nullptr;
+  event(CUevent handle, detail::context_token ctx) noexcept : event_base(handle), context_(ctx) {}
+  detail::context_token context_;
 };
 
 /// @brief The time between two recorded timed events (cuEventElapsedTime), with the driver's

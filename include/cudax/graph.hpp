@@ -18,6 +18,7 @@
 #include "cudax/copy.hpp"
 #include "cudax/event.hpp"
 #include "cudax/launch.hpp"
+#include "cudax/stream.hpp"
 
 namespace cudax {
 
@@ -120,7 +121,9 @@ class graph_ref;
 
 struct conditional_node;
 
-/// @brief A non-owning view of a graph (`CUgraph`): queries, nodes, edges and instantiation.
+/// @brief The operations every graph handle offers (queries, nodes, edges and instantiation), shared by
+/// the view @ref cudax::graph_ref and the owner @ref cudax::graph. Not constructible or assignable
+/// on its own (see @ref cudax::context_base).
 ///
 /// Nodes are added with the `add_*` functions, each taking the nodes it depends on; kernels, copies
 /// and fills are added through a @ref graph_builder with the same calls as on a stream.
@@ -129,15 +132,11 @@ struct conditional_node;
 /// auto a = g.add_empty();
 /// auto rec = g.add_event_record(ev, {a});
 /// g.add_host([&] { ++counter; }, {rec});
-/// cudax::graph_exec exec = g.instantiate();
+/// cudax::graph_exec exec = g.instantiate(dev.primary_context(), cudax::graph_instantiate_flags::none);
 /// exec.launch(stream);
 /// @endcode
-class graph_ref {
+class graph_base {
  public:
-  /// @brief Views a `CUgraph` the caller keeps alive.
-  [[nodiscard]] static graph_ref from_native_handle(CUgraph handle) noexcept { return graph_ref(handle); }
-  graph_ref(std::nullptr_t) = delete;
-
   /// @brief The `CUgraph`.
   [[nodiscard]] CUgraph native_handle() const noexcept { return handle_; }
 
@@ -162,18 +161,15 @@ class graph_ref {
   event_record_node add_event_record(event_ref ev, const std::vector<graph_node_ref>& dependencies = {}) const;
   /// @brief Adds a node that waits for @p ev.
   event_wait_node add_event_wait(event_ref ev, const std::vector<graph_node_ref>& dependencies = {}) const;
-  /// @brief Adds a node that runs @p fn on a driver thread. The graph owns a copy of the callable
-  /// (a user object): it lives until the graph and every executable instantiated from it are gone.
-  /// @p fn must not throw (an exception would end the process) and must not call CUDA, and neither
-  /// may its destructor, which also runs on a driver thread: do not capture owning cudax objects
-  /// (buffers, events) by value.
+  /// @brief Adds a node that runs @p fn on a driver thread at every launch. The graph owns a copy of
+  /// the callable (a user object): it lives until the graph and every executable instantiated from it
+  /// are gone, and is then destroyed on a cudax thread, not the driver's, so it may own cudax objects
+  /// (a buffer it keeps alive, say). @p fn must not call CUDA; an exception it throws goes to the
+  /// destruction handler.
   template <class F>
     requires std::is_invocable_v<std::decay_t<F>&>
   host_node add_host(F&& fn, const std::vector<graph_node_ref>& dependencies = {}) const {
-    using callable = std::decay_t<F>;
-    auto* owned = new callable(std::forward<F>(fn));
-    return add_host_raw([](void* data) noexcept { (*static_cast<callable*>(data))(); }, owned,
-                        [](void* data) noexcept { delete static_cast<callable*>(data); }, dependencies);
+    return add_host_task(new detail::host_task_impl<std::decay_t<F>>(std::forward<F>(fn)), dependencies);
   }
   /// @brief Adds a node allocating @p bytes on @p dev; returns the node and the address, fixed for
   /// the graph's lifetime. Memory not freed by an @ref add_mem_free node stays allocated after the
@@ -208,22 +204,46 @@ class graph_ref {
   /// @brief Instantiates the graph in @p ctx (see graph_exec.hpp); the reason of a refusal and the
   /// node involved are in the error.
   [[nodiscard]] graph_exec instantiate(context_ref ctx, graph_instantiate_flags flags) const;
-  /// @brief Instantiates the graph in the current context, or device 0's primary context when none
-  /// is current.
+  /// @brief Instantiates the graph in the context current on the calling thread.
+  /// @throws invalid_argument_error when no context is current: name one with
+  ///   @ref instantiate(context_ref, graph_instantiate_flags) const
   [[nodiscard]] graph_exec instantiate(graph_instantiate_flags flags) const;
   /// @brief Instantiates the graph with no flags, like @ref instantiate(graph_instantiate_flags) const.
   [[nodiscard]] graph_exec instantiate() const;
 
+  /// @brief Same graph (views and owners alike).
+  friend bool operator==(const graph_base& a, const graph_base& b) noexcept { return a.handle_ == b.handle_; }
+
  protected:
-  /// @brief For @ref graph.
-  explicit graph_ref(CUgraph handle) noexcept : handle_(handle) {}
+  /// @brief Holds @p handle.
+  explicit graph_base(CUgraph handle) noexcept : handle_(handle) {}
+  /// @brief Copies the handle (for the view).
+  graph_base(const graph_base&) noexcept = default;
+  /// @brief Copies the handle (for the view).
+  graph_base& operator=(const graph_base&) noexcept = default;
+  ~graph_base() = default;
   /// @brief Throws for an empty (moved-from) graph (internal).
   void require_handle(const char* api) const;
-  /// @brief Adds a host node whose data is owned by the graph through a user object (internal).
-  host_node add_host_raw(void (*fn)(void*) noexcept, void* data, void (*destroy)(void*) noexcept,
-                              const std::vector<graph_node_ref>& dependencies) const;
+  /// @brief Adds a host node running @p task, which the graph owns from here on (internal).
+  host_node add_host_task(detail::host_task* task, const std::vector<graph_node_ref>& dependencies) const;
 
   CUgraph handle_;  ///< The graph.
+};
+
+/// @brief A non-owning view of a graph (`CUgraph`). Trivially copyable.
+class graph_ref : public graph_base {
+ public:
+  /// @brief Views a `CUgraph` the caller keeps alive.
+  [[nodiscard]] static graph_ref from_native_handle(CUgraph handle) noexcept { return graph_ref(handle); }
+  graph_ref(std::nullptr_t) = delete;
+  /// @brief Views the same graph as @p other.
+  graph_ref(const graph_ref& other) noexcept = default;
+  /// @brief Views the graph @p other views.
+  graph_ref& operator=(const graph_ref& other) noexcept = default;
+
+ private:
+  explicit graph_ref(CUgraph handle) noexcept : graph_base(handle) {}
+  friend class graph;
 };
 
 /// @brief A conditional node and the body graphs the driver made for it (owned by the node, valid
@@ -233,12 +253,15 @@ struct conditional_node {
   std::vector<graph_ref> bodies;  ///< Its body graphs, owned by the node: fill them with nodes.
 };
 
-/// @brief An owning CUDA graph (`cuGraphCreate` / `cuGraphDestroy`). Move-only.
+/// @brief An owning CUDA graph (`cuGraphCreate` / `cuGraphDestroy`). Move-only; converts to
+/// @ref graph_ref (it is not one, so it cannot be overwritten through a `graph_ref&`).
 ///
 /// Executables instantiated from it are independent of it: the graph may be changed, or destroyed,
-/// while they run. Node handles of the graph (and conditional bodies) are valid only while it lives,
-/// which per-node updates of an executable (`graph_exec::set_kernel_node`) need.
-class graph : public graph_ref {
+/// while they run. What the graph's nodes need stays alive with the graph and its executables: the
+/// libraries of its kernels and its host callables. Node handles of the graph (and conditional bodies)
+/// are valid only while it lives, which per-node updates of an executable
+/// (`graph_exec::set_kernel_node`) need.
+class graph : public graph_base {
  public:
   /// @brief An empty graph.
   graph();
@@ -247,18 +270,22 @@ class graph : public graph_ref {
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
   /// @brief Takes over @p other's graph; @p other becomes empty.
-  graph(graph&& other) noexcept : graph_ref(std::exchange(other.handle_, nullptr)) {}
+  graph(graph&& other) noexcept : graph_base(std::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the current graph, then takes over @p other's.
   graph& operator=(graph&& other) noexcept;
   /// @brief Destroys the graph; errors go to the destruction handler.
   ~graph();
   /// @brief Gives up ownership.
   [[nodiscard]] CUgraph release() noexcept { return std::exchange(handle_, nullptr); }
+  /// @brief Destroys the graph now; the object becomes empty.
+  void reset() noexcept;
   /// @brief Whether the object owns a graph (false once moved from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view of the graph.
+  operator graph_ref() const noexcept { return graph_ref(handle_); }  // NOLINT: implicit on purpose
 
  private:
-  graph(CUgraph handle, int) noexcept : graph_ref(handle) {}
+  graph(CUgraph handle, int) noexcept : graph_base(handle) {}
 };
 
 /// @brief Where stream-style calls add nodes: a graph, the nodes the next node depends on, and the
@@ -270,7 +297,7 @@ class graph : public graph_ref {
 /// independent branches; join them with @ref depend_on.
 /// @code
 /// cudax::graph g;
-/// cudax::graph_builder b(g, dev.primary_context());
+/// cudax::graph_builder b(g, dev);                          // nodes run in dev's primary context
 /// cudax::copy(d_in, h_in, b);                              // memcpy node
 /// cudax::launch(b, {.grid = 64, .block = 256}, k, d_in.get(), d_out.get(), n);  // kernel node after it
 /// cudax::fill(d_tmp, 0, b);                                // memset node after the kernel
@@ -279,6 +306,11 @@ class graph_builder {
  public:
   /// @brief Adds to @p g in context @p ctx, after @p dependencies.
   graph_builder(graph_ref g, context_ref ctx, std::vector<graph_node_ref> dependencies = {});
+  /// @brief Adds to @p g in @p dev's primary context, after @p dependencies.
+  graph_builder(graph_ref g, const device& dev, std::vector<graph_node_ref> dependencies = {});
+  /// @brief Adds to @p g in the context of @p s (the current one for the legacy default stream), after
+  /// @p dependencies.
+  graph_builder(graph_ref g, stream_ref s, std::vector<graph_node_ref> dependencies = {});
   /// @brief The graph.
   [[nodiscard]] graph_ref target() const noexcept { return graph_; }
   /// @brief The context.
@@ -294,11 +326,14 @@ class graph_builder {
   void advance(graph_node_ref node) {
     deps_.assign(1, node);
   }
+  /// @brief Makes the graph keep @p library loaded, once per builder and library (internal).
+  void keep_library(detail::library_state* library);
 
  private:
   graph_ref graph_;
   context_ref ctx_;
   std::vector<graph_node_ref> deps_;
+  std::vector<detail::library_state*> kept_;  // libraries this builder made the graph keep
 };
 
 namespace detail {
@@ -323,32 +358,22 @@ memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t coun
 }  // namespace detail
 
 /// @brief Adds a kernel node to @p builder's graph: the same call as the stream launch, with the same
-/// compile-time checks and conversions. The node runs in the builder's context.
+/// compile-time (typed kernels) or run-time (untyped kernels) checks and conversions. The node runs in
+/// the builder's context, and the graph (and every executable made from it) keeps the kernel's
+/// library loaded.
 /// @code
 /// auto node = cudax::launch(builder, {.grid = 64, .block = 256}, saxpy, 2.0f, x.get(), y.get(), n);
 /// @endcode
 /// @return the new node (also the builder's only dependency from now on)
-template <class... Params, class... Args>
-kernel_node launch(graph_builder& builder, const launch_config& config,
-                   const typed_kernel_ref<void(Params...)>& kernel, Args&&... args) {
+template <class K, class... Args>
+  requires kernel_handle<K>
+kernel_node launch(graph_builder& builder, const launch_config& config, const K& kernel, Args&&... args) {
   kernel_node node = kernel_node::from_native_handle(nullptr);
   auto sink = [&](void** pointers) {
     node = detail::add_kernel_node(builder, config, kernel.native_handle(), pointers, kernel.cached_signature());
   };
-  detail::marshal_typed<Params...>(sink, std::forward<Args>(args)...);
-  return node;
-}
-
-/// @brief Adds a kernel node for an untyped kernel, with the argument checks of the stream launch.
-/// @return the new node (also the builder's only dependency from now on)
-template <class... Args>
-kernel_node launch(graph_builder& builder, const launch_config& config, const kernel_ref& kernel,
-                   const Args&... args) {
-  kernel_node node = kernel_node::from_native_handle(nullptr);
-  auto sink = [&](void** pointers) {
-    node = detail::add_kernel_node(builder, config, kernel.native_handle(), pointers, kernel.cached_signature());
-  };
-  detail::marshal_untyped(sink, kernel, args...);
+  detail::marshal(sink, kernel, detail::query_target{nullptr, builder.context().native_handle()},
+                  std::forward<Args>(args)...);
   return node;
 }
 

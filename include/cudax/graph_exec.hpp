@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <utility>
+#include <vector>
 
 #include "cudax/graph.hpp"
 #include "cudax/stream.hpp"
@@ -43,24 +44,29 @@ class graph_exec {
  public:
   /// @brief Adopts a `CUgraphExec` instantiated in context @p ctx (updates run there).
   [[nodiscard]] static graph_exec from_native_handle(CUgraphExec handle, context_ref ctx) noexcept {
-    return graph_exec(handle, ctx.native_handle());
+    return graph_exec(handle, detail::context_token::of(ctx.native_handle()));
   }
   graph_exec(const graph_exec&) = delete;
   graph_exec& operator=(const graph_exec&) = delete;
   /// @brief Takes over @p other's executable.
   graph_exec(graph_exec&& other) noexcept
-      : handle_(std::exchange(other.handle_, nullptr)), ctx_(std::exchange(other.ctx_, nullptr)) {}
+      : handle_(std::exchange(other.handle_, nullptr)),
+        ctx_(std::exchange(other.ctx_, {})),
+        kept_(std::exchange(other.kept_, {})) {}
   /// @brief Destroys the current executable, then takes over @p other's.
   graph_exec& operator=(graph_exec&& other) noexcept;
-  /// @brief Destroys the executable; errors go to the destruction handler.
+  /// @brief Destroys the executable; errors go to the destruction handler. When its context was
+  /// destroyed first (which destroyed the executable), nothing is destroyed and the handler is told.
   ~graph_exec();
 
   /// @brief The `CUgraphExec`.
   [[nodiscard]] CUgraphExec native_handle() const noexcept { return handle_; }
   /// @brief The context it was instantiated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(ctx_); }
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(ctx_.handle); }
   /// @brief Gives up ownership.
-  [[nodiscard]] CUgraphExec release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] CUgraphExec release() noexcept;
+  /// @brief Destroys the executable now; the object becomes empty.
+  void reset() noexcept;
   /// @brief Whether the object owns an executable (false once moved from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
 
@@ -84,18 +90,15 @@ class graph_exec {
   /// cudax::graph_exec exec = g.instantiate();
   /// exec.set_kernel_node(node, ctx, config, scale, y.get(), 0.5f, n);   // next launches use these
   /// @endcode
-  template <class... Params, class... Args>
-  void set_kernel_node(kernel_node node, context_ref ctx, const launch_config& config,
-                       const typed_kernel_ref<void(Params...)>& kernel, Args&&... args) const {
-    auto sink = [&](void** pointers) { set_kernel_raw(node, ctx, config, kernel.native_handle(), pointers); };
-    detail::marshal_typed<Params...>(sink, std::forward<Args>(args)...);
-  }
-  /// @brief Changes an untyped kernel node's kernel, shape and arguments (checked like `cudax::launch`).
-  template <class... Args>
-  void set_kernel_node(kernel_node node, context_ref ctx, const launch_config& config, const kernel_ref& kernel,
-                       const Args&... args) const {
-    auto sink = [&](void** pointers) { set_kernel_raw(node, ctx, config, kernel.native_handle(), pointers); };
-    detail::marshal_untyped(sink, kernel, args...);
+  /// The executable keeps the new kernel's library loaded.
+  template <class K, class... Args>
+    requires kernel_handle<K>
+  void set_kernel_node(kernel_node node, context_ref ctx, const launch_config& config, const K& kernel,
+                       Args&&... args) {
+    auto sink = [&](void** pointers) {
+      set_kernel_raw(node, ctx, config, kernel.native_handle(), pointers, kernel.cached_signature());
+    };
+    detail::marshal(sink, kernel, detail::query_target{nullptr, ctx.native_handle()}, std::forward<Args>(args)...);
   }
   /// @brief Changes the source, destination and size of memcpy node @p node (same kinds of memory).
   template <linear_view_source Dst, linear_view_source Src>
@@ -118,13 +121,14 @@ class graph_exec {
   void set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                     std::size_t element_size) const;
   void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
-                      void** args) const;
+                      void** args, const detail::kernel_signature* signature);
   void set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const;
 
-  graph_exec(CUgraphExec handle, CUcontext ctx) noexcept : handle_(handle), ctx_(ctx) {}
-  friend class graph_ref;
+  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept : handle_(handle), ctx_(ctx) {}
+  friend class graph_base;
   CUgraphExec handle_;
-  CUcontext ctx_;
+  detail::context_token ctx_;
+  std::vector<detail::library_state*> kept_;  // libraries of kernels set with set_kernel_node (references)
 };
 
 }  // namespace cudax

@@ -73,6 +73,8 @@ class host_registration {
 
   /// @brief Gives up the registration; the caller must call cuMemHostUnregister on the returned pointer.
   [[nodiscard]] void* release() noexcept { return std::exchange(reg_, {}).pointer; }
+  /// @brief Unregisters the memory now; the object becomes empty.
+  void reset() noexcept { reg_.unregister(); }
   /// @brief The registered address.
   [[nodiscard]] void* data() const noexcept { return reg_.pointer; }
   /// @brief The registered size in bytes.

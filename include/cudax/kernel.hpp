@@ -16,9 +16,11 @@
 
 namespace cudax {
 
-class library_ref;
+class kernel_ref;
 template <class Signature>
 class typed_kernel_ref;
+template <class Signature>
+class typed_kernel;
 
 namespace detail {
 /// @brief One kernel parameter as the driver describes it (internal).
@@ -26,22 +28,44 @@ struct kernel_param {
   std::size_t offset;  ///< Byte offset in the parameter buffer.
   std::size_t size;    ///< Size in bytes.
 };
-/// @brief What a library caches about one of its kernels (internal): immutable once published.
+struct library_state;
+/// @brief What a library caches about one of its kernels (internal): immutable once published, owned
+/// by the library's state, which lives as long as the library or any kernel taken from it.
 struct kernel_signature {
   std::string name;                 ///< The kernel's (mangled) name.
-  bool parameters_known = false;    ///< Whether the driver described the parameters (CUDA 12.4+).
+  bool parameters_known = false;    ///< Whether the layout is known (from the image or the driver).
   std::vector<kernel_param> params; ///< The parameters, when known.
   std::string unknown_reason;       ///< Why the parameters are unknown.
-  bool permanently_unknown = false; ///< Unknown because the headers or the driver predate CUDA 12.4.
+  library_state* library = nullptr; ///< The library whose state owns this signature.
 };
-/// @brief Checks an untyped launch's argument sizes against the kernel (internal; the slow path
-/// queries the driver when no cached signature is at hand).
+/// @brief Takes a counted reference on a library's state, which keeps the library loaded (internal;
+/// null is ignored).
+void retain_library(library_state* state) noexcept;
+/// @brief Drops a reference taken with @ref retain_library; the last one unloads the library (internal).
+void release_library(library_state* state) noexcept;
+/// @brief Where an unchecked launch can ask the driver for a kernel's parameters (internal): the
+/// context of the stream, or the given context.
+struct query_target {
+  CUstream stream = nullptr;  ///< The launch's stream (its context is used), or null.
+  CUcontext context = nullptr;  ///< The context to use when there is no stream.
+};
+/// @brief Checks an untyped launch's argument sizes against the kernel when no layout is cached
+/// (internal): asks the driver in the target's context.
 void check_arguments_slow(CUkernel kernel, const kernel_signature* signature, const std::size_t* sizes,
-                          std::size_t count);
+                          std::size_t count, query_target target);
 /// @brief Suggests a block size with a per-block-size shared-memory function (internal).
 std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device,
                                        std::size_t (*fn)(void* data, int block_size), void* data,
                                        std::size_t fixed_shared, int block_size_limit);
+/// @brief The parameter types of a typed kernel signature (internal).
+template <class Signature>
+struct signature_parameters;
+/// @brief See @ref signature_parameters.
+template <class... Params>
+struct signature_parameters<void(Params...)> {
+  /// @brief The parameter sizes, in order (one element for an empty list, never read then).
+  static constexpr std::size_t sizes[sizeof...(Params) == 0 ? 1 : sizeof...(Params)] = {sizeof(Params)...};
+};
 }  // namespace detail
 
 /// @brief One kernel parameter: its position, byte offset in the parameter buffer and size.
@@ -78,30 +102,13 @@ struct block_size_suggestion {
   int block_size;     ///< Threads per block.
 };
 
-/// @brief A non-owning view of a context-independent kernel (`CUkernel`).
+/// @brief The operations every kernel handle offers, shared by the views (@ref cudax::kernel_ref,
+/// @ref cudax::typed_kernel_ref) and the owners (@ref cudax::kernel, @ref cudax::typed_kernel) of a
+/// context-independent kernel (`CUkernel`). Not constructible or assignable on its own.
 ///
-/// Get one from a @ref library (which owns it, with its parameter layout cached so that untyped
-/// launches are checked at no cost), from @ref get_kernel for a `__global__` function compiled by nvcc
-/// in this program, or adopt a handle with @ref from_native_handle. Device-specific queries take the
-/// device; occupancy queries run in the device's primary context. A kernel_ref is valid while the
-/// library that contains it is loaded.
-///
-/// @code
-/// cudax::library lib(cudax::object_code::from_file("saxpy.cubin"));
-/// cudax::kernel_ref k = lib.get_kernel("saxpy");
-/// cudax::device dev(0);
-/// auto attrs = k.attributes(dev);                 // registers, shared sizes, max threads...
-/// auto best = k.suggested_block_size(dev);        // {min_grid_size, block_size}
-/// cudax::launch(stream, {.grid = best.min_grid_size, .block = best.block_size}, k, 2.0f, x, y, n);
-/// @endcode
-class kernel_ref {
+/// Device-specific queries take the device; occupancy queries run in the device's primary context.
+class kernel_base {
  public:
-  /// @brief Views a `CUkernel` the caller keeps loaded. Untyped launches of such a view are checked
-  /// by asking the driver for the parameter layout on every launch; prefer kernels from a
-  /// @ref library, whose layouts are cached.
-  [[nodiscard]] static kernel_ref from_native_handle(CUkernel handle) noexcept { return kernel_ref(handle, nullptr); }
-  kernel_ref(std::nullptr_t) = delete;
-
   /// @brief The `CUkernel` handle.
   [[nodiscard]] CUkernel native_handle() const noexcept { return handle_; }
   /// @brief The handle as the `CUfunction` that `cuLaunchKernel` accepts for a `CUkernel`.
@@ -175,14 +182,17 @@ class kernel_ref {
   /// @brief Clusters of @p config's size that can be co-resident on @p dev.
   [[nodiscard]] int max_active_clusters(const device& dev, const launch_config& config) const;
 
-  /// @brief The number of parameters (`cuKernelGetParamInfo`, CUDA 12.4+).
-  /// @throws not_supported_error with an older toolkit or driver
+  /// @brief The number of parameters: from the layout cached when the kernel was taken from a
+  /// @ref library (read from the image), else from the driver (`cuKernelGetParamInfo`, CUDA 12.4+) in
+  /// the current context.
+  /// @throws not_supported_error when neither can tell (an older driver, or no context current for an
+  ///   adopted kernel), with the reason
   [[nodiscard]] std::size_t parameter_count() const;
-  /// @brief Offset and size of every parameter (CUDA 12.4+).
+  /// @brief Offset and size of every parameter (see @ref parameter_count for where they come from).
   [[nodiscard]] std::vector<kernel_parameter> parameters() const;
 
   /// @brief A typed view of this kernel, after checking that the parameter sizes of @p Signature
-  /// match the kernel's (when the driver can tell: CUDA 12.4+).
+  /// match the kernel's (when known: from the image, or from the driver with CUDA 12.4+).
   /// @throws invalid_argument_error naming the kernel, the parameter index and both sizes
   template <class Signature>
   [[nodiscard]] typed_kernel_ref<Signature> as() const;
@@ -190,25 +200,69 @@ class kernel_ref {
   /// @brief The cached layout, if any (internal).
   [[nodiscard]] const detail::kernel_signature* cached_signature() const noexcept { return signature_; }
 
-  /// @brief Same handle.
-  friend bool operator==(const kernel_ref& a, const kernel_ref& b) noexcept { return a.handle_ == b.handle_; }
+  /// @brief Same kernel (views and owners alike).
+  friend bool operator==(const kernel_base& a, const kernel_base& b) noexcept { return a.handle_ == b.handle_; }
 
  protected:
-  /// @brief For @ref library_ref and @ref typed_kernel_ref.
-  kernel_ref(CUkernel handle, const detail::kernel_signature* signature) noexcept
+  /// @brief Holds @p handle and its cached layout @p signature.
+  kernel_base(CUkernel handle, const detail::kernel_signature* signature) noexcept
       : handle_(handle), signature_(signature) {}
+  /// @brief Copies the handle (for the views).
+  kernel_base(const kernel_base&) noexcept = default;
+  /// @brief Copies the handle (for the views).
+  kernel_base& operator=(const kernel_base&) noexcept = default;
+  ~kernel_base() = default;
   /// @brief Throws when the sizes do not match the kernel's parameters (internal).
   void check_signature(const std::size_t* sizes, std::size_t count) const;
+  /// @brief Throws @ref invalid_argument_error for an empty (moved-from) owner.
+  void require_handle(const char* api) const;
 
   CUkernel handle_;                             ///< The kernel.
   const detail::kernel_signature* signature_;  ///< Cached parameter layout, owned by a library; may be null.
+};
 
-  friend class library_ref;
+/// @brief A non-owning view of a kernel. Trivially copyable; valid while the @ref kernel (or
+/// @ref library) it was taken from lives.
+///
+/// Take views from an owning @ref kernel (`cudax::kernel_ref k = owner;`); a view of a temporary
+/// kernel does not compile (`cudax::kernel_ref k = lib.get_kernel("x");`), because the temporary
+/// would be gone, its library perhaps unloaded, at the end of the statement.
+///
+/// @code
+/// cudax::library lib(cudax::object_code::from_file("saxpy.cubin"));
+/// cudax::kernel k = lib.get_kernel("saxpy");       // owning: keeps the library loaded
+/// cudax::device dev(0);
+/// auto attrs = k.attributes(dev);                 // registers, shared sizes, max threads...
+/// auto best = k.suggested_block_size(dev);        // {min_grid_size, block_size}
+/// cudax::launch(stream, {.grid = best.min_grid_size, .block = best.block_size}, k, 2.0f, x, y, n);
+/// @endcode
+class kernel_ref : public kernel_base {
+ public:
+  /// @brief Views a `CUkernel` the caller keeps loaded. Untyped launches of such a view are checked
+  /// by asking the driver for the parameter layout on every launch; prefer kernels from a
+  /// @ref library, whose layouts are cached.
+  [[nodiscard]] static kernel_ref from_native_handle(CUkernel handle) noexcept { return kernel_ref(handle, nullptr); }
+  kernel_ref(std::nullptr_t) = delete;
+  /// @brief Views the same kernel as @p other.
+  kernel_ref(const kernel_ref& other) noexcept = default;
+  /// @brief Views the kernel @p other views.
+  kernel_ref& operator=(const kernel_ref& other) noexcept = default;
+
+ private:
+  kernel_ref(CUkernel handle, const detail::kernel_signature* signature) noexcept : kernel_base(handle, signature) {}
+  friend class kernel_base;
+  friend class kernel;
+  template <class>
+  friend class typed_kernel_ref;
+  template <class>
+  friend class typed_kernel;
 };
 
 /// @brief A kernel whose parameter types are known at compile time: launches convert the arguments
 /// to the parameter types and refuse a wrong count or an inconvertible argument at compile time.
 ///
+/// A view (valid while the @ref typed_kernel it was taken from lives); it converts to
+/// @ref kernel_ref.
 /// @code
 /// auto saxpy = lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy");
 /// cudax::launch(stream, config, saxpy, 2.0f, x.get(), y.get(), n);   // checked at compile time
@@ -220,35 +274,192 @@ class typed_kernel_ref;
 
 /// @brief See @ref typed_kernel_ref.
 template <class... Params>
-class typed_kernel_ref<void(Params...)> : public kernel_ref {
+class typed_kernel_ref<void(Params...)> : public kernel_base {
   static_assert((std::is_trivially_copyable_v<Params> && ...),
                 "kernel parameters must be trivially copyable (no references, no owning types)");
 
  public:
+  /// @brief The signature, `void(Params...)`.
+  using signature_type = void(Params...);
   /// @brief Views a `CUkernel` whose parameters the caller vouches for (not checked).
   [[nodiscard]] static typed_kernel_ref from_native_handle(CUkernel handle) noexcept {
-    return typed_kernel_ref(kernel_ref::from_native_handle(handle));
+    return typed_kernel_ref(handle, nullptr);
   }
+  /// @brief Views the same kernel as @p other.
+  typed_kernel_ref(const typed_kernel_ref& other) noexcept = default;
+  /// @brief Views the kernel @p other views.
+  typed_kernel_ref& operator=(const typed_kernel_ref& other) noexcept = default;
+  /// @brief The untyped view.
+  operator kernel_ref() const noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
   /// @brief The number of parameters.
   static constexpr std::size_t arity = sizeof...(Params);
 
  private:
-  explicit typed_kernel_ref(const kernel_ref& k) noexcept : kernel_ref(k) {}
-  friend class kernel_ref;
-  friend class library_ref;
+  typed_kernel_ref(CUkernel handle, const detail::kernel_signature* signature) noexcept
+      : kernel_base(handle, signature) {}
+  friend class kernel_base;
+  template <class>
+  friend class typed_kernel;
+};
+
+namespace detail {
+/// @brief The reference a kernel owner holds on its library's state (internal): move-only.
+class library_hold {
+ public:
+  library_hold() noexcept = default;
+  explicit library_hold(library_state* state) noexcept : state_(state) { retain_library(state_); }
+  library_hold(const library_hold&) = delete;
+  library_hold& operator=(const library_hold&) = delete;
+  library_hold(library_hold&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
+  library_hold& operator=(library_hold&& other) noexcept {
+    if (this != &other) {
+      release_library(state_);
+      state_ = other.state_;
+      other.state_ = nullptr;
+    }
+    return *this;
+  }
+  ~library_hold() { release_library(state_); }
+  void reset() noexcept {
+    release_library(state_);
+    state_ = nullptr;
+  }
+  [[nodiscard]] library_state* get() const noexcept { return state_; }
+
+ private:
+  library_state* state_ = nullptr;
+};
+}  // namespace detail
+
+/// @brief A kernel that keeps its library loaded, as cuda.core's `Kernel` keeps its `ObjectCode`:
+/// what @ref library_base::get_kernel returns. Move-only; converts to @ref kernel_ref.
+///
+/// Obtaining it takes one reference on the library (an atomic increment); launching costs nothing
+/// more than launching a view. The library's code stays loaded until the library object and every
+/// kernel taken from it are gone, whatever order they are destroyed in.
+/// @code
+/// cudax::kernel k = cudax::library(code).get_kernel("scale");   // the temporary library stays loaded
+/// cudax::launch(stream, {.grid = 4, .block = 256}, k, data.get(), 2.0f, n);
+/// @endcode
+class kernel : public kernel_base {
+ public:
+  kernel(const kernel&) = delete;
+  kernel& operator=(const kernel&) = delete;
+  /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
+  kernel(kernel&& other) noexcept
+      : kernel_base(std::exchange(other.handle_, nullptr), std::exchange(other.signature_, nullptr)),
+        hold_(std::move(other.hold_)) {}
+  /// @brief Drops the held reference, then takes over @p other's.
+  kernel& operator=(kernel&& other) noexcept {
+    if (this != &other) {
+      handle_ = std::exchange(other.handle_, nullptr);
+      signature_ = std::exchange(other.signature_, nullptr);
+      hold_ = std::move(other.hold_);
+    }
+    return *this;
+  }
+  /// @brief Drops the reference on the library (the last one unloads it).
+  ~kernel() = default;
+
+  /// @brief Drops the reference now; the object becomes empty.
+  void reset() noexcept {
+    handle_ = nullptr;
+    signature_ = nullptr;
+    hold_.reset();
+  }
+  /// @brief Whether this object holds a kernel (false after a move or @ref reset).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view, valid while this kernel lives.
+  operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: the view of a temporary kernel would outlive it (and perhaps its library).
+  operator kernel_ref() const&& = delete;
+  /// @brief A typed owner of the same kernel (another reference on the library), after the checks of
+  /// @ref kernel_base::as.
+  template <class Signature>
+  [[nodiscard]] typed_kernel<Signature> as_owned() const;
+
+ private:
+  friend class library_base;
+  kernel(CUkernel handle, const detail::kernel_signature* signature, detail::library_state* library) noexcept
+      : kernel_base(handle, signature), hold_(library) {}
+  detail::library_hold hold_;
+};
+
+/// @brief A typed kernel that keeps its library loaded: what `get_kernel<Signature>` returns.
+/// Move-only; converts to @ref typed_kernel_ref and @ref kernel_ref.
+/// @tparam Signature `void(Params...)`
+template <class Signature>
+class typed_kernel;
+
+/// @brief See @ref typed_kernel.
+template <class... Params>
+class typed_kernel<void(Params...)> : public kernel_base {
+ public:
+  /// @brief The signature, `void(Params...)`.
+  using signature_type = void(Params...);
+  typed_kernel(const typed_kernel&) = delete;
+  typed_kernel& operator=(const typed_kernel&) = delete;
+  /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
+  typed_kernel(typed_kernel&& other) noexcept
+      : kernel_base(std::exchange(other.handle_, nullptr), std::exchange(other.signature_, nullptr)),
+        hold_(std::move(other.hold_)) {}
+  /// @brief Drops the held reference, then takes over @p other's.
+  typed_kernel& operator=(typed_kernel&& other) noexcept {
+    if (this != &other) {
+      handle_ = std::exchange(other.handle_, nullptr);
+      signature_ = std::exchange(other.signature_, nullptr);
+      hold_ = std::move(other.hold_);
+    }
+    return *this;
+  }
+  /// @brief Drops the reference on the library (the last one unloads it).
+  ~typed_kernel() = default;
+
+  /// @brief Drops the reference now; the object becomes empty.
+  void reset() noexcept {
+    handle_ = nullptr;
+    signature_ = nullptr;
+    hold_.reset();
+  }
+  /// @brief Whether this object holds a kernel (false after a move or @ref reset).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A typed view, valid while this kernel lives.
+  operator typed_kernel_ref<void(Params...)>() const& noexcept {  // NOLINT: implicit on purpose
+    return typed_kernel_ref<void(Params...)>(handle_, signature_);
+  }
+  /// @brief Refused: the view of a temporary kernel would outlive it.
+  operator typed_kernel_ref<void(Params...)>() const&& = delete;
+  /// @brief An untyped view, valid while this kernel lives.
+  operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: the view of a temporary kernel would outlive it.
+  operator kernel_ref() const&& = delete;
+  /// @brief The number of parameters.
+  static constexpr std::size_t arity = sizeof...(Params);
+
+ private:
+  friend class kernel;
+  friend class library_base;
+  typed_kernel(CUkernel handle, const detail::kernel_signature* signature, detail::library_state* library) noexcept
+      : kernel_base(handle, signature), hold_(library) {}
+  detail::library_hold hold_;
 };
 
 template <class Signature>
-typed_kernel_ref<Signature> kernel_ref::as() const {
-  return [this]<class... Params>(std::type_identity<void(Params...)>) {
-    if constexpr (sizeof...(Params) == 0) {
-      check_signature(nullptr, 0);
-    } else {
-      static constexpr std::size_t sizes[] = {sizeof(Params)...};
-      check_signature(sizes, sizeof...(Params));
-    }
-    return typed_kernel_ref<void(Params...)>(*this);
-  }(std::type_identity<Signature>{});
+typed_kernel_ref<Signature> kernel_base::as() const {
+  using params = detail::signature_parameters<Signature>;
+  check_signature(params::sizes, typed_kernel_ref<Signature>::arity);
+  return typed_kernel_ref<Signature>(handle_, signature_);
 }
+
+template <class Signature>
+typed_kernel<Signature> kernel::as_owned() const {
+  (void)as<Signature>();  // the checks
+  return typed_kernel<Signature>(handle_, signature_, hold_.get());
+}
+
+/// @brief Whether `K` is one of the kernel handles (`kernel_ref`, `kernel`, `typed_kernel_ref`,
+/// `typed_kernel`) that `cudax::launch` accepts.
+template <class K>
+concept kernel_handle = std::is_base_of_v<kernel_base, K>;
 
 }  // namespace cudax

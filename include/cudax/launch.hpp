@@ -60,8 +60,10 @@ inline void marshal_typed(Sink& sink, Args&&... args) {
 [[noreturn]] void throw_argument_size(CUkernel kernel, const kernel_signature* signature, std::size_t index,
                                       std::size_t expected, std::size_t given);
 
-// The check of an untyped launch: inline when the library cached the layout, otherwise the driver is asked.
-inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, std::size_t count) {
+// The check of an untyped launch: inline when the library cached the layout, otherwise the driver is
+// asked in the target's context.
+inline void check_arguments(const kernel_base& kernel, const std::size_t* sizes, std::size_t count,
+                            query_target target) {
   const kernel_signature* sig = kernel.cached_signature();
   if (sig != nullptr && sig->parameters_known) [[likely]] {
     if (sig->params.size() != count) [[unlikely]] {
@@ -74,13 +76,13 @@ inline void check_arguments(const kernel_ref& kernel, const std::size_t* sizes, 
     }
     return;
   }
-  check_arguments_slow(kernel.native_handle(), sig, sizes, count);
+  check_arguments_slow(kernel.native_handle(), sig, sizes, count, target);
 }
 
 // Untyped kernels: checks the argument sizes against the kernel, then calls sink(void** args) with
 // pointers to the arguments themselves.
 template <class Sink, class... Args>
-inline void marshal_untyped(Sink& sink, const kernel_ref& kernel, const Args&... args) {
+inline void marshal_untyped(Sink& sink, const kernel_base& kernel, query_target target, const Args&... args) {
   static_assert((std::is_trivially_copyable_v<Args> && ...),
                 "cudax::launch: kernel arguments must be trivially copyable (pass buffer.get(), not the buffer)");
   static_assert(!(std::is_array_v<Args> || ...),
@@ -89,20 +91,48 @@ inline void marshal_untyped(Sink& sink, const kernel_ref& kernel, const Args&...
   static_assert(!(std::is_null_pointer_v<Args> || ...),
                 "cudax::launch: pass a typed null pointer (static_cast<T*>(nullptr)), not nullptr");
   if constexpr (sizeof...(Args) == 0) {
-    check_arguments(kernel, nullptr, 0);
+    check_arguments(kernel, nullptr, 0, target);
     sink(static_cast<void**>(nullptr));
   } else {
     static constexpr std::size_t sizes[] = {sizeof(Args)...};
-    check_arguments(kernel, sizes, sizeof...(Args));
+    check_arguments(kernel, sizes, sizeof...(Args), target);
     void* pointers[] = {const_cast<void*>(static_cast<const void*>(__builtin_addressof(args)))...};
     sink(pointers);
   }
 }
+
+template <class Signature>
+struct typed_marshal;
+template <class... Params>
+struct typed_marshal<void(Params...)> {
+  template <class Sink, class... Args>
+  static void run(Sink& sink, Args&&... args) {
+    marshal_typed<Params...>(sink, std::forward<Args>(args)...);
+  }
+};
+
+// Any kernel handle: typed ones (a signature_type) convert the arguments, untyped ones check them.
+template <class K, class Sink, class... Args>
+inline void marshal(Sink& sink, const K& kernel, query_target target, Args&&... args) {
+  if constexpr (requires { typename K::signature_type; }) {
+    (void)target;
+    typed_marshal<typename K::signature_type>::run(sink, std::forward<Args>(args)...);
+  } else {
+    marshal_untyped(sink, kernel, target, args...);
+  }
+}
 }  // namespace detail
 
-/// @brief Launches a typed kernel: the arguments are converted to the parameter types (with the
-/// implicit conversions of a function call, checked at compile time) and passed from the stack (no
-/// heap allocation).
+/// @brief Launches a kernel on @p stream: any kernel handle (@ref kernel, @ref kernel_ref,
+/// @ref typed_kernel, @ref typed_kernel_ref) with its arguments, marshalled on the stack (no heap
+/// allocation, no context switch, no query).
+///
+/// Typed kernels convert the arguments to the parameter types with the implicit conversions of a
+/// function call, checked at compile time. Untyped kernels (from PTX or a cubin by name) pass each
+/// argument's bytes as the corresponding parameter, after checking their number and sizes against the
+/// kernel's parameters: pass `std::size_t{n}` to a `size_t` parameter, not `n` as an `int`. With a
+/// kernel from a @ref library the check compares against the layout cached when the kernel was
+/// obtained (a few instructions); for an adopted handle it asks the driver in the stream's context.
 ///
 /// The kernel runs in the context of @p stream (for the legacy default stream, the current context).
 /// A launch the driver refuses throws @ref launch_error naming the limit exceeded, with the numbers;
@@ -111,40 +141,23 @@ inline void marshal_untyped(Sink& sink, const kernel_ref& kernel, const Args&...
 /// @code
 /// auto add = lib.get_kernel<void(const float*, const float*, float*, int)>("vector_add");
 /// cudax::launch(stream, {.grid = (n + 255) / 256, .block = 256}, add, a.get(), b.get(), c.get(), n);
-/// @endcode
-/// @throws invalid_argument_error for an empty (moved-from) stream; launch_error when the launch is refused
-template <class... Params, class... Args>
-void launch(stream_ref stream, const launch_config& config, const typed_kernel_ref<void(Params...)>& kernel,
-            Args&&... args) {
-  auto sink = [&](void** pointers) {
-    detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());
-  };
-  detail::marshal_typed<Params...>(sink, std::forward<Args>(args)...);
-}
-
-/// @brief Launches an untyped kernel (from PTX or a cubin by name): the arguments are passed as they
-/// are, after checking their number and sizes against the kernel's parameters.
 ///
-/// Each argument's bytes are passed as the corresponding parameter, so its type must have the
-/// parameter's size: pass `std::size_t{n}` to a `size_t` parameter, not `n` as an `int`. With a
-/// kernel from a @ref library the check compares against the cached layout (a few instructions);
-/// for an adopted handle it asks the driver (CUDA 12.4+; unchecked with older drivers).
-///
-/// @code
-/// cudax::kernel_ref k = lib.get_kernel("scale");          // extern "C" __global__ void scale(float*, float, int)
+/// cudax::kernel k = lib.get_kernel("scale");              // extern "C" __global__ void scale(float*, float, int)
 /// cudax::launch(stream, {.grid = blocks, .block = 256}, k, data.get(), 0.5f, n);
 /// // cudax::launch(stream, cfg, k, data.get(), 0.5);      // throws launch_error: 2 arguments given,
 /// //                                                      //   but the kernel has 3 parameters
 /// @endcode
-/// @throws launch_error (source @ref error_source::cudax) for a wrong argument count or size, naming
-///   the kernel, the parameter index, the expected and given sizes; invalid_argument_error for an
-///   empty stream; launch_error (source @ref error_source::driver) when the driver refuses the launch
-template <class... Args>
-void launch(stream_ref stream, const launch_config& config, const kernel_ref& kernel, const Args&... args) {
+/// @throws invalid_argument_error for an empty (moved-from) stream; launch_error (source
+///   @ref error_source::cudax) for a wrong argument count or size of an untyped kernel, naming the
+///   kernel, the parameter index, the expected and given sizes; launch_error (source
+///   @ref error_source::driver) when the driver refuses the launch
+template <class K, class... Args>
+  requires kernel_handle<K>
+void launch(stream_ref stream, const launch_config& config, const K& kernel, Args&&... args) {
   auto sink = [&](void** pointers) {
     detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());
   };
-  detail::marshal_untyped(sink, kernel, args...);
+  detail::marshal(sink, kernel, detail::query_target{stream.native_handle(), nullptr}, std::forward<Args>(args)...);
 }
 
 #if defined(__CUDACC__) || defined(CUDAX_DOXYGEN)

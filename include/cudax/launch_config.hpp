@@ -5,15 +5,33 @@
 
 #include <cstddef>
 #include <optional>
+#include <type_traits>
 
 namespace cudax {
 
+namespace detail {
+/// @brief Whether an extent of type @p T converts to `unsigned` without losing values of its range
+/// other than negative ones, which launches refuse at run time (internal).
+template <class T>
+inline constexpr bool is_extent_type =
+    std::is_integral_v<T> && !std::is_same_v<std::remove_cv_t<T>, bool> && sizeof(T) <= sizeof(unsigned);
+/// @brief Throws @ref invalid_argument_error for an extent above 2^32 - 1 (internal).
+[[noreturn]] void throw_extent_overflow(unsigned long long value, char axis);
+}  // namespace detail
+
 /// @brief Up to three extents, like CUDA's `dim3`; missing extents are 1.
 ///
-/// Converts implicitly from one `unsigned`, so `.grid = 80, .block = 256` reads naturally.
+/// Converts implicitly from integers of at most 32 bits (`int`, `unsigned`), so `.grid = 80,
+/// .block = 256` reads naturally. A 64-bit value (`std::size_t`) does not convert: it could narrow
+/// silently (4294967301 blocks would become 5), so it must go through @ref checked, which refuses
+/// what does not fit, or an explicit cast. Extents the device does not allow (0, a negative `int`,
+/// more blocks than the grid limit) are refused when launching, with the limit named.
 /// @code
-/// cudax::dims grid(64, 32);      // 64 x 32 x 1
-/// cudax::dims block = 256;       // 256 x 1 x 1
+/// cudax::dims grid(64, 32);                               // 64 x 32 x 1
+/// cudax::dims block = 256;                                // 256 x 1 x 1
+/// std::size_t n = 1ull << 33;
+/// auto g = cudax::dims::checked((n + 255) / 256);         // 33554432 blocks, checked
+/// // cudax::dims bad = (n + 255) / 256;                   // error: a 64-bit extent
 /// @endcode
 struct dims {
   unsigned x = 1;  ///< Extent in x.
@@ -22,8 +40,32 @@ struct dims {
 
   /// @brief 1 x 1 x 1.
   constexpr dims() noexcept = default;
-  /// @brief @p x_ x @p y_ x @p z_.
-  constexpr dims(unsigned x_, unsigned y_ = 1, unsigned z_ = 1) noexcept : x(x_), y(y_), z(z_) {}
+  /// @brief @p x_ x @p y_ x @p z_, from integers of at most 32 bits.
+  template <class X, class Y = unsigned, class Z = unsigned>
+    requires(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>)
+  constexpr dims(X x_, Y y_ = 1u, Z z_ = 1u) noexcept  // NOLINT: implicit on purpose
+      : x(static_cast<unsigned>(x_)), y(static_cast<unsigned>(y_)), z(static_cast<unsigned>(z_)) {}
+  /// @brief Refused at compile time: a 64-bit (or floating-point, or bool) extent could be truncated
+  /// silently; use @ref checked, which refuses what does not fit.
+  template <class X, class Y = unsigned, class Z = unsigned>
+    requires(!(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>))
+  dims(X, Y = 1u, Z = 1u) = delete;
+  /// @brief @p x_ x @p y_ x @p z_ from 64-bit values, each checked to fit 32 bits.
+  /// @throws invalid_argument_error naming the axis and the value when one does not
+  [[nodiscard]] static constexpr dims checked(unsigned long long x_, unsigned long long y_ = 1,
+                                              unsigned long long z_ = 1) {
+    constexpr unsigned long long max = 0xFFFFFFFFull;
+    if (x_ > max) {
+      detail::throw_extent_overflow(x_, 'x');
+    }
+    if (y_ > max) {
+      detail::throw_extent_overflow(y_, 'y');
+    }
+    if (z_ > max) {
+      detail::throw_extent_overflow(z_, 'z');
+    }
+    return dims(static_cast<unsigned>(x_), static_cast<unsigned>(y_), static_cast<unsigned>(z_));
+  }
 
   /// @brief x * y * z, without overflow.
   [[nodiscard]] constexpr unsigned long long count() const noexcept {

@@ -11,10 +11,13 @@
 #include <utility>
 #include <vector>
 
+#include "cudax/copy.hpp"
 #include "cudax/device.hpp"
 #include "cudax/kernel.hpp"
 #include "cudax/object_code.hpp"
+#include "cudax/program.hpp"
 #include "cudax/span.hpp"
+#include "cudax/stream.hpp"
 
 namespace cudax {
 
@@ -41,10 +44,13 @@ struct jit_options {
   bool verbose = false;
   /// @brief Capacity of each of the info and error log buffers, in bytes.
   std::size_t log_capacity = 16 * 1024;
-  /// @brief Load the code and compile every kernel now, in the current context (or device 0's
-  /// primary context when none is current), so that a malformed or incompatible image fails in the
-  /// constructor with the JIT's log. With `false` the driver's lazy loading (the default of CUDA 12.2+)
-  /// defers that work, and its errors, to the first use of each kernel in each context.
+  /// @brief Load the code and compile every kernel now, in the context the library is loaded for (the
+  /// one named to the constructor, else the current one), so that a malformed or incompatible image
+  /// fails in the constructor with the JIT's log. With no context named and none current, nothing is
+  /// loaded into a context (cudax never picks one, device 0's included): the image is checked
+  /// structurally only and each context loads it at first use. With `false` the driver's lazy loading
+  /// (the default of CUDA 12.2+) defers that work, and its errors, to the first use of each kernel in
+  /// each context.
   bool eager = true;
 };
 
@@ -53,14 +59,13 @@ struct library_state;
 /// @brief The number of bytes of a global, or throws when it does not hold whole elements (internal).
 std::size_t check_global_size(const char* api, const std::string& name, std::size_t bytes, std::size_t element_size,
                               const char* element_type_hint);
-/// @brief Synchronous copy between host and a global in ctx (internal).
-void copy_global(CUcontext ctx, CUdeviceptr address, void* host, std::size_t bytes, bool to_device);
 }  // namespace detail
 
 /// @brief A `__device__` or `__constant__` variable of a loaded library in one context: its address
 /// and size, with typed synchronous read and write.
 ///
-/// For stream-ordered access, take @ref span and use @ref copy.
+/// Reads and writes are synchronous (they have completed when they return) or, with a stream,
+/// ordered on it; @ref span gives the device view for other copies and kernel arguments.
 /// @code
 /// auto scale = lib.get_global<float>("scale", dev);        // __constant__ float scale;
 /// scale.write(2.5f);
@@ -86,26 +91,47 @@ class global_ref {
   [[nodiscard]] context_ref context() const noexcept { return ctx_; }
   /// @brief A device view, for stream-ordered copies and kernel arguments.
   [[nodiscard]] device_span<T> span() const noexcept { return device_span<T>(address_, count_); }
-  /// @brief Reads the first (or only) element; synchronous.
+  /// @brief Reads the first (or only) element; synchronous: returns once the value has arrived.
   [[nodiscard]] T read() const {
     T value;
     read(&value, 1);
     return value;
   }
   /// @brief Reads the first @p count elements into @p out; synchronous.
-  /// @throws invalid_argument_error when @p count exceeds @ref size
+  /// @throws invalid_argument_error when @p count is 0 or exceeds @ref size
   void read(T* out, std::size_t count) const {
     check_count(count, "cudax::global_ref::read");
-    detail::copy_global(ctx_.native_handle(), address_, static_cast<void*>(out), count * sizeof(T), false);
+    copy(std::span<T>(out, count), span(), count);
   }
-  /// @brief Writes the first (or only) element; synchronous.
+  /// @brief Reads the first @p count elements into @p out, ordered on @p s: @p out holds them once
+  /// the stream's work up to here has completed.
+  void read(T* out, std::size_t count, stream_ref s) const {
+    check_count(count, "cudax::global_ref::read");
+    copy(std::span<T>(out, count), span(), count, s);
+  }
+  /// @brief Writes the first (or only) element; synchronous: the value has landed when the call
+  /// returns, so a kernel launched next on any stream sees it.
   void write(const T& value) const { write(&value, 1); }
-  /// @brief Writes @p count elements from @p in; synchronous.
-  /// @throws invalid_argument_error when @p count exceeds @ref size
+  /// @brief Writes @p count elements from @p in; synchronous (see @ref write(const T&) const).
+  /// @throws invalid_argument_error when @p count is 0 or exceeds @ref size
   void write(const T* in, std::size_t count) const {
     check_count(count, "cudax::global_ref::write");
-    detail::copy_global(ctx_.native_handle(), address_, const_cast<void*>(static_cast<const void*>(in)),
-                        count * sizeof(T), true);
+    copy(span(), std::span<const T>(in, count), count);
+  }
+  /// @brief Writes the first (or only) element, ordered on @p s: kernels queued on @p s after this
+  /// call see the value. @p value is read before the call returns (the driver stages pageable memory),
+  /// so a temporary is fine.
+  /// @code
+  /// scale.write(2.5f, stream);                       // ordered with the launches on stream
+  /// cudax::launch(stream, config, k, data.get(), n);
+  /// @endcode
+  void write(const T& value, stream_ref s) const { write(&value, 1, s); }
+  /// @brief Writes @p count elements from @p in, ordered on @p s. From pageable memory the elements are
+  /// read before the call returns; from pinned memory they are read when the copy runs, so they must
+  /// stay unchanged until then.
+  void write(const T* in, std::size_t count, stream_ref s) const {
+    check_count(count, "cudax::global_ref::write");
+    copy(span(), std::span<const T>(in, count), count, s);
   }
 
  private:
@@ -119,29 +145,30 @@ class global_ref {
   context_ref ctx_;
 };
 
-/// @brief A non-owning view of a loaded library (`CUlibrary`).
-///
-/// Views taken from a @ref library share its cache of kernel parameter layouts; a view adopted with
-/// @ref from_native_handle has none (untyped launches of its kernels then ask the driver).
-class library_ref {
+/// @brief The operations every library handle offers, shared by the view @ref cudax::library_ref and
+/// the owner @ref cudax::library. Not constructible or assignable on its own (see
+/// @ref cudax::context_base).
+class library_base {
  public:
-  /// @brief Views a `CUlibrary` the caller keeps loaded.
-  [[nodiscard]] static library_ref from_native_handle(CUlibrary handle) noexcept { return library_ref(handle, nullptr); }
-  library_ref(std::nullptr_t) = delete;
-
   /// @brief The `CUlibrary` handle.
   [[nodiscard]] CUlibrary native_handle() const noexcept { return handle_; }
 
-  /// @brief The kernel named @p name (`extern "C"` names as written, C++ names mangled or as lowered
-  /// by @ref program name expressions).
+  /// @brief The kernel named @p name: `extern "C"` names as written, C++ names mangled, or, for a
+  /// library loaded from a @ref compile_result, the name expressions given to the compilation
+  /// (`"saxpy<float>"`), looked up by their lowered names.
+  ///
+  /// The result keeps the library loaded (see @ref kernel). Its parameter layout comes from the image's
+  /// metadata when cudax loaded the image itself (PTX, cubin, or a fatbin with an uncompressed entry),
+  /// else from the driver in the library's context or the current one; no context is made current or
+  /// retained for it.
   /// @throws error with `CUDA_ERROR_NOT_FOUND` whose message lists the kernels the library contains
-  [[nodiscard]] kernel_ref get_kernel(const std::string& name) const;
+  [[nodiscard]] kernel get_kernel(const std::string& name) const;
   /// @brief The kernel named @p name, typed: its parameter sizes are checked once, here, against the
-  /// driver's description (CUDA 12.4+).
+  /// image's (or the driver's) description.
   /// @throws invalid_argument_error naming the parameter index and both sizes on a mismatch
   template <class Signature>
-  [[nodiscard]] typed_kernel_ref<Signature> get_kernel(const std::string& name) const {
-    return get_kernel(name).template as<Signature>();
+  [[nodiscard]] typed_kernel<Signature> get_kernel(const std::string& name) const {
+    return get_kernel(name).template as_owned<Signature>();
   }
   /// @brief Whether the library contains a kernel named @p name.
   [[nodiscard]] bool has_kernel(const std::string& name) const;
@@ -187,27 +214,63 @@ class library_ref {
   /// @brief The name given at load (the file or object name; empty for an adopted handle).
   [[nodiscard]] std::string name() const;
 
+  /// @brief Same library (views and owners alike).
+  friend bool operator==(const library_base& a, const library_base& b) noexcept { return a.handle_ == b.handle_; }
+
  protected:
-  /// @brief For @ref library.
-  library_ref(CUlibrary handle, detail::library_state* state) noexcept : handle_(handle), state_(state) {}
+  /// @brief Holds @p handle and the owner's @p state.
+  library_base(CUlibrary handle, detail::library_state* state) noexcept : handle_(handle), state_(state) {}
+  /// @brief Copies the handle (for the view).
+  library_base(const library_base&) noexcept = default;
+  /// @brief Copies the handle (for the view).
+  library_base& operator=(const library_base&) noexcept = default;
+  ~library_base() = default;
   /// @brief Throws for an empty (moved-from) library (internal).
   void require_handle(const char* api) const;
 
   CUlibrary handle_;              ///< The library.
-  detail::library_state* state_;  ///< The owner's cache; null for an adopted view.
+  detail::library_state* state_;  ///< The owner's bookkeeping (counted); null for an adopted view.
+};
+
+/// @brief A non-owning view of a loaded library (`CUlibrary`). Trivially copyable; valid while the
+/// library lives.
+///
+/// Views taken from a @ref library share its bookkeeping (parameter layouts, name expressions), and
+/// kernels taken through them keep the library loaded; a view adopted with @ref from_native_handle has
+/// none (untyped launches of its kernels then ask the driver).
+class library_ref : public library_base {
+ public:
+  /// @brief Views a `CUlibrary` the caller keeps loaded.
+  [[nodiscard]] static library_ref from_native_handle(CUlibrary handle) noexcept { return library_ref(handle, nullptr); }
+  library_ref(std::nullptr_t) = delete;
+  /// @brief Views the same library as @p other.
+  library_ref(const library_ref& other) noexcept = default;
+  /// @brief Views the library @p other views.
+  library_ref& operator=(const library_ref& other) noexcept = default;
+
+ private:
+  friend class library;
+  library_ref(CUlibrary handle, detail::library_state* state) noexcept : library_base(handle, state) {}
 };
 
 /// @brief Loaded device code, context-independent (`cuLibraryLoadData`): PTX, cubin or fatbin,
-/// owned and unloaded on destruction.
+/// owned and unloaded when the library object and every @ref kernel taken from it are gone. Move-only;
+/// converts to @ref library_ref.
 ///
 /// The driver loads the code into each context when it is first used there. PTX is compiled by the
 /// driver's JIT at load time with @ref jit_options; its info log is kept (@ref jit_log) and a failed
-/// load throws a @ref load_error carrying the JIT's error log. Move-only.
+/// load throws a @ref load_error carrying the JIT's error log. With eager loading (the default) the
+/// code is loaded now into the context named here (a device stands for its primary context), else
+/// into the current one; with neither, cudax loads it into no context (it never picks one itself).
 ///
 /// @code
 /// cudax::library lib = cudax::library::from_file("build/kernels.cubin");
-/// cudax::kernel_ref k = lib.get_kernel("vector_add");
+/// cudax::kernel k = lib.get_kernel("vector_add");
 /// cudax::launch(stream, {.grid = (n + 255) / 256, .block = 256}, k, a.get(), b.get(), c.get(), n);
+///
+/// cudax::library on1(code, cudax::device(1));      // checked and loaded on device 1 now
+/// cudax::library jit(prog.compile(cudax::code_kind::cubin, {}, {"saxpy<float>"}));
+/// auto saxpy = jit.get_kernel("saxpy<float>");      // a name expression, in one step
 ///
 /// try {
 ///   cudax::library bad(cudax::object_code(cudax::code_kind::ptx, "not ptx"));
@@ -215,37 +278,56 @@ class library_ref {
 ///   std::cerr << e.log();   // ptxas application ptx input, line 1; fatal : Parsing error ...
 /// }
 /// @endcode
-class library : public library_ref {
+class library : public library_base {
  public:
-  /// @brief Loads @p code (ptx, cubin or fatbin).
+  /// @brief Loads @p code (ptx, cubin or fatbin), eagerly into the current context if one is current.
   /// @throws invalid_argument_error for an empty image or a kind that must be linked first (ltoir,
   ///   object, library); load_error when the driver refuses the image (the message says why and
   ///   carries the JIT log); driver_unavailable_error without a driver
   explicit library(const object_code& code, const jit_options& options = {});
+  /// @brief Loads @p code, eagerly into @p ctx (which later parameter queries use too).
+  library(const object_code& code, context_ref ctx, const jit_options& options = {});
+  /// @brief Loads @p code, eagerly into @p dev's primary context.
+  library(const object_code& code, const device& dev, const jit_options& options = {});
+  /// @brief Loads the code of a compilation; its name expressions become kernel names for
+  /// @ref library_base::get_kernel.
+  explicit library(const compile_result& result, const jit_options& options = {});
+  /// @brief Loads the code of a compilation, eagerly into @p ctx.
+  library(const compile_result& result, context_ref ctx, const jit_options& options = {});
+  /// @brief Loads the code of a compilation, eagerly into @p dev's primary context.
+  library(const compile_result& result, const device& dev, const jit_options& options = {});
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  library(const object_code&, cudax::context&&, const jit_options& = {}) = delete;
   /// @brief Loads a file; the kind comes from the extension (see @ref object_code::from_file).
   [[nodiscard]] static library from_file(const std::string& path, const jit_options& options = {});
-  /// @brief Adopts a loaded `CUlibrary`: it will be unloaded by this object.
+  /// @brief Loads a file, eagerly into @p ctx.
+  [[nodiscard]] static library from_file(const std::string& path, context_ref ctx, const jit_options& options = {});
+  /// @brief Adopts a loaded `CUlibrary`: it will be unloaded by this object (and its kernels).
   [[nodiscard]] static library from_native_handle(CUlibrary handle);
 
   library(const library&) = delete;
   library& operator=(const library&) = delete;
   /// @brief Takes over @p other's library; @p other becomes empty.
   library(library&& other) noexcept;
-  /// @brief Unloads the current library, then takes over @p other's.
+  /// @brief Drops the current library, then takes over @p other's.
   library& operator=(library&& other) noexcept;
-  /// @brief Unloads the library (`cuLibraryUnload`); errors go to the destruction handler. Kernels
-  /// and globals of the library must no longer be used.
+  /// @brief Drops this object's reference: the code is unloaded (`cuLibraryUnload`) once no kernel
+  /// taken from it remains; errors go to the destruction handler.
   ~library();
 
-  /// @brief Gives up ownership: returns the handle, which the caller must unload. Kernel views taken
-  /// before stay usable while the library is loaded; cudax keeps its small bookkeeping for them
-  /// (parameter layouts, the JIT log buffers the driver may still write to) until the process ends.
+  /// @brief Gives up ownership: returns the handle, which the caller must unload (after the kernels
+  /// taken from it). Kernels taken before keep their parameter layouts; cudax keeps the JIT log
+  /// buffers of a lazily loaded library until the process ends, since the driver may still write them.
   [[nodiscard]] CUlibrary release() noexcept;
+  /// @brief Drops this object's reference now (as the destructor does); the object becomes empty.
+  void reset() noexcept;
+  /// @brief Whether this object holds a library (false after a move, @ref release or @ref reset).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view of the library.
+  operator library_ref() const noexcept { return library_ref(handle_, state_); }  // NOLINT: implicit on purpose
 
  private:
   explicit library(detail::library_state* state) noexcept;
-  void reset() noexcept;
-  // The library owns state_ (no std::unique_ptr: <memory> would cost 0.7 s per including file).
 };
 
 }  // namespace cudax

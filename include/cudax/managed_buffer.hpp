@@ -82,7 +82,7 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
   managed_buffer(cudax::primary_context&&, std::size_t, managed_attach = managed_attach::global) = delete;
   /// @brief Adopts memory from cuMemAllocManaged made in @p ctx.
   [[nodiscard]] static managed_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
-    return managed_buffer(detail::host_allocation{pointer, count * sizeof(T), ctx.native_handle()});
+    return managed_buffer(detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
   }
   /// @brief A device view of all elements (the same address).
   [[nodiscard]] device_span<T> device_view() const noexcept {
@@ -101,7 +101,7 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
   /// @brief Gives the driver a hint about the memory (cuMemAdvise), e.g.
   /// `CU_MEM_ADVISE_SET_READ_MOSTLY` or `CU_MEM_ADVISE_SET_PREFERRED_LOCATION` with a location.
   void advise(CUmem_advise advice, memory_location where = memory_location::host()) const {
-    detail::managed_advise(this->alloc_.context, device_view().data(), this->alloc_.bytes, advice, where);
+    detail::managed_advise(this->alloc_.context.handle, device_view().data(), this->alloc_.bytes, advice, where);
   }
 
  private:

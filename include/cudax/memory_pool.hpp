@@ -16,8 +16,11 @@ namespace cudax {
 /// @brief Properties of a new @ref memory_pool.
 struct memory_pool_properties {
   /// @brief Memory the pool keeps reserved after a synchronisation instead of returning it to the
-  /// system (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`), in bytes; `SIZE_MAX` keeps everything.
-  std::size_t release_threshold = 0;
+  /// system (`CU_MEMPOOL_ATTR_RELEASE_THRESHOLD`), in bytes. The default, `SIZE_MAX`, keeps all freed
+  /// memory for reuse until @ref memory_pool_base::trim_to returns it, as the caching allocators of
+  /// PyTorch and CuPy do: with the driver's threshold of 0, every synchronisation gives the memory back
+  /// and the next allocation loop pays for getting it again.
+  std::size_t release_threshold = SIZE_MAX;
   /// @brief The most memory the pool may reserve, in bytes; 0 means no limit (needs CUDA 12.2).
   std::size_t max_size = 0;
   /// @brief The handle type for sharing the pool with other processes, e.g.
@@ -25,21 +28,11 @@ struct memory_pool_properties {
   CUmemAllocationHandleType handle_type = CU_MEM_HANDLE_TYPE_NONE;
 };
 
-/// @brief A non-owning view of a memory pool. Trivially copyable.
-///
-/// @code
-/// cudax::memory_pool_ref pool = cudax::default_memory_pool(dev);
-/// pool.set_release_threshold(std::size_t(1) << 30);    // keep up to 1 GiB cached across syncs
-/// cudax::device_buffer<float> tmp(pool, stream, 1 << 20);
-/// std::printf("%zu bytes in use\n", pool.used_current());
-/// @endcode
-class memory_pool_ref {
+/// @brief The operations every memory-pool handle offers, shared by the view
+/// @ref cudax::memory_pool_ref and the owner @ref cudax::memory_pool. Not constructible or
+/// assignable on its own (see @ref cudax::context_base).
+class memory_pool_base {
  public:
-  /// @brief Views @p handle.
-  constexpr explicit memory_pool_ref(CUmemoryPool handle) noexcept : handle_(handle) {}
-  memory_pool_ref(std::nullptr_t) = delete;
-  memory_pool_ref(int) = delete;
-
   /// @brief The raw handle (also usable as a `cudaMemPool_t`).
   [[nodiscard]] constexpr CUmemoryPool native_handle() const noexcept { return handle_; }
 
@@ -71,27 +64,56 @@ class memory_pool_ref {
   /// @brief The access @p dev has to allocations of this pool (cuMemPoolGetAccess).
   [[nodiscard]] CUmemAccess_flags access(const device& dev) const;
 
-  /// @brief Two views are equal when they name the same pool.
-  [[nodiscard]] friend constexpr bool operator==(memory_pool_ref a, memory_pool_ref b) noexcept {
+  /// @brief Two handles are equal when they name the same pool (views and owners alike).
+  [[nodiscard]] friend constexpr bool operator==(const memory_pool_base& a, const memory_pool_base& b) noexcept {
     return a.handle_ == b.handle_;
   }
 
  protected:
+  /// @brief Holds @p handle.
+  constexpr explicit memory_pool_base(CUmemoryPool handle) noexcept : handle_(handle) {}
+  /// @brief Copies the handle (for the view).
+  constexpr memory_pool_base(const memory_pool_base&) noexcept = default;
+  /// @brief Copies the handle (for the view).
+  constexpr memory_pool_base& operator=(const memory_pool_base&) noexcept = default;
+  ~memory_pool_base() = default;
   /// @brief Throws @ref invalid_argument_error when the handle is null (a moved-from owner).
   void require_handle(const char* api) const;
-  /// @brief The viewed handle; null only in a moved-from owner.
+  /// @brief The handle; null only in a moved-from owner.
   CUmemoryPool handle_;
 };
 
+/// @brief A non-owning view of a memory pool. Trivially copyable.
+///
+/// @code
+/// cudax::memory_pool_ref pool = cudax::default_memory_pool(dev);
+/// pool.set_release_threshold(std::size_t(1) << 30);    // keep up to 1 GiB cached across syncs
+/// cudax::device_buffer<float> tmp(pool, stream, 1 << 20);
+/// std::printf("%zu bytes in use\n", pool.used_current());
+/// @endcode
+class memory_pool_ref : public memory_pool_base {
+ public:
+  /// @brief Views @p handle.
+  constexpr explicit memory_pool_ref(CUmemoryPool handle) noexcept : memory_pool_base(handle) {}
+  memory_pool_ref(std::nullptr_t) = delete;
+  memory_pool_ref(int) = delete;
+  /// @brief Views the same pool as @p other.
+  constexpr memory_pool_ref(const memory_pool_ref& other) noexcept = default;
+  /// @brief Views the pool @p other views.
+  constexpr memory_pool_ref& operator=(const memory_pool_ref& other) noexcept = default;
+};
+
 /// @brief An owning memory pool created with cuMemPoolCreate and destroyed with cuMemPoolDestroy.
+/// Converts to @ref memory_pool_ref (it is not one, so it cannot be overwritten through a
+/// `memory_pool_ref&`).
 ///
 /// Destroying a pool with allocations still alive is safe: the driver frees the pool once the last
 /// allocation is freed.
 /// @code
-/// cudax::memory_pool pool(dev, {.release_threshold = 64 << 20, .max_size = 256 << 20});
+/// cudax::memory_pool pool(dev, {.max_size = 256 << 20});   // keeps freed memory until trimmed
 /// cudax::device_buffer<int> a(pool, stream, 1000);
 /// @endcode
-class memory_pool : public memory_pool_ref {
+class memory_pool : public memory_pool_base {
  public:
   /// @brief Creates a pool of device memory on @p dev.
   /// @throws not_supported_error when the device has no memory-pool support or the handle type is unsupported
@@ -99,7 +121,7 @@ class memory_pool : public memory_pool_ref {
   memory_pool(const memory_pool&) = delete;
   memory_pool& operator=(const memory_pool&) = delete;
   /// @brief Takes over @p other's pool; @p other becomes empty.
-  memory_pool(memory_pool&& other) noexcept : memory_pool_ref(std::exchange(other.handle_, nullptr)) {}
+  memory_pool(memory_pool&& other) noexcept : memory_pool_base(std::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the held pool, then takes over @p other's.
   memory_pool& operator=(memory_pool&& other) noexcept;
   /// @brief Destroys the pool; errors go to the destruction handler.
@@ -109,11 +131,15 @@ class memory_pool : public memory_pool_ref {
   [[nodiscard]] static memory_pool from_native_handle(CUmemoryPool handle) noexcept { return memory_pool(handle); }
   /// @brief Gives up ownership; the caller must destroy the returned pool.
   [[nodiscard]] CUmemoryPool release() noexcept { return std::exchange(handle_, nullptr); }
+  /// @brief Destroys the pool now; the object becomes empty.
+  void reset() noexcept;
   /// @brief Whether this object holds a pool (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view of the pool.
+  operator memory_pool_ref() const noexcept { return memory_pool_ref(handle_); }  // NOLINT: implicit on purpose
 
  private:
-  explicit memory_pool(CUmemoryPool handle) noexcept : memory_pool_ref(handle) {}
+  explicit memory_pool(CUmemoryPool handle) noexcept : memory_pool_base(handle) {}
 };
 
 /// @brief The device's default memory pool (cuDeviceGetDefaultMemPool).

@@ -64,7 +64,7 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
   pinned_buffer(cudax::primary_context&&, std::size_t, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Adopts memory from cuMemHostAlloc made in @p ctx.
   [[nodiscard]] static pinned_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
-    return pinned_buffer(detail::host_allocation{pointer, count * sizeof(T), ctx.native_handle()});
+    return pinned_buffer(detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
   }
   /// @brief The device-side view of the memory (cuMemHostGetDevicePointer), for kernels that read
   /// or write host memory directly; needs mapped memory (always the case on 64-bit systems with

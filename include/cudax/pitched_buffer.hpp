@@ -77,7 +77,12 @@ class pitched_buffer {
   /// @brief Gives up ownership; the caller must free the returned address with cuMemFree.
   [[nodiscard]] CUdeviceptr release() noexcept {
     pitch_ = width_ = height_ = depth_ = 0;
-    return std::exchange(alloc_, {}).address;
+    return alloc_.release();
+  }
+  /// @brief Frees the memory now; the buffer becomes empty.
+  void reset() noexcept {
+    pitch_ = width_ = height_ = depth_ = 0;
+    alloc_.free();
   }
   /// @brief The device address of element (0, 0, 0).
   [[nodiscard]] CUdeviceptr data() const noexcept { return alloc_.address; }
@@ -96,7 +101,7 @@ class pitched_buffer {
   /// @brief A read-only view of the whole array.
   [[nodiscard]] pitched_span<const T> view() const noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
   /// @brief The context the memory belongs to.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context); }
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
 
  private:
   detail::device_allocation alloc_{};

@@ -29,9 +29,11 @@ namespace cudax {
 struct compile_options {
   /// @brief The target architecture: `"sm_90"`, `"sm_90a"`, `"compute_90"`, `"90"`, `"90a"` or
   /// `"100f"`. Only the number and the `a`/`f` suffix matter: PTX is compiled for `compute_NN`,
-  /// a cubin for `sm_NN`. Empty: the architecture of the current context's device, or of device 0,
-  /// asked from the driver; without a usable driver or device the compilation throws
-  /// @ref invalid_argument_error asking for an explicit value.
+  /// a cubin for `sm_NN`. Empty: the architecture of the current context's device, or, with no
+  /// context current, that of the visible devices when they all have the same one, asked from the
+  /// driver (no context is created); without a usable driver or device, or with devices of different
+  /// architectures and none current, the compilation throws @ref invalid_argument_error asking for an
+  /// explicit value.
   std::string arch{};
   /// @brief The C++ dialect, `"c++NN"` (`-std=`); NVRTC 13.0 knows `c++03`, `c++11`, `c++14`,
   /// `c++17` (its default) and `c++20`. Empty: NVRTC's default.

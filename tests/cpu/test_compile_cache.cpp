@@ -294,28 +294,147 @@ TEST_CASE("compile_cache: compile errors are not cached", "[compile_cache]") {
   CHECK(cache.stats().misses == 2);
 }
 
-TEST_CASE("compile_cache: compilations that read headers from disk are never cached", "[compile_cache]") {
+// Runs the scope in another working directory (NVRTC resolves relative program names against it).
+class cwd_guard {
+ public:
+  explicit cwd_guard(const fs::path& dir) : old_(fs::current_path()) { fs::current_path(dir); }
+  cwd_guard(const cwd_guard&) = delete;
+  cwd_guard& operator=(const cwd_guard&) = delete;
+  ~cwd_guard() {
+    std::error_code ec;
+    fs::current_path(old_, ec);
+  }
+
+ private:
+  fs::path old_;
+};
+
+// The value a probe kernel stores (`*p = VALUE;`), read back from its PTX: "mov.u32 %r1, <VALUE>;".
+bool stores(const cudax::compile_result& r, int value) {
+  return contains(r.code.bytes(), ", " + std::to_string(value) + ";");
+}
+
+constexpr const char* probe_source = "#include \"probe_inc.h\"\nextern \"C\" __global__ void k(int* p) { *p = VAL; }\n";
+
+TEST_CASE("compile_cache: a header found next to the program is part of the key", "[compile_cache]") {
+  // The reported case: program name inc/probe.cu, NVRTC finds probe_inc.h in inc/ (the directory of the
+  // program's name); editing it twice gave three hits on the first version's PTX.
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudax::compile_cache cache((dir.path / "cache").string());
+  fs::create_directories(dir.path / "inc");
+  cwd_guard cwd(dir.path);
+  const cudax::program prog("inc/probe.cu", probe_source);
+  for (int value : {1111, 2222, 3333}) {
+    write_all(dir.path / "inc" / "probe_inc.h", "#define VAL " + std::to_string(value) + "\n");
+    const auto miss = cache.compile(prog, cudax::code_kind::ptx, sm90);
+    CHECK(stores(miss, value));
+    const auto hit = cache.compile(prog, cudax::code_kind::ptx, sm90);  // unchanged: served from the entry
+    CHECK(stores(hit, value));
+  }
+  CHECK(cache.stats().misses == 3);
+  CHECK(cache.stats().hits == 3);
+  CHECK(cache.stats().uncacheable == 0);
+  // Back to the first version: its entry is valid again and served.
+  write_all(dir.path / "inc" / "probe_inc.h", "#define VAL 1111\n");
+  CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 1111));
+  CHECK(cache.stats().hits == 4);
+}
+
+TEST_CASE("compile_cache: headers in the current directory and include paths are part of the key", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache((dir.path / "cache").string());
   const fs::path include_dir = dir.path / "include";
   fs::create_directories(include_dir);
-  const cudax::program prog("disk.cu", "#include \"value.cuh\"\nextern \"C\" __global__ void k(int* p) { *p = VALUE; }\n");
-  cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
-  write_all(include_dir / "value.cuh", "#define VALUE 1111\n");
-  const auto first = cache.compile(prog, cudax::code_kind::ptx, options);
-  CHECK(contains(first.code.bytes(), "1111"));
-  write_all(include_dir / "value.cuh", "#define VALUE 2222\n");  // edited on disk
-  const auto second = cache.compile(prog, cudax::code_kind::ptx, options);
-  CHECK(contains(second.code.bytes(), "2222"));
-  CHECK(cache.stats().uncacheable == 2);
-  CHECK(cache.stats().misses == 2);
+  cwd_guard cwd(dir.path);
+  SECTION("the current directory (a program name without a directory)") {
+    const cudax::program prog("probe.cu", probe_source);
+    write_all(dir.path / "probe_inc.h", "#define VAL 41\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 41));
+    write_all(dir.path / "probe_inc.h", "#define VAL 42\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 42));
+    CHECK(cache.stats().misses == 2);
+  }
+  SECTION("include_paths and a raw -I option are cached, and edits are seen") {
+    const cudax::program prog("disk.cu", probe_source);
+    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    cudax::compile_options raw{.arch = "sm_90", .extra_options = {"-I" + include_dir.string()}};
+    write_all(include_dir / "probe_inc.h", "#define VAL 1111\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 1111));
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 1111));
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, raw), 1111));
+    write_all(include_dir / "probe_inc.h", "#define VAL 2222\n");  // edited on disk
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 2222));
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, raw), 2222));
+    // Both spellings give NVRTC the same option list, hence the same entries.
+    CHECK(cache.stats().hits == 3);
+    CHECK(cache.stats().misses == 2);
+    CHECK(cache.stats().uncacheable == 0);
+  }
+  SECTION("a header that appears earlier in the search shadows the one the entry was made with") {
+    const cudax::program prog("inc/probe.cu", probe_source);
+    fs::create_directories(dir.path / "inc");
+    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    write_all(include_dir / "probe_inc.h", "#define VAL 7\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 7));
+    write_all(dir.path / "inc" / "probe_inc.h", "#define VAL 8\n");  // the program's directory comes first
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 8));
+    fs::remove(dir.path / "inc" / "probe_inc.h");  // gone again: the first entry is right again
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 7));
+    CHECK(cache.stats().misses == 2);
+    CHECK(cache.stats().hits == 1);
+  }
+  SECTION("a header included by a header on disk, relative to it") {
+    const cudax::program prog("disk.cu", probe_source);
+    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    fs::create_directories(include_dir / "sub");
+    write_all(include_dir / "probe_inc.h", "#include \"sub/inner.h\"\n#define VAL (INNER + 1)\n");
+    write_all(include_dir / "sub" / "inner.h", "#include \"deepest.h\"\n#define INNER (DEEPEST * 10)\n");
+    write_all(include_dir / "sub" / "deepest.h", "#define DEEPEST 5\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 51));
+    write_all(include_dir / "sub" / "deepest.h", "#define DEEPEST 6\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 61));
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 61));
+    CHECK(cache.stats().hits == 1);
+  }
+  SECTION("__has_include: a header that appears later changes the key") {
+    const cudax::program prog("disk.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#else\n#define VAL 3\n#endif\n"
+                                         "extern \"C\" __global__ void k(int* p) { *p = VAL; }\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 3));
+    write_all(dir.path / "opt.h", "#define VAL 4\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 4));
+    CHECK(cache.stats().hits == 0);
+  }
+  SECTION("a removed header is a compile error, not a hit on the old entry") {
+    const cudax::program prog("probe.cu", probe_source);
+    write_all(dir.path / "probe_inc.h", "#define VAL 9\n");
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 9));
+    fs::remove(dir.path / "probe_inc.h");
+    CHECK_THROWS_AS(cache.compile(prog, cudax::code_kind::ptx, sm90), cudax::compile_error);
+  }
+}
+
+TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[compile_cache]") {
+  temp_dir dir;
+  cudax::compile_cache cache((dir.path / "cache").string());
+  SECTION("an include through a macro") {
+    const cudax::program prog("macro.cu", "#define HEADER \"value.cuh\"\n#include HEADER\n"
+                                          "extern \"C\" __global__ void k(int* p) { *p = VALUE; }\n",
+                              {{"value.cuh", "#define VALUE 5\n"}});
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 5));
+    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 5));
+    CHECK(cache.stats().uncacheable == 2);
+  }
+  SECTION("precompiled headers and timing files") {
+    const auto prog = saxpy_program();
+    fs::create_directories(dir.path / "pch");
+    cudax::compile_options pch{.arch = "sm_90", .extra_options = {"-pch", "-pch-dir=" + (dir.path / "pch").string()}};
+    (void)cache.compile(prog, cudax::code_kind::ptx, pch, float_expr);
+    cudax::compile_options timed{.arch = "sm_90", .extra_options = {"-time=" + (dir.path / "time.csv").string()}};
+    (void)cache.compile(prog, cudax::code_kind::ptx, timed, float_expr);
+    CHECK(cache.stats().uncacheable == 2);
+  }
   CHECK(cache.stats().hits == 0);
-  CHECK(files_in(dir.path, ".entry").empty());
-  // The same through a raw option.
-  cudax::compile_options raw{.arch = "sm_90", .extra_options = {"-I" + include_dir.string()}};
-  CHECK(contains(cache.compile(prog, cudax::code_kind::ptx, raw).code.bytes(), "2222"));
-  CHECK(cache.stats().uncacheable == 3);
-  CHECK(files_in(dir.path, ".entry").empty());
+  CHECK_FALSE(fs::exists(dir.path / "cache"));  // nothing was stored
 }
 
 TEST_CASE("compile_cache: a disabled cache compiles every time and writes nothing", "[compile_cache]") {

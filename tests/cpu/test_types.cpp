@@ -11,6 +11,9 @@
 
 #include "support/test_support.hpp"
 
+#include <cudax/graph_exec.hpp>
+#include <cudax/library.hpp>
+
 #if __has_include(<cudax/device_buffer.hpp>)
 #include <cudax/device_buffer.hpp>
 #define CUDAX_TEST_HAS_DEVICE_BUFFER 1
@@ -71,20 +74,49 @@ static_assert(is_move_only_owner<cudax::pitched_buffer<float>>);
 #endif
 #if defined(CUDAX_TEST_HAS_MEMORY_POOL)
 static_assert(is_move_only_owner<cudax::memory_pool>);
-static_assert(std::is_base_of_v<cudax::memory_pool_ref, cudax::memory_pool>);
 static_assert(is_view<cudax::memory_pool_ref>);
 #endif
 #if defined(CUDAX_TEST_HAS_HOST_REGISTRATION)
 static_assert(is_move_only_owner<cudax::host_registration>);
 #endif
 
-// Owners derive from their view, so they pass wherever a view is expected.
-static_assert(std::is_base_of_v<cudax::stream_ref, cudax::stream>);
-static_assert(std::is_base_of_v<cudax::event_ref, cudax::event>);
-static_assert(std::is_base_of_v<cudax::context_ref, cudax::context>);
-static_assert(std::is_base_of_v<cudax::context_ref, cudax::primary_context>);
-static_assert(std::is_convertible_v<cudax::stream&, cudax::stream_ref>);
-static_assert(std::is_convertible_v<const cudax::event&, cudax::event_ref>);
+// Owners convert to their view, so they pass wherever a view is taken by value or const reference;
+// they are not views, so a function taking a view by non-const reference cannot overwrite an owner's
+// handle (a leak, and a destructor destroying the wrong handle, or a double unload). The shared base
+// that holds the operations cannot be assigned from outside either.
+template <class Owner, class View, class Base>
+constexpr bool owner_is_not_a_view =
+    !std::is_base_of_v<View, Owner> && std::is_convertible_v<Owner&, View> && std::is_convertible_v<const Owner&, View> &&
+    !std::is_convertible_v<Owner&, View&> && std::is_base_of_v<Base, Owner> && std::is_base_of_v<Base, View> &&
+    !std::is_assignable_v<Base&, const Base&> && !std::is_assignable_v<Base&, const View&> &&
+    std::is_assignable_v<View&, const View&>;
+static_assert(owner_is_not_a_view<cudax::stream, cudax::stream_ref, cudax::stream_base>);
+static_assert(owner_is_not_a_view<cudax::event, cudax::event_ref, cudax::event_base>);
+static_assert(owner_is_not_a_view<cudax::context, cudax::context_ref, cudax::context_base>);
+static_assert(owner_is_not_a_view<cudax::primary_context, cudax::context_ref, cudax::context_base>);
+static_assert(owner_is_not_a_view<cudax::memory_pool, cudax::memory_pool_ref, cudax::memory_pool_base>);
+static_assert(owner_is_not_a_view<cudax::library, cudax::library_ref, cudax::library_base>);
+static_assert(owner_is_not_a_view<cudax::graph, cudax::graph_ref, cudax::graph_base>);
+static_assert(owner_is_not_a_view<cudax::kernel, cudax::kernel_ref, cudax::kernel_base>);
+using typed_sig = void(int*, float);
+static_assert(owner_is_not_a_view<cudax::typed_kernel<typed_sig>, cudax::typed_kernel_ref<typed_sig>, cudax::kernel_base>);
+// A typed view cannot be overwritten through an untyped one (its launches would convert the arguments
+// for the wrong kernel).
+static_assert(!std::is_convertible_v<cudax::typed_kernel_ref<typed_sig>&, cudax::kernel_ref&>);
+static_assert(std::is_convertible_v<cudax::typed_kernel_ref<typed_sig>, cudax::kernel_ref>);
+// The view of a temporary kernel (whose library may be unloaded at the end of the statement) does not
+// compile; the owner, which keeps its library, does.
+static_assert(!std::is_convertible_v<cudax::kernel&&, cudax::kernel_ref>);
+static_assert(!std::is_convertible_v<cudax::typed_kernel<typed_sig>&&, cudax::typed_kernel_ref<typed_sig>>);
+static_assert(!std::is_convertible_v<cudax::typed_kernel<typed_sig>&&, cudax::kernel_ref>);
+static_assert(is_move_only_owner<cudax::kernel>);
+static_assert(is_move_only_owner<cudax::typed_kernel<typed_sig>>);
+static_assert(is_move_only_owner<cudax::library>);
+static_assert(is_move_only_owner<cudax::graph>);
+static_assert(is_move_only_owner<cudax::graph_exec>);
+static_assert(std::is_same_v<decltype(std::declval<const cudax::library_ref&>().get_kernel("k")), cudax::kernel>);
+static_assert(std::is_same_v<decltype(std::declval<const cudax::library_ref&>().get_kernel<typed_sig>("k")),
+                             cudax::typed_kernel<typed_sig>>);
 
 // Owners are created from something explicit: never from a raw handle implicitly.
 static_assert(!std::is_convertible_v<CUstream, cudax::stream>);
@@ -111,11 +143,17 @@ static_assert(!std::is_convertible_v<CUstream, cudax::stream_ref>);  // explicit
 static_assert(!std::is_convertible_v<CUevent, cudax::event_ref>);
 static_assert(!std::is_convertible_v<CUcontext, cudax::context_ref>);
 static_assert(!std::is_convertible_v<int, cudax::device>);
-static_assert(sizeof(cudax::stream_ref) == sizeof(CUstream));
-static_assert(sizeof(cudax::stream) == sizeof(CUstream));
+// A stream view carries the owner's bookkeeping (host-callable failures) next to the handle, and is
+// still passed in two registers.
+static_assert(sizeof(cudax::stream_ref) == 2 * sizeof(void*));
+static_assert(sizeof(cudax::stream) == 2 * sizeof(void*));
 static_assert(sizeof(cudax::event_ref) == sizeof(CUevent));
-static_assert(sizeof(cudax::event) == sizeof(CUevent) + sizeof(CUcontext));  // an event remembers its context
+// An event remembers its context and the context's unique id (to notice it was destroyed first).
+static_assert(sizeof(cudax::event) == sizeof(CUevent) + sizeof(CUcontext) + sizeof(unsigned long long));
 static_assert(sizeof(cudax::context) == sizeof(CUcontext));
+static_assert(is_view<cudax::kernel_ref>);
+static_assert(is_view<cudax::library_ref>);
+static_assert(is_view<cudax::graph_ref>);
 
 // A temporary owner where a view is taken would be destroyed before the object that uses it.
 static_assert(!std::is_constructible_v<cudax::device_buffer<float>, cudax::stream&&, std::size_t>);

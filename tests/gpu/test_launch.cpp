@@ -67,7 +67,7 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
   }
   SECTION("untyped: arguments passed as they are, checked against the layout") {
     cudax::copy(dy, y);
-    cudax::kernel_ref saxpy = lib.get_kernel("saxpy_sized");
+    cudax::kernel saxpy = lib.get_kernel("saxpy_sized");
     cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
   }
   SECTION("untyped through an adopted handle (the driver is asked for the layout)") {
@@ -170,10 +170,8 @@ TEST_CASE("wrong argument count or size: a launch_error naming kernel, index and
   cudax::device_buffer<float> buf(dev, 16);
   for (bool adopted : {false, true}) {
     INFO((adopted ? "adopted handle" : "library kernel"));
-    cudax::kernel_ref k = lib.get_kernel("saxpy_sized");
-    if (adopted) {
-      k = cudax::kernel_ref::from_native_handle(k.native_handle());
-    }
+    cudax::kernel owner = lib.get_kernel("saxpy_sized");
+    cudax::kernel_ref k = adopted ? cudax::kernel_ref::from_native_handle(owner.native_handle()) : cudax::kernel_ref(owner);
     auto count = catch_as<cudax::launch_error>([&] { cudax::launch(s, {}, k, 1.0f, buf.get()); });
     REQUIRE(count);
     CHECK(count->source() == cudax::error_source::cudax);
@@ -205,7 +203,7 @@ TEST_CASE("refused launches name the limit exceeded, with the numbers", "[gpu][l
   cudax::stream s(dev);
   cudax::device_buffer<int> out(dev, 4096);
   auto bounded = lib.get_kernel<void(int*)>("bounded_kernel");
-  auto expect = [&](const cudax::launch_config& config, const cudax::kernel_ref& k, std::vector<std::string> parts,
+  auto expect = [&](const cudax::launch_config& config, const cudax::kernel_base& k, std::vector<std::string> parts,
                     auto... args) {
     auto e = catch_as<cudax::launch_error>([&] { cudax::launch(s, config, k, args...); });
     REQUIRE(e);

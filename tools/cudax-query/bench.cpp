@@ -138,7 +138,7 @@ struct device_bench::state {
   cudax::pinned_buffer<std::byte> pinned;
   std::vector<std::byte> pageable;
   cudax::library lib;
-  cudax::kernel_ref empty;
+  cudax::kernel empty;
   const cudax::launch_config one{.grid = 1, .block = 1};
 };
 

@@ -18,7 +18,7 @@ namespace detail {
 struct host_allocation {
   void* pointer = nullptr;
   std::size_t bytes = 0;
-  CUcontext context = nullptr;
+  context_token context{};
 
   static host_allocation allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
   static host_allocation allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
@@ -56,6 +56,8 @@ class host_buffer {
 
   /// @brief Gives up ownership; the caller must free the returned pointer.
   [[nodiscard]] T* release() noexcept { return static_cast<T*>(std::exchange(alloc_, {}).pointer); }
+  /// @brief Frees the memory now; the buffer becomes empty.
+  void reset() noexcept { (alloc_.*Free)(); }
   /// @brief The host pointer.
   [[nodiscard]] T* data() const noexcept { return static_cast<T*>(alloc_.pointer); }
   /// @brief The number of elements.
@@ -75,7 +77,7 @@ class host_buffer {
   /// @brief A host view of all elements.
   [[nodiscard]] std::span<T> view() const noexcept { return {data(), size()}; }
   /// @brief The context the memory was allocated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context); }
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
 
  protected:
   /// @brief Takes ownership of @p alloc.
