@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
-#   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking;
+#   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
+#      that provoke no driver refusal on purpose with API errors reported and --error-exitcode;
 #   3. cudax-query's views, each also under compute-sanitizer (unless --no-sanitizer);
-#   4. the examples and (unless --no-bench) the benchmarks named in $BENCHES (default:
+#   4. the examples (also under the sanitizer, API errors reported) and (unless --no-bench) the
+#      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup;
 #      missing ones are skipped).
 # The cudax-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
@@ -57,21 +59,32 @@ grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -
 grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
 
 if [ "$sanitize" = 1 ]; then
-  echo "== compute-sanitizer memcheck --leak-check full (API errors the tests provoke on purpose are not counted)" | tee -a "$out/summary.txt"
+  # 1. Memory errors and leaks over the whole binary. The [bad-input], [bad_input] and [driver_error] cases make
+  #    the driver refuse calls on purpose, so API errors are not counted in this pass.
+  echo "== compute-sanitizer memcheck --leak-check full, whole binary (API errors the tests provoke on purpose not counted)" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
     "$build/tests/cudax_gpu_tests" > "$out/sanitizer-memcheck.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
   [ "$rc" = 0 ] || status=1
   grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-memcheck.log" | tee -a "$out/summary.txt"
+  # 2. API errors too, as users run the sanitizer in CI (--error-exitcode, API errors reported): every
+  #    case that does not provoke a refusal on purpose must make no failing driver call at all.
+  #    -d yes prints each case's name after it, so a reported call can be traced to its case.
+  echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]" | tee -a "$out/summary.txt"
+  compute-sanitizer --tool memcheck --error-exitcode 99 \
+    "$build/tests/cudax_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
+  rc=$?
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  [ "$rc" = 0 ] || status=1
+  grep -E "ERROR SUMMARY|test cases|assertions|Program hit" "$out/sanitizer-api-errors.log" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
 fi
 
 echo "== cudax-query" | tee -a "$out/summary.txt"
 query="$build/tools/cudax-query/cudax-query"
 "$query" 2>&1 | tee -a "$out/summary.txt" || status=1
 # name|arguments; the bench is short under the sanitizer (it slows every copy and launch). API errors
-# are not reported, as for the test binary: cudax counts a kernel's parameters by asking
-# cuKernelGetParamInfo for one more than there are, which answers CUDA_ERROR_INVALID_VALUE.
+# are reported and fail the run: cudax reads its kernels' parameters from the image it loads.
 for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progress"; do
   name=${spec%%|*}
   read -r -a args <<< "${spec#*|}"
@@ -79,7 +92,7 @@ for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progr
   "$query" "${args[@]}" --json > "$out/query-$name.json" 2> /dev/null || status=1
   if [ "$sanitize" = 1 ]; then
     [ "$name" = bench ] && args+=(--bench-size 8M --bench-iterations 2 --bench-trials 2)
-    compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 "$query" "${args[@]}" \
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$query" "${args[@]}" \
       > "$out/query-$name-memcheck.log" 2>&1
     rc=$?
     echo "cudax-query ${args[*]:-(summary)} under memcheck: exit code $rc;" \
@@ -96,6 +109,14 @@ for ex in "$build"/examples/example_*; do
   tail -n 5 "$out/$(basename "$ex").log" | tee -a "$out/summary.txt"
   echo "exit code $rc" | tee -a "$out/summary.txt"
   [ "$rc" = 0 ] || status=1
+  if [ "$sanitize" = 1 ]; then
+    # As a user's CI would: any memory error or failing API call fails the program.
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$ex" > "$out/$(basename "$ex")-memcheck.log" 2>&1
+    rc=$?
+    echo "under compute-sanitizer --error-exitcode 99 (API errors reported): exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY" "$out/$(basename "$ex")-memcheck.log")" | tee -a "$out/summary.txt"
+    [ "$rc" = 0 ] || status=1
+  fi
 done
 
 if [ "$bench" = 1 ]; then

@@ -29,7 +29,7 @@ context_ref context_ref::current() {
 }
 
 cudax::device context_base::device() const {
-  require_handle("cudax::context_ref::device");
+  require_handle("cudax::context::device");
   context_guard guard{context_ref(handle_)};
   CUdevice dev = 0;
   check(drv::cuCtxGetDevice(&dev), "cuCtxGetDevice");
@@ -37,7 +37,7 @@ cudax::device context_base::device() const {
 }
 
 unsigned int context_base::flags() const {
-  require_handle("cudax::context_ref::flags");
+  require_handle("cudax::context::flags");
   context_guard guard{context_ref(handle_)};
   unsigned int flags = 0;
   check(drv::cuCtxGetFlags(&flags), "cuCtxGetFlags");
@@ -45,14 +45,14 @@ unsigned int context_base::flags() const {
 }
 
 void context_base::synchronize() const {
-  require_handle("cudax::context_ref::synchronize");
+  require_handle("cudax::context::synchronize");
   context_guard guard{context_ref(handle_)};
   check(drv::cuCtxSynchronize(), "cuCtxSynchronize");
   detail::await_disposals();
 }
 
 std::pair<int, int> context_base::stream_priority_range() const {
-  require_handle("cudax::context_ref::stream_priority_range");
+  require_handle("cudax::context::stream_priority_range");
   context_guard guard{context_ref(handle_)};
   int least = 0;
   int greatest = 0;
@@ -61,8 +61,8 @@ std::pair<int, int> context_base::stream_priority_range() const {
 }
 
 void context_base::enable_peer_access(context_ref peer) const {
-  require_handle("cudax::context_ref::enable_peer_access");
-  peer.require_handle("cudax::context_ref::enable_peer_access");
+  require_handle("cudax::context::enable_peer_access");
+  peer.require_handle("cudax::context::enable_peer_access");
   context_guard guard{context_ref(handle_)};
   CUresult status = drv::cuCtxEnablePeerAccess(peer.native_handle(), 0u);
   if (status != CUDA_ERROR_PEER_ACCESS_ALREADY_ENABLED) {
@@ -71,14 +71,14 @@ void context_base::enable_peer_access(context_ref peer) const {
 }
 
 void context_base::disable_peer_access(context_ref peer) const {
-  require_handle("cudax::context_ref::disable_peer_access");
-  peer.require_handle("cudax::context_ref::disable_peer_access");
+  require_handle("cudax::context::disable_peer_access");
+  peer.require_handle("cudax::context::disable_peer_access");
   context_guard guard{context_ref(handle_)};
   check(drv::cuCtxDisablePeerAccess(peer.native_handle()), "cuCtxDisablePeerAccess");
 }
 
 std::size_t context_base::limit(CUlimit which) const {
-  require_handle("cudax::context_ref::limit");
+  require_handle("cudax::context::limit");
   context_guard guard{context_ref(handle_)};
   std::size_t value = 0;
   check(drv::cuCtxGetLimit(&value, which), "cuCtxGetLimit");
@@ -86,7 +86,7 @@ std::size_t context_base::limit(CUlimit which) const {
 }
 
 void context_base::set_limit(CUlimit which, std::size_t value) const {
-  require_handle("cudax::context_ref::set_limit");
+  require_handle("cudax::context::set_limit");
   context_guard guard{context_ref(handle_)};
   check(drv::cuCtxSetLimit(which, value), "cuCtxSetLimit");
 }

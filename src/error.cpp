@@ -98,7 +98,7 @@ std::string describe_exception(const std::exception_ptr& original) {
 
 host_callback_error::host_callback_error(std::exception_ptr original, std::string stream_context)
     : error(error_source::cudax, CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
-            describe_exception(original), "cudax::stream_ref::enqueue", std::move(stream_context)),
+            describe_exception(original), "cudax::stream::enqueue", std::move(stream_context)),
       original_(std::move(original)) {}
 
 namespace {

@@ -54,20 +54,20 @@ void event_base::require_handle(const char* api) const {
 }
 
 void event_base::record(stream_ref s) const {
-  require_handle("cudax::event_base::record");
+  require_handle("cudax::event::record");
   if (s.native_handle() == nullptr) [[unlikely]] {
-    throw invalid_argument_error("cudax::event_base::record", "the stream is empty (a moved-from cudax::stream)");
+    throw invalid_argument_error("cudax::event::record", "the stream is empty (a moved-from cudax::stream)");
   }
   check(drv::cuEventRecord(handle_, s.native_handle()), "cuEventRecord", [this] { return describe(handle_); });
 }
 
 void event_base::synchronize() const {
-  require_handle("cudax::event_base::synchronize");
+  require_handle("cudax::event::synchronize");
   check(drv::cuEventSynchronize(handle_), "cuEventSynchronize", [this] { return describe(handle_); });
 }
 
 bool event_base::is_done() const {
-  require_handle("cudax::event_base::is_done");
+  require_handle("cudax::event::is_done");
   CUresult status = drv::cuEventQuery(handle_);
   if (status == CUDA_ERROR_NOT_READY) {
     return false;

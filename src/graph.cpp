@@ -173,7 +173,25 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
 }
 
 namespace {
-void CUDA_CB release_library_callback(void* state) { release_library(static_cast<library_state*>(state)); }
+// A graph's reference on a library, dropped when the graph's user object goes. That happens on a
+// driver thread, where unloading (the last reference's job) is not permitted: the reference is
+// dropped on cudax's disposal thread instead.
+struct library_release final : host_task {
+  explicit library_release(library_state* s) noexcept : state(s) { trivial = false; }
+  library_release(const library_release&) = delete;
+  library_release& operator=(const library_release&) = delete;
+  ~library_release() override { release_library(state); }
+  void run() override {}
+  library_state* state;
+};
+
+void CUDA_CB release_library_callback(void* state) {
+  try {
+    dispose(new library_release(static_cast<library_state*>(state)));
+  } catch (...) {
+    // No memory for the hand-over: the library stays loaded (a leak), never unloaded from here.
+  }
+}
 }  // namespace
 
 void keep_library_in_graph(CUgraph graph, library_state* library) {
@@ -280,27 +298,27 @@ void graph_base::require_handle(const char* api) const {
 }
 
 std::vector<graph_node_ref> graph_base::nodes() const {
-  require_handle("cudax::graph_base::nodes");
+  require_handle("cudax::graph::nodes");
   return detail::wrap_nodes(detail::query_nodes(
       "cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) { return detail::drv::cuGraphGetNodes(handle_, out, n); }));
 }
 
 std::vector<graph_node_ref> graph_base::roots() const {
-  require_handle("cudax::graph_base::roots");
+  require_handle("cudax::graph::roots");
   return detail::wrap_nodes(detail::query_nodes("cuGraphGetRootNodes", [&](CUgraphNode* out, std::size_t* n) {
     return detail::drv::cuGraphGetRootNodes(handle_, out, n);
   }));
 }
 
 std::size_t graph_base::node_count() const {
-  require_handle("cudax::graph_base::node_count");
+  require_handle("cudax::graph::node_count");
   std::size_t count = 0;
   detail::check(detail::drv::cuGraphGetNodes(handle_, nullptr, &count), "cuGraphGetNodes");
   return count;
 }
 
 std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_base::edges() const {
-  require_handle("cudax::graph_base::edges");
+  require_handle("cudax::graph::edges");
   std::size_t count = 0;
   detail::check(detail::drv::cuGraphGetEdges(handle_, nullptr, nullptr, nullptr, &count), "cuGraphGetEdges");
   std::vector<CUgraphNode> from(count), to(count);
@@ -316,21 +334,21 @@ std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_base::edges() const
 }
 
 void graph_base::add_dependency(graph_node_ref from, graph_node_ref to) const {
-  require_handle("cudax::graph_base::add_dependency");
+  require_handle("cudax::graph::add_dependency");
   CUgraphNode f = from.native_handle();
   CUgraphNode t = to.native_handle();
   detail::check(detail::drv::cuGraphAddDependencies(handle_, &f, &t, nullptr, 1), "cuGraphAddDependencies");
 }
 
 void graph_base::remove_dependency(graph_node_ref from, graph_node_ref to) const {
-  require_handle("cudax::graph_base::remove_dependency");
+  require_handle("cudax::graph::remove_dependency");
   CUgraphNode f = from.native_handle();
   CUgraphNode t = to.native_handle();
   detail::check(detail::drv::cuGraphRemoveDependencies(handle_, &f, &t, nullptr, 1), "cuGraphRemoveDependencies");
 }
 
 empty_node graph_base::add_empty(const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_empty");
+  require_handle("cudax::graph::add_empty");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEmptyNode(&node, handle_, deps.data(), deps.size()), "cuGraphAddEmptyNode");
@@ -338,8 +356,8 @@ empty_node graph_base::add_empty(const std::vector<graph_node_ref>& dependencies
 }
 
 child_graph_node graph_base::add_child_graph(graph_ref child, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_child_graph");
-  child.require_handle("cudax::graph_base::add_child_graph");
+  require_handle("cudax::graph::add_child_graph");
+  child.require_handle("cudax::graph::add_child_graph");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddChildGraphNode(&node, handle_, deps.data(), deps.size(), child.handle_),
@@ -348,7 +366,7 @@ child_graph_node graph_base::add_child_graph(graph_ref child, const std::vector<
 }
 
 event_record_node graph_base::add_event_record(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_event_record");
+  require_handle("cudax::graph::add_event_record");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEventRecordNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
@@ -357,7 +375,7 @@ event_record_node graph_base::add_event_record(event_ref ev, const std::vector<g
 }
 
 event_wait_node graph_base::add_event_wait(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_event_wait");
+  require_handle("cudax::graph::add_event_wait");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddEventWaitNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
@@ -367,14 +385,14 @@ event_wait_node graph_base::add_event_wait(event_ref ev, const std::vector<graph
 
 host_node graph_base::add_host_task(detail::host_task* task, const std::vector<graph_node_ref>& dependencies) const {
   try {
-    require_handle("cudax::graph_base::add_host");
+    require_handle("cudax::graph::add_host");
   } catch (...) {
     detail::discard(task);
     throw;
   }
   // The graph owns the task from here on (also when this throws): it lives as long as the graph or
   // any executable made from it, and is destroyed on cudax's disposal thread.
-  detail::retain_in_graph(handle_, task, &detail::dispose_host_task_callback, "cudax::graph_base::add_host");
+  detail::retain_in_graph(handle_, task, &detail::dispose_host_task_callback, "cudax::graph::add_host");
   CUDA_HOST_NODE_PARAMS params{};
   params.fn = &detail::run_graph_host_task;
   params.userData = task;
@@ -386,9 +404,9 @@ host_node graph_base::add_host_task(detail::host_task* task, const std::vector<g
 
 std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(const device& dev, std::size_t bytes,
                                                                 const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_mem_alloc");
+  require_handle("cudax::graph::add_mem_alloc");
   if (bytes == 0) {
-    throw invalid_argument_error("cudax::graph_base::add_mem_alloc", "a graph allocation needs at least one byte");
+    throw invalid_argument_error("cudax::graph::add_mem_alloc", "a graph allocation needs at least one byte");
   }
   CUDA_MEM_ALLOC_NODE_PARAMS params{};
   params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
@@ -404,7 +422,7 @@ std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(const device& d
 }
 
 mem_free_node graph_base::add_mem_free(CUdeviceptr address, const std::vector<graph_node_ref>& dependencies) const {
-  require_handle("cudax::graph_base::add_mem_free");
+  require_handle("cudax::graph::add_mem_free");
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
   detail::check(detail::drv::cuGraphAddMemFreeNode(&node, handle_, deps.data(), deps.size(), address),
@@ -414,7 +432,7 @@ mem_free_node graph_base::add_mem_free(CUdeviceptr address, const std::vector<gr
 
 conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned default_value,
                                                       bool reset_on_launch) const {
-  require_handle("cudax::graph_base::make_conditional_handle");
+  require_handle("cudax::graph::make_conditional_handle");
   CUgraphConditionalHandle h{};
   detail::check(detail::drv::cuGraphConditionalHandleCreate(&h, handle_, ctx.native_handle(), default_value,
                                                             reset_on_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0),
@@ -424,7 +442,7 @@ conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned
 
 conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
                                             unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
-  constexpr const char* api = "cudax::graph_base::add_conditional";
+  constexpr const char* api = "cudax::graph::add_conditional";
   require_handle(api);
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
   switch (kind) {
@@ -483,7 +501,7 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
 }
 
 graph graph_base::clone() const {
-  require_handle("cudax::graph_base::clone");
+  require_handle("cudax::graph::clone");
   CUgraph copy = nullptr;
   CUresult status = detail::drv::cuGraphClone(&copy, handle_);
   detail::check(status, "cuGraphClone", [status] {
@@ -495,7 +513,7 @@ graph graph_base::clone() const {
 }
 
 void graph_base::write_dot(const std::string& path, unsigned flags) const {
-  require_handle("cudax::graph_base::write_dot");
+  require_handle("cudax::graph::write_dot");
   detail::check(detail::drv::cuGraphDebugDotPrint(handle_, path.c_str(), flags), "cuGraphDebugDotPrint",
                 [&] { return "writing '" + path + "'"; });
 }
@@ -504,7 +522,7 @@ std::string graph_base::dot(unsigned flags) const {
   char path[] = "/tmp/cudax-graph-XXXXXX";
   int fd = ::mkstemp(path);
   if (fd < 0) {
-    throw invalid_argument_error("cudax::graph_base::dot", "cannot create a temporary file in /tmp");
+    throw invalid_argument_error("cudax::graph::dot", "cannot create a temporary file in /tmp");
   }
   ::close(fd);
   struct remover {
@@ -520,11 +538,15 @@ std::string graph_base::dot(unsigned flags) const {
 
 graph_exec graph_base::instantiate() const { return instantiate(graph_instantiate_flags::none); }
 
+graph_exec graph_base::instantiate(const device& dev, graph_instantiate_flags flags) const {
+  return instantiate(dev.primary_context(), flags);
+}
+
 graph_exec graph_base::instantiate(graph_instantiate_flags flags) const {
   CUcontext ctx = nullptr;
   detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
   if (ctx == nullptr) {
-    throw invalid_argument_error("cudax::graph_base::instantiate",
+    throw invalid_argument_error("cudax::graph::instantiate",
                                  "no context is current, and an executable graph belongs to a context: name it with "
                                  "instantiate(ctx, flags) (dev.primary_context() for a device), or make one current");
   }
@@ -532,12 +554,12 @@ graph_exec graph_base::instantiate(graph_instantiate_flags flags) const {
 }
 
 graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flags) const {
-  require_handle("cudax::graph_base::instantiate");
+  require_handle("cudax::graph::instantiate");
   CUDA_GRAPH_INSTANTIATE_PARAMS params{};
   params.flags = static_cast<cuuint64_t>(flags);
   CUgraphExec exec = nullptr;
   CUresult status = CUDA_SUCCESS;
-  detail::run_in_context(ctx.native_handle(), "cudax::graph_base::instantiate",
+  detail::run_in_context(ctx.native_handle(), "cudax::graph::instantiate",
                          [&] { status = detail::drv::cuGraphInstantiateWithParams(&exec, handle_, &params); });
   if (status != CUDA_SUCCESS || params.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
     const char* why = "the driver refused the graph";

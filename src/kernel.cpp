@@ -221,7 +221,7 @@ void throw_argument_size(CUkernel kernel, const kernel_signature* sig, std::size
 std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::size_t (*fn)(void*, int), void* data,
                                        std::size_t fixed_shared, int block_size_limit) {
   if (block_size_limit < 0) {
-    throw invalid_argument_error("cudax::kernel_base::suggested_block_size",
+    throw invalid_argument_error("cudax::kernel::suggested_block_size",
                                  "block_size_limit is " + std::to_string(block_size_limit) + "; it must be >= 0");
   }
   CUfunction f = function_in_primary_context(kernel, device);
@@ -257,7 +257,7 @@ using detail::check;
 
 CUfunction kernel_base::function(context_ref ctx) const {
   CUfunction fn = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudax::kernel_base::function",
+  detail::run_in_context(ctx.native_handle(), "cudax::kernel::function",
                          [&] { check(detail::drv::cuKernelGetFunction(&fn, handle_), "cuKernelGetFunction"); });
   return fn;
 }
@@ -269,7 +269,7 @@ void kernel_base::require_handle(const char* api) const {
 }
 
 std::string kernel_base::name() const {
-  require_handle("cudax::kernel_base::name");
+  require_handle("cudax::kernel::name");
   if (signature_ != nullptr && !signature_->name.empty()) {
     return signature_->name;
   }
@@ -321,7 +321,7 @@ void kernel_base::set_max_dynamic_shared_memory(const device& dev, std::size_t b
   std::size_t allowed = optin > static_bytes ? optin - static_bytes : 0;
   if (bytes > allowed) {
     throw invalid_argument_error(
-        "cudax::kernel_base::set_max_dynamic_shared_memory",
+        "cudax::kernel::set_max_dynamic_shared_memory",
         detail::kernel_label(handle_, signature_) + ": " + std::to_string(bytes) +
             " bytes of dynamic shared memory exceed the " + std::to_string(allowed) + " bytes allowed on device " +
             std::to_string(dev.ordinal()) + " (opt-in maximum " + std::to_string(optin) + " bytes per block minus " +
@@ -332,7 +332,7 @@ void kernel_base::set_max_dynamic_shared_memory(const device& dev, std::size_t b
 
 void kernel_base::set_preferred_shared_memory_carveout(const device& dev, int percent) const {
   if (percent < -1 || percent > 100) {
-    throw invalid_argument_error("cudax::kernel_base::set_preferred_shared_memory_carveout",
+    throw invalid_argument_error("cudax::kernel::set_preferred_shared_memory_carveout",
                                  "the carveout is " + std::to_string(percent) +
                                      "; give a percentage from 0 to 100, or -1 for no preference");
   }
@@ -355,7 +355,7 @@ void kernel_base::set_cache_config(const device& dev, CUfunc_cache config) const
 int kernel_base::max_active_blocks_per_multiprocessor(const device& dev, int block_size,
                                                      std::size_t dynamic_shared_memory) const {
   if (block_size <= 0) {
-    throw invalid_argument_error("cudax::kernel_base::max_active_blocks_per_multiprocessor",
+    throw invalid_argument_error("cudax::kernel::max_active_blocks_per_multiprocessor",
                                  "block_size is " + std::to_string(block_size) + "; it must be positive");
   }
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
@@ -381,7 +381,7 @@ block_size_suggestion kernel_base::suggested_block_size(const device& dev, std::
 std::size_t kernel_base::available_dynamic_shared_memory(const device& dev, int blocks_per_multiprocessor,
                                                         int block_size) const {
   if (blocks_per_multiprocessor <= 0 || block_size <= 0) {
-    throw invalid_argument_error("cudax::kernel_base::available_dynamic_shared_memory",
+    throw invalid_argument_error("cudax::kernel::available_dynamic_shared_memory",
                                  "blocks_per_multiprocessor (" + std::to_string(blocks_per_multiprocessor) +
                                      ") and block_size (" + std::to_string(block_size) + ") must be positive");
   }
@@ -404,7 +404,7 @@ void require_32bit_shared(const launch_config& config, const char* api) {
 }  // namespace
 
 int kernel_base::max_potential_cluster_size(const device& dev, const launch_config& config) const {
-  require_32bit_shared(config, "cudax::kernel_base::max_potential_cluster_size");
+  require_32bit_shared(config, "cudax::kernel::max_potential_cluster_size");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   launch_config without_cluster = config;
   without_cluster.cluster = dims(0, 0, 0);
@@ -421,10 +421,10 @@ int kernel_base::max_potential_cluster_size(const device& dev, const launch_conf
 
 int kernel_base::max_active_clusters(const device& dev, const launch_config& config) const {
   if (!config.has_cluster()) {
-    throw invalid_argument_error("cudax::kernel_base::max_active_clusters",
+    throw invalid_argument_error("cudax::kernel::max_active_clusters",
                                  "the launch_config has no cluster dimensions: set launch_config::cluster");
   }
-  require_32bit_shared(config, "cudax::kernel_base::max_active_clusters");
+  require_32bit_shared(config, "cudax::kernel::max_active_clusters");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   CUlaunchConfig lc;
   CUlaunchAttribute attrs[1];
@@ -455,12 +455,12 @@ const detail::kernel_signature& require_parameters(CUkernel kernel, const detail
 
 std::size_t kernel_base::parameter_count() const {
   detail::kernel_signature scratch;
-  return require_parameters(handle_, signature_, scratch, "cudax::kernel_base::parameter_count").params.size();
+  return require_parameters(handle_, signature_, scratch, "cudax::kernel::parameter_count").params.size();
 }
 
 std::vector<kernel_parameter> kernel_base::parameters() const {
   detail::kernel_signature scratch;
-  const auto& sig = require_parameters(handle_, signature_, scratch, "cudax::kernel_base::parameters");
+  const auto& sig = require_parameters(handle_, signature_, scratch, "cudax::kernel::parameters");
   std::vector<kernel_parameter> out;
   out.reserve(sig.params.size());
   for (std::size_t i = 0; i < sig.params.size(); ++i) {
@@ -475,7 +475,7 @@ void kernel_base::check_signature(const std::size_t* sizes, std::size_t count) c
   if (!detail::known_parameters(handle_, signature_, scratch, known)) {
     return;  // cannot check with this driver
   }
-  const char* api = "cudax::kernel_base::as";
+  const char* api = "cudax::kernel::as";
   if (known->params.size() != count) {
     throw invalid_argument_error(api, detail::kernel_label(handle_, known) + " has " +
                                           std::to_string(known->params.size()) + " parameters, but the signature has " +

@@ -194,7 +194,7 @@ void library_base::require_handle(const char* api) const {
 }
 
 kernel library_base::get_kernel(const std::string& requested) const {
-  require_handle("cudax::library_base::get_kernel");
+  require_handle("cudax::library::get_kernel");
   // A name expression of the compilation the code came from stands for its lowered name.
   const std::string* lowered = &requested;
   if (state_ != nullptr) {
@@ -250,7 +250,7 @@ kernel library_base::get_kernel(const std::string& requested) const {
 }
 
 bool library_base::has_kernel(const std::string& name) const {
-  require_handle("cudax::library_base::has_kernel");
+  require_handle("cudax::library::has_kernel");
   CUkernel kernel = nullptr;
   CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
@@ -261,7 +261,7 @@ bool library_base::has_kernel(const std::string& name) const {
 }
 
 std::vector<std::string> library_base::kernel_names() const {
-  require_handle("cudax::library_base::kernel_names");
+  require_handle("cudax::library::kernel_names");
 #if CUDAX_HAS_KERNEL_INTROSPECTION
   unsigned count = 0;
   detail::check(detail::drv::cuLibraryGetKernelCount(&count, handle_), "cuLibraryGetKernelCount");
@@ -279,15 +279,15 @@ std::vector<std::string> library_base::kernel_names() const {
 #else
   throw not_supported_error(error_source::cudax, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                             "listing kernels needs CUDA 12.4 headers; cudax was built with older ones",
-                            "cudax::library_base::kernel_names", {});
+                            "cudax::library::kernel_names", {});
 #endif
 }
 
 std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& name, context_ref ctx) const {
-  require_handle("cudax::library_base::get_global");
+  require_handle("cudax::library::get_global");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  detail::run_in_context(ctx.native_handle(), "cudax::library_base::get_global", [&] {
+  detail::run_in_context(ctx.native_handle(), "cudax::library::get_global", [&] {
     detail::check(detail::drv::cuLibraryGetGlobal(&address, &bytes, handle_, name.c_str()), "cuLibraryGetGlobal",
                   [&] { return "global variable '" + name + "' in " + detail::describe_library(state_); });
   });
@@ -295,7 +295,7 @@ std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& 
 }
 
 std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string& name) const {
-  require_handle("cudax::library_base::get_managed");
+  require_handle("cudax::library::get_managed");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
   detail::check(detail::drv::cuLibraryGetManaged(&address, &bytes, handle_, name.c_str()), "cuLibraryGetManaged",
@@ -304,9 +304,9 @@ std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string&
 }
 
 CUmodule library_base::module(context_ref ctx) const {
-  require_handle("cudax::library_base::module");
+  require_handle("cudax::library::module");
   CUmodule mod = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudax::library_base::module", [&] {
+  detail::run_in_context(ctx.native_handle(), "cudax::library::module", [&] {
     detail::check(detail::drv::cuLibraryGetModule(&mod, handle_), "cuLibraryGetModule");
   });
   return mod;

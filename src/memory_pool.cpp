@@ -31,7 +31,7 @@ void memory_pool_base::require_handle(const char* api) const {
 }
 
 std::uint64_t memory_pool_base::attribute(CUmemPool_attribute attr) const {
-  require_handle("cudax::memory_pool_base::attribute");
+  require_handle("cudax::memory_pool::attribute");
   if (is_int_attribute(attr)) {
     int value = 0;
     check(drv::cuMemPoolGetAttribute(handle_, attr, &value), "cuMemPoolGetAttribute");
@@ -43,7 +43,7 @@ std::uint64_t memory_pool_base::attribute(CUmemPool_attribute attr) const {
 }
 
 void memory_pool_base::set_attribute(CUmemPool_attribute attr, std::uint64_t value) const {
-  require_handle("cudax::memory_pool_base::set_attribute");
+  require_handle("cudax::memory_pool::set_attribute");
   if (is_int_attribute(attr)) {
     int v = static_cast<int>(value);
     check(drv::cuMemPoolSetAttribute(handle_, attr, &v), "cuMemPoolSetAttribute");
@@ -54,7 +54,7 @@ void memory_pool_base::set_attribute(CUmemPool_attribute attr, std::uint64_t val
 }
 
 void memory_pool_base::trim_to(std::size_t min_bytes_to_keep) const {
-  require_handle("cudax::memory_pool_base::trim_to");
+  require_handle("cudax::memory_pool::trim_to");
   check(drv::cuMemPoolTrimTo(handle_, min_bytes_to_keep), "cuMemPoolTrimTo");
 }
 
@@ -82,7 +82,7 @@ void memory_pool_base::reset_high_watermarks() const {
 }
 
 void memory_pool_base::set_access(const device& dev, CUmemAccess_flags flags) const {
-  require_handle("cudax::memory_pool_base::set_access");
+  require_handle("cudax::memory_pool::set_access");
   CUmemAccessDesc desc{};
   desc.location = device_location(dev);
   desc.flags = flags;
@@ -91,7 +91,7 @@ void memory_pool_base::set_access(const device& dev, CUmemAccess_flags flags) co
 }
 
 CUmemAccess_flags memory_pool_base::access(const device& dev) const {
-  require_handle("cudax::memory_pool_base::access");
+  require_handle("cudax::memory_pool::access");
   CUmemAccess_flags flags{};
   CUmemLocation loc = device_location(dev);
   check(drv::cuMemPoolGetAccess(&flags, handle_, &loc), "cuMemPoolGetAccess",

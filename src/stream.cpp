@@ -404,7 +404,7 @@ void stream_base::require_handle(const char* api) const {
 }
 
 void stream_base::synchronize() const {
-  require_handle("cudax::stream_base::synchronize");
+  require_handle("cudax::stream::synchronize");
   check(drv::cuStreamSynchronize(handle_), "cuStreamSynchronize", [this] { return detail::describe(handle_); });
   detail::await_disposals();
   if (std::exception_ptr e = detail::take_one(detail::sink_of(handle_, state_, false))) [[unlikely]] {
@@ -413,7 +413,7 @@ void stream_base::synchronize() const {
 }
 
 bool stream_base::is_done() const {
-  require_handle("cudax::stream_base::is_done");
+  require_handle("cudax::stream::is_done");
   CUresult status = drv::cuStreamQuery(handle_);
   if (status == CUDA_ERROR_NOT_READY) {
     return false;
@@ -423,17 +423,17 @@ bool stream_base::is_done() const {
 }
 
 void stream_base::wait(event_ref ev) const {
-  require_handle("cudax::stream_base::wait");
+  require_handle("cudax::stream::wait");
   if (ev.native_handle() == nullptr) [[unlikely]] {
-    throw invalid_argument_error("cudax::stream_base::wait", "the event is empty (a moved-from cudax::event)");
+    throw invalid_argument_error("cudax::stream::wait", "the event is empty (a moved-from cudax::event)");
   }
   check(drv::cuStreamWaitEvent(handle_, ev.native_handle(), 0u), "cuStreamWaitEvent",
         [this] { return detail::describe(handle_); });
 }
 
 void stream_base::wait(stream_ref other) const {
-  require_handle("cudax::stream_base::wait");
-  other.require_handle("cudax::stream_base::wait");
+  require_handle("cudax::stream::wait");
+  other.require_handle("cudax::stream::wait");
   event marker = other.record();
   wait(marker);
 }
@@ -441,18 +441,18 @@ void stream_base::wait(stream_ref other) const {
 void stream_base::record(event_ref ev) const { ev.record(stream_ref(handle_)); }
 
 event stream_base::record(event_flags flags) const {
-  require_handle("cudax::stream_base::record");
+  require_handle("cudax::stream::record");
   event ev(context(), flags);
   ev.record(stream_ref(handle_));
   return ev;
 }
 
 context_ref stream_base::context() const {
-  require_handle("cudax::stream_base::context");
+  require_handle("cudax::stream::context");
   CUcontext ctx = nullptr;
   check(drv::cuStreamGetCtx(handle_, &ctx), "cuStreamGetCtx", [this] { return detail::describe(handle_); });
   if (ctx == nullptr) {
-    throw invalid_argument_error("cudax::stream_base::context",
+    throw invalid_argument_error("cudax::stream::context",
                                  "the default stream has no context while none is current");
   }
   return context_ref(ctx);
@@ -461,21 +461,21 @@ context_ref stream_base::context() const {
 cudax::device stream_base::device() const { return context().device(); }
 
 int stream_base::priority() const {
-  require_handle("cudax::stream_base::priority");
+  require_handle("cudax::stream::priority");
   int value = 0;
   check(drv::cuStreamGetPriority(handle_, &value), "cuStreamGetPriority", [this] { return detail::describe(handle_); });
   return value;
 }
 
 bool stream_base::is_non_blocking() const {
-  require_handle("cudax::stream_base::is_non_blocking");
+  require_handle("cudax::stream::is_non_blocking");
   unsigned int flags = 0;
   check(drv::cuStreamGetFlags(handle_, &flags), "cuStreamGetFlags", [this] { return detail::describe(handle_); });
   return (flags & CU_STREAM_NON_BLOCKING) != 0;
 }
 
 unsigned long long stream_base::id() const {
-  require_handle("cudax::stream_base::id");
+  require_handle("cudax::stream::id");
   unsigned long long value = 0;
   check(drv::cuStreamGetId(handle_, &value), "cuStreamGetId", [this] { return detail::describe(handle_); });
   return value;

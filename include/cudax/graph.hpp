@@ -203,7 +203,9 @@ class graph_base {
 
   /// @brief Instantiates the graph in @p ctx (see graph_exec.hpp); the reason of a refusal and the
   /// node involved are in the error.
-  [[nodiscard]] graph_exec instantiate(context_ref ctx, graph_instantiate_flags flags) const;
+  [[nodiscard]] graph_exec instantiate(context_ref ctx, graph_instantiate_flags flags = graph_instantiate_flags{}) const;
+  /// @brief Instantiates the graph in @p dev's primary context.
+  [[nodiscard]] graph_exec instantiate(const device& dev, graph_instantiate_flags flags = graph_instantiate_flags{}) const;
   /// @brief Instantiates the graph in the context current on the calling thread.
   /// @throws invalid_argument_error when no context is current: name one with
   ///   @ref instantiate(context_ref, graph_instantiate_flags) const

@@ -19,8 +19,9 @@ namespace cudax {
 /// @endcode
 struct link_options {
   /// @brief The target architecture, spelled as for @ref compile_options::arch (`"sm_90"`,
-  /// `"compute_90a"`, `"90"`); nvJitLink always receives `-arch=sm_NN`. Empty: the current
-  /// context's device, or device 0, asked from the driver.
+  /// `"compute_90a"`, `"90"`); nvJitLink always receives `-arch=sm_NN`. Empty: as for
+  /// @ref compile_options::arch (the current context's device, or the one architecture of all visible
+  /// devices).
   std::string arch{};
   /// @brief Link-time optimisation (`-lto`); required to add @ref code_kind::ltoir inputs.
   bool link_time_optimization = false;

@@ -195,7 +195,7 @@ TEST_CASE("host_callback_error carries the original exception", "[driverless][er
     const cudax::host_callback_error e(std::make_exception_ptr(std::out_of_range("index 7 out of range")),
                                        "stream 0x1234");
     CHECK(e.source() == cudax::error_source::cudax);
-    CHECK(e.api() == "cudax::stream_ref::enqueue");
+    CHECK(e.api() == "cudax::stream::enqueue");
     CHECK(e.context() == "stream 0x1234");
     CHECK(contains(e.what(), "index 7 out of range"));
     CHECK(contains(e.what(), "stream 0x1234"));

@@ -31,7 +31,7 @@ TEST_CASE("graph types: ownership shapes and flag values", "[graph]") {
   CHECK(static_cast<int>(cudax::capture_status::invalidated) == CU_STREAM_CAPTURE_STATUS_INVALIDATED);
 }
 
-TEST_CASE("graphs need a driver: a clear error without one; empty handles are refused first",
+TEST_CASE("graphs need a driver: a clear error without one, and empty handles are refused first",
           "[graph][driverless]") {
   CUDAX_REQUIRE_DRIVERLESS();
   CHECK(catch_as<cudax::driver_unavailable_error>([] { cudax::graph g; }));

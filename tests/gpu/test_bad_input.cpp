@@ -451,7 +451,7 @@ TEST_CASE("bad input: a host callable that throws is reported by the next synchr
     auto e = catch_as<cudax::host_callback_error>([&] { s.synchronize(); });
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
-    CHECK(e->api() == "cudax::stream_ref::enqueue");
+    CHECK(e->api() == "cudax::stream::enqueue");
     CHECK(contains(e->what(), "a host callable threw"));
     CHECK(contains(e->what(), "boom from a host callable"));
     REQUIRE(e->original() != nullptr);

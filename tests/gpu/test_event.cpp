@@ -187,7 +187,7 @@ TEST_CASE("event ownership: move, move-assign, release and adopt", "[gpu][event]
 
     auto e = catch_as<cudax::invalid_argument_error>([&] { a.record(s); });
     REQUIRE(e.has_value());
-    CHECK(e->api() == "cudax::event_ref::record");
+    CHECK(e->api() == "cudax::event::record");
     CHECK(contains(e->what(), "empty"));
     CHECK_THROWS_AS(a.synchronize(), cudax::invalid_argument_error);
     CHECK_THROWS_AS(a.is_done(), cudax::invalid_argument_error);

@@ -102,7 +102,7 @@ TEST_CASE("captured and explicit graphs compute what the stream computes", "[gpu
   CHECK(cudax::capture_info_of(s).id == 0);
   CHECK(captured.node_count() == 3);
   reset();
-  captured.instantiate().launch(s);
+  captured.instantiate(dev).launch(s);
   s.synchronize();
   check("captured");
 
@@ -119,7 +119,7 @@ TEST_CASE("captured and explicit graphs compute what the stream computes", "[gpu
   CHECK(built.edges().size() == 2);
   CHECK(built.roots() == std::vector<cudax::graph_node_ref>{n1});
   reset();
-  auto exec = built.instantiate(cudax::graph_instantiate_flags::upload);
+  auto exec = built.instantiate(dev, cudax::graph_instantiate_flags::upload);
   exec.launch(s);
   s.synchronize();
   check("explicit");
@@ -160,7 +160,7 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph]") {
   };
   cudax::kernel_node node = cudax::kernel_node::from_native_handle(nullptr);
   cudax::graph g1 = build(2.0f, &node);
-  cudax::graph_exec exec = g1.instantiate();
+  cudax::graph_exec exec = g1.instantiate(dev);
   run(exec, 2.0f, "as built");
   exec.update(build(3.0f));
   run(exec, 3.0f, "after a whole-graph update");
@@ -172,7 +172,7 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph]") {
   cudax::graph_builder bc(gc, ctx);
   cudax::device_buffer<float> out(dev, data.n);
   auto copy_node = cudax::copy(out, x, bc);
-  auto copy_exec = gc.instantiate();
+  auto copy_exec = gc.instantiate(dev);
   cudax::copy(x, data.x);
   cudax::copy(x2, data.y);
   copy_exec.set_copy_node(copy_node, ctx, out, x2);
@@ -187,7 +187,7 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph]") {
   cudax::graph_builder bf(gf, ctx);
   cudax::device_buffer<int> first(dev, 64), second(dev, 64);
   auto fill_node = cudax::fill(first, 1, bf);
-  auto fill_exec = gf.instantiate();
+  auto fill_exec = gf.instantiate(dev);
   cudax::fill(first, 0);
   cudax::fill(second, 0);
   fill_exec.set_fill_node(fill_node, ctx, second, 7);
@@ -233,7 +233,7 @@ TEST_CASE("conditional nodes: while runs until the device says stop, if/else and
     CHECK(loop.node.kind() == cudax::graph_node_kind::conditional);
     cudax::graph_builder body(loop.bodies[0], ctx);
     cudax::launch(body, {}, countdown, handle.native_handle(), counter.get(), iterations.get());
-    auto exec = g.instantiate();
+    auto exec = g.instantiate(dev);
     for (int start : {7, 1, 25}) {
       INFO("counter starts at " << start);
       cudax::copy(counter, std::vector<int>{start});
@@ -260,7 +260,7 @@ TEST_CASE("conditional nodes: while runs until the device says stop, if/else and
     cudax::graph_builder else_body(branch.bodies[1], ctx);
     cudax::launch(else_body, {}, add_value, sum.get(), 1000);
     CHECK(b.last() == set_node);
-    auto exec = g.instantiate();
+    auto exec = g.instantiate(dev);
     for (unsigned condition : {1u, 0u, 5u}) {
       INFO("condition " << condition);
       exec.set_kernel_node(set_node, ctx, {}, set_condition, handle.native_handle(), condition);
@@ -285,7 +285,7 @@ TEST_CASE("conditional nodes: while runs until the device says stop, if/else and
       cudax::graph_builder body(cases.bodies[i], ctx);
       cudax::launch(body, {}, add_value, sum.get(), 100 * (i + 1));
     }
-    auto exec = g.instantiate();
+    auto exec = g.instantiate(dev);
     for (unsigned value : {0u, 2u, 1u, 7u}) {
       INFO("switch on " << value);
       exec.set_kernel_node(set_node, ctx, {}, set_condition, handle.native_handle(), value);
@@ -318,7 +318,7 @@ TEST_CASE("host nodes run, and the graph owns their callables", "[gpu][graph]") 
     cudax::graph g;
     auto first = g.add_host([c = calls] { c->fetch_add(1); });
     g.add_host([c = calls] { c->fetch_add(10); }, {first});
-    exec = std::make_unique<cudax::graph_exec>(g.instantiate());
+    exec = std::make_unique<cudax::graph_exec>(g.instantiate(dev));
   }  // the graph is gone; the executable keeps the callables
   std::atomic<int>* counter = calls.get();
   calls.reset();
@@ -351,7 +351,7 @@ TEST_CASE("host callables enqueued during a capture belong to the graph and run 
   std::atomic<int>* counter = calls.get();
   calls.reset();
   {
-    auto exec = g.instantiate();
+    auto exec = g.instantiate(dev);
     for (int i = 0; i < 3; ++i) {
       exec.launch(s);
     }
@@ -399,7 +399,7 @@ TEST_CASE("graphs outlive what built them: builders, child graphs, memory and ev
     outer.add_event_record(done, {freed});
   }
   cudax::fill(result, 0);
-  auto exec = outer.instantiate();
+  auto exec = outer.instantiate(dev);
   exec.launch(s);
   done.synchronize();
   std::vector<int> v(1);
@@ -419,7 +419,7 @@ TEST_CASE("graphs outlive what built them: builders, child graphs, memory and ev
   CHECK(copy.node_count() == 3);
   CHECK(copy.edges().size() == plain.edges().size());
   cudax::fill(result, 0);
-  copy.instantiate().launch(s);
+  copy.instantiate(dev).launch(s);
   s.synchronize();
   cudax::copy(v, result);
   CHECK(v[0] == 3);
@@ -430,7 +430,7 @@ TEST_CASE("graphs outlive what built them: builders, child graphs, memory and ev
   cudax::graph waiter;
   auto w = waiter.add_event_wait(done);
   CHECK(w.kind() == cudax::graph_node_kind::event_wait);
-  waiter.instantiate().launch(s);
+  waiter.instantiate(dev).launch(s);
   s.synchronize();
 }
 
@@ -449,7 +449,7 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   cudax::launch(b, {}, add_value, reinterpret_cast<int*>(address), 21);
   cudax::copy(result, cudax::device_span<int>(address, 1), b);
   {
-    auto plain = g.instantiate();
+    auto plain = g.instantiate(dev);
     plain.launch(s);
     s.synchronize();
     CHECK(catch_as<cudax::error>([&] {
@@ -457,7 +457,7 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
       s.synchronize();
     }));
     // A graph with allocation nodes may have one executable at a time.
-    auto second = catch_as<cudax::error>([&] { (void)g.instantiate(); });
+    auto second = catch_as<cudax::error>([&] { (void)g.instantiate(dev); });
     REQUIRE(second);
     CHECK(contains(second->what(), "one executable at a time"));
   }
@@ -465,7 +465,7 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   auto free_async = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudax::driver::get_entry_point("cuMemFreeAsync", 11020));
   REQUIRE(free_async(address, s.native_handle()) == CUDA_SUCCESS);
   s.synchronize();
-  auto freeing = g.instantiate(cudax::graph_instantiate_flags::auto_free_on_launch);
+  auto freeing = g.instantiate(dev, cudax::graph_instantiate_flags::auto_free_on_launch);
   for (int i = 0; i < 3; ++i) {
     cudax::fill(result, 0);
     freeing.launch(s);
@@ -483,7 +483,7 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   cudax::graph_builder db(dg, ctx);
   cudax::launch(db, {}, add_value, result.get(), 5);
   cudax::launch(db, {}, add_value, result.get(), 6);
-  auto device_exec = dg.instantiate(cudax::graph_instantiate_flags::device_launch);
+  auto device_exec = dg.instantiate(dev, cudax::graph_instantiate_flags::device_launch);
   device_exec.upload(s);
   cudax::fill(result, 0);
   device_exec.launch(s);
@@ -494,7 +494,7 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   // A host node cannot be launched from the device: instantiation says so.
   cudax::graph hg;
   hg.add_host([] {});
-  auto refused = catch_as<cudax::error>([&] { (void)hg.instantiate(cudax::graph_instantiate_flags::device_launch); });
+  auto refused = catch_as<cudax::error>([&] { (void)hg.instantiate(dev, cudax::graph_instantiate_flags::device_launch); });
   REQUIRE(refused);
   CHECK(contains(refused->what(), "not supported"));
 }
@@ -548,7 +548,7 @@ TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked"
     auto b = g.add_empty({a});
     auto e = catch_as<cudax::error>([&] {
       g.add_dependency(b, a);
-      (void)g.instantiate();
+      (void)g.instantiate(dev);
     });
     REQUIRE(e);
     INFO(e->what());
@@ -575,7 +575,7 @@ TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked"
     CHECK(contains(pss->what(), "programmatic edge"));
     CHECK(g.node_count() == 0);
     auto node = cudax::launch(b, {.priority = 0}, add_value, out.get(), 1);
-    auto exec = g.instantiate();
+    auto exec = g.instantiate(dev);
     auto e = catch_as<cudax::invalid_argument_error>(
         [&] { exec.set_kernel_node(node, ctx, {.priority = 0}, add_value, out.get(), 2); });
     REQUIRE(e);
@@ -585,7 +585,7 @@ TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked"
     cudax::graph g;
     cudax::graph moved(std::move(g));
     CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)g.add_empty(); }));
-    auto exec = moved.instantiate();
+    auto exec = moved.instantiate(dev);
     CHECK(static_cast<bool>(exec));
     auto taken = std::move(exec);
     CHECK_FALSE(static_cast<bool>(exec));

@@ -76,17 +76,19 @@ TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][librar
   auto file = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX);
   cudax::object_code ptx(cudax::code_kind::ptx,
                          file.bytes() + "\n// cudax test run " + std::to_string(cudax::test::test_seed()) + "\n", file.name());
-  cudax::library verbose(ptx, {.optimization_level = 3, .line_info = true, .verbose = true});
+  // Loaded for the device: the JIT compiles now, in its primary context (with no context named or
+  // current, the load would wait for the first use, and so would the log).
+  cudax::library verbose(ptx, dev, {.optimization_level = 3, .line_info = true, .verbose = true});
   INFO(verbose.jit_log());
   CHECK(contains(verbose.jit_log(), "registers"));
   // A register limit is honoured by the JIT.
-  cudax::library unlimited(ptx);
-  cudax::library limited(ptx, {.max_registers = 24});
+  cudax::library unlimited(ptx, dev);
+  cudax::library limited(ptx, dev, {.max_registers = 24});
   REQUIRE(unlimited.get_kernel("table_to_counter").attributes(dev).num_regs > 24);
   CHECK(limited.get_kernel("table_to_counter").attributes(dev).num_regs <= 24);
   // Compiling for the device's own target explicitly works too.
   auto cc = dev.compute_capability();
-  cudax::library targeted(ptx, {.target = cc.as_int()});
+  cudax::library targeted(ptx, dev, {.target = cc.as_int()});
   check_vector_add(targeted, dev);
   // Bad option values are refused before the driver is called.
   CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.optimization_level = 7}); }));
@@ -94,7 +96,7 @@ TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][librar
   CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.target = 5}); }));
 }
 
-TEST_CASE("kernels by name; a missing name lists the kernels", "[gpu][library]") {
+TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library]") {
   CUDAX_REQUIRE_GPU();
   auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
   CHECK(lib.has_kernel("vector_add"));
@@ -130,9 +132,14 @@ TEST_CASE("parameter information from the driver", "[gpu][library]") {
   CHECK(params[1].offset >= params[0].offset + params[0].size);
   CHECK(lib.get_kernel("empty_kernel").parameter_count() == 0);
   CHECK(lib.get_kernel("struct_argument").parameters()[0].size == 24);
-  // The same through an adopted handle, without the library's cache.
+  // The same through an adopted handle, without the library's cache: the driver answers, in a context
+  // the caller makes current.
   auto adopted = cudax::kernel_ref::from_native_handle(k.native_handle());
-  CHECK(adopted.parameter_count() == 4);
+  CHECK(catch_as<cudax::not_supported_error>([&] { (void)adopted.parameter_count(); }));
+  {
+    cudax::context_guard guard(cudax::device(0).primary_context());
+    CHECK(adopted.parameter_count() == 4);
+  }
   CHECK(adopted.cached_signature() == nullptr);
   // Typed views are checked against it once.
   CHECK_NOTHROW(lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized"));
@@ -330,7 +337,7 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
 
   SECTION("malformed PTX carries the JIT log") {
     cudax::object_code bad(cudax::code_kind::ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n", "bad.ptx");
-    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(bad); });
+    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(bad, dev); });
     REQUIRE(e);
     CHECK(e->result() == CUDA_ERROR_INVALID_PTX);
     CHECK_FALSE(e->log().empty());
@@ -381,7 +388,7 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     // Depending on the driver, the load itself or the first use of a kernel is refused; either way
     // the error is typed and says which architecture the device needs.
     auto e = catch_as<cudax::error>([&] {
-      auto lib = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN);
+      auto lib = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN, dev.primary_context());
       cudax::device_buffer<int> out(dev, 1);
       cudax::stream s(dev);
       cudax::launch(s, {}, lib.get_kernel("other_arch_kernel"), out.get());
@@ -392,6 +399,16 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     CHECK(e->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
     CHECK(contains(e->what(), "no code for the devices"));
     CHECK(contains(e->what(), "other_arch.cubin"));
+    // Loaded for no context (none named or current): the first use (taking the kernel, or launching it)
+    // is refused, typed.
+    auto lazy = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN);
+    cudax::device_buffer<int> out(dev, 1);
+    cudax::stream s(dev);
+    auto l = catch_as<cudax::error>([&] { cudax::launch(s, {}, lazy.get_kernel("other_arch_kernel"), out.get()); });
+    REQUIRE(l);
+    INFO(l->what());
+    CHECK(l->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
+    CHECK(contains(l->what(), "other_arch"));
   }
   SECTION("lazy loading defers the failure to the kernel's first use, still typed") {
     auto lib = cudax::library(cudax::object_code::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN), {.eager = false});
@@ -425,6 +442,7 @@ TEST_CASE("library ownership: move, release, adopt", "[gpu][library]") {
     auto view = cudax::library_ref::from_native_handle(released);
     auto k = view.get_kernel("vector_add");
     CHECK(k.cached_signature() == nullptr);
+    cudax::context_guard guard(dev.primary_context());
     CHECK(k.parameter_count() == 4);
   }
   auto adopted = cudax::library::from_native_handle(released);

@@ -173,8 +173,10 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
     keeper.trim_to(before_partial);
     CHECK(keeper.reserved_current() == before_partial);
 
-    // A pool with threshold 0 gives memory back to the system at the next synchronisation.
-    cudax::memory_pool giver(dev);
+    // A pool with threshold 0 (the driver's default, not cudax's) gives memory back to the system at
+    // the next synchronisation.
+    CHECK(cudax::memory_pool(dev).release_threshold() == SIZE_MAX);  // cudax's default keeps it
+    cudax::memory_pool giver(dev, {.release_threshold = 0});
     CHECK(giver.release_threshold() == 0);
     {
       cudax::device_buffer<std::uint8_t> d(giver, s, 8 * MiB);

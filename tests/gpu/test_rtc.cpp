@@ -188,7 +188,7 @@ extern "C" __global__ void eval(const double* x, double* y, int n) {
   }
 }
 
-TEST_CASE("a compile error stops at NVRTC with the log; nothing reaches the driver", "[gpu][rtc][bad-input]") {
+TEST_CASE("a compile error stops at NVRTC with the log and nothing reaches the driver", "[gpu][rtc][bad-input]") {
   CUDAX_REQUIRE_GPU();
   cudax::test::destruction_error_counter errors;
   auto e = catch_as<cudax::compile_error>([] {

@@ -104,7 +104,7 @@ TEST_CASE("a moved-from stream is empty and refuses work", "[gpu][stream]") {
     auto e = catch_as<cudax::invalid_argument_error>([&] { a.synchronize(); });
     REQUIRE(e.has_value());
     CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
-    CHECK(e->api() == "cudax::stream_ref::synchronize");
+    CHECK(e->api() == "cudax::stream::synchronize");
     CHECK(contains(e->what(), "empty"));
     CHECK_THROWS_AS(a.is_done(), cudax::invalid_argument_error);
     CHECK_THROWS_AS(a.enqueue([] {}), cudax::invalid_argument_error);
@@ -292,7 +292,7 @@ TEST_CASE("a throwing callable is reported by the next synchronize", "[gpu][stre
   CHECK(later_ran);
   INFO(e->what());
   CHECK(contains(e->what(), "index 7 is out of range"));
-  CHECK(e->api() == "cudax::stream_ref::enqueue");
+  CHECK(e->api() == "cudax::stream::enqueue");
   REQUIRE(e->original() != nullptr);
   std::string original_message;
   try {
