@@ -60,10 +60,12 @@ grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | hea
 
 if [ "$sanitize" = 1 ]; then
   # 1. Memory errors and leaks over the whole binary. The [bad-input], [bad_input] and [driver_error] cases make
-  #    the driver refuse calls on purpose, so API errors are not counted in this pass.
-  echo "== compute-sanitizer memcheck --leak-check full, whole binary (API errors the tests provoke on purpose not counted)" | tee -a "$out/summary.txt"
+  #    the driver refuse calls on purpose, so API errors are not counted in this pass; the [misuse] cases
+  #    destroy a context before what was made in it, which the sanitizer counts as leaks, so they are
+  #    left out (ctest runs them).
+  echo "== compute-sanitizer memcheck --leak-check full, whole binary but ~[misuse] (API errors the tests provoke on purpose not counted)" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
-    "$build/tests/cudax_gpu_tests" > "$out/sanitizer-memcheck.log" 2>&1
+    "$build/tests/cudax_gpu_tests" "~[misuse]" > "$out/sanitizer-memcheck.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
   [ "$rc" = 0 ] || status=1

@@ -76,12 +76,24 @@ bool event_base::is_done() const {
   return true;
 }
 
-event::event(const cudax::device& dev, event_flags flags) : event(dev.primary_context(), flags) {}
-
-event::event(context_ref ctx, event_flags flags) : event_base(nullptr) {
+namespace {
+CUevent create_event(CUcontext ctx, event_flags flags) {
   const unsigned int bits = flags == event_flags::none ? static_cast<unsigned int>(CU_EVENT_DISABLE_TIMING) : driver_flags(flags);
-  context_ = detail::context_token::of(ctx.native_handle());
-  detail::run_in_context(context_.handle, "cudax::event", [&] { check(drv::cuEventCreate(&handle_, bits), "cuEventCreate"); });
+  CUevent ev = nullptr;
+  detail::run_in_context(ctx, "cudax::event", [&] { check(drv::cuEventCreate(&ev, bits), "cuEventCreate"); });
+  return ev;
+}
+}  // namespace
+
+// A device's primary context is one cudax retains for the process: its token needs no id.
+event::event(const cudax::device& dev, event_flags flags)
+    : event_base(nullptr), context_{dev.primary_context().native_handle(), 0} {
+  handle_ = create_event(context_.handle, flags);
+}
+
+event::event(context_ref ctx, event_flags flags)
+    : event_base(nullptr), context_(detail::context_token::of(ctx.native_handle())) {
+  handle_ = create_event(context_.handle, flags);
 }
 
 context_ref event::context() const {

@@ -193,19 +193,23 @@ void library_base::require_handle(const char* api) const {
   }
 }
 
-kernel library_base::get_kernel(const std::string& requested) const {
-  require_handle("cudax::library::get_kernel");
-  // A name expression of the compilation the code came from stands for its lowered name.
-  const std::string* lowered = &requested;
-  if (state_ != nullptr) {
-    for (const auto& [expression, mangled] : state_->expressions) {
+namespace {
+// A name expression of the compilation the code came from stands for its lowered name.
+const std::string& symbol_of(const detail::library_state* state, const std::string& requested) {
+  if (state != nullptr) {
+    for (const auto& [expression, mangled] : state->expressions) {
       if (expression == requested) {
-        lowered = &mangled;
-        break;
+        return mangled;
       }
     }
   }
-  const std::string& name = *lowered;
+  return requested;
+}
+}  // namespace
+
+kernel library_base::get_kernel(const std::string& requested) const {
+  require_handle("cudax::library::get_kernel");
+  const std::string& name = symbol_of(state_, requested);
   CUkernel handle = nullptr;
   CUresult status = detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
@@ -249,8 +253,13 @@ kernel library_base::get_kernel(const std::string& requested) const {
   return kernel(handle, detail::signature_of(state_, handle, name), state_);
 }
 
-bool library_base::has_kernel(const std::string& name) const {
+bool library_base::has_kernel(const std::string& requested) const {
   require_handle("cudax::library::has_kernel");
+  const std::string& name = symbol_of(state_, requested);
+  if (state_ != nullptr && state_->layouts_known) {
+    // The image lists its kernels: asking the driver for a missing one would be a failing call.
+    return state_->layouts.count(name) != 0;
+  }
   CUkernel kernel = nullptr;
   CUresult status = detail::drv::cuLibraryGetKernel(&kernel, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {

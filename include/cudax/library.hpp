@@ -170,7 +170,8 @@ class library_base {
   [[nodiscard]] typed_kernel<Signature> get_kernel(const std::string& name) const {
     return get_kernel(name).template as_owned<Signature>();
   }
-  /// @brief Whether the library contains a kernel named @p name.
+  /// @brief Whether the library contains a kernel named @p name (a name as for @ref get_kernel):
+  /// answered from the image when cudax read it, else by the driver.
   [[nodiscard]] bool has_kernel(const std::string& name) const;
   /// @brief The names of all kernels in the library (CUDA 12.4+).
   [[nodiscard]] std::vector<std::string> kernel_names() const;

@@ -90,7 +90,7 @@ TEST_CASE("device memory: total is larger than free and free is positive", "[gpu
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device]") {
+TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][driver_error]") {
   CUDAX_REQUIRE_GPU();
   const cudax::device dev(0);
 

@@ -13,7 +13,7 @@ using cudax::test::catch_as;
 using cudax::test::contains;
 using cudax::test::gate;
 
-TEST_CASE("events are untimed by default", "[gpu][event]") {
+TEST_CASE("events are untimed by default", "[gpu][event][driver_error]") {
   CUDAX_REQUIRE_GPU();
   cudax::test::destruction_error_counter errors;
   const cudax::device dev(0);
@@ -118,7 +118,7 @@ TEST_CASE("event flags are checked", "[gpu][event]") {
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("interprocess events export a handle", "[gpu][event]") {
+TEST_CASE("interprocess events export a handle", "[gpu][event][driver_error]") {
   CUDAX_REQUIRE_GPU();
   cudax::test::destruction_error_counter errors;
   const cudax::device dev(0);

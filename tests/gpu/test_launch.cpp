@@ -70,11 +70,6 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
     cudax::kernel saxpy = lib.get_kernel("saxpy_sized");
     cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
   }
-  SECTION("untyped through an adopted handle (the driver is asked for the layout)") {
-    cudax::copy(dy, y);
-    auto saxpy = cudax::kernel_ref::from_native_handle(lib.get_kernel("saxpy_sized").native_handle());
-    cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
-  }
   SECTION("on the legacy default stream, in the current context") {
     cudax::copy(dy, y);
     dev.set_current();
@@ -95,6 +90,34 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
   std::vector<float> out(n);
   cudax::copy(out, dy);
   CHECK(cudax::test::mismatch(out, expected).empty());
+}
+
+// An adopted kernel carries no layout: each untyped launch asks the driver in the stream's context,
+// which counts the parameters by failing one query past the last (reported by compute-sanitizer).
+TEST_CASE("untyped launches of an adopted kernel ask the driver for its layout", "[gpu][launch][driver_error]") {
+  CUDAX_REQUIRE_GPU();
+  cudax::device dev(0);
+  auto& lib = test_library();
+  cudax::stream s(dev);
+  auto seed = cudax::test::test_seed();
+  INFO("seed " << seed);
+  const std::size_t n = 100003;
+  auto x = random_floats(n, seed);
+  auto y = random_floats(n, seed + 1);
+  const float alpha = 1.5f;
+  cudax::device_buffer<float> dx(dev, n), dy(dev, n);
+  cudax::copy(dx, x);
+  cudax::copy(dy, y);
+  cudax::kernel owner = lib.get_kernel("saxpy_sized");
+  auto saxpy = cudax::kernel_ref::from_native_handle(owner.native_handle());
+  cudax::launch(s, {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256}, saxpy, alpha, dx.get(), dy.get(), n);
+  CHECK_THROWS_AS(cudax::launch(s, {}, saxpy, alpha, dx.get()), cudax::launch_error);
+  s.synchronize();
+  std::vector<float> out(n);
+  cudax::copy(out, dy);
+  for (std::size_t i = 0; i < n; ++i) {
+    REQUIRE(out[i] == alpha * x[i] + y[i]);
+  }
 }
 
 TEST_CASE("3D grids and blocks, struct arguments, zero-argument kernels", "[gpu][launch]") {
@@ -349,13 +372,14 @@ TEST_CASE("a thread-block cluster launch with distributed shared memory", "[gpu]
   CHECK(f == std::vector<int>(8, 1));
 }
 
-TEST_CASE("__global__ functions compiled by nvcc launch through the same API", "[gpu][launch][nvcc]") {
+TEST_CASE("__global__ functions compiled by nvcc launch through the same API", "[gpu][launch][nvcc][driver_error]") {
   CUDAX_REQUIRE_GPU();
   cudax::device dev(0);
   cudax::stream s(dev);
   auto fill = cudax_test::nvcc_fill_kernel();
   // nvcc's code is not read by cudax: the driver describes it, in a context the caller names (none is
   // picked for it).
+  cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
   auto none = catch_as<cudax::not_supported_error>([&] { (void)fill.parameter_count(); });
   REQUIRE(none);
   CHECK(contains(none->what(), "no context was named or current"));

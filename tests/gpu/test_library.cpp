@@ -96,7 +96,7 @@ TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][librar
   CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.target = 5}); }));
 }
 
-TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library]") {
+TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library][driver_error]") {
   CUDAX_REQUIRE_GPU();
   auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
   CHECK(lib.has_kernel("vector_add"));
@@ -117,7 +117,7 @@ TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library]")
   CHECK(contains(e->what(), "saxpy_sized"));
 }
 
-TEST_CASE("parameter information from the driver", "[gpu][library]") {
+TEST_CASE("parameter information from the driver", "[gpu][library][driver_error]") {
   CUDAX_REQUIRE_GPU();
   auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
   auto k = lib.get_kernel("saxpy_sized");
@@ -135,6 +135,7 @@ TEST_CASE("parameter information from the driver", "[gpu][library]") {
   // The same through an adopted handle, without the library's cache: the driver answers, in a context
   // the caller makes current.
   auto adopted = cudax::kernel_ref::from_native_handle(k.native_handle());
+  cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
   CHECK(catch_as<cudax::not_supported_error>([&] { (void)adopted.parameter_count(); }));
   {
     cudax::context_guard guard(cudax::device(0).primary_context());
@@ -154,7 +155,7 @@ TEST_CASE("parameter information from the driver", "[gpu][library]") {
   CHECK(contains(wrong_count->what(), "has 4 parameters"));
 }
 
-TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]") {
+TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library][driver_error]") {
   CUDAX_REQUIRE_GPU();
   cudax::device dev(0);
   auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
@@ -401,6 +402,7 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     CHECK(contains(e->what(), "other_arch.cubin"));
     // Loaded for no context (none named or current): the first use (taking the kernel, or launching it)
     // is refused, typed.
+    cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
     auto lazy = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN);
     cudax::device_buffer<int> out(dev, 1);
     cudax::stream s(dev);
@@ -426,7 +428,7 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("library ownership: move, release, adopt", "[gpu][library]") {
+TEST_CASE("library ownership: move, release, adopt", "[gpu][library][driver_error]") {
   CUDAX_REQUIRE_GPU();
   cudax::device dev(0);
   cudax::test::destruction_error_counter errors;
