@@ -167,10 +167,7 @@ context_token context_token::of(CUcontext ctx) noexcept {
   return {ctx, id};
 }
 
-bool context_token::alive() const noexcept {
-  if (id == 0) {
-    return true;
-  }
+bool context_token::alive_by_id() const noexcept {
   try {
     unsigned long long now = 0;
     return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;

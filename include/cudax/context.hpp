@@ -39,7 +39,9 @@ struct context_token {
   /// (nothing can destroy it) or when the driver cannot tell, else the driver's unique id.
   static context_token of(CUcontext ctx) noexcept;
   /// @brief Whether the context still exists (always true for id 0). Never throws.
-  [[nodiscard]] bool alive() const noexcept;
+  [[nodiscard]] bool alive() const noexcept { return id == 0 || alive_by_id(); }
+  /// @brief The driver's answer for a nonzero id: whether the handle still names that context.
+  [[nodiscard]] bool alive_by_id() const noexcept;
 };
 }  // namespace detail
 

@@ -38,6 +38,30 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
   return out;
 }
 
+// y = alpha * x + y on random inputs: the device buffers (dy not yet filled), and the host reference.
+struct saxpy_problem {
+  static constexpr std::size_t n = 100003;
+  static constexpr float alpha = 1.5f;
+  std::vector<float> x, y, expected;
+  cudax::device_buffer<float> dx, dy;
+
+  saxpy_problem(const cudax::device& dev, std::uint64_t seed)
+      : x(random_floats(n, seed)), y(random_floats(n, seed + 1)), expected(n), dx(dev, n), dy(dev, n) {
+    for (std::size_t i = 0; i < n; ++i) {
+      expected[i] = alpha * x[i] + y[i];
+    }
+    cudax::copy(dx, x);
+  }
+  [[nodiscard]] static cudax::launch_config config() {
+    return {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256};
+  }
+  [[nodiscard]] std::vector<float> result() {
+    std::vector<float> out(n);
+    cudax::copy(out, dy);
+    return out;
+  }
+};
+
 }  // namespace
 
 TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][launch]") {
@@ -47,17 +71,14 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
   cudax::stream s(dev);
   auto seed = cudax::test::test_seed();
   INFO("seed " << seed);
-  const std::size_t n = 100003;
-  auto x = random_floats(n, seed);
-  auto y = random_floats(n, seed + 1);
-  const float alpha = 1.5f;
-  std::vector<float> expected(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    expected[i] = alpha * x[i] + y[i];
-  }
-  cudax::device_buffer<float> dx(dev, n), dy(dev, n);
-  cudax::copy(dx, x);
-  const cudax::launch_config config{.grid = static_cast<unsigned>((n + 255) / 256), .block = 256};
+  saxpy_problem p(dev, seed);
+  const std::size_t n = saxpy_problem::n;
+  const float alpha = saxpy_problem::alpha;
+  const std::vector<float>& y = p.y;
+  const std::vector<float>& expected = p.expected;
+  cudax::device_buffer<float>& dx = p.dx;
+  cudax::device_buffer<float>& dy = p.dy;
+  const cudax::launch_config config = saxpy_problem::config();
 
   SECTION("typed: arguments converted at compile time") {
     cudax::copy(dy, y);
@@ -87,9 +108,7 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
     cudax::launch(s, extended, saxpy, alpha, dx.get(), dy.get(), n);
   }
   s.synchronize();
-  std::vector<float> out(n);
-  cudax::copy(out, dy);
-  CHECK(cudax::test::mismatch(out, expected).empty());
+  CHECK(cudax::test::mismatch(p.result(), expected).empty());
 }
 
 // An adopted kernel carries no layout: each untyped launch asks the driver in the stream's context,
@@ -101,23 +120,14 @@ TEST_CASE("untyped launches of an adopted kernel ask the driver for its layout",
   cudax::stream s(dev);
   auto seed = cudax::test::test_seed();
   INFO("seed " << seed);
-  const std::size_t n = 100003;
-  auto x = random_floats(n, seed);
-  auto y = random_floats(n, seed + 1);
-  const float alpha = 1.5f;
-  cudax::device_buffer<float> dx(dev, n), dy(dev, n);
-  cudax::copy(dx, x);
-  cudax::copy(dy, y);
+  saxpy_problem p(dev, seed);
+  cudax::copy(p.dy, p.y);
   cudax::kernel owner = lib.get_kernel("saxpy_sized");
   auto saxpy = cudax::kernel_ref::from_native_handle(owner.native_handle());
-  cudax::launch(s, {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256}, saxpy, alpha, dx.get(), dy.get(), n);
-  CHECK_THROWS_AS(cudax::launch(s, {}, saxpy, alpha, dx.get()), cudax::launch_error);
+  cudax::launch(s, saxpy_problem::config(), saxpy, saxpy_problem::alpha, p.dx.get(), p.dy.get(), saxpy_problem::n);
+  CHECK_THROWS_AS(cudax::launch(s, {}, saxpy, saxpy_problem::alpha, p.dx.get()), cudax::launch_error);
   s.synchronize();
-  std::vector<float> out(n);
-  cudax::copy(out, dy);
-  for (std::size_t i = 0; i < n; ++i) {
-    REQUIRE(out[i] == alpha * x[i] + y[i]);
-  }
+  CHECK(cudax::test::mismatch(p.result(), p.expected).empty());
 }
 
 TEST_CASE("3D grids and blocks, struct arguments, zero-argument kernels", "[gpu][launch]") {
