@@ -221,6 +221,7 @@ void keep_captured_libraries(CUgraph graph) {
     } catch (const not_supported_error&) {
       return;  // a driver older than 12.5 cannot tell: documented, the kernels must outlive the graph
     }
+    kept.reserve(kept.size() + 1);  // before the reference is taken: push_back cannot throw below
     library_state* state = retain_library_of(lib);
     if (state == nullptr) {
       continue;  // not a cudax library
@@ -233,7 +234,6 @@ void keep_captured_libraries(CUgraph graph) {
       release_library(state);
       continue;
     }
-    kept.reserve(kept.size() + 1);
     retain_in_graph(graph, state, &release_library_callback, "a graph captured from a stream");
     kept.push_back(state);
   }
@@ -833,6 +833,7 @@ stream_capture::stream_capture(stream_ref stream, capture_mode mode) : stream_(s
   detail::check(detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode)),
                 "cuStreamBeginCapture");
   active_ = true;
+  detail::capture_began();
 }
 
 stream_capture::~stream_capture() {
@@ -847,6 +848,7 @@ stream_capture::~stream_capture() {
     if (g != nullptr) {
       detail::destroy_noexcept("cuGraphDestroy", [g] { return detail::drv::cuGraphDestroy(g); });
     }
+    detail::capture_ended();
   }
 }
 
@@ -864,6 +866,15 @@ graph stream_capture::end() {
   active_ = status != CUDA_SUCCESS &&
             detail::drv::cuStreamIsCapturing(stream_.native_handle(), &still) == CUDA_SUCCESS &&
             still != CU_STREAM_CAPTURE_STATUS_NONE;
+  // Once over, the capture stops parking libraries, after its graph has taken what it launches.
+  struct ended_scope {
+    bool over;
+    ~ended_scope() {
+      if (over) {
+        detail::capture_ended();
+      }
+    }
+  } ended{!active_};
   if (status == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
     throw error(status, "cuStreamEndCapture",
                 "a call during the capture was not allowed (e.g. a synchronous call or a query on a capturing "

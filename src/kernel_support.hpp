@@ -24,6 +24,12 @@ kernel_signature* signature_of(library_state* state, CUkernel kernel, const std:
 // A counted reference on the state of the live cudax library with this handle, or null (library.cpp).
 library_state* retain_library_of(CUlibrary handle) noexcept;
 
+// A capture cudax runs began / ended (stream_capture): while one runs, libraries whose last reference
+// goes are parked rather than unloaded, until the last running capture has ended and its graph has
+// taken references on the libraries its kernel nodes launch (library.cpp).
+void capture_began() noexcept;
+void capture_ended() noexcept;
+
 // Makes graph keep library loaded (a user object holding a reference; graph.cpp).
 void keep_library_in_graph(CUgraph graph, library_state* library);
 // Makes a graph made by stream capture keep the cudax libraries of its kernel nodes loaded.

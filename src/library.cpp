@@ -6,7 +6,9 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "cudax/context.hpp"
 #include "cudax/driver.hpp"
@@ -56,9 +58,16 @@ namespace {
 
 // Live libraries by handle, for stream_capture::end, which finds the library of a captured kernel
 // node through cuKernelGetLibrary and makes the graph keep it.
+//
+// While a capture that cudax began is running, a library whose last reference goes is parked, not
+// unloaded: a kernel node of that capture may launch it, and only end() can make the graph keep it.
+// The park holds one reference, dropped when the last running capture ends, so a library the graph
+// took is unloaded with the graph, and one nobody took is unloaded then.
 struct library_registry {
   std::mutex mutex;
   std::unordered_map<CUlibrary, library_state*> live;
+  int captures = 0;
+  std::vector<library_state*> parked;
 };
 
 library_registry& registry() {
@@ -66,12 +75,28 @@ library_registry& registry() {
   return *r;
 }
 
+// Under the registry's lock: forgets state's entry, unless the handle has since been registered again.
+void forget(library_registry& r, const library_state* state) noexcept {
+  auto found = r.live.find(state->handle);
+  if (found != r.live.end() && found->second == state) {
+    r.live.erase(found);
+  }
+}
+
+// Called with state's count at zero.
 void unload(library_state* state) noexcept {
   if (state->handle != nullptr) {
+    library_registry& r = registry();
     try {
-      std::lock_guard lock(registry().mutex);
-      registry().live.erase(state->handle);
+      std::lock_guard lock(r.mutex);
+      if (r.captures > 0 && state->owned) {
+        r.parked.push_back(state);
+        state->refs.store(1, std::memory_order_relaxed);  // the park's reference; none other exists
+        return;
+      }
+      forget(r, state);
     } catch (...) {
+      // No memory to park it (or no lock): unloaded now, as without a capture.
     }
     if (state->owned) {
       CUlibrary h = state->handle;
@@ -79,6 +104,19 @@ void unload(library_state* state) noexcept {
     }
   }
   delete state;
+}
+
+// Registers a library just loaded or adopted; on failure unloads it and rethrows (the caller's
+// unique_ptr deletes the state).
+void register_library(library_state* state) {
+  try {
+    std::lock_guard lock(registry().mutex);
+    registry().live.insert_or_assign(state->handle, state);
+  } catch (...) {
+    CUlibrary h = state->handle;
+    destroy_noexcept("cuLibraryUnload", [h] { return drv::cuLibraryUnload(h); });
+    throw;
+  }
 }
 
 }  // namespace
@@ -98,20 +136,49 @@ void release_library(library_state* state) noexcept {
 library_state* retain_library_of(CUlibrary handle) noexcept {
   try {
     library_registry& r = registry();
-    std::lock_guard lock(r.mutex);
-    auto found = r.live.find(handle);
-    if (found == r.live.end()) {
-      return nullptr;
+    for (;;) {
+      {
+        std::lock_guard lock(r.mutex);
+        auto found = r.live.find(handle);
+        if (found == r.live.end()) {
+          return nullptr;
+        }
+        library_state* state = found->second;
+        int refs = state->refs.load(std::memory_order_relaxed);
+        while (refs > 0 && !state->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) {
+        }
+        if (refs > 0) {
+          return state;
+        }
+        // The last reference was dropped on another thread, which has yet to take the lock in
+        // unload(). During a capture it will park the library (a reference again): look once more.
+        if (r.captures == 0) {
+          return nullptr;
+        }
+      }
+      std::this_thread::yield();
     }
-    // A state whose last reference is being dropped is still registered until unload() takes the
-    // lock: only a state with references left can be revived.
-    library_state* state = found->second;
-    int refs = state->refs.load(std::memory_order_relaxed);
-    while (refs > 0 && !state->refs.compare_exchange_weak(refs, refs + 1, std::memory_order_acq_rel)) {
-    }
-    return refs > 0 ? state : nullptr;
   } catch (...) {
     return nullptr;
+  }
+}
+
+void capture_began() noexcept {
+  std::lock_guard lock(registry().mutex);  // std::mutex::lock throws only for a broken system
+  ++registry().captures;
+}
+
+void capture_ended() noexcept {
+  std::vector<library_state*> parked;
+  {
+    std::lock_guard lock(registry().mutex);
+    if (--registry().captures > 0) {
+      return;
+    }
+    parked.swap(registry().parked);
+  }
+  for (library_state* state : parked) {
+    release_library(state);  // the park's reference: unloads what no graph took
   }
 }
 
@@ -292,7 +359,7 @@ std::vector<std::string> library_base::kernel_names() const {
 #endif
 }
 
-std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& name, context_ref ctx) const {
+std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& name, context_ref ctx) const& {
   require_handle("cudax::library::get_global");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
@@ -303,7 +370,7 @@ std::pair<CUdeviceptr, std::size_t> library_base::raw_global(const std::string& 
   return {address, bytes};
 }
 
-std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string& name) const {
+std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string& name) const& {
   require_handle("cudax::library::get_managed");
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
@@ -312,7 +379,7 @@ std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string&
   return {address, bytes};
 }
 
-CUmodule library_base::module(context_ref ctx) const {
+CUmodule library_base::module(context_ref ctx) const& {
   require_handle("cudax::library::module");
   CUmodule mod = nullptr;
   detail::run_in_context(ctx.native_handle(), "cudax::library::module", [&] {
@@ -536,8 +603,7 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
     throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
                      "cuLibraryLoadData", std::move(context), std::move(log));
   }
-  std::lock_guard lock(detail::registry().mutex);
-  detail::registry().live.emplace(state->handle, state.get());
+  detail::register_library(state.get());
   return state;
 }
 
@@ -586,12 +652,17 @@ library library::from_file(const std::string& path, context_ref ctx, const jit_o
 }
 
 library library::from_native_handle(CUlibrary handle) {
-  auto state = std::make_unique<detail::library_state>();
-  state->handle = handle;
-  {
-    std::lock_guard lock(detail::registry().mutex);
-    detail::registry().live.emplace(handle, state.get());
+  std::unique_ptr<detail::library_state> state;
+  try {
+    state = std::make_unique<detail::library_state>();
+  } catch (...) {
+    // Adopted either way: a failure to adopt unloads the handle, as std::shared_ptr deletes a pointer
+    // it could not take.
+    detail::destroy_noexcept("cuLibraryUnload", [handle] { return detail::drv::cuLibraryUnload(handle); });
+    throw;
   }
+  state->handle = handle;
+  detail::register_library(state.get());
   return library(state.release());
 }
 
@@ -621,6 +692,13 @@ CUlibrary library::release() noexcept {
     return h;
   }
   state->owned = false;  // read only by unload(), after the last reference: ordered by the count
+  // No longer cudax's: graphs captured later cannot keep it loaded, and the driver may give its handle
+  // to a library loaded after the caller unloads this one.
+  try {
+    std::lock_guard lock(detail::registry().mutex);
+    detail::forget(detail::registry(), state);
+  } catch (...) {
+  }
   // Under lazy loading the driver may still write JIT logs into the state's buffers while the caller
   // keeps the code loaded: that reference is never dropped.
   if (!state->lazy) {

@@ -508,8 +508,16 @@ stream stream::from_native_handle(CUstream handle) {
   }
   // Its context is not asked for: the handle is the caller's word, and a stream of a destroyed
   // context cannot be queried safely. An adopted stream is therefore not checked for outliving its
-  // context.
-  return stream(handle, detail::make_state(handle, nullptr));
+  // context. Adopted either way: a failure to adopt destroys the handle (as std::shared_ptr deletes a
+  // pointer it could not take).
+  detail::stream_state* state = nullptr;
+  try {
+    state = detail::make_state(handle, nullptr);
+  } catch (...) {
+    detail::destroy_noexcept("cuStreamDestroy", [handle] { return detail::drv::cuStreamDestroy(handle); });
+    throw;
+  }
+  return stream(handle, state);
 }
 
 CUstream stream::release() noexcept {

@@ -195,7 +195,7 @@ class kernel_base {
   /// match the kernel's (when known: from the image, or from the driver with CUDA 12.4+).
   /// @throws invalid_argument_error naming the kernel, the parameter index and both sizes
   template <class Signature>
-  [[nodiscard]] typed_kernel_ref<Signature> as() const;
+  [[nodiscard]] typed_kernel_ref<Signature> as() const&;
 
   /// @brief The cached layout, if any (internal).
   [[nodiscard]] const detail::kernel_signature* cached_signature() const noexcept { return signature_; }
@@ -373,6 +373,12 @@ class kernel : public kernel_base {
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
   /// @brief Refused: the view of a temporary kernel would outlive it (and perhaps its library).
   operator kernel_ref() const&& = delete;
+  /// @brief A typed view, valid while this kernel lives (see @ref kernel_base::as).
+  using kernel_base::as;
+  /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library);
+  /// use @ref as_owned.
+  template <class Signature>
+  typed_kernel_ref<Signature> as() const&& = delete;
   /// @brief A typed owner of the same kernel (another reference on the library), after the checks of
   /// @ref kernel_base::as.
   template <class Signature>
@@ -433,6 +439,11 @@ class typed_kernel<void(Params...)> : public kernel_base {
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
   /// @brief Refused: the view of a temporary kernel would outlive it.
   operator kernel_ref() const&& = delete;
+  /// @brief A typed view, valid while this kernel lives (see @ref kernel_base::as).
+  using kernel_base::as;
+  /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library).
+  template <class Signature>
+  typed_kernel_ref<Signature> as() const&& = delete;
   /// @brief The number of parameters.
   static constexpr std::size_t arity = sizeof...(Params);
 
@@ -444,12 +455,14 @@ class typed_kernel<void(Params...)> : public kernel_base {
   detail::library_hold hold_;
 };
 
+/// @cond
 template <class Signature>
-typed_kernel_ref<Signature> kernel_base::as() const {
+typed_kernel_ref<Signature> kernel_base::as() const& {
   using params = detail::signature_parameters<Signature>;
   check_signature(params::sizes, typed_kernel_ref<Signature>::arity);
   return typed_kernel_ref<Signature>(handle_, signature_);
 }
+/// @endcond
 
 template <class Signature>
 typed_kernel<Signature> kernel::as_owned() const {

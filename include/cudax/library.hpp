@@ -181,34 +181,34 @@ class library_base {
   /// @throws error with `CUDA_ERROR_NOT_FOUND` for an unknown name; invalid_argument_error when its
   ///   size is not a multiple of `sizeof(T)`
   template <class T>
-  [[nodiscard]] global_ref<T> get_global(const std::string& name, const device& dev) const {
+  [[nodiscard]] global_ref<T> get_global(const std::string& name, const device& dev) const& {
     return get_global<T>(name, dev.primary_context());
   }
   /// @brief The global variable @p name in context @p ctx, as @p T elements.
   template <class T>
-  [[nodiscard]] global_ref<T> get_global(const std::string& name, context_ref ctx) const {
+  [[nodiscard]] global_ref<T> get_global(const std::string& name, context_ref ctx) const& {
     auto [address, bytes] = raw_global(name, ctx);
     std::size_t count = detail::check_global_size("cudax::library_ref::get_global", name, bytes, sizeof(T), nullptr);
     return global_ref<T>(address, count, ctx);
   }
   /// @brief Address and size in bytes of the global @p name in @p ctx (`cuLibraryGetGlobal`).
-  [[nodiscard]] std::pair<CUdeviceptr, std::size_t> raw_global(const std::string& name, context_ref ctx) const;
+  [[nodiscard]] std::pair<CUdeviceptr, std::size_t> raw_global(const std::string& name, context_ref ctx) const&;
 
   /// @brief The `__managed__` variable @p name as @p T elements, accessible from the host (after the
   /// device work that writes it has completed).
   /// @throws error with `CUDA_ERROR_NOT_FOUND` for an unknown name; invalid_argument_error when its
   ///   size is not a multiple of `sizeof(T)`
   template <class T>
-  [[nodiscard]] std::span<T> get_managed(const std::string& name) const {
+  [[nodiscard]] std::span<T> get_managed(const std::string& name) const& {
     auto [address, bytes] = raw_managed(name);
     std::size_t count = detail::check_global_size("cudax::library_ref::get_managed", name, bytes, sizeof(T), nullptr);
     return std::span<T>(reinterpret_cast<T*>(address), count);
   }
   /// @brief Address and size in bytes of the managed variable @p name (`cuLibraryGetManaged`).
-  [[nodiscard]] std::pair<CUdeviceptr, std::size_t> raw_managed(const std::string& name) const;
+  [[nodiscard]] std::pair<CUdeviceptr, std::size_t> raw_managed(const std::string& name) const&;
 
   /// @brief The library's module in @p ctx (`cuLibraryGetModule`), for module-based APIs.
-  [[nodiscard]] CUmodule module(context_ref ctx) const;
+  [[nodiscard]] CUmodule module(context_ref ctx) const&;
 
   /// @brief The JIT's info log of the load (empty for a view without a @ref library).
   [[nodiscard]] std::string jit_log() const;
@@ -303,7 +303,8 @@ class library : public library_base {
   [[nodiscard]] static library from_file(const std::string& path, const jit_options& options = {});
   /// @brief Loads a file, eagerly into @p ctx.
   [[nodiscard]] static library from_file(const std::string& path, context_ref ctx, const jit_options& options = {});
-  /// @brief Adopts a loaded `CUlibrary`: it will be unloaded by this object (and its kernels).
+  /// @brief Adopts a loaded `CUlibrary`: it will be unloaded by this object (and its kernels). The
+  /// handle is adopted even when this throws for want of memory: it is unloaded then.
   [[nodiscard]] static library from_native_handle(CUlibrary handle);
 
   library(const library&) = delete;
@@ -324,8 +325,33 @@ class library : public library_base {
   void reset() noexcept;
   /// @brief Whether this object holds a library (false after a move, @ref release or @ref reset).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
-  /// @brief A view of the library.
-  operator library_ref() const noexcept { return library_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  /// @brief A view of the library, valid while this object (or a kernel taken from it) lives.
+  operator library_ref() const& noexcept { return library_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: the view of a temporary library would outlive it (the code unloaded at the end of
+  /// the statement).
+  operator library_ref() const&& = delete;
+
+  using library_base::get_global;
+  using library_base::get_managed;
+  using library_base::module;
+  using library_base::raw_global;
+  using library_base::raw_managed;
+  /// @brief Refused: the variable of a temporary library would be unloaded with it at the end of the
+  /// statement. Keep the library in a variable.
+  template <class T>
+  global_ref<T> get_global(const std::string&, const device&) const&& = delete;
+  /// @brief Refused, as the other form on a temporary library.
+  template <class T>
+  global_ref<T> get_global(const std::string&, context_ref) const&& = delete;
+  /// @brief Refused, as @ref get_global on a temporary library.
+  std::pair<CUdeviceptr, std::size_t> raw_global(const std::string&, context_ref) const&& = delete;
+  /// @brief Refused: the host view of a temporary library's managed variable would dangle.
+  template <class T>
+  std::span<T> get_managed(const std::string&) const&& = delete;
+  /// @brief Refused, as @ref get_managed on a temporary library.
+  std::pair<CUdeviceptr, std::size_t> raw_managed(const std::string&) const&& = delete;
+  /// @brief Refused: the module of a temporary library would be unloaded with it.
+  CUmodule module(context_ref) const&& = delete;
 
  private:
   explicit library(detail::library_state* state) noexcept;

@@ -209,7 +209,9 @@ class stream : public stream_base {
   ~stream();
 
   /// @brief Takes ownership of @p handle (a stream created with cuStreamCreate or cudaStreamCreate).
-  /// @throws invalid_argument_error for a null handle or a default stream, which cannot be owned
+  /// The handle is adopted even when this throws for want of memory: it is destroyed then.
+  /// @throws invalid_argument_error for a null handle or a default stream, which cannot be owned (the
+  ///   handle stays the caller's)
   [[nodiscard]] static stream from_native_handle(CUstream handle);
   /// @brief Gives up ownership; the caller must destroy the returned stream (after the stream-ordered
   /// buffers that will be freed on it).

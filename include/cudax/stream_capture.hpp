@@ -54,7 +54,9 @@ struct capture_info {
 /// thread_local_only the capture must end on the thread that began it. Work enqueued through cudax
 /// on the stream (launches, copies, fills, event records, host callables) becomes nodes of the
 /// graph; a captured host callable is owned by the graph and runs at every launch (its exceptions go
-/// to the destruction handler).
+/// to the destruction handler). The graph keeps the libraries of the kernels launched into it loaded
+/// (CUDA 12.5+), also those of kernels dropped before `end()`: while a capture runs, a library whose
+/// last reference goes is parked, and unloaded only when no graph took it once the last capture ended.
 /// @code
 /// cudax::graph g = [&] {
 ///   cudax::stream_capture capture(stream);

@@ -109,6 +109,38 @@ static_assert(std::is_convertible_v<cudax::typed_kernel_ref<typed_sig>, cudax::k
 static_assert(!std::is_convertible_v<cudax::kernel&&, cudax::kernel_ref>);
 static_assert(!std::is_convertible_v<cudax::typed_kernel<typed_sig>&&, cudax::typed_kernel_ref<typed_sig>>);
 static_assert(!std::is_convertible_v<cudax::typed_kernel<typed_sig>&&, cudax::kernel_ref>);
+// Nor does a typed view of a temporary kernel, or a view of a temporary library or of its variables and
+// module: all would outlive the code. Views, and owners held in variables, give them.
+template <class K>
+concept typed_view_of = requires(K&& k) { std::forward<K>(k).template as<typed_sig>(); };
+static_assert(!typed_view_of<cudax::kernel>);
+static_assert(!typed_view_of<cudax::typed_kernel<typed_sig>>);
+static_assert(typed_view_of<cudax::kernel&>);
+static_assert(typed_view_of<const cudax::typed_kernel<typed_sig>&>);
+static_assert(typed_view_of<cudax::kernel_ref>);
+static_assert(!std::is_convertible_v<cudax::library&&, cudax::library_ref>);
+static_assert(std::is_convertible_v<const cudax::library&, cudax::library_ref>);
+template <class L>
+concept library_variables_of = requires(L&& l, cudax::context_ref ctx, const cudax::device& dev) {
+  std::forward<L>(l).template get_global<int>("x", ctx);
+  std::forward<L>(l).template get_global<int>("x", dev);
+  std::forward<L>(l).raw_global("x", ctx);
+  std::forward<L>(l).template get_managed<int>("x");
+  std::forward<L>(l).raw_managed("x");
+  std::forward<L>(l).module(ctx);
+};
+template <class L>
+concept any_library_variable_of = requires(L&& l, cudax::context_ref ctx, const cudax::device& dev) {
+  requires(requires { std::forward<L>(l).template get_global<int>("x", ctx); } ||
+           requires { std::forward<L>(l).template get_global<int>("x", dev); } ||
+           requires { std::forward<L>(l).raw_global("x", ctx); } ||
+           requires { std::forward<L>(l).template get_managed<int>("x"); } ||
+           requires { std::forward<L>(l).raw_managed("x"); } || requires { std::forward<L>(l).module(ctx); });
+};
+static_assert(!any_library_variable_of<cudax::library>);
+static_assert(library_variables_of<cudax::library&>);
+static_assert(library_variables_of<const cudax::library&>);
+static_assert(library_variables_of<cudax::library_ref>);
 static_assert(is_move_only_owner<cudax::kernel>);
 static_assert(is_move_only_owner<cudax::typed_kernel<typed_sig>>);
 static_assert(is_move_only_owner<cudax::library>);

@@ -132,6 +132,45 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
       s.synchronize();
     });
   }
+  SECTION("a kernel dropped before the capture ends") {
+    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
+      std::optional<cudax::graph> g;
+      {
+        cudax::stream_capture capture(s);
+        {
+          auto add = cudax::library::from_file(CUDAX_TEST_KERNELS_FATBIN).get_kernel<add_t>("vector_add");
+          cudax::launch(s, config, add, a, b, c, n);
+        }  // the last reference goes while the capture runs: parked, not unloaded
+        g.emplace(capture.end());
+      }
+      auto exec = g->instantiate(dev);
+      g.reset();
+      exec.launch(s);
+      s.synchronize();
+    });
+  }
+  SECTION("a library loaded after one that was released and unloaded by the caller") {
+    // The released library is no longer cudax's: its handle, which the driver may give to the next
+    // library, must not lead a capture to the old bookkeeping.
+    auto unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudax::driver::get_entry_point("cuLibraryUnload", 12000));
+    for (int round = 0; round < 3; ++round) {
+      CUlibrary released = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).release();
+      REQUIRE(unload(released) == CUDA_SUCCESS);
+      check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
+        std::optional<cudax::graph> g;
+        {
+          cudax::stream_capture capture(s);
+          cudax::launch(s, config, cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add"),
+                        a, b, c, n);
+          g.emplace(capture.end());
+        }
+        auto exec = g->instantiate(dev);
+        g.reset();
+        exec.launch(s);
+        s.synchronize();
+      });
+    }
+  }
   SECTION("an executable whose kernel node was set to a kernel of another library") {
     check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
       cudax::graph g;
