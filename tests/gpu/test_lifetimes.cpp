@@ -57,6 +57,15 @@ const cudax::launch_config config{.grid = (n + 255) / 256, .block = 256};
 
 using add_t = void(const float*, const float*, float*, int);
 
+// Instantiates g, destroys it, then launches the executable once on s and waits: what the graph's
+// nodes need must be held by the executable alone.
+void run_without_graph(cudax::graph g, const cudax::device& dev, cudax::stream_ref s) {
+  auto exec = g.instantiate(dev);
+  g.reset();
+  exec.launch(s);
+  s.synchronize();
+}
+
 // The driver's own description of a kernel's parameters (a context current), for comparison.
 std::vector<cudax::kernel_parameter> driver_parameters(CUkernel k, cudax::context_ref ctx) {
   auto info = reinterpret_cast<PFN_cuKernelGetParamInfo_v12040>(cudax::driver::get_entry_point("cuKernelGetParamInfo", 12040));
@@ -126,10 +135,7 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
         cudax::launch(s, config, add, a, b, c, n);
         g.emplace(capture.end());
       }
-      auto exec = g->instantiate(dev);
-      g.reset();
-      exec.launch(s);
-      s.synchronize();
+      run_without_graph(std::move(*g), dev, s);
     });
   }
   SECTION("a kernel dropped before the capture ends") {
@@ -143,10 +149,7 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
         }  // the last reference goes while the capture runs: parked, not unloaded
         g.emplace(capture.end());
       }
-      auto exec = g->instantiate(dev);
-      g.reset();
-      exec.launch(s);
-      s.synchronize();
+      run_without_graph(std::move(*g), dev, s);
     });
   }
   SECTION("a library loaded after one that was released and unloaded by the caller") {
@@ -164,10 +167,7 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
                         a, b, c, n);
           g.emplace(capture.end());
         }
-        auto exec = g->instantiate(dev);
-        g.reset();
-        exec.launch(s);
-        s.synchronize();
+        run_without_graph(std::move(*g), dev, s);
       });
     }
   }
