@@ -3,10 +3,10 @@
 //   bench_compile_cache [--quick]
 //
 // A tiny kernel (vector add) is compiled to a cubin for device 0 and loaded:
-//   cold      cudax::program::compile (NVRTC) + cudax::library (load), no cache;
-//   hit       cudax::compile_cache::compile on a warm entry + cudax::library;
+//   cold      cudrv::program::compile (NVRTC) + cudrv::library (load), no cache;
+//   hit       cudrv::compile_cache::compile on a warm entry + cudrv::library;
 //   hit only  the cache lookup alone (read, verify, decode);
-//   load only cudax::library of the cubin (eager: module and kernels loaded in the context);
+//   load only cudrv::library of the cubin (eager: module and kernels loaded in the context);
 //   raw load  cuLibraryLoadData + cuLibraryUnload of the same cubin (lazy, nothing compiled).
 // Each is repeated and the median and best reported. The cache lives in a fresh temporary directory.
 //
@@ -14,7 +14,7 @@
 #include <cudaTypedefs.h>
 #include <unistd.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -64,32 +64,32 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "bench_compile_cache: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
+  if (!cudrv::driver::available()) {
+    std::fprintf(stderr, "bench_compile_cache: no usable CUDA driver: %s\n", cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
-  auto dir = std::filesystem::temp_directory_path() / ("cudax-bench-cache-" + std::to_string(::getpid()));
+  auto dir = std::filesystem::temp_directory_path() / ("cudrv-bench-cache-" + std::to_string(::getpid()));
   int status = 0;
   try {
-    if (cudax::device_count() == 0) {
+    if (cudrv::device_count() == 0) {
       std::fprintf(stderr, "bench_compile_cache: the CUDA driver sees no device\n");
       return 3;
     }
-    cudax::device dev(0);
+    cudrv::device dev(0);
     dev.set_current();
-    cudax::program prog("vector_add.cu", source);
-    cudax::compile_options options;
+    cudrv::program prog("vector_add.cu", source);
+    cudrv::compile_options options;
     options.arch = dev.arch();
-    cudax::compile_cache cache(dir.string());
-    (void)cache.compile(prog, cudax::code_kind::cubin, options);  // warm the entry (and NVRTC)
-    const cudax::object_code cubin = prog.compile(cudax::code_kind::cubin, options).code;
-    auto raw_load = reinterpret_cast<PFN_cuLibraryLoadData_v12000>(cudax::driver::get_entry_point("cuLibraryLoadData", 12000));
-    auto raw_unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudax::driver::get_entry_point("cuLibraryUnload", 12000));
+    cudrv::compile_cache cache(dir.string());
+    (void)cache.compile(prog, cudrv::code_kind::cubin, options);  // warm the entry (and NVRTC)
+    const cudrv::object_code cubin = prog.compile(cudrv::code_kind::cubin, options).code;
+    auto raw_load = reinterpret_cast<PFN_cuLibraryLoadData_v12000>(cudrv::driver::get_entry_point("cuLibraryLoadData", 12000));
+    auto raw_unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
 
-    stats cold = time_it(cold_reps, [&] { cudax::library lib(prog.compile(cudax::code_kind::cubin, options).code); });
-    stats hit = time_it(hit_reps, [&] { cudax::library lib(cache.compile(prog, cudax::code_kind::cubin, options).code); });
-    stats lookup = time_it(hit_reps, [&] { (void)cache.compile(prog, cudax::code_kind::cubin, options); });
-    stats load = time_it(hit_reps, [&] { cudax::library lib(cubin); });
+    stats cold = time_it(cold_reps, [&] { cudrv::library lib(prog.compile(cudrv::code_kind::cubin, options).code); });
+    stats hit = time_it(hit_reps, [&] { cudrv::library lib(cache.compile(prog, cudrv::code_kind::cubin, options).code); });
+    stats lookup = time_it(hit_reps, [&] { (void)cache.compile(prog, cudrv::code_kind::cubin, options); });
+    stats load = time_it(hit_reps, [&] { cudrv::library lib(cubin); });
     stats raw = time_it(hit_reps, [&] {
       CUlibrary lib = nullptr;
       if (raw_load(&lib, cubin.data(), nullptr, nullptr, 0, nullptr, nullptr, 0) != CUDA_SUCCESS ||
@@ -99,7 +99,7 @@ int main(int argc, char** argv) {
     });
     auto s = cache.stats();
     std::printf("bench_compile_cache: device 0 (%s, %s), NVRTC %d.%d, cubin %zu bytes; cache hits %llu, misses %llu\n",
-                dev.name().c_str(), options.arch.c_str(), cudax::nvrtc_version() / 1000, cudax::nvrtc_version() % 1000 / 10,
+                dev.name().c_str(), options.arch.c_str(), cudrv::nvrtc_version() / 1000, cudrv::nvrtc_version() % 1000 / 10,
                 cubin.size(), static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses));
     std::printf("\n| case | median | best | repetitions |\n|---|---:|---:|---:|\n");
     auto row = [](const char* name, stats st, int reps) {
@@ -108,11 +108,11 @@ int main(int argc, char** argv) {
     row("cold: NVRTC compile + load", cold, cold_reps);
     row("cache hit + load", hit, hit_reps);
     row("cache hit only", lookup, hit_reps);
-    row("load only (cudax::library, eager)", load, hit_reps);
+    row("load only (cudrv::library, eager)", load, hit_reps);
     row("raw cuLibraryLoadData + cuLibraryUnload (lazy)", raw, hit_reps);
     std::printf("\ncache hit + load <= 1 ms: %s\n", hit.median_ms <= 1.0 ? "yes" : "NO");
     status = hit.median_ms <= 1.0 ? 0 : 4;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_compile_cache: %s\n", e.what());
     status = 4;
   }

@@ -1,24 +1,24 @@
-// bench_foundation: what the foundation types of cudax cost compared with the raw driver call.
+// bench_foundation: what the foundation types of cudrv cost compared with the raw driver call.
 //
 //   bench_foundation [--quick]
 //
 // Both sides run in the same binary, on the same device, interleaved. The raw side calls driver
-// entry points obtained with cudax::driver::get_entry_point (cuGetProcAddress, the same loader
-// cudax uses), typed with the PFN_ typedefs of <cudaTypedefs.h>, and checks every status as cudax
+// entry points obtained with cudrv::driver::get_entry_point (cuGetProcAddress, the same loader
+// cudrv uses), typed with the PFN_ typedefs of <cudaTypedefs.h>, and checks every status as cudrv
 // does. Method:
-//   - device 0's primary context is made current first (cudax::device(0).set_current());
+//   - device 0's primary context is made current first (cudrv::device(0).set_current());
 //   - each case is warmed up on both sides;
-//   - then R rounds; each round runs the raw side and the cudax side for N iterations each,
+//   - then R rounds; each round runs the raw side and the cudrv side for N iterations each,
 //     alternating which side goes first, and records the time per iteration;
 //   - reported: per side the median and the best (min time, or max bandwidth) over the rounds, and
-//     the ratio cudax/raw of each.
+//     the ratio cudrv/raw of each.
 // Host-side cases are timed with std::chrono::steady_clock; copies with timed CUDA events around
 // each copy. Stream syncs that keep queues from filling are outside the timed sections.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
 #include <cudaTypedefs.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -41,7 +41,7 @@ double ns_since(steady::time_point t0) {
   return std::chrono::duration<double, std::nano>(steady::now() - t0).count();
 }
 
-// The raw driver entry points, resolved at the same API versions cudax uses.
+// The raw driver entry points, resolved at the same API versions cudrv uses.
 struct raw_api {
   PFN_cuStreamCreateWithPriority_v5050 stream_create = nullptr;
   PFN_cuStreamDestroy_v4000 stream_destroy = nullptr;
@@ -56,7 +56,7 @@ struct raw_api {
 
 template <class Pfn>
 void load(Pfn& fn, const char* symbol, int api_version) {
-  fn = reinterpret_cast<Pfn>(cudax::driver::get_entry_point(symbol, api_version));
+  fn = reinterpret_cast<Pfn>(cudrv::driver::get_entry_point(symbol, api_version));
 }
 
 raw_api load_raw_api() {
@@ -73,10 +73,10 @@ raw_api load_raw_api() {
   return api;
 }
 
-// The raw side checks every status, as cudax does.
+// The raw side checks every status, as cudrv does.
 inline void check(CUresult status, const char* api) {
   if (status != CUDA_SUCCESS) [[unlikely]] {
-    throw cudax::error(status, api);
+    throw cudrv::error(status, api);
   }
 }
 
@@ -94,7 +94,7 @@ struct result {
   std::string name;
   unit kind = unit::time;
   std::vector<double> raw;    // ns per iteration, or GB/s
-  std::vector<double> cudax;
+  std::vector<double> cudrv;
 };
 
 double median(std::vector<double> v) {
@@ -123,48 +123,48 @@ std::string format_value(double value, unit kind) {
   return buffer;
 }
 
-// The median over the rounds of cudax_i / raw_i: each ratio compares two measurements taken next to
+// The median over the rounds of cudrv_i / raw_i: each ratio compares two measurements taken next to
 // each other, so drift of the machine between rounds cancels out.
 double paired_ratio(const result& r) {
   std::vector<double> ratios;
-  for (std::size_t i = 0; i < r.raw.size() && i < r.cudax.size(); ++i) {
+  for (std::size_t i = 0; i < r.raw.size() && i < r.cudrv.size(); ++i) {
     if (r.raw[i] > 0.0) {
-      ratios.push_back(r.cudax[i] / r.raw[i]);
+      ratios.push_back(r.cudrv[i] / r.raw[i]);
     }
   }
   return median(ratios);
 }
 
-std::string format_ratio(double cudax, double raw) {
+std::string format_ratio(double cudrv, double raw) {
   char buffer[32];
-  std::snprintf(buffer, sizeof(buffer), "%.3f", raw > 0.0 ? cudax / raw : 0.0);
+  std::snprintf(buffer, sizeof(buffer), "%.3f", raw > 0.0 ? cudrv / raw : 0.0);
   return buffer;
 }
 
 void print_progress(const result& r) {
   const double raw_median = median(r.raw);
-  const double cudax_median = median(r.cudax);
-  std::printf("  %-40s raw %12s  cudax %12s  ratio %s  paired %.3f  (best: raw %s, cudax %s)\n", r.name.c_str(),
-              format_value(raw_median, r.kind).c_str(), format_value(cudax_median, r.kind).c_str(),
-              format_ratio(cudax_median, raw_median).c_str(), paired_ratio(r),
-              format_value(best(r.raw, r.kind), r.kind).c_str(), format_value(best(r.cudax, r.kind), r.kind).c_str());
+  const double cudrv_median = median(r.cudrv);
+  std::printf("  %-40s raw %12s  cudrv %12s  ratio %s  paired %.3f  (best: raw %s, cudrv %s)\n", r.name.c_str(),
+              format_value(raw_median, r.kind).c_str(), format_value(cudrv_median, r.kind).c_str(),
+              format_ratio(cudrv_median, raw_median).c_str(), paired_ratio(r),
+              format_value(best(r.raw, r.kind), r.kind).c_str(), format_value(best(r.cudrv, r.kind), r.kind).c_str());
   std::fflush(stdout);
 }
 
 // A side of a host-side case: runs n iterations, returns the nanoseconds of the timed part.
 using timed_loop = std::function<double(int)>;
 
-result measure_host(const std::string& name, const timed_loop& raw, const timed_loop& cudax, int iterations,
+result measure_host(const std::string& name, const timed_loop& raw, const timed_loop& cudrv, int iterations,
                     const config& cfg) {
   result r{name, unit::time, {}, {}};
   raw(iterations);  // warm-up: caches, lazily resolved entry points, driver free lists
-  cudax(iterations);
+  cudrv(iterations);
   for (int round = 0; round < cfg.rounds; ++round) {
     if (round % 2 == 0) {
       r.raw.push_back(raw(iterations) / iterations);
-      r.cudax.push_back(cudax(iterations) / iterations);
+      r.cudrv.push_back(cudrv(iterations) / iterations);
     } else {
-      r.cudax.push_back(cudax(iterations) / iterations);
+      r.cudrv.push_back(cudrv(iterations) / iterations);
       r.raw.push_back(raw(iterations) / iterations);
     }
   }
@@ -188,23 +188,23 @@ double batched(int n, int batch, Body&& body, Between&& between) {
 }
 
 int run(const config& cfg, bool quick) {
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "bench_foundation: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
+  if (!cudrv::driver::available()) {
+    std::fprintf(stderr, "bench_foundation: no usable CUDA driver: %s\n", cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
-  if (cudax::device_count() == 0) {
+  if (cudrv::device_count() == 0) {
     std::fprintf(stderr, "bench_foundation: the CUDA driver sees no device\n");
     return 3;
   }
 
-  cudax::device dev(0);
+  cudrv::device dev(0);
   dev.set_current();  // both sides then run in device 0's primary context
   const raw_api api = load_raw_api();
-  const int driver = cudax::driver::version();
+  const int driver = cudrv::driver::version();
   std::printf("bench_foundation%s: device 0 (%s, %s), driver CUDA %d.%d, built with CUDA %d.%d\n",
               quick ? " --quick" : "", dev.name().c_str(), dev.arch().c_str(), driver / 1000, driver % 1000 / 10,
               CUDA_VERSION / 1000, CUDA_VERSION % 1000 / 10);
-  std::printf("host cases: %d rounds, raw and cudax interleaved, order alternating; copies: %d rounds x %d copies "
+  std::printf("host cases: %d rounds, raw and cudrv interleaved, order alternating; copies: %d rounds x %d copies "
               "of %zu MiB per side\n\n",
               cfg.rounds, cfg.copy_rounds, cfg.copy_repetitions, cfg.copy_bytes >> 20);
 
@@ -226,7 +226,7 @@ int run(const config& cfg, bool quick) {
     timed_loop wrapped = [&](int n) {
       const steady::time_point t0 = steady::now();
       for (int i = 0; i < n; ++i) {
-        cudax::stream s(dev);
+        cudrv::stream s(dev);
       }
       return ns_since(t0);
     };
@@ -248,7 +248,7 @@ int run(const config& cfg, bool quick) {
     timed_loop wrapped = [&](int n) {
       const steady::time_point t0 = steady::now();
       for (int i = 0; i < n; ++i) {
-        cudax::event e(dev);
+        cudrv::event e(dev);
       }
       return ns_since(t0);
     };
@@ -258,7 +258,7 @@ int run(const config& cfg, bool quick) {
 
   // (b2) event create + record + destroy: the "event create+record", as one operation.
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     const CUstream hs = s.native_handle();
     auto sync = [&] { s.synchronize(); };
     timed_loop raw = [&](int n) {
@@ -279,7 +279,7 @@ int run(const config& cfg, bool quick) {
           n, sync_batch,
           [&](int count) {
             for (int i = 0; i < count; ++i) {
-              cudax::event e(dev);
+              cudrv::event e(dev);
               e.record(s);
             }
           },
@@ -288,9 +288,9 @@ int run(const config& cfg, bool quick) {
     results.push_back(measure_host("event create+record+destroy", raw, wrapped, 20000 / scale, cfg));
   }
 
-  // (b3) the one driver call cudax adds to every creation: reading the current context, to make
+  // (b3) the one driver call cudrv adds to every creation: reading the current context, to make
   // the object's context current only when it is not. Raw cuCtxGetCurrent against
-  // cudax::context_ref::current() (the same call, checked).
+  // cudrv::context_ref::current() (the same call, checked).
   {
     timed_loop raw = [&](int n) {
       const steady::time_point t0 = steady::now();
@@ -310,7 +310,7 @@ int run(const config& cfg, bool quick) {
       const steady::time_point t0 = steady::now();
       CUcontext sink = nullptr;
       for (int i = 0; i < n; ++i) {
-        sink = cudax::context_ref::current().native_handle();
+        sink = cudrv::context_ref::current().native_handle();
       }
       const double t = ns_since(t0);
       if (sink == nullptr) {
@@ -323,9 +323,9 @@ int run(const config& cfg, bool quick) {
 
   // (c) event record on a stream; each side records its own untimed event.
   {
-    cudax::stream s(dev);
-    cudax::event raw_event(dev);
-    cudax::event cudax_event(dev);
+    cudrv::stream s(dev);
+    cudrv::event raw_event(dev);
+    cudrv::event cudrv_event(dev);
     const CUstream hs = s.native_handle();
     const CUevent he = raw_event.native_handle();
     auto sync = [&] { s.synchronize(); };
@@ -344,7 +344,7 @@ int run(const config& cfg, bool quick) {
           n, sync_batch,
           [&](int count) {
             for (int i = 0; i < count; ++i) {
-              cudax_event.record(s);
+              cudrv_event.record(s);
             }
           },
           sync);
@@ -353,14 +353,14 @@ int run(const config& cfg, bool quick) {
   }
 
   // (d) stream-ordered allocate + free of 1 MiB from the device's current pool, on one stream.
-  if (dev.attribute(cudax::device_attributes::memory_pools_supported)) {
+  if (dev.attribute(cudrv::device_attributes::memory_pools_supported)) {
     constexpr std::size_t bytes = std::size_t(1) << 20;
-    cudax::memory_pool_ref pool = cudax::current_memory_pool(dev);
+    cudrv::memory_pool_ref pool = cudrv::current_memory_pool(dev);
     // Keep freed memory in the pool across the untimed syncs, so that no batch starts by mapping
     // memory again; restored below.
     const std::size_t previous_threshold = pool.release_threshold();
     pool.set_release_threshold(std::numeric_limits<std::size_t>::max());
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     const CUstream hs = s.native_handle();
     auto sync = [&] { s.synchronize(); };
     timed_loop raw = [&](int n) {
@@ -380,7 +380,7 @@ int run(const config& cfg, bool quick) {
           n, sync_batch,
           [&](int count) {
             for (int i = 0; i < count; ++i) {
-              cudax::device_buffer<std::byte> b(s, bytes);
+              cudrv::device_buffer<std::byte> b(s, bytes);
             }
           },
           sync);
@@ -395,18 +395,18 @@ int run(const config& cfg, bool quick) {
   // (e) 1 GiB copies, pinned host memory, timed with events around each copy.
   {
     const std::size_t bytes = cfg.copy_bytes;
-    cudax::pinned_buffer<std::byte> host(dev, bytes);
-    cudax::device_buffer<std::byte> d0(dev, bytes);
-    cudax::device_buffer<std::byte> d1(dev, bytes);
-    cudax::stream s(dev);
+    cudrv::pinned_buffer<std::byte> host(dev, bytes);
+    cudrv::device_buffer<std::byte> d0(dev, bytes);
+    cudrv::device_buffer<std::byte> d1(dev, bytes);
+    cudrv::stream s(dev);
     const CUstream hs = s.native_handle();
     std::memset(host.data(), 0x5a, bytes);
-    cudax::fill(d0, std::byte{0x3c}, s);
-    cudax::fill(d1, std::byte{0x00}, s);
+    cudrv::fill(d0, std::byte{0x3c}, s);
+    cudrv::fill(d1, std::byte{0x00}, s);
     s.synchronize();
 
-    cudax::event start(dev, cudax::event_flags::timing);
-    cudax::event stop(dev, cudax::event_flags::timing);
+    cudrv::event start(dev, cudrv::event_flags::timing);
+    cudrv::event stop(dev, cudrv::event_flags::timing);
     const auto host_address = reinterpret_cast<CUdeviceptr>(host.data());
 
     // One copy between two timed events; returns GB/s with `counted` bytes.
@@ -415,7 +415,7 @@ int run(const config& cfg, bool quick) {
       enqueue();
       stop.record(s);
       stop.synchronize();
-      const double ms = cudax::elapsed_time(start, stop).count();
+      const double ms = cudrv::elapsed_time(start, stop).count();
       return ms > 0.0 ? static_cast<double>(counted) / (ms * 1e6) : 0.0;
     };
     auto measure_copy = [&](const std::string& name, const std::function<void()>& raw,
@@ -427,9 +427,9 @@ int run(const config& cfg, bool quick) {
         for (int rep = 0; rep < cfg.copy_repetitions; ++rep) {
           if ((round + rep) % 2 == 0) {
             r.raw.push_back(timed_copy(raw, counted));
-            r.cudax.push_back(timed_copy(wrapped, counted));
+            r.cudrv.push_back(timed_copy(wrapped, counted));
           } else {
-            r.cudax.push_back(timed_copy(wrapped, counted));
+            r.cudrv.push_back(timed_copy(wrapped, counted));
             r.raw.push_back(timed_copy(raw, counted));
           }
         }
@@ -442,36 +442,36 @@ int run(const config& cfg, bool quick) {
     measure_copy(
         "H2D pinned " + size,
         [&] { check(api.memcpy_async(d0.data(), host_address, bytes, hs), "cuMemcpyAsync"); },
-        [&] { cudax::copy(d0, host, s); }, bytes);
+        [&] { cudrv::copy(d0, host, s); }, bytes);
     measure_copy(
         "D2H pinned " + size,
         [&] { check(api.memcpy_async(host_address, d0.data(), bytes, hs), "cuMemcpyAsync"); },
-        [&] { cudax::copy(host, d0, s); }, bytes);
+        [&] { cudrv::copy(host, d0, s); }, bytes);
     measure_copy(
         "D2D " + size + " (read+write counted)",
         [&] { check(api.memcpy_async(d1.data(), d0.data(), bytes, hs), "cuMemcpyAsync"); },
-        [&] { cudax::copy(d1, d0, s); }, 2 * bytes);
+        [&] { cudrv::copy(d1, d0, s); }, 2 * bytes);
     s.synchronize();
   }
 
-  std::printf("\n| case | raw | cudax | ratio cudax/raw | paired ratio | raw (best) | cudax (best) | ratio (best) |\n");
+  std::printf("\n| case | raw | cudrv | ratio cudrv/raw | paired ratio | raw (best) | cudrv (best) | ratio (best) |\n");
   std::printf("|---|---:|---:|---:|---:|---:|---:|---:|\n");
   for (const result& r : results) {
     const double raw_median = median(r.raw);
-    const double cudax_median = median(r.cudax);
+    const double cudrv_median = median(r.cudrv);
     const double raw_best = best(r.raw, r.kind);
-    const double cudax_best = best(r.cudax, r.kind);
+    const double cudrv_best = best(r.cudrv, r.kind);
     std::printf("| %s | %s | %s | %s | %.3f | %s | %s | %s |\n", r.name.c_str(),
-                format_value(raw_median, r.kind).c_str(), format_value(cudax_median, r.kind).c_str(),
-                format_ratio(cudax_median, raw_median).c_str(), paired_ratio(r), format_value(raw_best, r.kind).c_str(),
-                format_value(cudax_best, r.kind).c_str(),
-                format_ratio(cudax_best, raw_best).c_str());
+                format_value(raw_median, r.kind).c_str(), format_value(cudrv_median, r.kind).c_str(),
+                format_ratio(cudrv_median, raw_median).c_str(), paired_ratio(r), format_value(raw_best, r.kind).c_str(),
+                format_value(cudrv_best, r.kind).c_str(),
+                format_ratio(cudrv_best, raw_best).c_str());
   }
   std::printf(
-      "\nraw, cudax: medians over the rounds (times per iteration; bandwidth per copy). best: min time, max "
+      "\nraw, cudrv: medians over the rounds (times per iteration; bandwidth per copy). best: min time, max "
       "bandwidth.\n"
-      "ratio = cudax/raw: for times above 1 means cudax is slower; for bandwidth below 1 means cudax is slower.\n"
-      "paired ratio: the median over the rounds of the ratio within each round (raw and cudax run back to back).\n"
+      "ratio = cudrv/raw: for times above 1 means cudrv is slower; for bandwidth below 1 means cudrv is slower.\n"
+      "paired ratio: the median over the rounds of the ratio within each round (raw and cudrv run back to back).\n"
       "D2D bandwidth counts the bytes read and the bytes written (2 x size per copy), like the REFERENCE baseline.\n"
       "The pool case runs with the pool's release threshold raised so that memory stays mapped across syncs.\n");
   return 0;
@@ -509,10 +509,10 @@ int main(int argc, char** argv) {
   }
   try {
     return run(cfg, quick);
-  } catch (const cudax::driver_unavailable_error& e) {
+  } catch (const cudrv::driver_unavailable_error& e) {
     std::fprintf(stderr, "bench_foundation: no usable CUDA driver: %s\n", e.what());
     return 2;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_foundation: CUDA error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_foundation: error: %s\n", e.what());

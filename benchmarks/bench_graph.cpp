@@ -1,20 +1,20 @@
-// bench_graph: CUDA graphs through cudax against the raw driver calls, in one binary, interleaved.
+// bench_graph: CUDA graphs through cudrv against the raw driver calls, in one binary, interleaved.
 //
 //   bench_graph [--quick]
 //
 // A graph of 1000 empty kernel nodes in a chain (one block of 32 threads each, the kernel taking a
 // pointer, an int and a float, loaded from PTX). Cases, each timed per round and the paired ratio
-// (median over the rounds of cudax/raw within a round) reported:
-//   replay       graph_exec::launch of the cudax-built graph vs cuGraphLaunch of the raw-built
+// (median over the rounds of cudrv/raw within a round) reported:
+//   replay       graph_exec::launch of the cudrv-built graph vs cuGraphLaunch of the raw-built
 //                one, launch + stream synchronisation, reported per kernel node;
-//   instantiate  graph_ref::instantiate of the cudax-built graph vs cuGraphInstantiateWithFlags of
+//   instantiate  graph_ref::instantiate of the cudrv-built graph vs cuGraphInstantiateWithFlags of
 //                the raw-built one (each executable destroyed after);
-//   build        1000 cudax::launch(graph_builder&, ...) vs 1000 cuGraphAddKernelNode into a new graph.
+//   build        1000 cudrv::launch(graph_builder&, ...) vs 1000 cuGraphAddKernelNode into a new graph.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
 #include <cudaTypedefs.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include "bench_support.hpp"
 
@@ -49,30 +49,30 @@ int main(int argc, char** argv) {
   }
   try {
     bench::args_kernel_fixture fx;
-    cudax::device& dev = fx.dev;
+    cudrv::device& dev = fx.dev;
     auto ctx = dev.primary_context();
-    cudax::stream& s = fx.stream;
-    cudax::typed_kernel_ref<void(int*, int, float)> k = fx.typed;
+    cudrv::stream& s = fx.stream;
+    cudrv::typed_kernel_ref<void(int*, int, float)> k = fx.typed;
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;
-    const cudax::launch_config config{.grid = 1, .block = 32};
+    const cudrv::launch_config config{.grid = 1, .block = 32};
 
-    auto raw_add = reinterpret_cast<PFN_cuGraphAddKernelNode_v12000>(cudax::driver::get_entry_point("cuGraphAddKernelNode", 12000));
-    auto raw_create = reinterpret_cast<PFN_cuGraphCreate_v10000>(cudax::driver::get_entry_point("cuGraphCreate", 10000));
-    auto raw_destroy = reinterpret_cast<PFN_cuGraphDestroy_v10000>(cudax::driver::get_entry_point("cuGraphDestroy", 10000));
+    auto raw_add = reinterpret_cast<PFN_cuGraphAddKernelNode_v12000>(cudrv::driver::get_entry_point("cuGraphAddKernelNode", 12000));
+    auto raw_create = reinterpret_cast<PFN_cuGraphCreate_v10000>(cudrv::driver::get_entry_point("cuGraphCreate", 10000));
+    auto raw_destroy = reinterpret_cast<PFN_cuGraphDestroy_v10000>(cudrv::driver::get_entry_point("cuGraphDestroy", 10000));
     auto raw_instantiate = reinterpret_cast<PFN_cuGraphInstantiateWithFlags_v11040>(
-        cudax::driver::get_entry_point("cuGraphInstantiateWithFlags", 11040));
+        cudrv::driver::get_entry_point("cuGraphInstantiateWithFlags", 11040));
     auto raw_exec_destroy =
-        reinterpret_cast<PFN_cuGraphExecDestroy_v10000>(cudax::driver::get_entry_point("cuGraphExecDestroy", 10000));
-    auto raw_launch = reinterpret_cast<PFN_cuGraphLaunch_v10000>(cudax::driver::get_entry_point("cuGraphLaunch", 10000));
-    auto raw_sync = reinterpret_cast<PFN_cuStreamSynchronize_v2000>(cudax::driver::get_entry_point("cuStreamSynchronize", 2000));
+        reinterpret_cast<PFN_cuGraphExecDestroy_v10000>(cudrv::driver::get_entry_point("cuGraphExecDestroy", 10000));
+    auto raw_launch = reinterpret_cast<PFN_cuGraphLaunch_v10000>(cudrv::driver::get_entry_point("cuGraphLaunch", 10000));
+    auto raw_sync = reinterpret_cast<PFN_cuStreamSynchronize_v2000>(cudrv::driver::get_entry_point("cuStreamSynchronize", 2000));
 
-    auto build_cudax = [&] {
-      cudax::graph g;
-      cudax::graph_builder b(g, ctx);
+    auto build_cudrv = [&] {
+      cudrv::graph g;
+      cudrv::graph_builder b(g, ctx);
       for (int i = 0; i < nodes; ++i) {
-        cudax::launch(b, config, k, ptr, n, x);
+        cudrv::launch(b, config, k, ptr, n, x);
       }
       return g;
     };
@@ -96,20 +96,20 @@ int main(int argc, char** argv) {
       return g;
     };
 
-    // Two graphs of the same shape: one built through cudax, one with raw calls; each replayed and
+    // Two graphs of the same shape: one built through cudrv, one with raw calls; each replayed and
     // instantiated the way it was built.
-    cudax::graph g = build_cudax();
-    cudax::graph_exec exec = g.instantiate();
-    cudax::graph raw_graph = cudax::graph::from_native_handle(build_raw());
+    cudrv::graph g = build_cudrv();
+    cudrv::graph_exec exec = g.instantiate();
+    cudrv::graph raw_graph = cudrv::graph::from_native_handle(build_raw());
     CUgraphExec raw_exec = nullptr;
     bench::check(raw_instantiate(&raw_exec, raw_graph.native_handle(), 0), "cuGraphInstantiateWithFlags");
-    cudax::graph_exec raw_exec_owner = cudax::graph_exec::from_native_handle(raw_exec, ctx);
+    cudrv::graph_exec raw_exec_owner = cudrv::graph_exec::from_native_handle(raw_exec, ctx);
     CUstream hs = s.native_handle();
     exec.launch(s);
     raw_exec_owner.launch(s);
     s.synchronize();
 
-    std::vector<double> replay_raw, replay_cudax, inst_raw, inst_cudax, build_raw_t, build_cudax_t;
+    std::vector<double> replay_raw, replay_cudrv, inst_raw, inst_cudrv, build_raw_t, build_cudrv_t;
     for (int r = 0; r < rounds; ++r) {
       const bool raw_first = r % 2 == 0;
       auto replay = [&](bool raw) {
@@ -130,7 +130,7 @@ int main(int argc, char** argv) {
             bench::check(raw_instantiate(&e, raw_graph.native_handle(), 0), "cuGraphInstantiateWithFlags");
             bench::check(raw_exec_destroy(e), "cuGraphExecDestroy");
           } else {
-            cudax::graph_exec e = g.instantiate();
+            cudrv::graph_exec e = g.instantiate();
           }
         });
       };
@@ -139,14 +139,14 @@ int main(int argc, char** argv) {
           if (raw) {
             bench::check(raw_destroy(build_raw()), "cuGraphDestroy");
           } else {
-            cudax::graph built = build_cudax();
+            cudrv::graph built = build_cudrv();
           }
         });
       };
       for (bool raw : {raw_first, !raw_first}) {
-        (raw ? replay_raw : replay_cudax).push_back(replay(raw) / nodes);
-        (raw ? inst_raw : inst_cudax).push_back(instantiate(raw));
-        (raw ? build_raw_t : build_cudax_t).push_back(build(raw) / nodes);
+        (raw ? replay_raw : replay_cudrv).push_back(replay(raw) / nodes);
+        (raw ? inst_raw : inst_cudrv).push_back(instantiate(raw));
+        (raw ? build_raw_t : build_cudrv_t).push_back(build(raw) / nodes);
       }
       std::fprintf(stderr, "\rbench_graph: round %d/%d", r + 1, rounds);
     }
@@ -159,16 +159,16 @@ int main(int argc, char** argv) {
       return bench::median(ratios);
     };
     std::printf("bench_graph: device 0 (%s), driver CUDA %d.%d; graph of %d empty kernel nodes; %d rounds\n",
-                dev.name().c_str(), cudax::driver::version() / 1000, cudax::driver::version() % 1000 / 10, nodes, rounds);
-    std::printf("\n| case | raw (median) | cudax (median) | paired ratio |\n|---|---:|---:|---:|\n");
+                dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, nodes, rounds);
+    std::printf("\n| case | raw (median) | cudrv (median) | paired ratio |\n|---|---:|---:|---:|\n");
     std::printf("| replay, per kernel node | %.3f us | %.3f us | %.3f |\n", bench::median(replay_raw) / 1000,
-                bench::median(replay_cudax) / 1000, paired(replay_cudax, replay_raw));
-    std::printf("| instantiate, whole graph | %.3f ms | %.3f ms | %.3f |\n", bench::median(inst_raw) / 1e6, bench::median(inst_cudax) / 1e6,
-                paired(inst_cudax, inst_raw));
+                bench::median(replay_cudrv) / 1000, paired(replay_cudrv, replay_raw));
+    std::printf("| instantiate, whole graph | %.3f ms | %.3f ms | %.3f |\n", bench::median(inst_raw) / 1e6, bench::median(inst_cudrv) / 1e6,
+                paired(inst_cudrv, inst_raw));
     std::printf("| build, per kernel node | %.3f us | %.3f us | %.3f |\n", bench::median(build_raw_t) / 1000,
-                bench::median(build_cudax_t) / 1000, paired(build_cudax_t, build_raw_t));
+                bench::median(build_cudrv_t) / 1000, paired(build_cudrv_t, build_raw_t));
     return 0;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_graph: %s\n", e.what());
     return 4;
   }

@@ -1,4 +1,4 @@
-// bench_launch: the host cost of a cudax launch against the raw driver call, and heap allocations.
+// bench_launch: the host cost of a cudrv launch against the raw driver call, and heap allocations.
 //
 //   bench_launch [--quick]
 //
@@ -7,17 +7,17 @@
 // (below the launch queue's depth, so the host never waits for the GPU) with steady_clock, and
 // synchronises the stream between bursts outside the timed section. The order of the cases rotates
 // from round to round. Reported per case: the median host time per launch over the rounds and the
-// paired ratio (the median over the rounds of cudax/raw within the round). Pairs:
-//   cudax typed    vs raw cuLaunchKernel
-//   cudax untyped  vs raw cuLaunchKernel   (argument sizes checked against the cached layout)
-//   cudax typed, launch_config with a priority  vs raw cuLaunchKernelEx with the priority attribute
+// paired ratio (the median over the rounds of cudrv/raw within the round). Pairs:
+//   cudrv typed    vs raw cuLaunchKernel
+//   cudrv untyped  vs raw cuLaunchKernel   (argument sizes checked against the cached layout)
+//   cudrv typed, launch_config with a priority  vs raw cuLaunchKernelEx with the priority attribute
 //   raw cuLaunchKernel vs itself (A/A: the noise floor)
-// Heap allocations are counted with a replaced global operator new over all cudax bursts.
+// Heap allocations are counted with a replaced global operator new over all cudrv bursts.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
 #include <cudaTypedefs.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include "bench_support.hpp"
 
@@ -39,7 +39,7 @@ using steady = std::chrono::steady_clock;
 struct bench_case {
   std::string name;
   std::function<void()> launch;  // one launch
-  bool is_cudax;
+  bool is_cudrv;
   std::vector<double> per_launch_ns;
 };
 
@@ -59,28 +59,28 @@ int main(int argc, char** argv) {
   }
   try {
     bench::args_kernel_fixture fx;
-    cudax::device& dev = fx.dev;
-    cudax::stream& s = fx.stream;
-    cudax::library& lib = fx.lib;
-    cudax::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
-    cudax::kernel untyped = lib.get_kernel("args_kernel");
+    cudrv::device& dev = fx.dev;
+    cudrv::stream& s = fx.stream;
+    cudrv::library& lib = fx.lib;
+    cudrv::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
+    cudrv::kernel untyped = lib.get_kernel("args_kernel");
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;
 
-    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudax::driver::get_entry_point("cuLaunchKernel", 4000));
+    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
     auto raw_launch_ex =
-        reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(cudax::driver::get_entry_point("cuLaunchKernelEx", 11060));
+        reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(cudrv::driver::get_entry_point("cuLaunchKernelEx", 11060));
     CUfunction f = untyped.native_function();
     CUstream hs = s.native_handle();
     int lo = 0, hi = 0;
     auto range = reinterpret_cast<PFN_cuCtxGetStreamPriorityRange_v5050>(
-        cudax::driver::get_entry_point("cuCtxGetStreamPriorityRange", 5050));
+        cudrv::driver::get_entry_point("cuCtxGetStreamPriorityRange", 5050));
     bench::check(range(&lo, &hi), "cuCtxGetStreamPriorityRange");
     const int priority = hi;  // the highest priority
 
-    const cudax::launch_config plain{.grid = 1, .block = 32};
-    cudax::launch_config with_priority = plain;
+    const cudrv::launch_config plain{.grid = 1, .block = 32};
+    cudrv::launch_config with_priority = plain;
     with_priority.priority = priority;
 
     auto raw = [&] {
@@ -103,10 +103,10 @@ int main(int argc, char** argv) {
     };
     std::vector<bench_case> cases = {
         {"raw cuLaunchKernel", raw, false, {}},
-        {"cudax typed", [&] { cudax::launch(s, plain, typed, ptr, n, x); }, true, {}},
-        {"cudax untyped", [&] { cudax::launch(s, plain, untyped, ptr, n, x); }, true, {}},
+        {"cudrv typed", [&] { cudrv::launch(s, plain, typed, ptr, n, x); }, true, {}},
+        {"cudrv untyped", [&] { cudrv::launch(s, plain, untyped, ptr, n, x); }, true, {}},
         {"raw cuLaunchKernelEx (priority)", raw_ex, false, {}},
-        {"cudax typed (priority)", [&] { cudax::launch(s, with_priority, typed, ptr, n, x); }, true, {}},
+        {"cudrv typed (priority)", [&] { cudrv::launch(s, with_priority, typed, ptr, n, x); }, true, {}},
         {"raw cuLaunchKernel (A/A copy)", raw, false, {}},
     };
     // Warm-up.
@@ -116,8 +116,8 @@ int main(int argc, char** argv) {
       }
       s.synchronize();
     }
-    long long cudax_launches = 0;
-    long long cudax_allocations = 0;
+    long long cudrv_launches = 0;
+    long long cudrv_allocations = 0;
     for (int round = 0; round < rounds; ++round) {
       for (std::size_t k = 0; k < cases.size(); ++k) {
         auto& c = cases[(k + static_cast<std::size_t>(round)) % cases.size()];
@@ -129,9 +129,9 @@ int main(int argc, char** argv) {
             c.launch();
           }
           total += std::chrono::duration<double, std::nano>(steady::now() - t0).count();
-          if (c.is_cudax) {
-            cudax_allocations += bench::heap_allocations.load() - before;
-            cudax_launches += burst;
+          if (c.is_cudrv) {
+            cudrv_allocations += bench::heap_allocations.load() - before;
+            cudrv_launches += burst;
           }
           s.synchronize();
         }
@@ -149,7 +149,7 @@ int main(int argc, char** argv) {
       return bench::median(r);
     };
     std::printf("bench_launch: device 0 (%s), driver CUDA %d.%d; %d rounds x %d bursts of %d launches\n",
-                dev.name().c_str(), cudax::driver::version() / 1000, cudax::driver::version() % 1000 / 10, rounds,
+                dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, rounds,
                 bursts, burst);
     std::printf("\n| case | host time per launch (median) | best round | paired ratio | against |\n|---|---:|---:|---:|---|\n");
     const std::size_t against[] = {0, 0, 0, 3, 3, 0};
@@ -163,10 +163,10 @@ int main(int argc, char** argv) {
                     best / 1000, paired(i, against[i]), cases[against[i]].name.c_str());
       }
     }
-    std::printf("\nheap allocations in %lld cudax launches: %lld (%.4f per launch)\n", cudax_launches, cudax_allocations,
-                cudax_launches > 0 ? static_cast<double>(cudax_allocations) / cudax_launches : 0.0);
-    return cudax_allocations == 0 ? 0 : 4;
-  } catch (const cudax::error& e) {
+    std::printf("\nheap allocations in %lld cudrv launches: %lld (%.4f per launch)\n", cudrv_launches, cudrv_allocations,
+                cudrv_launches > 0 ? static_cast<double>(cudrv_allocations) / cudrv_launches : 0.0);
+    return cudrv_allocations == 0 ? 0 : 4;
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_launch: %s\n", e.what());
     return 4;
   }

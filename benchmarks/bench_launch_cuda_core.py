@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Host cost of cuda.core's launch, measured like bench_launch measures cudax (for comparison).
+"""Host cost of cuda.core's launch, measured like bench_launch measures cudrv (for comparison).
 
     python3 benchmarks/bench_launch_cuda_core.py [--quick]
 

@@ -10,26 +10,26 @@
 // the rounds, the paired ratio and the paired difference against its reference (the medians over the
 // rounds of case/reference and case - reference within the round). Cases:
 //   raw cuLaunchKernel                                     the reference
-//   cudax typed launch, automatic ranges off               vs raw: the cost of the off switch
+//   cudrv typed launch, automatic ranges off               vs raw: the cost of the off switch
 //   raw cuLaunchKernel (A/A copy)                          vs raw: the noise floor
-//   cudax typed launch, automatic ranges on                vs cudax off: the cost of the ranges
-//   raw cuLaunchKernel in an nvtx3 range (cudax domain)    vs raw: a hand-written range, for scale
-// With ranges off, cudax's launch differs from bench_launch's "cudax typed" only by the switch: one
+//   cudrv typed launch, automatic ranges on                vs cudrv off: the cost of the ranges
+//   raw cuLaunchKernel in an nvtx3 range (cudrv domain)    vs raw: a hand-written range, for scale
+// With ranges off, cudrv's launch differs from bench_launch's "cudrv typed" only by the switch: one
 // relaxed atomic load and a predictable branch on entry, a test of a local flag on exit. Without a
 // profiler (NVTX_INJECTION64_PATH unset) an NVTX push or pop is a call through a null-checked
 // function pointer; under Nsight Systems the "on" rows include the profiler's own recording.
-// Heap allocations are counted with a replaced global operator new over the cudax bursts; the "off"
+// Heap allocations are counted with a replaced global operator new over the cudrv bursts; the "off"
 // case must make none.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error or a heap
 // allocation with the ranges off.
 #include <cudaTypedefs.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include "bench_support.hpp"
-#include <cudax/nvtx.hpp>
-#include <nvtx3/nvtx3.hpp>  // the hand-written range (nvtx.hpp leaves it out with CUDAX_ENABLE_NVTX=OFF)
+#include <cudrv/nvtx.hpp>
+#include <nvtx3/nvtx3.hpp>  // the hand-written range (nvtx.hpp leaves it out with CUDRV_ENABLE_NVTX=OFF)
 
 #include <algorithm>
 #include <atomic>
@@ -73,35 +73,35 @@ int main(int argc, char** argv) {
   }
   try {
     bench::args_kernel_fixture fx;
-    cudax::device& dev = fx.dev;
-    cudax::stream& s = fx.stream;
-    cudax::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
+    cudrv::device& dev = fx.dev;
+    cudrv::stream& s = fx.stream;
+    cudrv::typed_kernel_ref<void(int*, int, float)> typed = fx.typed;
     int* ptr = fx.ptr;
     int n = fx.n;
     float x = fx.x;
 
-    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudax::driver::get_entry_point("cuLaunchKernel", 4000));
+    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
     CUfunction f = typed.native_function();
     CUstream hs = s.native_handle();
-    const cudax::launch_config plain{.grid = 1, .block = 32};
+    const cudrv::launch_config plain{.grid = 1, .block = 32};
 
     auto raw = [&] {
       void* args[] = {&ptr, &n, &x};
       bench::check(raw_launch(f, 1, 1, 1, 32, 1, 1, 0, hs, args, nullptr), "cuLaunchKernel");
     };
-    auto ranges_off = [] { cudax::nvtx::enable_automatic_ranges(false); };
-    auto ranges_on = [] { cudax::nvtx::enable_automatic_ranges(true); };
+    auto ranges_off = [] { cudrv::nvtx::enable_automatic_ranges(false); };
+    auto ranges_on = [] { cudrv::nvtx::enable_automatic_ranges(true); };
     auto nothing = [] {};
     std::vector<bench_case> cases = {
         {"raw cuLaunchKernel", nothing, raw, -1, false, {}},
-        {"cudax typed, automatic ranges off", ranges_off, [&] { cudax::launch(s, plain, typed, ptr, n, x); }, 0, true,
+        {"cudrv typed, automatic ranges off", ranges_off, [&] { cudrv::launch(s, plain, typed, ptr, n, x); }, 0, true,
          {}},
         {"raw cuLaunchKernel (A/A copy)", nothing, raw, 0, false, {}},
-        {"cudax typed, automatic ranges on", ranges_on, [&] { cudax::launch(s, plain, typed, ptr, n, x); }, 1, true,
+        {"cudrv typed, automatic ranges on", ranges_on, [&] { cudrv::launch(s, plain, typed, ptr, n, x); }, 1, true,
          {}},
         {"raw cuLaunchKernel in an nvtx3 range", nothing,
          [&] {
-           nvtx3::scoped_range_in<cudax::nvtx::domain> r{"cudax::launch args_kernel"};
+           nvtx3::scoped_range_in<cudrv::nvtx::domain> r{"cudrv::launch args_kernel"};
            raw();
          },
          0, false, {}},
@@ -137,7 +137,7 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "\rbench_nvtx: round %d/%d", round + 1, rounds);
     }
     std::fprintf(stderr, "\n");
-    cudax::nvtx::enable_automatic_ranges(false);
+    cudrv::nvtx::enable_automatic_ranges(false);
 
     auto paired = [&](std::size_t a, std::size_t b, bool ratio) {
       std::vector<double> r;
@@ -150,11 +150,11 @@ int main(int argc, char** argv) {
     };
     const char* tool = std::getenv("NVTX_INJECTION64_PATH");
     std::printf("bench_nvtx: device 0 (%s), driver CUDA %d.%d; %d rounds x %d bursts of %d launches\n",
-                dev.name().c_str(), cudax::driver::version() / 1000, cudax::driver::version() % 1000 / 10, rounds,
+                dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, rounds,
                 bursts, burst);
     std::printf("NVTX tool: %s\n", tool != nullptr && tool[0] != '\0' ? tool : "none (NVTX_INJECTION64_PATH unset)");
-    if (!cudax::nvtx::compiled_in) {
-      std::printf("cudax was built with CUDAX_ENABLE_NVTX=OFF: the automatic ranges are compiled out, so \"on\" is \"off\"\n");
+    if (!cudrv::nvtx::compiled_in) {
+      std::printf("cudrv was built with CUDRV_ENABLE_NVTX=OFF: the automatic ranges are compiled out, so \"on\" is \"off\"\n");
     }
     std::printf("\n| case | host time per launch (median) | best round | paired ratio | paired difference | against |\n"
                 "|---|---:|---:|---:|---:|---|\n");
@@ -178,7 +178,7 @@ int main(int argc, char** argv) {
       }
     }
     return cases[1].allocations == 0 ? 0 : 4;  // the ranges off must not allocate
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_nvtx: %s\n", e.what());
     return 4;
   }

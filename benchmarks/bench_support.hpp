@@ -5,7 +5,7 @@
 
 #include <cuda.h>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -28,10 +28,10 @@ inline constexpr const char* args_kernel_ptx = R"(
 .visible .entry args_kernel(.param .u64 p, .param .u32 n, .param .f32 x) { ret; }
 )";
 
-/// The raw side checks every status, as cudax does.
+/// The raw side checks every status, as cudrv does.
 inline void check(CUresult status, const char* api) {
   if (status != CUDA_SUCCESS) [[unlikely]] {
-    throw cudax::error(status, api);
+    throw cudrv::error(status, api);
   }
 }
 
@@ -53,16 +53,16 @@ inline int start(const char* name, int argc, char** argv, bool& quick) {
       return 1;
     }
   }
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "%s: no usable CUDA driver: %s\n", name, cudax::driver::unavailable_reason().c_str());
+  if (!cudrv::driver::available()) {
+    std::fprintf(stderr, "%s: no usable CUDA driver: %s\n", name, cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
   try {
-    if (cudax::device_count() == 0) {
+    if (cudrv::device_count() == 0) {
       std::fprintf(stderr, "%s: the CUDA driver sees no device\n", name);
       return 3;
     }
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "%s: %s\n", name, e.what());
     return 4;
   }
@@ -71,11 +71,11 @@ inline int start(const char* name, int argc, char** argv, bool& quick) {
 
 /// Device 0 (made current), a stream, the empty kernel loaded, and its three arguments.
 struct args_kernel_fixture {
-  cudax::device dev{0};
-  cudax::stream stream{dev};
-  cudax::library lib{cudax::object_code(cudax::code_kind::ptx, args_kernel_ptx, "bench.ptx")};
-  cudax::typed_kernel<void(int*, int, float)> typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
-  cudax::device_buffer<int> buf{dev, 1};
+  cudrv::device dev{0};
+  cudrv::stream stream{dev};
+  cudrv::library lib{cudrv::object_code(cudrv::code_kind::ptx, args_kernel_ptx, "bench.ptx")};
+  cudrv::typed_kernel<void(int*, int, float)> typed = lib.get_kernel<void(int*, int, float)>("args_kernel");
+  cudrv::device_buffer<int> buf{dev, 1};
   int* ptr = buf.get();
   int n = 1;
   float x = 2.0f;

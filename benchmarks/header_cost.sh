@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Measures the compile-time cost of including cudax: `g++ -std=c++20 -fsyntax-only` on a file that
-# includes only <cudax/cudax.hpp>, against one that includes only <cuda.h>. Prints the median and
+# Measures the compile-time cost of including cudrv: `g++ -std=c++20 -fsyntax-only` on a file that
+# includes only <cudrv/cudrv.hpp>, against one that includes only <cuda.h>. Prints the median and
 # minimum of N runs (default 11) of each, in seconds.
 # Usage: benchmarks/header_cost.sh [runs]
 set -euo pipefail
@@ -10,7 +10,7 @@ cxx=${CXX:-g++}
 cuda_inc=${CUDA_INCLUDE:-/usr/local/cuda/include}
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-echo '#include <cudax/cudax.hpp>' > "$tmp/cudax.cpp"
+echo '#include <cudrv/cudrv.hpp>' > "$tmp/cudrv.cpp"
 echo '#include <cuda.h>' > "$tmp/cuda.cpp"
 measure() {
   local file=$1
@@ -22,5 +22,5 @@ measure() {
     echo "$end - $start" | bc -l
   done | sort -g | awk '{ v[NR] = $1 } END { printf "median %.3f s  min %.3f s  (%d runs)\n", v[int((NR + 1) / 2)], v[1], NR }'
 }
-echo "cudax/cudax.hpp: $(measure "$tmp/cudax.cpp")"
+echo "cudrv/cudrv.hpp: $(measure "$tmp/cudrv.cpp")"
 echo "cuda.h alone:    $(measure "$tmp/cuda.cpp")"

@@ -7,15 +7,15 @@
 // one stream is ordered, so the staging buffer is reused safely; work on different streams
 // overlaps, so one stream's H2D runs while another's D2H does (one copy engine each way).
 //
-// Shows: pinned host buffers (cudax::pinned_buffer), stream-ordered device buffers
-// (cudax::device_buffer<T>(stream, n), freed on their stream), cudax::copy in both directions,
-// cudax::fill, timed events (cudax::event_flags::timing, cudax::elapsed_time) around the whole
+// Shows: pinned host buffers (cudrv::pinned_buffer), stream-ordered device buffers
+// (cudrv::device_buffer<T>(stream, n), freed on their stream), cudrv::copy in both directions,
+// cudrv::fill, timed events (cudrv::event_flags::timing, cudrv::elapsed_time) around the whole
 // pipeline and per stream, and cross-stream ordering with stream.wait(event). The round trip is
 // verified byte for byte on random data.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error,
 // 5 the data came back different.
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <algorithm>
 #include <cstddef>
@@ -43,10 +43,10 @@ struct options {
 // One stream of the pipeline with its staging buffer and timing events. Members are destroyed in
 // reverse order: the events, then the buffer (freed on its stream), then the stream.
 struct lane {
-  cudax::stream stream;
-  cudax::device_buffer<element> staging;
-  cudax::event begin;
-  cudax::event end;
+  cudrv::stream stream;
+  cudrv::device_buffer<element> staging;
+  cudrv::event begin;
+  cudrv::event end;
   std::size_t chunks = 0;
   std::size_t bytes_moved = 0;  // H2D + D2H
 };
@@ -91,16 +91,16 @@ std::size_t first_mismatch(std::span<const element> expected, std::span<const el
 }
 
 int run(const options& opt) {
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "copy_pipeline: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
+  if (!cudrv::driver::available()) {
+    std::fprintf(stderr, "copy_pipeline: no usable CUDA driver: %s\n", cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
-  if (cudax::device_count() == 0) {
+  if (cudrv::device_count() == 0) {
     std::fprintf(stderr, "copy_pipeline: the CUDA driver sees no device\n");
     return 3;
   }
 
-  cudax::device dev(0);
+  cudrv::device dev(0);
   // Like cudaSetDevice(0): stream-ordered driver calls (cuMemcpyAsync, cuMemAllocAsync) run in the
   // current context, so make the device's primary context current once.
   dev.set_current();
@@ -112,21 +112,21 @@ int run(const options& opt) {
               chunk_count, chunk * sizeof(element) >> 20, opt.streams, dev.ordinal(), dev.name().c_str());
 
   // Page-locked host memory: what makes the copies asynchronous and fast.
-  cudax::pinned_buffer<element> source(dev, total);
-  cudax::pinned_buffer<element> result(dev, total);
+  cudrv::pinned_buffer<element> source(dev, total);
+  cudrv::pinned_buffer<element> result(dev, total);
   fill_random(source.view(), 20261122);
 
-  const auto timing = cudax::event_flags::timing;
-  cudax::stream control(dev);
-  cudax::event start(dev, timing);
-  cudax::event stop(dev, timing);
+  const auto timing = cudrv::event_flags::timing;
+  cudrv::stream control(dev);
+  cudrv::event start(dev, timing);
+  cudrv::event stop(dev, timing);
 
   std::vector<lane> lanes;
   lanes.reserve(opt.streams);
   for (std::size_t i = 0; i < opt.streams; ++i) {
-    cudax::stream s(dev);
-    cudax::device_buffer<element> staging(s, chunk);  // stream-ordered: allocated, and later freed, on s
-    lanes.push_back(lane{std::move(s), std::move(staging), cudax::event(dev, timing), cudax::event(dev, timing)});
+    cudrv::stream s(dev);
+    cudrv::device_buffer<element> staging(s, chunk);  // stream-ordered: allocated, and later freed, on s
+    lanes.push_back(lane{std::move(s), std::move(staging), cudrv::event(dev, timing), cudrv::event(dev, timing)});
   }
 
   constexpr int passes = 2;  // the first one warms up (pool growth, copy engine set-up)
@@ -142,15 +142,15 @@ int run(const options& opt) {
       l.stream.wait(start);
       l.begin.record(l.stream);
       // Poison the staging buffer: a chunk whose H2D copy went missing would come back as 0xdeadbeef.
-      cudax::fill(l.staging, device_poison, l.stream);
+      cudrv::fill(l.staging, device_poison, l.stream);
     }
 
     for (std::size_t k = 0; k < chunk_count; ++k) {
       const std::size_t offset = k * chunk;
       const std::size_t count = std::min(chunk, total - offset);
       lane& l = lanes[k % lanes.size()];
-      cudax::copy(l.staging, std::span<const element>(source.data() + offset, count), l.stream);  // H2D
-      cudax::copy(std::span<element>(result.data() + offset, count), l.staging, count, l.stream);  // D2H
+      cudrv::copy(l.staging, std::span<const element>(source.data() + offset, count), l.stream);  // H2D
+      cudrv::copy(std::span<element>(result.data() + offset, count), l.staging, count, l.stream);  // D2H
       ++l.chunks;
       l.bytes_moved += 2 * count * sizeof(element);
     }
@@ -163,12 +163,12 @@ int run(const options& opt) {
     control.record(stop);
     control.synchronize();  // all lanes are done once stop is
 
-    const float total_ms = cudax::elapsed_time(start, stop).count();
+    const float total_ms = cudrv::elapsed_time(start, stop).count();
     const std::size_t bytes_moved = 2 * total * sizeof(element);
     std::printf("pass %d%s: %zu MiB H2D + %zu MiB D2H in %.3f ms: %.1f GB/s (both directions counted)\n", pass,
                 pass == 1 ? " (warm-up)" : "", opt.total_mib, opt.total_mib, total_ms, gb_per_s(bytes_moved, total_ms));
     for (std::size_t i = 0; i < lanes.size(); ++i) {
-      const float ms = cudax::elapsed_time(lanes[i].begin, lanes[i].end).count();
+      const float ms = cudrv::elapsed_time(lanes[i].begin, lanes[i].end).count();
       std::printf("  stream %zu: %zu chunks, %zu MiB moved in %.3f ms: %.1f GB/s\n", i, lanes[i].chunks,
                   lanes[i].bytes_moved >> 20, ms, gb_per_s(lanes[i].bytes_moved, ms));
     }
@@ -211,10 +211,10 @@ int main(int argc, char** argv) {
   }
   try {
     return run(opt);
-  } catch (const cudax::driver_unavailable_error& e) {
+  } catch (const cudrv::driver_unavailable_error& e) {
     std::fprintf(stderr, "copy_pipeline: no usable CUDA driver: %s\n", e.what());
     return 2;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "copy_pipeline: CUDA error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "copy_pipeline: error: %s\n", e.what());

@@ -1,15 +1,15 @@
-// Example: enumerate the visible CUDA devices and print what cudax knows about each one.
+// Example: enumerate the visible CUDA devices and print what cudrv knows about each one.
 //
 //   example_device_properties
 //
-// Shows: checking for the driver without exceptions (cudax::driver), iterating over
-// cudax::devices(), identity queries (name, arch, compute capability, UUID, PCI bus id), memory
+// Shows: checking for the driver without exceptions (cudrv::driver), iterating over
+// cudrv::devices(), identity queries (name, arch, compute capability, UUID, PCI bus id), memory
 // (total needs no context; free creates the device's primary context), typed attributes whose
 // result type is fixed by the tag (bool, int, std::size_t), the raw attribute overload, the stream
 // priority range and the peer-access matrix.
 //
 // Exit status: 0 success, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <cstddef>
 #include <cstdio>
@@ -40,11 +40,11 @@ std::string cuda_version(int version) {
 
 void row(const char* label, const std::string& value) { std::printf("  %-38s %s\n", label, value.c_str()); }
 
-void print_device(const cudax::device& dev) {
-  namespace attr = cudax::device_attributes;
+void print_device(const cudrv::device& dev) {
+  namespace attr = cudrv::device_attributes;
 
   std::printf("Device %d: %s\n", dev.ordinal(), dev.name().c_str());
-  const cudax::compute_capability cc = dev.compute_capability();
+  const cudrv::compute_capability cc = dev.compute_capability();
   row("architecture", dev.arch());
   row("compute capability", std::to_string(cc.major) + "." + std::to_string(cc.minor));
   row("UUID", dev.uuid().to_string());
@@ -84,20 +84,20 @@ void print_device(const cudax::device& dev) {
   row("stream priorities (greatest..least)", std::to_string(greatest) + " .. " + std::to_string(least));
 }
 
-void print_peer_matrix(const cudax::device_range& devices) {
+void print_peer_matrix(const cudrv::device_range& devices) {
   std::printf("Peer access (row device can access column device's memory):\n");
   if (devices.size() < 2) {
     std::printf("  only one device is visible\n");
     return;
   }
   std::printf("  %6s", "");
-  for (cudax::device column : devices) {
+  for (cudrv::device column : devices) {
     std::printf(" %5d", column.ordinal());
   }
   std::printf("\n");
-  for (cudax::device r : devices) {
+  for (cudrv::device r : devices) {
     std::printf("  %6d", r.ordinal());
-    for (cudax::device c : devices) {
+    for (cudrv::device c : devices) {
       std::printf(" %5s", r == c ? "-" : yes_no(r.can_access_peer(c)).c_str());
     }
     std::printf("\n");
@@ -106,19 +106,19 @@ void print_peer_matrix(const cudax::device_range& devices) {
 
 int run() {
   // No exception without a driver: ask first.
-  if (!cudax::driver::available()) {
-    std::fprintf(stderr, "device_properties: no usable CUDA driver: %s\n", cudax::driver::unavailable_reason().c_str());
+  if (!cudrv::driver::available()) {
+    std::fprintf(stderr, "device_properties: no usable CUDA driver: %s\n", cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
-  const cudax::device_range devices = cudax::devices();
+  const cudrv::device_range devices = cudrv::devices();
   if (devices.empty()) {
     std::fprintf(stderr, "device_properties: the CUDA driver (CUDA %s) sees no device\n",
-                 cuda_version(cudax::driver::version()).c_str());
+                 cuda_version(cudrv::driver::version()).c_str());
     return 3;
   }
-  std::printf("CUDA driver %s (%s), built with CUDA %s, %zu device(s)\n\n", cuda_version(cudax::driver::version()).c_str(),
-              cudax::driver::library_path().c_str(), cuda_version(CUDA_VERSION).c_str(), devices.size());
-  for (cudax::device dev : devices) {
+  std::printf("CUDA driver %s (%s), built with CUDA %s, %zu device(s)\n\n", cuda_version(cudrv::driver::version()).c_str(),
+              cudrv::driver::library_path().c_str(), cuda_version(CUDA_VERSION).c_str(), devices.size());
+  for (cudrv::device dev : devices) {
     print_device(dev);
     std::printf("\n");
   }
@@ -131,10 +131,10 @@ int run() {
 int main() {
   try {
     return run();
-  } catch (const cudax::driver_unavailable_error& e) {
+  } catch (const cudrv::driver_unavailable_error& e) {
     std::fprintf(stderr, "device_properties: no usable CUDA driver: %s\n", e.what());
     return 2;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "device_properties: CUDA error: %s\n", e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "device_properties: error: %s\n", e.what());

@@ -3,7 +3,7 @@
 // error, 5 the GPU's result differs from the host's).
 #pragma once
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <cstdio>
 #include <exception>
@@ -14,15 +14,15 @@ namespace example {
 template <class Body>
 int run(const char* name, Body&& body) {
   try {
-    if (cudax::device_count() == 0) {
+    if (cudrv::device_count() == 0) {
       std::fprintf(stderr, "%s: the CUDA driver sees no device\n", name);
       return 3;
     }
     return body() ? 0 : 5;
-  } catch (const cudax::driver_unavailable_error& e) {
+  } catch (const cudrv::driver_unavailable_error& e) {
     std::fprintf(stderr, "%s: no usable CUDA driver: %s\n", name, e.what());
     return 2;
-  } catch (const cudax::error& e) {
+  } catch (const cudrv::error& e) {
     std::fprintf(stderr, "%s: %s\n", name, e.what());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "%s: error: %s\n", name, e.what());

@@ -36,21 +36,21 @@ float smooth_step(float x) {
 }
 
 bool run() {
-  cudax::device dev(0);
-  cudax::compile_options options;
+  cudrv::device dev(0);
+  cudrv::compile_options options;
   options.arch = dev.arch();
   options.relocatable_device_code = true;
   options.link_time_optimization = true;
-  auto math = cudax::program("math.cu", math_unit).compile(cudax::code_kind::ltoir, options);
-  auto kernel = cudax::program("apply.cu", kernel_unit).compile(cudax::code_kind::ltoir, options);
+  auto math = cudrv::program("math.cu", math_unit).compile(cudrv::code_kind::ltoir, options);
+  auto kernel = cudrv::program("apply.cu", kernel_unit).compile(cudrv::code_kind::ltoir, options);
   std::printf("LTO-IR: math.cu %zu bytes, apply.cu %zu bytes\n", math.code.size(), kernel.code.size());
 
-  cudax::linker linker({.arch = dev.arch(), .link_time_optimization = true, .optimization_level = 3});
+  cudrv::linker linker({.arch = dev.arch(), .link_time_optimization = true, .optimization_level = 3});
   linker.add(math.code).add(kernel.code);
-  cudax::object_code cubin = linker.link();
+  cudrv::object_code cubin = linker.link();
   std::printf("linked with nvJitLink into a %zu-byte cubin for %s\n", cubin.size(), dev.arch().c_str());
 
-  cudax::library lib(cubin);
+  cudrv::library lib(cubin);
   auto apply = lib.get_kernel<void(const float*, float*, int)>("apply");
   std::printf("apply: %d registers (the cross-unit call is inlined: no call overhead)\n", apply.attributes(dev).num_regs);
 
@@ -59,11 +59,11 @@ bool run() {
   for (int i = 0; i < n; ++i) {
     in[i] = -0.5f + 2.0f * static_cast<float>(i) / n;
   }
-  cudax::stream stream(dev);
-  cudax::device_buffer<float> din(dev, n), dout(dev, n);
-  cudax::copy(din, in, stream);
-  cudax::launch(stream, {.grid = (n + 255) / 256, .block = 256}, apply, din.get(), dout.get(), n);
-  cudax::copy(out, dout, stream);
+  cudrv::stream stream(dev);
+  cudrv::device_buffer<float> din(dev, n), dout(dev, n);
+  cudrv::copy(din, in, stream);
+  cudrv::launch(stream, {.grid = (n + 255) / 256, .block = 256}, apply, din.get(), dout.get(), n);
+  cudrv::copy(out, dout, stream);
   stream.synchronize();
   int wrong = 0;
   for (int i = 0; i < n; ++i) {

@@ -14,11 +14,11 @@
 
 namespace {
 
-bool run_file(const std::string& path, const cudax::device& dev, cudax::stream_ref stream) {
+bool run_file(const std::string& path, const cudrv::device& dev, cudrv::stream_ref stream) {
   // Kind from the extension; PTX is JIT-compiled here, with the JIT's log kept.
-  cudax::library lib = cudax::library::from_file(path, {.optimization_level = 4, .verbose = true});
-  cudax::kernel scale = lib.get_kernel("scale");  // untyped: arguments checked against its parameters
-  cudax::kernel_attributes attrs = scale.attributes(dev);
+  cudrv::library lib = cudrv::library::from_file(path, {.optimization_level = 4, .verbose = true});
+  cudrv::kernel scale = lib.get_kernel("scale");  // untyped: arguments checked against its parameters
+  cudrv::kernel_attributes attrs = scale.attributes(dev);
   std::printf("%s\n  kernels: ", path.c_str());
   for (const auto& name : lib.kernel_names()) {
     std::printf("%s ", name.c_str());
@@ -40,11 +40,11 @@ bool run_file(const std::string& path, const cudax::device& dev, cudax::stream_r
   for (int i = 0; i < n; ++i) {
     data[i] = static_cast<float>(i);
   }
-  cudax::device_buffer<float> d(dev, n);
-  cudax::copy(d, data, stream);
-  cudax::launch(stream, {.grid = n / 256, .block = 256}, scale, d.get(), 0.5f, n);
+  cudrv::device_buffer<float> d(dev, n);
+  cudrv::copy(d, data, stream);
+  cudrv::launch(stream, {.grid = n / 256, .block = 256}, scale, d.get(), 0.5f, n);
   std::vector<float> out(n);
-  cudax::copy(out, d, stream);
+  cudrv::copy(out, d, stream);
   stream.synchronize();
   for (int i = 0; i < n; ++i) {
     if (out[i] != data[i] * 0.5f) {
@@ -63,11 +63,11 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: example_load_ptx_cubin [file.ptx file.cubin]\n");
     return 1;
   }
-  std::string ptx = argc == 3 ? argv[1] : CUDAX_EXAMPLE_SCALE_PTX;
-  std::string cubin = argc == 3 ? argv[2] : CUDAX_EXAMPLE_SCALE_CUBIN;
+  std::string ptx = argc == 3 ? argv[1] : CUDRV_EXAMPLE_SCALE_PTX;
+  std::string cubin = argc == 3 ? argv[2] : CUDRV_EXAMPLE_SCALE_CUBIN;
   return example::run("load_ptx_cubin", [&] {
-    cudax::device dev(0);
-    cudax::stream stream(dev);
+    cudrv::device dev(0);
+    cudrv::stream stream(dev);
     bool ok = run_file(ptx, dev, stream);
     if (dev.compute_capability().as_int() == 90) {
       ok = run_file(cubin, dev, stream) && ok;

@@ -22,8 +22,8 @@ __global__ void saxpy(T a, const T* x, T* y, unsigned long long n) {
 )";
 
 template <class T>
-bool run_saxpy(const cudax::library& lib, const cudax::compile_result& compiled, const char* expression,
-               const cudax::device& dev, cudax::stream_ref stream) {
+bool run_saxpy(const cudrv::library& lib, const cudrv::compile_result& compiled, const char* expression,
+               const cudrv::device& dev, cudrv::stream_ref stream) {
   const std::string& lowered = compiled.lowered_name(expression);
   auto saxpy = lib.get_kernel<void(T, const T*, T*, unsigned long long)>(lowered);
   const unsigned long long n = 1 << 20;
@@ -33,11 +33,11 @@ bool run_saxpy(const cudax::library& lib, const cudax::compile_result& compiled,
     x[i] = T(i % 100) / T(8);
     y[i] = T(1) - T(i % 13);
   }
-  cudax::device_buffer<T> dx(dev, n), dy(dev, n);
-  cudax::copy(dx, x, stream);
-  cudax::copy(dy, y, stream);
-  cudax::launch(stream, {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256}, saxpy, a, dx.get(), dy.get(), n);
-  cudax::copy(out, dy, stream);
+  cudrv::device_buffer<T> dx(dev, n), dy(dev, n);
+  cudrv::copy(dx, x, stream);
+  cudrv::copy(dy, y, stream);
+  cudrv::launch(stream, {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256}, saxpy, a, dx.get(), dy.get(), n);
+  cudrv::copy(out, dy, stream);
   stream.synchronize();
   unsigned long long wrong = 0;
   for (unsigned long long i = 0; i < n; ++i) {
@@ -48,14 +48,14 @@ bool run_saxpy(const cudax::library& lib, const cudax::compile_result& compiled,
 }
 
 bool run() {
-  cudax::device dev(0);
-  cudax::program prog("saxpy.cu", source);
-  cudax::compile_options options;
+  cudrv::device dev(0);
+  cudrv::program prog("saxpy.cu", source);
+  cudrv::compile_options options;
   options.arch = dev.arch();
   options.cpp_standard = "c++17";
-  auto compiled = prog.compile(cudax::code_kind::cubin, options, {"saxpy<float>", "saxpy<double>"});
-  cudax::library lib(compiled.code);
-  cudax::stream stream(dev);
+  auto compiled = prog.compile(cudrv::code_kind::cubin, options, {"saxpy<float>", "saxpy<double>"});
+  cudrv::library lib(compiled.code);
+  cudrv::stream stream(dev);
   bool ok = run_saxpy<float>(lib, compiled, "saxpy<float>", dev, stream);
   ok = run_saxpy<double>(lib, compiled, "saxpy<double>", dev, stream) && ok;
   return ok;

@@ -3,8 +3,8 @@
 //
 //   example_vector_add_nvrtc [n]
 //
-// Run it twice: the second run finds the cubin in the cache ($CUDAX_CACHE_DIR, else
-// $XDG_CACHE_HOME/cudax/nvrtc, else ~/.cache/cudax/nvrtc; CUDAX_DISABLE_CACHE=1 turns it off).
+// Run it twice: the second run finds the cubin in the cache ($CUDRV_CACHE_DIR, else
+// $XDG_CACHE_HOME/cudrv/nvrtc, else ~/.cache/cudrv/nvrtc; CUDRV_DISABLE_CACHE=1 turns it off).
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -24,14 +24,14 @@ extern "C" __global__ void vector_add(const float* a, const float* b, float* c, 
 )";
 
 bool run(int n) {
-  cudax::device dev(0);
-  cudax::program prog("vector_add.cu", source);
-  cudax::compile_options options;
+  cudrv::device dev(0);
+  cudrv::program prog("vector_add.cu", source);
+  cudrv::compile_options options;
   options.arch = dev.arch();  // e.g. "sm_90": the cubin runs on this device as it is
-  auto cache = cudax::compile_cache::from_environment();
+  auto cache = cudrv::compile_cache::from_environment();
   auto t0 = std::chrono::steady_clock::now();
-  cudax::compile_result compiled = cache.compile(prog, cudax::code_kind::cubin, options);
-  cudax::library lib(compiled.code);
+  cudrv::compile_result compiled = cache.compile(prog, cudrv::code_kind::cubin, options);
+  cudrv::library lib(compiled.code);
   double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
   std::printf("compile + load for %s: %.2f ms (%s)\n", options.arch.c_str(), ms,
               cache.stats().hits > 0 ? "cache hit" : (cache.enabled() ? "compiled and cached" : "cache disabled"));
@@ -42,15 +42,15 @@ bool run(int n) {
     a[i] = static_cast<float>(i % 1000) * 0.5f;
     b[i] = static_cast<float>(i % 7) - 3.0f;
   }
-  cudax::stream stream(dev);
-  cudax::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
-  cudax::copy(da, a, stream);
-  cudax::copy(db, b, stream);
+  cudrv::stream stream(dev);
+  cudrv::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
+  cudrv::copy(da, a, stream);
+  cudrv::copy(db, b, stream);
   auto best = add.suggested_block_size(dev);
-  cudax::launch_config config{.grid = static_cast<unsigned>((n + best.block_size - 1) / best.block_size),
+  cudrv::launch_config config{.grid = static_cast<unsigned>((n + best.block_size - 1) / best.block_size),
                               .block = static_cast<unsigned>(best.block_size)};
-  cudax::launch(stream, config, add, da.get(), db.get(), dc.get(), n);
-  cudax::copy(c, dc, stream);
+  cudrv::launch(stream, config, add, da.get(), db.get(), dc.get(), n);
+  cudrv::copy(c, dc, stream);
   stream.synchronize();
   int wrong = 0;
   for (int i = 0; i < n; ++i) {

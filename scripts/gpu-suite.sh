@@ -3,16 +3,19 @@
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
 #      that provoke no driver refusal on purpose with API errors reported and --error-exitcode;
-#   3. cudax-query's views, each also under compute-sanitizer (unless --no-sanitizer);
+#   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
 #   4. the examples (also under the sanitizer, API errors reported) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup;
 #      missing ones are skipped).
-# The cudax-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
+# The cudrv-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
 # by scripts/fetch-jsonschema.sh in $BUILD/pyvendor is used.
 # Logs go to $OUT (default: ./gpu-suite-logs). The build tree is expected at $BUILD (default:
-# ./build). CTest files hold the absolute path of the tree they were configured in; when that path
-# does not exist here, it is linked to this tree.
+# ./build, the README's layout). CTest files hold the absolute paths of the source and build trees
+# they were configured in; when those paths do not exist here, they are linked to these trees.
+# The last line of the output (and of $OUT/summary.txt) counts everything the suite ran, each ctest
+# test, sanitizer pass, cudrv-query view, example and benchmark once: "N passed, N failed, N skipped";
+# $OUT/failures.txt names the failures. The exit status is 0 only when none failed.
 # Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer]
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,15 +31,22 @@ for arg in "$@"; do
   esac
 done
 
+# The configured source path first: when the build folder lies inside the source folder (the README's
+# layout), linking the source path also makes the configured build path resolve, and linking the
+# build path first would create the source path as a plain folder holding only that link.
+src_configured=$(sed -n 's/^# Source directory: //p' "$build/CTestTestfile.cmake" | head -n 1)
+if [ -n "$src_configured" ] && [ ! -e "$src_configured" ]; then
+  mkdir -p "$(dirname "$src_configured")"
+  ln -s "$root" "$src_configured"
+fi
 configured=$(sed -n 's/^# Build directory: //p' "$build/CTestTestfile.cmake" | head -n 1)
 if [ -n "$configured" ] && [ ! -e "$configured" ]; then
   mkdir -p "$(dirname "$configured")"
   ln -s "$build" "$configured"
 fi
-src_configured=$(sed -n 's/^# Source directory: //p' "$build/CTestTestfile.cmake" | head -n 1)
-if [ -n "$src_configured" ] && [ ! -e "$src_configured" ]; then
-  mkdir -p "$(dirname "$src_configured")"
-  ln -s "$root" "$src_configured"
+if [ -n "$src_configured" ] && [ ! -e "$src_configured/docs/cudrv-query.schema.json" ]; then
+  echo "gpu-suite: the configured source path $src_configured does not lead to this source tree" >&2
+  exit 2
 fi
 
 # Script-driven tests call the cmake of the configuring machine by its absolute path.
@@ -50,11 +60,44 @@ if ! python3 -c "import jsonschema" 2> /dev/null && [ -d "$build/pyvendor" ]; th
 fi
 
 status=0
+passed=0
+failed=0
+skipped=0
+# record <what> <exit code>: counts one run of the suite (a program, a sanitizer pass, a view).
+record() {
+  if [ "$2" = 0 ]; then
+    passed=$((passed + 1))
+  else
+    failed=$((failed + 1))
+    status=1
+    echo "FAILED: $1 (exit code $2)" >> "$out/failures.txt"
+  fi
+}
+# count_ctest <log>: adds a ctest run's passed, failed and skipped tests.
+count_ctest() {
+  local total fails skips
+  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -n 1)
+  fails=$(sed -n 's/.*tests passed, \([0-9]*\) tests* failed out of.*/\1/p' "$1" | tail -n 1)
+  skips=$(grep -cE '\(Skipped\)$|\(Disabled\)$' "$1")
+  if [ -z "$total" ]; then  # ctest did not get as far as its summary
+    failed=$((failed + 1))
+    status=1
+    echo "FAILED: ctest without a summary in $1" >> "$out/failures.txt"
+    return
+  fi
+  fails=${fails:-0}
+  passed=$((passed + total - fails - skips))
+  failed=$((failed + fails))
+  skipped=$((skipped + skips))
+  [ "$fails" = 0 ] || status=1
+}
+: > "$out/failures.txt"
 echo "== nvidia-smi" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 
 echo "== ctest -L gpu" | tee -a "$out/summary.txt"
-ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1 || status=1
+ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1
+count_ctest "$out/ctest-gpu.log"
 grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -a "$out/summary.txt"
 grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
 
@@ -65,41 +108,44 @@ if [ "$sanitize" = 1 ]; then
   #    left out (ctest runs them).
   echo "== compute-sanitizer memcheck --leak-check full, whole binary but ~[misuse] (API errors the tests provoke on purpose not counted)" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
-    "$build/tests/cudax_gpu_tests" "~[misuse]" > "$out/sanitizer-memcheck.log" 2>&1
+    "$build/tests/cudrv_gpu_tests" "~[misuse]" > "$out/sanitizer-memcheck.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
-  [ "$rc" = 0 ] || status=1
+  record "memcheck of cudrv_gpu_tests" "$rc"
   grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-memcheck.log" | tee -a "$out/summary.txt"
   # 2. API errors too, as users run the sanitizer in CI (--error-exitcode, API errors reported): every
   #    case that does not provoke a refusal on purpose must make no failing driver call at all.
   #    -d yes prints each case's name after it, so a reported call can be traced to its case.
   echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck --error-exitcode 99 \
-    "$build/tests/cudax_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
+    "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
-  [ "$rc" = 0 ] || status=1
+  record "memcheck with API errors of cudrv_gpu_tests" "$rc"
   grep -E "ERROR SUMMARY|test cases|assertions|Program hit" "$out/sanitizer-api-errors.log" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
 fi
 
-echo "== cudax-query" | tee -a "$out/summary.txt"
-query="$build/tools/cudax-query/cudax-query"
-"$query" 2>&1 | tee -a "$out/summary.txt" || status=1
+echo "== cudrv-query" | tee -a "$out/summary.txt"
+query="$build/tools/cudrv-query/cudrv-query"
+"$query" 2>&1 | tee -a "$out/summary.txt"
+record "cudrv-query" "${PIPESTATUS[0]}"
 # name|arguments; the bench is short under the sanitizer (it slows every copy and launch). API errors
-# are reported and fail the run: cudax reads its kernels' parameters from the image it loads.
+# are reported and fail the run: cudrv reads its kernels' parameters from the image it loads.
 for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progress"; do
   name=${spec%%|*}
   read -r -a args <<< "${spec#*|}"
-  "$query" "${args[@]}" > "$out/query-$name.txt" 2>&1 || status=1
-  "$query" "${args[@]}" --json > "$out/query-$name.json" 2> /dev/null || status=1
+  "$query" "${args[@]}" > "$out/query-$name.txt" 2>&1
+  record "cudrv-query $name" $?
+  "$query" "${args[@]}" --json > "$out/query-$name.json" 2> /dev/null
+  record "cudrv-query $name --json" $?
   if [ "$sanitize" = 1 ]; then
     [ "$name" = bench ] && args+=(--bench-size 8M --bench-iterations 2 --bench-trials 2)
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$query" "${args[@]}" \
       > "$out/query-$name-memcheck.log" 2>&1
     rc=$?
-    echo "cudax-query ${args[*]:-(summary)} under memcheck: exit code $rc;" \
+    echo "cudrv-query ${args[*]:-(summary)} under memcheck: exit code $rc;" \
       "$(grep -E "ERROR SUMMARY" "$out/query-$name-memcheck.log")" | tee -a "$out/summary.txt"
-    [ "$rc" = 0 ] || status=1
+    record "cudrv-query $name under memcheck" "$rc"
   fi
 done
 echo "== examples" | tee -a "$out/summary.txt"
@@ -110,14 +156,14 @@ for ex in "$build"/examples/example_*; do
   rc=$?
   tail -n 5 "$out/$(basename "$ex").log" | tee -a "$out/summary.txt"
   echo "exit code $rc" | tee -a "$out/summary.txt"
-  [ "$rc" = 0 ] || status=1
+  record "$(basename "$ex")" "$rc"
   if [ "$sanitize" = 1 ]; then
     # As a user's CI would: any memory error or failing API call fails the program.
     compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$ex" > "$out/$(basename "$ex")-memcheck.log" 2>&1
     rc=$?
     echo "under compute-sanitizer --error-exitcode 99 (API errors reported): exit code $rc;" \
       "$(grep -E "ERROR SUMMARY" "$out/$(basename "$ex")-memcheck.log")" | tee -a "$out/summary.txt"
-    [ "$rc" = 0 ] || status=1
+    record "$(basename "$ex") under memcheck" "$rc"
   fi
 done
 
@@ -125,9 +171,12 @@ if [ "$bench" = 1 ]; then
   for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup}; do
     [ -x "$build/benchmarks/$b" ] || continue
     echo "== $b" | tee -a "$out/summary.txt"
-    "$build/benchmarks/$b" > "$out/$b.log" 2>&1 || status=1
+    "$build/benchmarks/$b" > "$out/$b.log" 2>&1
+    record "$b" $?
     tail -n 20 "$out/$b.log" | tee -a "$out/summary.txt"
   done
 fi
 echo "== overall status $status" | tee -a "$out/summary.txt"
+cat "$out/failures.txt" | tee -a "$out/summary.txt"
+echo "$passed passed, $failed failed, $skipped skipped" | tee -a "$out/summary.txt"
 exit $status

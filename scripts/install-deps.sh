@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
-# Installs what cudax needs to build, test and document itself on Debian or Ubuntu, when missing:
-# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11 and Python's jsonschema (the cudax-query tests
+# Installs what cudrv needs to build, test and document itself on Debian or Ubuntu, when missing:
+# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11 and Python's jsonschema (the cudrv-query tests
 # validate its JSON with it). The CUDA toolkit must already be
 # installed; this script only checks for it.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
 # Runs apt-get through sudo when not root. Environment:
 #   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
-#   CUDAX_SKIP_DEPS=1             do nothing (for machines managed some other way)
+#   CUDRV_SKIP_DEPS=1             do nothing (for machines managed some other way)
 set -euo pipefail
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
 
-if [[ "${CUDAX_SKIP_DEPS:-0}" == "1" ]]; then
-  say "CUDAX_SKIP_DEPS=1: not checking dependencies"
+if [[ "${CUDRV_SKIP_DEPS:-0}" == "1" ]]; then
+  say "CUDRV_SKIP_DEPS=1: not checking dependencies"
   exit 0
 fi
 
@@ -122,7 +122,7 @@ fi
 # --- versions that matter -----------------------------------------------------------------------------
 cmake_version="$(cmake --version | sed -n 's/^cmake version \([0-9][0-9.]*\).*/\1/p')"
 if [[ -z "$cmake_version" ]] || ! printf '3.25\n%s\n' "$cmake_version" | sort -V -C; then
-  die "CMake ${cmake_version:-?} is too old: cudax needs 3.25 or newer (on Ubuntu 22.04: pip install cmake,
+  die "CMake ${cmake_version:-?} is too old: cudrv needs 3.25 or newer (on Ubuntu 22.04: pip install cmake,
   or the Kitware APT repository https://apt.kitware.com)"
 fi
 

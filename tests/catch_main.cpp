@@ -1,7 +1,7 @@
-// The Catch2 main shared by cudax_cpu_tests and cudax_gpu_tests (compiled once).
+// The Catch2 main shared by cudrv_cpu_tests and cudrv_gpu_tests (compiled once).
 //
 // One extra option, used by the CTest scripts (not by Catch):
-//   --cudax-gpu-probe   prints the visible devices, one "device <ordinal>: <name>" line each, and
+//   --cudrv-gpu-probe   prints the visible devices, one "device <ordinal>: <name>" line each, and
 //                       exits 0 when the GPU tier can run, 77 (with the reason) when it cannot.
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
@@ -16,11 +16,11 @@ namespace {
 
 int gpu_probe() {
   try {
-    if (!cudax::test::gpu_available()) {
-      std::cout << "no CUDA device: " << cudax::test::gpu_unavailable_reason() << '\n';
+    if (!cudrv::test::gpu_available()) {
+      std::cout << "no CUDA device: " << cudrv::test::gpu_unavailable_reason() << '\n';
       return 77;
     }
-    for (cudax::device dev : cudax::devices()) {
+    for (cudrv::device dev : cudrv::devices()) {
       std::cout << "device " << dev.ordinal() << ": " << dev.name() << '\n';
     }
     return 0;
@@ -33,7 +33,7 @@ int gpu_probe() {
 }  // namespace
 
 int main(int argc, char* argv[]) {
-  if (argc == 2 && std::strcmp(argv[1], "--cudax-gpu-probe") == 0) {
+  if (argc == 2 && std::strcmp(argv[1], "--cudrv-gpu-probe") == 0) {
     return gpu_probe();
   }
   return Catch::Session().run(argc, argv);

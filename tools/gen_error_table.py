@@ -1,9 +1,9 @@
 #!/usr/bin/env python3
-"""Generate src/error_table.inc from the CUresult enumeration in cuda.h.
+"""Generate src/driver/error_table.inc from the CUresult enumeration in cuda.h.
 
 Each row is {value, "CUDA_ERROR_NAME", "first sentence of the header's comment"}.
 Rows use numeric values so the table compiles against older toolkits too.
-Usage: gen_error_table.py /usr/local/cuda/include/cuda.h > src/error_table.inc
+Usage: gen_error_table.py /usr/local/cuda/include/cuda.h > src/driver/error_table.inc
 """
 import re
 import sys

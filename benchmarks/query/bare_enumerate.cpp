@@ -1,4 +1,4 @@
-// bare_enumerate: the baseline of cudax-query's start-up time. It does the least a device listing
+// bare_enumerate: the baseline of cudrv-query's start-up time. It does the least a device listing
 // needs, straight on the driver: load libcuda.so.1, cuInit, then name, memory and SM count of every
 // device, printed one line each. (dlopen instead of linking -lcuda, so that the build machine, which
 // has no driver, can build it; the dynamic loader does the same work either way.)

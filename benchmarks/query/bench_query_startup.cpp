@@ -1,10 +1,10 @@
-// bench_query_startup: wall time of cudax-query's default view against a bare program that only runs
+// bench_query_startup: wall time of cudrv-query's default view against a bare program that only runs
 // cuInit and lists the devices (bare_enumerate), and against nvidia-smi, as whole processes.
 //
 // Each round starts every command once, in an order that rotates from round to round, with stdout
 // and stderr sent to /dev/null; the time is from posix_spawn to the end of waitpid. Reported: the
-// median and minimum per command over the rounds, and for cudax-query the paired ratio (the median
-// over the rounds of cudax-query / bare in the same round). One untimed round first.
+// median and minimum per command over the rounds, and for cudrv-query the paired ratio (the median
+// over the rounds of cudrv-query / bare in the same round). One untimed round first.
 //
 //   bench_query_startup [--quick] [--rounds N]
 #include <spawn.h>
@@ -22,11 +22,11 @@
 
 extern char** environ;
 
-#ifndef CUDAX_QUERY_PATH
-#error "CUDAX_QUERY_PATH must name the cudax-query binary"
+#ifndef CUDRV_QUERY_PATH
+#error "CUDRV_QUERY_PATH must name the cudrv-query binary"
 #endif
-#ifndef CUDAX_BARE_ENUMERATE_PATH
-#error "CUDAX_BARE_ENUMERATE_PATH must name the bare_enumerate binary"
+#ifndef CUDRV_BARE_ENUMERATE_PATH
+#error "CUDRV_BARE_ENUMERATE_PATH must name the bare_enumerate binary"
 #endif
 
 namespace {
@@ -107,16 +107,16 @@ int main(int argc, char** argv) {
     }
   }
   std::vector<command> commands;
-  commands.push_back({"bare cuInit + enumerate", {CUDAX_BARE_ENUMERATE_PATH}, {}, {}});
-  commands.push_back({"cudax-query", {CUDAX_QUERY_PATH}, {}, {}});
-  commands.push_back({"cudax-query --json", {CUDAX_QUERY_PATH, "--json"}, {}, {}});
-  commands.push_back({"cudax-query, no NVML", {CUDAX_QUERY_PATH}, {"CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"}, {}});
-  commands.push_back({"cudax-query --details", {CUDAX_QUERY_PATH, "--details"}, {}, {}});
+  commands.push_back({"bare cuInit + enumerate", {CUDRV_BARE_ENUMERATE_PATH}, {}, {}});
+  commands.push_back({"cudrv-query", {CUDRV_QUERY_PATH}, {}, {}});
+  commands.push_back({"cudrv-query --json", {CUDRV_QUERY_PATH, "--json"}, {}, {}});
+  commands.push_back({"cudrv-query, no NVML", {CUDRV_QUERY_PATH}, {"CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"}, {}});
+  commands.push_back({"cudrv-query --details", {CUDRV_QUERY_PATH, "--details"}, {}, {}});
   if (on_path("nvidia-smi")) {
     commands.push_back({"nvidia-smi -q", {"nvidia-smi", "-q"}, {}, {}});
     commands.push_back({"nvidia-smi -L", {"nvidia-smi", "-L"}, {}, {}});
   }
-  // Untimed round; stop when the baseline or cudax-query cannot run here (no driver, no device).
+  // Untimed round; stop when the baseline or cudrv-query cannot run here (no driver, no device).
   for (command& c : commands) {
     if (run_once(c) < 0 || (c.last_status != 0 && &c - commands.data() < 2)) {
       std::fprintf(stderr, "bench_query_startup: '%s' failed (status %d); a GPU and its driver are needed\n",
@@ -137,6 +137,6 @@ int main(int argc, char** argv) {
   for (const command& c : commands) {
     std::printf("  %-28s %9.1f %9.1f\n", c.label.c_str(), median(c.ms), *std::min_element(c.ms.begin(), c.ms.end()));
   }
-  std::printf("  cudax-query / bare (paired median): %.3f  (target <= 1.1)\n", median(ratio));
+  std::printf("  cudrv-query / bare (paired median): %.3f  (target <= 1.1)\n", median(ratio));
   return 0;
 }

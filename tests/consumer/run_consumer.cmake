@@ -1,10 +1,11 @@
-# Builds and runs tests/consumer against cudax, as the cudax_consumer_<MODE> tests.
-#   MODE=install: `cmake --install` of the cudax build tree into WORK_DIR/prefix, then
-#                 find_package(cudax) with CMAKE_PREFIX_PATH pointing there.
-#   MODE=subdir:  add_subdirectory(<cudax source dir>) from the consumer.
-# The consumer runs twice: as is, and with CUDAX_LIBCUDA naming a library that does not exist; it
+# Builds and runs tests/consumer against cudrv, as the cudrv_consumer_<MODE> tests: app (cudrv alone)
+# and coexist (cudrv next to the toolkit's CCCL and a target cudax::cudax, in one configure).
+#   MODE=install: `cmake --install` of the cudrv build tree into WORK_DIR/prefix, then
+#                 find_package(cudrv) with CMAKE_PREFIX_PATH pointing there.
+#   MODE=subdir:  add_subdirectory(<cudrv source dir>) from the consumer.
+# The consumer runs twice: as is, and with CUDRV_LIBCUDA naming a library that does not exist; it
 # must exit 0 both times and must not link libcuda.
-foreach(var MODE CUDAX_SOURCE_DIR CUDAX_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR)
+foreach(var MODE CUDRV_SOURCE_DIR CUDRV_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR)
   if(NOT ${var})
     message(FATAL_ERROR "${var} is not set")
   endif()
@@ -43,34 +44,44 @@ endif()
 
 if(MODE STREQUAL "install")
   set(prefix "${WORK_DIR}/prefix")
-  run("${CMAKE_COMMAND}" --install "${CUDAX_BINARY_DIR}" --prefix "${prefix}")
-  foreach(required include/cudax/cudax.hpp)
+  run("${CMAKE_COMMAND}" --install "${CUDRV_BINARY_DIR}" --prefix "${prefix}")
+  foreach(required include/cudrv/cudrv.hpp)
     if(NOT EXISTS "${prefix}/${required}")
       message(FATAL_ERROR "the install tree lacks ${required}")
     endif()
   endforeach()
-  file(GLOB_RECURSE config_files "${prefix}/*/cudaxConfig.cmake")
+  file(GLOB_RECURSE config_files "${prefix}/*/cudrvConfig.cmake")
   if(NOT config_files)
-    message(FATAL_ERROR "the install tree has no cudaxConfig.cmake")
+    message(FATAL_ERROR "the install tree has no cudrvConfig.cmake")
   endif()
   run("${CMAKE_COMMAND}" ${configure_args} "-DCMAKE_PREFIX_PATH=${prefix}")
   # The package must come from the install prefix, not from the build tree.
-  file(STRINGS "${build}/CMakeCache.txt" cudax_dir REGEX "^cudax_DIR:")
-  string(FIND "${cudax_dir}" "${prefix}/" at)
+  file(STRINGS "${build}/CMakeCache.txt" cudrv_dir REGEX "^cudrv_DIR:")
+  string(FIND "${cudrv_dir}" "${prefix}/" at)
   if(NOT at GREATER -1)
-    message(FATAL_ERROR "cudax was not found in the install prefix ${prefix}: ${cudax_dir}")
+    message(FATAL_ERROR "cudrv was not found in the install prefix ${prefix}: ${cudrv_dir}")
   endif()
 elseif(MODE STREQUAL "subdir")
-  run("${CMAKE_COMMAND}" ${configure_args} "-DCUDAX_CONSUMER_SUBDIR=${CUDAX_SOURCE_DIR}")
+  run("${CMAKE_COMMAND}" ${configure_args} "-DCUDRV_CONSUMER_SUBDIR=${CUDRV_SOURCE_DIR}")
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")
 endif()
 
-run("${CMAKE_COMMAND}" --build "${build}" --target app --parallel 2)
+run("${CMAKE_COMMAND}" --build "${build}" --target app coexist --parallel 2)
 
 set(app "${build}/app")
-if(NOT EXISTS "${app}")
-  message(FATAL_ERROR "${app} was not built")
+set(coexist "${build}/coexist")
+foreach(binary "${app}" "${coexist}")
+  if(NOT EXISTS "${binary}")
+    message(FATAL_ERROR "${binary} was not built")
+  endif()
+endforeach()
+
+# cudrv and CCCL in one program.
+run("${coexist}")
+message(STATUS "${run_output}")
+if(NOT run_output MATCHES "next to CCCL [0-9]+\\.[0-9]+\\.[0-9]+" OR NOT run_output MATCHES "driver available: (yes|no)")
+  message(FATAL_ERROR "unexpected output from the coexistence program:\n${run_output}")
 endif()
 
 run("${app}")
@@ -80,7 +91,7 @@ if(NOT run_output MATCHES "driver available: (yes|no)")
 endif()
 
 if(DRIVERLESS_LIBRARY)
-  run("${CMAKE_COMMAND}" -E env "CUDAX_LIBCUDA=${DRIVERLESS_LIBRARY}" "${app}")
+  run("${CMAKE_COMMAND}" -E env "CUDRV_LIBCUDA=${DRIVERLESS_LIBRARY}" "${app}")
   message(STATUS "${run_output}")
   if(NOT run_output MATCHES "driver available: no")
     message(FATAL_ERROR "without a driver the consumer should report none:\n${run_output}")

@@ -2,12 +2,12 @@
 // file to exist, so that the processes started together compile at the same moment, then compiles
 // one program to a cubin for sm_90 through a compile_cache and prints the cache's statistics.
 //
-//   cudax_test_cache_writer <cache-dir> <start-file> <program-name> <program-source>
+//   cudrv_test_cache_writer <cache-dir> <start-file> <program-name> <program-source>
 //
 // Exit status: 0 when the compilation succeeded and its result was stored, 1 on a usage error or
 // an exception, 2 when the start file never appeared, 3 when the result could not be stored.
-#include <cudax/compile_cache.hpp>
-#include <cudax/program.hpp>
+#include <cudrv/compile_cache.hpp>
+#include <cudrv/program.hpp>
 
 #include <unistd.h>
 
@@ -30,9 +30,9 @@ int main(int argc, char** argv) {
     std::this_thread::sleep_for(std::chrono::microseconds(200));
   }
   try {
-    cudax::compile_cache cache(argv[1]);
-    const cudax::compile_result r =
-        cache.compile(cudax::program(argv[3], argv[4]), cudax::code_kind::cubin, {.arch = "sm_90"});
+    cudrv::compile_cache cache(argv[1]);
+    const cudrv::compile_result r =
+        cache.compile(cudrv::program(argv[3], argv[4]), cudrv::code_kind::cubin, {.arch = "sm_90"});
     const auto s = cache.stats();
     std::printf("hits=%llu misses=%llu corrupt=%llu store_failures=%llu bytes=%zu\n",
                 static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),

@@ -1,5 +1,5 @@
 # Fails when any given binary has libcuda, libnvrtc or libnvJitLink in its dynamic section (NEEDED):
-# cudax loads the driver, NVRTC and nvJitLink at run time with dlopen and must never link them.
+# cudrv loads the driver, NVRTC and nvJitLink at run time with dlopen and must never link them.
 #   cmake -DREADELF=<readelf> -DFILES=<file>|<file>|... -P check_no_libcuda.cmake
 if(NOT READELF)
   message(FATAL_ERROR "READELF is not set")
@@ -36,6 +36,6 @@ foreach(file IN LISTS files)
   endforeach()
 endforeach()
 if(failures)
-  message(FATAL_ERROR "a CUDA library is linked, but cudax must load it at run time only:\n${failures}")
+  message(FATAL_ERROR "a CUDA library is linked, but cudrv must load it at run time only:\n${failures}")
 endif()
 message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc or libnvJitLink")

@@ -2,8 +2,8 @@
 // failures, concurrent writers (threads and processes) and the speed of a hit.
 #include <catch2/catch.hpp>
 
-#include <cudax/compile_cache.hpp>
-#include <cudax/program.hpp>
+#include <cudrv/compile_cache.hpp>
+#include <cudrv/program.hpp>
 
 #include <spawn.h>
 #include <sys/stat.h>
@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -24,8 +25,8 @@
 
 extern char** environ;
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 namespace fs = std::filesystem;
 
 namespace {
@@ -39,18 +40,18 @@ __global__ void saxpy(T a, const T* x, T* y, int n) {
 }
 )";
 
-cudax::program saxpy_program(std::string header = "#define OFFSET 0\n") {
-  return cudax::program("saxpy.cu", saxpy_source, {{"config.cuh", std::move(header)}});
+cudrv::program saxpy_program(std::string header = "#define OFFSET 0\n") {
+  return cudrv::program("saxpy.cu", saxpy_source, {{"config.cuh", std::move(header)}});
 }
 
-const cudax::compile_options sm90{.arch = "sm_90"};
+const cudrv::compile_options sm90{.arch = "sm_90"};
 const std::vector<std::string> float_expr{"saxpy<float>"};
 
 // A directory under the temporary directory, removed with its content at scope exit.
 struct temp_dir {
   fs::path path;
   temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "cudax-cache-XXXXXX").string();
+    std::string pattern = (fs::temp_directory_path() / "cudrv-cache-XXXXXX").string();
     REQUIRE(::mkdtemp(pattern.data()) != nullptr);
     path = pattern;
   }
@@ -109,7 +110,7 @@ void write_all(const fs::path& p, const std::string& bytes) {
   std::ofstream(p, std::ios::binary | std::ios::trunc) << bytes;
 }
 
-void check_same(const cudax::compile_result& a, const cudax::compile_result& b) {
+void check_same(const cudrv::compile_result& a, const cudrv::compile_result& b) {
   CHECK(a.code.kind() == b.code.kind());
   CHECK(a.code.bytes() == b.code.bytes());
   CHECK(a.code.name() == b.code.name());
@@ -121,12 +122,12 @@ void check_same(const cudax::compile_result& a, const cudax::compile_result& b) 
 
 TEST_CASE("compile_cache: a miss compiles and stores, then a hit returns the same result", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str() + "/");  // a trailing slash is dropped
+  cudrv::compile_cache cache(dir.str() + "/");  // a trailing slash is dropped
   CHECK(cache.enabled());
   CHECK(cache.directory() == dir.str());
 
   const auto prog = saxpy_program();
-  const auto first = cache.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  const auto first = cache.compile(prog, cudrv::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
   CHECK(cache.stats().misses == 1);
   CHECK(cache.stats().hits == 0);
   const auto entries = files_in(dir.path, ".entry");
@@ -135,7 +136,7 @@ TEST_CASE("compile_cache: a miss compiles and stores, then a hit returns the sam
   CHECK(files_in(dir.path, ".tmp").empty());
   CHECK((fs::status(entries[0]).permissions() & fs::perms::others_read) == fs::perms::none);
 
-  const auto second = cache.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  const auto second = cache.compile(prog, cudrv::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
   const auto s = cache.stats();
   CHECK(s.hits == 1);
   CHECK(s.misses == 1);
@@ -145,18 +146,18 @@ TEST_CASE("compile_cache: a miss compiles and stores, then a hit returns the sam
   CHECK(second.lowered_name("saxpy<double>") == first.lowered_name("saxpy<double>"));
 
   // The same as compiling directly, and another cache object on the directory hits too.
-  check_same(prog.compile(cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), second);
-  cudax::compile_cache other(dir.str());
-  check_same(other.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), first);
+  check_same(prog.compile(cudrv::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), second);
+  cudrv::compile_cache other(dir.str());
+  check_same(other.compile(prog, cudrv::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"}), first);
   CHECK(other.stats().hits == 1);
   // Copies share the statistics; a moved-from cache stays usable (a move copies the handle).
-  cudax::compile_cache copy = cache;
-  (void)copy.compile(prog, cudax::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
+  cudrv::compile_cache copy = cache;
+  (void)copy.compile(prog, cudrv::code_kind::cubin, sm90, {"saxpy<float>", "saxpy<double>"});
   CHECK(cache.stats().hits == 2);
-  cudax::compile_cache moved = std::move(copy);
+  cudrv::compile_cache moved = std::move(copy);
   CHECK(moved.stats().hits == 2);
   CHECK(copy.directory() == dir.str());  // NOLINT(bugprone-use-after-move)
-  copy = cudax::compile_cache::disabled();
+  copy = cudrv::compile_cache::disabled();
   CHECK_FALSE(copy.enabled());
   CHECK(moved.enabled());
   moved = other;
@@ -165,10 +166,10 @@ TEST_CASE("compile_cache: a miss compiles and stores, then a hit returns the sam
 
 TEST_CASE("compile_cache: the log is cached with the code", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
-  const cudax::program prog("warn.cu", "extern \"C\" __global__ void k() { int unused_variable; }\n");
-  const auto miss = cache.compile(prog, cudax::code_kind::ptx, sm90);
-  const auto hit = cache.compile(prog, cudax::code_kind::ptx, sm90);
+  cudrv::compile_cache cache(dir.str());
+  const cudrv::program prog("warn.cu", "extern \"C\" __global__ void k() { int unused_variable; }\n");
+  const auto miss = cache.compile(prog, cudrv::code_kind::ptx, sm90);
+  const auto hit = cache.compile(prog, cudrv::code_kind::ptx, sm90);
   CHECK(cache.stats().hits == 1);
   CHECK(contains(hit.log, "unused_variable"));
   check_same(miss, hit);
@@ -176,50 +177,50 @@ TEST_CASE("compile_cache: the log is cached with the code", "[compile_cache]") {
 
 TEST_CASE("compile_cache: any change to the key is a miss", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudrv::compile_cache cache(dir.str());
   const auto base = saxpy_program();
-  (void)cache.compile(base, cudax::code_kind::ptx, sm90, float_expr);
+  (void)cache.compile(base, cudrv::code_kind::ptx, sm90, float_expr);
   REQUIRE(cache.stats().misses == 1);
 
   std::uint64_t expected_misses = 1;
-  auto expect_miss = [&](const char* what, const cudax::program& prog, cudax::code_kind kind,
-                         const cudax::compile_options& options, const std::vector<std::string>& exprs) {
+  auto expect_miss = [&](const char* what, const cudrv::program& prog, cudrv::code_kind kind,
+                         const cudrv::compile_options& options, const std::vector<std::string>& exprs) {
     INFO(what);
     (void)cache.compile(prog, kind, options, exprs);
     CHECK(cache.stats().misses == ++expected_misses);
     CHECK(cache.stats().hits == 0);
     CHECK(files_in(dir.path, ".entry").size() == expected_misses);
   };
-  expect_miss("source", cudax::program("saxpy.cu", std::string(saxpy_source) + "\n// changed\n", base.headers()),
-              cudax::code_kind::ptx, sm90, float_expr);
-  expect_miss("program name", cudax::program("other.cu", base.source(), base.headers()), cudax::code_kind::ptx,
+  expect_miss("source", cudrv::program("saxpy.cu", std::string(saxpy_source) + "\n// changed\n", base.headers()),
+              cudrv::code_kind::ptx, sm90, float_expr);
+  expect_miss("program name", cudrv::program("other.cu", base.source(), base.headers()), cudrv::code_kind::ptx,
               sm90, float_expr);
-  expect_miss("header content", saxpy_program("#define OFFSET 1\n"), cudax::code_kind::ptx, sm90, float_expr);
+  expect_miss("header content", saxpy_program("#define OFFSET 1\n"), cudrv::code_kind::ptx, sm90, float_expr);
   expect_miss("header name",
-              cudax::program("saxpy.cu", base.source(), {base.headers()[0], {"unused.cuh", ""}}),
-              cudax::code_kind::ptx, sm90, float_expr);
-  expect_miss("a define", base, cudax::code_kind::ptx, {.arch = "sm_90", .defines = {"X=1"}}, float_expr);
-  expect_miss("a flag", base, cudax::code_kind::ptx, {.arch = "sm_90", .fmad = false}, float_expr);
-  expect_miss("an extra option", base, cudax::code_kind::ptx, {.arch = "sm_90", .extra_options = {"-default-device"}},
+              cudrv::program("saxpy.cu", base.source(), {base.headers()[0], {"unused.cuh", ""}}),
+              cudrv::code_kind::ptx, sm90, float_expr);
+  expect_miss("a define", base, cudrv::code_kind::ptx, {.arch = "sm_90", .defines = {"X=1"}}, float_expr);
+  expect_miss("a flag", base, cudrv::code_kind::ptx, {.arch = "sm_90", .fmad = false}, float_expr);
+  expect_miss("an extra option", base, cudrv::code_kind::ptx, {.arch = "sm_90", .extra_options = {"-default-device"}},
               float_expr);
-  expect_miss("arch", base, cudax::code_kind::ptx, {.arch = "sm_80"}, float_expr);
-  expect_miss("target", base, cudax::code_kind::cubin, sm90, float_expr);
-  expect_miss("target ltoir", base, cudax::code_kind::ltoir, sm90, float_expr);
-  expect_miss("name expressions", base, cudax::code_kind::ptx, sm90, {"saxpy<double>"});
-  expect_miss("no name expression", base, cudax::code_kind::ptx, sm90, {});
+  expect_miss("arch", base, cudrv::code_kind::ptx, {.arch = "sm_80"}, float_expr);
+  expect_miss("target", base, cudrv::code_kind::cubin, sm90, float_expr);
+  expect_miss("target ltoir", base, cudrv::code_kind::ltoir, sm90, float_expr);
+  expect_miss("name expressions", base, cudrv::code_kind::ptx, sm90, {"saxpy<double>"});
+  expect_miss("no name expression", base, cudrv::code_kind::ptx, sm90, {});
 
   // Spellings that give the same option list are the same key.
-  (void)cache.compile(base, cudax::code_kind::ptx, {.arch = "compute_90"}, float_expr);
-  (void)cache.compile(base, cudax::code_kind::ptx, {.arch = "90"}, float_expr);
+  (void)cache.compile(base, cudrv::code_kind::ptx, {.arch = "compute_90"}, float_expr);
+  (void)cache.compile(base, cudrv::code_kind::ptx, {.arch = "90"}, float_expr);
   CHECK(cache.stats().hits == 2);
   CHECK(cache.stats().misses == expected_misses);
 }
 
 TEST_CASE("compile_cache: corrupt entries are detected, counted, removed and rewritten", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudrv::compile_cache cache(dir.str());
   const auto prog = saxpy_program();
-  const auto good = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  const auto good = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
   const auto entries = files_in(dir.path, ".entry");
   REQUIRE(entries.size() == 1);
   const fs::path entry = entries[0];
@@ -229,12 +230,12 @@ TEST_CASE("compile_cache: corrupt entries are detected, counted, removed and rew
   auto corrupt_and_check = [&](const char* what, const std::string& bytes, std::uint64_t n) {
     INFO(what);
     write_all(entry, bytes);
-    const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+    const auto r = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
     check_same(r, good);
     CHECK(cache.stats().corrupt_entries == n);
     CHECK(read_all(entry) == original);  // recompiled and stored again
     const auto hits = cache.stats().hits;
-    (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+    (void)cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
     CHECK(cache.stats().hits == hits + 1);
   };
   corrupt_and_check("truncated to half", original.substr(0, original.size() / 2), 1);
@@ -249,19 +250,54 @@ TEST_CASE("compile_cache: corrupt entries are detected, counted, removed and rew
   corrupt_and_check("garbage", std::string(4096, 'x'), 6);
   std::string extended = original + "trailing";
   corrupt_and_check("trailing bytes", extended, 7);
+  std::string older_version = original;
+  const std::uint32_t version_2 = 2;  // the format before the rename
+  std::memcpy(older_version.data() + 8, &version_2, sizeof version_2);
+  corrupt_and_check("an older format version", older_version, 8);
+  std::string older_magic = original;
+  older_magic.replace(0, 8, std::string("OTHERNVC"));  // another name's magic
+  corrupt_and_check("another magic", older_magic, 9);
   CHECK(cache.stats().store_failures == 0);
+}
+
+TEST_CASE("compile_cache: entries of an earlier format are never looked up and left alone", "[compile_cache]") {
+  // An earlier format had another tag and version in its key, so its entries have other file names.
+  temp_dir dir;
+  const auto prog = saxpy_program();
+  std::string new_entry_bytes;
+  {
+    temp_dir fresh;
+    cudrv::compile_cache probe(fresh.str());
+    (void)probe.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+    new_entry_bytes = read_all(files_in(fresh.path, ".entry").at(0));
+  }
+  std::string old_entry = new_entry_bytes;
+  old_entry.replace(0, 8, std::string("OTHERNVC"));
+  const std::uint32_t version_2 = 2;
+  std::memcpy(old_entry.data() + 8, &version_2, sizeof version_2);
+  const fs::path old_file = dir.path / "0123456789abcdef0123456789abcdef.entry";
+  write_all(old_file, old_entry);
+
+  cudrv::compile_cache cache(dir.str());
+  const auto r = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+  CHECK(r.code.bytes().size() > 0);
+  CHECK(cache.stats().misses == 1);
+  CHECK(cache.stats().hits == 0);
+  CHECK(cache.stats().corrupt_entries == 0);  // never read
+  CHECK(read_all(old_file) == old_entry);     // and never touched
+  CHECK(files_in(dir.path, ".entry").size() == 2);
 }
 
 TEST_CASE("compile_cache: an entry of another key under this key's name is a miss, not a wrong result",
           "[compile_cache]") {
   // Simulates a hash collision: the entry is valid, but its stored key differs.
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudrv::compile_cache cache(dir.str());
   const auto a = saxpy_program("#define OFFSET 1\n");
   const auto b = saxpy_program("#define OFFSET 2\n");
-  const auto result_a = cache.compile(a, cudax::code_kind::ptx, sm90, float_expr);
+  const auto result_a = cache.compile(a, cudrv::code_kind::ptx, sm90, float_expr);
   const fs::path entry_a = files_in(dir.path, ".entry").at(0);
-  const auto result_b = cache.compile(b, cudax::code_kind::ptx, sm90, float_expr);
+  const auto result_b = cache.compile(b, cudrv::code_kind::ptx, sm90, float_expr);
   fs::path entry_b;
   for (const auto& p : files_in(dir.path, ".entry")) {
     if (p != entry_a) {
@@ -272,7 +308,7 @@ TEST_CASE("compile_cache: an entry of another key under this key's name is a mis
   REQUIRE(result_a.code.bytes() != result_b.code.bytes());
 
   fs::copy_file(entry_a, entry_b, fs::copy_options::overwrite_existing);  // b's name, a's content
-  const auto again_b = cache.compile(b, cudax::code_kind::ptx, sm90, float_expr);
+  const auto again_b = cache.compile(b, cudrv::code_kind::ptx, sm90, float_expr);
   check_same(again_b, result_b);
   CHECK(cache.stats().corrupt_entries == 0);  // valid, just not ours
   CHECK(cache.stats().misses == 3);
@@ -281,16 +317,16 @@ TEST_CASE("compile_cache: an entry of another key under this key's name is a mis
 
 TEST_CASE("compile_cache: compile errors are not cached", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
-  const cudax::program broken("broken.cu", "__global__ void k() { int x = ; }\n");
+  cudrv::compile_cache cache(dir.str());
+  const cudrv::program broken("broken.cu", "__global__ void k() { int x = ; }\n");
   for (int i = 0; i < 2; ++i) {
-    CHECK_THROWS_AS(cache.compile(broken, cudax::code_kind::ptx, sm90), cudax::compile_error);
+    CHECK_THROWS_AS(cache.compile(broken, cudrv::code_kind::ptx, sm90), cudrv::compile_error);
   }
   CHECK(cache.stats().misses == 2);
   CHECK(fs::is_empty(dir.path));
   // Invalid options throw before anything is looked up.
-  CHECK_THROWS_AS(cache.compile(broken, cudax::code_kind::ptx, {.arch = "sm_90", .max_registers = 0}),
-                  cudax::invalid_argument_error);
+  CHECK_THROWS_AS(cache.compile(broken, cudrv::code_kind::ptx, {.arch = "sm_90", .max_registers = 0}),
+                  cudrv::invalid_argument_error);
   CHECK(cache.stats().misses == 2);
 }
 
@@ -310,7 +346,7 @@ class cwd_guard {
 };
 
 // The value a probe kernel stores (`*p = VALUE;`), read back from its PTX: "mov.u32 %r1, <VALUE>;".
-bool stores(const cudax::compile_result& r, int value) {
+bool stores(const cudrv::compile_result& r, int value) {
   return contains(r.code.bytes(), ", " + std::to_string(value) + ";");
 }
 
@@ -320,15 +356,15 @@ TEST_CASE("compile_cache: a header found next to the program is part of the key"
   // The reported case: program name inc/probe.cu, NVRTC finds probe_inc.h in inc/ (the directory of the
   // program's name); editing it twice gave three hits on the first version's PTX.
   temp_dir dir;
-  cudax::compile_cache cache((dir.path / "cache").string());
+  cudrv::compile_cache cache((dir.path / "cache").string());
   fs::create_directories(dir.path / "inc");
   cwd_guard cwd(dir.path);
-  const cudax::program prog("inc/probe.cu", probe_source);
+  const cudrv::program prog("inc/probe.cu", probe_source);
   for (int value : {1111, 2222, 3333}) {
     write_all(dir.path / "inc" / "probe_inc.h", "#define VAL " + std::to_string(value) + "\n");
-    const auto miss = cache.compile(prog, cudax::code_kind::ptx, sm90);
+    const auto miss = cache.compile(prog, cudrv::code_kind::ptx, sm90);
     CHECK(stores(miss, value));
-    const auto hit = cache.compile(prog, cudax::code_kind::ptx, sm90);  // unchanged: served from the entry
+    const auto hit = cache.compile(prog, cudrv::code_kind::ptx, sm90);  // unchanged: served from the entry
     CHECK(stores(hit, value));
   }
   CHECK(cache.stats().misses == 3);
@@ -336,101 +372,101 @@ TEST_CASE("compile_cache: a header found next to the program is part of the key"
   CHECK(cache.stats().uncacheable == 0);
   // Back to the first version: its entry is valid again and served.
   write_all(dir.path / "inc" / "probe_inc.h", "#define VAL 1111\n");
-  CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 1111));
+  CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 1111));
   CHECK(cache.stats().hits == 4);
 }
 
 TEST_CASE("compile_cache: headers in the current directory and include paths are part of the key", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache((dir.path / "cache").string());
+  cudrv::compile_cache cache((dir.path / "cache").string());
   const fs::path include_dir = dir.path / "include";
   fs::create_directories(include_dir);
   cwd_guard cwd(dir.path);
   SECTION("the current directory (a program name without a directory)") {
-    const cudax::program prog("probe.cu", probe_source);
+    const cudrv::program prog("probe.cu", probe_source);
     write_all(dir.path / "probe_inc.h", "#define VAL 41\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 41));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 41));
     write_all(dir.path / "probe_inc.h", "#define VAL 42\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 42));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 42));
     CHECK(cache.stats().misses == 2);
   }
   SECTION("include_paths and a raw -I option are cached, and edits are seen") {
-    const cudax::program prog("disk.cu", probe_source);
-    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
-    cudax::compile_options raw{.arch = "sm_90", .extra_options = {"-I" + include_dir.string()}};
+    const cudrv::program prog("disk.cu", probe_source);
+    cudrv::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    cudrv::compile_options raw{.arch = "sm_90", .extra_options = {"-I" + include_dir.string()}};
     write_all(include_dir / "probe_inc.h", "#define VAL 1111\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 1111));
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 1111));
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, raw), 1111));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 1111));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 1111));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, raw), 1111));
     write_all(include_dir / "probe_inc.h", "#define VAL 2222\n");  // edited on disk
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 2222));
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, raw), 2222));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 2222));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, raw), 2222));
     // Both spellings give NVRTC the same option list, hence the same entries.
     CHECK(cache.stats().hits == 3);
     CHECK(cache.stats().misses == 2);
     CHECK(cache.stats().uncacheable == 0);
   }
   SECTION("a header that appears earlier in the search shadows the one the entry was made with") {
-    const cudax::program prog("inc/probe.cu", probe_source);
+    const cudrv::program prog("inc/probe.cu", probe_source);
     fs::create_directories(dir.path / "inc");
-    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    cudrv::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
     write_all(include_dir / "probe_inc.h", "#define VAL 7\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 7));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 7));
     write_all(dir.path / "inc" / "probe_inc.h", "#define VAL 8\n");  // the program's directory comes first
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 8));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 8));
     fs::remove(dir.path / "inc" / "probe_inc.h");  // gone again: the first entry is right again
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 7));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 7));
     CHECK(cache.stats().misses == 2);
     CHECK(cache.stats().hits == 1);
   }
   SECTION("a header included by a header on disk, relative to it") {
-    const cudax::program prog("disk.cu", probe_source);
-    cudax::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
+    const cudrv::program prog("disk.cu", probe_source);
+    cudrv::compile_options options{.arch = "sm_90", .include_paths = {include_dir.string()}};
     fs::create_directories(include_dir / "sub");
     write_all(include_dir / "probe_inc.h", "#include \"sub/inner.h\"\n#define VAL (INNER + 1)\n");
     write_all(include_dir / "sub" / "inner.h", "#include \"deepest.h\"\n#define INNER (DEEPEST * 10)\n");
     write_all(include_dir / "sub" / "deepest.h", "#define DEEPEST 5\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 51));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 51));
     write_all(include_dir / "sub" / "deepest.h", "#define DEEPEST 6\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 61));
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, options), 61));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 61));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 61));
     CHECK(cache.stats().hits == 1);
   }
   SECTION("__has_include: a header that appears later changes the key") {
-    const cudax::program prog("disk.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#else\n#define VAL 3\n#endif\n"
+    const cudrv::program prog("disk.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#else\n#define VAL 3\n#endif\n"
                                          "extern \"C\" __global__ void k(int* p) { *p = VAL; }\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 3));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 3));
     write_all(dir.path / "opt.h", "#define VAL 4\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 4));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 4));
     CHECK(cache.stats().hits == 0);
   }
   SECTION("a removed header is a compile error, not a hit on the old entry") {
-    const cudax::program prog("probe.cu", probe_source);
+    const cudrv::program prog("probe.cu", probe_source);
     write_all(dir.path / "probe_inc.h", "#define VAL 9\n");
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 9));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 9));
     fs::remove(dir.path / "probe_inc.h");
-    CHECK_THROWS_AS(cache.compile(prog, cudax::code_kind::ptx, sm90), cudax::compile_error);
+    CHECK_THROWS_AS(cache.compile(prog, cudrv::code_kind::ptx, sm90), cudrv::compile_error);
   }
 }
 
 TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache((dir.path / "cache").string());
+  cudrv::compile_cache cache((dir.path / "cache").string());
   SECTION("an include through a macro") {
-    const cudax::program prog("macro.cu", "#define HEADER \"value.cuh\"\n#include HEADER\n"
+    const cudrv::program prog("macro.cu", "#define HEADER \"value.cuh\"\n#include HEADER\n"
                                           "extern \"C\" __global__ void k(int* p) { *p = VALUE; }\n",
                               {{"value.cuh", "#define VALUE 5\n"}});
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 5));
-    CHECK(stores(cache.compile(prog, cudax::code_kind::ptx, sm90), 5));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 5));
+    CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 5));
     CHECK(cache.stats().uncacheable == 2);
   }
   SECTION("precompiled headers and timing files") {
     const auto prog = saxpy_program();
     fs::create_directories(dir.path / "pch");
-    cudax::compile_options pch{.arch = "sm_90", .extra_options = {"-pch", "-pch-dir=" + (dir.path / "pch").string()}};
-    (void)cache.compile(prog, cudax::code_kind::ptx, pch, float_expr);
-    cudax::compile_options timed{.arch = "sm_90", .extra_options = {"-time=" + (dir.path / "time.csv").string()}};
-    (void)cache.compile(prog, cudax::code_kind::ptx, timed, float_expr);
+    cudrv::compile_options pch{.arch = "sm_90", .extra_options = {"-pch", "-pch-dir=" + (dir.path / "pch").string()}};
+    (void)cache.compile(prog, cudrv::code_kind::ptx, pch, float_expr);
+    cudrv::compile_options timed{.arch = "sm_90", .extra_options = {"-time=" + (dir.path / "time.csv").string()}};
+    (void)cache.compile(prog, cudrv::code_kind::ptx, timed, float_expr);
     CHECK(cache.stats().uncacheable == 2);
   }
   CHECK(cache.stats().hits == 0);
@@ -439,63 +475,63 @@ TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[comp
 
 TEST_CASE("compile_cache: a disabled cache compiles every time and writes nothing", "[compile_cache]") {
   temp_dir dir;
-  env_guard disable("CUDAX_DISABLE_CACHE", "1");
-  env_guard location("CUDAX_CACHE_DIR", dir.str());
-  cudax::compile_cache cache = cudax::compile_cache::from_environment();
+  env_guard disable("CUDRV_DISABLE_CACHE", "1");
+  env_guard location("CUDRV_CACHE_DIR", dir.str());
+  cudrv::compile_cache cache = cudrv::compile_cache::from_environment();
   CHECK_FALSE(cache.enabled());
   CHECK(cache.directory().empty());
   const auto prog = saxpy_program();
-  const auto a = cache.compile(prog, cudax::code_kind::ptx, sm90, float_expr);
-  const auto b = cache.compile(prog, cudax::code_kind::ptx, sm90, float_expr);
+  const auto a = cache.compile(prog, cudrv::code_kind::ptx, sm90, float_expr);
+  const auto b = cache.compile(prog, cudrv::code_kind::ptx, sm90, float_expr);
   check_same(a, b);
   CHECK(cache.stats().misses == 2);
   CHECK(cache.stats().hits == 0);
   CHECK(fs::is_empty(dir.path));
   cache.clear();  // nothing to do
 
-  const auto off = cudax::compile_cache::disabled();
+  const auto off = cudrv::compile_cache::disabled();
   CHECK_FALSE(off.enabled());
-  CHECK_THROWS_AS(cudax::compile_cache(""), cudax::invalid_argument_error);
+  CHECK_THROWS_AS(cudrv::compile_cache(""), cudrv::invalid_argument_error);
 }
 
 TEST_CASE("compile_cache: from_environment follows the documented rules", "[compile_cache]") {
-  env_guard disable("CUDAX_DISABLE_CACHE", std::nullopt);
-  env_guard dir("CUDAX_CACHE_DIR", std::nullopt);
+  env_guard disable("CUDRV_DISABLE_CACHE", std::nullopt);
+  env_guard dir("CUDRV_CACHE_DIR", std::nullopt);
   env_guard xdg("XDG_CACHE_HOME", std::nullopt);
   env_guard home("HOME", "/home/someone");
-  CHECK(cudax::compile_cache::from_environment().directory() == "/home/someone/.cache/cudax/nvrtc");
+  CHECK(cudrv::compile_cache::from_environment().directory() == "/home/someone/.cache/cudrv/nvrtc");
   {
     env_guard x("XDG_CACHE_HOME", "/var/cache/me");
-    CHECK(cudax::compile_cache::from_environment().directory() == "/var/cache/me/cudax/nvrtc");
-    env_guard d("CUDAX_CACHE_DIR", "/tmp/my-cache");
-    CHECK(cudax::compile_cache::from_environment().directory() == "/tmp/my-cache");
-    env_guard empty("CUDAX_CACHE_DIR", "");  // set but empty: as if unset
-    CHECK(cudax::compile_cache::from_environment().directory() == "/var/cache/me/cudax/nvrtc");
+    CHECK(cudrv::compile_cache::from_environment().directory() == "/var/cache/me/cudrv/nvrtc");
+    env_guard d("CUDRV_CACHE_DIR", "/tmp/my-cache");
+    CHECK(cudrv::compile_cache::from_environment().directory() == "/tmp/my-cache");
+    env_guard empty("CUDRV_CACHE_DIR", "");  // set but empty: as if unset
+    CHECK(cudrv::compile_cache::from_environment().directory() == "/var/cache/me/cudrv/nvrtc");
   }
   {
     env_guard x("XDG_CACHE_HOME", "relative/path");  // not absolute: ignored, as the XDG spec says
-    CHECK(cudax::compile_cache::from_environment().directory() == "/home/someone/.cache/cudax/nvrtc");
+    CHECK(cudrv::compile_cache::from_environment().directory() == "/home/someone/.cache/cudrv/nvrtc");
   }
   {
-    env_guard zero("CUDAX_DISABLE_CACHE", "0");
-    CHECK(cudax::compile_cache::from_environment().enabled());
-    env_guard empty("CUDAX_DISABLE_CACHE", "");
-    CHECK(cudax::compile_cache::from_environment().enabled());
-    env_guard yes("CUDAX_DISABLE_CACHE", "yes");
-    CHECK_FALSE(cudax::compile_cache::from_environment().enabled());
+    env_guard zero("CUDRV_DISABLE_CACHE", "0");
+    CHECK(cudrv::compile_cache::from_environment().enabled());
+    env_guard empty("CUDRV_DISABLE_CACHE", "");
+    CHECK(cudrv::compile_cache::from_environment().enabled());
+    env_guard yes("CUDRV_DISABLE_CACHE", "yes");
+    CHECK_FALSE(cudrv::compile_cache::from_environment().enabled());
   }
   {
     env_guard no_home("HOME", std::nullopt);
-    CHECK_FALSE(cudax::compile_cache::from_environment().enabled());
+    CHECK_FALSE(cudrv::compile_cache::from_environment().enabled());
   }
 }
 
 TEST_CASE("compile_cache: the directory is created on the first store, mode 0700", "[compile_cache]") {
   temp_dir dir;
   const fs::path nested = dir.path / "a" / "b" / "c";
-  cudax::compile_cache cache(nested.string());
+  cudrv::compile_cache cache(nested.string());
   CHECK_FALSE(fs::exists(nested));  // nothing is created before a store
-  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
+  (void)cache.compile(saxpy_program(), cudrv::code_kind::ptx, sm90, float_expr);
   CHECK(cache.stats().store_failures == 0);
   for (const fs::path& p : {dir.path / "a", dir.path / "a" / "b", nested}) {
     INFO(p);
@@ -510,12 +546,12 @@ TEST_CASE("compile_cache: a store failure does not fail the compilation", "[comp
   temp_dir dir;
   // A directory below a regular file cannot be created, even by root.
   write_all(dir.path / "a-file", "not a directory");
-  cudax::compile_cache cache((dir.path / "a-file" / "cache").string());
+  cudrv::compile_cache cache((dir.path / "a-file" / "cache").string());
   const auto prog = saxpy_program();
-  const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  const auto r = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
   CHECK_FALSE(r.code.empty());
-  check_same(r, prog.compile(cudax::code_kind::cubin, sm90, float_expr));
-  (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  check_same(r, prog.compile(cudrv::code_kind::cubin, sm90, float_expr));
+  (void)cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
   const auto s = cache.stats();
   CHECK(s.store_failures == 2);
   CHECK(s.misses == 2);
@@ -525,9 +561,9 @@ TEST_CASE("compile_cache: a store failure does not fail the compilation", "[comp
 
 TEST_CASE("compile_cache: clear removes the entries and nothing else", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
-  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
-  (void)cache.compile(saxpy_program(), cudax::code_kind::cubin, sm90, float_expr);
+  cudrv::compile_cache cache(dir.str());
+  (void)cache.compile(saxpy_program(), cudrv::code_kind::ptx, sm90, float_expr);
+  (void)cache.compile(saxpy_program(), cudrv::code_kind::cubin, sm90, float_expr);
   write_all(dir.path / "README", "keep me");
   write_all(dir.path / ".0123456789abcdef0123456789abcdef.1.2.3.tmp", "stale temporary file");
   REQUIRE(files_in(dir.path, ".entry").size() == 2);
@@ -535,22 +571,22 @@ TEST_CASE("compile_cache: clear removes the entries and nothing else", "[compile
   CHECK(files_in(dir.path, ".entry").empty());
   CHECK(files_in(dir.path, ".tmp").empty());
   CHECK(fs::exists(dir.path / "README"));
-  (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, sm90, float_expr);
+  (void)cache.compile(saxpy_program(), cudrv::code_kind::ptx, sm90, float_expr);
   CHECK(cache.stats().misses == 3);
-  cudax::compile_cache(dir.str() + "/missing").clear();  // no directory: nothing to do
+  cudrv::compile_cache(dir.str() + "/missing").clear();  // no directory: nothing to do
 }
 
 TEST_CASE("compile_cache: threads compiling one key at once all succeed and leave one entry", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudrv::compile_cache cache(dir.str());
   const auto prog = saxpy_program();
-  const std::string expected = prog.compile(cudax::code_kind::cubin, sm90, float_expr).code.bytes();
+  const std::string expected = prog.compile(cudrv::code_kind::cubin, sm90, float_expr).code.bytes();
   std::vector<std::string> results(4);
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < results.size(); ++t) {
     threads.emplace_back([&, t] {
       try {
-        results[t] = cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr).code.bytes();
+        results[t] = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr).code.bytes();
       } catch (const std::exception& e) {
         results[t] = std::string("exception: ") + e.what();
       }
@@ -579,14 +615,14 @@ TEST_CASE("compile_cache: two processes storing one key at once both succeed", "
 
   std::vector<pid_t> children;
   for (int i = 0; i < 2; ++i) {
-    std::vector<std::string> args{CUDAX_TEST_CACHE_WRITER, cache_dir, start, name, source};
+    std::vector<std::string> args{CUDRV_TEST_CACHE_WRITER, cache_dir, start, name, source};
     std::vector<char*> argv;
     for (auto& a : args) {
       argv.push_back(a.data());
     }
     argv.push_back(nullptr);
     pid_t pid = 0;
-    REQUIRE(::posix_spawn(&pid, CUDAX_TEST_CACHE_WRITER, nullptr, nullptr, argv.data(), environ) == 0);
+    REQUIRE(::posix_spawn(&pid, CUDRV_TEST_CACHE_WRITER, nullptr, nullptr, argv.data(), environ) == 0);
     children.push_back(pid);
   }
   write_all(start, "go");  // both start compiling now
@@ -600,20 +636,20 @@ TEST_CASE("compile_cache: two processes storing one key at once both succeed", "
   CHECK(files_in(cache_dir, ".entry").size() == 1);
   CHECK(files_in(cache_dir, ".tmp").empty());
 
-  cudax::compile_cache cache(cache_dir);
-  const cudax::program prog(name, source);
-  const auto r = cache.compile(prog, cudax::code_kind::cubin, sm90);
+  cudrv::compile_cache cache(cache_dir);
+  const cudrv::program prog(name, source);
+  const auto r = cache.compile(prog, cudrv::code_kind::cubin, sm90);
   CHECK(cache.stats().hits == 1);
   CHECK(cache.stats().corrupt_entries == 0);
-  check_same(r, prog.compile(cudax::code_kind::cubin, sm90));
+  check_same(r, prog.compile(cudrv::code_kind::cubin, sm90));
 }
 
 TEST_CASE("compile_cache: an empty arch is resolved before the lookup", "[compile_cache][driverless]") {
-  CUDAX_REQUIRE_DRIVERLESS();
+  CUDRV_REQUIRE_DRIVERLESS();
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
-  auto e = catch_as<cudax::invalid_argument_error>(
-      [&] { (void)cache.compile(saxpy_program(), cudax::code_kind::ptx, {}, float_expr); });
+  cudrv::compile_cache cache(dir.str());
+  auto e = catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cache.compile(saxpy_program(), cudrv::code_kind::ptx, {}, float_expr); });
   REQUIRE(e.has_value());
   CHECK(contains(e->what(), "arch"));
   CHECK(fs::is_empty(dir.path));
@@ -622,16 +658,16 @@ TEST_CASE("compile_cache: an empty arch is resolved before the lookup", "[compil
 
 TEST_CASE("compile_cache: a hit is fast", "[compile_cache]") {
   temp_dir dir;
-  cudax::compile_cache cache(dir.str());
+  cudrv::compile_cache cache(dir.str());
   const auto prog = saxpy_program();
   using clock = std::chrono::steady_clock;
   auto t0 = clock::now();
-  (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+  (void)cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
   const auto miss = clock::now() - t0;
   constexpr int hits = 200;
   t0 = clock::now();
   for (int i = 0; i < hits; ++i) {
-    (void)cache.compile(prog, cudax::code_kind::cubin, sm90, float_expr);
+    (void)cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
   }
   const auto per_hit = (clock::now() - t0) / hits;
   CHECK(cache.stats().hits == hits);

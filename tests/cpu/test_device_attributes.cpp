@@ -1,8 +1,8 @@
-// The typed device-attribute tags against the cuda.h cudax is built with: every attribute the driver
+// The typed device-attribute tags against the cuda.h cudrv is built with: every attribute the driver
 // has (all but the deprecated names) has a tag, and the tags' result types are the meaningful ones.
 #include <catch2/catch.hpp>
 
-#include <cudax/device.hpp>
+#include <cudrv/device.hpp>
 
 #include <cctype>
 #include <fstream>
@@ -12,7 +12,7 @@
 #include <string>
 #include <type_traits>
 
-namespace attrs = cudax::device_attributes;
+namespace attrs = cudrv::device_attributes;
 
 static_assert(std::is_same_v<decltype(attrs::l2_cache_size)::type, std::size_t>);
 static_assert(std::is_same_v<decltype(attrs::max_shared_memory_per_block_optin)::type, std::size_t>);
@@ -27,7 +27,7 @@ static_assert(std::is_same_v<decltype(attrs::maximum_surface2d_layered_layers)::
 static_assert(attrs::clock_rate_khz.value == CU_DEVICE_ATTRIBUTE_CLOCK_RATE);
 
 TEST_CASE("device attributes: a tag for every attribute of cuda.h, none for deprecated names", "[device-attributes]") {
-  std::ifstream in(CUDAX_TEST_CUDA_H);
+  std::ifstream in(CUDRV_TEST_CUDA_H);
   REQUIRE(in);
   std::stringstream text;
   text << in.rdbuf();
@@ -71,7 +71,7 @@ TEST_CASE("device attributes: a tag for every attribute of cuda.h, none for depr
   }
   for (const auto& [name, value] : expected) {
     INFO("cuda.h has CU_DEVICE_ATTRIBUTE_ for " << name << " (" << value
-                                                << "); regenerate include/cudax/device_attributes.hpp with "
+                                                << "); regenerate include/cudrv/device_attributes.hpp with "
                                                    "scripts/gen-device-attributes.py");
     CHECK(seen.count(name) == 1);
   }

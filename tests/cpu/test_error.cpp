@@ -1,5 +1,5 @@
 // The error hierarchy, names and descriptions of CUresult codes, and the destruction handler.
-// Tagged [driverless]: descriptions then come from the table built into cudax, never the driver.
+// Tagged [driverless]: descriptions then come from the table built into cudrv, never the driver.
 #include <catch2/catch.hpp>
 
 #include <unistd.h>
@@ -12,25 +12,25 @@
 
 #include "support/test_support.hpp"
 
-#if defined(CUDAX_TEST_INTERNALS)
-// Internal entry point of cudax (src/driver_api.hpp): throws the subtype matching a failed call.
-namespace cudax::detail {
+#if defined(CUDRV_TEST_INTERNALS)
+// Internal entry point of cudrv (src/driver/driver_api.hpp): throws the subtype matching a failed call.
+namespace cudrv::detail {
 [[noreturn]] void throw_driver_error(CUresult status, const char* api, std::string context);
 }
 #endif
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
-static_assert(std::is_base_of_v<std::runtime_error, cudax::error>);
-static_assert(std::is_base_of_v<cudax::error, cudax::out_of_memory_error>);
-static_assert(std::is_base_of_v<cudax::error, cudax::driver_unavailable_error>);
-static_assert(std::is_base_of_v<cudax::error, cudax::not_supported_error>);
-static_assert(std::is_base_of_v<cudax::error, cudax::invalid_argument_error>);
-static_assert(std::is_base_of_v<cudax::error, cudax::host_callback_error>);
+static_assert(std::is_base_of_v<std::runtime_error, cudrv::error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::out_of_memory_error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::driver_unavailable_error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::not_supported_error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::invalid_argument_error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::host_callback_error>);
 
 TEST_CASE("error_name gives the symbolic name of every kind of code", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
+  CUDRV_REQUIRE_DRIVERLESS();
   struct named {
     CUresult code;
     const char* name;
@@ -57,34 +57,34 @@ TEST_CASE("error_name gives the symbolic name of every kind of code", "[driverle
   };
   for (const named& n : codes) {
     INFO("code " << static_cast<int>(n.code));
-    CHECK(cudax::error_name(n.code) == n.name);
+    CHECK(cudrv::error_name(n.code) == n.name);
   }
-  CHECK(cudax::error_name(static_cast<CUresult>(12345)) == "CUDA_ERROR_12345");
-  CHECK(cudax::error_name(static_cast<CUresult>(-1)) == "CUDA_ERROR_-1");
+  CHECK(cudrv::error_name(static_cast<CUresult>(12345)) == "CUDA_ERROR_12345");
+  CHECK(cudrv::error_name(static_cast<CUresult>(-1)) == "CUDA_ERROR_-1");
 }
 
 TEST_CASE("error_description works without a driver", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const std::string oom = cudax::error_description(CUDA_ERROR_OUT_OF_MEMORY);
-  const std::string inval = cudax::error_description(CUDA_ERROR_INVALID_VALUE);
+  CUDRV_REQUIRE_DRIVERLESS();
+  const std::string oom = cudrv::error_description(CUDA_ERROR_OUT_OF_MEMORY);
+  const std::string inval = cudrv::error_description(CUDA_ERROR_INVALID_VALUE);
   INFO(oom << " / " << inval);
   CHECK(contains(oom, "memory"));
   CHECK_FALSE(inval.empty());
   CHECK(inval != oom);
   CHECK(inval != "CUDA_ERROR_INVALID_VALUE");  // a description, not the name again
-  const std::string unknown = cudax::error_description(static_cast<CUresult>(12345));
+  const std::string unknown = cudrv::error_description(static_cast<CUresult>(12345));
   CHECK(contains(unknown, "12345"));
   CHECK(contains(unknown, "unknown"));
 }
 
 TEST_CASE("error composes what() from api, name, description and context", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::error e(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "device 0, 4 GiB requested");
-  CHECK(e.source() == cudax::error_source::driver);
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::error e(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "device 0, 4 GiB requested");
+  CHECK(e.source() == cudrv::error_source::driver);
   CHECK(e.code() == static_cast<int>(CUDA_ERROR_OUT_OF_MEMORY));
   CHECK(e.result() == CUDA_ERROR_OUT_OF_MEMORY);
   CHECK(e.name() == "CUDA_ERROR_OUT_OF_MEMORY");
-  CHECK(e.description() == cudax::error_description(CUDA_ERROR_OUT_OF_MEMORY));
+  CHECK(e.description() == cudrv::error_description(CUDA_ERROR_OUT_OF_MEMORY));
   CHECK(e.api() == "cuMemAlloc");
   CHECK(e.context() == "device 0, 4 GiB requested");
   const std::string what = e.what();
@@ -96,64 +96,64 @@ TEST_CASE("error composes what() from api, name, description and context", "[dri
   CHECK(what == "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (" + e.description() + ") [device 0, 4 GiB requested]");
 
   // Without context there is no empty bracket.
-  const cudax::error bare(CUDA_ERROR_INVALID_VALUE, "cuMemcpy");
+  const cudrv::error bare(CUDA_ERROR_INVALID_VALUE, "cuMemcpy");
   CHECK(bare.context().empty());
   CHECK(std::string(bare.what()) == "cuMemcpy: CUDA_ERROR_INVALID_VALUE (" + bare.description() + ")");
 
   // Every field explicit.
-  const cudax::error full(cudax::error_source::cudax, 7, "NAME", "DESCRIPTION", "API", "CONTEXT");
-  CHECK(full.source() == cudax::error_source::cudax);
+  const cudrv::error full(cudrv::error_source::cudrv, 7, "NAME", "DESCRIPTION", "API", "CONTEXT");
+  CHECK(full.source() == cudrv::error_source::cudrv);
   CHECK(full.code() == 7);
   CHECK(std::string(full.what()) == "API: NAME (DESCRIPTION) [CONTEXT]");
 
   // An unknown code still gives a readable message.
-  const cudax::error odd(static_cast<CUresult>(12345), "cuSomething");
+  const cudrv::error odd(static_cast<CUresult>(12345), "cuSomething");
   CHECK(odd.name() == "CUDA_ERROR_12345");
   CHECK(contains(odd.what(), "CUDA_ERROR_12345"));
 
   // Copies keep every field.
-  const cudax::error copy = e;
+  const cudrv::error copy = e;
   CHECK(std::string(copy.what()) == what);
   CHECK(copy.context() == e.context());
 }
 
 TEST_CASE("error subtypes are caught through the base and keep their fields", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
+  CUDRV_REQUIRE_DRIVERLESS();
   auto thrown = [](auto exception) {
     try {
       throw exception;
-    } catch (const cudax::error& e) {
+    } catch (const cudrv::error& e) {
       return std::string(e.name()) + "|" + (dynamic_cast<const decltype(exception)*>(&e) != nullptr ? "same" : "sliced");
     }
   };
-  CHECK(thrown(cudax::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")) == "CUDA_ERROR_OUT_OF_MEMORY|same");
-  CHECK(thrown(cudax::not_supported_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAdvise")) == "CUDA_ERROR_NOT_SUPPORTED|same");
-  CHECK(thrown(cudax::driver_unavailable_error(CUDA_ERROR_NO_DEVICE, "cuInit")) == "CUDA_ERROR_NO_DEVICE|same");
+  CHECK(thrown(cudrv::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")) == "CUDA_ERROR_OUT_OF_MEMORY|same");
+  CHECK(thrown(cudrv::not_supported_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAdvise")) == "CUDA_ERROR_NOT_SUPPORTED|same");
+  CHECK(thrown(cudrv::driver_unavailable_error(CUDA_ERROR_NO_DEVICE, "cuInit")) == "CUDA_ERROR_NO_DEVICE|same");
 
   // Catchable as std::runtime_error / std::exception with the same message.
   try {
-    throw cudax::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "1 TiB");
+    throw cudrv::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "1 TiB");
   } catch (const std::exception& e) {
     CHECK(contains(e.what(), "cuMemAlloc"));
     CHECK(contains(e.what(), "1 TiB"));
   }
 }
 
-#if defined(CUDAX_TEST_INTERNALS)
+#if defined(CUDRV_TEST_INTERNALS)
 TEST_CASE("failed driver calls map to the matching error subtype", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  auto raise = [](CUresult code) { cudax::detail::throw_driver_error(code, "cuTest", "ctx"); };
-  CHECK(catch_as<cudax::out_of_memory_error>([&] { raise(CUDA_ERROR_OUT_OF_MEMORY); }).has_value());
-  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_NOT_SUPPORTED); }).has_value());
-  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER); }).has_value());
-  CHECK(catch_as<cudax::not_supported_error>([&] { raise(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); }).has_value());
-  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_NO_DEVICE); }).has_value());
-  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_STUB_LIBRARY); }).has_value());
-  CHECK(catch_as<cudax::driver_unavailable_error>([&] { raise(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH); }).has_value());
+  CUDRV_REQUIRE_DRIVERLESS();
+  auto raise = [](CUresult code) { cudrv::detail::throw_driver_error(code, "cuTest", "ctx"); };
+  CHECK(catch_as<cudrv::out_of_memory_error>([&] { raise(CUDA_ERROR_OUT_OF_MEMORY); }).has_value());
+  CHECK(catch_as<cudrv::not_supported_error>([&] { raise(CUDA_ERROR_NOT_SUPPORTED); }).has_value());
+  CHECK(catch_as<cudrv::not_supported_error>([&] { raise(CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER); }).has_value());
+  CHECK(catch_as<cudrv::not_supported_error>([&] { raise(CUDA_ERROR_PEER_ACCESS_UNSUPPORTED); }).has_value());
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_NO_DEVICE); }).has_value());
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_STUB_LIBRARY); }).has_value());
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH); }).has_value());
 
-  // Anything else is a plain cudax::error (not one of the subtypes).
+  // Anything else is a plain cudrv::error (not one of the subtypes).
   for (CUresult code : {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED}) {
-    auto e = catch_as<cudax::error>([&] { raise(code); });
+    auto e = catch_as<cudrv::error>([&] { raise(code); });
     REQUIRE(e.has_value());
     CHECK(e->result() == code);
     CHECK(e->api() == "cuTest");
@@ -161,12 +161,12 @@ TEST_CASE("failed driver calls map to the matching error subtype", "[driverless]
     bool is_subtype = true;
     try {
       raise(code);
-    } catch (const cudax::invalid_argument_error&) {
-    } catch (const cudax::out_of_memory_error&) {
-    } catch (const cudax::not_supported_error&) {
-    } catch (const cudax::driver_unavailable_error&) {
-    } catch (const cudax::host_callback_error&) {
-    } catch (const cudax::error&) {
+    } catch (const cudrv::invalid_argument_error&) {
+    } catch (const cudrv::out_of_memory_error&) {
+    } catch (const cudrv::not_supported_error&) {
+    } catch (const cudrv::driver_unavailable_error&) {
+    } catch (const cudrv::host_callback_error&) {
+    } catch (const cudrv::error&) {
       is_subtype = false;
     }
     CHECK_FALSE(is_subtype);
@@ -174,28 +174,28 @@ TEST_CASE("failed driver calls map to the matching error subtype", "[driverless]
 }
 #endif
 
-TEST_CASE("invalid_argument_error carries INVALID_VALUE and the cudax api", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::invalid_argument_error e("cudax::copy", "the destination is smaller than the source");
-  CHECK(e.source() == cudax::error_source::cudax);
+TEST_CASE("invalid_argument_error carries INVALID_VALUE and the cudrv api", "[driverless][error]") {
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::invalid_argument_error e("cudrv::copy", "the destination is smaller than the source");
+  CHECK(e.source() == cudrv::error_source::cudrv);
   CHECK(e.code() == static_cast<int>(CUDA_ERROR_INVALID_VALUE));
   CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
   CHECK(e.name() == "CUDA_ERROR_INVALID_VALUE");
-  CHECK(e.api() == "cudax::copy");
+  CHECK(e.api() == "cudrv::copy");
   CHECK(e.description() == "the destination is smaller than the source");
   CHECK(e.context().empty());
-  CHECK(std::string(e.what()) == "cudax::copy: CUDA_ERROR_INVALID_VALUE (the destination is smaller than the source)");
-  const cudax::error& base = e;
-  CHECK(dynamic_cast<const cudax::invalid_argument_error*>(&base) != nullptr);
+  CHECK(std::string(e.what()) == "cudrv::copy: CUDA_ERROR_INVALID_VALUE (the destination is smaller than the source)");
+  const cudrv::error& base = e;
+  CHECK(dynamic_cast<const cudrv::invalid_argument_error*>(&base) != nullptr);
 }
 
 TEST_CASE("host_callback_error carries the original exception", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
+  CUDRV_REQUIRE_DRIVERLESS();
   SECTION("a std::exception") {
-    const cudax::host_callback_error e(std::make_exception_ptr(std::out_of_range("index 7 out of range")),
+    const cudrv::host_callback_error e(std::make_exception_ptr(std::out_of_range("index 7 out of range")),
                                        "stream 0x1234");
-    CHECK(e.source() == cudax::error_source::cudax);
-    CHECK(e.api() == "cudax::stream::enqueue");
+    CHECK(e.source() == cudrv::error_source::cudrv);
+    CHECK(e.api() == "cudrv::stream::enqueue");
     CHECK(e.context() == "stream 0x1234");
     CHECK(contains(e.what(), "index 7 out of range"));
     CHECK(contains(e.what(), "stream 0x1234"));
@@ -206,11 +206,11 @@ TEST_CASE("host_callback_error carries the original exception", "[driverless][er
       CHECK(std::string(original.what()) == "index 7 out of range");
     }
     // Copies share the original.
-    const cudax::host_callback_error copy = e;
+    const cudrv::host_callback_error copy = e;
     CHECK(copy.original() == e.original());
   }
   SECTION("something that is not a std::exception") {
-    const cudax::host_callback_error e(std::make_exception_ptr(42), "stream 0x1");
+    const cudrv::host_callback_error e(std::make_exception_ptr(42), "stream 0x1");
     CHECK(contains(e.what(), "not a std::exception"));
     REQUIRE(e.original() != nullptr);
     int value = 0;
@@ -222,7 +222,7 @@ TEST_CASE("host_callback_error carries the original exception", "[driverless][er
     CHECK(value == 42);
   }
   SECTION("no exception at all") {
-    const cudax::host_callback_error e(nullptr, "stream 0x1");
+    const cudrv::host_callback_error e(nullptr, "stream 0x1");
     CHECK(e.original() == nullptr);
     CHECK_FALSE(std::string(e.what()).empty());
   }
@@ -231,38 +231,38 @@ TEST_CASE("host_callback_error carries the original exception", "[driverless][er
 namespace {
 int handler_a_calls = 0;
 int handler_b_calls = 0;
-void handler_a(const cudax::error&) noexcept { ++handler_a_calls; }
-void handler_b(const cudax::error&) noexcept { ++handler_b_calls; }
+void handler_a(const cudrv::error&) noexcept { ++handler_a_calls; }
+void handler_b(const cudrv::error&) noexcept { ++handler_b_calls; }
 }  // namespace
 
 TEST_CASE("set_destruction_error_handler returns the previous handler", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::destruction_error_handler original = cudax::get_destruction_error_handler();
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::destruction_error_handler original = cudrv::get_destruction_error_handler();
   REQUIRE(original != nullptr);
 
-  CHECK(cudax::set_destruction_error_handler(&handler_a) == original);
-  CHECK(cudax::get_destruction_error_handler() == &handler_a);
-  CHECK(cudax::set_destruction_error_handler(&handler_b) == &handler_a);
-  cudax::get_destruction_error_handler()(cudax::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
+  CHECK(cudrv::set_destruction_error_handler(&handler_a) == original);
+  CHECK(cudrv::get_destruction_error_handler() == &handler_a);
+  CHECK(cudrv::set_destruction_error_handler(&handler_b) == &handler_a);
+  cudrv::get_destruction_error_handler()(cudrv::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
   CHECK(handler_b_calls == 1);
   CHECK(handler_a_calls == 0);
 
   // nullptr restores the default handler and returns the one it replaced.
-  CHECK(cudax::set_destruction_error_handler(nullptr) == &handler_b);
-  CHECK(cudax::get_destruction_error_handler() == original);
-  CHECK(cudax::get_destruction_error_handler() != nullptr);
+  CHECK(cudrv::set_destruction_error_handler(nullptr) == &handler_b);
+  CHECK(cudrv::get_destruction_error_handler() == original);
+  CHECK(cudrv::get_destruction_error_handler() != nullptr);
 }
 
 TEST_CASE("the default destruction handler writes one line to stderr", "[driverless][error]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  (void)cudax::set_destruction_error_handler(nullptr);
+  CUDRV_REQUIRE_DRIVERLESS();
+  (void)cudrv::set_destruction_error_handler(nullptr);
   std::FILE* capture = std::tmpfile();
   REQUIRE(capture != nullptr);
   std::fflush(stderr);
   const int saved = ::dup(STDERR_FILENO);
   REQUIRE(saved >= 0);
   ::dup2(::fileno(capture), STDERR_FILENO);
-  cudax::get_destruction_error_handler()(cudax::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
+  cudrv::get_destruction_error_handler()(cudrv::error(CUDA_ERROR_INVALID_HANDLE, "cuStreamDestroy"));
   std::fflush(stderr);
   ::dup2(saved, STDERR_FILENO);
   ::close(saved);
@@ -275,7 +275,7 @@ TEST_CASE("the default destruction handler writes one line to stderr", "[driverl
   }
   std::fclose(capture);
   INFO(text);
-  CHECK(contains(text, "cudax"));
+  CHECK(contains(text, "cudrv"));
   CHECK(contains(text, "cuStreamDestroy"));
   CHECK(contains(text, "CUDA_ERROR_INVALID_HANDLE"));
   REQUIRE_FALSE(text.empty());

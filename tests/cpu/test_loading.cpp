@@ -1,4 +1,4 @@
-// Loading and launching without a GPU: object_code files and kinds, the checks cudax::library makes
+// Loading and launching without a GPU: object_code files and kinds, the checks cudrv::library makes
 // before the driver sees an image (run without a driver: a check after a driver call would surface
 // as driver_unavailable_error), launch_config, and the compile-time shape of typed kernels.
 #include <catch2/catch.hpp>
@@ -12,19 +12,19 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("cudax-loading-" + std::to_string(::getpid()) + "-" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("cudrv-loading-" + std::to_string(::getpid()) + "-" + name)).string();
 }
 
-const cudax::object_code& nvrtc_cubin() {
-  static const cudax::object_code code =
-      cudax::program("k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }")
-          .compile(cudax::code_kind::cubin, {.arch = "sm_90"})
+const cudrv::object_code& nvrtc_cubin() {
+  static const cudrv::object_code code =
+      cudrv::program("k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }")
+          .compile(cudrv::code_kind::cubin, {.arch = "sm_90"})
           .code;
   return code;
 }
@@ -40,13 +40,13 @@ E require_error(F&& f) {
 
 TEST_CASE("object_code: files round-trip and the kind comes from the extension", "[loading]") {
   const std::string bytes("\x7f" "ELF\0binary\0bytes", 17);
-  for (auto [ext, kind] : {std::pair{".ptx", cudax::code_kind::ptx}, std::pair{".cubin", cudax::code_kind::cubin},
-                           std::pair{".fatbin", cudax::code_kind::fatbin}, std::pair{".ltoir", cudax::code_kind::ltoir},
-                           std::pair{".o", cudax::code_kind::object}, std::pair{".a", cudax::code_kind::library}}) {
+  for (auto [ext, kind] : {std::pair{".ptx", cudrv::code_kind::ptx}, std::pair{".cubin", cudrv::code_kind::cubin},
+                           std::pair{".fatbin", cudrv::code_kind::fatbin}, std::pair{".ltoir", cudrv::code_kind::ltoir},
+                           std::pair{".o", cudrv::code_kind::object}, std::pair{".a", cudrv::code_kind::library}}) {
     INFO(ext);
     const std::string path = temp_path(std::string("code") + ext);
-    cudax::object_code(kind, bytes, "in memory").write_to_file(path);
-    auto read = cudax::object_code::from_file(path);
+    cudrv::object_code(kind, bytes, "in memory").write_to_file(path);
+    auto read = cudrv::object_code::from_file(path);
     std::remove(path.c_str());
     CHECK(read.kind() == kind);
     CHECK(read.bytes() == bytes);
@@ -54,110 +54,110 @@ TEST_CASE("object_code: files round-trip and the kind comes from the extension",
     CHECK(read.name() == path);
     CHECK(read.data()[read.size()] == '\0');  // PTX needs the terminating NUL
   }
-  auto unknown = require_error<cudax::invalid_argument_error>([] { (void)cudax::object_code::from_file("/tmp/k.bin"); });
+  auto unknown = require_error<cudrv::invalid_argument_error>([] { (void)cudrv::object_code::from_file("/tmp/k.bin"); });
   CHECK(contains(unknown.what(), ".ptx .cubin .fatbin .ltoir .o .a"));
-  auto missing = require_error<cudax::invalid_argument_error>(
-      [] { (void)cudax::object_code::from_file("/nonexistent/dir/k.cubin"); });
+  auto missing = require_error<cudrv::invalid_argument_error>(
+      [] { (void)cudrv::object_code::from_file("/nonexistent/dir/k.cubin"); });
   CHECK(contains(missing.what(), "/nonexistent/dir/k.cubin"));
   CHECK(contains(missing.what(), "No such file"));
-  CHECK(cudax::to_string(cudax::code_kind::ltoir) == "ltoir");
-  CHECK(cudax::object_code().empty());
+  CHECK(cudrv::to_string(cudrv::code_kind::ltoir) == "ltoir");
+  CHECK(cudrv::object_code().empty());
 }
 
 TEST_CASE("library: images refused before the driver, each with what to fix", "[loading][driverless]") {
-  CUDAX_REQUIRE_DRIVERLESS();
+  CUDRV_REQUIRE_DRIVERLESS();
   const auto& cubin = nvrtc_cubin();
   REQUIRE(cubin.size() > 200);
 
-  auto empty = require_error<cudax::invalid_argument_error>(
-      [] { cudax::library lib(cudax::object_code(cudax::code_kind::cubin, "", "empty.cubin")); });
+  auto empty = require_error<cudrv::invalid_argument_error>(
+      [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, "", "empty.cubin")); });
   CHECK(contains(empty.what(), "'empty.cubin' is empty"));
 
-  for (auto kind : {cudax::code_kind::ltoir, cudax::code_kind::object, cudax::code_kind::library}) {
-    auto e = require_error<cudax::invalid_argument_error>(
-        [&] { cudax::library lib(cudax::object_code(kind, "bytes", "unit")); });
-    CHECK(contains(e.what(), "cudax::linker"));
+  for (auto kind : {cudrv::code_kind::ltoir, cudrv::code_kind::object, cudrv::code_kind::library}) {
+    auto e = require_error<cudrv::invalid_argument_error>(
+        [&] { cudrv::library lib(cudrv::object_code(kind, "bytes", "unit")); });
+    CHECK(contains(e.what(), "cudrv::linker"));
   }
 
   // Truncated cubins: cut inside the section headers, and inside a section's data.
   for (std::size_t keep : {cubin.size() - 1, cubin.size() / 2, std::size_t(80)}) {
     INFO("kept " << keep << " of " << cubin.size() << " bytes");
-    auto e = require_error<cudax::load_error>([&] {
-      cudax::library lib(cudax::object_code(cudax::code_kind::cubin, cubin.bytes().substr(0, keep), "cut.cubin"));
+    auto e = require_error<cudrv::load_error>([&] {
+      cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, cubin.bytes().substr(0, keep), "cut.cubin"));
     });
-    CHECK(e.source() == cudax::error_source::cudax);
+    CHECK(e.source() == cudrv::error_source::cudrv);
     CHECK(e.result() == CUDA_ERROR_INVALID_IMAGE);
     CHECK(contains(e.what(), "'cut.cubin' is malformed"));
     CHECK(contains(e.what(), "truncated?"));
   }
-  auto not_elf = require_error<cudax::load_error>(
-      [] { cudax::library lib(cudax::object_code(cudax::code_kind::cubin, std::string(100, 'x'), "text.cubin")); });
+  auto not_elf = require_error<cudrv::load_error>(
+      [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, std::string(100, 'x'), "text.cubin")); });
   CHECK(contains(not_elf.what(), "not an ELF file"));
   std::string host_elf = cubin.bytes();
   host_elf[18] = 62;  // EM_X86_64
   host_elf[19] = 0;
-  auto wrong_machine = require_error<cudax::load_error>(
-      [&] { cudax::library lib(cudax::object_code(cudax::code_kind::cubin, host_elf, "host.o")); });
+  auto wrong_machine = require_error<cudrv::load_error>(
+      [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, host_elf, "host.o")); });
   CHECK(contains(wrong_machine.what(), "machine 62, not a CUDA cubin"));
 
-  auto bad_fatbin = require_error<cudax::load_error>(
-      [] { cudax::library lib(cudax::object_code(cudax::code_kind::fatbin, std::string(64, '\0'), "x.fatbin")); });
+  auto bad_fatbin = require_error<cudrv::load_error>(
+      [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::fatbin, std::string(64, '\0'), "x.fatbin")); });
   CHECK(contains(bad_fatbin.what(), "fatbin magic"));
   std::string fat("\x50\xed\x55\xba\x01\x00\x10\x00", 8);
   fat += std::string("\x00\x10\x00\x00\x00\x00\x00\x00", 8);  // announces 4096 bytes of body
   fat += std::string(100, '\0');
-  auto short_fatbin = require_error<cudax::load_error>(
-      [&] { cudax::library lib(cudax::object_code(cudax::code_kind::fatbin, fat, "short.fatbin")); });
+  auto short_fatbin = require_error<cudrv::load_error>(
+      [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::fatbin, fat, "short.fatbin")); });
   CHECK(contains(short_fatbin.what(), "announces 4112 bytes, but it has 116"));
 
-  auto nul_ptx = require_error<cudax::invalid_argument_error>(
-      [] { cudax::library lib(cudax::object_code(cudax::code_kind::ptx, std::string("abc\0def", 7), "bin.ptx")); });
+  auto nul_ptx = require_error<cudrv::invalid_argument_error>(
+      [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::ptx, std::string("abc\0def", 7), "bin.ptx")); });
   CHECK(contains(nul_ptx.what(), "NUL byte"));
 
   // Option values are checked before the driver too.
-  const cudax::object_code ptx(cudax::code_kind::ptx, ".version 8.0\n", "k.ptx");
-  CHECK(contains(require_error<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.optimization_level = 5}); }).what(),
+  const cudrv::object_code ptx(cudrv::code_kind::ptx, ".version 8.0\n", "k.ptx");
+  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.optimization_level = 5}); }).what(),
                  "0 to 4"));
-  CHECK(contains(require_error<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.target = 1000}); }).what(),
+  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.target = 1000}); }).what(),
                  "major * 10 + minor"));
 
   // A whole, valid image gets as far as the driver, which is missing.
-  CHECK(catch_as<cudax::driver_unavailable_error>([&] { cudax::library lib(cubin); }));
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { cudrv::library lib(cubin); }));
 }
 
 TEST_CASE("launch_config: defaults, dims and when the extended launch is needed", "[loading]") {
-  const cudax::launch_config plain{};
-  CHECK(plain.grid == cudax::dims(1, 1, 1));
-  CHECK(plain.block == cudax::dims(1));
+  const cudrv::launch_config plain{};
+  CHECK(plain.grid == cudrv::dims(1, 1, 1));
+  CHECK(plain.block == cudrv::dims(1));
   CHECK(plain.dynamic_shared_memory == 0);
   CHECK_FALSE(plain.has_cluster());
   CHECK_FALSE(plain.needs_extended_launch());
   CHECK_FALSE(plain.programmatic_stream_serialization);  // off by default
 
-  const cudax::launch_config tiles{.grid = {8, 4}, .block = 256, .dynamic_shared_memory = 1024};
+  const cudrv::launch_config tiles{.grid = {8, 4}, .block = 256, .dynamic_shared_memory = 1024};
   CHECK(tiles.grid.count() == 32);
   CHECK(tiles.block.count() == 256);
   CHECK_FALSE(tiles.needs_extended_launch());
-  CHECK(cudax::dims(65535, 65535, 65535).count() == 65535ULL * 65535ULL * 65535ULL);
+  CHECK(cudrv::dims(65535, 65535, 65535).count() == 65535ULL * 65535ULL * 65535ULL);
 
-  CHECK(cudax::launch_config{.cluster = 2}.has_cluster());
-  CHECK(cudax::launch_config{.cluster = 2}.needs_extended_launch());
-  CHECK(cudax::launch_config{.cooperative = true}.needs_extended_launch());
-  CHECK(cudax::launch_config{.programmatic_stream_serialization = true}.needs_extended_launch());
-  CHECK(cudax::launch_config{.priority = -1}.needs_extended_launch());
+  CHECK(cudrv::launch_config{.cluster = 2}.has_cluster());
+  CHECK(cudrv::launch_config{.cluster = 2}.needs_extended_launch());
+  CHECK(cudrv::launch_config{.cooperative = true}.needs_extended_launch());
+  CHECK(cudrv::launch_config{.programmatic_stream_serialization = true}.needs_extended_launch());
+  CHECK(cudrv::launch_config{.priority = -1}.needs_extended_launch());
 }
 
 TEST_CASE("typed kernels: arity and parameter types are part of the type", "[loading]") {
-  using saxpy_t = cudax::typed_kernel_ref<void(float, const float*, float*, std::size_t)>;
+  using saxpy_t = cudrv::typed_kernel_ref<void(float, const float*, float*, std::size_t)>;
   STATIC_REQUIRE(saxpy_t::arity == 4);
-  STATIC_REQUIRE(std::is_convertible_v<saxpy_t, cudax::kernel_ref>);
-  STATIC_REQUIRE(std::is_base_of_v<cudax::kernel_base, saxpy_t>);
+  STATIC_REQUIRE(std::is_convertible_v<saxpy_t, cudrv::kernel_ref>);
+  STATIC_REQUIRE(std::is_base_of_v<cudrv::kernel_base, saxpy_t>);
   STATIC_REQUIRE(std::is_trivially_copyable_v<saxpy_t>);
-  STATIC_REQUIRE(std::is_trivially_copyable_v<cudax::kernel_ref>);
-  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudax::kernel_ref, std::nullptr_t>);
-  STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<cudax::library>);
-  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<cudax::library>);
-  STATIC_REQUIRE(std::is_convertible_v<cudax::library&, cudax::library_ref>);
+  STATIC_REQUIRE(std::is_trivially_copyable_v<cudrv::kernel_ref>);
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudrv::kernel_ref, std::nullptr_t>);
+  STATIC_REQUIRE_FALSE(std::is_copy_constructible_v<cudrv::library>);
+  STATIC_REQUIRE(std::is_nothrow_move_constructible_v<cudrv::library>);
+  STATIC_REQUIRE(std::is_convertible_v<cudrv::library&, cudrv::library_ref>);
   auto k = saxpy_t::from_native_handle(reinterpret_cast<CUkernel>(std::uintptr_t{0x1000}));
   CHECK(k.native_handle() == reinterpret_cast<CUkernel>(std::uintptr_t{0x1000}));
   CHECK(k.native_function() == reinterpret_cast<CUfunction>(k.native_handle()));
@@ -166,11 +166,11 @@ TEST_CASE("typed kernels: arity and parameter types are part of the type", "[loa
 
 TEST_CASE("launch refuses dynamic shared memory beyond 32 bits before the driver",
           "[loading][driverless]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  cudax::stream_ref legacy = cudax::stream_ref::legacy_default();
-  auto k = cudax::typed_kernel_ref<void(int)>::from_native_handle(reinterpret_cast<CUkernel>(std::uintptr_t{0x1000}));
-  cudax::launch_config too_much_shared{.dynamic_shared_memory = std::size_t(1) << 33};
-  auto e = require_error<cudax::launch_error>([&] { cudax::launch(legacy, too_much_shared, k, 1); });
-  CHECK(e.source() == cudax::error_source::cudax);
+  CUDRV_REQUIRE_DRIVERLESS();
+  cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
+  auto k = cudrv::typed_kernel_ref<void(int)>::from_native_handle(reinterpret_cast<CUkernel>(std::uintptr_t{0x1000}));
+  cudrv::launch_config too_much_shared{.dynamic_shared_memory = std::size_t(1) << 33};
+  auto e = require_error<cudrv::launch_error>([&] { cudrv::launch(legacy, too_much_shared, k, 1); });
+  CHECK(e.source() == cudrv::error_source::cudrv);
   CHECK(contains(e.what(), "8589934592 bytes of dynamic shared memory"));
 }

@@ -1,11 +1,11 @@
-// TMA tensor maps without a GPU: every rule cudax::validate checks, each with a descriptor that breaks
+// TMA tensor maps without a GPU: every rule cudrv::validate checks, each with a descriptor that breaks
 // exactly that rule (the exception type, its api and the numbers in its message), descriptors that
-// follow every rule (several ranks, types, swizzles and interleaves), the layout of cudax::tensor_map,
+// follow every rule (several ranks, types, swizzles and interleaves), the layout of cudrv::tensor_map,
 // and the typed overloads up to the driver call. Run without a driver ([driverless]): a check that
 // came after a driver call would surface as driver_unavailable_error instead.
 #include <catch2/catch.hpp>
 
-#include <cudax/tensor_map.hpp>
+#include <cudrv/tensor_map.hpp>
 
 #include <cstdint>
 #include <cstring>
@@ -16,13 +16,13 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
-using dtype = cudax::tensor_map_data_type;
-using cudax::tensor_map_interleave;
-using cudax::tensor_map_l2_promotion;
-using cudax::tensor_map_oob_fill;
-using cudax::tensor_map_swizzle;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using dtype = cudrv::tensor_map_data_type;
+using cudrv::tensor_map_interleave;
+using cudrv::tensor_map_l2_promotion;
+using cudrv::tensor_map_oob_fill;
+using cudrv::tensor_map_swizzle;
 
 namespace {
 
@@ -30,7 +30,7 @@ namespace {
 constexpr CUdeviceptr base = 0x7f0000000000ull;
 
 // A row-major 512 x 1024 float matrix, 32 x 16 boxes with the 128-byte swizzle.
-cudax::tiled_tensor_map_desc valid_tiled() {
+cudrv::tiled_tensor_map_desc valid_tiled() {
   return {.data_type = dtype::float32,
           .rank = 2,
           .global_address = base,
@@ -41,7 +41,7 @@ cudax::tiled_tensor_map_desc valid_tiled() {
 }
 
 // A dense 8 x 32 x 64 float tensor, 32 x 8 x 2 boxes.
-cudax::tiled_tensor_map_desc valid_tiled_rank3() {
+cudrv::tiled_tensor_map_desc valid_tiled_rank3() {
   return {.data_type = dtype::float32,
           .rank = 3,
           .global_address = base,
@@ -51,7 +51,7 @@ cudax::tiled_tensor_map_desc valid_tiled_rank3() {
 }
 
 // NC/16HWC16 with 2-byte elements: 16 channels fill the 32 bytes of the 32-byte interleave.
-cudax::tiled_tensor_map_desc valid_interleaved_32() {
+cudrv::tiled_tensor_map_desc valid_interleaved_32() {
   return {.data_type = dtype::uint16,
           .rank = 3,
           .global_address = base,
@@ -63,7 +63,7 @@ cudax::tiled_tensor_map_desc valid_interleaved_32() {
 }
 
 // NHWC fp16 activations, N = 8, H = W = 56, C = 64; a 3 x 3 filter with padding 1.
-cudax::im2col_tensor_map_desc valid_im2col() {
+cudrv::im2col_tensor_map_desc valid_im2col() {
   return {.data_type = dtype::float16,
           .rank = 4,
           .global_address = base,
@@ -78,7 +78,7 @@ cudax::im2col_tensor_map_desc valid_im2col() {
 
 #if CUDA_VERSION >= 12080
 // 256 x 64 packed 4-bit values, 16-byte aligned in shared memory: rows of 128 bytes.
-cudax::tiled_tensor_map_desc valid_u4_align16() {
+cudrv::tiled_tensor_map_desc valid_u4_align16() {
   return {.data_type = dtype::u4x16_align16b,
           .rank = 2,
           .global_address = base,
@@ -89,7 +89,7 @@ cudax::tiled_tensor_map_desc valid_u4_align16() {
 }
 
 // 256 x 64 packed 6-bit values: rows of 192 bytes (a multiple of 32).
-cudax::tiled_tensor_map_desc valid_u6_align16() {
+cudrv::tiled_tensor_map_desc valid_u6_align16() {
   return {.data_type = dtype::u6x16_align16b,
           .rank = 2,
           .global_address = base,
@@ -99,7 +99,7 @@ cudax::tiled_tensor_map_desc valid_u6_align16() {
 }
 
 // 64 x 16 packed 4-bit values without gaps: rows of 32 bytes; 32 values are 16 bytes.
-cudax::tiled_tensor_map_desc valid_u4_align8() {
+cudrv::tiled_tensor_map_desc valid_u4_align8() {
   return {.data_type = dtype::u4x16_align8b,
           .rank = 2,
           .global_address = base,
@@ -109,33 +109,33 @@ cudax::tiled_tensor_map_desc valid_u4_align8() {
 }
 #endif
 
-cudax::tensor_map make(const cudax::tiled_tensor_map_desc& d) { return cudax::make_tiled_tensor_map(d); }
-cudax::tensor_map make(const cudax::im2col_tensor_map_desc& d) { return cudax::make_im2col_tensor_map(d); }
-const char* make_api(const cudax::tiled_tensor_map_desc&) { return "cudax::make_tiled_tensor_map"; }
-const char* make_api(const cudax::im2col_tensor_map_desc&) { return "cudax::make_im2col_tensor_map"; }
+cudrv::tensor_map make(const cudrv::tiled_tensor_map_desc& d) { return cudrv::make_tiled_tensor_map(d); }
+cudrv::tensor_map make(const cudrv::im2col_tensor_map_desc& d) { return cudrv::make_im2col_tensor_map(d); }
+const char* make_api(const cudrv::tiled_tensor_map_desc&) { return "cudrv::make_tiled_tensor_map"; }
+const char* make_api(const cudrv::im2col_tensor_map_desc&) { return "cudrv::make_im2col_tensor_map"; }
 
 // validate(desc) refuses desc with an invalid_argument_error whose message holds every fragment, and
 // make_*_tensor_map(desc) refuses it the same way before any driver call.
 template <class Desc>
 void require_rule(const Desc& desc, const std::vector<const char*>& fragments) {
-  auto e = catch_as<cudax::invalid_argument_error>([&] { cudax::validate(desc); });
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { cudrv::validate(desc); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
-  CHECK(e->source() == cudax::error_source::cudax);
-  CHECK(e->api() == "cudax::validate");
+  CHECK(e->source() == cudrv::error_source::cudrv);
+  CHECK(e->api() == "cudrv::validate");
   for (const char* fragment : fragments) {
     INFO("expected in the message: " << fragment);
     CHECK(contains(e->description(), fragment));
   }
-  auto m = catch_as<cudax::invalid_argument_error>([&] { (void)make(desc); });
+  auto m = catch_as<cudrv::invalid_argument_error>([&] { (void)make(desc); });
   REQUIRE(m.has_value());
   CHECK(m->api() == make_api(desc));
   CHECK(m->description() == e->description());
 }
 
-using tiled_desc = cudax::tiled_tensor_map_desc;
-using im2col_desc = cudax::im2col_tensor_map_desc;
+using tiled_desc = cudrv::tiled_tensor_map_desc;
+using im2col_desc = cudrv::im2col_tensor_map_desc;
 
 // One broken rule: a section of its own, where change breaks a valid description and require_rule
 // looks for fragments.
@@ -160,34 +160,34 @@ void require_rules(const Desc& valid, const std::vector<rule_case<Desc>>& cases)
 
 template <class Desc>
 void require_valid(const Desc& desc) {
-  auto e = catch_as<cudax::invalid_argument_error>([&] { cudax::validate(desc); });
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { cudrv::validate(desc); });
   INFO("what(): " << (e ? e->what() : "(nothing thrown)"));
   CHECK_FALSE(e.has_value());
 }
 
 }  // namespace
 
-// --- cudax::tensor_map ----------------------------------------------------------------------------
+// --- cudrv::tensor_map ----------------------------------------------------------------------------
 
-static_assert(sizeof(cudax::tensor_map) == 128);
-static_assert(alignof(cudax::tensor_map) == alignof(CUtensorMap) && alignof(cudax::tensor_map) >= 64);
-static_assert(std::is_trivially_copyable_v<cudax::tensor_map>);
-static_assert(std::is_standard_layout_v<cudax::tensor_map>);
-static_assert(std::is_nothrow_default_constructible_v<cudax::tensor_map>);
-static_assert(std::is_convertible_v<const cudax::tensor_map&, const CUtensorMap&>);
-static_assert(std::is_convertible_v<cudax::tensor_map, CUtensorMap>);  // a typed kernel's CUtensorMap parameter
-static_assert(std::is_same_v<decltype(std::declval<const cudax::tensor_map&>().native()), const CUtensorMap&>);
+static_assert(sizeof(cudrv::tensor_map) == 128);
+static_assert(alignof(cudrv::tensor_map) == alignof(CUtensorMap) && alignof(cudrv::tensor_map) >= 64);
+static_assert(std::is_trivially_copyable_v<cudrv::tensor_map>);
+static_assert(std::is_standard_layout_v<cudrv::tensor_map>);
+static_assert(std::is_nothrow_default_constructible_v<cudrv::tensor_map>);
+static_assert(std::is_convertible_v<const cudrv::tensor_map&, const CUtensorMap&>);
+static_assert(std::is_convertible_v<cudrv::tensor_map, CUtensorMap>);  // a typed kernel's CUtensorMap parameter
+static_assert(std::is_same_v<decltype(std::declval<const cudrv::tensor_map&>().native()), const CUtensorMap&>);
 
-static_assert(cudax::tensor_map_data_type_of<std::uint8_t> == dtype::uint8);
-static_assert(cudax::tensor_map_data_type_of<std::int8_t> == dtype::uint8);
-static_assert(cudax::tensor_map_data_type_of<std::uint16_t> == dtype::uint16);
-static_assert(cudax::tensor_map_data_type_of<std::int16_t> == dtype::uint16);
-static_assert(cudax::tensor_map_data_type_of<std::uint32_t> == dtype::uint32);
-static_assert(cudax::tensor_map_data_type_of<std::int32_t> == dtype::int32);
-static_assert(cudax::tensor_map_data_type_of<std::uint64_t> == dtype::uint64);
-static_assert(cudax::tensor_map_data_type_of<std::int64_t> == dtype::int64);
-static_assert(cudax::tensor_map_data_type_of<float> == dtype::float32);
-static_assert(cudax::tensor_map_data_type_of<const double> == dtype::float64);
+static_assert(cudrv::tensor_map_data_type_of<std::uint8_t> == dtype::uint8);
+static_assert(cudrv::tensor_map_data_type_of<std::int8_t> == dtype::uint8);
+static_assert(cudrv::tensor_map_data_type_of<std::uint16_t> == dtype::uint16);
+static_assert(cudrv::tensor_map_data_type_of<std::int16_t> == dtype::uint16);
+static_assert(cudrv::tensor_map_data_type_of<std::uint32_t> == dtype::uint32);
+static_assert(cudrv::tensor_map_data_type_of<std::int32_t> == dtype::int32);
+static_assert(cudrv::tensor_map_data_type_of<std::uint64_t> == dtype::uint64);
+static_assert(cudrv::tensor_map_data_type_of<std::int64_t> == dtype::int64);
+static_assert(cudrv::tensor_map_data_type_of<float> == dtype::float32);
+static_assert(cudrv::tensor_map_data_type_of<const double> == dtype::float64);
 
 // The enumerators are the driver's values.
 static_assert(static_cast<int>(dtype::bfloat16) == CU_TENSOR_MAP_DATA_TYPE_BFLOAT16);
@@ -203,7 +203,7 @@ static_assert(static_cast<int>(tensor_map_swizzle::bytes_128_atom_64b) == CU_TEN
 #endif
 
 TEST_CASE("tensor_map holds the 128 bytes of a CUtensorMap", "[driverless][tensor_map]") {
-  const cudax::tensor_map empty;
+  const cudrv::tensor_map empty;
   const unsigned char zeros[sizeof(CUtensorMap)] = {};
   CHECK(std::memcmp(&empty.native(), zeros, sizeof zeros) == 0);
 
@@ -211,35 +211,35 @@ TEST_CASE("tensor_map holds the 128 bytes of a CUtensorMap", "[driverless][tenso
   for (std::size_t i = 0; i < CU_TENSOR_MAP_NUM_QWORDS; ++i) {
     raw.opaque[i] = 0x0101010101010101ull * (i + 1);
   }
-  const cudax::tensor_map map = cudax::tensor_map::from_native(raw);
+  const cudrv::tensor_map map = cudrv::tensor_map::from_native(raw);
   CHECK(std::memcmp(&map.native(), &raw, sizeof raw) == 0);
   const CUtensorMap& converted = map;  // what a typed kernel parameter receives
   CHECK(&converted == &map.native());
   CHECK(reinterpret_cast<const void*>(&map) == reinterpret_cast<const void*>(&map.native()));
 
-  cudax::tensor_map copy = map;
+  cudrv::tensor_map copy = map;
   CHECK(copy == map);
   CHECK_FALSE(copy == empty);
   raw.opaque[15] ^= 1;
-  CHECK_FALSE(cudax::tensor_map::from_native(raw) == map);
+  CHECK_FALSE(cudrv::tensor_map::from_native(raw) == map);
   copy = empty;
   CHECK(copy == empty);
 }
 
 TEST_CASE("tensor_map::replace_address refuses a misaligned address before any driver call",
           "[driverless][tensor_map]") {
-  cudax::tensor_map map;
-  auto e = catch_as<cudax::invalid_argument_error>([&] { map.replace_address(base + 8); });
+  cudrv::tensor_map map;
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { map.replace_address(base + 8); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
-  CHECK(e->api() == "cudax::tensor_map::replace_address");
+  CHECK(e->api() == "cudrv::tensor_map::replace_address");
   CHECK(contains(e->description(), "0x7f0000000008"));
   CHECK(contains(e->description(), "16-byte aligned"));
-  auto p = catch_as<cudax::invalid_argument_error>(
+  auto p = catch_as<cudrv::invalid_argument_error>(
       [&] { map.replace_address(reinterpret_cast<const void*>(static_cast<std::uintptr_t>(base + 4))); });
   REQUIRE(p.has_value());
   CHECK(contains(p->description(), "0x7f0000000004"));
-  CHECK(map == cudax::tensor_map{});  // unchanged
+  CHECK(map == cudrv::tensor_map{});  // unchanged
 }
 
 // --- valid descriptors ----------------------------------------------------------------------------
@@ -247,7 +247,7 @@ TEST_CASE("tensor_map::replace_address refuses a misaligned address before any d
 TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()", "[driverless][tensor_map]") {
   SECTION("a float matrix with the 128-byte swizzle") { require_valid(valid_tiled()); }
   SECTION("every rank from 1 to 5") {
-    cudax::tiled_tensor_map_desc d{.data_type = dtype::uint8, .global_address = base};
+    cudrv::tiled_tensor_map_desc d{.data_type = dtype::uint8, .global_address = base};
     for (std::uint32_t rank = 1; rank <= 5; ++rank) {
       d.rank = rank;
       d.global_dims[rank - 1] = rank == 1 ? 4096 : 3;
@@ -263,7 +263,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     for (dtype t : {dtype::uint8, dtype::uint16, dtype::uint32, dtype::int32, dtype::uint64, dtype::int64,
                     dtype::float16, dtype::float32, dtype::float64, dtype::bfloat16, dtype::float32_ftz,
                     dtype::tfloat32, dtype::tfloat32_ftz}) {
-      cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+      cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
       d.data_type = t;
       d.global_strides = {64 * 8, 64 * 8 * 32};  // room for 8-byte elements
       d.box_dims[0] = 16;                        // 16 to 128 bytes
@@ -285,7 +285,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
 #endif
     };
     for (auto [s, row_floats] : cases) {
-      cudax::tiled_tensor_map_desc d = valid_tiled();
+      cudrv::tiled_tensor_map_desc d = valid_tiled();
       d.swizzle = s;
       d.box_dims[0] = row_floats;
       INFO("swizzle " << static_cast<int>(s) << ", " << row_floats << " floats per box row");
@@ -294,7 +294,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
   }
   SECTION("interleaved layouts, whose box rows need not be 16-byte multiples") {
     require_valid(valid_interleaved_32());
-    cudax::tiled_tensor_map_desc d = valid_interleaved_32();
+    cudrv::tiled_tensor_map_desc d = valid_interleaved_32();
     d.interleave = tensor_map_interleave::bytes_16;
     d.global_dims[0] = 8;   // 8 channels of 2 bytes
     d.global_strides = {16, 16 * 32};
@@ -303,7 +303,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     require_valid(d);
   }
   SECTION("element strides, L2 promotions and the NaN fill") {
-    cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+    cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
     d.element_strides = {1, 8, 2, 1, 1};
     d.l2_promotion = tensor_map_l2_promotion::bytes_256;
     d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
@@ -314,7 +314,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     require_valid(d);
   }
   SECTION("the largest values the rules allow") {
-    cudax::tiled_tensor_map_desc d{.data_type = dtype::uint8,
+    cudrv::tiled_tensor_map_desc d{.data_type = dtype::uint8,
                                    .rank = 3,
                                    .global_address = base,
                                    .global_dims = {1ull << 32, 2, 1ull << 32},
@@ -324,7 +324,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     require_valid(d);
   }
   SECTION("a stride below one row where the dimension has size 1, and permuted outer dimensions") {
-    cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+    cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
     d.global_dims = {64, 1, 8};
     d.global_strides = {16, 64 * 4};  // dimension 1 never steps
     require_valid(d);
@@ -338,7 +338,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     require_valid(valid_u4_align16());
     require_valid(valid_u6_align16());
     require_valid(valid_u4_align8());
-    cudax::tiled_tensor_map_desc d = valid_u6_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u6_align16();
     d.swizzle = tensor_map_swizzle::bytes_128_atom_64b;
     require_valid(d);
   }
@@ -348,7 +348,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
 TEST_CASE("tensor map: im2col descriptors that follow every rule pass validate()", "[driverless][tensor_map]") {
   SECTION("NHWC fp16 with a 3 x 3 filter") { require_valid(valid_im2col()); }
   SECTION("NWC, the widest corner range") {
-    cudax::im2col_tensor_map_desc d{.data_type = dtype::float32,
+    cudrv::im2col_tensor_map_desc d{.data_type = dtype::float32,
                                     .rank = 3,
                                     .global_address = base,
                                     .global_dims = {32, 70000, 2},
@@ -360,7 +360,7 @@ TEST_CASE("tensor map: im2col descriptors that follow every rule pass validate()
     require_valid(d);
   }
   SECTION("NDHWC, the narrowest corner range") {
-    cudax::im2col_tensor_map_desc d{.data_type = dtype::bfloat16,
+    cudrv::im2col_tensor_map_desc d{.data_type = dtype::bfloat16,
                                     .rank = 5,
                                     .global_address = base,
                                     .global_dims = {32, 8, 8, 8, 2},
@@ -376,7 +376,7 @@ TEST_CASE("tensor map: im2col descriptors that follow every rule pass validate()
   }
 #if CUDA_VERSION >= 12080
   SECTION("a packed type with 128 channels per pixel") {
-    cudax::im2col_tensor_map_desc d{.data_type = dtype::u4x16_align16b,
+    cudrv::im2col_tensor_map_desc d{.data_type = dtype::u4x16_align16b,
                                     .rank = 3,
                                     .global_address = base,
                                     .global_dims = {128, 16, 2},
@@ -425,18 +425,18 @@ TEST_CASE("tensor map: tiled: rank", "[driverless][tensor_map]") {
 
 TEST_CASE("tensor map: tiled: global address alignment", "[driverless][tensor_map]") {
   SECTION("16 bytes") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.global_address = base + 8;
     require_rule(d, {"global_address = 0x7f0000000008", "16-byte aligned", "8 bytes past"});
   }
   SECTION("32 bytes with the 32-byte interleave") {
-    cudax::tiled_tensor_map_desc d = valid_interleaved_32();
+    cudrv::tiled_tensor_map_desc d = valid_interleaved_32();
     d.global_address = base + 16;
     require_rule(d, {"global_address = 0x7f0000000010", "32-byte aligned", "interleave = bytes_32"});
   }
 #if CUDA_VERSION >= 12080
   SECTION("32 bytes for a 16-byte-aligned packed type") {
-    cudax::tiled_tensor_map_desc d = valid_u4_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u4_align16();
     d.global_address = base + 16;
     require_rule(d, {"global_address = 0x7f0000000010", "32-byte aligned", "data_type = u4x16_align16b"});
   }
@@ -469,35 +469,35 @@ TEST_CASE("tensor map: tiled: global dimensions", "[driverless][tensor_map]") {
 
 TEST_CASE("tensor map: tiled: global strides", "[driverless][tensor_map]") {
   SECTION("a multiple of 16") {
-    cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+    cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
     d.global_strides[1] = 1000;
     require_rule(d, {"global_strides[1] = 1000 bytes must be a multiple of 16"});
   }
   SECTION("below 2^40") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.global_strides[0] = 1ull << 40;
     require_rule(d, {"global_strides[0] = 1099511627776 bytes", "less than 2^40"});
   }
   SECTION("a multiple of 32 with the 32-byte interleave") {
-    cudax::tiled_tensor_map_desc d = valid_interleaved_32();
+    cudrv::tiled_tensor_map_desc d = valid_interleaved_32();
     d.global_strides[0] = 48;
     require_rule(d, {"global_strides[0] = 48 bytes", "multiple of 32", "interleave = bytes_32"});
   }
 #if CUDA_VERSION >= 12080
   SECTION("a multiple of 32 for a 16-byte-aligned packed type") {
-    cudax::tiled_tensor_map_desc d = valid_u6_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u6_align16();
     d.global_strides[0] = 208;
     require_rule(d, {"global_strides[0] = 208 bytes", "multiple of 32", "u6x16_align16b"});
   }
 #endif
   SECTION("at least one innermost row (strides are in bytes)") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.global_strides[0] = 1024;  // the row length in elements, not bytes
     require_rule(d, {"global_strides[0] = 1024 bytes", "at least one innermost row",
                      "global_dims[0] = 1024 elements of 4 bytes (4096 bytes)", "bytes, not elements"});
   }
   SECTION("at least one innermost row, for an outer dimension too") {
-    cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+    cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
     d.global_strides[1] = 128;
     require_rule(d, {"global_strides[1] = 128 bytes", "at least one innermost row", "(256 bytes)"});
   }
@@ -505,17 +505,17 @@ TEST_CASE("tensor map: tiled: global strides", "[driverless][tensor_map]") {
 
 TEST_CASE("tensor map: tiled: box dimensions", "[driverless][tensor_map]") {
   SECTION("zero") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.box_dims[1] = 0;
     require_rule(d, {"box_dims[1] = 0", "1..256"});
   }
   SECTION("above 256") {
-    cudax::tiled_tensor_map_desc d = valid_tiled_rank3();
+    cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
     d.box_dims[2] = 257;
     require_rule(d, {"box_dims[2] = 257", "1..256"});
   }
   SECTION("an inner dimension of a multiple of 16 bytes without interleave") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.data_type = dtype::uint16;
     d.swizzle = tensor_map_swizzle::none;
     d.box_dims[0] = 6;
@@ -523,12 +523,12 @@ TEST_CASE("tensor map: tiled: box dimensions", "[driverless][tensor_map]") {
   }
 #if CUDA_VERSION >= 12080
   SECTION("128 values for a 16-byte-aligned packed type") {
-    cudax::tiled_tensor_map_desc d = valid_u4_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u4_align16();
     d.box_dims[0] = 64;
     require_rule(d, {"box_dims[0] = 64", "must be 128", "u4x16_align16b"});
   }
   SECTION("16 bytes of 4-bit values") {
-    cudax::tiled_tensor_map_desc d = valid_u4_align8();
+    cudrv::tiled_tensor_map_desc d = valid_u4_align8();
     d.box_dims[0] = 20;
     require_rule(d, {"box_dims[0] = 20 elements of 4 bits (80 bits)", "multiple of 16 bytes"});
   }
@@ -545,30 +545,30 @@ TEST_CASE("tensor map: tiled: element strides", "[driverless][tensor_map]") {
 
 TEST_CASE("tensor map: tiled: interleave and swizzle", "[driverless][tensor_map]") {
   SECTION("the 32-byte interleave needs the 32-byte swizzle") {
-    cudax::tiled_tensor_map_desc d = valid_interleaved_32();
+    cudrv::tiled_tensor_map_desc d = valid_interleaved_32();
     d.swizzle = tensor_map_swizzle::bytes_128;
     require_rule(d, {"swizzle = bytes_128 must be bytes_32", "interleave = bytes_32"});
   }
   SECTION("the box row within the 64-byte span") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.swizzle = tensor_map_swizzle::bytes_64;
     require_rule(d, {"box_dims[0] = 32 elements of 4 bytes (128 bytes)", "64-byte span", "swizzle = bytes_64"});
   }
   SECTION("the box row within the 32-byte span") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.data_type = dtype::uint8;
     d.box_dims[0] = 48;
     d.swizzle = tensor_map_swizzle::bytes_32;
     require_rule(d, {"box_dims[0] = 48 elements of 1 byte (48 bytes)", "32-byte span", "at most 32 bytes"});
   }
   SECTION("the box row within the 128-byte span") {
-    cudax::tiled_tensor_map_desc d = valid_tiled();
+    cudrv::tiled_tensor_map_desc d = valid_tiled();
     d.box_dims[0] = 64;
     require_rule(d, {"box_dims[0] = 64 elements of 4 bytes (256 bytes)", "128-byte span"});
   }
 #if CUDA_VERSION >= 12080
   SECTION("u6x16_align16b needs no interleave") {
-    cudax::tiled_tensor_map_desc d = valid_u6_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u6_align16();
     d.rank = 3;
     d.global_dims = {128, 4, 4};
     d.global_strides = {96, 384};
@@ -578,12 +578,12 @@ TEST_CASE("tensor map: tiled: interleave and swizzle", "[driverless][tensor_map]
     require_rule(d, {"interleave = bytes_16 must be none", "u6x16_align16b"});
   }
   SECTION("the swizzles u6x16_align16b supports") {
-    cudax::tiled_tensor_map_desc d = valid_u6_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u6_align16();
     d.swizzle = tensor_map_swizzle::bytes_128_atom_32b_flip_8b;
     require_rule(d, {"swizzle = bytes_128_atom_32b_flip_8b is not supported", "u6x16_align16b"});
   }
   SECTION("the swizzles u4x16_align16b supports") {
-    cudax::tiled_tensor_map_desc d = valid_u4_align16();
+    cudrv::tiled_tensor_map_desc d = valid_u4_align16();
     d.swizzle = tensor_map_swizzle::bytes_128_atom_64b;
     require_rule(d, {"swizzle = bytes_128_atom_64b is not supported", "u4x16_align16b"});
   }
@@ -591,7 +591,7 @@ TEST_CASE("tensor map: tiled: interleave and swizzle", "[driverless][tensor_map]
 }
 
 TEST_CASE("tensor map: tiled: the NaN fill needs a floating-point type", "[driverless][tensor_map]") {
-  cudax::tiled_tensor_map_desc d = valid_tiled();
+  cudrv::tiled_tensor_map_desc d = valid_tiled();
   d.data_type = dtype::int32;
   d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
   SECTION("int32") { require_rule(d, {"oob_fill = nan_request_zero_fma", "floating-point", "not int32"}); }
@@ -647,7 +647,7 @@ TEST_CASE("tensor map: im2col: the rules shared with tiled maps", "[driverless][
 
 TEST_CASE("tensor map: im2col: pixel box corners", "[driverless][tensor_map]") {
   SECTION("rank 3: [-32768, 32767]") {
-    cudax::im2col_tensor_map_desc d{.data_type = dtype::float32,
+    cudrv::im2col_tensor_map_desc d{.data_type = dtype::float32,
                                     .rank = 3,
                                     .global_address = base,
                                     .global_dims = {32, 70000, 2},
@@ -658,12 +658,12 @@ TEST_CASE("tensor map: im2col: pixel box corners", "[driverless][tensor_map]") {
     require_rule(d, {"pixel_box_lower_corner[0] = -32769", "-32768..32767", "rank 3"});
   }
   SECTION("rank 4: [-128, 127]") {
-    cudax::im2col_tensor_map_desc d = valid_im2col();
+    cudrv::im2col_tensor_map_desc d = valid_im2col();
     d.pixel_box_upper_corner[1] = 128;
     require_rule(d, {"pixel_box_upper_corner[1] = 128", "-128..127", "rank 4"});
   }
   SECTION("rank 5: [-16, 15]") {
-    cudax::im2col_tensor_map_desc d{.data_type = dtype::float16,
+    cudrv::im2col_tensor_map_desc d{.data_type = dtype::float16,
                                     .rank = 5,
                                     .global_address = base,
                                     .global_dims = {64, 8, 8, 8, 2},
@@ -674,7 +674,7 @@ TEST_CASE("tensor map: im2col: pixel box corners", "[driverless][tensor_map]") {
     require_rule(d, {"pixel_box_lower_corner[2] = -17", "-16..15", "rank 5"});
   }
   SECTION("a box with no area") {
-    cudax::im2col_tensor_map_desc d = valid_im2col();
+    cudrv::im2col_tensor_map_desc d = valid_im2col();
     d.global_dims[1] = 8;
     d.global_strides = {128, 128 * 8, 128 * 8 * 56};
     d.pixel_box_lower_corner = {5, -1};
@@ -705,7 +705,7 @@ TEST_CASE("tensor map: im2col: channels and pixels", "[driverless][tensor_map]")
 #if CUDA_VERSION >= 12080
       {"128 channels per pixel for a 16-byte-aligned packed type",
        [](im2col_desc& d) {
-         d = cudax::im2col_tensor_map_desc{.data_type = dtype::u6x16_align16b,
+         d = cudrv::im2col_tensor_map_desc{.data_type = dtype::u6x16_align16b,
                                            .rank = 3,
                                            .global_address = base,
                                            .global_dims = {128, 16, 2},
@@ -724,38 +724,38 @@ TEST_CASE("tensor map: im2col: channels and pixels", "[driverless][tensor_map]")
 TEST_CASE("tensor map: the typed overloads compute dense strides and check the span", "[driverless][tensor_map]") {
   std::uint64_t dims[] = {64, 32, 8};
   std::uint64_t strides[4] = {};
-  CHECK(cudax::detail::dense_tensor_strides("test", 3, dims, 4, 64 * 32 * 8, strides) == 64 * 32 * 8);
+  CHECK(cudrv::detail::dense_tensor_strides("test", 3, dims, 4, 64 * 32 * 8, strides) == 64 * 32 * 8);
   CHECK(strides[0] == 64 * 4);
   CHECK(strides[1] == 64 * 32 * 4);
 
-  const cudax::device_span<float> small(base, 1000);
-  auto e = catch_as<cudax::invalid_argument_error>(
-      [&] { (void)cudax::make_tiled_tensor_map(small, {1024, 512}, {32, 16}); });
+  const cudrv::device_span<float> small(base, 1000);
+  auto e = catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::make_tiled_tensor_map(small, {1024, 512}, {32, 16}); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
-  CHECK(e->api() == "cudax::make_tiled_tensor_map");
+  CHECK(e->api() == "cudrv::make_tiled_tensor_map");
   CHECK(contains(e->description(), "global_dims {1024, 512} describe 524288 elements"));
   CHECK(contains(e->description(), "1000 elements"));
 
-  const cudax::device_span<const float> big(base, 1 << 20);
-  auto r = catch_as<cudax::invalid_argument_error>(
-      [&] { (void)cudax::make_tiled_tensor_map(big, {1024, 512}, {32, 300}); });
+  const cudrv::device_span<const float> big(base, 1 << 20);
+  auto r = catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::make_tiled_tensor_map(big, {1024, 512}, {32, 300}); });
   REQUIRE(r.has_value());
   CHECK(contains(r->description(), "box_dims[1] = 300"));
 
-  auto i = catch_as<cudax::invalid_argument_error>(
-      [&] { (void)cudax::make_im2col_tensor_map(big, {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 2000); });
+  auto i = catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::make_im2col_tensor_map(big, {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 2000); });
   REQUIRE(i.has_value());
-  CHECK(i->api() == "cudax::make_im2col_tensor_map");
+  CHECK(i->api() == "cudrv::make_im2col_tensor_map");
   CHECK(contains(i->description(), "pixels_per_column = 2000"));
 }
 
 TEST_CASE("tensor map: valid descriptors reach the driver, which is missing", "[driverless][tensor_map]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  CHECK_THROWS_AS(cudax::make_tiled_tensor_map(valid_tiled()), cudax::driver_unavailable_error);
-  CHECK_THROWS_AS(cudax::make_im2col_tensor_map(valid_im2col()), cudax::driver_unavailable_error);
-  const cudax::device_span<std::uint16_t> span(base, 1 << 20);
-  CHECK_THROWS_AS(cudax::make_tiled_tensor_map(span, {1024, 512}, {64, 16}), cudax::driver_unavailable_error);
-  cudax::tensor_map map;
-  CHECK_THROWS_AS(map.replace_address(base + 256), cudax::driver_unavailable_error);
+  CUDRV_REQUIRE_DRIVERLESS();
+  CHECK_THROWS_AS(cudrv::make_tiled_tensor_map(valid_tiled()), cudrv::driver_unavailable_error);
+  CHECK_THROWS_AS(cudrv::make_im2col_tensor_map(valid_im2col()), cudrv::driver_unavailable_error);
+  const cudrv::device_span<std::uint16_t> span(base, 1 << 20);
+  CHECK_THROWS_AS(cudrv::make_tiled_tensor_map(span, {1024, 512}, {64, 16}), cudrv::driver_unavailable_error);
+  cudrv::tensor_map map;
+  CHECK_THROWS_AS(map.replace_address(base + 256), cudrv::driver_unavailable_error);
 }

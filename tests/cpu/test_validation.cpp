@@ -1,4 +1,4 @@
-// Arguments that cudax refuses before calling the driver. Run without a driver ([driverless]): a
+// Arguments that cudrv refuses before calling the driver. Run without a driver ([driverless]): a
 // check that came after a driver call would surface as driver_unavailable_error instead.
 #include <catch2/catch.hpp>
 
@@ -8,9 +8,9 @@
 #include "support/catch_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::require_invalid_argument;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::require_invalid_argument;
+using cudrv::test::contains;
 
 namespace {
 
@@ -21,46 +21,46 @@ CUevent fake_event() { return reinterpret_cast<CUevent>(std::uintptr_t{0x2000});
 }  // namespace
 
 TEST_CASE("event flags are validated before any driver call", "[driverless][event]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::context_ref ctx(fake_context());
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::context_ref ctx(fake_context());
   auto both = require_invalid_argument("timing | interprocess", [&] {
-    cudax::event e(ctx, cudax::event_flags::timing | cudax::event_flags::interprocess);
+    cudrv::event e(ctx, cudrv::event_flags::timing | cudrv::event_flags::interprocess);
   });
-  CHECK(both.api() == "cudax::event");
+  CHECK(both.api() == "cudrv::event");
   CHECK(contains(both.what(), "interprocess"));
   CHECK(contains(both.what(), "timing"));
 
   auto unknown = require_invalid_argument("unknown bit 64", [&] {
-    cudax::event e(ctx, static_cast<cudax::event_flags>(64));
+    cudrv::event e(ctx, static_cast<cudrv::event_flags>(64));
   });
   CHECK(contains(unknown.what(), "unknown event flags"));
   require_invalid_argument("unknown bit with valid ones", [&] {
-    cudax::event e(ctx, cudax::event_flags::timing | static_cast<cudax::event_flags>(8));
+    cudrv::event e(ctx, cudrv::event_flags::timing | static_cast<cudrv::event_flags>(8));
   });
 }
 
 TEST_CASE("context flags are validated before any driver call", "[driverless][context]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::device dev = cudax::device::from_native_handle(0);
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::device dev = cudrv::device::from_native_handle(0);
   auto e = require_invalid_argument("unknown context flag", [&] {
-    cudax::context c(dev, static_cast<cudax::context_flags>(0x100000u));
+    cudrv::context c(dev, static_cast<cudrv::context_flags>(0x100000u));
   });
-  CHECK(e.api() == "cudax::context");
+  CHECK(e.api() == "cudrv::context");
 }
 
 TEST_CASE("stream::from_native_handle refuses null and the default streams", "[driverless][stream]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  require_invalid_argument("nullptr", [] { (void)cudax::stream::from_native_handle(nullptr); });
-  require_invalid_argument("CU_STREAM_LEGACY", [] { (void)cudax::stream::from_native_handle(CU_STREAM_LEGACY); });
+  CUDRV_REQUIRE_DRIVERLESS();
+  require_invalid_argument("nullptr", [] { (void)cudrv::stream::from_native_handle(nullptr); });
+  require_invalid_argument("CU_STREAM_LEGACY", [] { (void)cudrv::stream::from_native_handle(CU_STREAM_LEGACY); });
   require_invalid_argument("CU_STREAM_PER_THREAD",
-                           [] { (void)cudax::stream::from_native_handle(CU_STREAM_PER_THREAD); });
+                           [] { (void)cudrv::stream::from_native_handle(CU_STREAM_PER_THREAD); });
 }
 
 TEST_CASE("empty event and context views are refused", "[driverless][event][context]") {
-  CUDAX_REQUIRE_DRIVERLESS();
-  const cudax::event_ref null_event(static_cast<CUevent>(nullptr));
-  const cudax::context_ref null_context(static_cast<CUcontext>(nullptr));
-  const cudax::stream_ref legacy = cudax::stream_ref::legacy_default();
+  CUDRV_REQUIRE_DRIVERLESS();
+  const cudrv::event_ref null_event(static_cast<CUevent>(nullptr));
+  const cudrv::context_ref null_context(static_cast<CUcontext>(nullptr));
+  const cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
 
   auto rec = require_invalid_argument("event_ref::record", [&] { null_event.record(legacy); });
   CHECK(contains(rec.what(), "empty"));
@@ -68,16 +68,16 @@ TEST_CASE("empty event and context views are refused", "[driverless][event][cont
   require_invalid_argument("event_ref::is_done", [&] { (void)null_event.is_done(); });
   require_invalid_argument("stream_ref::record(empty event)", [&] { legacy.record(null_event); });
   require_invalid_argument("stream_ref::wait(empty event)", [&] { legacy.wait(null_event); });
-  require_invalid_argument("elapsed_time(empty, empty)", [&] { (void)cudax::elapsed_time(null_event, null_event); });
+  require_invalid_argument("elapsed_time(empty, empty)", [&] { (void)cudrv::elapsed_time(null_event, null_event); });
   require_invalid_argument("elapsed_time(event, empty)",
-                           [&] { (void)cudax::elapsed_time(cudax::event_ref(fake_event()), null_event); });
+                           [&] { (void)cudrv::elapsed_time(cudrv::event_ref(fake_event()), null_event); });
 
   require_invalid_argument("context_ref::synchronize", [&] { null_context.synchronize(); });
   require_invalid_argument("context_ref::device", [&] { (void)null_context.device(); });
   require_invalid_argument("context_ref::flags", [&] { (void)null_context.flags(); });
   require_invalid_argument("context_ref::stream_priority_range", [&] { (void)null_context.stream_priority_range(); });
   require_invalid_argument("context_ref::limit", [&] { (void)null_context.limit(CU_LIMIT_STACK_SIZE); });
-  require_invalid_argument("context_guard(empty)", [&] { cudax::context_guard guard(null_context); });
-  require_invalid_argument("stream(empty context)", [&] { cudax::stream s(null_context); });
-  require_invalid_argument("event(empty context)", [&] { cudax::event e(null_context); });
+  require_invalid_argument("context_guard(empty)", [&] { cudrv::context_guard guard(null_context); });
+  require_invalid_argument("stream(empty context)", [&] { cudrv::stream s(null_context); });
+  require_invalid_argument("event(empty context)", [&] { cudrv::event e(null_context); });
 }

@@ -1,11 +1,11 @@
-// A small stand-in for libcuda.so.1, loaded by cudax through CUDAX_LIBCUDA in the [fake-driver]
-// tests. It models the driver behaviour that a machine without a GPU cannot show and that cudax must
+// A small stand-in for libcuda.so.1, loaded by cudrv through CUDRV_LIBCUDA in the [fake-driver]
+// tests. It models the driver behaviour that a machine without a GPU cannot show and that cudrv must
 // handle: handle values reused after destruction (streams, contexts, device addresses), devices of
 // different architectures, a device 0 that cannot be used (exclusive-process mode held by someone
 // else), pageable copies that return before they land, the callback thread on which CUDA calls are
 // not permitted, and contexts whose destruction frees what was made in them. It implements only the
-// entry points cudax resolves in those tests, at the API versions cudax asks for; any other symbol is
-// "not found", which cudax reports as not supported.
+// entry points cudrv resolves in those tests, at the API versions cudrv asks for; any other symbol is
+// "not found", which cudrv reports as not supported.
 //
 // Configuration (read at cuInit): FAKE_CUDA_DEVICES, the compute capabilities of the devices as
 // major*10+minor, comma-separated (default "80,90"); FAKE_CUDA_UNAVAILABLE, the ordinals whose

@@ -1,11 +1,11 @@
 // Driver behaviour a machine without a GPU cannot show, against the stand-in driver of
-// fake_cuda.cpp (loaded through CUDAX_LIBCUDA): two devices, device 0 of compute capability 8.0 and
+// fake_cuda.cpp (loaded through CUDRV_LIBCUDA): two devices, device 0 of compute capability 8.0 and
 // unavailable (another process holds it in exclusive mode), device 1 of 9.0; handles and device
 // addresses reused after destruction; a callback thread on which CUDA calls are refused; pageable
 // copies that land at the next synchronisation. Each case is a regression test of issue 13.
 #include <catch2/catch.hpp>
 
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 #include <dlfcn.h>
 
 #include <atomic>
@@ -18,7 +18,7 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::contains;
+using cudrv::test::contains;
 
 // --- allocation failure on demand (the noexcept audit) ----------------------------------------------
 namespace {
@@ -39,7 +39,7 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-// The fake's counters and log, through the same library cudax loaded.
+// The fake's counters and log, through the same library cudrv loaded.
 struct fake {
   void* lib = nullptr;
   long long (*counter_fn)(const char*) = nullptr;
@@ -48,9 +48,9 @@ struct fake {
   int (*is_live_fn)(CUdeviceptr) = nullptr;
 
   fake() {
-    const char* path = std::getenv("CUDAX_LIBCUDA");
+    const char* path = std::getenv("CUDRV_LIBCUDA");
     REQUIRE(path != nullptr);
-    REQUIRE(cudax::driver::available());  // loads it in cudax first
+    REQUIRE(cudrv::driver::available());  // loads it in cudrv first
     lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
     REQUIRE(lib != nullptr);
     counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
@@ -74,33 +74,33 @@ struct handler_recorder {
   static inline std::atomic<int> reports{0};
   static inline std::atomic<int> outlived{0};
   static inline std::atomic<int> callback_failures{0};
-  cudax::destruction_error_handler previous;
+  cudrv::destruction_error_handler previous;
   handler_recorder() {
     reports = 0;
     outlived = 0;
     callback_failures = 0;
-    previous = cudax::set_destruction_error_handler([](const cudax::error& e) noexcept {
+    previous = cudrv::set_destruction_error_handler([](const cudrv::error& e) noexcept {
       ++reports;
-      if (e.code() == CUDA_ERROR_CONTEXT_IS_DESTROYED && e.source() == cudax::error_source::cudax) {
+      if (e.code() == CUDA_ERROR_CONTEXT_IS_DESTROYED && e.source() == cudrv::error_source::cudrv) {
         ++outlived;
       }
-      if (dynamic_cast<const cudax::host_callback_error*>(&e) != nullptr) {
+      if (dynamic_cast<const cudrv::host_callback_error*>(&e) != nullptr) {
         ++callback_failures;
       }
     });
   }
-  ~handler_recorder() { cudax::set_destruction_error_handler(previous); }
+  ~handler_recorder() { cudrv::set_destruction_error_handler(previous); }
 };
 
 // PTX for sm_90 only, compiled by NVRTC: a kernel with three parameters and a global.
-const cudax::object_code& sm90_ptx() {
-  static const cudax::object_code code =
-      cudax::program("fake.cu",
+const cudrv::object_code& sm90_ptx() {
+  static const cudrv::object_code code =
+      cudrv::program("fake.cu",
                      "__device__ int value;\n"
                      "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
                      "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a + value; }\n"
                      "extern \"C\" __global__ void a_kernel_whose_name_does_not_fit_a_short_string(int* p) { *p = 1; }\n")
-          .compile(cudax::code_kind::ptx, {.arch = "sm_90"})
+          .compile(cudrv::code_kind::ptx, {.arch = "sm_90"})
           .code;
   return code;
 }
@@ -109,52 +109,52 @@ const cudax::object_code& sm90_ptx() {
 
 TEST_CASE("fake driver: no call retains device 0 or makes it current when nobody named it", "[fake-driver]") {
   fake f;
-  REQUIRE(cudax::device_count() == 2);
+  REQUIRE(cudrv::device_count() == 2);
 
   // Code for sm_90 only, loaded with no context current: it is not loaded into device 0's context
   // (device 0 is an 8.0, and taken): before, this threw NO_BINARY_FOR_GPU or DEVICES_UNAVAILABLE.
-  cudax::library lib(sm90_ptx());
-  cudax::kernel k = lib.get_kernel("scale");
+  cudrv::library lib(sm90_ptx());
+  cudrv::kernel k = lib.get_kernel("scale");
   CHECK(k.parameter_count() == 3);  // read from the PTX: no context needed
   auto typed = lib.get_kernel<void(float*, float, int)>("scale");
 
   // Work on device 1 only.
-  cudax::device d1(1);
-  cudax::stream s(d1);
-  cudax::device_buffer<float> x(s, 256);
-  cudax::launch(s, {.grid = 1, .block = 256}, k, x.get(), 2.0f, 256);
-  cudax::launch(s, {.grid = 1, .block = 256}, typed, x.get(), 2.0f, 256);
+  cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::device_buffer<float> x(s, 256);
+  cudrv::launch(s, {.grid = 1, .block = 256}, k, x.get(), 2.0f, 256);
+  cudrv::launch(s, {.grid = 1, .block = 256}, typed, x.get(), 2.0f, 256);
   s.synchronize();
   CHECK(f.counter("launches") == 2);
 
   // A library named for device 1 is loaded there now; one loaded for device 0 cannot be.
-  cudax::library eager(sm90_ptx(), d1);
+  cudrv::library eager(sm90_ptx(), d1);
   CHECK(f.counter("loaded_in:1") > 0);
 
   // Where a context is needed and none is named or current: a typed error, never device 0.
-  cudax::graph g;
+  cudrv::graph g;
   g.add_empty();
-  auto e1 = cudax::test::catch_as<cudax::invalid_argument_error>([&] { (void)g.instantiate(); });
+  auto e1 = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)g.instantiate(); });
   REQUIRE(e1);
   CHECK(contains(e1->what(), "no context is current"));
-  auto e2 = cudax::test::catch_as<cudax::invalid_argument_error>([&] {
-    (void)cudax::program("k.cu", "extern \"C\" __global__ void k() {}").compile(cudax::code_kind::ptx);
+  auto e2 = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] {
+    (void)cudrv::program("k.cu", "extern \"C\" __global__ void k() {}").compile(cudrv::code_kind::ptx);
   });
   REQUIRE(e2);
   CHECK(contains(e2->what(), "differ"));
-  cudax::tiled_tensor_map_desc desc{.data_type = cudax::tensor_map_data_type::float32,
+  cudrv::tiled_tensor_map_desc desc{.data_type = cudrv::tensor_map_data_type::float32,
                                     .rank = 1,
                                     .global_address = 0x7f0000000000ull,
                                     .global_dims = {1024},
                                     .box_dims = {32}};
-  auto e3 = cudax::test::catch_as<cudax::invalid_argument_error>([&] { (void)cudax::make_tiled_tensor_map(desc); });
+  auto e3 = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::make_tiled_tensor_map(desc); });
   REQUIRE(e3);
   CHECK(contains(e3->what(), "context"));
 
   // A host-to-host synchronous copy needs no context at all.
   std::vector<int> a{1, 2, 3};
   std::vector<int> b(3, 0);
-  cudax::copy(b, a);
+  cudrv::copy(b, a);
   CHECK(b == a);
 
   CHECK(f.counter("primary_retain:0") == 0);
@@ -168,23 +168,23 @@ TEST_CASE("fake driver: no call retains device 0 or makes it current when nobody
 
 TEST_CASE("fake driver: a kernel keeps its library loaded", "[fake-driver]") {
   fake f;
-  cudax::device d1(1);
-  cudax::stream s(d1);
-  cudax::device_buffer<float> x(s, 64);
+  cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::device_buffer<float> x(s, 64);
   const long long unloaded = f.counter("libraries_unloaded");
   SECTION("a kernel taken from a temporary library") {
-    cudax::kernel k = cudax::library(sm90_ptx()).get_kernel("scale");
+    cudrv::kernel k = cudrv::library(sm90_ptx()).get_kernel("scale");
     CHECK(f.counter("libraries_unloaded") == unloaded);
-    cudax::launch(s, {.grid = 1, .block = 64}, k, x.get(), 1.0f, 64);  // the code is still loaded
+    cudrv::launch(s, {.grid = 1, .block = 64}, k, x.get(), 1.0f, 64);  // the code is still loaded
     k.reset();
     CHECK(f.counter("libraries_unloaded") == unloaded + 1);
   }
   SECTION("a library moved over while its kernels are in use") {
-    cudax::library lib(sm90_ptx());
-    cudax::kernel k = lib.get_kernel("scale");
-    lib = cudax::library(sm90_ptx());
+    cudrv::library lib(sm90_ptx());
+    cudrv::kernel k = lib.get_kernel("scale");
+    lib = cudrv::library(sm90_ptx());
     CHECK(f.counter("libraries_unloaded") == unloaded);
-    cudax::launch(s, {.grid = 1, .block = 64}, k, x.get(), 1.0f, 64);
+    cudrv::launch(s, {.grid = 1, .block = 64}, k, x.get(), 1.0f, 64);
     CHECK(k.name() == "scale");
     lib.reset();  // the new library goes at once: no kernel of it remains
     CHECK(f.counter("libraries_unloaded") == unloaded + 1);
@@ -197,38 +197,38 @@ TEST_CASE("fake driver: a failure of a host callable is never thrown by another 
           "[fake-driver]") {
   fake f;
   handler_recorder handler;
-  cudax::device d1(1);
+  cudrv::device d1(1);
   CUstream raw = nullptr;
   {
-    cudax::stream a(d1);
+    cudrv::stream a(d1);
     a.enqueue([] { throw std::runtime_error("failure of the first stream"); });
     raw = a.release();  // another owner destroys it, after its work
   }
-  auto sync = reinterpret_cast<CUresult (*)(CUstream)>(cudax::driver::get_entry_point("cuStreamSynchronize", 2000));
-  auto destroy = reinterpret_cast<CUresult (*)(CUstream)>(cudax::driver::get_entry_point("cuStreamDestroy", 4000));
+  auto sync = reinterpret_cast<CUresult (*)(CUstream)>(cudrv::driver::get_entry_point("cuStreamSynchronize", 2000));
+  auto destroy = reinterpret_cast<CUresult (*)(CUstream)>(cudrv::driver::get_entry_point("cuStreamDestroy", 4000));
   REQUIRE(sync(raw) == CUDA_SUCCESS);
   REQUIRE(destroy(raw) == CUDA_SUCCESS);
-  cudax::stream b(d1);
+  cudrv::stream b(d1);
   REQUIRE(b.native_handle() == raw);  // the driver handed the value out again
   CHECK_NOTHROW(b.synchronize());
-  CHECK_NOTHROW(cudax::stream_ref(raw).synchronize());
+  CHECK_NOTHROW(cudrv::stream_ref(raw).synchronize());
   CHECK(handler.callback_failures == 1);  // the failure went to the handler when its stream was given up
 
   // A view of an owned stream shares its failures; the owner rethrows them.
-  cudax::stream c(d1);
-  cudax::stream_ref view = c;
+  cudrv::stream c(d1);
+  cudrv::stream_ref view = c;
   view.enqueue([] { throw std::runtime_error("through a view"); });
-  CHECK_THROWS_AS(c.synchronize(), cudax::host_callback_error);
+  CHECK_THROWS_AS(c.synchronize(), cudrv::host_callback_error);
   CHECK_NOTHROW(c.synchronize());  // thrown once
 }
 
 TEST_CASE("fake driver: a callable that owns a buffer is destroyed off the callback thread", "[fake-driver]") {
   fake f;
   handler_recorder handler;
-  cudax::device d1(1);
-  cudax::stream s(d1);
-  cudax::device_buffer<int> ordered(s, 32);
-  cudax::device_buffer<int> plain(d1, 32);
+  cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::device_buffer<int> ordered(s, 32);
+  cudrv::device_buffer<int> plain(d1, 32);
   const CUdeviceptr a = ordered.data();
   const CUdeviceptr b = plain.data();
   bool ran = false;
@@ -243,14 +243,14 @@ TEST_CASE("fake driver: a callable that owns a buffer is destroyed off the callb
 
 TEST_CASE("fake driver: global_ref::write has landed when it returns", "[fake-driver]") {
   fake f;
-  cudax::device d1(1);
-  cudax::library lib(sm90_ptx(), d1);
+  cudrv::device d1(1);
+  cudrv::library lib(sm90_ptx(), d1);
   auto value = lib.get_global<int>("value", d1);
   value.write(1234);
   // The fake delays pageable copies until a synchronisation, as the driver may: read the device
   // memory directly (the fake's device memory is host memory).
   CHECK(*reinterpret_cast<const int*>(value.address()) == 1234);
-  cudax::stream s(d1);
+  cudrv::stream s(d1);
   value.write(99, s);  // stream-ordered: the value is staged before the call returns
   s.synchronize();
   CHECK(*reinterpret_cast<const int*>(value.address()) == 99);
@@ -260,16 +260,16 @@ TEST_CASE("fake driver: global_ref::write has landed when it returns", "[fake-dr
 TEST_CASE("fake driver: a stream outlives the stream-ordered buffers on it", "[fake-driver]") {
   fake f;
   handler_recorder handler;
-  cudax::device d1(1);
+  cudrv::device d1(1);
   const long long destroyed_before = f.counter("streams_destroyed");
-  std::optional<cudax::stream> s(std::in_place, d1);
+  std::optional<cudrv::stream> s(std::in_place, d1);
   const CUstream raw = s->native_handle();
-  cudax::device_buffer<int> buf(*s, 64);
+  cudrv::device_buffer<int> buf(*s, 64);
   const CUdeviceptr a = buf.data();
   s.reset();  // the owner goes first, as when a class declares the buffer before the stream
   CHECK(f.counter("streams_destroyed") == destroyed_before);
   const std::size_t log_before = f.log().size();
-  buf = cudax::device_buffer<int>(d1, 1);  // frees the first buffer on its stream, then the stream goes
+  buf = cudrv::device_buffer<int>(d1, 1);  // frees the first buffer on its stream, then the stream goes
   const std::string log = f.log().substr(log_before);
   const auto freed = log.find("free_async ");
   const auto destroyed = log.find("stream_destroy");
@@ -289,18 +289,18 @@ TEST_CASE("fake driver: a stream outlives the stream-ordered buffers on it", "[f
 TEST_CASE("fake driver: objects that outlive their context free nothing and say so", "[fake-driver]") {
   fake f;
   handler_recorder handler;
-  cudax::device d1(1);
-  std::optional<cudax::context> ctx(std::in_place, d1);
+  cudrv::device d1(1);
+  std::optional<cudrv::context> ctx(std::in_place, d1);
   const CUcontext first = ctx->native_handle();
-  std::optional<cudax::device_buffer<int>> old(std::in_place, *ctx, 16);
-  std::optional<cudax::event> old_event(std::in_place, *ctx);
-  std::optional<cudax::stream> old_stream(std::in_place, *ctx);
+  std::optional<cudrv::device_buffer<int>> old(std::in_place, *ctx, 16);
+  std::optional<cudrv::event> old_event(std::in_place, *ctx);
+  std::optional<cudrv::stream> old_stream(std::in_place, *ctx);
   const CUdeviceptr address = old->data();
   ctx.reset();  // destroys the context, and with it the buffer, the event and the stream
   // The driver hands out the same context handle and the same address again.
-  cudax::context again(d1);
+  cudrv::context again(d1);
   REQUIRE(again.native_handle() == first);
-  cudax::device_buffer<int> fresh(again, 16);
+  cudrv::device_buffer<int> fresh(again, 16);
   REQUIRE(fresh.data() == address);
   old.reset();  // must not free the new buffer at the same address in the new context
   old_event.reset();
@@ -311,19 +311,19 @@ TEST_CASE("fake driver: objects that outlive their context free nothing and say 
 
 TEST_CASE("fake driver: a failing launch under memory exhaustion throws, it does not terminate", "[fake-driver]") {
   fake f;
-  cudax::device d1(1);
-  cudax::stream s(d1);
-  cudax::library lib(sm90_ptx());
+  cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::library lib(sm90_ptx());
   // A name longer than a short string's inline buffer: copying it allocates.
-  cudax::kernel k = lib.get_kernel("a_kernel_whose_name_does_not_fit_a_short_string");
-  cudax::device_buffer<int> x(s, 4);
+  cudrv::kernel k = lib.get_kernel("a_kernel_whose_name_does_not_fit_a_short_string");
+  cudrv::device_buffer<int> x(s, 4);
   bool threw = false;
   try {
     fail_allocations = true;  // every allocation fails from here: the error path must still throw
-    cudax::launch(s, {.grid = 1, .block = 2048}, k, x.get());  // refused by the fake
+    cudrv::launch(s, {.grid = 1, .block = 2048}, k, x.get());  // refused by the fake
   } catch (const std::bad_alloc&) {
     threw = true;
-  } catch (const cudax::error&) {
+  } catch (const cudrv::error&) {
     threw = true;
   }
   fail_allocations = false;

@@ -1,10 +1,10 @@
-// GPU tier: bad input to the memory API. Each request must fail with the typed cudax error and a
+// GPU tier: bad input to the memory API. Each request must fail with the typed cudrv error and a
 // message that says what is wrong, must not touch the destination (its poison stays intact), and must
 // leave nothing behind (no destruction errors, nothing leaked under compute-sanitizer).
 //
 // Test cases tagged [driver_error] make the driver fail on purpose (an allocation larger than the
 // device); compute-sanitizer reports those API errors, exclude them with "~[driver_error]" when that
-// matters. Every other refusal here happens in cudax before any driver call.
+// matters. Every other refusal here happens in cudrv before any driver call.
 #include <catch2/catch.hpp>
 
 #include <cstddef>
@@ -21,12 +21,12 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
-using cudax::test::mismatch;
-using cudax::test::MiB;
-using cudax::test::poison_value;
-using cudax::test::random_vector;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using cudrv::test::mismatch;
+using cudrv::test::MiB;
+using cudrv::test::poison_value;
+using cudrv::test::random_vector;
 
 namespace {
 
@@ -50,22 +50,22 @@ std::string not_all(const std::vector<T>& v, T value) {
 
 /// The device memory viewed by @p src, read back synchronously.
 template <class T>
-std::vector<T> read_back(cudax::device_span<const T> src) {
+std::vector<T> read_back(cudrv::device_span<const T> src) {
   std::vector<T> out(src.size());
-  cudax::copy(out, src);
+  cudrv::copy(out, src);
   return out;
 }
 
-/// Checks that @p fn throws invalid_argument_error, raised by cudax itself, whose message contains
+/// Checks that @p fn throws invalid_argument_error, raised by cudrv itself, whose message contains
 /// @p phrase.
 template <class F>
 void check_refused(F&& fn, const std::string& phrase) {
   INFO("expected an invalid_argument_error saying \"" << phrase << "\"");
-  auto e = catch_as<cudax::invalid_argument_error>(std::forward<F>(fn));
+  auto e = catch_as<cudrv::invalid_argument_error>(std::forward<F>(fn));
   CHECK(e.has_value());
   if (e) {
     INFO("what(): " << e->what());
-    CHECK(e->source() == cudax::error_source::cudax);
+    CHECK(e->source() == cudrv::error_source::cudrv);
     CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
     CHECK(e->name() == "CUDA_ERROR_INVALID_VALUE");
     CHECK(contains(e->what(), phrase));
@@ -77,48 +77,48 @@ void check_refused(F&& fn, const std::string& phrase) {
 
 TEST_CASE("bad input: allocating more than the device has throws out_of_memory_error naming the size",
           "[gpu][bad_input][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   const std::size_t too_much = dev.total_memory() * 2;
   const std::string size_text = std::to_string(too_much);
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
 
-    auto e = catch_as<cudax::out_of_memory_error>([&] { cudax::device_buffer<std::uint8_t> b(dev, too_much); });
+    auto e = catch_as<cudrv::out_of_memory_error>([&] { cudrv::device_buffer<std::uint8_t> b(dev, too_much); });
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
-    CHECK(e->source() == cudax::error_source::driver);
+    CHECK(e->source() == cudrv::error_source::driver);
     CHECK(e->result() == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(e->name() == "CUDA_ERROR_OUT_OF_MEMORY");
     CHECK(e->api() == "cuMemAlloc");
     CHECK(contains(e->what(), size_text));
     CHECK(contains(e->what(), "device 0"));
 
-    auto ea = catch_as<cudax::out_of_memory_error>([&] { cudax::device_buffer<std::uint8_t> b(s, too_much); });
+    auto ea = catch_as<cudrv::out_of_memory_error>([&] { cudrv::device_buffer<std::uint8_t> b(s, too_much); });
     REQUIRE(ea.has_value());
     INFO("what(): " << ea->what());
     CHECK(ea->result() == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(ea->api() == "cuMemAllocAsync");
     CHECK(contains(ea->what(), size_text));
 
-    auto ep = catch_as<cudax::out_of_memory_error>(
-        [&] { cudax::device_buffer<std::uint8_t> b(cudax::default_memory_pool(dev), s, too_much); });
+    auto ep = catch_as<cudrv::out_of_memory_error>(
+        [&] { cudrv::device_buffer<std::uint8_t> b(cudrv::default_memory_pool(dev), s, too_much); });
     REQUIRE(ep.has_value());
     CHECK(ep->api() == "cuMemAllocFromPoolAsync");
     CHECK(contains(ep->what(), size_text));
 
     // Normal allocations succeed afterwards and hold real data.
-    const std::vector<std::uint8_t> data = cudax::test::random_bytes(MiB, seed);
-    cudax::device_buffer<std::uint8_t> sync_ok(dev, MiB);
-    cudax::device_buffer<std::uint8_t> ordered_ok(s, MiB);
+    const std::vector<std::uint8_t> data = cudrv::test::random_bytes(MiB, seed);
+    cudrv::device_buffer<std::uint8_t> sync_ok(dev, MiB);
+    cudrv::device_buffer<std::uint8_t> ordered_ok(s, MiB);
     std::vector<std::uint8_t> back(MiB, poison_value<std::uint8_t>());
-    cudax::copy(sync_ok, data, s);
-    cudax::copy(ordered_ok, sync_ok, s);
-    cudax::copy(back, ordered_ok, s);
+    cudrv::copy(sync_ok, data, s);
+    cudrv::copy(ordered_ok, sync_ok, s);
+    cudrv::copy(back, ordered_ok, s);
     s.synchronize();
     CHECK(mismatch(back, data).empty());
   }
@@ -127,80 +127,80 @@ TEST_CASE("bad input: allocating more than the device has throws out_of_memory_e
 }
 
 TEST_CASE("bad input: an invalid device ordinal is CUDA_ERROR_INVALID_DEVICE", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
-  auto e = catch_as<cudax::error>([] { (void)cudax::device(-1); });
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
+  auto e = catch_as<cudrv::error>([] { (void)cudrv::device(-1); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->result() == CUDA_ERROR_INVALID_DEVICE);
   CHECK(contains(e->what(), "ordinal -1"));
 
-  auto e2 = catch_as<cudax::error>([&] { (void)cudax::device(count); });
+  auto e2 = catch_as<cudrv::error>([&] { (void)cudrv::device(count); });
   REQUIRE(e2.has_value());
   INFO("what(): " << e2->what());
   CHECK(e2->result() == CUDA_ERROR_INVALID_DEVICE);
   CHECK(contains(e2->what(), "ordinal " + std::to_string(count)));
   CHECK(contains(e2->what(), "valid ordinals are 0 to " + std::to_string(count - 1)));
-  CHECK_NOTHROW(cudax::device(count - 1));
+  CHECK_NOTHROW(cudrv::device(count - 1));
 }
 
 TEST_CASE("bad input: empty and oversized copies are refused before any driver call", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t n = 1000;
   const std::uint32_t P = poison_value<std::uint32_t>();
   std::vector<std::uint32_t> host_big = random_vector<std::uint32_t>(2 * n, seed);
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint32_t> small(dev, n);
-    cudax::device_buffer<std::uint32_t> big(dev, 2 * n);
-    cudax::copy(small, std::vector<std::uint32_t>(n, P));
-    cudax::copy(big, host_big);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint32_t> small(dev, n);
+    cudrv::device_buffer<std::uint32_t> big(dev, 2 * n);
+    cudrv::copy(small, std::vector<std::uint32_t>(n, P));
+    cudrv::copy(big, host_big);
     std::vector<std::uint32_t> host_small(n, P);
-    const cudax::device_span<const std::uint32_t> empty_device;
+    const cudrv::device_span<const std::uint32_t> empty_device;
     const std::vector<std::uint32_t> empty_host;
 
     // Nothing to copy: an empty source, or a count of 0.
-    check_refused([&] { cudax::copy(small, empty_device); }, "nothing to copy");
-    check_refused([&] { cudax::copy(small, empty_device, s); }, "nothing to copy");
-    check_refused([&] { cudax::copy(small, empty_host); }, "nothing to copy");
-    check_refused([&] { cudax::copy(host_small, big.view().first(0), s); }, "nothing to copy");
-    check_refused([&] { cudax::copy(small, big, std::size_t{0}); }, "nothing to copy");
-    check_refused([&] { cudax::copy(small, big, std::size_t{0}, s); }, "nothing to copy");
-    check_refused([&] { cudax::fill(small.view().first(0), 1u); }, "nothing to fill");
-    check_refused([&] { cudax::fill(small.view().subspan(n), 1u, s); }, "nothing to fill");
+    check_refused([&] { cudrv::copy(small, empty_device); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(small, empty_device, s); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(small, empty_host); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(host_small, big.view().first(0), s); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(small, big, std::size_t{0}); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(small, big, std::size_t{0}, s); }, "nothing to copy");
+    check_refused([&] { cudrv::fill(small.view().first(0), 1u); }, "nothing to fill");
+    check_refused([&] { cudrv::fill(small.view().subspan(n), 1u, s); }, "nothing to fill");
 
     // A source larger than the destination.
-    check_refused([&] { cudax::copy(small, big); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small, big, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small, host_big); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small, host_big, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(host_small, big); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(host_small, big, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(host_small, host_big); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small.view().first(10), small.view().first(11)); },
+    check_refused([&] { cudrv::copy(small, big); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small, big, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small, host_big); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small, host_big, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(host_small, big); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(host_small, big, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(host_small, host_big); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small.view().first(10), small.view().first(11)); },
                   "larger than the destination view");
-    check_refused([&] { cudax::copy_peer(small, dev, big, dev, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy_peer(small, dev.primary_context(), big, dev.primary_context()); },
+    check_refused([&] { cudrv::copy_peer(small, dev, big, dev, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy_peer(small, dev.primary_context(), big, dev.primary_context()); },
                   "larger than the destination view");
 
     // A count larger than the source or the destination.
-    check_refused([&] { cudax::copy(big, small, n + 1); }, "larger than the source view");
-    check_refused([&] { cudax::copy(big, small, n + 1, s); }, "larger than the source view");
-    check_refused([&] { cudax::copy(small, big, n + 1); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small, big, n + 1, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(host_small, big, n + 1, s); }, "larger than the destination view");
-    check_refused([&] { cudax::copy(small, host_big, 2 * n + 1); }, "larger than the source view");
-    check_refused([&] { cudax::copy(small, big, std::numeric_limits<std::size_t>::max() / 4); },
+    check_refused([&] { cudrv::copy(big, small, n + 1); }, "larger than the source view");
+    check_refused([&] { cudrv::copy(big, small, n + 1, s); }, "larger than the source view");
+    check_refused([&] { cudrv::copy(small, big, n + 1); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small, big, n + 1, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(host_small, big, n + 1, s); }, "larger than the destination view");
+    check_refused([&] { cudrv::copy(small, host_big, 2 * n + 1); }, "larger than the source view");
+    check_refused([&] { cudrv::copy(small, big, std::numeric_limits<std::size_t>::max() / 4); },
                   "larger than the source view");
     // A count whose byte size overflows must not wrap around to a small copy.
-    check_refused([&] { cudax::copy(small, big, std::numeric_limits<std::size_t>::max() / 4 + 2); },
+    check_refused([&] { cudrv::copy(small, big, std::numeric_limits<std::size_t>::max() / 4 + 2); },
                   "larger than the source view");
-    check_refused([&] { cudax::copy(small, big, std::numeric_limits<std::size_t>::max() / 4 + 2, s); },
+    check_refused([&] { cudrv::copy(small, big, std::numeric_limits<std::size_t>::max() / 4 + 2, s); },
                   "larger than the source view");
 
     s.synchronize();
@@ -215,40 +215,40 @@ TEST_CASE("bad input: empty and oversized copies are refused before any driver c
 }
 
 TEST_CASE("bad input: pitched copies that do not fit are refused", "[gpu][bad_input][pitched]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   constexpr std::size_t w = 64;
   constexpr std::size_t h = 8;
   const float P = poison_value<float>();
   {
-    cudax::stream s(dev);
-    cudax::pitched_buffer<float> img(dev, w, h);
+    cudrv::stream s(dev);
+    cudrv::pitched_buffer<float> img(dev, w, h);
     const std::size_t all = img.pitch() / sizeof(float) * h;
-    cudax::copy(cudax::device_span<float>(img.data(), all), std::vector<float>(all, P));
+    cudrv::copy(cudrv::device_span<float>(img.data(), all), std::vector<float>(all, P));
     std::vector<float> host(2 * w * h, 1.0f);  // large enough for every source below, if one ran
-    using src_span = cudax::pitched_span<const float>;
+    using src_span = cudrv::pitched_span<const float>;
 
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), w + 1, h)); }, "does not fit");
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), w, h + 1), s); }, "does not fit");
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), w, h, 2)); }, "does not fit");
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), 0, h)); }, "nothing to copy");
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), w, 0), s); }, "nothing to copy");
-    check_refused([&] { cudax::copy(img.view(), src_span::dense(host.data(), w, h, 0)); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), w + 1, h)); }, "does not fit");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), w, h + 1), s); }, "does not fit");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), w, h, 2)); }, "does not fit");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), 0, h)); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), w, 0), s); }, "nothing to copy");
+    check_refused([&] { cudrv::copy(img.view(), src_span::dense(host.data(), w, h, 0)); }, "nothing to copy");
     const src_span narrow_pitch{reinterpret_cast<std::uintptr_t>(host.data()), w * sizeof(float) - 4, w, h, 1};
-    check_refused([&] { cudax::copy(img.view(), narrow_pitch); }, "pitch is smaller than its row");
-    cudax::pitched_span<float> bad_dst = img.view();
+    check_refused([&] { cudrv::copy(img.view(), narrow_pitch); }, "pitch is smaller than its row");
+    cudrv::pitched_span<float> bad_dst = img.view();
     bad_dst.pitch = 16;
-    check_refused([&] { cudax::copy(bad_dst, src_span::dense(host.data(), w, h), s); },
+    check_refused([&] { cudrv::copy(bad_dst, src_span::dense(host.data(), w, h), s); },
                   "pitch is smaller than its row");
-    check_refused([&] { cudax::copy(cudax::pitched_span<float>::dense(host.data(), w - 1, h), img.view(), s); },
+    check_refused([&] { cudrv::copy(cudrv::pitched_span<float>::dense(host.data(), w - 1, h), img.view(), s); },
                   "does not fit");
-    check_refused([&] { cudax::copy(cudax::pitched_span<float>{}, img.view()); }, "does not fit");
+    check_refused([&] { cudrv::copy(cudrv::pitched_span<float>{}, img.view()); }, "does not fit");
     s.synchronize();
     // Nothing was written.
     std::vector<float> back(all);
-    cudax::copy(back, cudax::device_span<const float>(img.data(), all));
+    cudrv::copy(back, cudrv::device_span<const float>(img.data(), all));
     CHECK(not_all(back, P).empty());
   }
   INFO(errors.messages());
@@ -256,51 +256,51 @@ TEST_CASE("bad input: pitched copies that do not fit are refused", "[gpu][bad_in
 }
 
 TEST_CASE("bad input: views out of range, unknown flags and sizes that overflow", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   constexpr std::size_t huge = std::numeric_limits<std::size_t>::max() / 4;
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<float> buf(dev, 100);
-    const cudax::device_span<float> v = buf;
+    cudrv::stream s(dev);
+    cudrv::device_buffer<float> buf(dev, 100);
+    const cudrv::device_span<float> v = buf;
 
     // Views out of range.
     check_refused([&] { (void)v.subspan(101); }, "outside a view of 100 elements");
     check_refused([&] { (void)v.subspan(50, 51); }, "outside a view of 100 elements");
     check_refused([&] { (void)v.first(101); }, "outside a view of 100 elements");
     check_refused([&] { (void)v.last(101); }, "outside a view of 100 elements");
-    check_refused([&] { (void)cudax::pitched_span<float>::dense(v, 10, 11); }, "outside a view of 100 elements");
-    check_refused([&] { (void)cudax::pitched_span<float>::dense(v, 10, 5, 3); }, "outside a view of 100 elements");
-    CHECK_NOTHROW(cudax::pitched_span<float>::dense(v, 10, 10));
+    check_refused([&] { (void)cudrv::pitched_span<float>::dense(v, 10, 11); }, "outside a view of 100 elements");
+    check_refused([&] { (void)cudrv::pitched_span<float>::dense(v, 10, 5, 3); }, "outside a view of 100 elements");
+    CHECK_NOTHROW(cudrv::pitched_span<float>::dense(v, 10, 10));
 
     // Unknown or refused flags.
-    check_refused([&] { cudax::pinned_buffer<int> p(dev, 16, static_cast<cudax::pinned_flags>(0x100)); },
+    check_refused([&] { cudrv::pinned_buffer<int> p(dev, 16, static_cast<cudrv::pinned_flags>(0x100)); },
                   "unknown pinned_flags bits");
     std::vector<std::uint8_t> host(4096);
     check_refused(
-        [&] { cudax::host_registration r(dev, host.data(), host.size(), static_cast<cudax::host_register_flags>(0x100)); },
+        [&] { cudrv::host_registration r(dev, host.data(), host.size(), static_cast<cudrv::host_register_flags>(0x100)); },
         "unknown host_register_flags bits");
-    CHECK_FALSE(cudax::get_pointer_attributes(host.data()).is_known());  // nothing was registered
-    check_refused([&] { cudax::managed_buffer<int> m(dev, 16, cudax::managed_attach::single); },
+    CHECK_FALSE(cudrv::get_pointer_attributes(host.data()).is_known());  // nothing was registered
+    check_refused([&] { cudrv::managed_buffer<int> m(dev, 16, cudrv::managed_attach::single); },
                   "managed_attach::global or managed_attach::host");
-    check_refused([&] { cudax::event e(dev, cudax::event_flags::timing | cudax::event_flags::interprocess); },
+    check_refused([&] { cudrv::event e(dev, cudrv::event_flags::timing | cudrv::event_flags::interprocess); },
                   "excludes event_flags::timing");
-    check_refused([&] { cudax::event e(dev, static_cast<cudax::event_flags>(8)); }, "unknown event flags");
+    check_refused([&] { cudrv::event e(dev, static_cast<cudrv::event_flags>(8)); }, "unknown event flags");
 
     // Empty or null ranges.
-    check_refused([&] { cudax::host_registration r(dev, nullptr, 64); }, "nothing to register");
-    check_refused([&] { cudax::host_registration r(dev, host.data(), 0); }, "nothing to register");
-    check_refused([&] { cudax::pitched_buffer<float> p(dev, 0, 10); }, "non-zero width");
-    check_refused([&] { cudax::pitched_buffer<float> p(dev, 10, 0); }, "non-zero width");
-    check_refused([&] { cudax::pitched_buffer<float> p(dev, 10, 10, 0); }, "non-zero width");
+    check_refused([&] { cudrv::host_registration r(dev, nullptr, 64); }, "nothing to register");
+    check_refused([&] { cudrv::host_registration r(dev, host.data(), 0); }, "nothing to register");
+    check_refused([&] { cudrv::pitched_buffer<float> p(dev, 0, 10); }, "non-zero width");
+    check_refused([&] { cudrv::pitched_buffer<float> p(dev, 10, 0); }, "non-zero width");
+    check_refused([&] { cudrv::pitched_buffer<float> p(dev, 10, 10, 0); }, "non-zero width");
 
     // Sizes whose byte count overflows.
-    check_refused([&] { cudax::device_buffer<std::uint64_t> b(dev, huge); }, "overflow");
-    check_refused([&] { cudax::device_buffer<std::uint64_t> b(s, huge); }, "overflow");
-    check_refused([&] { cudax::pinned_buffer<std::uint64_t> b(dev, huge); }, "overflow");
-    check_refused([&] { cudax::managed_buffer<std::uint64_t> b(dev, huge); }, "overflow");
+    check_refused([&] { cudrv::device_buffer<std::uint64_t> b(dev, huge); }, "overflow");
+    check_refused([&] { cudrv::device_buffer<std::uint64_t> b(s, huge); }, "overflow");
+    check_refused([&] { cudrv::pinned_buffer<std::uint64_t> b(dev, huge); }, "overflow");
+    check_refused([&] { cudrv::managed_buffer<std::uint64_t> b(dev, huge); }, "overflow");
     s.synchronize();
   }
   INFO(errors.messages());
@@ -308,109 +308,109 @@ TEST_CASE("bad input: views out of range, unknown flags and sizes that overflow"
 }
 
 TEST_CASE("bad input: moved-from streams, events, contexts, buffers and pools are refused", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   constexpr std::size_t n = 256;
   const std::uint32_t P = poison_value<std::uint32_t>();
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint32_t> d(dev, n);
-    cudax::device_buffer<std::uint32_t> d2(dev, n);
-    cudax::copy(d, std::vector<std::uint32_t>(n, P));
-    cudax::copy(d2, std::vector<std::uint32_t>(n, 7u));
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint32_t> d(dev, n);
+    cudrv::device_buffer<std::uint32_t> d2(dev, n);
+    cudrv::copy(d, std::vector<std::uint32_t>(n, P));
+    cudrv::copy(d2, std::vector<std::uint32_t>(n, 7u));
     std::vector<std::uint32_t> host(n, 7u);
-    cudax::managed_buffer<std::uint32_t> m(dev, n);
-    cudax::pitched_buffer<std::uint32_t> img(dev, 16, 4);
+    cudrv::managed_buffer<std::uint32_t> m(dev, n);
+    cudrv::pitched_buffer<std::uint32_t> img(dev, 16, 4);
 
     SECTION("a moved-from stream") {
-      cudax::stream gone(dev);
-      cudax::stream keep(std::move(gone));
+      cudrv::stream gone(dev);
+      cudrv::stream keep(std::move(gone));
       const std::string empty = "the stream is empty";
       check_refused([&] { gone.synchronize(); }, "empty");
-      check_refused([&] { cudax::device_buffer<std::uint32_t> b(gone, n); }, empty);
-      check_refused([&] { cudax::device_buffer<std::uint32_t> b(cudax::default_memory_pool(dev), gone, n); }, empty);
-      check_refused([&] { cudax::copy(d, host, gone); }, empty);
-      check_refused([&] { cudax::copy(d, host, n, gone); }, empty);
-      check_refused([&] { cudax::copy(host, d2, gone); }, empty);
-      check_refused([&] { cudax::copy(d, d2, gone); }, empty);
-      check_refused([&] { cudax::fill(d, 1u, gone); }, empty);
-      check_refused([&] { cudax::copy_peer(d, dev, d2, dev, gone); }, empty);
+      check_refused([&] { cudrv::device_buffer<std::uint32_t> b(gone, n); }, empty);
+      check_refused([&] { cudrv::device_buffer<std::uint32_t> b(cudrv::default_memory_pool(dev), gone, n); }, empty);
+      check_refused([&] { cudrv::copy(d, host, gone); }, empty);
+      check_refused([&] { cudrv::copy(d, host, n, gone); }, empty);
+      check_refused([&] { cudrv::copy(host, d2, gone); }, empty);
+      check_refused([&] { cudrv::copy(d, d2, gone); }, empty);
+      check_refused([&] { cudrv::fill(d, 1u, gone); }, empty);
+      check_refused([&] { cudrv::copy_peer(d, dev, d2, dev, gone); }, empty);
       check_refused(
           [&] {
-            cudax::copy(img.view(), cudax::pitched_span<const std::uint32_t>::dense(host.data(), 16, 4), gone);
+            cudrv::copy(img.view(), cudrv::pitched_span<const std::uint32_t>::dense(host.data(), 16, 4), gone);
           },
           empty);
       check_refused([&] { m.prefetch(dev, gone); }, empty);
       check_refused([&] { m.attach(gone); }, empty);
-      cudax::device_buffer<std::uint32_t> ordered(s, n);
+      cudrv::device_buffer<std::uint32_t> ordered(s, n);
       check_refused([&] { ordered.set_stream(gone); }, empty);
       CHECK(ordered.stream() == s);  // unchanged: still freed on s
       s.synchronize();
       keep.synchronize();
     }
     SECTION("a moved-from event") {
-      cudax::event e1(dev);
-      cudax::event e2(std::move(e1));
+      cudrv::event e1(dev);
+      cudrv::event e2(std::move(e1));
       check_refused([&] { e1.record(s); }, "empty");
       check_refused([&] { e1.synchronize(); }, "empty");
       check_refused([&] { (void)e1.is_done(); }, "empty");
       check_refused([&] { s.wait(e1); }, "empty");
-      check_refused([&] { (void)cudax::elapsed_time(e1, e2); }, "empty");
+      check_refused([&] { (void)cudrv::elapsed_time(e1, e2); }, "empty");
       e2.record(s);
       e2.synchronize();
     }
     SECTION("a moved-from context") {
-      cudax::context c1(dev);
-      cudax::context c2(std::move(c1));
+      cudrv::context c1(dev);
+      cudrv::context c2(std::move(c1));
       const std::string empty = "the context is empty";
-      check_refused([&] { cudax::device_buffer<std::uint32_t> b(c1, n); }, empty);
-      check_refused([&] { cudax::pinned_buffer<std::uint32_t> b(c1, n); }, empty);
-      check_refused([&] { cudax::managed_buffer<std::uint32_t> b(c1, n); }, empty);
-      check_refused([&] { cudax::pitched_buffer<std::uint32_t> b(c1, 4, 4); }, empty);
-      check_refused([&] { cudax::host_registration r(c1, host.data(), n * sizeof(std::uint32_t)); }, empty);
-      check_refused([&] { cudax::copy_peer(d, c1, d2, dev.primary_context(), s); }, "a context is empty");
-      CHECK_FALSE(cudax::get_pointer_attributes(host.data()).is_known());
+      check_refused([&] { cudrv::device_buffer<std::uint32_t> b(c1, n); }, empty);
+      check_refused([&] { cudrv::pinned_buffer<std::uint32_t> b(c1, n); }, empty);
+      check_refused([&] { cudrv::managed_buffer<std::uint32_t> b(c1, n); }, empty);
+      check_refused([&] { cudrv::pitched_buffer<std::uint32_t> b(c1, 4, 4); }, empty);
+      check_refused([&] { cudrv::host_registration r(c1, host.data(), n * sizeof(std::uint32_t)); }, empty);
+      check_refused([&] { cudrv::copy_peer(d, c1, d2, dev.primary_context(), s); }, "a context is empty");
+      CHECK_FALSE(cudrv::get_pointer_attributes(host.data()).is_known());
     }
     SECTION("moved-from buffers as copy source and destination") {
-      cudax::device_buffer<std::uint32_t> src(dev, n);
-      cudax::device_buffer<std::uint32_t> taken(std::move(src));
-      check_refused([&] { cudax::copy(d, src); }, "nothing to copy");
-      check_refused([&] { cudax::copy(d, src, s); }, "nothing to copy");
-      check_refused([&] { cudax::copy(src, host); }, "larger than the destination view");
-      check_refused([&] { cudax::copy(src, host, s); }, "larger than the destination view");
-      check_refused([&] { cudax::copy(src, d2, 10, s); }, "larger than the destination view");
-      check_refused([&] { cudax::fill(src, 1u); }, "nothing to fill");
+      cudrv::device_buffer<std::uint32_t> src(dev, n);
+      cudrv::device_buffer<std::uint32_t> taken(std::move(src));
+      check_refused([&] { cudrv::copy(d, src); }, "nothing to copy");
+      check_refused([&] { cudrv::copy(d, src, s); }, "nothing to copy");
+      check_refused([&] { cudrv::copy(src, host); }, "larger than the destination view");
+      check_refused([&] { cudrv::copy(src, host, s); }, "larger than the destination view");
+      check_refused([&] { cudrv::copy(src, d2, 10, s); }, "larger than the destination view");
+      check_refused([&] { cudrv::fill(src, 1u); }, "nothing to fill");
       check_refused([&] { (void)src.context(); }, "empty");
       check_refused([&] { (void)src.stream(); }, "no stream");
 
-      cudax::pinned_buffer<std::uint32_t> p1(dev, n);
-      cudax::pinned_buffer<std::uint32_t> p2(std::move(p1));
+      cudrv::pinned_buffer<std::uint32_t> p1(dev, n);
+      cudrv::pinned_buffer<std::uint32_t> p2(std::move(p1));
       check_refused([&] { (void)p1.device_view(); }, "empty");
-      check_refused([&] { cudax::copy(d, p1, s); }, "nothing to copy");
+      check_refused([&] { cudrv::copy(d, p1, s); }, "nothing to copy");
 
-      cudax::managed_buffer<std::uint32_t> m1(dev, n);
-      cudax::managed_buffer<std::uint32_t> m2(std::move(m1));
+      cudrv::managed_buffer<std::uint32_t> m1(dev, n);
+      cudrv::managed_buffer<std::uint32_t> m2(std::move(m1));
       check_refused([&] { m1.prefetch(dev, s); }, "empty");
       check_refused([&] { m1.advise(CU_MEM_ADVISE_SET_READ_MOSTLY); }, "empty");
       check_refused([&] { m1.attach(s); }, "empty");
 
-      cudax::host_registration r1(dev, host.data(), n * sizeof(std::uint32_t));
-      cudax::host_registration r2(std::move(r1));
+      cudrv::host_registration r1(dev, host.data(), n * sizeof(std::uint32_t));
+      cudrv::host_registration r2(std::move(r1));
       check_refused([&] { (void)r1.device_address(); }, "empty");
 
-      cudax::pitched_buffer<std::uint32_t> i1(dev, 16, 4);
-      cudax::pitched_buffer<std::uint32_t> i2(std::move(i1));
+      cudrv::pitched_buffer<std::uint32_t> i1(dev, 16, 4);
+      cudrv::pitched_buffer<std::uint32_t> i2(std::move(i1));
       CHECK_FALSE(bool(i1));
-      check_refused([&] { cudax::copy(i2.view(), std::as_const(i1).view()); }, "nothing to copy");
+      check_refused([&] { cudrv::copy(i2.view(), std::as_const(i1).view()); }, "nothing to copy");
       s.synchronize();
     }
     SECTION("a moved-from memory pool") {
-      cudax::memory_pool p1(dev);
-      cudax::memory_pool p2(std::move(p1));
+      cudrv::memory_pool p1(dev);
+      cudrv::memory_pool p2(std::move(p1));
       const std::string empty = "the memory pool is empty";
-      check_refused([&] { cudax::device_buffer<std::uint8_t> b(p1, s, 64); }, empty);
+      check_refused([&] { cudrv::device_buffer<std::uint8_t> b(p1, s, 64); }, empty);
       check_refused([&] { (void)p1.used_current(); }, empty);
       check_refused([&] { (void)p1.reserved_current(); }, empty);
       check_refused([&] { (void)p1.release_threshold(); }, empty);
@@ -419,8 +419,8 @@ TEST_CASE("bad input: moved-from streams, events, contexts, buffers and pools ar
       check_refused([&] { p1.reset_high_watermarks(); }, empty);
       check_refused([&] { p1.set_access(dev); }, empty);
       check_refused([&] { (void)p1.access(dev); }, empty);
-      check_refused([&] { cudax::set_current_memory_pool(dev, p1); }, empty);
-      CHECK(cudax::current_memory_pool(dev) == cudax::default_memory_pool(dev));
+      check_refused([&] { cudrv::set_current_memory_pool(dev, p1); }, empty);
+      CHECK(cudrv::current_memory_pool(dev) == cudrv::default_memory_pool(dev));
       CHECK(p2.used_current() == 0);
       s.synchronize();
     }
@@ -433,25 +433,25 @@ TEST_CASE("bad input: moved-from streams, events, contexts, buffers and pools ar
 }
 
 TEST_CASE("bad input: a host callable that throws is reported by the next synchronize", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
-  const std::vector<std::uint8_t> data = cudax::test::random_bytes(MiB, seed);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+  const std::vector<std::uint8_t> data = cudrv::test::random_bytes(MiB, seed);
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint8_t> d(dev, MiB);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint8_t> d(dev, MiB);
     std::vector<std::uint8_t> back(MiB, poison_value<std::uint8_t>());
-    cudax::copy(d, data, s);
+    cudrv::copy(d, data, s);
     s.enqueue([] { throw std::runtime_error("boom from a host callable"); });
-    cudax::copy(back, d, s);  // work queued after the callable still runs
+    cudrv::copy(back, d, s);  // work queued after the callable still runs
 
-    auto e = catch_as<cudax::host_callback_error>([&] { s.synchronize(); });
+    auto e = catch_as<cudrv::host_callback_error>([&] { s.synchronize(); });
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
-    CHECK(e->api() == "cudax::stream::enqueue");
+    CHECK(e->api() == "cudrv::stream::enqueue");
     CHECK(contains(e->what(), "a host callable threw"));
     CHECK(contains(e->what(), "boom from a host callable"));
     REQUIRE(e->original() != nullptr);
@@ -470,27 +470,27 @@ TEST_CASE("bad input: a host callable that throws is reported by the next synchr
 }
 
 TEST_CASE("bad input: a fill at an address misaligned for its element size is refused", "[gpu][bad_input]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   constexpr std::size_t n = 64;
   const float P = poison_value<float>();
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<float> buf(dev, n);
-    cudax::copy(buf, std::vector<float>(n, P));
+    cudrv::stream s(dev);
+    cudrv::device_buffer<float> buf(dev, n);
+    cudrv::copy(buf, std::vector<float>(n, P));
 
-    const cudax::device_span<float> misaligned(buf.data() + 1, n - 1);
-    check_refused([&] { cudax::fill(misaligned, 1.0f); }, "not aligned");
-    check_refused([&] { cudax::fill(misaligned, 1.0f, s); }, "not aligned");
-    const cudax::device_span<float> off_by_two(buf.data() + 2, n - 1);
-    check_refused([&] { cudax::fill(off_by_two, 1.0f, s); }, "not aligned to the element size of 4 bytes");
-    const cudax::device_span<std::uint16_t> misaligned16(buf.data() + 1, 10);
-    check_refused([&] { cudax::fill(misaligned16, std::uint16_t{1}, s); }, "not aligned to the element size of 2 bytes");
+    const cudrv::device_span<float> misaligned(buf.data() + 1, n - 1);
+    check_refused([&] { cudrv::fill(misaligned, 1.0f); }, "not aligned");
+    check_refused([&] { cudrv::fill(misaligned, 1.0f, s); }, "not aligned");
+    const cudrv::device_span<float> off_by_two(buf.data() + 2, n - 1);
+    check_refused([&] { cudrv::fill(off_by_two, 1.0f, s); }, "not aligned to the element size of 4 bytes");
+    const cudrv::device_span<std::uint16_t> misaligned16(buf.data() + 1, 10);
+    check_refused([&] { cudrv::fill(misaligned16, std::uint16_t{1}, s); }, "not aligned to the element size of 2 bytes");
     // Byte fills have no alignment requirement: this one works (and is undone by the check below).
-    const cudax::device_span<std::uint8_t> bytes(buf.data() + 1, 3);
-    cudax::fill(bytes, std::uint8_t{0xA5}, s);
+    const cudrv::device_span<std::uint8_t> bytes(buf.data() + 1, 3);
+    cudrv::fill(bytes, std::uint8_t{0xA5}, s);
     s.synchronize();
     CHECK(not_all(read_back(std::as_const(buf).view()), P).empty());
   }

@@ -4,11 +4,11 @@
 //
 // Every destination is filled with a poison pattern (bytes 0xA5) first, and the whole destination is
 // checked afterwards: the copied part must hold the data, the rest must still hold the poison. Data is
-// random (the seed is printed on failure; CUDAX_TEST_SEED replays it).
+// random (the seed is printed on failure; CUDRV_TEST_SEED replays it).
 //
 // Ordering: a "synchronous" copy whose destination is device memory may still be in flight when it
 // returns (the driver only promises that the host source may be reused); it is ordered on the
-// legacy default stream, which the non-blocking streams of cudax do not synchronise with. The tests
+// legacy default stream, which the non-blocking streams of cudrv do not synchronise with. The tests
 // therefore read such results back with another synchronous copy (same stream), and synchronise the
 // device before host code touches managed memory or before switching between the two modes.
 #include <catch2/catch.hpp>
@@ -23,9 +23,9 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::mismatch;
-using cudax::test::poison_value;
-using cudax::test::random_vector;
+using cudrv::test::mismatch;
+using cudrv::test::poison_value;
+using cudrv::test::random_vector;
 
 namespace {
 
@@ -41,44 +41,44 @@ std::vector<T> poisoned_with(std::size_t n, std::size_t offset, const T* part, s
 /// so one test body checks both forms.
 class copier {
  public:
-  copier(bool async, cudax::stream_ref s, cudax::device dev) : async_(async), stream_(s), dev_(dev) {}
+  copier(bool async, cudrv::stream_ref s, cudrv::device dev) : async_(async), stream_(s), dev_(dev) {}
 
   [[nodiscard]] const char* mode() const { return async_ ? "stream-ordered" : "synchronous"; }
 
   template <class D, class S>
   void operator()(D&& dst, S&& src) const {
     if (async_) {
-      cudax::copy(dst, src, stream_);
+      cudrv::copy(dst, src, stream_);
       stream_.synchronize();
     } else {
-      cudax::copy(dst, src);
+      cudrv::copy(dst, src);
     }
   }
   template <class D, class S>
   void n(D&& dst, S&& src, std::size_t count) const {
     if (async_) {
-      cudax::copy(dst, src, count, stream_);
+      cudrv::copy(dst, src, count, stream_);
       stream_.synchronize();
     } else {
-      cudax::copy(dst, src, count);
+      cudrv::copy(dst, src, count);
     }
   }
   template <class T, class U>
-  void pitched(cudax::pitched_span<T> dst, cudax::pitched_span<U> src) const {
+  void pitched(cudrv::pitched_span<T> dst, cudrv::pitched_span<U> src) const {
     if (async_) {
-      cudax::copy(dst, src, stream_);
+      cudrv::copy(dst, src, stream_);
       stream_.synchronize();
     } else {
-      cudax::copy(dst, src);
+      cudrv::copy(dst, src);
     }
   }
   template <class D, class V>
   void fill(D&& dst, const V& value) const {
     if (async_) {
-      cudax::fill(dst, value, stream_);
+      cudrv::fill(dst, value, stream_);
       stream_.synchronize();
     } else {
-      cudax::fill(dst, value);
+      cudrv::fill(dst, value);
     }
   }
   /// Waits for all work of the device (the legacy default stream included).
@@ -86,36 +86,36 @@ class copier {
 
  private:
   bool async_;
-  cudax::stream_ref stream_;
-  cudax::device dev_;
+  cudrv::stream_ref stream_;
+  cudrv::device dev_;
 };
 
 /// The whole allocation of a pitched buffer as a linear view (for poisoning it).
 template <class T>
-cudax::device_span<T> linear(cudax::pitched_buffer<T>& buf) {
+cudrv::device_span<T> linear(cudrv::pitched_buffer<T>& buf) {
   return {buf.data(), buf.pitch() / sizeof(T) * buf.height() * buf.depth()};
 }
 
 }  // namespace
 
 TEST_CASE("copy: every direction, byte for byte, synchronous and stream-ordered", "[gpu][copy]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t n = (1u << 20) + 13;
   constexpr std::uint8_t P = 0xA5;
-  const std::vector<std::uint8_t> data = cudax::test::random_bytes(n, seed);
+  const std::vector<std::uint8_t> data = cudrv::test::random_bytes(n, seed);
   const std::vector<std::uint8_t> poison(n, P);
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint8_t> d1(dev, n);
-    cudax::device_buffer<std::uint8_t> d2(dev, n);
-    cudax::pinned_buffer<std::uint8_t> p1(dev, n);
-    cudax::pinned_buffer<std::uint8_t> p2(dev, n);
-    cudax::managed_buffer<std::uint8_t> m(dev, n);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint8_t> d1(dev, n);
+    cudrv::device_buffer<std::uint8_t> d2(dev, n);
+    cudrv::pinned_buffer<std::uint8_t> p1(dev, n);
+    cudrv::pinned_buffer<std::uint8_t> p2(dev, n);
+    cudrv::managed_buffer<std::uint8_t> m(dev, n);
     std::copy(data.begin(), data.end(), p1.begin());
     std::vector<std::uint8_t> h(n, P);
 
@@ -194,12 +194,12 @@ TEST_CASE("copy: every direction, byte for byte, synchronous and stream-ordered"
 }
 
 TEST_CASE("copy: explicit counts and partial copies leave the rest of the destination untouched", "[gpu][copy]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t n = 100000;
   constexpr std::size_t k = 33333;
   constexpr std::size_t off = 1234;
@@ -208,9 +208,9 @@ TEST_CASE("copy: explicit counts and partial copies leave the rest of the destin
   const std::vector<std::uint32_t> small(data.begin(), data.begin() + k);
   const std::vector<std::uint32_t> poison(n, P);
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint32_t> src(dev, n);
-    cudax::device_buffer<std::uint32_t> dst(dev, n);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint32_t> src(dev, n);
+    cudrv::device_buffer<std::uint32_t> dst(dev, n);
     std::vector<std::uint32_t> got(n, P);
     for (const bool async : {false, true}) {
       dev.synchronize();
@@ -281,12 +281,12 @@ TEST_CASE("copy: explicit counts and partial copies leave the rest of the destin
 }
 
 TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t w = 301;
   constexpr std::size_t h = 37;
   constexpr std::size_t bw = w + 5;  // the larger destination
@@ -307,8 +307,8 @@ TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]")
     return e;
   };
   {
-    cudax::stream s(dev);
-    cudax::pitched_buffer<float> a(dev, w, h);
+    cudrv::stream s(dev);
+    cudrv::pitched_buffer<float> a(dev, w, h);
     REQUIRE(bool(a));
     CHECK(a.width() == w);
     CHECK(a.height() == h);
@@ -320,14 +320,14 @@ TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]")
     CHECK(a.view().pitch == a.pitch());
     CHECK(a.view().width == w);
     CHECK(a.view().height == h);
-    CHECK(cudax::get_pointer_attributes(a.data()).memory_type == CU_MEMORYTYPE_DEVICE);
-    cudax::pitched_buffer<float> b(dev, bw, bh);
+    CHECK(cudrv::get_pointer_attributes(a.data()).memory_type == CU_MEMORYTYPE_DEVICE);
+    cudrv::pitched_buffer<float> b(dev, bw, bh);
 
     // Pageable host memory for the synchronous copies, pinned memory for the stream-ordered ones.
     std::vector<float> pageable_src = src;
     std::vector<float> pageable_out(bw * bh, P);
-    cudax::pinned_buffer<float> pinned_src(dev, w * h);
-    cudax::pinned_buffer<float> pinned_out(dev, bw * bh);
+    cudrv::pinned_buffer<float> pinned_src(dev, w * h);
+    cudrv::pinned_buffer<float> pinned_out(dev, bw * bh);
     std::copy(src.begin(), src.end(), pinned_src.begin());
 
     for (const bool async : {false, true}) {
@@ -336,46 +336,46 @@ TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]")
       INFO("mode: " << cp.mode());
       const float* host_src = async ? pinned_src.data() : pageable_src.data();
       float* out = async ? pinned_out.data() : pageable_out.data();
-      const auto dense_src = cudax::pitched_span<const float>::dense(host_src, w, h);
+      const auto dense_src = cudrv::pitched_span<const float>::dense(host_src, w, h);
 
       // dense host -> pitched device -> dense host
       cp.fill(linear(a), P);
       cp.pitched(a.view(), dense_src);
       std::fill(out, out + w * h, P);
-      cp.pitched(cudax::pitched_span<float>::dense(out, w, h), a.view());
+      cp.pitched(cudrv::pitched_span<float>::dense(out, w, h), a.view());
       CHECK(mismatch(out, src.data(), w * h).empty());
 
       // pitched device -> larger pitched device: the rows and columns beyond keep their poison
       cp.fill(linear(b), P);
       cp.pitched(b.view(), std::as_const(a).view());
       std::fill(out, out + bw * bh, P);
-      cp.pitched(cudax::pitched_span<float>::dense(out, bw, bh), b.view());
+      cp.pitched(cudrv::pitched_span<float>::dense(out, bw, bh), b.view());
       CHECK(mismatch(out, expected_big(0, 0).data(), bw * bh).empty());
 
       // dense host -> a window of the larger destination at (x0, y0)
       cp.fill(linear(b), P);
-      cudax::pitched_span<float> window = b.view();
+      cudrv::pitched_span<float> window = b.view();
       window.address += y0 * window.pitch + x0 * sizeof(float);
       window.width = w;
       window.height = h;
       cp.pitched(window, dense_src);
       std::fill(out, out + bw * bh, P);
-      cp.pitched(cudax::pitched_span<float>::dense(out, bw, bh), b.view());
+      cp.pitched(cudrv::pitched_span<float>::dense(out, bw, bh), b.view());
       CHECK(mismatch(out, expected_big(x0, y0).data(), bw * bh).empty());
 
       if (!async) {
         // pitched device -> dense device memory and back (cuMemcpy2DUnaligned takes any pitch; the
         // stream-ordered form may refuse device pitches that cuMemAllocPitch did not choose).
-        cudax::device_buffer<float> lin(dev, w * h);
+        cudrv::device_buffer<float> lin(dev, w * h);
         cp(lin, std::vector<float>(w * h, P));
-        cp.pitched(cudax::pitched_span<float>::dense(lin.view(), w, h), a.view());
+        cp.pitched(cudrv::pitched_span<float>::dense(lin.view(), w, h), a.view());
         std::vector<float> lin_back(w * h, P);
         cp(lin_back, lin);
         CHECK(mismatch(lin_back, src).empty());
         cp.fill(linear(a), P);
-        cp.pitched(a.view(), cudax::pitched_span<const float>::dense(std::as_const(lin).view(), w, h));
+        cp.pitched(a.view(), cudrv::pitched_span<const float>::dense(std::as_const(lin).view(), w, h));
         std::fill(out, out + w * h, P);
-        cp.pitched(cudax::pitched_span<float>::dense(out, w, h), a.view());
+        cp.pitched(cudrv::pitched_span<float>::dense(out, w, h), a.view());
         CHECK(mismatch(out, src.data(), w * h).empty());
       }
     }
@@ -386,12 +386,12 @@ TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]")
 }
 
 TEST_CASE("copy: 3D pitched arrays, element by element", "[gpu][copy][pitched]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t w = 45;
   constexpr std::size_t h = 11;
   constexpr std::size_t d = 5;
@@ -409,20 +409,20 @@ TEST_CASE("copy: 3D pitched arrays, element by element", "[gpu][copy][pitched]")
     }
   }
   {
-    cudax::stream s(dev);
-    cudax::pitched_buffer<std::uint16_t> a(dev, w, h, d);
+    cudrv::stream s(dev);
+    cudrv::pitched_buffer<std::uint16_t> a(dev, w, h, d);
     REQUIRE(bool(a));
     CHECK(a.width() == w);
     CHECK(a.height() == h);
     CHECK(a.depth() == d);
     CHECK(a.pitch() >= w * sizeof(std::uint16_t));
     CHECK(a.view().depth == d);
-    cudax::pitched_buffer<std::uint16_t> b(dev, bw, bh, bd);
+    cudrv::pitched_buffer<std::uint16_t> b(dev, bw, bh, bd);
 
     std::vector<std::uint16_t> pageable_src = src;
     std::vector<std::uint16_t> pageable_out(bw * bh * bd, P);
-    cudax::pinned_buffer<std::uint16_t> pinned_src(dev, w * h * d);
-    cudax::pinned_buffer<std::uint16_t> pinned_out(dev, bw * bh * bd);
+    cudrv::pinned_buffer<std::uint16_t> pinned_src(dev, w * h * d);
+    cudrv::pinned_buffer<std::uint16_t> pinned_out(dev, bw * bh * bd);
     std::copy(src.begin(), src.end(), pinned_src.begin());
 
     for (const bool async : {false, true}) {
@@ -434,16 +434,16 @@ TEST_CASE("copy: 3D pitched arrays, element by element", "[gpu][copy][pitched]")
 
       // dense host -> pitched device -> dense host
       cp.fill(linear(a), P);
-      cp.pitched(a.view(), cudax::pitched_span<const std::uint16_t>::dense(host_src, w, h, d));
+      cp.pitched(a.view(), cudrv::pitched_span<const std::uint16_t>::dense(host_src, w, h, d));
       std::fill(out, out + w * h * d, P);
-      cp.pitched(cudax::pitched_span<std::uint16_t>::dense(out, w, h, d), a.view());
+      cp.pitched(cudrv::pitched_span<std::uint16_t>::dense(out, w, h, d), a.view());
       CHECK(mismatch(out, src.data(), w * h * d).empty());
 
       // pitched device -> larger pitched device (other pitch, slice height and depth)
       cp.fill(linear(b), P);
       cp.pitched(b.view(), a.view());
       std::fill(out, out + bw * bh * bd, P);
-      cp.pitched(cudax::pitched_span<std::uint16_t>::dense(out, bw, bh, bd), b.view());
+      cp.pitched(cudrv::pitched_span<std::uint16_t>::dense(out, bw, bh, bd), b.view());
       CHECK(mismatch(out, expected_big.data(), bw * bh * bd).empty());
     }
     dev.synchronize();
@@ -453,10 +453,10 @@ TEST_CASE("copy: 3D pitched arrays, element by element", "[gpu][copy][pitched]")
 }
 
 TEST_CASE("fill: 8, 16 and 32-bit elements, whole views and subspans", "[gpu][copy][fill]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
 
   // Poisons @p buf with a copy (not a fill), fills [offset, offset + count) or everything with
   // @p value, and checks every element.
@@ -478,12 +478,12 @@ TEST_CASE("fill: 8, 16 and 32-bit elements, whole views and subspans", "[gpu][co
     return mismatch(got, expected);
   };
   {
-    cudax::stream s(dev);
-    cudax::device_buffer<std::uint8_t> d8(dev, 1000);
-    cudax::device_buffer<std::uint16_t> d16(dev, 1001);
-    cudax::device_buffer<float> df(dev, 999);
-    cudax::managed_buffer<std::uint8_t> m(dev, 4096);
-    cudax::pinned_buffer<std::uint32_t> p(dev, 1024, cudax::pinned_flags::portable | cudax::pinned_flags::mapped);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<std::uint8_t> d8(dev, 1000);
+    cudrv::device_buffer<std::uint16_t> d16(dev, 1001);
+    cudrv::device_buffer<float> df(dev, 999);
+    cudrv::managed_buffer<std::uint8_t> m(dev, 4096);
+    cudrv::pinned_buffer<std::uint32_t> p(dev, 1024, cudrv::pinned_flags::portable | cudrv::pinned_flags::mapped);
     for (const bool async : {false, true}) {
       dev.synchronize();
       const copier cp(async, s, dev);
@@ -520,17 +520,17 @@ TEST_CASE("fill: 8, 16 and 32-bit elements, whole views and subspans", "[gpu][co
 }
 
 TEST_CASE("pointer attributes of device, pool, pinned, managed and pageable memory", "[gpu][copy][memory]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   constexpr std::size_t big = std::size_t(2) << 20;
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
 
-    cudax::device_buffer<std::uint8_t> d(dev, big);
+    cudrv::device_buffer<std::uint8_t> d(dev, big);
     const CUdeviceptr interior = d.data() + 12345;
-    const cudax::pointer_attributes a = cudax::get_pointer_attributes(interior);
+    const cudrv::pointer_attributes a = cudrv::get_pointer_attributes(interior);
     CHECK(a.is_known());
     CHECK(a.memory_type == CU_MEMORYTYPE_DEVICE);
     CHECK(a.device_ordinal == dev.ordinal());
@@ -541,22 +541,22 @@ TEST_CASE("pointer attributes of device, pool, pinned, managed and pageable memo
     CHECK(a.range_size == big);
     CHECK(a.buffer_id != 0);
     CHECK(a.pool == nullptr);
-    CHECK(cudax::get_pointer_attributes(d.data()).buffer_id == a.buffer_id);
-    cudax::device_buffer<std::uint8_t> d2(dev, 4096);
-    CHECK(cudax::get_pointer_attributes(d2.data()).buffer_id != a.buffer_id);
+    CHECK(cudrv::get_pointer_attributes(d.data()).buffer_id == a.buffer_id);
+    cudrv::device_buffer<std::uint8_t> d2(dev, 4096);
+    CHECK(cudrv::get_pointer_attributes(d2.data()).buffer_id != a.buffer_id);
 
-    cudax::memory_pool pool(dev);
-    cudax::device_buffer<std::uint8_t> o(pool, s, big);
+    cudrv::memory_pool pool(dev);
+    cudrv::device_buffer<std::uint8_t> o(pool, s, big);
     s.synchronize();
-    const cudax::pointer_attributes ao = cudax::get_pointer_attributes(o.data() + 7);
+    const cudrv::pointer_attributes ao = cudrv::get_pointer_attributes(o.data() + 7);
     CHECK(ao.memory_type == CU_MEMORYTYPE_DEVICE);
     CHECK(ao.device_ordinal == dev.ordinal());
     CHECK_FALSE(ao.is_managed);
     CHECK(ao.pool == pool.native_handle());
     CHECK(ao.context == nullptr);  // stream-ordered memory belongs to no context
 
-    cudax::pinned_buffer<std::uint8_t> p(dev, 4096, cudax::pinned_flags::portable | cudax::pinned_flags::mapped);
-    const cudax::pointer_attributes ap = cudax::get_pointer_attributes(p.data());
+    cudrv::pinned_buffer<std::uint8_t> p(dev, 4096, cudrv::pinned_flags::portable | cudrv::pinned_flags::mapped);
+    const cudrv::pointer_attributes ap = cudrv::get_pointer_attributes(p.data());
     CHECK(ap.memory_type == CU_MEMORYTYPE_HOST);
     CHECK_FALSE(ap.is_managed);
     CHECK(ap.host_pointer == static_cast<void*>(p.data()));
@@ -564,8 +564,8 @@ TEST_CASE("pointer attributes of device, pool, pinned, managed and pageable memo
     INFO("pinned device_ordinal " << ap.device_ordinal);
     CHECK((ap.device_ordinal == -1 || ap.device_ordinal == dev.ordinal()));
 
-    cudax::managed_buffer<std::uint8_t> m(dev, 4096);
-    const cudax::pointer_attributes am = cudax::get_pointer_attributes(m.data());
+    cudrv::managed_buffer<std::uint8_t> m(dev, 4096);
+    const cudrv::pointer_attributes am = cudrv::get_pointer_attributes(m.data());
     INFO("managed memory_type " << static_cast<int>(am.memory_type) << ", device_ordinal " << am.device_ordinal);
     CHECK(am.is_known());
     CHECK(am.is_managed);
@@ -575,7 +575,7 @@ TEST_CASE("pointer attributes of device, pool, pinned, managed and pageable memo
 
     const std::vector<std::uint8_t> pageable(4096);
     for (const void* host : {static_cast<const void*>(pageable.data()), static_cast<const void*>(&pageable)}) {
-      const cudax::pointer_attributes ah = cudax::get_pointer_attributes(host);
+      const cudrv::pointer_attributes ah = cudrv::get_pointer_attributes(host);
       CHECK_FALSE(ah.is_known());
       CHECK(ah.memory_type == 0);
       CHECK(ah.device_ordinal == -1);
@@ -591,78 +591,78 @@ TEST_CASE("pointer attributes of device, pool, pinned, managed and pageable memo
 }
 
 TEST_CASE("copy_peer: between two devices, both ways", "[gpu][copy][peer]") {
-  CUDAX_REQUIRE_GPU();
-  if (cudax::device_count() < 2) {
-    std::cout << "note: the peer copy test needs two devices; this machine has " << cudax::device_count()
+  CUDRV_REQUIRE_GPU();
+  if (cudrv::device_count() < 2) {
+    std::cout << "note: the peer copy test needs two devices; this machine has " << cudrv::device_count()
               << " (nothing checked)" << std::endl;
     return;
   }
-  const cudax::device d0(0);
-  const cudax::device d1(1);
-  cudax::context_guard current(d0.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
+  const cudrv::device d0(0);
+  const cudrv::device d1(1);
+  cudrv::context_guard current(d0.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
   constexpr std::size_t n = (1u << 20) + 3;
   constexpr std::uint8_t P = 0xA5;
-  const std::vector<std::uint8_t> data0 = cudax::test::random_bytes(n, seed);
-  const std::vector<std::uint8_t> data1 = cudax::test::random_bytes(n, seed + 1);
+  const std::vector<std::uint8_t> data0 = cudrv::test::random_bytes(n, seed);
+  const std::vector<std::uint8_t> data1 = cudrv::test::random_bytes(n, seed + 1);
   const std::vector<std::uint8_t> poison(n, P);
   std::vector<std::uint8_t> got(n, P);
   {
-    cudax::stream s0(d0);
-    cudax::stream s1(d1);
-    cudax::device_buffer<std::uint8_t> b0(d0, n);
-    cudax::device_buffer<std::uint8_t> b1(d1, n);
+    cudrv::stream s0(d0);
+    cudrv::stream s1(d1);
+    cudrv::device_buffer<std::uint8_t> b0(d0, n);
+    cudrv::device_buffer<std::uint8_t> b1(d1, n);
     // Work on device 1's stream and memory runs with device 1's context current.
     auto on_device1 = [&](auto&& fn) {
-      cudax::context_guard guard(d1.primary_context());
+      cudrv::context_guard guard(d1.primary_context());
       fn();
     };
 
     // 0 -> 1, ordered on device 0's stream.
-    cudax::copy(b0, data0, s0);
+    cudrv::copy(b0, data0, s0);
     s0.synchronize();
     on_device1([&] {
-      cudax::copy(b1, poison, s1);
+      cudrv::copy(b1, poison, s1);
       s1.synchronize();
     });
-    cudax::copy_peer(b1, d1, b0, d0, s0);
+    cudrv::copy_peer(b1, d1, b0, d0, s0);
     s0.synchronize();
     on_device1([&] {
       got.assign(n, P);
-      cudax::copy(got, b1, s1);
+      cudrv::copy(got, b1, s1);
       s1.synchronize();
     });
     CHECK(mismatch(got, data0).empty());
 
     // 1 -> 0, ordered on device 1's stream.
     on_device1([&] {
-      cudax::copy(b1, data1, s1);
+      cudrv::copy(b1, data1, s1);
       s1.synchronize();
     });
-    cudax::copy(b0, poison, s0);
+    cudrv::copy(b0, poison, s0);
     s0.synchronize();
     on_device1([&] {
-      cudax::copy_peer(b0, d0, b1, d1, s1);
+      cudrv::copy_peer(b0, d0, b1, d1, s1);
       s1.synchronize();
     });
     got.assign(n, P);
-    cudax::copy(got, b0, s0);
+    cudrv::copy(got, b0, s0);
     s0.synchronize();
     CHECK(mismatch(got, data1).empty());
 
     // The synchronous form, 0 -> 1 (b0 holds data1 now).
     on_device1([&] {
-      cudax::copy(b1, poison, s1);
+      cudrv::copy(b1, poison, s1);
       s1.synchronize();
     });
-    cudax::copy_peer(b1, d1.primary_context(), b0, d0.primary_context());
+    cudrv::copy_peer(b1, d1.primary_context(), b0, d0.primary_context());
     d0.synchronize();
     d1.synchronize();
     on_device1([&] {
       got.assign(n, P);
-      cudax::copy(got, b1, s1);
+      cudrv::copy(got, b1, s1);
       s1.synchronize();
     });
     CHECK(mismatch(got, data1).empty());

@@ -9,17 +9,17 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
-namespace attrs = cudax::device_attributes;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+namespace attrs = cudrv::device_attributes;
 
 TEST_CASE("device_count and device names", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const int count = cudax::device_count();
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const int count = cudrv::device_count();
   REQUIRE(count > 0);
   for (int i = 0; i < count; ++i) {
-    const cudax::device dev(i);
+    const cudrv::device dev(i);
     CHECK(dev.ordinal() == i);
     const std::string name = dev.name();
     INFO("device " << i << ": " << name);
@@ -31,19 +31,19 @@ TEST_CASE("device_count and device names", "[gpu][device]") {
 }
 
 TEST_CASE("device uuid and PCI bus id have the documented formats", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   const std::regex uuid_format("^GPU-[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$");
   const std::regex pci_format("^([0-9a-f]{4,8}):([0-9a-f]{2}):([0-9a-f]{2})\\.([0-9a-f])$");
   std::set<std::string> uuids;
   std::set<std::string> bus_ids;
   for (int i = 0; i < count; ++i) {
-    const cudax::device dev(i);
-    const cudax::device_uuid uuid = dev.uuid();
+    const cudrv::device dev(i);
+    const cudrv::device_uuid uuid = dev.uuid();
     const std::string text = uuid.to_string();
     INFO("device " << i << " uuid " << text);
     CHECK(std::regex_match(text, uuid_format));
-    CHECK_FALSE(uuid == cudax::device_uuid{});  // not all zeros
+    CHECK_FALSE(uuid == cudrv::device_uuid{});  // not all zeros
     CHECK(dev.uuid() == uuid);                  // stable
     uuids.insert(text);
 
@@ -63,9 +63,9 @@ TEST_CASE("device uuid and PCI bus id have the documented formats", "[gpu][devic
 }
 
 TEST_CASE("compute capability and arch agree with the attributes", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  const cudax::compute_capability cc = dev.compute_capability();
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  const cudrv::compute_capability cc = dev.compute_capability();
   CHECK(cc.major == dev.attribute(attrs::compute_capability_major));
   CHECK(cc.minor == dev.attribute(attrs::compute_capability_minor));
   CHECK(cc.major == dev.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR));
@@ -77,9 +77,9 @@ TEST_CASE("compute capability and arch agree with the attributes", "[gpu][device
 }
 
 TEST_CASE("device memory: total is larger than free and free is positive", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   const std::size_t total = dev.total_memory();
   const std::size_t free = dev.free_memory();
   INFO("total " << total << " free " << free);
@@ -91,8 +91,8 @@ TEST_CASE("device memory: total is larger than free and free is positive", "[gpu
 }
 
 TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
 
   auto warp = dev.attribute(attrs::warp_size);
   auto threads = dev.attribute(attrs::max_threads_per_block);
@@ -130,8 +130,8 @@ TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][dr
   CHECK(dev.attribute(attrs::clock_rate_khz) > 0);
   CHECK((mode == CU_COMPUTEMODE_DEFAULT || mode == CU_COMPUTEMODE_EXCLUSIVE_PROCESS));
 
-  const cudax::compute_capability cc = dev.compute_capability();
-  if (cc == cudax::compute_capability{9, 0}) {  // H100 / H200
+  const cudrv::compute_capability cc = dev.compute_capability();
+  if (cc == cudrv::compute_capability{9, 0}) {  // H100 / H200
     INFO("sm_90 specifics");
     CHECK(dev.attribute(attrs::max_threads_per_multiprocessor) == 2048);
     CHECK(dev.attribute(attrs::max_registers_per_block) == 65536);
@@ -153,8 +153,8 @@ TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][dr
   CHECK(static_cast<unsigned int>(dev.attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)) ==
         handle_types);
 
-  // An attribute the driver does not know is a cudax::error naming the call.
-  auto e = catch_as<cudax::error>([&] { (void)dev.attribute(static_cast<CUdevice_attribute>(100000)); });
+  // An attribute the driver does not know is a cudrv::error naming the call.
+  auto e = catch_as<cudrv::error>([&] { (void)dev.attribute(static_cast<CUdevice_attribute>(100000)); });
   REQUIRE(e.has_value());
   INFO(e->what());
   CHECK((e->result() == CUDA_ERROR_INVALID_VALUE || e->result() == CUDA_ERROR_NOT_SUPPORTED));
@@ -163,11 +163,11 @@ TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][dr
 }
 
 TEST_CASE("an invalid ordinal throws INVALID_DEVICE naming the ordinal", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   for (int bad : {-1, count, count + 100}) {
     INFO("ordinal " << bad);
-    auto e = catch_as<cudax::error>([&] { (void)cudax::device(bad); });
+    auto e = catch_as<cudrv::error>([&] { (void)cudrv::device(bad); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(e->result() == CUDA_ERROR_INVALID_DEVICE);
@@ -175,32 +175,32 @@ TEST_CASE("an invalid ordinal throws INVALID_DEVICE naming the ordinal", "[gpu][
     CHECK(contains(e->what(), "ordinal " + std::to_string(bad)));
     CHECK(contains(e->what(), std::to_string(count - 1)));  // the valid range
   }
-  auto e = catch_as<cudax::error>([&] { (void)cudax::devices()[static_cast<std::size_t>(count)]; });
+  auto e = catch_as<cudrv::error>([&] { (void)cudrv::devices()[static_cast<std::size_t>(count)]; });
   REQUIRE(e.has_value());
   CHECK(e->result() == CUDA_ERROR_INVALID_DEVICE);
 }
 
 TEST_CASE("devices() iterates over every device in ordinal order", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
-  const cudax::device_range range = cudax::devices();
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
+  const cudrv::device_range range = cudrv::devices();
   CHECK(range.size() == static_cast<std::size_t>(count));
   CHECK_FALSE(range.empty());
   int expected = 0;
-  for (cudax::device dev : range) {
+  for (cudrv::device dev : range) {
     CHECK(dev.ordinal() == expected);
-    CHECK(dev == cudax::device(expected));
-    CHECK(dev.name() == cudax::device(expected).name());
+    CHECK(dev == cudrv::device(expected));
+    CHECK(dev.name() == cudrv::device(expected).name());
     ++expected;
   }
   CHECK(expected == count);
-  CHECK(range[0] == cudax::device(0));
+  CHECK(range[0] == cudrv::device(0));
 }
 
 TEST_CASE("stream priority range and peer access to itself", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   const auto [greatest, least] = dev.stream_priority_range();
   INFO("greatest " << greatest << " least " << least);
   CHECK(greatest <= least);
@@ -213,27 +213,27 @@ TEST_CASE("stream priority range and peer access to itself", "[gpu][device]") {
 }
 
 TEST_CASE("set_current makes the primary context current", "[gpu][device][context]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  const CUcontext before = cudax::test::raw_current_context();
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  const CUcontext before = cudrv::test::raw_current_context();
   dev.set_current();
-  CHECK(cudax::test::raw_current_context() == dev.primary_context().native_handle());
-  CHECK(cudax::context_ref::current() == dev.primary_context());
-  CHECK(cudax::context_ref::current().device() == dev);
+  CHECK(cudrv::test::raw_current_context() == dev.primary_context().native_handle());
+  CHECK(cudrv::context_ref::current() == dev.primary_context());
+  CHECK(cudrv::context_ref::current().device() == dev);
   dev.synchronize();
-  cudax::test::raw_set_current_context(before);
+  cudrv::test::raw_set_current_context(before);
 }
 
 TEST_CASE("peer access between two devices", "[gpu][device]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   if (count < 2) {
     std::cout << "SKIPPED: no CUDA device pair for peer access (" << count << " device visible)" << std::endl;
     return;
   }
-  cudax::test::destruction_error_counter errors;
-  const cudax::device d0(0);
-  const cudax::device d1(1);
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d0(0);
+  const cudrv::device d1(1);
   const bool can = d0.can_access_peer(d1);
   INFO("device 0 can access device 1: " << can);
   CHECK(d0.p2p_attribute(CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED, d1) == (can ? 1 : 0));
@@ -242,11 +242,11 @@ TEST_CASE("peer access between two devices", "[gpu][device]") {
     d0.enable_peer_access(d1);  // enabling twice is not an error
     d0.disable_peer_access(d1);
     // Disabling what is not enabled is the driver's error, reported as such.
-    auto e = catch_as<cudax::error>([&] { d0.disable_peer_access(d1); });
+    auto e = catch_as<cudrv::error>([&] { d0.disable_peer_access(d1); });
     REQUIRE(e.has_value());
     CHECK(e->result() == CUDA_ERROR_PEER_ACCESS_NOT_ENABLED);
   } else {
-    CHECK_THROWS_AS(d0.enable_peer_access(d1), cudax::not_supported_error);
+    CHECK_THROWS_AS(d0.enable_peer_access(d1), cudrv::not_supported_error);
   }
   CHECK(errors.count() == 0);
 }

@@ -6,33 +6,33 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::contains;
+using cudrv::test::contains;
 
 TEST_CASE("the loaded driver reports its version and path", "[gpu][driver]") {
-  CUDAX_REQUIRE_GPU();
-  CHECK(cudax::driver::available());
-  CHECK(cudax::driver::unavailable_reason().empty());
-  CHECK(cudax::driver::version() >= 12000);
-  CHECK(contains(cudax::driver::library_path(), "libcuda.so"));
-  // The version cudax reports is the driver's own answer.
+  CUDRV_REQUIRE_GPU();
+  CHECK(cudrv::driver::available());
+  CHECK(cudrv::driver::unavailable_reason().empty());
+  CHECK(cudrv::driver::version() >= 12000);
+  CHECK(contains(cudrv::driver::library_path(), "libcuda.so"));
+  // The version cudrv reports is the driver's own answer.
   int raw = 0;
   auto get_version =
-      reinterpret_cast<PFN_cuDriverGetVersion_v2020>(cudax::driver::get_entry_point("cuDriverGetVersion", 2020));
+      reinterpret_cast<PFN_cuDriverGetVersion_v2020>(cudrv::driver::get_entry_point("cuDriverGetVersion", 2020));
   REQUIRE(get_version(&raw) == CUDA_SUCCESS);
-  CHECK(cudax::driver::version() == raw);
+  CHECK(cudrv::driver::version() == raw);
 }
 
 TEST_CASE("an entry point the driver lacks is named with the version it needs", "[gpu][driver][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  const int driver = cudax::driver::version();
+  CUDRV_REQUIRE_GPU();
+  const int driver = cudrv::driver::version();
   const std::string installed =
       "the installed driver supports CUDA " + std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
 
   SECTION("a newer driver is needed") {
     // Asked at an API version beyond the installed driver: what a binary built with a newer toolkit
     // meets on an older driver.
-    auto e = cudax::test::catch_as<cudax::not_supported_error>(
-        [] { (void)cudax::driver::get_entry_point("cuFunctionOfAFutureDriver", 99000); });
+    auto e = cudrv::test::catch_as<cudrv::not_supported_error>(
+        [] { (void)cudrv::driver::get_entry_point("cuFunctionOfAFutureDriver", 99000); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(e->result() == static_cast<CUresult>(36));  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (unnamed before CUDA 12.2)
@@ -42,23 +42,23 @@ TEST_CASE("an entry point the driver lacks is named with the version it needs", 
   }
   SECTION("a symbol asked for at an API version older than the symbol") {
     // cuStreamGetDevice appeared in CUDA 12.8.
-    auto e = cudax::test::catch_as<cudax::not_supported_error>(
-        [] { (void)cudax::driver::get_entry_point("cuStreamGetDevice", 12000); });
+    auto e = cudrv::test::catch_as<cudrv::not_supported_error>(
+        [] { (void)cudrv::driver::get_entry_point("cuStreamGetDevice", 12000); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(contains(e->what(), "cuStreamGetDevice does not exist at API version 12.0"));
   }
   SECTION("an unknown symbol") {
-    auto e = cudax::test::catch_as<cudax::not_supported_error>(
-        [] { (void)cudax::driver::get_entry_point("cuNoSuchFunctionInAnyDriver", 12000); });
+    auto e = cudrv::test::catch_as<cudrv::not_supported_error>(
+        [] { (void)cudrv::driver::get_entry_point("cuNoSuchFunctionInAnyDriver", 12000); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(contains(e->what(), "cuNoSuchFunctionInAnyDriver (API version 12.0) was not found in the installed CUDA driver"));
   }
-  SECTION("a known symbol resolves to the same function cudax calls") {
-    auto fn = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(cudax::driver::get_entry_point("cuCtxGetCurrent", 4000));
-    const cudax::device dev(0);
-    cudax::context_guard guard(dev.primary_context());
+  SECTION("a known symbol resolves to the same function cudrv calls") {
+    auto fn = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(cudrv::driver::get_entry_point("cuCtxGetCurrent", 4000));
+    const cudrv::device dev(0);
+    cudrv::context_guard guard(dev.primary_context());
     CUcontext ctx = nullptr;
     REQUIRE(fn(&ctx) == CUDA_SUCCESS);
     CHECK(ctx == dev.primary_context().native_handle());

@@ -9,25 +9,25 @@
 #include "support/test_support.hpp"
 
 using namespace std::chrono_literals;
-using cudax::test::catch_as;
-using cudax::test::contains;
-using cudax::test::gate;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using cudrv::test::gate;
 
 TEST_CASE("events are untimed by default", "[gpu][event][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream s(dev);
-    cudax::event a(dev);
-    cudax::event b(dev);
+    cudrv::stream s(dev);
+    cudrv::event a(dev);
+    cudrv::event b(dev);
     REQUIRE(bool(a));
     a.record(s);
     s.record(b);  // both spellings
     b.synchronize();
     CHECK(a.is_done());
     CHECK(b.is_done());
-    auto e = catch_as<cudax::error>([&] { (void)cudax::elapsed_time(a, b); });
+    auto e = catch_as<cudrv::error>([&] { (void)cudrv::elapsed_time(a, b); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(e->result() == CUDA_ERROR_INVALID_HANDLE);
@@ -38,13 +38,13 @@ TEST_CASE("events are untimed by default", "[gpu][event][driver_error]") {
 }
 
 TEST_CASE("timed events measure a host callable that sleeps 20 ms", "[gpu][event]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream s(dev);
-    cudax::event start(dev, cudax::event_flags::timing);
-    cudax::event stop(dev, cudax::event_flags::timing);
+    cudrv::stream s(dev);
+    cudrv::event start(dev, cudrv::event_flags::timing);
+    cudrv::event stop(dev, cudrv::event_flags::timing);
 
     const auto host_start = std::chrono::steady_clock::now();
     start.record(s);
@@ -55,7 +55,7 @@ TEST_CASE("timed events measure a host callable that sleeps 20 ms", "[gpu][event
     CHECK(stop.is_done());
     CHECK(start.is_done());
 
-    const auto gpu_elapsed = cudax::elapsed_time(start, stop);
+    const auto gpu_elapsed = cudrv::elapsed_time(start, stop);
     static_assert(std::is_same_v<std::remove_const_t<decltype(gpu_elapsed)>, std::chrono::duration<float, std::milli>>);
     const auto host_ms = std::chrono::duration<float, std::milli>(host_elapsed);
     INFO("GPU " << gpu_elapsed.count() << " ms, host " << host_ms.count() << " ms");
@@ -67,13 +67,13 @@ TEST_CASE("timed events measure a host callable that sleeps 20 ms", "[gpu][event
 }
 
 TEST_CASE("is_done and synchronize follow the recorded work", "[gpu][event]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   gate g;
   {
-    cudax::stream s(dev);
-    cudax::event ev(dev, cudax::event_flags::blocking_sync);
+    cudrv::stream s(dev);
+    cudrv::event ev(dev, cudrv::event_flags::blocking_sync);
     CHECK(ev.is_done());  // never recorded: nothing to wait for
 
     s.enqueue(g.blocker());
@@ -96,60 +96,60 @@ TEST_CASE("is_done and synchronize follow the recorded work", "[gpu][event]") {
 }
 
 TEST_CASE("event flags are checked", "[gpu][event]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
-  auto both = catch_as<cudax::invalid_argument_error>(
-      [&] { cudax::event e(dev, cudax::event_flags::timing | cudax::event_flags::interprocess); });
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  auto both = catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::event e(dev, cudrv::event_flags::timing | cudrv::event_flags::interprocess); });
   REQUIRE(both.has_value());
-  CHECK(both->api() == "cudax::event");
+  CHECK(both->api() == "cudrv::event");
   CHECK(contains(both->what(), "interprocess"));
-  CHECK_THROWS_AS(cudax::event(dev, static_cast<cudax::event_flags>(64)), cudax::invalid_argument_error);
+  CHECK_THROWS_AS(cudrv::event(dev, static_cast<cudrv::event_flags>(64)), cudrv::invalid_argument_error);
 
   // Every valid combination creates an event.
-  using cudax::event_flags;
+  using cudrv::event_flags;
   for (event_flags flags : {event_flags::none, event_flags::timing, event_flags::blocking_sync,
                             event_flags::timing | event_flags::blocking_sync, event_flags::interprocess,
                             event_flags::interprocess | event_flags::blocking_sync}) {
     INFO("flags " << static_cast<unsigned int>(flags));
-    cudax::event e(dev, flags);
+    cudrv::event e(dev, flags);
     CHECK(bool(e));
   }
   CHECK(errors.count() == 0);
 }
 
 TEST_CASE("interprocess events export a handle", "[gpu][event][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
-  if (!dev.attribute(cudax::device_attributes::ipc_event_supported)) {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  if (!dev.attribute(cudrv::device_attributes::ipc_event_supported)) {
     WARN("device 0 does not support IPC events; only the refusal is checked");
   }
   {
     // An event without event_flags::interprocess has no IPC handle: the driver's error, with a hint.
-    cudax::event local(dev);
-    auto refused = catch_as<cudax::error>([&] { (void)local.ipc_handle(); });
+    cudrv::event local(dev);
+    auto refused = catch_as<cudrv::error>([&] { (void)local.ipc_handle(); });
     REQUIRE(refused.has_value());
     INFO(refused->what());
     CHECK(refused->api() == "cuIpcGetEventHandle");
     CHECK(contains(refused->what(), "interprocess"));
   }
-  if (!dev.attribute(cudax::device_attributes::ipc_event_supported)) {
+  if (!dev.attribute(cudrv::device_attributes::ipc_event_supported)) {
     return;
   }
   {
-    cudax::event ev(dev, cudax::event_flags::interprocess);
+    cudrv::event ev(dev, cudrv::event_flags::interprocess);
     const CUipcEventHandle handle = ev.ipc_handle();
     CHECK(std::any_of(std::begin(handle.reserved), std::end(handle.reserved), [](char c) { return c != 0; }));
 
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     ev.record(s);
     ev.synchronize();
     CHECK(ev.is_done());
 
-    // Opening in the exporting process: the driver may refuse it; either way cudax must behave.
+    // Opening in the exporting process: the driver may refuse it; either way cudrv must behave.
     try {
-      cudax::event opened = cudax::event::from_ipc_handle(dev, handle);
+      cudrv::event opened = cudrv::event::from_ipc_handle(dev, handle);
       REQUIRE(bool(opened));
       if (opened.native_handle() == ev.native_handle()) {
         (void)opened.release();  // never destroy the same event twice
@@ -159,11 +159,11 @@ TEST_CASE("interprocess events export a handle", "[gpu][event][driver_error]") {
       s.wait(opened);
       opened.synchronize();
       CHECK(opened.is_done());
-    } catch (const cudax::error& e) {
+    } catch (const cudrv::error& e) {
       INFO("opening in the same process was refused: " << e.what());
       CHECK(e.api() == "cuIpcOpenEventHandle");
       CHECK(e.result() != CUDA_SUCCESS);
-      CHECK(contains(e.what(), cudax::error_name(e.result())));
+      CHECK(contains(e.what(), cudrv::error_name(e.result())));
       CHECK(contains(e.what(), "device 0"));
     }
     s.synchronize();
@@ -173,40 +173,40 @@ TEST_CASE("interprocess events export a handle", "[gpu][event][driver_error]") {
 }
 
 TEST_CASE("event ownership: move, move-assign, release and adopt", "[gpu][event]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream s(dev);
-    cudax::event a(dev);
+    cudrv::stream s(dev);
+    cudrv::event a(dev);
     const CUevent ha = a.native_handle();
-    cudax::event b(std::move(a));
+    cudrv::event b(std::move(a));
     CHECK_FALSE(bool(a));
     CHECK(a.native_handle() == nullptr);
     CHECK(b.native_handle() == ha);
 
-    auto e = catch_as<cudax::invalid_argument_error>([&] { a.record(s); });
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { a.record(s); });
     REQUIRE(e.has_value());
-    CHECK(e->api() == "cudax::event::record");
+    CHECK(e->api() == "cudrv::event::record");
     CHECK(contains(e->what(), "empty"));
-    CHECK_THROWS_AS(a.synchronize(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.is_done(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(s.record(a), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(s.wait(a), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.ipc_handle(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(cudax::elapsed_time(a, b), cudax::invalid_argument_error);
+    CHECK_THROWS_AS(a.synchronize(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.is_done(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(s.record(a), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(s.wait(a), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.ipc_handle(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(cudrv::elapsed_time(a, b), cudrv::invalid_argument_error);
 
     b.record(s);
     b.synchronize();
     CHECK(b.is_done());
 
     // Move-assigning a live event over a live one destroys the old one without an error.
-    cudax::event c(dev);
+    cudrv::event c(dev);
     const CUevent hc = c.native_handle();
     b = std::move(c);
     CHECK(b.native_handle() == hc);
     CHECK_FALSE(bool(c));
-    cudax::event& alias = b;
+    cudrv::event& alias = b;
     b = std::move(alias);  // self-move keeps the event
     CHECK(b.native_handle() == hc);
 
@@ -214,16 +214,16 @@ TEST_CASE("event ownership: move, move-assign, release and adopt", "[gpu][event]
     const CUevent released = b.release();
     CHECK(released == hc);
     CHECK_FALSE(bool(b));
-    cudax::event adopted = cudax::event::from_native_handle(released);
+    cudrv::event adopted = cudrv::event::from_native_handle(released);
     CHECK(adopted.native_handle() == hc);
     adopted.record(s);
     adopted.synchronize();
     CHECK(adopted.is_done());
 
     // Events of an owning context work the same way.
-    cudax::context ctx(dev);
-    cudax::stream cs(ctx);
-    cudax::event ce(ctx, cudax::event_flags::timing);
+    cudrv::context ctx(dev);
+    cudrv::stream cs(ctx);
+    cudrv::event ce(ctx, cudrv::event_flags::timing);
     cs.record(ce);
     ce.synchronize();
     CHECK(ce.is_done());

@@ -14,13 +14,13 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
 namespace {
 
-cudax::library& kernels() {
-  static cudax::library lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+cudrv::library& kernels() {
+  static cudrv::library lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   return lib;
 }
 
@@ -28,8 +28,8 @@ struct saxpy_data {
   static constexpr std::size_t n = 30011;
   std::vector<float> x, y;
   explicit saxpy_data(std::uint64_t seed) {
-    auto rx = cudax::test::random_vector<std::uint16_t>(n, seed);
-    auto ry = cudax::test::random_vector<std::uint16_t>(n, seed + 1);
+    auto rx = cudrv::test::random_vector<std::uint16_t>(n, seed);
+    auto ry = cudrv::test::random_vector<std::uint16_t>(n, seed + 1);
     x.assign(rx.begin(), rx.end());
     y.assign(ry.begin(), ry.end());
   }
@@ -43,83 +43,83 @@ struct saxpy_data {
   }
 };
 
-using saxpy_kernel = cudax::typed_kernel_ref<void(float, const float*, float*, std::size_t)>;
+using saxpy_kernel = cudrv::typed_kernel_ref<void(float, const float*, float*, std::size_t)>;
 
-const cudax::launch_config saxpy_config{.grid = static_cast<unsigned>((saxpy_data::n + 255) / 256), .block = 256};
+const cudrv::launch_config saxpy_config{.grid = static_cast<unsigned>((saxpy_data::n + 255) / 256), .block = 256};
 
 }  // namespace
 
 TEST_CASE("captured and explicit graphs compute what the stream computes", "[gpu][graph]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
   auto saxpy = kernels().get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   saxpy_data data(seed);
   const float alpha = 1.25f;
-  cudax::stream s(dev);
-  cudax::device_buffer<float> x(dev, data.n), y(dev, data.n), staged(dev, data.n);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<float> x(dev, data.n), y(dev, data.n), staged(dev, data.n);
 
   // The same three steps each way: stage x, saxpy into y, clear the staging buffer.
   auto reset = [&] {
-    cudax::copy(x, data.x);
-    cudax::copy(y, data.y);
-    cudax::fill(staged, -1.0f);
+    cudrv::copy(x, data.x);
+    cudrv::copy(y, data.y);
+    cudrv::fill(staged, -1.0f);
   };
   auto check = [&](const char* how) {
     INFO(how);
     std::vector<float> out(data.n), cleared(data.n);
-    cudax::copy(out, y);
-    cudax::copy(cleared, staged);
-    CHECK(cudax::test::mismatch(out, data.expected_y(alpha)).empty());
+    cudrv::copy(out, y);
+    cudrv::copy(cleared, staged);
+    CHECK(cudrv::test::mismatch(out, data.expected_y(alpha)).empty());
     CHECK(cleared == std::vector<float>(data.n, 0.0f));
   };
 
   reset();
-  cudax::copy(staged, x, s);
-  cudax::launch(s, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
-  cudax::fill(staged, 0.0f, s);
+  cudrv::copy(staged, x, s);
+  cudrv::launch(s, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
+  cudrv::fill(staged, 0.0f, s);
   s.synchronize();
   check("stream");
 
-  cudax::graph captured = [&] {
-    cudax::stream_capture capture(s);
-    CHECK(cudax::capture_status_of(s) == cudax::capture_status::active);
+  cudrv::graph captured = [&] {
+    cudrv::stream_capture capture(s);
+    CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::active);
     CHECK(capture.id() != 0);
-    cudax::copy(staged, x, s);
-    auto info = cudax::capture_info_of(s);
-    CHECK(info.status == cudax::capture_status::active);
+    cudrv::copy(staged, x, s);
+    auto info = cudrv::capture_info_of(s);
+    CHECK(info.status == cudrv::capture_status::active);
     CHECK(info.id == capture.id());
     REQUIRE(info.dependencies.size() == 1);
-    CHECK(info.dependencies[0].kind() == cudax::graph_node_kind::memcpy);
+    CHECK(info.dependencies[0].kind() == cudrv::graph_node_kind::memcpy);
     CHECK(info.graph.node_count() == 1);
-    cudax::launch(s, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
-    cudax::fill(staged, 0.0f, s);
+    cudrv::launch(s, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
+    cudrv::fill(staged, 0.0f, s);
     return capture.end();
   }();
-  CHECK(cudax::capture_status_of(s) == cudax::capture_status::none);
-  CHECK(cudax::capture_info_of(s).id == 0);
+  CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
+  CHECK(cudrv::capture_info_of(s).id == 0);
   CHECK(captured.node_count() == 3);
   reset();
   captured.instantiate(dev).launch(s);
   s.synchronize();
   check("captured");
 
-  cudax::graph built;
-  cudax::graph_builder b(built, ctx);
-  auto n1 = cudax::copy(staged, x, b);
-  auto n2 = cudax::launch(b, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
-  auto n3 = cudax::fill(staged, 0.0f, b);
-  CHECK(n1.kind() == cudax::graph_node_kind::memcpy);
-  CHECK(n2.kind() == cudax::graph_node_kind::kernel);
-  CHECK(n3.kind() == cudax::graph_node_kind::memset);
-  CHECK(n2.dependencies() == std::vector<cudax::graph_node_ref>{n1});
-  CHECK(n2.dependents() == std::vector<cudax::graph_node_ref>{n3});
+  cudrv::graph built;
+  cudrv::graph_builder b(built, ctx);
+  auto n1 = cudrv::copy(staged, x, b);
+  auto n2 = cudrv::launch(b, saxpy_config, saxpy, alpha, staged.get(), y.get(), data.n);
+  auto n3 = cudrv::fill(staged, 0.0f, b);
+  CHECK(n1.kind() == cudrv::graph_node_kind::memcpy);
+  CHECK(n2.kind() == cudrv::graph_node_kind::kernel);
+  CHECK(n3.kind() == cudrv::graph_node_kind::memset);
+  CHECK(n2.dependencies() == std::vector<cudrv::graph_node_ref>{n1});
+  CHECK(n2.dependents() == std::vector<cudrv::graph_node_ref>{n3});
   CHECK(built.edges().size() == 2);
-  CHECK(built.roots() == std::vector<cudax::graph_node_ref>{n1});
+  CHECK(built.roots() == std::vector<cudrv::graph_node_ref>{n1});
   reset();
-  auto exec = built.instantiate(dev, cudax::graph_instantiate_flags::upload);
+  auto exec = built.instantiate(dev, cudrv::graph_instantiate_flags::upload);
   exec.launch(s);
   s.synchronize();
   check("explicit");
@@ -132,35 +132,35 @@ TEST_CASE("captured and explicit graphs compute what the stream computes", "[gpu
 }
 
 TEST_CASE("updates change what an executable graph computes", "[gpu][graph][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
   auto saxpy = kernels().get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
-  saxpy_data data(cudax::test::test_seed());
-  cudax::stream s(dev);
-  cudax::device_buffer<float> x(dev, data.n), y(dev, data.n), x2(dev, data.n);
-  auto build = [&](float alpha, cudax::kernel_node* kernel_node = nullptr) {
-    cudax::graph g;
-    cudax::graph_builder b(g, ctx);
-    auto k = cudax::launch(b, saxpy_config, saxpy, alpha, x.get(), y.get(), data.n);
+  saxpy_data data(cudrv::test::test_seed());
+  cudrv::stream s(dev);
+  cudrv::device_buffer<float> x(dev, data.n), y(dev, data.n), x2(dev, data.n);
+  auto build = [&](float alpha, cudrv::kernel_node* kernel_node = nullptr) {
+    cudrv::graph g;
+    cudrv::graph_builder b(g, ctx);
+    auto k = cudrv::launch(b, saxpy_config, saxpy, alpha, x.get(), y.get(), data.n);
     if (kernel_node != nullptr) {
       *kernel_node = k;
     }
     return g;
   };
-  auto run = [&](const cudax::graph_exec& exec, float alpha, const char* how) {
+  auto run = [&](const cudrv::graph_exec& exec, float alpha, const char* how) {
     INFO(how);
-    cudax::copy(x, data.x);
-    cudax::copy(y, data.y);
+    cudrv::copy(x, data.x);
+    cudrv::copy(y, data.y);
     exec.launch(s);
     s.synchronize();
     std::vector<float> out(data.n);
-    cudax::copy(out, y);
-    CHECK(cudax::test::mismatch(out, data.expected_y(alpha)).empty());
+    cudrv::copy(out, y);
+    CHECK(cudrv::test::mismatch(out, data.expected_y(alpha)).empty());
   };
-  cudax::kernel_node node = cudax::kernel_node::from_native_handle(nullptr);
-  cudax::graph g1 = build(2.0f, &node);
-  cudax::graph_exec exec = g1.instantiate(dev);
+  cudrv::kernel_node node = cudrv::kernel_node::from_native_handle(nullptr);
+  cudrv::graph g1 = build(2.0f, &node);
+  cudrv::graph_exec exec = g1.instantiate(dev);
   run(exec, 2.0f, "as built");
   exec.update(build(3.0f));
   run(exec, 3.0f, "after a whole-graph update");
@@ -168,41 +168,41 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph][driv
   run(exec, 5.0f, "after a kernel-node update");
 
   // A copy node pointed at another source.
-  cudax::graph gc;
-  cudax::graph_builder bc(gc, ctx);
-  cudax::device_buffer<float> out(dev, data.n);
-  auto copy_node = cudax::copy(out, x, bc);
+  cudrv::graph gc;
+  cudrv::graph_builder bc(gc, ctx);
+  cudrv::device_buffer<float> out(dev, data.n);
+  auto copy_node = cudrv::copy(out, x, bc);
   auto copy_exec = gc.instantiate(dev);
-  cudax::copy(x, data.x);
-  cudax::copy(x2, data.y);
+  cudrv::copy(x, data.x);
+  cudrv::copy(x2, data.y);
   copy_exec.set_copy_node(copy_node, ctx, out, x2);
   copy_exec.launch(s);
   s.synchronize();
   std::vector<float> got(data.n);
-  cudax::copy(got, out);
+  cudrv::copy(got, out);
   CHECK(got == data.y);
 
   // A memset node pointed at another buffer and value.
-  cudax::graph gf;
-  cudax::graph_builder bf(gf, ctx);
-  cudax::device_buffer<int> first(dev, 64), second(dev, 64);
-  auto fill_node = cudax::fill(first, 1, bf);
+  cudrv::graph gf;
+  cudrv::graph_builder bf(gf, ctx);
+  cudrv::device_buffer<int> first(dev, 64), second(dev, 64);
+  auto fill_node = cudrv::fill(first, 1, bf);
   auto fill_exec = gf.instantiate(dev);
-  cudax::fill(first, 0);
-  cudax::fill(second, 0);
+  cudrv::fill(first, 0);
+  cudrv::fill(second, 0);
   fill_exec.set_fill_node(fill_node, ctx, second, 7);
   fill_exec.launch(s);
   s.synchronize();
   std::vector<int> a(64), b2(64);
-  cudax::copy(a, first);
-  cudax::copy(b2, second);
+  cudrv::copy(a, first);
+  cudrv::copy(b2, second);
   CHECK(a == std::vector<int>(64, 0));
   CHECK(b2 == std::vector<int>(64, 7));
 
   // An update with another topology is refused, saying why.
-  cudax::graph bigger = build(1.0f);
+  cudrv::graph bigger = build(1.0f);
   bigger.add_empty(bigger.nodes());
-  auto e = catch_as<cudax::graph_update_error>([&] { exec.update(bigger); });
+  auto e = catch_as<cudrv::graph_update_error>([&] { exec.update(bigger); });
   REQUIRE(e);
   CHECK(e->reason() == CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED);
   CHECK(contains(e->what(), "topology"));
@@ -211,33 +211,33 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph][driv
 
 TEST_CASE("conditional nodes: while runs until the device says stop, if/else and switch pick bodies",
           "[gpu][graph][conditional]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto countdown = kernels().get_kernel<void(CUgraphConditionalHandle, int*, int*)>("countdown");
   auto set_condition = kernels().get_kernel<void(CUgraphConditionalHandle, unsigned)>("set_condition");
   auto add_value = kernels().get_kernel<void(int*, int)>("add_value");
-  cudax::device_buffer<int> counter(dev, 1), iterations(dev, 1), sum(dev, 1);
-  auto read = [](const cudax::device_buffer<int>& b) {
+  cudrv::device_buffer<int> counter(dev, 1), iterations(dev, 1), sum(dev, 1);
+  auto read = [](const cudrv::device_buffer<int>& b) {
     std::vector<int> v(1);
-    cudax::copy(v, b);
+    cudrv::copy(v, b);
     return v[0];
   };
 
   SECTION("while") {
-    cudax::graph g;
+    cudrv::graph g;
     auto handle = g.make_conditional_handle(ctx, 1, true);
-    auto loop = g.add_conditional(handle, cudax::conditional_kind::while_loop, ctx);
+    auto loop = g.add_conditional(handle, cudrv::conditional_kind::while_loop, ctx);
     REQUIRE(loop.bodies.size() == 1);
-    CHECK(loop.node.kind() == cudax::graph_node_kind::conditional);
-    cudax::graph_builder body(loop.bodies[0], ctx);
-    cudax::launch(body, {}, countdown, handle.native_handle(), counter.get(), iterations.get());
+    CHECK(loop.node.kind() == cudrv::graph_node_kind::conditional);
+    cudrv::graph_builder body(loop.bodies[0], ctx);
+    cudrv::launch(body, {}, countdown, handle.native_handle(), counter.get(), iterations.get());
     auto exec = g.instantiate(dev);
     for (int start : {7, 1, 25}) {
       INFO("counter starts at " << start);
-      cudax::copy(counter, std::vector<int>{start});
-      cudax::fill(iterations, 0);
+      cudrv::copy(counter, std::vector<int>{start});
+      cudrv::fill(iterations, 0);
       exec.launch(s);
       s.synchronize();
       CHECK(read(iterations) == start);
@@ -245,80 +245,80 @@ TEST_CASE("conditional nodes: while runs until the device says stop, if/else and
     }
   }
   SECTION("if / else") {
-    if (cudax::driver::version() < 12080) {
+    if (cudrv::driver::version() < 12080) {
       WARN("SKIPPED: if/else nodes need a CUDA 12.8 driver");
       return;
     }
-    cudax::graph g;
+    cudrv::graph g;
     auto handle = g.make_conditional_handle(ctx);
-    cudax::graph_builder b(g, ctx);
-    cudax::kernel_node set_node = cudax::launch(b, {}, set_condition, handle.native_handle(), 0u);
-    auto branch = g.add_conditional(handle, cudax::conditional_kind::if_then, ctx, 2, b.dependencies());
+    cudrv::graph_builder b(g, ctx);
+    cudrv::kernel_node set_node = cudrv::launch(b, {}, set_condition, handle.native_handle(), 0u);
+    auto branch = g.add_conditional(handle, cudrv::conditional_kind::if_then, ctx, 2, b.dependencies());
     REQUIRE(branch.bodies.size() == 2);
-    cudax::graph_builder then_body(branch.bodies[0], ctx);
-    cudax::launch(then_body, {}, add_value, sum.get(), 10);
-    cudax::graph_builder else_body(branch.bodies[1], ctx);
-    cudax::launch(else_body, {}, add_value, sum.get(), 1000);
+    cudrv::graph_builder then_body(branch.bodies[0], ctx);
+    cudrv::launch(then_body, {}, add_value, sum.get(), 10);
+    cudrv::graph_builder else_body(branch.bodies[1], ctx);
+    cudrv::launch(else_body, {}, add_value, sum.get(), 1000);
     CHECK(b.last() == set_node);
     auto exec = g.instantiate(dev);
     for (unsigned condition : {1u, 0u, 5u}) {
       INFO("condition " << condition);
       exec.set_kernel_node(set_node, ctx, {}, set_condition, handle.native_handle(), condition);
-      cudax::fill(sum, 0);
+      cudrv::fill(sum, 0);
       exec.launch(s);
       s.synchronize();
       CHECK(read(sum) == (condition != 0 ? 10 : 1000));
     }
   }
   SECTION("switch") {
-    if (cudax::driver::version() < 12080) {
+    if (cudrv::driver::version() < 12080) {
       WARN("SKIPPED: switch nodes need a CUDA 12.8 driver");
       return;
     }
-    cudax::graph g;
+    cudrv::graph g;
     auto handle = g.make_conditional_handle(ctx);
-    cudax::graph_builder b(g, ctx);
-    cudax::kernel_node set_node = cudax::launch(b, {}, set_condition, handle.native_handle(), 0u);
-    auto cases = g.add_conditional(handle, cudax::conditional_kind::switch_cases, ctx, 3, b.dependencies());
+    cudrv::graph_builder b(g, ctx);
+    cudrv::kernel_node set_node = cudrv::launch(b, {}, set_condition, handle.native_handle(), 0u);
+    auto cases = g.add_conditional(handle, cudrv::conditional_kind::switch_cases, ctx, 3, b.dependencies());
     REQUIRE(cases.bodies.size() == 3);
     for (int i = 0; i < 3; ++i) {
-      cudax::graph_builder body(cases.bodies[i], ctx);
-      cudax::launch(body, {}, add_value, sum.get(), 100 * (i + 1));
+      cudrv::graph_builder body(cases.bodies[i], ctx);
+      cudrv::launch(body, {}, add_value, sum.get(), 100 * (i + 1));
     }
     auto exec = g.instantiate(dev);
     for (unsigned value : {0u, 2u, 1u, 7u}) {
       INFO("switch on " << value);
       exec.set_kernel_node(set_node, ctx, {}, set_condition, handle.native_handle(), value);
-      cudax::fill(sum, 0);
+      cudrv::fill(sum, 0);
       exec.launch(s);
       s.synchronize();
       CHECK(read(sum) == (value < 3 ? 100 * static_cast<int>(value + 1) : 0));
     }
   }
   SECTION("bad shapes are refused before the driver") {
-    cudax::graph g;
+    cudrv::graph g;
     auto handle = g.make_conditional_handle(ctx);
-    CHECK(catch_as<cudax::invalid_argument_error>(
-        [&] { (void)g.add_conditional(handle, cudax::conditional_kind::while_loop, ctx, 2); }));
-    CHECK(catch_as<cudax::invalid_argument_error>(
-        [&] { (void)g.add_conditional(handle, cudax::conditional_kind::if_then, ctx, 3); }));
-    CHECK(catch_as<cudax::invalid_argument_error>(
-        [&] { (void)g.add_conditional(handle, cudax::conditional_kind::switch_cases, ctx, 0); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { (void)g.add_conditional(handle, cudrv::conditional_kind::while_loop, ctx, 2); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { (void)g.add_conditional(handle, cudrv::conditional_kind::if_then, ctx, 3); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { (void)g.add_conditional(handle, cudrv::conditional_kind::switch_cases, ctx, 0); }));
   }
 }
 
 TEST_CASE("host nodes run, and the graph owns their callables", "[gpu][graph]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::stream s(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
   auto calls = std::make_shared<std::atomic<int>>(0);
   std::weak_ptr<std::atomic<int>> watch = calls;
-  std::unique_ptr<cudax::graph_exec> exec;
+  std::unique_ptr<cudrv::graph_exec> exec;
   {
-    cudax::graph g;
+    cudrv::graph g;
     auto first = g.add_host([c = calls] { c->fetch_add(1); });
     g.add_host([c = calls] { c->fetch_add(10); }, {first});
-    exec = std::make_unique<cudax::graph_exec>(g.instantiate(dev));
+    exec = std::make_unique<cudrv::graph_exec>(g.instantiate(dev));
   }  // the graph is gone; the executable keeps the callables
   std::atomic<int>* counter = calls.get();
   calls.reset();
@@ -330,19 +330,19 @@ TEST_CASE("host nodes run, and the graph owns their callables", "[gpu][graph]") 
   exec.reset();
   dev.synchronize();
   // The driver releases user objects asynchronously; give it a moment.
-  CHECK(cudax::test::wait_until([&] { return watch.expired(); }, std::chrono::seconds(5)));
+  CHECK(cudrv::test::wait_until([&] { return watch.expired(); }, std::chrono::seconds(5)));
 }
 
 TEST_CASE("host callables enqueued during a capture belong to the graph and run at every launch",
           "[gpu][graph][capture]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
-  cudax::stream s(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
+  cudrv::stream s(dev);
   auto calls = std::make_shared<std::atomic<int>>(0);
   std::weak_ptr<std::atomic<int>> watch = calls;
-  cudax::graph g = [&] {
-    cudax::stream_capture capture(s);
+  cudrv::graph g = [&] {
+    cudrv::stream_capture capture(s);
     s.enqueue([c = calls] { c->fetch_add(1); });
     s.enqueue([] { throw std::runtime_error("from a captured callable"); });
     return capture.end();
@@ -359,9 +359,9 @@ TEST_CASE("host callables enqueued during a capture belong to the graph and run 
     CHECK(counter->load() == 3);
     CHECK(errors.count() == 3);
   }
-  g = cudax::graph();
+  g = cudrv::graph();
   dev.synchronize();
-  CHECK(cudax::test::wait_until([&] { return watch.expired(); }, std::chrono::seconds(5)));
+  CHECK(cudrv::test::wait_until([&] { return watch.expired(); }, std::chrono::seconds(5)));
   // Outside a capture, enqueue works as before: run once, failure rethrown at synchronize.
   int once = 0;
   s.enqueue([&] { ++once; });
@@ -370,108 +370,108 @@ TEST_CASE("host callables enqueued during a capture belong to the graph and run 
 }
 
 TEST_CASE("graphs outlive what built them: builders, child graphs, memory and event nodes", "[gpu][graph][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto add_value = kernels().get_kernel<void(int*, int)>("add_value");
-  cudax::device_buffer<int> result(dev, 1);
-  cudax::event done(dev);
-  cudax::graph outer;
+  cudrv::device_buffer<int> result(dev, 1);
+  cudrv::event done(dev);
+  cudrv::graph outer;
   {
     // A child graph built and destroyed before the outer graph runs: the node holds a copy.
-    cudax::graph child;
-    cudax::graph_builder cb(child, ctx);
-    cudax::launch(cb, {}, add_value, result.get(), 5);
-    cudax::launch(cb, {}, add_value, result.get(), 7);
+    cudrv::graph child;
+    cudrv::graph_builder cb(child, ctx);
+    cudrv::launch(cb, {}, add_value, result.get(), 5);
+    cudrv::launch(cb, {}, add_value, result.get(), 7);
     auto c = outer.add_child_graph(child);
-    CHECK(c.kind() == cudax::graph_node_kind::child_graph);
+    CHECK(c.kind() == cudrv::graph_node_kind::child_graph);
     // Graph-owned memory: allocated, written, copied out, freed.
     auto [alloc, address] = outer.add_mem_alloc(dev, sizeof(int), {c});
-    CHECK(alloc.kind() == cudax::graph_node_kind::mem_alloc);
-    cudax::graph_builder b(outer, ctx, {alloc});
-    cudax::device_span<int> scratch(address, 1);
-    cudax::fill(scratch, 1000, b);
-    cudax::launch(b, {}, add_value, scratch.get(), 1);
-    cudax::copy(result, scratch, b);  // result = 1001 replaces the child's 12
+    CHECK(alloc.kind() == cudrv::graph_node_kind::mem_alloc);
+    cudrv::graph_builder b(outer, ctx, {alloc});
+    cudrv::device_span<int> scratch(address, 1);
+    cudrv::fill(scratch, 1000, b);
+    cudrv::launch(b, {}, add_value, scratch.get(), 1);
+    cudrv::copy(result, scratch, b);  // result = 1001 replaces the child's 12
     auto freed = outer.add_mem_free(address, {b.last()});
-    CHECK(freed.kind() == cudax::graph_node_kind::mem_free);
+    CHECK(freed.kind() == cudrv::graph_node_kind::mem_free);
     outer.add_event_record(done, {freed});
   }
-  cudax::fill(result, 0);
+  cudrv::fill(result, 0);
   auto exec = outer.instantiate(dev);
   exec.launch(s);
   done.synchronize();
   std::vector<int> v(1);
-  cudax::copy(v, result);
+  cudrv::copy(v, result);
   CHECK(v[0] == 1001);
 
   // Clones (not of graphs with memory nodes, which the driver refuses) and DOT output.
-  auto refused = catch_as<cudax::not_supported_error>([&] { (void)outer.clone(); });
+  auto refused = catch_as<cudrv::not_supported_error>([&] { (void)outer.clone(); });
   REQUIRE(refused);
   CHECK(contains(refused->what(), "memory allocation or free nodes"));
-  cudax::graph plain;
-  cudax::graph_builder pb(plain, ctx);
-  cudax::launch(pb, {}, add_value, result.get(), 1);
-  cudax::launch(pb, {}, add_value, result.get(), 2);
+  cudrv::graph plain;
+  cudrv::graph_builder pb(plain, ctx);
+  cudrv::launch(pb, {}, add_value, result.get(), 1);
+  cudrv::launch(pb, {}, add_value, result.get(), 2);
   plain.add_empty({pb.last()});
   auto copy = plain.clone();
   CHECK(copy.node_count() == 3);
   CHECK(copy.edges().size() == plain.edges().size());
-  cudax::fill(result, 0);
+  cudrv::fill(result, 0);
   copy.instantiate(dev).launch(s);
   s.synchronize();
-  cudax::copy(v, result);
+  cudrv::copy(v, result);
   CHECK(v[0] == 3);
   std::string dot = outer.dot();
   CHECK(contains(dot, "digraph"));
   CHECK(contains(dot, "MEM_ALLOC"));
   // An event-wait node orders a graph after an event.
-  cudax::graph waiter;
+  cudrv::graph waiter;
   auto w = waiter.add_event_wait(done);
-  CHECK(w.kind() == cudax::graph_node_kind::event_wait);
+  CHECK(w.kind() == cudrv::graph_node_kind::event_wait);
   waiter.instantiate(dev).launch(s);
   s.synchronize();
 }
 
 TEST_CASE("instantiation flags: auto-free on launch, device launch with upload", "[gpu][graph][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto add_value = kernels().get_kernel<void(int*, int)>("add_value");
-  cudax::device_buffer<int> result(dev, 1);
+  cudrv::device_buffer<int> result(dev, 1);
   // A graph allocation that is never freed: a second launch needs auto_free_on_launch.
-  cudax::graph g;
+  cudrv::graph g;
   auto [alloc, address] = g.add_mem_alloc(dev, 4 * sizeof(int));
-  cudax::graph_builder b(g, ctx, {alloc});
-  cudax::fill(cudax::device_span<int>(address, 4), 21, b);
-  cudax::launch(b, {}, add_value, reinterpret_cast<int*>(address), 21);
-  cudax::copy(result, cudax::device_span<int>(address, 1), b);
+  cudrv::graph_builder b(g, ctx, {alloc});
+  cudrv::fill(cudrv::device_span<int>(address, 4), 21, b);
+  cudrv::launch(b, {}, add_value, reinterpret_cast<int*>(address), 21);
+  cudrv::copy(result, cudrv::device_span<int>(address, 1), b);
   {
     auto plain = g.instantiate(dev);
     plain.launch(s);
     s.synchronize();
-    CHECK(catch_as<cudax::error>([&] {
+    CHECK(catch_as<cudrv::error>([&] {
       plain.launch(s);
       s.synchronize();
     }));
     // A graph with allocation nodes may have one executable at a time.
-    auto second = catch_as<cudax::error>([&] { (void)g.instantiate(dev); });
+    auto second = catch_as<cudrv::error>([&] { (void)g.instantiate(dev); });
     REQUIRE(second);
     CHECK(contains(second->what(), "one executable at a time"));
   }
   // The unfreed allocation stays until freed: free it so the next executable starts clean.
-  auto free_async = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudax::driver::get_entry_point("cuMemFreeAsync", 11020));
+  auto free_async = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudrv::driver::get_entry_point("cuMemFreeAsync", 11020));
   REQUIRE(free_async(address, s.native_handle()) == CUDA_SUCCESS);
   s.synchronize();
-  auto freeing = g.instantiate(dev, cudax::graph_instantiate_flags::auto_free_on_launch);
+  auto freeing = g.instantiate(dev, cudrv::graph_instantiate_flags::auto_free_on_launch);
   for (int i = 0; i < 3; ++i) {
-    cudax::fill(result, 0);
+    cudrv::fill(result, 0);
     freeing.launch(s);
     s.synchronize();
     std::vector<int> v(1);
-    cudax::copy(v, result);
+    cudrv::copy(v, result);
     CHECK(v[0] == 42);
   }
   // Auto-free frees before the next launch: the last launch's allocation is the caller's to free.
@@ -479,74 +479,74 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   s.synchronize();
 
   // A device-launchable graph (kernel nodes only), uploaded, launched from the host.
-  cudax::graph dg;
-  cudax::graph_builder db(dg, ctx);
-  cudax::launch(db, {}, add_value, result.get(), 5);
-  cudax::launch(db, {}, add_value, result.get(), 6);
-  auto device_exec = dg.instantiate(dev, cudax::graph_instantiate_flags::device_launch);
+  cudrv::graph dg;
+  cudrv::graph_builder db(dg, ctx);
+  cudrv::launch(db, {}, add_value, result.get(), 5);
+  cudrv::launch(db, {}, add_value, result.get(), 6);
+  auto device_exec = dg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch);
   device_exec.upload(s);
-  cudax::fill(result, 0);
+  cudrv::fill(result, 0);
   device_exec.launch(s);
   s.synchronize();
   std::vector<int> v(1);
-  cudax::copy(v, result);
+  cudrv::copy(v, result);
   CHECK(v[0] == 11);
   // A host node cannot be launched from the device: instantiation says so.
-  cudax::graph hg;
+  cudrv::graph hg;
   hg.add_host([] {});
-  auto refused = catch_as<cudax::error>([&] { (void)hg.instantiate(dev, cudax::graph_instantiate_flags::device_launch); });
+  auto refused = catch_as<cudrv::error>([&] { (void)hg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch); });
   REQUIRE(refused);
   CHECK(contains(refused->what(), "not supported"));
 }
 
 TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked", "[gpu][graph][bad-input]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto ctx = dev.primary_context();
-  cudax::test::destruction_error_counter errors;
-  cudax::stream s(dev);
+  cudrv::test::destruction_error_counter errors;
+  cudrv::stream s(dev);
 
   SECTION("an exception inside a capture scope ends the capture") {
     struct failure {};
-    cudax::device_buffer<int> target(dev, 16);
+    cudrv::device_buffer<int> target(dev, 16);
     CHECK_THROWS_AS(
         [&] {
-          cudax::stream_capture capture(s);
-          cudax::fill(target, 1, s);
+          cudrv::stream_capture capture(s);
+          cudrv::fill(target, 1, s);
           throw failure{};
         }(),
         failure);
-    CHECK(cudax::capture_status_of(s) == cudax::capture_status::none);
-    cudax::device_buffer<int> after(dev, 4);
-    cudax::fill(after, 3, s);  // the stream works normally again
+    CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
+    cudrv::device_buffer<int> after(dev, 4);
+    cudrv::fill(after, 3, s);  // the stream works normally again
     s.synchronize();
   }
   SECTION("a synchronous call during a global capture is refused and invalidates the capture") {
-    cudax::stream_capture capture(s);
-    auto sync = catch_as<cudax::error>([&] { s.synchronize(); });
+    cudrv::stream_capture capture(s);
+    auto sync = catch_as<cudrv::error>([&] { s.synchronize(); });
     REQUIRE(sync);
     CHECK(sync->result() == CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED);
-    CHECK(cudax::capture_status_of(s) == cudax::capture_status::invalidated);
-    auto end = catch_as<cudax::error>([&] { (void)capture.end(); });
+    CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::invalidated);
+    auto end = catch_as<cudrv::error>([&] { (void)capture.end(); });
     REQUIRE(end);
     CHECK(end->result() == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED);
     CHECK(contains(end->what(), "invalidated"));
     CHECK_FALSE(capture.active());
-    CHECK(cudax::capture_status_of(s) == cudax::capture_status::none);
+    CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
   }
   SECTION("the legacy default stream cannot be captured; a capture cannot end twice") {
-    CHECK(catch_as<cudax::invalid_argument_error>(
-        [&] { cudax::stream_capture c(cudax::stream_ref::legacy_default()); }));
-    cudax::stream_capture capture(s);
-    cudax::graph g = capture.end();
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
+    cudrv::stream_capture capture(s);
+    cudrv::graph g = capture.end();
     CHECK(g.node_count() == 0);
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)capture.end(); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)capture.end(); }));
   }
   SECTION("a cycle is refused") {
-    cudax::graph g;
+    cudrv::graph g;
     auto a = g.add_empty();
     auto b = g.add_empty({a});
-    auto e = catch_as<cudax::error>([&] {
+    auto e = catch_as<cudrv::error>([&] {
       g.add_dependency(b, a);
       (void)g.instantiate(dev);
     });
@@ -554,46 +554,46 @@ TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked"
     INFO(e->what());
   }
   SECTION("a kernel node is checked like a launch") {
-    cudax::graph g;
-    cudax::graph_builder b(g, ctx);
-    cudax::device_buffer<float> buf(dev, 4);
-    auto e = catch_as<cudax::launch_error>(
-        [&] { cudax::launch(b, {}, kernels().get_kernel("saxpy_sized"), 1.0f, buf.get()); });
+    cudrv::graph g;
+    cudrv::graph_builder b(g, ctx);
+    cudrv::device_buffer<float> buf(dev, 4);
+    auto e = catch_as<cudrv::launch_error>(
+        [&] { cudrv::launch(b, {}, kernels().get_kernel("saxpy_sized"), 1.0f, buf.get()); });
     REQUIRE(e);
     CHECK(contains(e->what(), "2 arguments given, but the kernel has 4 parameters"));
     CHECK(g.node_count() == 0);
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)b.last(); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)b.last(); }));
   }
   SECTION("launch options a node cannot carry are refused") {
-    cudax::graph g;
-    cudax::graph_builder b(g, ctx);
-    cudax::device_buffer<int> out(dev, 1);
+    cudrv::graph g;
+    cudrv::graph_builder b(g, ctx);
+    cudrv::device_buffer<int> out(dev, 1);
     auto add_value = kernels().get_kernel<void(int*, int)>("add_value");
-    auto pss = catch_as<cudax::not_supported_error>(
-        [&] { (void)cudax::launch(b, {.programmatic_stream_serialization = true}, add_value, out.get(), 1); });
+    auto pss = catch_as<cudrv::not_supported_error>(
+        [&] { (void)cudrv::launch(b, {.programmatic_stream_serialization = true}, add_value, out.get(), 1); });
     REQUIRE(pss);
     CHECK(contains(pss->what(), "programmatic edge"));
     CHECK(g.node_count() == 0);
-    auto node = cudax::launch(b, {.priority = 0}, add_value, out.get(), 1);
+    auto node = cudrv::launch(b, {.priority = 0}, add_value, out.get(), 1);
     auto exec = g.instantiate(dev);
-    auto e = catch_as<cudax::invalid_argument_error>(
+    auto e = catch_as<cudrv::invalid_argument_error>(
         [&] { exec.set_kernel_node(node, ctx, {.priority = 0}, add_value, out.get(), 2); });
     REQUIRE(e);
     CHECK(contains(e->what(), "keeps its own"));
   }
   SECTION("moved-from graphs and executables are refused") {
-    cudax::graph g;
-    cudax::graph moved(std::move(g));
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)g.add_empty(); }));
+    cudrv::graph g;
+    cudrv::graph moved(std::move(g));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)g.add_empty(); }));
     auto exec = moved.instantiate(dev);
     CHECK(static_cast<bool>(exec));
     auto taken = std::move(exec);
     CHECK_FALSE(static_cast<bool>(exec));
     CHECK_FALSE(static_cast<bool>(g));
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { exec.launch(s); }));
-    cudax::stream gone(dev);
-    cudax::stream keeper(std::move(gone));
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { taken.launch(gone); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { exec.launch(s); }));
+    cudrv::stream gone(dev);
+    cudrv::stream keeper(std::move(gone));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { taken.launch(gone); }));
   }
   s.synchronize();
   CHECK(errors.count() == 0);

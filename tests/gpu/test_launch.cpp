@@ -13,8 +13,8 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
 namespace {
 
@@ -26,13 +26,13 @@ struct triple {
 };
 static_assert(sizeof(triple) == 24);
 
-cudax::library& test_library() {
-  static cudax::library lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+cudrv::library& test_library() {
+  static cudrv::library lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   return lib;
 }
 
 std::vector<float> random_floats(std::size_t n, std::uint64_t seed) {
-  auto raw = cudax::test::random_vector<std::uint16_t>(n, seed);
+  auto raw = cudrv::test::random_vector<std::uint16_t>(n, seed);
   std::vector<float> out(n);
   std::transform(raw.begin(), raw.end(), out.begin(), [](std::uint16_t v) { return static_cast<float>(v) / 64.0f; });
   return out;
@@ -43,21 +43,21 @@ struct saxpy_problem {
   static constexpr std::size_t n = 100003;
   static constexpr float alpha = 1.5f;
   std::vector<float> x, y, expected;
-  cudax::device_buffer<float> dx, dy;
+  cudrv::device_buffer<float> dx, dy;
 
-  saxpy_problem(const cudax::device& dev, std::uint64_t seed)
+  saxpy_problem(const cudrv::device& dev, std::uint64_t seed)
       : x(random_floats(n, seed)), y(random_floats(n, seed + 1)), expected(n), dx(dev, n), dy(dev, n) {
     for (std::size_t i = 0; i < n; ++i) {
       expected[i] = alpha * x[i] + y[i];
     }
-    cudax::copy(dx, x);
+    cudrv::copy(dx, x);
   }
-  [[nodiscard]] static cudax::launch_config config() {
+  [[nodiscard]] static cudrv::launch_config config() {
     return {.grid = static_cast<unsigned>((n + 255) / 256), .block = 256};
   }
   [[nodiscard]] std::vector<float> result() {
     std::vector<float> out(n);
-    cudax::copy(out, dy);
+    cudrv::copy(out, dy);
     return out;
   }
 };
@@ -65,115 +65,115 @@ struct saxpy_problem {
 }  // namespace
 
 TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
-  auto seed = cudax::test::test_seed();
+  cudrv::stream s(dev);
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   saxpy_problem p(dev, seed);
   const std::size_t n = saxpy_problem::n;
   const float alpha = saxpy_problem::alpha;
   const std::vector<float>& y = p.y;
   const std::vector<float>& expected = p.expected;
-  cudax::device_buffer<float>& dx = p.dx;
-  cudax::device_buffer<float>& dy = p.dy;
-  const cudax::launch_config config = saxpy_problem::config();
+  cudrv::device_buffer<float>& dx = p.dx;
+  cudrv::device_buffer<float>& dy = p.dy;
+  const cudrv::launch_config config = saxpy_problem::config();
 
   SECTION("typed: arguments converted at compile time") {
-    cudax::copy(dy, y);
+    cudrv::copy(dy, y);
     auto saxpy = lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
     // double -> float, float* -> const float*, int -> size_t: all converted to the parameter types.
-    cudax::launch(s, config, saxpy, 1.5, dx.get(), dy.get(), static_cast<int>(n));
+    cudrv::launch(s, config, saxpy, 1.5, dx.get(), dy.get(), static_cast<int>(n));
   }
   SECTION("untyped: arguments passed as they are, checked against the layout") {
-    cudax::copy(dy, y);
-    cudax::kernel saxpy = lib.get_kernel("saxpy_sized");
-    cudax::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
+    cudrv::copy(dy, y);
+    cudrv::kernel saxpy = lib.get_kernel("saxpy_sized");
+    cudrv::launch(s, config, saxpy, alpha, dx.get(), dy.get(), n);
   }
   SECTION("on the legacy default stream, in the current context") {
-    cudax::copy(dy, y);
+    cudrv::copy(dy, y);
     dev.set_current();
-    cudax::launch(cudax::stream_ref::legacy_default(), config, lib.get_kernel("saxpy_sized"), alpha, dx.get(),
+    cudrv::launch(cudrv::stream_ref::legacy_default(), config, lib.get_kernel("saxpy_sized"), alpha, dx.get(),
                   dy.get(), n);
-    cudax::stream_ref::legacy_default().synchronize();
+    cudrv::stream_ref::legacy_default().synchronize();
   }
   SECTION("with launch attributes: priority and programmatic stream serialization") {
-    cudax::copy(dy, y);
+    cudrv::copy(dy, y);
     auto saxpy = lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized");
-    cudax::launch_config extended = config;
+    cudrv::launch_config extended = config;
     extended.priority = -1;
     extended.programmatic_stream_serialization = true;
     REQUIRE(extended.needs_extended_launch());
-    cudax::launch(s, extended, saxpy, alpha, dx.get(), dy.get(), n);
+    cudrv::launch(s, extended, saxpy, alpha, dx.get(), dy.get(), n);
   }
   s.synchronize();
-  CHECK(cudax::test::mismatch(p.result(), expected).empty());
+  CHECK(cudrv::test::mismatch(p.result(), expected).empty());
 }
 
 // An adopted kernel carries no layout: each untyped launch asks the driver in the stream's context,
 // which counts the parameters by failing one query past the last (reported by compute-sanitizer).
 TEST_CASE("untyped launches of an adopted kernel ask the driver for its layout", "[gpu][launch][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
-  auto seed = cudax::test::test_seed();
+  cudrv::stream s(dev);
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   saxpy_problem p(dev, seed);
-  cudax::copy(p.dy, p.y);
-  cudax::kernel owner = lib.get_kernel("saxpy_sized");
-  auto saxpy = cudax::kernel_ref::from_native_handle(owner.native_handle());
-  cudax::launch(s, saxpy_problem::config(), saxpy, saxpy_problem::alpha, p.dx.get(), p.dy.get(), saxpy_problem::n);
-  CHECK_THROWS_AS(cudax::launch(s, {}, saxpy, saxpy_problem::alpha, p.dx.get()), cudax::launch_error);
+  cudrv::copy(p.dy, p.y);
+  cudrv::kernel owner = lib.get_kernel("saxpy_sized");
+  auto saxpy = cudrv::kernel_ref::from_native_handle(owner.native_handle());
+  cudrv::launch(s, saxpy_problem::config(), saxpy, saxpy_problem::alpha, p.dx.get(), p.dy.get(), saxpy_problem::n);
+  CHECK_THROWS_AS(cudrv::launch(s, {}, saxpy, saxpy_problem::alpha, p.dx.get()), cudrv::launch_error);
   s.synchronize();
-  CHECK(cudax::test::mismatch(p.result(), p.expected).empty());
+  CHECK(cudrv::test::mismatch(p.result(), p.expected).empty());
 }
 
 TEST_CASE("3D grids and blocks, struct arguments, zero-argument kernels", "[gpu][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
-  const cudax::launch_config config{.grid = {3, 4, 5}, .block = {8, 4, 2}};
+  cudrv::stream s(dev);
+  const cudrv::launch_config config{.grid = {3, 4, 5}, .block = {8, 4, 2}};
   const std::size_t total = config.grid.count() * config.block.count();
-  cudax::device_buffer<unsigned> out(dev, total);
-  cudax::fill(out, 0xFFFFFFFFu);
-  cudax::launch(s, config, lib.get_kernel<void(unsigned*)>("write_index_3d"), out.get());
+  cudrv::device_buffer<unsigned> out(dev, total);
+  cudrv::fill(out, 0xFFFFFFFFu);
+  cudrv::launch(s, config, lib.get_kernel<void(unsigned*)>("write_index_3d"), out.get());
   s.synchronize();
   std::vector<unsigned> host(total);
-  cudax::copy(host, out);
+  cudrv::copy(host, out);
   std::vector<unsigned> expected(total);
   std::iota(expected.begin(), expected.end(), 0u);
   CHECK(host == expected);
 
   triple t{3.25, -1.5f, 42, -(1LL << 40)};
-  cudax::device_buffer<double> d(dev, 4);
-  cudax::copy(d, std::vector<double>(4, -7.0));
-  cudax::launch(s, {}, lib.get_kernel("struct_argument"), t, d.get());
+  cudrv::device_buffer<double> d(dev, 4);
+  cudrv::copy(d, std::vector<double>(4, -7.0));
+  cudrv::launch(s, {}, lib.get_kernel("struct_argument"), t, d.get());
   s.synchronize();
   std::vector<double> r(4);
-  cudax::copy(r, d);
+  cudrv::copy(r, d);
   CHECK(r == std::vector<double>{3.25, -1.5, 42.0, static_cast<double>(-(1LL << 40))});
 
-  cudax::launch(s, {.grid = 2, .block = 32}, lib.get_kernel("empty_kernel"));
-  cudax::launch(s, {.grid = 2, .block = 32}, lib.get_kernel<void()>("empty_kernel"));
+  cudrv::launch(s, {.grid = 2, .block = 32}, lib.get_kernel("empty_kernel"));
+  cudrv::launch(s, {.grid = 2, .block = 32}, lib.get_kernel<void()>("empty_kernel"));
   s.synchronize();
 }
 
 TEST_CASE("dynamic shared memory, above 48 KiB after opting in", "[gpu][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto k = lib.get_kernel<void(const int*, int*)>("reverse_in_shared");
   const unsigned block = 512;
   const unsigned blocks = 37;
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
-  auto in = cudax::test::random_vector<int>(block * blocks, seed);
-  cudax::device_buffer<int> din(dev, in.size()), dout(dev, in.size());
-  cudax::copy(din, in);
+  auto in = cudrv::test::random_vector<int>(block * blocks, seed);
+  cudrv::device_buffer<int> din(dev, in.size()), dout(dev, in.size());
+  cudrv::copy(din, in);
   std::vector<int> expected(in.size());
   for (unsigned b = 0; b < blocks; ++b) {
     for (unsigned t = 0; t < block; ++t) {
@@ -185,63 +185,63 @@ TEST_CASE("dynamic shared memory, above 48 KiB after opting in", "[gpu][launch]"
     if (shared > 48 * 1024) {
       k.set_max_dynamic_shared_memory(dev, shared);
     }
-    cudax::fill(dout, -1);
-    cudax::launch(s, {.grid = blocks, .block = block, .dynamic_shared_memory = shared}, k, din.get(), dout.get());
+    cudrv::fill(dout, -1);
+    cudrv::launch(s, {.grid = blocks, .block = block, .dynamic_shared_memory = shared}, k, din.get(), dout.get());
     s.synchronize();
     std::vector<int> out(in.size());
-    cudax::copy(out, dout);
-    CHECK(cudax::test::mismatch(out, expected).empty());
+    cudrv::copy(out, dout);
+    CHECK(cudrv::test::mismatch(out, expected).empty());
   }
   k.set_max_dynamic_shared_memory(dev, 48 * 1024);
 }
 
 TEST_CASE("wrong argument count or size: a launch_error naming kernel, index and sizes", "[gpu][launch][bad-input]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
-  cudax::device_buffer<float> buf(dev, 16);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<float> buf(dev, 16);
   for (bool adopted : {false, true}) {
     INFO((adopted ? "adopted handle" : "library kernel"));
-    cudax::kernel owner = lib.get_kernel("saxpy_sized");
-    cudax::kernel_ref k = adopted ? cudax::kernel_ref::from_native_handle(owner.native_handle()) : cudax::kernel_ref(owner);
-    auto count = catch_as<cudax::launch_error>([&] { cudax::launch(s, {}, k, 1.0f, buf.get()); });
+    cudrv::kernel owner = lib.get_kernel("saxpy_sized");
+    cudrv::kernel_ref k = adopted ? cudrv::kernel_ref::from_native_handle(owner.native_handle()) : cudrv::kernel_ref(owner);
+    auto count = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, {}, k, 1.0f, buf.get()); });
     REQUIRE(count);
-    CHECK(count->source() == cudax::error_source::cudax);
+    CHECK(count->source() == cudrv::error_source::cudrv);
     CHECK(count->kernel_name() == "saxpy_sized");
     CHECK(contains(count->what(), "2 arguments given, but the kernel has 4 parameters"));
     CHECK(contains(count->what(), "sizes in bytes: 4, 8, 8, 8"));
 
     // An int where the kernel takes a size_t.
-    auto size = catch_as<cudax::launch_error>([&] { cudax::launch(s, {}, k, 1.0f, buf.get(), buf.get(), 16); });
+    auto size = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, {}, k, 1.0f, buf.get(), buf.get(), 16); });
     REQUIRE(size);
     CHECK(contains(size->what(), "argument 3 has 4 bytes, but parameter 3 has 8 bytes"));
     // A double where the kernel takes a float.
-    auto first = catch_as<cudax::launch_error>(
-        [&] { cudax::launch(s, {}, k, 1.0, buf.get(), buf.get(), std::size_t{16}); });
+    auto first = catch_as<cudrv::launch_error>(
+        [&] { cudrv::launch(s, {}, k, 1.0, buf.get(), buf.get(), std::size_t{16}); });
     REQUIRE(first);
     CHECK(contains(first->what(), "argument 0 has 8 bytes, but parameter 0 has 4 bytes"));
   }
   s.synchronize();
   // A moved-from stream is refused before the driver sees a null stream.
-  cudax::stream moved(dev);
-  cudax::stream taker(std::move(moved));
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::launch(moved, {}, lib.get_kernel("empty_kernel")); }));
+  cudrv::stream moved(dev);
+  cudrv::stream taker(std::move(moved));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::launch(moved, {}, lib.get_kernel("empty_kernel")); }));
 }
 
 TEST_CASE("refused launches name the limit exceeded, with the numbers", "[gpu][launch][bad-input]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   auto& lib = test_library();
-  cudax::stream s(dev);
-  cudax::device_buffer<int> out(dev, 4096);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<int> out(dev, 4096);
   auto bounded = lib.get_kernel<void(int*)>("bounded_kernel");
-  auto expect = [&](const cudax::launch_config& config, const cudax::kernel_base& k, std::vector<std::string> parts,
+  auto expect = [&](const cudrv::launch_config& config, const cudrv::kernel_base& k, std::vector<std::string> parts,
                     auto... args) {
-    auto e = catch_as<cudax::launch_error>([&] { cudax::launch(s, config, k, args...); });
+    auto e = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, config, k, args...); });
     REQUIRE(e);
     INFO(e->what());
-    CHECK(e->source() == cudax::error_source::driver);
+    CHECK(e->source() == cudrv::error_source::driver);
     CHECK_FALSE(e->kernel_name().empty());
     for (const auto& part : parts) {
       CHECK(contains(e->what(), part));
@@ -300,69 +300,69 @@ TEST_CASE("refused launches name the limit exceeded, with the numbers", "[gpu][l
            {"compiled with cluster dimensions 2x1x1", "asks for 4x1x1"}, out.get());
   }
   SECTION("no context current for the legacy default stream") {
-    CUcontext saved = cudax::test::raw_current_context();
-    cudax::test::raw_set_current_context(nullptr);
-    auto e = catch_as<cudax::launch_error>(
-        [&] { cudax::launch(cudax::stream_ref::legacy_default(), {}, bounded, out.get()); });
-    cudax::test::raw_set_current_context(saved);
+    CUcontext saved = cudrv::test::raw_current_context();
+    cudrv::test::raw_set_current_context(nullptr);
+    auto e = catch_as<cudrv::launch_error>(
+        [&] { cudrv::launch(cudrv::stream_ref::legacy_default(), {}, bounded, out.get()); });
+    cudrv::test::raw_set_current_context(saved);
     REQUIRE(e);
     CHECK(contains(e->what(), "no context is current"));
   }
   // None of the refused launches broke the context: a good launch still works.
-  cudax::launch(s, {.block = 256}, bounded, out.get());
+  cudrv::launch(s, {.block = 256}, bounded, out.get());
   s.synchronize();
   std::vector<int> host(256);
-  cudax::copy(host, cudax::device_span<int>(out).first(256));
+  cudrv::copy(host, cudrv::device_span<int>(out).first(256));
   for (int i = 0; i < 256; ++i) {
     REQUIRE(host[i] == i);
   }
 }
 
 TEST_CASE("a cooperative launch with a grid-wide sync", "[gpu][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   REQUIRE(dev.attribute(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 1);
   auto& lib = test_library();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto k = lib.get_kernel<void(const int*, int, int*, long long*)>("cooperative_sum");
   const int block = 256;
   const unsigned grid = static_cast<unsigned>(k.max_active_blocks_per_multiprocessor(dev, block) *
                                               dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT));
   const int n = 1 << 22;
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed << ", grid " << grid);
-  auto raw = cudax::test::random_vector<std::uint16_t>(n, seed);
+  auto raw = cudrv::test::random_vector<std::uint16_t>(n, seed);
   std::vector<int> in(raw.begin(), raw.end());
-  cudax::device_buffer<int> din(dev, n), partial(dev, grid);
-  cudax::device_buffer<long long> total(dev, 1);
-  cudax::copy(din, in);
-  cudax::copy(total, std::vector<long long>{-1});
-  cudax::launch(s, {.grid = grid, .block = block, .cooperative = true}, k, din.get(), n, partial.get(), total.get());
+  cudrv::device_buffer<int> din(dev, n), partial(dev, grid);
+  cudrv::device_buffer<long long> total(dev, 1);
+  cudrv::copy(din, in);
+  cudrv::copy(total, std::vector<long long>{-1});
+  cudrv::launch(s, {.grid = grid, .block = block, .cooperative = true}, k, din.get(), n, partial.get(), total.get());
   s.synchronize();
   std::vector<long long> result(1);
-  cudax::copy(result, total);
+  cudrv::copy(result, total);
   CHECK(result[0] == std::accumulate(in.begin(), in.end(), 0LL));
 }
 
 TEST_CASE("a thread-block cluster launch with distributed shared memory", "[gpu][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   if (dev.compute_capability().major < 9) {
     WARN("SKIPPED: clusters need compute capability 9.0");
     return;
   }
   auto& lib = test_library();
-  cudax::stream s(dev);
+  cudrv::stream s(dev);
   auto k = lib.get_kernel<void(int*)>("cluster_neighbours");
   for (unsigned cluster : {2u, 4u, 8u}) {
     INFO("cluster " << cluster);
     const unsigned grid = 8 * cluster;
-    cudax::device_buffer<int> out(dev, grid * 3);
-    cudax::fill(out, -1);
-    cudax::launch(s, {.grid = grid, .block = 64, .cluster = cluster}, k, out.get());
+    cudrv::device_buffer<int> out(dev, grid * 3);
+    cudrv::fill(out, -1);
+    cudrv::launch(s, {.grid = grid, .block = 64, .cluster = cluster}, k, out.get());
     s.synchronize();
     std::vector<int> host(grid * 3);
-    cudax::copy(host, out);
+    cudrv::copy(host, out);
     for (unsigned b = 0; b < grid; ++b) {
       const unsigned rank = b % cluster;
       const unsigned neighbour_block = b - rank + (rank + 1) % cluster;
@@ -373,53 +373,53 @@ TEST_CASE("a thread-block cluster launch with distributed shared memory", "[gpu]
   }
   // A kernel compiled with __cluster_dims__ launches with or without the matching cluster attribute.
   auto fixed = lib.get_kernel<void(int*)>("fixed_cluster");
-  cudax::device_buffer<int> flags(dev, 8);
-  cudax::fill(flags, 0);
-  cudax::launch(s, {.grid = 8, .block = 32, .cluster = 2}, fixed, flags.get());
+  cudrv::device_buffer<int> flags(dev, 8);
+  cudrv::fill(flags, 0);
+  cudrv::launch(s, {.grid = 8, .block = 32, .cluster = 2}, fixed, flags.get());
   s.synchronize();
   std::vector<int> f(8);
-  cudax::copy(f, flags);
+  cudrv::copy(f, flags);
   CHECK(f == std::vector<int>(8, 1));
 }
 
 TEST_CASE("__global__ functions compiled by nvcc launch through the same API", "[gpu][launch][nvcc][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::stream s(dev);
-  auto fill = cudax_test::nvcc_fill_kernel();
-  // nvcc's code is not read by cudax: the driver describes it, in a context the caller names (none is
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
+  auto fill = cudrv_test::nvcc_fill_kernel();
+  // nvcc's code is not read by cudrv: the driver describes it, in a context the caller names (none is
   // picked for it).
-  cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
-  auto none = catch_as<cudax::not_supported_error>([&] { (void)fill.parameter_count(); });
+  cudrv::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
+  auto none = catch_as<cudrv::not_supported_error>([&] { (void)fill.parameter_count(); });
   REQUIRE(none);
   CHECK(contains(none->what(), "no context was named or current"));
   {
-    cudax::context_guard guard(dev.primary_context());
+    cudrv::context_guard guard(dev.primary_context());
     CHECK(fill.parameter_count() == 3);
   }
   const int n = 5000;
-  cudax::device_buffer<int> out(dev, n);
-  cudax::fill(out, -1);
-  cudax::launch(s, {.grid = (n + 127) / 128, .block = 128}, fill, out.get(), 1000, n);
+  cudrv::device_buffer<int> out(dev, n);
+  cudrv::fill(out, -1);
+  cudrv::launch(s, {.grid = (n + 127) / 128, .block = 128}, fill, out.get(), 1000, n);
   s.synchronize();
   std::vector<int> host(n);
-  cudax::copy(host, out);
+  cudrv::copy(host, out);
   for (int i = 0; i < n; ++i) {
     REQUIRE(host[i] == 1000 + i);
   }
 
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
-  auto xr = cudax::test::random_vector<std::uint16_t>(n, seed);
-  auto yr = cudax::test::random_vector<std::uint16_t>(n, seed + 7);
+  auto xr = cudrv::test::random_vector<std::uint16_t>(n, seed);
+  auto yr = cudrv::test::random_vector<std::uint16_t>(n, seed + 7);
   std::vector<double> x(xr.begin(), xr.end()), y(yr.begin(), yr.end());
-  cudax::device_buffer<double> dx(dev, n), dy(dev, n);
-  cudax::copy(dx, x);
-  cudax::copy(dy, y);
-  cudax_test::launch_axpy_by_pointer(s, {.grid = (n + 255) / 256, .block = 256}, 0.25, dx.get(), dy.get(), n);
+  cudrv::device_buffer<double> dx(dev, n), dy(dev, n);
+  cudrv::copy(dx, x);
+  cudrv::copy(dy, y);
+  cudrv_test::launch_axpy_by_pointer(s, {.grid = (n + 255) / 256, .block = 256}, 0.25, dx.get(), dy.get(), n);
   s.synchronize();
   std::vector<double> r(n);
-  cudax::copy(r, dy);
+  cudrv::copy(r, dy);
   for (int i = 0; i < n; ++i) {
     REQUIRE(r[i] == 0.25 * x[i] + y[i]);
   }

@@ -13,37 +13,37 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
 namespace {
 
-const char* const image_paths[] = {CUDAX_TEST_KERNELS_PTX, CUDAX_TEST_KERNELS_CUBIN, CUDAX_TEST_KERNELS_FATBIN};
+const char* const image_paths[] = {CUDRV_TEST_KERNELS_PTX, CUDRV_TEST_KERNELS_CUBIN, CUDRV_TEST_KERNELS_FATBIN};
 
 // Runs vector_add from lib on random data and compares with the host.
-void check_vector_add(const cudax::library& lib, const cudax::device& dev) {
+void check_vector_add(const cudrv::library& lib, const cudrv::device& dev) {
   const int n = 10007;
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
-  auto a = cudax::test::random_vector<std::uint16_t>(n, seed);
-  auto b = cudax::test::random_vector<std::uint16_t>(n, seed + 1);
+  auto a = cudrv::test::random_vector<std::uint16_t>(n, seed);
+  auto b = cudrv::test::random_vector<std::uint16_t>(n, seed + 1);
   std::vector<float> fa(a.begin(), a.end());
   std::vector<float> fb(b.begin(), b.end());
-  cudax::stream s(dev);
-  cudax::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
-  cudax::copy(da, fa);
-  cudax::copy(db, fb);
-  cudax::fill(dc, -1.0f);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
+  cudrv::copy(da, fa);
+  cudrv::copy(db, fb);
+  cudrv::fill(dc, -1.0f);
   auto k = lib.get_kernel<void(const float*, const float*, float*, int)>("vector_add");
-  cudax::launch(s, {.grid = (n + 255) / 256, .block = 256}, k, da.get(), db.get(), dc.get(), n);
+  cudrv::launch(s, {.grid = (n + 255) / 256, .block = 256}, k, da.get(), db.get(), dc.get(), n);
   s.synchronize();
   std::vector<float> out(n);
-  cudax::copy(out, dc);
+  cudrv::copy(out, dc);
   std::vector<float> expected(n);
   for (int i = 0; i < n; ++i) {
     expected[i] = fa[i] + fb[i];
   }
-  CHECK(cudax::test::mismatch(out, expected).empty());
+  CHECK(cudrv::test::mismatch(out, expected).empty());
 }
 
 std::size_t shared_bytes_per_block(int threads) { return static_cast<std::size_t>(threads) * sizeof(int); }
@@ -51,54 +51,54 @@ std::size_t shared_bytes_per_block(int threads) { return static_cast<std::size_t
 }  // namespace
 
 TEST_CASE("libraries load from files and from memory: PTX, cubin, fatbin", "[gpu][library]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   for (const char* path : image_paths) {
     INFO(path);
-    auto from_file = cudax::library::from_file(path);
+    auto from_file = cudrv::library::from_file(path);
     CHECK(from_file.name() == path);
     check_vector_add(from_file, dev);
-    auto code = cudax::object_code::from_file(path);
-    cudax::library from_memory(code);
+    auto code = cudrv::object_code::from_file(path);
+    cudrv::library from_memory(code);
     check_vector_add(from_memory, dev);
   }
   // The kind can also be given explicitly.
-  auto ptx = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX, cudax::code_kind::ptx);
-  CHECK(ptx.kind() == cudax::code_kind::ptx);
+  auto ptx = cudrv::object_code::from_file(CUDRV_TEST_KERNELS_PTX, cudrv::code_kind::ptx);
+  CHECK(ptx.kind() == cudrv::code_kind::ptx);
   CHECK(contains(ptx.bytes(), ".entry vector_add"));
 }
 
 TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][library]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   // The driver caches JIT results on disk (~/.nv/ComputeCache) and writes no log for a cached
   // compile: a comment unique to this run makes the PTX new to the cache.
-  auto file = cudax::object_code::from_file(CUDAX_TEST_KERNELS_PTX);
-  cudax::object_code ptx(cudax::code_kind::ptx,
-                         file.bytes() + "\n// cudax test run " + std::to_string(cudax::test::test_seed()) + "\n", file.name());
+  auto file = cudrv::object_code::from_file(CUDRV_TEST_KERNELS_PTX);
+  cudrv::object_code ptx(cudrv::code_kind::ptx,
+                         file.bytes() + "\n// cudrv test run " + std::to_string(cudrv::test::test_seed()) + "\n", file.name());
   // Loaded for the device: the JIT compiles now, in its primary context (with no context named or
   // current, the load would wait for the first use, and so would the log).
-  cudax::library verbose(ptx, dev, {.optimization_level = 3, .line_info = true, .verbose = true});
+  cudrv::library verbose(ptx, dev, {.optimization_level = 3, .line_info = true, .verbose = true});
   INFO(verbose.jit_log());
   CHECK(contains(verbose.jit_log(), "registers"));
   // A register limit is honoured by the JIT.
-  cudax::library unlimited(ptx, dev);
-  cudax::library limited(ptx, dev, {.max_registers = 24});
+  cudrv::library unlimited(ptx, dev);
+  cudrv::library limited(ptx, dev, {.max_registers = 24});
   REQUIRE(unlimited.get_kernel("table_to_counter").attributes(dev).num_regs > 24);
   CHECK(limited.get_kernel("table_to_counter").attributes(dev).num_regs <= 24);
   // Compiling for the device's own target explicitly works too.
   auto cc = dev.compute_capability();
-  cudax::library targeted(ptx, dev, {.target = cc.as_int()});
+  cudrv::library targeted(ptx, dev, {.target = cc.as_int()});
   check_vector_add(targeted, dev);
   // Bad option values are refused before the driver is called.
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.optimization_level = 7}); }));
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.max_registers = 0u}); }));
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library l(ptx, {.target = 5}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.optimization_level = 7}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.max_registers = 0u}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.target = 5}); }));
 }
 
 TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   CHECK(lib.has_kernel("vector_add"));
   CHECK_FALSE(lib.has_kernel("vector_sub"));
   auto names = lib.kernel_names();
@@ -109,7 +109,7 @@ TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library][d
   CHECK(lib.get_kernel("vector_add").name() == "vector_add");
   CHECK(lib.get_kernel("vector_add") == lib.get_kernel("vector_add"));
 
-  auto e = catch_as<cudax::error>([&] { (void)lib.get_kernel("vector_sub"); });
+  auto e = catch_as<cudrv::error>([&] { (void)lib.get_kernel("vector_sub"); });
   REQUIRE(e);
   CHECK(e->result() == CUDA_ERROR_NOT_FOUND);
   CHECK(contains(e->what(), "no kernel named 'vector_sub'"));
@@ -118,8 +118,8 @@ TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library][d
 }
 
 TEST_CASE("parameter information from the driver", "[gpu][library][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   auto k = lib.get_kernel("saxpy_sized");
   REQUIRE(k.parameter_count() == 4);
   auto params = k.parameters();
@@ -134,31 +134,31 @@ TEST_CASE("parameter information from the driver", "[gpu][library][driver_error]
   CHECK(lib.get_kernel("struct_argument").parameters()[0].size == 24);
   // The same through an adopted handle, without the library's cache: the driver answers, in a context
   // the caller makes current.
-  auto adopted = cudax::kernel_ref::from_native_handle(k.native_handle());
-  cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
-  CHECK(catch_as<cudax::not_supported_error>([&] { (void)adopted.parameter_count(); }));
+  auto adopted = cudrv::kernel_ref::from_native_handle(k.native_handle());
+  cudrv::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
+  CHECK(catch_as<cudrv::not_supported_error>([&] { (void)adopted.parameter_count(); }));
   {
-    cudax::context_guard guard(cudax::device(0).primary_context());
+    cudrv::context_guard guard(cudrv::device(0).primary_context());
     CHECK(adopted.parameter_count() == 4);
   }
   CHECK(adopted.cached_signature() == nullptr);
   // Typed views are checked against it once.
   CHECK_NOTHROW(lib.get_kernel<void(float, const float*, float*, std::size_t)>("saxpy_sized"));
-  auto wrong_size = catch_as<cudax::invalid_argument_error>(
+  auto wrong_size = catch_as<cudrv::invalid_argument_error>(
       [&] { (void)lib.get_kernel<void(float, const float*, float*, int)>("saxpy_sized"); });
   REQUIRE(wrong_size);
   CHECK(contains(wrong_size->what(), "parameter 3 has 8 bytes"));
   CHECK(contains(wrong_size->what(), "has 4"));
   auto wrong_count =
-      catch_as<cudax::invalid_argument_error>([&] { (void)lib.get_kernel<void(float)>("saxpy_sized"); });
+      catch_as<cudrv::invalid_argument_error>([&] { (void)lib.get_kernel<void(float)>("saxpy_sized"); });
   REQUIRE(wrong_count);
   CHECK(contains(wrong_count->what(), "has 4 parameters"));
 }
 
 TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   auto scale = lib.get_global<float>("constant_scale", dev);
   CHECK(scale.size() == 1);
   CHECK(scale.size_bytes() == sizeof(float));
@@ -167,9 +167,9 @@ TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]
 
   auto table = lib.get_global<int>("device_table", dev);
   REQUIRE(table.size() == 64);
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
-  auto values = cudax::test::random_vector<std::uint8_t>(64, seed);
+  auto values = cudrv::test::random_vector<std::uint8_t>(64, seed);
   std::vector<int> host(values.begin(), values.end());
   table.write(host.data(), host.size());
   std::vector<int> back(64, -1);
@@ -181,8 +181,8 @@ TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]
   managed[0] = 20;
   auto counter = lib.get_global<int>("device_counter", dev);
   counter.write(-1);
-  cudax::stream s(dev);
-  cudax::launch(s, {}, lib.get_kernel("table_to_counter"));
+  cudrv::stream s(dev);
+  cudrv::launch(s, {}, lib.get_kernel("table_to_counter"));
   s.synchronize();
   dev.synchronize();
   CHECK(counter.read() == std::accumulate(host.begin(), host.end(), 0));
@@ -192,39 +192,39 @@ TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]
   const int n = 1000;
   std::vector<float> data(n);
   std::iota(data.begin(), data.end(), 0.0f);
-  cudax::device_buffer<float> d(dev, n);
-  cudax::copy(d, data);
-  cudax::launch(s, {.grid = 4, .block = 256}, lib.get_kernel("scale_by_constant"), d.get(), n);
+  cudrv::device_buffer<float> d(dev, n);
+  cudrv::copy(d, data);
+  cudrv::launch(s, {.grid = 4, .block = 256}, lib.get_kernel("scale_by_constant"), d.get(), n);
   s.synchronize();
   std::vector<float> out(n);
-  cudax::copy(out, d);
+  cudrv::copy(out, d);
   for (int i = 0; i < n; ++i) {
     REQUIRE(out[i] == data[i] * 2.5f);
   }
 
   // Stream-ordered access through the span.
   std::vector<int> again(64, 0);
-  cudax::copy(again, table.span(), s);
+  cudrv::copy(again, table.span(), s);
   s.synchronize();
   CHECK(again == host);
 
   // Bad requests.
-  CHECK(catch_as<cudax::error>([&] { (void)lib.get_global<int>("no_such_global", dev); })->result() ==
+  CHECK(catch_as<cudrv::error>([&] { (void)lib.get_global<int>("no_such_global", dev); })->result() ==
         CUDA_ERROR_NOT_FOUND);
   CHECK(lib.get_global<double>("device_table", dev).size() == 32);  // 256 bytes = 32 doubles
-  auto odd = catch_as<cudax::invalid_argument_error>(
+  auto odd = catch_as<cudrv::invalid_argument_error>(
       [&] { (void)lib.get_global<std::array<char, 3>>("device_table", dev); });
   REQUIRE(odd);
   CHECK(contains(odd->what(), "256 bytes"));
   std::vector<int> too_many(65);
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { table.read(too_many.data(), too_many.size()); }));
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { table.write(too_many.data(), too_many.size()); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { table.read(too_many.data(), too_many.size()); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { table.write(too_many.data(), too_many.size()); }));
 }
 
 TEST_CASE("kernel attributes and their setters", "[gpu][kernel]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   auto bounded = lib.get_kernel("bounded_kernel");
   auto a = bounded.attributes(dev);
   CHECK(a.max_threads_per_block == 256);  // __launch_bounds__(256)
@@ -248,7 +248,7 @@ TEST_CASE("kernel attributes and their setters", "[gpu][kernel]") {
   const int optin = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
   shared.set_max_dynamic_shared_memory(dev, 100 * 1024);
   CHECK(shared.attributes(dev).max_dynamic_shared_size_bytes == 100 * 1024);
-  auto too_much = catch_as<cudax::invalid_argument_error>(
+  auto too_much = catch_as<cudrv::invalid_argument_error>(
       [&] { shared.set_max_dynamic_shared_memory(dev, static_cast<std::size_t>(optin) + 1); });
   REQUIRE(too_much);
   CHECK(contains(too_much->what(), std::to_string(optin)));
@@ -257,7 +257,7 @@ TEST_CASE("kernel attributes and their setters", "[gpu][kernel]") {
   shared.set_preferred_shared_memory_carveout(dev, 50);
   CHECK(shared.attributes(dev).preferred_shared_memory_carveout == 50);
   shared.set_preferred_shared_memory_carveout(dev, -1);
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { shared.set_preferred_shared_memory_carveout(dev, 101); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { shared.set_preferred_shared_memory_carveout(dev, 101); }));
 
   auto clusters = lib.get_kernel("cluster_neighbours");
   clusters.set_non_portable_cluster_size_allowed(dev, true);
@@ -275,9 +275,9 @@ TEST_CASE("kernel attributes and their setters", "[gpu][kernel]") {
 }
 
 TEST_CASE("occupancy: active blocks, suggested block size, shared memory, clusters", "[gpu][kernel]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   auto add = lib.get_kernel("vector_add");
   const int max_threads_sm = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR);
   const int sms = dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
@@ -319,7 +319,7 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
   CHECK(available <= static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)));
   CHECK(shared.max_active_blocks_per_multiprocessor(dev, 256, available) >= 2);
 
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)add.max_active_blocks_per_multiprocessor(dev, 0); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)add.max_active_blocks_per_multiprocessor(dev, 0); }));
 
   if (dev.compute_capability().major >= 9) {
     auto clusters = lib.get_kernel("cluster_neighbours");
@@ -327,18 +327,18 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
     CHECK(potential >= 8);
     const int active = clusters.max_active_clusters(dev, {.grid = 128, .block = 128, .cluster = 2});
     CHECK(active > 0);
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
   }
 }
 
 TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked", "[gpu][library][bad-input]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
 
   SECTION("malformed PTX carries the JIT log") {
-    cudax::object_code bad(cudax::code_kind::ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n", "bad.ptx");
-    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(bad, dev); });
+    cudrv::object_code bad(cudrv::code_kind::ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n", "bad.ptx");
+    auto e = catch_as<cudrv::load_error>([&] { cudrv::library lib(bad, dev); });
     REQUIRE(e);
     CHECK(e->result() == CUDA_ERROR_INVALID_PTX);
     CHECK_FALSE(e->log().empty());
@@ -346,40 +346,40 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     CHECK(contains(e->what(), e->log()));
   }
   SECTION("a truncated cubin") {
-    auto cubin = cudax::object_code::from_file(CUDAX_TEST_KERNELS_CUBIN);
-    cudax::object_code truncated(cudax::code_kind::cubin, cubin.bytes().substr(0, cubin.size() / 3), "truncated.cubin");
-    auto e = catch_as<cudax::load_error>([&] { cudax::library lib(truncated); });
+    auto cubin = cudrv::object_code::from_file(CUDRV_TEST_KERNELS_CUBIN);
+    cudrv::object_code truncated(cudrv::code_kind::cubin, cubin.bytes().substr(0, cubin.size() / 3), "truncated.cubin");
+    auto e = catch_as<cudrv::load_error>([&] { cudrv::library lib(truncated); });
     REQUIRE(e);
     CHECK(contains(e->what(), "truncated.cubin"));
     CHECK(contains(e->what(), "truncated?"));
-    CHECK(e->source() == cudax::error_source::cudax);  // found before the driver, which may hang on it
-    auto fatbin = cudax::object_code::from_file(CUDAX_TEST_KERNELS_FATBIN);
-    cudax::object_code cut(cudax::code_kind::fatbin, fatbin.bytes().substr(0, fatbin.size() / 2), "cut.fatbin");
-    auto f = catch_as<cudax::load_error>([&] { cudax::library lib(cut); });
+    CHECK(e->source() == cudrv::error_source::cudrv);  // found before the driver, which may hang on it
+    auto fatbin = cudrv::object_code::from_file(CUDRV_TEST_KERNELS_FATBIN);
+    cudrv::object_code cut(cudrv::code_kind::fatbin, fatbin.bytes().substr(0, fatbin.size() / 2), "cut.fatbin");
+    auto f = catch_as<cudrv::load_error>([&] { cudrv::library lib(cut); });
     REQUIRE(f);
     CHECK(contains(f->what(), "truncated?"));
   }
   SECTION("garbage bytes as a cubin and as a fatbin") {
-    for (auto kind : {cudax::code_kind::cubin, cudax::code_kind::fatbin}) {
-      auto bytes = cudax::test::random_bytes(4096, cudax::test::test_seed());
-      cudax::object_code garbage(kind, std::string(bytes.begin(), bytes.end()), "garbage");
-      auto e = catch_as<cudax::load_error>([&] { cudax::library lib(garbage); });
+    for (auto kind : {cudrv::code_kind::cubin, cudrv::code_kind::fatbin}) {
+      auto bytes = cudrv::test::random_bytes(4096, cudrv::test::test_seed());
+      cudrv::object_code garbage(kind, std::string(bytes.begin(), bytes.end()), "garbage");
+      auto e = catch_as<cudrv::load_error>([&] { cudrv::library lib(garbage); });
       REQUIRE(e);
       CHECK(contains(e->what(), "garbage"));
     }
   }
   SECTION("an empty image is refused before the driver") {
-    auto e = catch_as<cudax::invalid_argument_error>(
-        [&] { cudax::library lib(cudax::object_code(cudax::code_kind::cubin, "", "empty.cubin")); });
+    auto e = catch_as<cudrv::invalid_argument_error>(
+        [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, "", "empty.cubin")); });
     REQUIRE(e);
     CHECK(contains(e->what(), "empty"));
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { cudax::library lib{cudax::object_code{}}; }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library lib{cudrv::object_code{}}; }));
   }
   SECTION("LTO-IR and objects must be linked first") {
-    auto e = catch_as<cudax::invalid_argument_error>(
-        [&] { cudax::library lib(cudax::object_code(cudax::code_kind::ltoir, "x", "unit.ltoir")); });
+    auto e = catch_as<cudrv::invalid_argument_error>(
+        [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::ltoir, "x", "unit.ltoir")); });
     REQUIRE(e);
-    CHECK(contains(e->what(), "cudax::linker"));
+    CHECK(contains(e->what(), "cudrv::linker"));
   }
   SECTION("a cubin for another architecture (sm_100 on this GPU)") {
     if (dev.compute_capability().major == 10 && dev.compute_capability().minor == 0) {
@@ -388,11 +388,11 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     }
     // Depending on the driver, the load itself or the first use of a kernel is refused; either way
     // the error is typed and says which architecture the device needs.
-    auto e = catch_as<cudax::error>([&] {
-      auto lib = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN, dev.primary_context());
-      cudax::device_buffer<int> out(dev, 1);
-      cudax::stream s(dev);
-      cudax::launch(s, {}, lib.get_kernel("other_arch_kernel"), out.get());
+    auto e = catch_as<cudrv::error>([&] {
+      auto lib = cudrv::library::from_file(CUDRV_TEST_OTHER_ARCH_CUBIN, dev.primary_context());
+      cudrv::device_buffer<int> out(dev, 1);
+      cudrv::stream s(dev);
+      cudrv::launch(s, {}, lib.get_kernel("other_arch_kernel"), out.get());
       s.synchronize();
     });
     REQUIRE(e);
@@ -402,54 +402,54 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
     CHECK(contains(e->what(), "other_arch.cubin"));
     // Loaded for no context (none named or current): the first use (taking the kernel, or launching it)
     // is refused, typed.
-    cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
-    auto lazy = cudax::library::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN);
-    cudax::device_buffer<int> out(dev, 1);
-    cudax::stream s(dev);
-    auto l = catch_as<cudax::error>([&] { cudax::launch(s, {}, lazy.get_kernel("other_arch_kernel"), out.get()); });
+    cudrv::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
+    auto lazy = cudrv::library::from_file(CUDRV_TEST_OTHER_ARCH_CUBIN);
+    cudrv::device_buffer<int> out(dev, 1);
+    cudrv::stream s(dev);
+    auto l = catch_as<cudrv::error>([&] { cudrv::launch(s, {}, lazy.get_kernel("other_arch_kernel"), out.get()); });
     REQUIRE(l);
     INFO(l->what());
     CHECK(l->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
     CHECK(contains(l->what(), "other_arch"));
   }
   SECTION("lazy loading defers the failure to the kernel's first use, still typed") {
-    auto lib = cudax::library(cudax::object_code::from_file(CUDAX_TEST_OTHER_ARCH_CUBIN), {.eager = false});
-    auto e = catch_as<cudax::load_error>([&] { (void)lib.get_kernel("other_arch_kernel"); });
+    auto lib = cudrv::library(cudrv::object_code::from_file(CUDRV_TEST_OTHER_ARCH_CUBIN), {.eager = false});
+    auto e = catch_as<cudrv::load_error>([&] { (void)lib.get_kernel("other_arch_kernel"); });
     REQUIRE(e);
     CHECK(e->result() == CUDA_ERROR_NO_BINARY_FOR_GPU);
     CHECK(contains(e->what(), "other_arch_kernel"));
   }
   SECTION("a missing file") {
-    auto e = catch_as<cudax::invalid_argument_error>([&] { (void)cudax::library::from_file("/nonexistent/k.cubin"); });
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::library::from_file("/nonexistent/k.cubin"); });
     REQUIRE(e);
     CHECK(contains(e->what(), "/nonexistent/k.cubin"));
-    CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)cudax::library::from_file("/tmp/kernels.unknown"); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::library::from_file("/tmp/kernels.unknown"); }));
   }
   CHECK(errors.count() == 0);
 }
 
 TEST_CASE("library ownership: move, release, adopt", "[gpu][library][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
-  auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
+  auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
   CUlibrary raw = lib.native_handle();
-  cudax::library moved(std::move(lib));
+  cudrv::library moved(std::move(lib));
   CHECK(moved.native_handle() == raw);
   CHECK(lib.native_handle() == nullptr);
-  CHECK(catch_as<cudax::invalid_argument_error>([&] { (void)lib.get_kernel("vector_add"); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)lib.get_kernel("vector_add"); }));
   CUlibrary released = moved.release();
   CHECK(moved.native_handle() == nullptr);
   {
-    auto view = cudax::library_ref::from_native_handle(released);
+    auto view = cudrv::library_ref::from_native_handle(released);
     auto k = view.get_kernel("vector_add");
     CHECK(k.cached_signature() == nullptr);
-    cudax::context_guard guard(dev.primary_context());
+    cudrv::context_guard guard(dev.primary_context());
     CHECK(k.parameter_count() == 4);
   }
-  auto adopted = cudax::library::from_native_handle(released);
+  auto adopted = cudrv::library::from_native_handle(released);
   CHECK(adopted.get_kernel("vector_add").cached_signature() != nullptr);
-  cudax::library other = cudax::library::from_file(CUDAX_TEST_KERNELS_PTX);
+  cudrv::library other = cudrv::library::from_file(CUDRV_TEST_KERNELS_PTX);
   other = std::move(adopted);  // unloads the PTX library, takes the adopted one
   CHECK(other.native_handle() == released);
   check_vector_add(other, dev);

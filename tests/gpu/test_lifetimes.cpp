@@ -19,47 +19,47 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
 
 namespace {
 
 constexpr int n = 4099;
 
 std::vector<float> floats(std::uint64_t seed) {
-  auto raw = cudax::test::random_vector<std::uint16_t>(n, seed);
+  auto raw = cudrv::test::random_vector<std::uint16_t>(n, seed);
   return std::vector<float>(raw.begin(), raw.end());
 }
 
 // c = a + b through `launch_it`, which queues the vector_add kernel on s; checks the result.
 template <class Launch>
-void check_vector_add(const cudax::device& dev, cudax::stream_ref s, Launch&& launch_it) {
-  const auto seed = cudax::test::test_seed();
+void check_vector_add(const cudrv::device& dev, cudrv::stream_ref s, Launch&& launch_it) {
+  const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   auto a = floats(seed);
   auto b = floats(seed + 1);
-  cudax::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
-  cudax::copy(da, a);
-  cudax::copy(db, b);
-  cudax::fill(dc, -1.0f);  // poisoned
+  cudrv::device_buffer<float> da(dev, n), db(dev, n), dc(dev, n);
+  cudrv::copy(da, a);
+  cudrv::copy(db, b);
+  cudrv::fill(dc, -1.0f);  // poisoned
   launch_it(da.get(), db.get(), dc.get());
   s.synchronize();
   std::vector<float> c(n);
-  cudax::copy(c, dc);
+  cudrv::copy(c, dc);
   std::vector<float> expected(n);
   for (int i = 0; i < n; ++i) {
     expected[i] = a[i] + b[i];
   }
-  CHECK(cudax::test::mismatch(c, expected).empty());
+  CHECK(cudrv::test::mismatch(c, expected).empty());
 }
 
-const cudax::launch_config config{.grid = (n + 255) / 256, .block = 256};
+const cudrv::launch_config config{.grid = (n + 255) / 256, .block = 256};
 
 using add_t = void(const float*, const float*, float*, int);
 
 // Instantiates g, destroys it, then launches the executable once on s and waits: what the graph's
 // nodes need must be held by the executable alone.
-void run_without_graph(cudax::graph g, const cudax::device& dev, cudax::stream_ref s) {
+void run_without_graph(cudrv::graph g, const cudrv::device& dev, cudrv::stream_ref s) {
   auto exec = g.instantiate(dev);
   g.reset();
   exec.launch(s);
@@ -67,10 +67,10 @@ void run_without_graph(cudax::graph g, const cudax::device& dev, cudax::stream_r
 }
 
 // The driver's own description of a kernel's parameters (a context current), for comparison.
-std::vector<cudax::kernel_parameter> driver_parameters(CUkernel k, cudax::context_ref ctx) {
-  auto info = reinterpret_cast<PFN_cuKernelGetParamInfo_v12040>(cudax::driver::get_entry_point("cuKernelGetParamInfo", 12040));
-  cudax::context_guard guard(ctx);
-  std::vector<cudax::kernel_parameter> out;
+std::vector<cudrv::kernel_parameter> driver_parameters(CUkernel k, cudrv::context_ref ctx) {
+  auto info = reinterpret_cast<PFN_cuKernelGetParamInfo_v12040>(cudrv::driver::get_entry_point("cuKernelGetParamInfo", 12040));
+  cudrv::context_guard guard(ctx);
+  std::vector<cudrv::kernel_parameter> out;
   for (std::size_t i = 0;; ++i) {
     std::size_t offset = 0;
     std::size_t size = 0;
@@ -81,7 +81,7 @@ std::vector<cudax::kernel_parameter> driver_parameters(CUkernel k, cudax::contex
   }
 }
 
-bool same(const std::vector<cudax::kernel_parameter>& a, const std::vector<cudax::kernel_parameter>& b) {
+bool same(const std::vector<cudrv::kernel_parameter>& a, const std::vector<cudrv::kernel_parameter>& b) {
   return std::equal(a.begin(), a.end(), b.begin(), b.end(), [](const auto& x, const auto& y) {
     return x.index == y.index && x.offset == y.offset && x.size == y.size;
   });
@@ -90,35 +90,35 @@ bool same(const std::vector<cudax::kernel_parameter>& a, const std::vector<cudax
 }  // namespace
 
 TEST_CASE("a kernel keeps its library loaded after the library object is gone", "[gpu][lifetimes]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::stream s(dev);
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
+  cudrv::test::destruction_error_counter errors;
   SECTION("from a temporary library") {
-    auto add = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
-    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudax::launch(s, config, add, a, b, c, n); });
+    auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
+    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
   }
   SECTION("a library moved over while its kernel is in use") {
-    auto lib = cudax::library::from_file(CUDAX_TEST_KERNELS_PTX);
-    cudax::kernel add = lib.get_kernel("vector_add");
-    lib = cudax::library::from_file(CUDAX_TEST_KERNELS_FATBIN);
-    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudax::launch(s, config, add, a, b, c, n); });
+    auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_PTX);
+    cudrv::kernel add = lib.get_kernel("vector_add");
+    lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_FATBIN);
+    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
   }
   CHECK(errors.count() == 0);
 }
 
 TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "[gpu][lifetimes][graph]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::stream s(dev);
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
+  cudrv::test::destruction_error_counter errors;
   SECTION("a graph built with a builder") {
     check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
-      cudax::graph g;
+      cudrv::graph g;
       {
-        auto add = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
-        cudax::graph_builder builder(g, dev);
-        cudax::launch(builder, config, add, a, b, c, n);
+        auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
+        cudrv::graph_builder builder(g, dev);
+        cudrv::launch(builder, config, add, a, b, c, n);
       }  // kernel and library objects gone: the graph holds the code
       auto exec = g.instantiate(dev);
       g.reset();
@@ -128,11 +128,11 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
   }
   SECTION("a graph captured from a stream") {
     check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
-      std::optional<cudax::graph> g;
+      std::optional<cudrv::graph> g;
       {
-        auto add = cudax::library::from_file(CUDAX_TEST_KERNELS_FATBIN).get_kernel<add_t>("vector_add");
-        cudax::stream_capture capture(s);
-        cudax::launch(s, config, add, a, b, c, n);
+        auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_FATBIN).get_kernel<add_t>("vector_add");
+        cudrv::stream_capture capture(s);
+        cudrv::launch(s, config, add, a, b, c, n);
         g.emplace(capture.end());
       }
       run_without_graph(std::move(*g), dev, s);
@@ -140,12 +140,12 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
   }
   SECTION("a kernel dropped before the capture ends") {
     check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
-      std::optional<cudax::graph> g;
+      std::optional<cudrv::graph> g;
       {
-        cudax::stream_capture capture(s);
+        cudrv::stream_capture capture(s);
         {
-          auto add = cudax::library::from_file(CUDAX_TEST_KERNELS_FATBIN).get_kernel<add_t>("vector_add");
-          cudax::launch(s, config, add, a, b, c, n);
+          auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_FATBIN).get_kernel<add_t>("vector_add");
+          cudrv::launch(s, config, add, a, b, c, n);
         }  // the last reference goes while the capture runs: parked, not unloaded
         g.emplace(capture.end());
       }
@@ -153,17 +153,17 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
     });
   }
   SECTION("a library loaded after one that was released and unloaded by the caller") {
-    // The released library is no longer cudax's: its handle, which the driver may give to the next
+    // The released library is no longer cudrv's: its handle, which the driver may give to the next
     // library, must not lead a capture to the old bookkeeping.
-    auto unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudax::driver::get_entry_point("cuLibraryUnload", 12000));
+    auto unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
     for (int round = 0; round < 3; ++round) {
-      CUlibrary released = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).release();
+      CUlibrary released = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).release();
       REQUIRE(unload(released) == CUDA_SUCCESS);
       check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
-        std::optional<cudax::graph> g;
+        std::optional<cudrv::graph> g;
         {
-          cudax::stream_capture capture(s);
-          cudax::launch(s, config, cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add"),
+          cudrv::stream_capture capture(s);
+          cudrv::launch(s, config, cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add"),
                         a, b, c, n);
           g.emplace(capture.end());
         }
@@ -173,13 +173,13 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
   }
   SECTION("an executable whose kernel node was set to a kernel of another library") {
     check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
-      cudax::graph g;
-      auto first = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
-      cudax::graph_builder builder(g, s);
-      auto node = cudax::launch(builder, config, first, a, a, c, n);  // c = a + a, replaced below
+      cudrv::graph g;
+      auto first = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
+      cudrv::graph_builder builder(g, s);
+      auto node = cudrv::launch(builder, config, first, a, a, c, n);  // c = a + a, replaced below
       auto exec = g.instantiate(dev);
       {
-        auto second = cudax::library::from_file(CUDAX_TEST_KERNELS_PTX).get_kernel<add_t>("vector_add");
+        auto second = cudrv::library::from_file(CUDRV_TEST_KERNELS_PTX).get_kernel<add_t>("vector_add");
         exec.set_kernel_node(node, dev.primary_context(), config, second, a, b, c, n);
       }
       exec.launch(s);
@@ -190,15 +190,15 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
 }
 
 TEST_CASE("parameter layouts read from the images equal the driver's", "[gpu][lifetimes][library][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   const auto ctx = dev.primary_context();
-  for (const char* path : {CUDAX_TEST_KERNELS_CUBIN, CUDAX_TEST_KERNELS_PTX, CUDAX_TEST_KERNELS_FATBIN}) {
+  for (const char* path : {CUDRV_TEST_KERNELS_CUBIN, CUDRV_TEST_KERNELS_PTX, CUDRV_TEST_KERNELS_FATBIN}) {
     INFO(path);
-    auto lib = cudax::library::from_file(path);
+    auto lib = cudrv::library::from_file(path);
     for (const std::string& name : lib.kernel_names()) {
       INFO(name);
-      cudax::kernel k = lib.get_kernel(name);
+      cudrv::kernel k = lib.get_kernel(name);
       REQUIRE(k.cached_signature() != nullptr);
       CHECK(k.cached_signature()->parameters_known);
       CHECK(same(k.parameters(), driver_parameters(k.native_handle(), ctx)));
@@ -214,87 +214,87 @@ TEST_CASE("parameter layouts read from the images equal the driver's", "[gpu][li
     template <class T> __global__ void tmpl(T a, const T* b, int n) {}
   )";
   const auto arch = dev.arch();
-  for (auto kind : {cudax::code_kind::ptx, cudax::code_kind::cubin}) {
-    auto r = cudax::program("params.cu", source).compile(kind, {.arch = arch}, {"tmpl<double>"});
-    cudax::library lib(r);
+  for (auto kind : {cudrv::code_kind::ptx, cudrv::code_kind::cubin}) {
+    auto r = cudrv::program("params.cu", source).compile(kind, {.arch = arch}, {"tmpl<double>"});
+    cudrv::library lib(r);
     for (const char* name : {"mixed", "large", "tmpl<double>"}) {
-      INFO(name << " " << cudax::to_string(kind));
-      cudax::kernel k = lib.get_kernel(name);  // the name expression in one step
+      INFO(name << " " << cudrv::to_string(kind));
+      cudrv::kernel k = lib.get_kernel(name);  // the name expression in one step
       CHECK(k.cached_signature()->parameters_known);
       CHECK(same(k.parameters(), driver_parameters(k.native_handle(), ctx)));
     }
   }
-  auto ltoir = cudax::program("lto.cu", source).compile(cudax::code_kind::ltoir, {.arch = arch});
-  cudax::linker linker({.arch = arch, .link_time_optimization = true});
+  auto ltoir = cudrv::program("lto.cu", source).compile(cudrv::code_kind::ltoir, {.arch = arch});
+  cudrv::linker linker({.arch = arch, .link_time_optimization = true});
   linker.add(ltoir.code);
-  cudax::library linked(linker.link());
-  cudax::kernel mixed = linked.get_kernel("mixed");
+  cudrv::library linked(linker.link());
+  cudrv::kernel mixed = linked.get_kernel("mixed");
   CHECK(same(mixed.parameters(), driver_parameters(mixed.native_handle(), ctx)));
 }
 
 TEST_CASE("loading code and taking kernels retains no context", "[gpu][lifetimes][context]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   if (dev.primary_context_active()) {
     WARN("device 0's primary context is already active in this process (a whole-binary run): nothing to observe");
     return;
   }
-  REQUIRE(cudax::test::raw_current_context() == nullptr);
-  cudax::library lib = cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN);
-  cudax::kernel k = lib.get_kernel("saxpy_sized");
+  REQUIRE(cudrv::test::raw_current_context() == nullptr);
+  cudrv::library lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN);
+  cudrv::kernel k = lib.get_kernel("saxpy_sized");
   CHECK(k.parameter_count() == 4);
   CHECK(lib.has_kernel("vector_add"));
   CHECK(lib.kernel_names().size() > 3);
   CHECK(k.attribute(CU_FUNC_ATTRIBUTE_NUM_REGS, dev) > 0);
-  CHECK(cudax::test::raw_current_context() == nullptr);
+  CHECK(cudrv::test::raw_current_context() == nullptr);
   CHECK_FALSE(dev.primary_context_active());
   // Where a context is needed and none is named or current: a typed error.
-  cudax::graph g;
+  cudrv::graph g;
   (void)g.add_empty();
-  auto e = catch_as<cudax::invalid_argument_error>([&] { (void)g.instantiate(); });
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)g.instantiate(); });
   REQUIRE(e);
   CHECK(contains(e->what(), "no context is current"));
   CHECK_FALSE(dev.primary_context_active());
 }
 
 TEST_CASE("a global written synchronously has landed before the next launch on any stream", "[gpu][lifetimes]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::library lib(cudax::object_code::from_file(CUDAX_TEST_KERNELS_CUBIN), dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::library lib(cudrv::object_code::from_file(CUDRV_TEST_KERNELS_CUBIN), dev);
   auto scale = lib.get_global<float>("constant_scale", dev);
   auto k = lib.get_kernel<void(float*, int)>("scale_by_constant");
-  cudax::stream s(dev);  // non-blocking: not ordered after the legacy default stream
-  cudax::device_buffer<float> data(dev, n);
+  cudrv::stream s(dev);  // non-blocking: not ordered after the legacy default stream
+  cudrv::device_buffer<float> data(dev, n);
   std::vector<float> out(n);
   for (int round = 0; round < 20; ++round) {
     const float factor = 1.0f + static_cast<float>(round);
-    cudax::fill(data, 2.0f);
+    cudrv::fill(data, 2.0f);
     scale.write(factor);  // returns once the value is in device memory
-    cudax::launch(s, config, k, data.get(), n);
+    cudrv::launch(s, config, k, data.get(), n);
     s.synchronize();
-    cudax::copy(out, data);
+    cudrv::copy(out, data);
     CHECK(std::all_of(out.begin(), out.end(), [&](float v) { return v == 2.0f * factor; }));
     // The stream-ordered form, from a temporary.
-    cudax::fill(data, 3.0f, s);
+    cudrv::fill(data, 3.0f, s);
     scale.write(factor + 0.5f, s);
-    cudax::launch(s, config, k, data.get(), n);
+    cudrv::launch(s, config, k, data.get(), n);
     s.synchronize();
-    cudax::copy(out, data);
+    cudrv::copy(out, data);
     CHECK(std::all_of(out.begin(), out.end(), [&](float v) { return v == 3.0f * (factor + 0.5f); }));
   }
   CHECK(scale.read() == 20.5f);
 }
 
 TEST_CASE("a callable that owns a buffer frees it after it ran, off the callback thread", "[gpu][lifetimes][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
-  cudax::stream s(dev);
-  cudax::memory_pool pool(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
+  cudrv::stream s(dev);
+  cudrv::memory_pool pool(dev);
   {
-    cudax::device_buffer<int> ordered(pool, s, 1 << 20);
-    cudax::device_buffer<int> plain(dev, 1 << 20);
-    cudax::fill(ordered, 7, s);
+    cudrv::device_buffer<int> ordered(pool, s, 1 << 20);
+    cudrv::device_buffer<int> plain(dev, 1 << 20);
+    cudrv::fill(ordered, 7, s);
     REQUIRE(pool.used_current() >= (std::size_t{1} << 22));
     std::atomic<bool> ran{false};
     s.enqueue([keep = std::move(ordered), also = std::move(plain), &ran] { ran = keep.size() > 0 && also.size() > 0; });
@@ -307,14 +307,14 @@ TEST_CASE("a callable that owns a buffer frees it after it ran, off the callback
 }
 
 TEST_CASE("a stream outlives the stream-ordered buffers on it", "[gpu][lifetimes]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
   {
-    cudax::memory_pool pool(dev);
-    std::optional<cudax::stream> s(std::in_place, dev);
-    cudax::device_buffer<int> buf(pool, *s, 1 << 20);
-    cudax::fill(buf, 1, *s);
+    cudrv::memory_pool pool(dev);
+    std::optional<cudrv::stream> s(std::in_place, dev);
+    cudrv::device_buffer<int> buf(pool, *s, 1 << 20);
+    cudrv::fill(buf, 1, *s);
     s.reset();  // the owner goes; the CUstream stays until the buffer is freed on it
     buf.reset();
     dev.synchronize();
@@ -326,14 +326,14 @@ TEST_CASE("a stream outlives the stream-ordered buffers on it", "[gpu][lifetimes
 // Misuse on purpose: the context goes first, which frees its memory with it (compute-sanitizer counts
 // that memory as leaked, and reports the failing id query that finds the context gone).
 TEST_CASE("objects that outlive their context free nothing and say so", "[gpu][lifetimes][driver_error][misuse]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
   {
-    std::optional<cudax::context> ctx(std::in_place, dev);
-    std::optional<cudax::device_buffer<int>> buf(std::in_place, *ctx, 1024);
-    std::optional<cudax::event> ev(std::in_place, *ctx);
-    std::optional<cudax::stream> st(std::in_place, *ctx);
+    std::optional<cudrv::context> ctx(std::in_place, dev);
+    std::optional<cudrv::device_buffer<int>> buf(std::in_place, *ctx, 1024);
+    std::optional<cudrv::event> ev(std::in_place, *ctx);
+    std::optional<cudrv::stream> st(std::in_place, *ctx);
     ctx.reset();
     buf.reset();
     ev.reset();
@@ -344,51 +344,51 @@ TEST_CASE("objects that outlive their context free nothing and say so", "[gpu][l
 
 TEST_CASE("conveniences: record(), default and current device, builders, reset, pools keep memory",
           "[gpu][lifetimes]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
-  cudax::stream s(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
   // stream.record() makes the event.
-  cudax::event done = s.record();
+  cudrv::event done = s.record();
   done.synchronize();
   CHECK(done.is_done());
-  cudax::event timed_start = s.record(cudax::event_flags::timing);
-  cudax::event timed_stop = s.record(cudax::event_flags::timing);
+  cudrv::event timed_start = s.record(cudrv::event_flags::timing);
+  cudrv::event timed_stop = s.record(cudrv::event_flags::timing);
   timed_stop.synchronize();
-  CHECK(cudax::elapsed_time(timed_start, timed_stop).count() >= 0.0f);
+  CHECK(cudrv::elapsed_time(timed_start, timed_stop).count() >= 0.0f);
   // The device's default stream, whatever is current.
-  cudax::stream_ref def = dev.default_stream();
+  cudrv::stream_ref def = dev.default_stream();
   CHECK(def == dev.default_stream());
   CHECK(def.device() == dev);
   CHECK_FALSE(def.is_non_blocking());
   check_vector_add(dev, def, [&](const float* a, const float* b, float* c) {
-    cudax::launch(def, config, cudax::library::from_file(CUDAX_TEST_KERNELS_CUBIN).get_kernel("vector_add"), a, b, c, n);
+    cudrv::launch(def, config, cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel("vector_add"), a, b, c, n);
   });
   // The current device.
-  cudax::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
-  CHECK(catch_as<cudax::invalid_argument_error>([] { (void)cudax::device::current(); }));
+  cudrv::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
+  CHECK(catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::device::current(); }));
   {
-    cudax::context_guard guard(dev.primary_context());
-    CHECK(cudax::device::current() == dev);
+    cudrv::context_guard guard(dev.primary_context());
+    CHECK(cudrv::device::current() == dev);
   }
   // reset() on owners.
-  cudax::device_buffer<int> buf(s, 16);
+  cudrv::device_buffer<int> buf(s, 16);
   buf.reset(s);
   CHECK_FALSE(buf);
-  cudax::device_buffer<int> plain(dev, 16);
+  cudrv::device_buffer<int> plain(dev, 16);
   plain.reset(s);
   CHECK_FALSE(plain);
-  cudax::event ev(dev);
+  cudrv::event ev(dev);
   ev.reset();
   CHECK_FALSE(ev);
-  cudax::stream other(dev);
+  cudrv::stream other(dev);
   other.reset();
   CHECK_FALSE(other);
-  // Pools keep freed memory: cudax's own and, once cudax used the device, the default pool.
-  cudax::memory_pool pool(dev);
+  // Pools keep freed memory: cudrv's own and, once cudrv used the device, the default pool.
+  cudrv::memory_pool pool(dev);
   CHECK(pool.release_threshold() == SIZE_MAX);
-  CHECK(cudax::default_memory_pool(dev).release_threshold() == SIZE_MAX);
+  CHECK(cudrv::default_memory_pool(dev).release_threshold() == SIZE_MAX);
   {
-    cudax::device_buffer<char> big(pool, s, std::size_t{64} << 20);
+    cudrv::device_buffer<char> big(pool, s, std::size_t{64} << 20);
   }
   s.synchronize();
   CHECK(pool.reserved_current() >= (std::size_t{64} << 20));  // kept across the synchronisation

@@ -19,52 +19,52 @@
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
-using cudax::test::mismatch;
-using cudax::test::MiB;
-using cudax::test::poison_value;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using cudrv::test::mismatch;
+using cudrv::test::MiB;
+using cudrv::test::poison_value;
 
 namespace {
 
 /// Restores the device's current pool when it goes out of scope (also when a check fails).
 class current_pool_restorer {
  public:
-  explicit current_pool_restorer(const cudax::device& dev) : dev_(dev), previous_(cudax::current_memory_pool(dev)) {}
+  explicit current_pool_restorer(const cudrv::device& dev) : dev_(dev), previous_(cudrv::current_memory_pool(dev)) {}
   current_pool_restorer(const current_pool_restorer&) = delete;
   current_pool_restorer& operator=(const current_pool_restorer&) = delete;
   ~current_pool_restorer() {
     try {
-      cudax::set_current_memory_pool(dev_, previous_);
+      cudrv::set_current_memory_pool(dev_, previous_);
     } catch (const std::exception& e) {
       std::cerr << "could not restore the current memory pool: " << e.what() << std::endl;
     }
   }
-  [[nodiscard]] cudax::memory_pool_ref previous() const { return previous_; }
+  [[nodiscard]] cudrv::memory_pool_ref previous() const { return previous_; }
 
  private:
-  cudax::device dev_;
-  cudax::memory_pool_ref previous_;
+  cudrv::device dev_;
+  cudrv::memory_pool_ref previous_;
 };
 
 }  // namespace
 
 TEST_CASE("memory pools: the default pool is current by default and accessible from its device",
           "[gpu][pool]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  REQUIRE(dev.attribute(cudax::device_attributes::memory_pools_supported));
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  REQUIRE(dev.attribute(cudrv::device_attributes::memory_pools_supported));
 
-  const cudax::memory_pool_ref def = cudax::default_memory_pool(dev);
-  const cudax::memory_pool_ref cur = cudax::current_memory_pool(dev);
+  const cudrv::memory_pool_ref def = cudrv::default_memory_pool(dev);
+  const cudrv::memory_pool_ref cur = cudrv::current_memory_pool(dev);
   CHECK(def.native_handle() != nullptr);
   CHECK(def == cur);
   CHECK(def.access(dev) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-  CHECK(cudax::default_memory_pool(dev) == def);  // the same pool every time
+  CHECK(cudrv::default_memory_pool(dev) == def);  // the same pool every time
 
-  cudax::memory_pool pool(dev);
+  cudrv::memory_pool pool(dev);
   CHECK(pool.access(dev) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
   pool.set_access(dev, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);  // granting the owner what it has is fine
   CHECK(pool.access(dev) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
@@ -74,13 +74,13 @@ TEST_CASE("memory pools: the default pool is current by default and accessible f
 }
 
 TEST_CASE("memory pools: release threshold and maximum size are honoured", "[gpu][pool][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   {
-    cudax::stream s(dev);
-    cudax::memory_pool pool(dev, {.release_threshold = 16 * MiB, .max_size = 64 * MiB});
+    cudrv::stream s(dev);
+    cudrv::memory_pool pool(dev, {.release_threshold = 16 * MiB, .max_size = 64 * MiB});
     REQUIRE(bool(pool));
     CHECK(pool.release_threshold() == 16 * MiB);
     CHECK(pool.attribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) == 16 * MiB);
@@ -94,26 +94,26 @@ TEST_CASE("memory pools: release threshold and maximum size are honoured", "[gpu
     pool.set_attribute(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC, 1);
     CHECK(pool.attribute(CU_MEMPOOL_ATTR_REUSE_ALLOW_OPPORTUNISTIC) == 1);
 
-    // More than max_size: the allocation fails, with a cudax error of the out-of-memory kind.
+    // More than max_size: the allocation fails, with a cudrv error of the out-of-memory kind.
     const std::size_t too_much = 128 * MiB;
-    auto e = catch_as<cudax::error>([&] { cudax::device_buffer<std::uint8_t> huge(pool, s, too_much); });
+    auto e = catch_as<cudrv::error>([&] { cudrv::device_buffer<std::uint8_t> huge(pool, s, too_much); });
     REQUIRE(e.has_value());
     INFO(e->what());
     CHECK(e->result() == CUDA_ERROR_OUT_OF_MEMORY);
     CHECK(e->api() == "cuMemAllocFromPoolAsync");
     CHECK(contains(e->what(), std::to_string(too_much)));
-    CHECK_THROWS_AS(cudax::device_buffer<std::uint8_t>(pool, s, too_much), cudax::out_of_memory_error);
+    CHECK_THROWS_AS(cudrv::device_buffer<std::uint8_t>(pool, s, too_much), cudrv::out_of_memory_error);
 
     // A normal allocation from the same pool still works, and holds real data.
-    const std::uint64_t seed = cudax::test::test_seed();
-    INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
-    const std::vector<std::uint8_t> data = cudax::test::random_bytes(MiB, seed);
+    const std::uint64_t seed = cudrv::test::test_seed();
+    INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+    const std::vector<std::uint8_t> data = cudrv::test::random_bytes(MiB, seed);
     {
-      cudax::device_buffer<std::uint8_t> ok(pool, s, MiB);
+      cudrv::device_buffer<std::uint8_t> ok(pool, s, MiB);
       REQUIRE(bool(ok));
       std::vector<std::uint8_t> back(MiB, poison_value<std::uint8_t>());
-      cudax::copy(ok, data, s);
-      cudax::copy(back, ok, s);
+      cudrv::copy(ok, data, s);
+      cudrv::copy(back, ok, s);
       s.synchronize();
       CHECK(mismatch(back, data).empty());
     }
@@ -124,27 +124,27 @@ TEST_CASE("memory pools: release threshold and maximum size are honoured", "[gpu
 }
 
 TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
 
     // A pool that keeps everything it reserved across synchronisations until trimmed.
-    cudax::memory_pool keeper(dev, {.release_threshold = std::numeric_limits<std::size_t>::max()});
+    cudrv::memory_pool keeper(dev, {.release_threshold = std::numeric_limits<std::size_t>::max()});
     CHECK(keeper.release_threshold() == std::numeric_limits<std::size_t>::max());
     CHECK(keeper.used_current() == 0);
     CHECK(keeper.reserved_current() == 0);
     {
-      cudax::device_buffer<std::uint8_t> a(keeper, s, 8 * MiB);
-      cudax::device_buffer<std::uint8_t> b(keeper, s, 1 * MiB);
+      cudrv::device_buffer<std::uint8_t> a(keeper, s, 8 * MiB);
+      cudrv::device_buffer<std::uint8_t> b(keeper, s, 1 * MiB);
       CHECK(keeper.used_current() >= 9 * MiB);
       CHECK(keeper.reserved_current() >= 9 * MiB);
       CHECK(keeper.used_high() >= 9 * MiB);
       CHECK(keeper.reserved_high() >= 9 * MiB);
       {
-        cudax::device_buffer<std::uint8_t> moved(std::move(a));
+        cudrv::device_buffer<std::uint8_t> moved(std::move(a));
       }  // a's memory freed on s
       s.synchronize();
       CHECK(keeper.used_current() >= 1 * MiB);
@@ -165,7 +165,7 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
 
     // trim_to keeps at least what it is asked to keep, as far as the pool has it.
     {
-      cudax::device_buffer<std::uint8_t> c(keeper, s, 8 * MiB);
+      cudrv::device_buffer<std::uint8_t> c(keeper, s, 8 * MiB);
     }
     s.synchronize();
     const std::size_t before_partial = keeper.reserved_current();
@@ -173,13 +173,13 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
     keeper.trim_to(before_partial);
     CHECK(keeper.reserved_current() == before_partial);
 
-    // A pool with threshold 0 (the driver's default, not cudax's) gives memory back to the system at
+    // A pool with threshold 0 (the driver's default, not cudrv's) gives memory back to the system at
     // the next synchronisation.
-    CHECK(cudax::memory_pool(dev).release_threshold() == SIZE_MAX);  // cudax's default keeps it
-    cudax::memory_pool giver(dev, {.release_threshold = 0});
+    CHECK(cudrv::memory_pool(dev).release_threshold() == SIZE_MAX);  // cudrv's default keeps it
+    cudrv::memory_pool giver(dev, {.release_threshold = 0});
     CHECK(giver.release_threshold() == 0);
     {
-      cudax::device_buffer<std::uint8_t> d(giver, s, 8 * MiB);
+      cudrv::device_buffer<std::uint8_t> d(giver, s, 8 * MiB);
       CHECK(giver.reserved_current() >= 8 * MiB);
     }
     const std::size_t reserved_with_allocation = 8 * MiB;
@@ -194,70 +194,70 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
 
 TEST_CASE("memory pools: an owning pool made current serves stream-ordered allocations, then the default is back",
           "[gpu][pool]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
-  const std::vector<std::uint8_t> data = cudax::test::random_bytes(2 * MiB + 5, seed);
-  const cudax::memory_pool_ref def = cudax::default_memory_pool(dev);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+  const std::vector<std::uint8_t> data = cudrv::test::random_bytes(2 * MiB + 5, seed);
+  const cudrv::memory_pool_ref def = cudrv::default_memory_pool(dev);
   {
-    cudax::memory_pool pool(dev);
+    cudrv::memory_pool pool(dev);
     {
       current_pool_restorer restore(dev);
       CHECK(restore.previous() == def);
-      cudax::stream s(dev);
-      cudax::set_current_memory_pool(dev, pool);
-      CHECK(cudax::current_memory_pool(dev) == pool);
-      CHECK(cudax::default_memory_pool(dev) == def);  // the default pool does not change
+      cudrv::stream s(dev);
+      cudrv::set_current_memory_pool(dev, pool);
+      CHECK(cudrv::current_memory_pool(dev) == pool);
+      CHECK(cudrv::default_memory_pool(dev) == def);  // the default pool does not change
       {
-        cudax::device_buffer<std::uint8_t> buf(s, data.size());  // from the current pool
+        cudrv::device_buffer<std::uint8_t> buf(s, data.size());  // from the current pool
         CHECK(pool.used_current() >= data.size());
         std::vector<std::uint8_t> back(data.size(), poison_value<std::uint8_t>());
-        cudax::copy(buf, data, s);
-        cudax::copy(back, buf, s);
+        cudrv::copy(buf, data, s);
+        cudrv::copy(back, buf, s);
         s.synchronize();
-        CHECK(cudax::get_pointer_attributes(buf.data()).pool == pool.native_handle());
+        CHECK(cudrv::get_pointer_attributes(buf.data()).pool == pool.native_handle());
         CHECK(mismatch(back, data).empty());
       }
       s.synchronize();
       CHECK(pool.used_current() == 0);
 
-      cudax::set_current_memory_pool(dev, def);
-      CHECK(cudax::current_memory_pool(dev) == def);
-      cudax::device_buffer<std::uint8_t> from_default(s, 1024);
+      cudrv::set_current_memory_pool(dev, def);
+      CHECK(cudrv::current_memory_pool(dev) == def);
+      cudrv::device_buffer<std::uint8_t> from_default(s, 1024);
       s.synchronize();
-      CHECK(cudax::get_pointer_attributes(from_default.data()).pool == def.native_handle());
+      CHECK(cudrv::get_pointer_attributes(from_default.data()).pool == def.native_handle());
     }  // from_default freed on s, s destroyed, current pool restored: before the pool is destroyed
-    CHECK(cudax::current_memory_pool(dev) == def);
+    CHECK(cudrv::current_memory_pool(dev) == def);
   }
   INFO(errors.messages());
   CHECK(errors.count() == 0);
 }
 
 TEST_CASE("memory pools: moving pools, and destroying a pool while an allocation is alive", "[gpu][pool]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const std::uint64_t seed = cudax::test::test_seed();
-  INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
-  const std::vector<std::uint8_t> data = cudax::test::random_bytes(MiB, seed);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+  const std::vector<std::uint8_t> data = cudrv::test::random_bytes(MiB, seed);
   {
-    cudax::stream s(dev);
-    cudax::memory_pool a(dev);
+    cudrv::stream s(dev);
+    cudrv::memory_pool a(dev);
     const CUmemoryPool handle = a.native_handle();
     REQUIRE(handle != nullptr);
 
-    cudax::memory_pool b(std::move(a));
+    cudrv::memory_pool b(std::move(a));
     CHECK_FALSE(bool(a));
     CHECK(a.native_handle() == nullptr);
     CHECK(bool(b));
     CHECK(b.native_handle() == handle);
 
     // Move-assigning over a live pool destroys the old pool (reported nowhere).
-    cudax::memory_pool c(dev);
+    cudrv::memory_pool c(dev);
     c = std::move(b);
     CHECK(c.native_handle() == handle);
     CHECK_FALSE(bool(b));
@@ -271,21 +271,21 @@ TEST_CASE("memory pools: moving pools, and destroying a pool while an allocation
     CUmemoryPool raw = a.release();
     CHECK(raw == handle);
     CHECK_FALSE(bool(a));
-    cudax::memory_pool adopted = cudax::memory_pool::from_native_handle(raw);
+    cudrv::memory_pool adopted = cudrv::memory_pool::from_native_handle(raw);
     CHECK(adopted.native_handle() == handle);
 
     // A pool destroyed while an allocation from it is alive goes away once that allocation is freed;
     // the allocation stays usable meanwhile.
     std::vector<std::uint8_t> back(MiB, poison_value<std::uint8_t>());
     {
-      std::optional<cudax::device_buffer<std::uint8_t>> survivor;
+      std::optional<cudrv::device_buffer<std::uint8_t>> survivor;
       {
-        cudax::memory_pool doomed(std::move(adopted));
+        cudrv::memory_pool doomed(std::move(adopted));
         survivor.emplace(doomed, s, MiB);
-        cudax::copy(*survivor, data, s);
+        cudrv::copy(*survivor, data, s);
         s.synchronize();
       }  // cuMemPoolDestroy with survivor outstanding
-      cudax::copy(back, *survivor, s);
+      cudrv::copy(back, *survivor, s);
       s.synchronize();
     }  // survivor freed on s
     s.synchronize();
@@ -296,11 +296,11 @@ TEST_CASE("memory pools: moving pools, and destroying a pool while an allocation
 }
 
 TEST_CASE("memory pools: a pool exportable as a POSIX file descriptor", "[gpu][pool]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
-  cudax::context_guard current(dev.primary_context());
-  cudax::test::destruction_error_counter errors;
-  const unsigned int supported = dev.attribute(cudax::device_attributes::mempool_supported_handle_types);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::test::destruction_error_counter errors;
+  const unsigned int supported = dev.attribute(cudrv::device_attributes::mempool_supported_handle_types);
   INFO("supported handle types (mask of CUmemAllocationHandleType): " << supported);
   if ((supported & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
     std::cout << "note: device 0 does not support POSIX file descriptor pools; the IPC pool is not tested"
@@ -308,18 +308,18 @@ TEST_CASE("memory pools: a pool exportable as a POSIX file descriptor", "[gpu][p
     return;
   }
   {
-    cudax::stream s(dev);
-    cudax::memory_pool pool(dev, {.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
+    cudrv::stream s(dev);
+    cudrv::memory_pool pool(dev, {.handle_type = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR});
     REQUIRE(bool(pool));
-    const std::uint64_t seed = cudax::test::test_seed();
-    INFO("seed " << seed << " (CUDAX_TEST_SEED=" << seed << " replays it)");
-    const std::vector<std::uint8_t> data = cudax::test::random_bytes(MiB, seed);
+    const std::uint64_t seed = cudrv::test::test_seed();
+    INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+    const std::vector<std::uint8_t> data = cudrv::test::random_bytes(MiB, seed);
     std::vector<std::uint8_t> back(MiB, poison_value<std::uint8_t>());
     {
-      cudax::device_buffer<std::uint8_t> buf(pool, s, MiB);
+      cudrv::device_buffer<std::uint8_t> buf(pool, s, MiB);
       CHECK(pool.used_current() >= MiB);
-      cudax::copy(buf, data, s);
-      cudax::copy(back, buf, s);
+      cudrv::copy(buf, data, s);
+      cudrv::copy(back, buf, s);
       s.synchronize();
     }
     s.synchronize();

@@ -17,17 +17,17 @@
 #include "support/test_support.hpp"
 
 using namespace std::chrono_literals;
-using cudax::test::catch_as;
-using cudax::test::contains;
-using cudax::test::gate;
-using cudax::test::wait_until;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using cudrv::test::gate;
+using cudrv::test::wait_until;
 
 TEST_CASE("stream creation, flags, priority and context", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     REQUIRE(bool(s));
     CHECK(s.native_handle() != nullptr);
     CHECK(s.native_handle() != CU_STREAM_LEGACY);
@@ -38,19 +38,19 @@ TEST_CASE("stream creation, flags, priority and context", "[gpu][stream]") {
     s.synchronize();
     CHECK(s.is_done());
 
-    cudax::stream blocking(dev, {.non_blocking = false});
+    cudrv::stream blocking(dev, {.non_blocking = false});
     CHECK_FALSE(blocking.is_non_blocking());
     CHECK(blocking.id() != s.id());
 
     const auto [greatest, least] = dev.stream_priority_range();
-    cudax::stream high(dev, {.priority = greatest});
-    cudax::stream low(dev, {.priority = least});
+    cudrv::stream high(dev, {.priority = greatest});
+    cudrv::stream low(dev, {.priority = least});
     CHECK(high.priority() == greatest);
     CHECK(low.priority() == least);
     CHECK(high.is_non_blocking());
 
     // A view of an owner names the same stream.
-    const cudax::stream_ref view = s;
+    const cudrv::stream_ref view = s;
     CHECK(view == s);
     CHECK(view.native_handle() == s.native_handle());
   }
@@ -58,20 +58,20 @@ TEST_CASE("stream creation, flags, priority and context", "[gpu][stream]") {
 }
 
 TEST_CASE("release leaves the stream valid and from_native_handle adopts it", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     const CUstream handle = s.native_handle();
     const CUstream released = s.release();
     CHECK(released == handle);
     CHECK_FALSE(bool(s));
     CHECK(s.native_handle() == nullptr);
-    CHECK_THROWS_AS(s.synchronize(), cudax::invalid_argument_error);
+    CHECK_THROWS_AS(s.synchronize(), cudrv::invalid_argument_error);
 
     // The stream itself lives on: usable through a view.
-    const cudax::stream_ref view(released);
+    const cudrv::stream_ref view(released);
     std::atomic<bool> ran{false};
     view.enqueue([&ran] { ran = true; });
     view.synchronize();
@@ -79,7 +79,7 @@ TEST_CASE("release leaves the stream valid and from_native_handle adopts it", "[
     CHECK(view.is_non_blocking());
 
     // Adopted again: the new owner destroys it (once, without error).
-    cudax::stream adopted = cudax::stream::from_native_handle(released);
+    cudrv::stream adopted = cudrv::stream::from_native_handle(released);
     CHECK(bool(adopted));
     CHECK(adopted.native_handle() == handle);
     CHECK(adopted.context() == dev.primary_context());
@@ -89,37 +89,37 @@ TEST_CASE("release leaves the stream valid and from_native_handle adopts it", "[
 }
 
 TEST_CASE("a moved-from stream is empty and refuses work", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   {
-    cudax::stream a(dev);
+    cudrv::stream a(dev);
     const CUstream handle = a.native_handle();
-    cudax::stream b(std::move(a));
+    cudrv::stream b(std::move(a));
     CHECK_FALSE(bool(a));
     CHECK(a.native_handle() == nullptr);
     CHECK(bool(b));
     CHECK(b.native_handle() == handle);
 
-    auto e = catch_as<cudax::invalid_argument_error>([&] { a.synchronize(); });
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { a.synchronize(); });
     REQUIRE(e.has_value());
     CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
-    CHECK(e->api() == "cudax::stream::synchronize");
+    CHECK(e->api() == "cudrv::stream::synchronize");
     CHECK(contains(e->what(), "empty"));
-    CHECK_THROWS_AS(a.is_done(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.enqueue([] {}), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.priority(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.context(), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(a.wait(b), cudax::invalid_argument_error);
-    CHECK_THROWS_AS(b.wait(a), cudax::invalid_argument_error);
-    cudax::event ev(dev);
-    CHECK_THROWS_AS(ev.record(a), cudax::invalid_argument_error);
+    CHECK_THROWS_AS(a.is_done(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.enqueue([] {}), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.priority(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.context(), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(a.wait(b), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(b.wait(a), cudrv::invalid_argument_error);
+    cudrv::event ev(dev);
+    CHECK_THROWS_AS(ev.record(a), cudrv::invalid_argument_error);
 
     b.synchronize();
     CHECK(b.is_done());
 
     // A moved-from owner can be assigned a new stream.
-    a = cudax::stream(dev);
+    a = cudrv::stream(dev);
     CHECK(bool(a));
     a.synchronize();
   }
@@ -127,13 +127,13 @@ TEST_CASE("a moved-from stream is empty and refuses work", "[gpu][stream]") {
 }
 
 TEST_CASE("move-assigning a live stream over a live one destroys the old one", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   auto old_work_done = std::make_shared<std::atomic<bool>>(false);
   {
-    cudax::stream a(dev);
-    cudax::stream b(dev);
+    cudrv::stream a(dev);
+    cudrv::stream b(dev);
     const CUstream hb = b.native_handle();
     a.enqueue([old_work_done] {
       std::this_thread::sleep_for(30ms);
@@ -146,7 +146,7 @@ TEST_CASE("move-assigning a live stream over a live one destroys the old one", "
     // The old stream's queued work still runs to completion after its destruction.
     CHECK(wait_until([&] { return old_work_done->load(); }));
 
-    cudax::stream& alias = a;
+    cudrv::stream& alias = a;
     a = std::move(alias);  // self-move keeps the stream
     CHECK(a.native_handle() == hb);
     a.synchronize();
@@ -156,19 +156,19 @@ TEST_CASE("move-assigning a live stream over a live one destroys the old one", "
 }
 
 TEST_CASE("the default streams synchronise in the current context", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   // The default streams belong to whichever context is current.
-  cudax::context_guard guard(dev.primary_context());
+  cudrv::context_guard guard(dev.primary_context());
 
-  const cudax::stream_ref legacy = cudax::stream_ref::legacy_default();
-  CHECK(legacy == cudax::stream_ref(static_cast<CUstream>(nullptr)));
+  const cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
+  CHECK(legacy == cudrv::stream_ref(static_cast<CUstream>(nullptr)));
   legacy.synchronize();
   CHECK(legacy.is_done());
   CHECK(legacy.context() == dev.primary_context());
 
-  const cudax::stream_ref per_thread = cudax::stream_ref::per_thread_default();
+  const cudrv::stream_ref per_thread = cudrv::stream_ref::per_thread_default();
   per_thread.synchronize();
   CHECK(per_thread.is_done());
 
@@ -182,12 +182,12 @@ TEST_CASE("the default streams synchronise in the current context", "[gpu][strea
 }
 
 TEST_CASE("is_done reports queued work", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
   gate g;
   {
-    cudax::stream s(dev);
+    cudrv::stream s(dev);
     CHECK(s.is_done());  // nothing queued
     s.enqueue(g.blocker());
     CHECK_FALSE(s.is_done());
@@ -199,10 +199,10 @@ TEST_CASE("is_done reports queued work", "[gpu][stream]") {
 }
 
 TEST_CASE("enqueue runs callables in order and owns them until they ran", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
-  cudax::stream s(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  cudrv::stream s(dev);
 
   SECTION("a callable runs") {
     std::atomic<bool> ran{false};
@@ -273,11 +273,11 @@ TEST_CASE("enqueue runs callables in order and owns them until they ran", "[gpu]
 }
 
 TEST_CASE("a throwing callable is reported by the next synchronize", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
-  cudax::stream s(dev);
-  cudax::stream other(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  cudrv::stream s(dev);
+  cudrv::stream other(dev);
 
   std::atomic<bool> later_ran{false};
   s.enqueue([] { throw std::out_of_range("index 7 is out of range"); });
@@ -287,12 +287,12 @@ TEST_CASE("a throwing callable is reported by the next synchronize", "[gpu][stre
   REQUIRE(wait_until([&] { return s.is_done(); }));
   CHECK_NOTHROW(other.synchronize());
 
-  auto e = catch_as<cudax::host_callback_error>([&] { s.synchronize(); });
+  auto e = catch_as<cudrv::host_callback_error>([&] { s.synchronize(); });
   REQUIRE(e.has_value());
   CHECK(later_ran);
   INFO(e->what());
   CHECK(contains(e->what(), "index 7 is out of range"));
-  CHECK(e->api() == "cudax::stream::enqueue");
+  CHECK(e->api() == "cudrv::stream::enqueue");
   REQUIRE(e->original() != nullptr);
   std::string original_message;
   try {
@@ -307,7 +307,7 @@ TEST_CASE("a throwing callable is reported by the next synchronize", "[gpu][stre
 
   // Not a std::exception: still reported, original() rethrows it.
   s.enqueue([] { throw 42; });
-  auto e2 = catch_as<cudax::host_callback_error>([&] { s.synchronize(); });
+  auto e2 = catch_as<cudrv::host_callback_error>([&] { s.synchronize(); });
   REQUIRE(e2.has_value());
   int thrown = 0;
   try {
@@ -321,13 +321,13 @@ TEST_CASE("a throwing callable is reported by the next synchronize", "[gpu][stre
 }
 
 TEST_CASE("a throwing callable of a destroyed stream goes to the destruction handler", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
 
   SECTION("the callable ran before the stream was destroyed") {
     {
-      cudax::stream s(dev);
+      cudrv::stream s(dev);
       s.enqueue([] { throw std::runtime_error("thrown before destruction"); });
       REQUIRE(wait_until([&] { return s.is_done(); }));
     }
@@ -338,7 +338,7 @@ TEST_CASE("a throwing callable of a destroyed stream goes to the destruction han
     gate g;
     auto thrower_ran = std::make_shared<std::atomic<bool>>(false);
     {
-      cudax::stream s(dev);
+      cudrv::stream s(dev);
       s.enqueue(g.blocker());
       s.enqueue([thrower_ran] {
         thrower_ran->store(true);
@@ -355,17 +355,17 @@ TEST_CASE("a throwing callable of a destroyed stream goes to the destruction han
     CHECK(contains(errors.messages(), "thrown after destruction"));
   }
   // The failure belongs to the destroyed stream only: a new stream starts clean.
-  cudax::stream fresh(dev);
+  cudrv::stream fresh(dev);
   CHECK_NOTHROW(fresh.synchronize());
   CHECK(errors.count() == 1);
 }
 
 TEST_CASE("wait orders work across streams", "[gpu][stream]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::test::destruction_error_counter errors;
-  const cudax::device dev(0);
-  cudax::stream a(dev);
-  cudax::stream b(dev);
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  cudrv::stream a(dev);
+  cudrv::stream b(dev);
 
   struct flags {
     std::atomic<bool> a_done{false};
@@ -386,7 +386,7 @@ TEST_CASE("wait orders work across streams", "[gpu][stream]") {
   }
   SECTION("wait(event)") {
     auto f = std::make_shared<flags>();
-    cudax::event done(dev);
+    cudrv::event done(dev);
     a.enqueue([f] {
       std::this_thread::sleep_for(50ms);
       f->a_done = true;
@@ -400,8 +400,8 @@ TEST_CASE("wait orders work across streams", "[gpu][stream]") {
     a.synchronize();
   }
   SECTION("wait on a stream of another context") {
-    cudax::context ctx(dev);
-    cudax::stream c(ctx);
+    cudrv::context ctx(dev);
+    cudrv::stream c(ctx);
     auto f = std::make_shared<flags>();
     c.enqueue([f] {
       std::this_thread::sleep_for(50ms);

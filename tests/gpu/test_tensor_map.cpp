@@ -4,14 +4,14 @@
 // call with the same arguments, for real device buffers, several ranks, types, swizzles and
 // interleaves, with or without a current context; the typed overloads must pass the dense strides
 // the driver expects; replace_address must change a map as cuTensorMapReplaceAddress does. Test cases
-// tagged [driver_error] make the driver refuse on purpose: descriptors cudax accepts and the driver
-// refuses must give a cudax::error with the driver's code, and a last case reports, rule by rule,
-// whether the installed driver refuses what cudax::validate refuses (run it with -s to read the
+// tagged [driver_error] make the driver refuse on purpose: descriptors cudrv accepts and the driver
+// refuses must give a cudrv::error with the driver's code, and a last case reports, rule by rule,
+// whether the installed driver refuses what cudrv::validate refuses (run it with -s to read the
 // report; compute-sanitizer reports those API errors, exclude them with "~[driver_error]").
 #include <catch2/catch.hpp>
 
 #include <cudaTypedefs.h>
-#include <cudax/tensor_map.hpp>
+#include <cudrv/tensor_map.hpp>
 
 #include <algorithm>
 #include <array>
@@ -24,13 +24,13 @@
 
 #include "support/test_support.hpp"
 
-using cudax::test::catch_as;
-using cudax::test::contains;
-using dtype = cudax::tensor_map_data_type;
-using cudax::tensor_map_interleave;
-using cudax::tensor_map_l2_promotion;
-using cudax::tensor_map_oob_fill;
-using cudax::tensor_map_swizzle;
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using dtype = cudrv::tensor_map_data_type;
+using cudrv::tensor_map_interleave;
+using cudrv::tensor_map_l2_promotion;
+using cudrv::tensor_map_oob_fill;
+using cudrv::tensor_map_swizzle;
 
 /// Ends the test case as skipped when device 0 has no TMA (before compute capability 9.0).
 #define REQUIRE_TMA_DEVICE(dev)                                                                          \
@@ -77,17 +77,17 @@ raw_map encode_raw_with(Encode encode, const Desc& d, Middle... middle) {
   return out;
 }
 
-// The raw entry points, through cudax's loader but not through cudax's checks.
-raw_map encode_raw(const cudax::tiled_tensor_map_desc& d) {
+// The raw entry points, through cudrv's loader but not through cudrv's checks.
+raw_map encode_raw(const cudrv::tiled_tensor_map_desc& d) {
   static const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(
-      cudax::driver::get_entry_point("cuTensorMapEncodeTiled", 12000));
+      cudrv::driver::get_entry_point("cuTensorMapEncodeTiled", 12000));
   const auto box = padded<cuuint32_t>(d.box_dims);
   return encode_raw_with(encode, d, box.data());
 }
 
-raw_map encode_raw(const cudax::im2col_tensor_map_desc& d) {
+raw_map encode_raw(const cudrv::im2col_tensor_map_desc& d) {
   static const auto encode = reinterpret_cast<PFN_cuTensorMapEncodeIm2col_v12000>(
-      cudax::driver::get_entry_point("cuTensorMapEncodeIm2col", 12000));
+      cudrv::driver::get_entry_point("cuTensorMapEncodeIm2col", 12000));
   const auto lower = padded<int>(d.pixel_box_lower_corner);
   const auto upper = padded<int>(d.pixel_box_upper_corner);
   return encode_raw_with(encode, d, lower.data(), upper.data(), d.channels_per_pixel, d.pixels_per_column);
@@ -95,37 +95,37 @@ raw_map encode_raw(const cudax::im2col_tensor_map_desc& d) {
 
 CUresult replace_raw(CUtensorMap& map, CUdeviceptr address) {
   static const auto replace = reinterpret_cast<PFN_cuTensorMapReplaceAddress_v12000>(
-      cudax::driver::get_entry_point("cuTensorMapReplaceAddress", 12000));
+      cudrv::driver::get_entry_point("cuTensorMapReplaceAddress", 12000));
   return replace(&map, as_pointer(address));
 }
 
-cudax::tensor_map make(const cudax::tiled_tensor_map_desc& d) { return cudax::make_tiled_tensor_map(d); }
-cudax::tensor_map make(const cudax::im2col_tensor_map_desc& d) { return cudax::make_im2col_tensor_map(d); }
-const char* encode_api(const cudax::tiled_tensor_map_desc&) { return "cuTensorMapEncodeTiled"; }
-const char* encode_api(const cudax::im2col_tensor_map_desc&) { return "cuTensorMapEncodeIm2col"; }
-const char* kind(const cudax::tiled_tensor_map_desc&) { return "tiled tensor map"; }
-const char* kind(const cudax::im2col_tensor_map_desc&) { return "im2col tensor map"; }
+cudrv::tensor_map make(const cudrv::tiled_tensor_map_desc& d) { return cudrv::make_tiled_tensor_map(d); }
+cudrv::tensor_map make(const cudrv::im2col_tensor_map_desc& d) { return cudrv::make_im2col_tensor_map(d); }
+const char* encode_api(const cudrv::tiled_tensor_map_desc&) { return "cuTensorMapEncodeTiled"; }
+const char* encode_api(const cudrv::im2col_tensor_map_desc&) { return "cuTensorMapEncodeIm2col"; }
+const char* kind(const cudrv::tiled_tensor_map_desc&) { return "tiled tensor map"; }
+const char* kind(const cudrv::im2col_tensor_map_desc&) { return "im2col tensor map"; }
 
-bool same_bytes(const cudax::tensor_map& map, const CUtensorMap& raw) {
+bool same_bytes(const cudrv::tensor_map& map, const CUtensorMap& raw) {
   return std::memcmp(&map.native(), &raw, sizeof(CUtensorMap)) == 0;
 }
 
-std::string code_name(CUresult status) { return cudax::error_name(status); }
+std::string code_name(CUresult status) { return cudrv::error_name(status); }
 
-// cudax agrees with the raw call: the same bytes when the driver encodes the description, the
-// driver's code in a cudax::error (not a validation error) when it refuses it. Returns the raw status.
+// cudrv agrees with the raw call: the same bytes when the driver encodes the description, the
+// driver's code in a cudrv::error (not a validation error) when it refuses it. Returns the raw status.
 template <class Desc>
 CUresult check_same_as_driver(const Desc& desc) {
   const raw_map raw = encode_raw(desc);
   INFO("the driver returned " << code_name(raw.status));
   if (raw.status == CUDA_SUCCESS) {
-    const cudax::tensor_map map = make(desc);
+    const cudrv::tensor_map map = make(desc);
     CHECK(same_bytes(map, raw.map));
   } else {
-    auto e = catch_as<cudax::error>([&] { (void)make(desc); });
+    auto e = catch_as<cudrv::error>([&] { (void)make(desc); });
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
-    CHECK(e->source() == cudax::error_source::driver);
+    CHECK(e->source() == cudrv::error_source::driver);
     CHECK(e->result() == raw.status);
     CHECK(e->api() == encode_api(desc));
     CHECK(contains(e->context(), kind(desc)));
@@ -137,14 +137,14 @@ CUresult check_same_as_driver(const Desc& desc) {
 /// Makes no context current for its lifetime, then restores the one that was.
 class no_current_context {
  public:
-  no_current_context() : previous_(cudax::test::raw_current_context()) {
-    cudax::test::raw_set_current_context(nullptr);
+  no_current_context() : previous_(cudrv::test::raw_current_context()) {
+    cudrv::test::raw_set_current_context(nullptr);
   }
   no_current_context(const no_current_context&) = delete;
   no_current_context& operator=(const no_current_context&) = delete;
   ~no_current_context() {
     try {
-      cudax::test::raw_set_current_context(previous_);
+      cudrv::test::raw_set_current_context(previous_);
     } catch (...) {
     }
   }
@@ -159,11 +159,11 @@ struct named_case {
   const char* name;
   Desc desc;
 };
-using tiled_case = named_case<cudax::tiled_tensor_map_desc>;
-using im2col_case = named_case<cudax::im2col_tensor_map_desc>;
+using tiled_case = named_case<cudrv::tiled_tensor_map_desc>;
+using im2col_case = named_case<cudrv::im2col_tensor_map_desc>;
 
 // A row-major 512 x 1024 float matrix at a, 32 x 16 boxes with the 128-byte swizzle.
-cudax::tiled_tensor_map_desc float_matrix(CUdeviceptr a) {
+cudrv::tiled_tensor_map_desc float_matrix(CUdeviceptr a) {
   return {.data_type = dtype::float32,
           .rank = 2,
           .global_address = a,
@@ -174,7 +174,7 @@ cudax::tiled_tensor_map_desc float_matrix(CUdeviceptr a) {
 }
 
 // NC/16HWC16 uint16 at a: 16 channels fill the 32 bytes of the 32-byte interleave and swizzle.
-cudax::tiled_tensor_map_desc interleaved_32(CUdeviceptr a) {
+cudrv::tiled_tensor_map_desc interleaved_32(CUdeviceptr a) {
   return {.data_type = dtype::uint16,
           .rank = 3,
           .global_address = a,
@@ -186,7 +186,7 @@ cudax::tiled_tensor_map_desc interleaved_32(CUdeviceptr a) {
 }
 
 // NHWC fp16 at a, N = 4, H = W = 28, C = 64; a 3 x 3 filter with padding 1.
-cudax::im2col_tensor_map_desc nhwc_fp16(CUdeviceptr a) {
+cudrv::im2col_tensor_map_desc nhwc_fp16(CUdeviceptr a) {
   return {.data_type = dtype::float16,
           .rank = 4,
           .global_address = a,
@@ -199,7 +199,7 @@ cudax::im2col_tensor_map_desc nhwc_fp16(CUdeviceptr a) {
           .swizzle = tensor_map_swizzle::bytes_128};
 }
 
-// A description breaking one of cudax::validate's rules; documented: whether the driver reference
+// A description breaking one of cudrv::validate's rules; documented: whether the driver reference
 // states the rule (see the last test case).
 template <class Desc>
 struct rule_probe {
@@ -302,24 +302,24 @@ std::vector<im2col_case> valid_im2col_cases(CUdeviceptr a) {
 // primary context current, then checks that no destructor reported an error.
 template <class Body>
 void on_tma_device(Body&& body) {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
   REQUIRE_TMA_DEVICE(dev);
-  cudax::test::destruction_error_counter errors;
+  cudrv::test::destruction_error_counter errors;
   {
-    cudax::context_guard current(dev.primary_context());
+    cudrv::context_guard current(dev.primary_context());
     body(dev);
   }
   CHECK(errors.count() == 0);
 }
 
-// Every case encodes to the driver's bytes; without a current context, cudax runs the call in the
+// Every case encodes to the driver's bytes; without a current context, cudrv runs the call in the
 // buffer's context and leaves none current.
 template <class Desc>
 void check_encodes_like_driver(const std::vector<named_case<Desc>>& cases) {
   for (const named_case<Desc>& c : cases) {
     INFO(c.name);
-    REQUIRE_NOTHROW(cudax::validate(c.desc));
+    REQUIRE_NOTHROW(cudrv::validate(c.desc));
     CHECK(check_same_as_driver(c.desc) == CUDA_SUCCESS);
   }
   const named_case<Desc>& first = cases.front();
@@ -328,42 +328,42 @@ void check_encodes_like_driver(const std::vector<named_case<Desc>>& cases) {
   {
     no_current_context none;
     CHECK(same_bytes(make(first.desc), raw.map));
-    CHECK(cudax::test::raw_current_context() == nullptr);
+    CHECK(cudrv::test::raw_current_context() == nullptr);
   }
 }
 
 }  // namespace
 
 TEST_CASE("tensor map: make_tiled_tensor_map encodes the bytes the driver encodes", "[gpu][tensor_map]") {
-  on_tma_device([](const cudax::device& dev) {
-    cudax::device_buffer<std::uint8_t> buf(dev, 16u << 20);
+  on_tma_device([](const cudrv::device& dev) {
+    cudrv::device_buffer<std::uint8_t> buf(dev, 16u << 20);
     check_encodes_like_driver(valid_tiled_cases(buf.data()));
   });
 }
 
 TEST_CASE("tensor map: make_im2col_tensor_map encodes the bytes the driver encodes", "[gpu][tensor_map]") {
-  on_tma_device([](const cudax::device& dev) {
-    cudax::device_buffer<std::uint8_t> buf(dev, 16u << 20);
+  on_tma_device([](const cudrv::device& dev) {
+    cudrv::device_buffer<std::uint8_t> buf(dev, 16u << 20);
     check_encodes_like_driver(valid_im2col_cases(buf.data()));
   });
 }
 
 TEST_CASE("tensor map: the typed overloads encode dense tensors with the strides the driver expects",
           "[gpu][tensor_map]") {
-  on_tma_device([](const cudax::device& dev) {
-    cudax::device_buffer<float> m(dev, 512 * 1024);
-    const cudax::tensor_map a =
-        cudax::make_tiled_tensor_map(m.view(), {1024, 512}, {32, 16}, {.swizzle = tensor_map_swizzle::bytes_128});
+  on_tma_device([](const cudrv::device& dev) {
+    cudrv::device_buffer<float> m(dev, 512 * 1024);
+    const cudrv::tensor_map a =
+        cudrv::make_tiled_tensor_map(m.view(), {1024, 512}, {32, 16}, {.swizzle = tensor_map_swizzle::bytes_128});
     const raw_map ra = encode_raw(float_matrix(m.data()));
     REQUIRE(ra.status == CUDA_SUCCESS);
     CHECK(same_bytes(a, ra.map));
 
-    cudax::device_buffer<std::uint16_t> t(dev, 256 * 64 * 16);
-    const cudax::device_span<const std::uint16_t> view = t.view();
-    const cudax::tensor_map b = cudax::make_tiled_tensor_map(
+    cudrv::device_buffer<std::uint16_t> t(dev, 256 * 64 * 16);
+    const cudrv::device_span<const std::uint16_t> view = t.view();
+    const cudrv::tensor_map b = cudrv::make_tiled_tensor_map(
         view, {256, 64, 16}, {64, 8, 2},
         {.l2_promotion = tensor_map_l2_promotion::bytes_64, .oob_fill = tensor_map_oob_fill::zero});
-    const raw_map rb = encode_raw(cudax::tiled_tensor_map_desc{.data_type = dtype::uint16,
+    const raw_map rb = encode_raw(cudrv::tiled_tensor_map_desc{.data_type = dtype::uint16,
                                                                .rank = 3,
                                                                .global_address = t.data(),
                                                                .global_dims = {256, 64, 16},
@@ -373,10 +373,10 @@ TEST_CASE("tensor map: the typed overloads encode dense tensors with the strides
     REQUIRE(rb.status == CUDA_SUCCESS);
     CHECK(same_bytes(b, rb.map));
 
-    cudax::device_buffer<float> x(dev, 32 * 16 * 16 * 4);
-    const cudax::tensor_map c = cudax::make_im2col_tensor_map(x.view(), {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 64,
+    cudrv::device_buffer<float> x(dev, 32 * 16 * 16 * 4);
+    const cudrv::tensor_map c = cudrv::make_im2col_tensor_map(x.view(), {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 64,
                                                               {.swizzle = tensor_map_swizzle::bytes_128});
-    const raw_map rc = encode_raw(cudax::im2col_tensor_map_desc{.data_type = dtype::float32,
+    const raw_map rc = encode_raw(cudrv::im2col_tensor_map_desc{.data_type = dtype::float32,
                                                                 .rank = 4,
                                                                 .global_address = x.data(),
                                                                 .global_dims = {32, 16, 16, 4},
@@ -392,19 +392,19 @@ TEST_CASE("tensor map: the typed overloads encode dense tensors with the strides
 }
 
 TEST_CASE("tensor map: replace_address changes a map as cuTensorMapReplaceAddress does", "[gpu][tensor_map]") {
-  on_tma_device([](const cudax::device& dev) {
-    cudax::device_buffer<float> a(dev, 512 * 1024);
-    cudax::device_buffer<float> b(dev, 512 * 1024);
-    const cudax::tensor_map original = cudax::make_tiled_tensor_map(a.view(), {1024, 512}, {32, 16});
+  on_tma_device([](const cudrv::device& dev) {
+    cudrv::device_buffer<float> a(dev, 512 * 1024);
+    cudrv::device_buffer<float> b(dev, 512 * 1024);
+    const cudrv::tensor_map original = cudrv::make_tiled_tensor_map(a.view(), {1024, 512}, {32, 16});
 
-    cudax::tensor_map moved = original;
+    cudrv::tensor_map moved = original;
     moved.replace_address(b.data());
     CUtensorMap raw = original.native();
     REQUIRE(replace_raw(raw, b.data()) == CUDA_SUCCESS);
     CHECK(same_bytes(moved, raw));
     CHECK_FALSE(moved == original);
 
-    cudax::tensor_map typed = original;
+    cudrv::tensor_map typed = original;
     typed.replace_address(b.get());  // the const void* overload
     CHECK(typed == moved);
 
@@ -414,24 +414,24 @@ TEST_CASE("tensor map: replace_address changes a map as cuTensorMapReplaceAddres
     {
       no_current_context none;
       moved.replace_address(a.data());
-      CHECK(cudax::test::raw_current_context() == nullptr);
+      CHECK(cudrv::test::raw_current_context() == nullptr);
     }
     CHECK(same_bytes(moved, back));
 
     // A misaligned address is refused before the driver, and the map is left as it was.
-    const cudax::tensor_map before = moved;
-    auto e = catch_as<cudax::invalid_argument_error>([&] { moved.replace_address(b.data() + 8); });
+    const cudrv::tensor_map before = moved;
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { moved.replace_address(b.data() + 8); });
     REQUIRE(e.has_value());
-    CHECK(e->api() == "cudax::tensor_map::replace_address");
+    CHECK(e->api() == "cudrv::tensor_map::replace_address");
     CHECK(contains(e->description(), "16-byte aligned"));
     CHECK(moved == before);
   });
 }
 
-TEST_CASE("tensor map: descriptions cudax accepts and the driver refuses throw the driver's error",
+TEST_CASE("tensor map: descriptions cudrv accepts and the driver refuses throw the driver's error",
           "[gpu][tensor_map][driver_error]") {
-  on_tma_device([](const cudax::device& dev) {
-    cudax::device_buffer<std::uint8_t> buf(dev, 16u << 20);
+  on_tma_device([](const cudrv::device& dev) {
+    cudrv::device_buffer<std::uint8_t> buf(dev, 16u << 20);
     const CUdeviceptr a = buf.data();
 
     // Candidates the documentation allows but a driver may still refuse, on this device or at all.
@@ -478,7 +478,7 @@ TEST_CASE("tensor map: descriptions cudax accepts and the driver refuses throw t
     int refused = 0;
     auto try_candidate = [&](const auto& c) {
       INFO(c.name);
-      REQUIRE_NOTHROW(cudax::validate(c.desc));
+      REQUIRE_NOTHROW(cudrv::validate(c.desc));
       const CUresult status = check_same_as_driver(c.desc);
       std::cout << "tensor map candidate \"" << c.name << "\": " << code_name(status) << std::endl;
       refused += status != CUDA_SUCCESS;
@@ -491,8 +491,8 @@ TEST_CASE("tensor map: descriptions cudax accepts and the driver refuses throw t
     }
 
     // replace_address on a 32-byte-interleaved map: the 32-byte alignment is the driver's to check.
-    cudax::tensor_map map = cudax::make_tiled_tensor_map(interleaved_32(a));
-    const cudax::tensor_map before = map;
+    cudrv::tensor_map map = cudrv::make_tiled_tensor_map(interleaved_32(a));
+    const cudrv::tensor_map before = map;
     CUtensorMap raw = map.native();
     const CUresult status = replace_raw(raw, a + 16);
     std::cout << "tensor map candidate \"replace_address 16 bytes past 32 on a 32-byte-interleaved map\": "
@@ -502,9 +502,9 @@ TEST_CASE("tensor map: descriptions cudax accepts and the driver refuses throw t
       CHECK(same_bytes(map, raw));
     } else {
       ++refused;
-      auto e = catch_as<cudax::error>([&] { map.replace_address(a + 16); });
+      auto e = catch_as<cudrv::error>([&] { map.replace_address(a + 16); });
       REQUIRE(e.has_value());
-      CHECK(e->source() == cudax::error_source::driver);
+      CHECK(e->source() == cudrv::error_source::driver);
       CHECK(e->result() == status);
       CHECK(e->api() == "cuTensorMapReplaceAddress");
       CHECK(map == before);  // unchanged
@@ -515,27 +515,27 @@ TEST_CASE("tensor map: descriptions cudax accepts and the driver refuses throw t
   });
 }
 
-TEST_CASE("tensor map: the driver refuses the descriptions cudax::validate refuses",
+TEST_CASE("tensor map: the driver refuses the descriptions cudrv::validate refuses",
           "[gpu][tensor_map][driver_error]") {
-  CUDAX_REQUIRE_GPU();
-  const cudax::device dev(0);
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
   REQUIRE_TMA_DEVICE(dev);
-  cudax::context_guard current(dev.primary_context());
-  cudax::device_buffer<std::uint8_t> buf(dev, 16u << 20);
+  cudrv::context_guard current(dev.primary_context());
+  cudrv::device_buffer<std::uint8_t> buf(dev, 16u << 20);
   const CUdeviceptr a = buf.data();
 
   // `documented`: a rule the driver reference has stated since CUDA 12.0 in so many words; the driver
-  // must refuse it. The others (cudax's reading of a layout formula or of a general statement) are
-  // reported when the driver accepts them, not failed: cudax may be stricter than the driver there.
-  using probe = rule_probe<cudax::tiled_tensor_map_desc>;
-  const cudax::tiled_tensor_map_desc matrix = float_matrix(a);
-  const cudax::tiled_tensor_map_desc cube{.data_type = dtype::float32,
+  // must refuse it. The others (cudrv's reading of a layout formula or of a general statement) are
+  // reported when the driver accepts them, not failed: cudrv may be stricter than the driver there.
+  using probe = rule_probe<cudrv::tiled_tensor_map_desc>;
+  const cudrv::tiled_tensor_map_desc matrix = float_matrix(a);
+  const cudrv::tiled_tensor_map_desc cube{.data_type = dtype::float32,
                                           .rank = 3,
                                           .global_address = a,
                                           .global_dims = {64, 32, 8},
                                           .global_strides = {256, 256 * 32},
                                           .box_dims = {32, 8, 2}};
-  const cudax::tiled_tensor_map_desc interleaved = interleaved_32(a);
+  const cudrv::tiled_tensor_map_desc interleaved = interleaved_32(a);
   const probe tiled[] = {
       {"rank 0", true, with(matrix, [](auto& d) { d.rank = 0; })},
       {"rank 6", true, with(cube, [](auto& d) { d.rank = 6; })},
@@ -576,8 +576,8 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudax::validate refus
        })},
   };
 
-  using im2col_probe = rule_probe<cudax::im2col_tensor_map_desc>;
-  const cudax::im2col_tensor_map_desc nhwc = nhwc_fp16(a);
+  using im2col_probe = rule_probe<cudrv::im2col_tensor_map_desc>;
+  const cudrv::im2col_tensor_map_desc nhwc = nhwc_fp16(a);
   const im2col_probe im2col[] = {
       {"im2col rank 2", true, with(nhwc, [](auto& d) { d.rank = 2; })},
       {"im2col rank 6", true, with(nhwc, [](auto& d) { d.rank = 6; })},
@@ -607,16 +607,16 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudax::validate refus
        })},
   };
 
-  std::cout << "tensor map rules: what the driver says to descriptions cudax::validate refuses" << std::endl;
+  std::cout << "tensor map rules: what the driver says to descriptions cudrv::validate refuses" << std::endl;
   auto report = [](const char* rule, bool documented, const auto& desc) {
     INFO(rule);
-    REQUIRE_THROWS_AS(cudax::validate(desc), cudax::invalid_argument_error);
+    REQUIRE_THROWS_AS(cudrv::validate(desc), cudrv::invalid_argument_error);
     const CUresult status = encode_raw(desc).status;
     std::cout << "  " << std::left << std::setw(56) << rule << code_name(status) << std::endl;
     if (documented) {
       CHECK(status != CUDA_SUCCESS);
     } else if (status == CUDA_SUCCESS) {
-      WARN("the driver accepts a description cudax refuses (" << rule << ")");
+      WARN("the driver accepts a description cudrv refuses (" << rule << ")");
     }
   };
   for (const probe& p : tiled) {

@@ -1,4 +1,4 @@
-// GPU tier: a tensor map built by cudax used by a kernel. The kernel (NVRTC) takes the map as a
+// GPU tier: a tensor map built by cudrv used by a kernel. The kernel (NVRTC) takes the map as a
 // `const __grid_constant__ CUtensorMap`, loads one box with the Tensor Memory Accelerator
 // (cp.async.bulk.tensor, completion on an mbarrier) and writes it out; the host compares with the
 // tensor, boxes that overhang the edges included (the out-of-range part must read as zeros).
@@ -44,47 +44,47 @@ extern "C" __global__ void load_box(const __grid_constant__ CUtensorMap map, int
 
 }  // namespace
 
-TEST_CASE("a kernel loads boxes through a cudax tensor map (TMA)", "[gpu][tensor_map][launch]") {
-  CUDAX_REQUIRE_GPU();
-  cudax::device dev(0);
+TEST_CASE("a kernel loads boxes through a cudrv tensor map (TMA)", "[gpu][tensor_map][launch]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
   if (dev.compute_capability().major < 9) {
     WARN("SKIPPED: the Tensor Memory Accelerator needs compute capability 9.0");
     return;
   }
   constexpr unsigned box_w = 16, box_h = 8;
   const std::uint64_t width = 100, height = 50, pitch = 128;  // elements; rows padded to 512 bytes
-  auto seed = cudax::test::test_seed();
+  auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
-  auto raw = cudax::test::random_vector<std::uint16_t>(pitch * height, seed);
+  auto raw = cudrv::test::random_vector<std::uint16_t>(pitch * height, seed);
   std::vector<float> host(raw.begin(), raw.end());
-  cudax::device_buffer<float> tensor(dev, host.size());
-  cudax::copy(tensor, host);
+  cudrv::device_buffer<float> tensor(dev, host.size());
+  cudrv::copy(tensor, host);
 
-  cudax::tiled_tensor_map_desc desc;
-  desc.data_type = cudax::tensor_map_data_type::float32;
+  cudrv::tiled_tensor_map_desc desc;
+  desc.data_type = cudrv::tensor_map_data_type::float32;
   desc.rank = 2;
   desc.global_address = tensor.view().data();
   desc.global_dims = {width, height};
   desc.global_strides = {pitch * sizeof(float)};
   desc.box_dims = {box_w, box_h};
-  cudax::tensor_map map = cudax::make_tiled_tensor_map(desc);
+  cudrv::tensor_map map = cudrv::make_tiled_tensor_map(desc);
 
-  cudax::compile_options options;
+  cudrv::compile_options options;
   options.defines = {"BOX_W=16", "BOX_H=8"};
-  cudax::library lib(cudax::program("tma.cu", tma_source).compile(cudax::code_kind::cubin, options).code);
-  auto load_box = lib.get_kernel<void(cudax::tensor_map, int, int, float*)>("load_box");
+  cudrv::library lib(cudrv::program("tma.cu", tma_source).compile(cudrv::code_kind::cubin, options).code);
+  auto load_box = lib.get_kernel<void(cudrv::tensor_map, int, int, float*)>("load_box");
 
-  cudax::stream s(dev);
-  cudax::device_buffer<float> out(dev, box_w * box_h);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<float> out(dev, box_w * box_h);
   // Inside, on the right edge, at the bottom-right corner (overhanging both edges). The box's start
   // in the innermost dimension is kept 16-byte aligned (a multiple of 4 floats), as TMA tile loads need.
   for (auto [x0, y0] : {std::pair{0, 0}, std::pair{36, 11}, std::pair{88, 3}, std::pair{92, 45}}) {
     INFO("box at (" << x0 << ", " << y0 << ")");
-    cudax::fill(out, -1.0f);
-    cudax::launch(s, {.grid = 1, .block = 128}, load_box, map, x0, y0, out.get());
+    cudrv::fill(out, -1.0f);
+    cudrv::launch(s, {.grid = 1, .block = 128}, load_box, map, x0, y0, out.get());
     s.synchronize();
     std::vector<float> got(box_w * box_h);
-    cudax::copy(got, out);
+    cudrv::copy(got, out);
     for (unsigned r = 0; r < box_h; ++r) {
       for (unsigned c = 0; c < box_w; ++c) {
         const std::uint64_t x = x0 + c, y = y0 + r;

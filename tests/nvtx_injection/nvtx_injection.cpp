@@ -4,7 +4,7 @@
 // start out pointing at a loader. The first annotation of a process reads NVTX_INJECTION64_PATH,
 // dlopens that library and calls its InitializeInjectionNvtx2 with a function that hands out the
 // export tables; through them the library points the entries it implements at its own functions.
-// Entries left alone become no-ops. Here every entry that cudax can reach, and a few more, appends a
+// Entries left alone become no-ops. Here every entry that cudrv can reach, and a few more, appends a
 // record to a global list guarded by a mutex; the tests read it through nvtx_recorder.h.
 //
 // Each NVTX instance (each linked module that includes the NVTX headers) initialises the library
@@ -24,7 +24,7 @@
 
 #include "nvtx_recorder.h"
 
-#define CUDAX_RECORDER_EXPORT extern "C" __attribute__((visibility("default")))
+#define CUDRV_RECORDER_EXPORT extern "C" __attribute__((visibility("default")))
 
 namespace {
 
@@ -132,7 +132,7 @@ void append(stored_record r) {
 int push(const char* api, nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr, const char* text) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_PUSH;
+  r.kind = CUDRV_NVTX_PUSH;
   r.api = api;
   set_domain(r, domain);
   if (attr != nullptr) {
@@ -149,7 +149,7 @@ int push(const char* api, nvtxDomainHandle_t domain, const nvtxEventAttributes_t
 int pop(const char* api, nvtxDomainHandle_t domain) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_POP;
+  r.kind = CUDRV_NVTX_POP;
   r.api = api;
   set_domain(r, domain);
   r.level = push_depth > 0 ? --push_depth : -1;
@@ -161,7 +161,7 @@ int pop(const char* api, nvtxDomainHandle_t domain) {
 nvtxRangeId_t start(const char* api, nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr, const char* text) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_START;
+  r.kind = CUDRV_NVTX_START;
   r.api = api;
   set_domain(r, domain);
   if (attr != nullptr) {
@@ -178,7 +178,7 @@ nvtxRangeId_t start(const char* api, nvtxDomainHandle_t domain, const nvtxEventA
 void end(const char* api, nvtxDomainHandle_t domain, nvtxRangeId_t id) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_END;
+  r.kind = CUDRV_NVTX_END;
   r.api = api;
   set_domain(r, domain);
   r.handle = id;
@@ -188,7 +188,7 @@ void end(const char* api, nvtxDomainHandle_t domain, nvtxRangeId_t id) {
 void mark(const char* api, nvtxDomainHandle_t domain, const nvtxEventAttributes_t* attr, const char* text) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_MARK;
+  r.kind = CUDRV_NVTX_MARK;
   r.api = api;
   set_domain(r, domain);
   if (attr != nullptr) {
@@ -202,7 +202,7 @@ void mark(const char* api, nvtxDomainHandle_t domain, const nvtxEventAttributes_
 void name_category(const char* api, nvtxDomainHandle_t domain, std::uint32_t category, const char* text) {
   std::lock_guard<std::mutex> lock(state().mutex);
   stored_record r;
-  r.kind = CUDAX_NVTX_NAME_CATEGORY;
+  r.kind = CUDRV_NVTX_NAME_CATEGORY;
   r.api = api;
   set_domain(r, domain);
   set_text(r, text);
@@ -254,7 +254,7 @@ nvtxStringHandle_t NVTX_API DomainRegisterStringA(nvtxDomainHandle_t domain, con
   const std::uint64_t handle = state().next_handle++;
   state().strings[handle] = text != nullptr ? text : "";
   stored_record r;
-  r.kind = CUDAX_NVTX_REGISTER_STRING;
+  r.kind = CUDRV_NVTX_REGISTER_STRING;
   r.api = "nvtxDomainRegisterStringA";
   set_domain(r, domain);
   set_text(r, text);
@@ -272,7 +272,7 @@ nvtxDomainHandle_t NVTX_API DomainCreateA(const char* name) {
     state().domain_names[it->second] = text;
   }
   stored_record r;
-  r.kind = CUDAX_NVTX_DOMAIN_CREATE;
+  r.kind = CUDRV_NVTX_DOMAIN_CREATE;
   r.api = "nvtxDomainCreateA";
   set_text(r, text.c_str());
   r.handle = it->second;
@@ -285,16 +285,16 @@ void NVTX_API Initialize(const void*) {}
 
 // The CUDA naming entries, with the types of nvtxTypes.h (CUdevice is an int, the others pointers).
 void NVTX_API NameCuDeviceA(nvtx_CUdevice device, const char* text) {
-  name_object(CUDAX_NVTX_NAME_CU_DEVICE, "nvtxNameCuDeviceA", static_cast<std::uint64_t>(device), text);
+  name_object(CUDRV_NVTX_NAME_CU_DEVICE, "nvtxNameCuDeviceA", static_cast<std::uint64_t>(device), text);
 }
 void NVTX_API NameCuContextA(nvtx_CUcontext context, const char* text) {
-  name_object(CUDAX_NVTX_NAME_CU_CONTEXT, "nvtxNameCuContextA", as_integer(context), text);
+  name_object(CUDRV_NVTX_NAME_CU_CONTEXT, "nvtxNameCuContextA", as_integer(context), text);
 }
 void NVTX_API NameCuStreamA(nvtx_CUstream stream, const char* text) {
-  name_object(CUDAX_NVTX_NAME_CU_STREAM, "nvtxNameCuStreamA", as_integer(stream), text);
+  name_object(CUDRV_NVTX_NAME_CU_STREAM, "nvtxNameCuStreamA", as_integer(stream), text);
 }
 void NVTX_API NameCuEventA(nvtx_CUevent event, const char* text) {
-  name_object(CUDAX_NVTX_NAME_CU_EVENT, "nvtxNameCuEventA", as_integer(event), text);
+  name_object(CUDRV_NVTX_NAME_CU_EVENT, "nvtxNameCuEventA", as_integer(event), text);
 }
 
 // --- attaching to NVTX -------------------------------------------------------------------------
@@ -354,7 +354,7 @@ bool attach(const NvtxExportTableCallbacks* callbacks, NvtxCallbackModule module
 }  // namespace
 
 // The entry point NVTX looks up in the library it loads. Returns 1 on success, 0 to be unloaded.
-CUDAX_RECORDER_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
+CUDRV_RECORDER_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_export_table) {
   if (get_export_table == nullptr) {
     return 0;
   }
@@ -375,12 +375,12 @@ CUDAX_RECORDER_EXPORT int InitializeInjectionNvtx2(NvtxGetExportTableFunc_t get_
   return 1;
 }
 
-CUDAX_RECORDER_EXPORT size_t cudax_nvtx_recorder_count(void) {
+CUDRV_RECORDER_EXPORT size_t cudrv_nvtx_recorder_count(void) {
   std::lock_guard<std::mutex> lock(state().mutex);
   return state().records.size();
 }
 
-CUDAX_RECORDER_EXPORT int cudax_nvtx_recorder_get(size_t index, cudax_nvtx_record* out) {
+CUDRV_RECORDER_EXPORT int cudrv_nvtx_recorder_get(size_t index, cudrv_nvtx_record* out) {
   std::lock_guard<std::mutex> lock(state().mutex);
   if (out == nullptr || index >= state().records.size()) {
     return 0;
@@ -404,9 +404,9 @@ CUDAX_RECORDER_EXPORT int cudax_nvtx_recorder_get(size_t index, cudax_nvtx_recor
   return 1;
 }
 
-CUDAX_RECORDER_EXPORT void cudax_nvtx_recorder_clear(void) {
+CUDRV_RECORDER_EXPORT void cudrv_nvtx_recorder_clear(void) {
   std::lock_guard<std::mutex> lock(state().mutex);
   state().records.clear();
 }
 
-CUDAX_RECORDER_EXPORT int cudax_nvtx_recorder_initializations(void) { return state().initializations.load(); }
+CUDRV_RECORDER_EXPORT int cudrv_nvtx_recorder_initializations(void) { return state().initializations.load(); }

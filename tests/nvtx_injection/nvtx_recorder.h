@@ -5,8 +5,8 @@
  * calls its InitializeInjectionNvtx2, which points every NVTX entry point the tests need at a function
  * that appends a record to a global list. The tests open the same library (dlopen returns the
  * instance NVTX loaded) and read the list through the functions below, found with dlsym. */
-#ifndef CUDAX_TEST_NVTX_RECORDER_H
-#define CUDAX_TEST_NVTX_RECORDER_H
+#ifndef CUDRV_TEST_NVTX_RECORDER_H
+#define CUDRV_TEST_NVTX_RECORDER_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -16,25 +16,25 @@ extern "C" {
 #endif
 
 /* What an NVTX call recorded. */
-enum cudax_nvtx_record_kind {
-  CUDAX_NVTX_PUSH = 1,            /* nvtxRangePushEx/A, nvtxDomainRangePushEx */
-  CUDAX_NVTX_POP = 2,             /* nvtxRangePop, nvtxDomainRangePop */
-  CUDAX_NVTX_START = 3,           /* nvtxRangeStartEx/A, nvtxDomainRangeStartEx; handle: the range id */
-  CUDAX_NVTX_END = 4,             /* nvtxRangeEnd, nvtxDomainRangeEnd; handle: the range id */
-  CUDAX_NVTX_MARK = 5,            /* nvtxMarkEx/A, nvtxDomainMarkEx */
-  CUDAX_NVTX_DOMAIN_CREATE = 6,   /* nvtxDomainCreateA; message: the name, handle: the new domain */
-  CUDAX_NVTX_REGISTER_STRING = 7, /* nvtxDomainRegisterStringA; message: the text, handle: the string */
-  CUDAX_NVTX_NAME_CATEGORY = 8,   /* nvtxNameCategoryA, nvtxDomainNameCategoryA; category: the id */
-  CUDAX_NVTX_NAME_CU_DEVICE = 9,  /* nvtxNameCuDeviceA; handle: the CUdevice */
-  CUDAX_NVTX_NAME_CU_CONTEXT = 10, /* nvtxNameCuContextA; handle: the CUcontext */
-  CUDAX_NVTX_NAME_CU_STREAM = 11, /* nvtxNameCuStreamA; handle: the CUstream */
-  CUDAX_NVTX_NAME_CU_EVENT = 12   /* nvtxNameCuEventA; handle: the CUevent */
+enum cudrv_nvtx_record_kind {
+  CUDRV_NVTX_PUSH = 1,            /* nvtxRangePushEx/A, nvtxDomainRangePushEx */
+  CUDRV_NVTX_POP = 2,             /* nvtxRangePop, nvtxDomainRangePop */
+  CUDRV_NVTX_START = 3,           /* nvtxRangeStartEx/A, nvtxDomainRangeStartEx; handle: the range id */
+  CUDRV_NVTX_END = 4,             /* nvtxRangeEnd, nvtxDomainRangeEnd; handle: the range id */
+  CUDRV_NVTX_MARK = 5,            /* nvtxMarkEx/A, nvtxDomainMarkEx */
+  CUDRV_NVTX_DOMAIN_CREATE = 6,   /* nvtxDomainCreateA; message: the name, handle: the new domain */
+  CUDRV_NVTX_REGISTER_STRING = 7, /* nvtxDomainRegisterStringA; message: the text, handle: the string */
+  CUDRV_NVTX_NAME_CATEGORY = 8,   /* nvtxNameCategoryA, nvtxDomainNameCategoryA; category: the id */
+  CUDRV_NVTX_NAME_CU_DEVICE = 9,  /* nvtxNameCuDeviceA; handle: the CUdevice */
+  CUDRV_NVTX_NAME_CU_CONTEXT = 10, /* nvtxNameCuContextA; handle: the CUcontext */
+  CUDRV_NVTX_NAME_CU_STREAM = 11, /* nvtxNameCuStreamA; handle: the CUstream */
+  CUDRV_NVTX_NAME_CU_EVENT = 12   /* nvtxNameCuEventA; handle: the CUevent */
 };
 
 /* One recorded call. The strings belong to the library and stay valid until
- * cudax_nvtx_recorder_clear. */
-struct cudax_nvtx_record {
-  int kind;                /* a cudax_nvtx_record_kind */
+ * cudrv_nvtx_recorder_clear. */
+struct cudrv_nvtx_record {
+  int kind;                /* a cudrv_nvtx_record_kind */
   const char* api;         /* the NVTX function called, e.g. "nvtxDomainRangePushEx" */
   uint64_t domain;         /* the nvtxDomainHandle_t; 0 for the global domain and the non-domain calls */
   const char* domain_name; /* the name the domain was created with; "" for the global domain */
@@ -52,16 +52,16 @@ struct cudax_nvtx_record {
 };
 
 /* The number of records so far. */
-size_t cudax_nvtx_recorder_count(void);
+size_t cudrv_nvtx_recorder_count(void);
 /* Copies record index into *out; returns 0 when index is out of range. */
-int cudax_nvtx_recorder_get(size_t index, struct cudax_nvtx_record* out);
+int cudrv_nvtx_recorder_get(size_t index, struct cudrv_nvtx_record* out);
 /* Forgets the records (the domains and registered strings stay known). */
-void cudax_nvtx_recorder_clear(void);
+void cudrv_nvtx_recorder_clear(void);
 /* How many times NVTX initialised the library (once per NVTX instance, i.e. per linked module). */
-int cudax_nvtx_recorder_initializations(void);
+int cudrv_nvtx_recorder_initializations(void);
 
 #ifdef __cplusplus
 }
 #endif
 
-#endif /* CUDAX_TEST_NVTX_RECORDER_H */
+#endif /* CUDRV_TEST_NVTX_RECORDER_H */

@@ -1,5 +1,5 @@
-// Shared by the cudax-query tests: running the tool (or any program) as a child process, and
-// validating JSON against docs/cudax-query.schema.json with the Python jsonschema package.
+// Shared by the cudrv-query tests: running the tool (or any program) as a child process, and
+// validating JSON against docs/cudrv-query.schema.json with the Python jsonschema package.
 #pragma once
 
 #include <fcntl.h>
@@ -21,8 +21,8 @@ extern char** environ;
 
 namespace query_test {
 
-#ifndef CUDAX_TEST_QUERY_PATH
-#error "CUDAX_TEST_QUERY_PATH must name the cudax-query binary"
+#ifndef CUDRV_TEST_QUERY_PATH
+#error "CUDRV_TEST_QUERY_PATH must name the cudrv-query binary"
 #endif
 
 /// What a child process did.
@@ -36,7 +36,7 @@ struct process_result {
 class temp_file {
  public:
   temp_file() {
-    char name[] = "/tmp/cudax_query_test_XXXXXX";
+    char name[] = "/tmp/cudrv_query_test_XXXXXX";
     int fd = mkstemp(name);
     if (fd < 0) {
       throw std::runtime_error("mkstemp failed");
@@ -104,30 +104,30 @@ inline process_result run_process(const std::vector<std::string>& argv, const st
   return r;
 }
 
-/// Runs cudax-query with @p args.
+/// Runs cudrv-query with @p args.
 inline process_result run_query(const std::vector<std::string>& args, const std::vector<std::string>& set = {},
                                 const std::vector<std::string>& unset = {}) {
-  std::vector<std::string> argv{CUDAX_TEST_QUERY_PATH};
+  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
   argv.insert(argv.end(), args.begin(), args.end());
   return run_process(argv, set, unset);
 }
 
-/// The environment setting that hides the driver from cudax-query.
-inline const std::string no_driver = "CUDAX_LIBCUDA=/nonexistent/libcuda.so.1";
+/// The environment setting that hides the driver from cudrv-query.
+inline const std::string no_driver = "CUDRV_LIBCUDA=/nonexistent/libcuda.so.1";
 
-/// The Python interpreter that has jsonschema: $CUDAX_TEST_PYTHON, else the one CMake found, else python3.
+/// The Python interpreter that has jsonschema: $CUDRV_TEST_PYTHON, else the one CMake found, else python3.
 inline std::string python() {
-  if (const char* p = std::getenv("CUDAX_TEST_PYTHON"); p != nullptr && *p != '\0') {
+  if (const char* p = std::getenv("CUDRV_TEST_PYTHON"); p != nullptr && *p != '\0') {
     return p;
   }
-  std::string configured = CUDAX_TEST_PYTHON;
+  std::string configured = CUDRV_TEST_PYTHON;
   if (!configured.empty() && access(configured.c_str(), X_OK) == 0) {
     return configured;
   }
   return "python3";
 }
 
-/// Validates @p text against docs/cudax-query.schema.json; returns the validator's report and sets
+/// Validates @p text against docs/cudrv-query.schema.json; returns the validator's report and sets
 /// @p valid. A missing jsonschema package is reported as invalid (with the reason), never skipped.
 inline std::string validate(const std::string& text, bool& valid) {
   temp_file doc;
@@ -135,7 +135,7 @@ inline std::string validate(const std::string& text, bool& valid) {
     std::ofstream f(doc.path(), std::ios::binary);
     f << text;
   }
-  process_result r = run_process({python(), CUDAX_TEST_VALIDATOR, CUDAX_TEST_SCHEMA, doc.path()});
+  process_result r = run_process({python(), CUDRV_TEST_VALIDATOR, CUDRV_TEST_SCHEMA, doc.path()});
   valid = r.exit_code == 0;
   return "validator exit " + std::to_string(r.exit_code) + ": " + r.out + r.err;
 }

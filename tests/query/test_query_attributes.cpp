@@ -1,5 +1,5 @@
-// cudax-query's table of device attributes (tools/cudax-query/attributes.hpp), checked against the cuda.h it is
-// built with: the header's CUdevice_attribute_enum is parsed at run time from CUDAX_TEST_CUDA_H. No driver is used.
+// cudrv-query's table of device attributes (tools/cudrv-query/attributes.hpp), checked against the cuda.h it is
+// built with: the header's CUdevice_attribute_enum is parsed at run time from CUDRV_TEST_CUDA_H. No driver is used.
 #include <catch2/catch.hpp>
 
 #include <cctype>
@@ -17,16 +17,16 @@
 
 #include "attributes.hpp"
 
-#ifndef CUDAX_TEST_CUDA_H
-#error "CUDAX_TEST_CUDA_H must name the cuda.h the table is compiled with (a string literal)"
+#ifndef CUDRV_TEST_CUDA_H
+#error "CUDRV_TEST_CUDA_H must name the cuda.h the table is compiled with (a string literal)"
 #endif
 
-using cudax_query::attribute_desc;
-using cudax_query::attribute_kind;
-using cudax_query::attribute_table;
-using cudax_query::describe;
-using cudax_query::find_attribute;
-using cudax_query::group_names;
+using cudrv_query::attribute_desc;
+using cudrv_query::attribute_kind;
+using cudrv_query::attribute_table;
+using cudrv_query::describe;
+using cudrv_query::find_attribute;
+using cudrv_query::group_names;
 
 namespace {
 
@@ -129,8 +129,8 @@ std::vector<header_enumerator> parse_device_attributes(const std::string& text) 
 }
 
 std::vector<header_enumerator> header_attributes() {
-  std::ifstream in(CUDAX_TEST_CUDA_H, std::ios::binary);
-  if (!in) throw std::runtime_error(std::string("cannot open ") + CUDAX_TEST_CUDA_H);
+  std::ifstream in(CUDRV_TEST_CUDA_H, std::ios::binary);
+  if (!in) throw std::runtime_error(std::string("cannot open ") + CUDRV_TEST_CUDA_H);
   std::ostringstream text;
   text << in.rdbuf();
   return parse_device_attributes(text.str());
@@ -189,7 +189,7 @@ TEST_CASE("the parser reads enumerators, values and comments", "[query]") {
 }
 
 TEST_CASE("the table holds exactly the non-deprecated attributes of cuda.h", "[query]") {
-  INFO("header " << CUDAX_TEST_CUDA_H);
+  INFO("header " << CUDRV_TEST_CUDA_H);
   const std::vector<header_enumerator> header = header_attributes();
   REQUIRE(header.size() > 100);
 

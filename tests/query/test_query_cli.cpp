@@ -1,4 +1,4 @@
-// cudax-query's command line, run as a process, on any machine: --help, --version, usage errors,
+// cudrv-query's command line, run as a process, on any machine: --help, --version, usage errors,
 // and the driver-less output (text and JSON of every view, exit status 2).
 #include <catch2/catch.hpp>
 
@@ -16,7 +16,7 @@ bool contains(const std::string& s, const std::string& part) { return s.find(par
 void require_one_error_line(const query_test::process_result& r) {
   INFO("stderr: " << r.err);
   REQUIRE(query_test::line_count(r.err) == 1);
-  CHECK(r.err.rfind("cudax-query: ", 0) == 0);
+  CHECK(r.err.rfind("cudrv-query: ", 0) == 0);
 }
 
 }  // namespace
@@ -27,7 +27,7 @@ TEST_CASE("option --help lists the options, selectors, exit statuses and environ
   CHECK(r.err.empty());
   for (const char* part : {"--device", "--details", "--p2p", "--bench", "--json", "--color", "--bench-size",
                            "--bench-iterations", "--bench-trials", "--no-progress", "--version", "GPU-",
-                           "0000:c1:00.0", "NO_COLOR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDAX_LIBNVML",
+                           "0000:c1:00.0", "NO_COLOR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDRV_LIBNVML",
                            "schema_version"}) {
     INFO(part);
     CHECK(contains(r.out, part));
@@ -39,10 +39,16 @@ TEST_CASE("option --help lists the options, selectors, exit statuses and environ
   CHECK(run_query({"-h"}, {no_driver}).out == r.out);
 }
 
-TEST_CASE("option --version prints the cudax version", "[query][cli]") {
+TEST_CASE("option --version prints the tool, library, driver and toolkit versions", "[query][cli]") {
   auto r = run_query({"--version"}, {no_driver});
   REQUIRE(r.exit_code == 0);
-  CHECK(r.out == std::string("cudax-query ") + CUDAX_TEST_VERSION + "\n");
+  CHECK(r.err.empty());
+  const std::string toolkit =
+      std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+  CHECK(r.out == std::string("cudrv-query ") + CUDRV_TEST_VERSION + "\n" +  //
+                     "cudrv library: " + CUDRV_TEST_VERSION + "\n" +       //
+                     "CUDA driver: not available\n" +                      //
+                     "CUDA toolkit (built with): CUDA " + toolkit + "\n");
 }
 
 TEST_CASE("usage errors exit with status 1 and one line on stderr, before the driver is loaded", "[query][cli]") {
@@ -67,7 +73,7 @@ TEST_CASE("usage errors exit with status 1 and one line on stderr, before the dr
   for (const auto& args : bad) {
     std::string joined;
     for (const auto& a : args) joined += a + " ";
-    INFO("cudax-query " << joined);
+    INFO("cudrv-query " << joined);
     // With the driver hidden: a usage error must win over "no driver" (status 1, not 2).
     auto r = run_query(args, {no_driver});
     CHECK(r.exit_code == 1);
@@ -95,7 +101,7 @@ TEST_CASE("without a driver --json prints a valid document that says why, for ev
     INFO(v);
     std::vector<std::string> args{"--json"};
     if (v != "summary") args.push_back("--" + v);
-    auto r = run_query(args, {no_driver, "CUDA_VISIBLE_DEVICES=0", "CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"},
+    auto r = run_query(args, {no_driver, "CUDA_VISIBLE_DEVICES=0", "CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"},
                        {"CUDA_DEVICE_ORDER"});
     CHECK(r.exit_code == 2);
     require_one_error_line(r);
@@ -130,7 +136,7 @@ TEST_CASE("NVRTC: the summary gives the version built with, the other views the 
   CHECK(j["nvrtc"]["library"]["available"] == true);
   CHECK(j["nvrtc"]["library"]["version"].get<int>() >= 12000);
 
-  auto missing = run_query({"--json", "--p2p"}, {no_driver, "CUDAX_LIBNVRTC=/nonexistent/libnvrtc.so"});
+  auto missing = run_query({"--json", "--p2p"}, {no_driver, "CUDRV_LIBNVRTC=/nonexistent/libnvrtc.so"});
   CHECK(missing.exit_code == 2);
   REQUIRE_SCHEMA_VALID(missing.out);
   j = query_test::parse(missing.out);

@@ -1,5 +1,5 @@
-// cudax-query on a GPU, run as a process: the JSON of every view against the schema, identity
-// against nvidia-smi and against cudax read in this process, -d with every selector kind,
+// cudrv-query on a GPU, run as a process: the JSON of every view against the schema, identity
+// against nvidia-smi and against cudrv read in this process, -d with every selector kind,
 // CUDA_VISIBLE_DEVICES / CUDA_DEVICE_ORDER, NVML present and absent, the P2P matrix, and --bench
 // against the same measurements made here with raw driver calls.
 #include <catch2/catch.hpp>
@@ -10,6 +10,9 @@
 #include <map>
 #include <sstream>
 
+#include <cudrv/driver.hpp>
+#include <cudrv/version.hpp>
+
 #include "query.hpp"
 #include "query_test_support.hpp"
 #include "support/test_support.hpp"
@@ -19,7 +22,7 @@ using query_test::run_query;
 
 namespace {
 
-using cudax::test::contains;
+using cudrv::test::contains;
 
 json query_json(const std::vector<std::string>& args, const std::vector<std::string>& set = {},
                 const std::vector<std::string>& unset = {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"},
@@ -116,7 +119,7 @@ std::optional<std::vector<smi_gpu>> nvidia_smi() {
 
 bool same_pci(const std::string& a, const std::string& b) {
   unsigned int a0, a1, a2, a3, b0, b1, b2, b3;
-  return cudax_query::parse_pci_bus_id(a, a0, a1, a2, a3) && cudax_query::parse_pci_bus_id(b, b0, b1, b2, b3) &&
+  return cudrv_query::parse_pci_bus_id(a, a0, a1, a2, a3) && cudrv_query::parse_pci_bus_id(b, b0, b1, b2, b3) &&
          a0 == b0 && a1 == b1 && a2 == b2 && a3 == b3;
 }
 
@@ -134,24 +137,24 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-/// The measurements of cudax_query::device_bench made with raw driver calls (cuMemcpyHtoDAsync,
+/// The measurements of cudrv_query::device_bench made with raw driver calls (cuMemcpyHtoDAsync,
 /// cuMemcpyDtoHAsync, cuMemcpyDtoDAsync, cuLaunchKernel, cuMemcpyPeerAsync, cuEventRecord,
 /// cuEventElapsedTime, cuStreamSynchronize), same sizes, counts and method. Device memory, stream
 /// and events are its own; the host buffers are the device_bench's: pageable copies depend on the
 /// pages (huge pages or not, where they sit), so both sides copy the same ones.
 class raw_device_bench {
  public:
-  raw_device_bench(cudax_query::device_bench& tool, const cudax_query::bench_options& o)
+  raw_device_bench(cudrv_query::device_bench& tool, const cudrv_query::bench_options& o)
       : o_(o),
         dev_(tool.ordinal()),
         s_(dev_),
-        start_(dev_, cudax::event_flags::timing),
-        stop_(dev_, cudax::event_flags::timing),
+        start_(dev_, cudrv::event_flags::timing),
+        stop_(dev_, cudrv::event_flags::timing),
         a_(dev_, o.size),
         b_(dev_, o.size),
         pinned_(tool.pinned_data()),
         pageable_(tool.pageable_data()),
-        lib_(cudax::object_code(cudax::code_kind::ptx, empty_ptx, "raw_empty.ptx")),
+        lib_(cudrv::object_code(cudrv::code_kind::ptx, empty_ptx, "raw_empty.ptx")),
         f_(lib_.get_kernel("raw_empty").native_function()) {
     hs_ = s_.native_handle();
   }
@@ -166,7 +169,7 @@ class raw_device_bench {
     std::vector<double> trips;
     launch_one();
     check(st_sync(hs_));
-    for (int t = 0; t < cudax_query::round_trips_for(o_); ++t) {
+    for (int t = 0; t < cudrv_query::round_trips_for(o_); ++t) {
       auto t0 = std::chrono::steady_clock::now();
       launch_one();
       check(st_sync(hs_));
@@ -185,11 +188,11 @@ class raw_device_bench {
 
  private:
   static void check(CUresult r) {
-    if (r != CUDA_SUCCESS) throw cudax::error(r, "raw driver call");
+    if (r != CUDA_SUCCESS) throw cudrv::error(r, "raw driver call");
   }
   template <class F>
   static F entry(const char* name, int version) {
-    return reinterpret_cast<F>(cudax::driver::get_entry_point(name, version));
+    return reinterpret_cast<F>(cudrv::driver::get_entry_point(name, version));
   }
   void launch_one() { check(launch(f_, 1, 1, 1, 1, 1, 1, 0, hs_, nullptr, nullptr)); }
   double gbps(double seconds) const { return static_cast<double>(o_.size) / seconds / 1e9; }
@@ -220,34 +223,34 @@ class raw_device_bench {
   PFN_cuEventElapsedTime_v2000 elapsed = entry<PFN_cuEventElapsedTime_v2000>("cuEventElapsedTime", 2000);
   PFN_cuStreamSynchronize_v2000 st_sync = entry<PFN_cuStreamSynchronize_v2000>("cuStreamSynchronize", 2000);
 
-  cudax_query::bench_options o_;
-  cudax::device dev_;
-  cudax::stream s_;
-  cudax::event start_, stop_;
-  cudax::device_buffer<std::byte> a_, b_;
+  cudrv_query::bench_options o_;
+  cudrv::device dev_;
+  cudrv::stream s_;
+  cudrv::event start_, stop_;
+  cudrv::device_buffer<std::byte> a_, b_;
   std::byte* pinned_;
   std::byte* pageable_;
-  cudax::library lib_;
+  cudrv::library lib_;
   CUfunction f_;
   CUstream hs_ = nullptr;
 };
 
 }  // namespace
 
-TEST_CASE("the JSON of every view validates and matches cudax", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+TEST_CASE("the JSON of every view validates and matches cudrv", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   for (std::vector<std::string> args : {std::vector<std::string>{}, {"--details"}, {"--p2p"},
                                         {"--bench", "--bench-size", "4M", "--bench-iterations", "2",
                                          "--bench-trials", "2", "--no-progress"}}) {
     INFO((args.empty() ? "summary" : args[0]));
     json doc = query_json(args);
     CHECK(doc["status"] == "ok");
-    CHECK(doc["driver"]["cuda_version"] == cudax::driver::version());
+    CHECK(doc["driver"]["cuda_version"] == cudrv::driver::version());
     REQUIRE(doc["device_count"] == count);
     REQUIRE(doc["devices"].size() == static_cast<std::size_t>(count));
     for (int i = 0; i < count; ++i) {
-      cudax::device dev(i);
+      cudrv::device dev(i);
       const json& d = doc["devices"][i];
       CHECK(d["ordinal"] == i);
       CHECK(d["name"] == dev.name());
@@ -256,21 +259,21 @@ TEST_CASE("the JSON of every view validates and matches cudax", "[query][gpu]") 
       CHECK(d["compute_capability"]["major"] == dev.compute_capability().major);
       CHECK(d["compute_capability"]["minor"] == dev.compute_capability().minor);
       CHECK(d["arch"] == dev.arch());
-      CHECK(d["multiprocessors"] == dev.attribute(cudax::device_attributes::multiprocessor_count));
+      CHECK(d["multiprocessors"] == dev.attribute(cudrv::device_attributes::multiprocessor_count));
       CHECK(d["memory"]["total_bytes"] == dev.total_memory());
-      CHECK(d["clocks_khz"]["sm"] == dev.attribute(cudax::device_attributes::clock_rate_khz));
+      CHECK(d["clocks_khz"]["sm"] == dev.attribute(cudrv::device_attributes::clock_rate_khz));
     }
   }
 }
 
-TEST_CASE("cudax-query --details reads every attribute the driver has", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
+TEST_CASE("cudrv-query --details reads every attribute the driver has", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
   json doc = query_json({"--details"});
   for (const json& d : doc["devices"]) {
-    cudax::device dev(d["ordinal"].get<int>());
-    REQUIRE(d["attributes"].size() == cudax_query::attribute_table().size());
+    cudrv::device dev(d["ordinal"].get<int>());
+    REQUIRE(d["attributes"].size() == cudrv_query::attribute_table().size());
     int known = 0;
-    for (const cudax_query::attribute_desc& a : cudax_query::attribute_table()) {
+    for (const cudrv_query::attribute_desc& a : cudrv_query::attribute_table()) {
       INFO(a.enum_name);
       const json j = at(d, {"attributes", a.key});
       REQUIRE(j.is_object());
@@ -278,13 +281,13 @@ TEST_CASE("cudax-query --details reads every attribute the driver has", "[query]
       bool driver_knows = true;
       try {
         value = dev.attribute(a.id);
-      } catch (const cudax::error&) {
+      } catch (const cudrv::error&) {
         driver_knows = false;
       }
       REQUIRE(j["value"].is_null() == !driver_knows);
       if (!driver_knows) continue;
       ++known;
-      if (a.kind == cudax_query::attribute_kind::boolean) {
+      if (a.kind == cudrv_query::attribute_kind::boolean) {
         CHECK(j["value"] == (value != 0));
       } else {
         CHECK(j["value"] == value);
@@ -296,13 +299,13 @@ TEST_CASE("cudax-query --details reads every attribute the driver has", "[query]
   // The text view shows each group and the NVML block when NVML is there.
   auto text = run_query({"--details", "--color", "never"});
   REQUIRE(text.exit_code == 0);
-  for (const char* group : cudax_query::group_names()) CHECK(contains(text.out, std::string("  ") + group + "\n"));
+  for (const char* group : cudrv_query::group_names()) CHECK(contains(text.out, std::string("  ") + group + "\n"));
   CHECK(contains(text.out, "Max threads per block"));
   if (doc["nvml"]["available"] == true) CHECK(contains(text.out, "  nvml"));
 }
 
-TEST_CASE("cudax-query agrees with nvidia-smi", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
+TEST_CASE("cudrv-query agrees with nvidia-smi", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
   std::optional<std::vector<smi_gpu>> smi = nvidia_smi();
   if (!smi) {
     WARN("SKIPPED: nvidia-smi is not available here");
@@ -333,7 +336,7 @@ TEST_CASE("cudax-query agrees with nvidia-smi", "[query][gpu]") {
     CHECK(d["memory"]["total_bytes"].get<unsigned long long>() <= n["memory"]["total_bytes"].get<unsigned long long>());
     CHECK(d["memory"]["total_bytes"].get<double>() >= 0.95 * n["memory"]["total_bytes"].get<double>());
     CHECK(at(d, {"memory", "free_bytes"}) == at(n, {"memory", "free_bytes"}));
-    // Every field nvidia-smi reports, cudax-query reports with the same value.
+    // Every field nvidia-smi reports, cudrv-query reports with the same value.
     auto same = [&](const std::optional<double>& expected, const json& got, const char* what) {
       INFO(what);
       if (!expected) return;
@@ -352,31 +355,41 @@ TEST_CASE("cudax-query agrees with nvidia-smi", "[query][gpu]") {
   }
 }
 
-TEST_CASE("cudax-query without NVML omits the NVML fields and still succeeds", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
-  json doc = query_json({"--details"}, {"CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"});
+TEST_CASE("cudrv-query --version reports the driver's CUDA version when a driver is present", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
+  auto r = run_query({"--version"});
+  REQUIRE(r.exit_code == 0);
+  const int v = cudrv::driver::version();
+  REQUIRE(v > 0);
+  CHECK(contains(r.out, "\nCUDA driver: CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) + "\n"));
+  CHECK(contains(r.out, std::string("\ncudrv library: ") + cudrv::version_string() + "\n"));
+}
+
+TEST_CASE("cudrv-query without NVML omits the NVML fields and still succeeds", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
+  json doc = query_json({"--details"}, {"CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"});
   CHECK(doc["nvml"]["available"] == false);
   for (const json& d : doc["devices"]) {
     CHECK_FALSE(d.contains("nvml"));
     CHECK_FALSE(d["memory"].contains("free_bytes"));
   }
-  auto text = run_query({"--color", "never"}, {"CUDAX_LIBNVML=/nonexistent/libnvidia-ml.so.1"});
+  auto text = run_query({"--color", "never"}, {"CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"});
   REQUIRE(text.exit_code == 0);
   CHECK(contains(text.out, "not loaded"));
   CHECK(contains(text.out, "n/a"));
 }
 
-TEST_CASE("cudax-query -d selects by ordinal, UUID, UUID prefix and PCI bus id", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+TEST_CASE("cudrv-query -d selects by ordinal, UUID, UUID prefix and PCI bus id", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   for (int i = 0; i < count; ++i) {
-    cudax::device dev(i);
+    cudrv::device dev(i);
     std::string uuid = dev.uuid().to_string();
     std::string upper = uuid;
     for (char& c : upper) c = static_cast<char>(std::toupper(static_cast<unsigned char>(c)));
     std::string pci = dev.pci_bus_id();
     unsigned int dom, bus, devno, fn;
-    REQUIRE(cudax_query::parse_pci_bus_id(pci, dom, bus, devno, fn));
+    REQUIRE(cudrv_query::parse_pci_bus_id(pci, dom, bus, devno, fn));
     char smi_pci[32];
     std::snprintf(smi_pci, sizeof(smi_pci), "%08X:%02X:%02X.%X", dom, bus, devno, fn);
     for (std::string sel : {std::to_string(i), uuid, uuid.substr(0, 13), upper, pci, std::string(smi_pci)}) {
@@ -400,14 +413,14 @@ TEST_CASE("cudax-query -d selects by ordinal, UUID, UUID prefix and PCI bus id",
   CHECK(r.out.empty());
   CHECK(query_test::line_count(r.err) == 1);
   CHECK(contains(r.err, "no device matches --device " + std::to_string(count)));
-  CHECK(contains(r.err, cudax::device(0).uuid().to_string()));
+  CHECK(contains(r.err, cudrv::device(0).uuid().to_string()));
   json bad = query_json({"-d", "GPU-ffffffff-0000"}, {}, {"CUDA_VISIBLE_DEVICES"}, 1);
   CHECK(bad["status"] == "usage_error");
   CHECK(bad["error"]["valid_selectors"].size() == static_cast<std::size_t>(count));
 }
 
-TEST_CASE("cudax-query follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
+TEST_CASE("cudrv-query follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
   json all = query_json({});
   std::vector<std::string> uuids = uuids_of(all);
   const std::size_t count = uuids.size();
@@ -451,13 +464,13 @@ TEST_CASE("cudax-query follows CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER", "[qu
   CHECK(contains(text.err, "sees no device"));
 }
 
-TEST_CASE("cudax-query text output: every device, colour only when asked", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
+TEST_CASE("cudrv-query text output: every device, colour only when asked", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
   auto plain = run_query({}, {"NO_COLOR=1"});
   REQUIRE(plain.exit_code == 0);
   CHECK(plain.err.empty());
   CHECK_FALSE(contains(plain.out, "\033["));
-  for (cudax::device dev : cudax::devices()) {
+  for (cudrv::device dev : cudrv::devices()) {
     CHECK(contains(plain.out, dev.name()));
     CHECK(contains(plain.out, dev.uuid().to_string()));
     CHECK(contains(plain.out, dev.pci_bus_id()));
@@ -469,15 +482,15 @@ TEST_CASE("cudax-query text output: every device, colour only when asked", "[que
   CHECK_FALSE(contains(piped.out, "\033["));
 }
 
-TEST_CASE("cudax-query --p2p reports the driver's peer matrix and link attributes", "[query][gpu]") {
-  CUDAX_REQUIRE_GPU();
-  const int count = cudax::device_count();
+TEST_CASE("cudrv-query --p2p reports the driver's peer matrix and link attributes", "[query][gpu]") {
+  CUDRV_REQUIRE_GPU();
+  const int count = cudrv::device_count();
   json doc = query_json({"--p2p"});
   REQUIRE(doc["p2p"].size() == static_cast<std::size_t>(count * (count - 1)));
   auto rank = reinterpret_cast<PFN_cuDeviceGetP2PAttribute_v8000>(
-      cudax::driver::get_entry_point("cuDeviceGetP2PAttribute", 8000));
+      cudrv::driver::get_entry_point("cuDeviceGetP2PAttribute", 8000));
   for (const json& l : doc["p2p"]) {
-    cudax::device a(l["from"].get<int>()), b(l["to"].get<int>());
+    cudrv::device a(l["from"].get<int>()), b(l["to"].get<int>());
     INFO(a.ordinal() << " -> " << b.ordinal());
     CHECK(l["can_access"] == a.can_access_peer(b));
     int value = -1;
@@ -501,31 +514,31 @@ TEST_CASE("cudax-query --p2p reports the driver's peer matrix and link attribute
   }
 }
 
-TEST_CASE("cudax-query --bench is within 10% of the raw driver figures", "[query][gpu][bench]") {
-  CUDAX_REQUIRE_GPU();
+TEST_CASE("cudrv-query --bench is within 10% of the raw driver figures", "[query][gpu][bench]") {
+  CUDRV_REQUIRE_GPU();
   // The measuring code of --bench (device_bench) against the same measurements made with raw driver
   // calls, in this process, on the same device: each measurement of each side 15 times, the two
   // sides back to back, alternating which goes first; the median of the 15 ratios (the paired
   // ratio, as in benchmarks/) must be within 10% of 1. Pairing cancels the machine's drift, which
   // moves pageable copies by 30% within seconds on a shared host.
-  cudax_query::bench_options options;  // the defaults of --bench: 64 MiB, 10 iterations, 5 trials
+  cudrv_query::bench_options options;  // the defaults of --bench: 64 MiB, 10 iterations, 5 trials
   options.progress = false;
-  const int count = cudax::device_count();
+  const int count = cudrv::device_count();
   struct metric {
     const char* name;
-    double (cudax_query::device_bench::*tool)();
+    double (cudrv_query::device_bench::*tool)();
     double (raw_device_bench::*raw)();
   };
   const metric metrics[] = {
-      {"h2d_pinned_gbps", &cudax_query::device_bench::h2d_pinned_gbps, &raw_device_bench::h2d_pinned_gbps},
-      {"d2h_pinned_gbps", &cudax_query::device_bench::d2h_pinned_gbps, &raw_device_bench::d2h_pinned_gbps},
-      {"h2d_pageable_gbps", &cudax_query::device_bench::h2d_pageable_gbps, &raw_device_bench::h2d_pageable_gbps},
-      {"d2h_pageable_gbps", &cudax_query::device_bench::d2h_pageable_gbps, &raw_device_bench::d2h_pageable_gbps},
-      {"d2d_copy_gbps", &cudax_query::device_bench::d2d_copy_gbps, &raw_device_bench::d2d_copy_gbps},
-      {"launch_us", &cudax_query::device_bench::launch_us, &raw_device_bench::launch_us},
-      {"launch_sync_us", &cudax_query::device_bench::launch_sync_us, &raw_device_bench::launch_sync_us},
+      {"h2d_pinned_gbps", &cudrv_query::device_bench::h2d_pinned_gbps, &raw_device_bench::h2d_pinned_gbps},
+      {"d2h_pinned_gbps", &cudrv_query::device_bench::d2h_pinned_gbps, &raw_device_bench::d2h_pinned_gbps},
+      {"h2d_pageable_gbps", &cudrv_query::device_bench::h2d_pageable_gbps, &raw_device_bench::h2d_pageable_gbps},
+      {"d2h_pageable_gbps", &cudrv_query::device_bench::d2h_pageable_gbps, &raw_device_bench::d2h_pageable_gbps},
+      {"d2d_copy_gbps", &cudrv_query::device_bench::d2d_copy_gbps, &raw_device_bench::d2d_copy_gbps},
+      {"launch_us", &cudrv_query::device_bench::launch_us, &raw_device_bench::launch_us},
+      {"launch_sync_us", &cudrv_query::device_bench::launch_sync_us, &raw_device_bench::launch_sync_us},
   };
-  std::vector<cudax_query::device_bench> tools;
+  std::vector<cudrv_query::device_bench> tools;
   std::vector<std::unique_ptr<raw_device_bench>> raws;
   for (int i = 0; i < count; ++i) {
     tools.emplace_back(i, options);
@@ -540,10 +553,10 @@ TEST_CASE("cudax-query --bench is within 10% of the raw driver figures", "[query
     for (std::size_t k = 0; k < t.size(); ++k) ratios.push_back(t[k] / r[k]);
     double paired = median(ratios);
     raw_median[what] = median(r);
-    std::printf("bench %-26s cudax-query %10.3f  raw %10.3f  paired ratio %.3f (min %.3f, max %.3f)\n", what.c_str(),
+    std::printf("bench %-26s cudrv-query %10.3f  raw %10.3f  paired ratio %.3f (min %.3f, max %.3f)\n", what.c_str(),
                 median(t), median(r), paired, *std::min_element(ratios.begin(), ratios.end()),
                 *std::max_element(ratios.begin(), ratios.end()));
-    INFO(what << ": paired ratio cudax-query / raw " << paired);
+    INFO(what << ": paired ratio cudrv-query / raw " << paired);
     CHECK(paired == Approx(1.0).margin(0.10));
   };
   for (int i = 0; i < count; ++i) {
@@ -568,8 +581,8 @@ TEST_CASE("cudax-query --bench is within 10% of the raw driver figures", "[query
         if (round % 2 == 0) r.push_back(raws[i]->p2p_gbps(*raws[j]));
         t.push_back(tools[i].p2p_gbps(tools[j], peer_access));
         if (round % 2 == 1) r.push_back(raws[i]->p2p_gbps(*raws[j]));
-        CHECK(peer_access == (cudax::device(i).can_access_peer(cudax::device(j)) &&
-                              cudax::device(j).can_access_peer(cudax::device(i))));
+        CHECK(peer_access == (cudrv::device(i).can_access_peer(cudrv::device(j)) &&
+                              cudrv::device(j).can_access_peer(cudrv::device(i))));
       }
       report("p2p " + std::to_string(i) + "->" + std::to_string(j), t, r);
     }
@@ -593,11 +606,11 @@ TEST_CASE("cudax-query --bench is within 10% of the raw driver figures", "[query
     CHECK(d["d2d_read_write_gbps"].get<double>() == Approx(2 * d["d2d_copy_gbps"].get<double>()).epsilon(1e-3));
   }
   for (const json& p : doc["bench"]["p2p"]) {
-    CHECK(p["peer_access"] == cudax::device(p["from"].get<int>()).can_access_peer(cudax::device(p["to"].get<int>())));
+    CHECK(p["peer_access"] == cudrv::device(p["from"].get<int>()).can_access_peer(cudrv::device(p["to"].get<int>())));
   }
   auto progress = run_query({"--bench", "--bench-size", "1M", "--bench-iterations", "1", "--bench-trials", "1"});
   REQUIRE(progress.exit_code == 0);
-  CHECK(contains(progress.err, "cudax-query: bench [1/"));
+  CHECK(contains(progress.err, "cudrv-query: bench [1/"));
   CHECK(query_test::line_count(progress.err) == 7 * count + count * (count - 1));
   CHECK(contains(progress.out, "GB/s"));
 }

@@ -1,16 +1,19 @@
-// cudax-query without a GPU: selectors, colour choice, and the text and JSON output of every view
-// for made-up devices (random values), the JSON validated against docs/cudax-query.schema.json.
+// cudrv-query without a GPU: selectors, colour choice, and the text and JSON output of every view
+// for made-up devices (random values), the JSON validated against docs/cudrv-query.schema.json.
 #include <catch2/catch.hpp>
 
 #include <cuda.h>
 
+#include <fstream>
 #include <random>
 #include <sstream>
+
+#include <cudrv/version.hpp>
 
 #include "query.hpp"
 #include "query_test_support.hpp"
 
-using namespace cudax_query;
+using namespace cudrv_query;
 using nlohmann::json;
 
 namespace {
@@ -249,6 +252,19 @@ TEST_CASE("numbers are formatted with their units", "[query]") {
   CHECK(format_memory((std::size_t{79} << 30) + (std::size_t{600} << 20)) == "79.6 GiB");
 }
 
+TEST_CASE("the schema names cudrv-query and the documents name the tool and its version", "[query]") {
+  std::ifstream in(CUDRV_TEST_SCHEMA);
+  REQUIRE(in.good());
+  const json schema = json::parse(in);
+  CHECK(schema["$id"] == "urn:cudrv:cudrv-query:json:" + std::to_string(json_schema_version));
+  CHECK(schema["title"] == "cudrv-query --json");
+  CHECK(schema["properties"]["tool"]["properties"]["name"]["const"] == "cudrv-query");
+  std::mt19937 rng(Catch::rngSeed());
+  const json j = query_test::parse(to_json(make_system(rng), view::summary, nullptr));
+  CHECK(j["tool"]["name"] == "cudrv-query");
+  CHECK(j["tool"]["version"] == cudrv::version_string());
+}
+
 TEST_CASE("the JSON of every view validates against the schema and carries the collected values", "[query]") {
   std::mt19937 rng(Catch::rngSeed());
   system_info info = make_system(rng);
@@ -351,7 +367,7 @@ TEST_CASE("failures are JSON documents that say why", "[query]") {
   REQUIRE_SCHEMA_VALID(text);
   CHECK(query_test::parse(text)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd\xef\xbf\xbd" "0");
 
-  // The schema itself refuses what cudax-query must never print.
+  // The schema itself refuses what cudrv-query must never print.
   json bad = query_test::parse(to_json(info, view::summary, nullptr));
   bad["devices"][0]["surprise"] = 1;
   bool valid = true;

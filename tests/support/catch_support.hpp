@@ -9,19 +9,19 @@
 
 #include "test_support.hpp"
 
-namespace cudax::test {
+namespace cudrv::test {
 
-/// Requires f() to throw an invalid_argument_error that cudax raised itself (a cudax:: function
+/// Requires f() to throw an invalid_argument_error that cudrv raised itself (a cudrv:: function
 /// name, CUDA_ERROR_INVALID_VALUE, a description) and returns it for further checks.
 template <class F>
-cudax::invalid_argument_error require_invalid_argument(const char* what, F&& f) {
+cudrv::invalid_argument_error require_invalid_argument(const char* what, F&& f) {
   INFO(what);
-  auto e = catch_as<cudax::invalid_argument_error>(f);
+  auto e = catch_as<cudrv::invalid_argument_error>(f);
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->result() == CUDA_ERROR_INVALID_VALUE);
-  CHECK(e->source() == cudax::error_source::cudax);
-  CHECK(e->api().rfind("cudax::", 0) == 0);  // names the cudax function
+  CHECK(e->source() == cudrv::error_source::cudrv);
+  CHECK(e->api().rfind("cudrv::", 0) == 0);  // names the cudrv function
   CHECK_FALSE(e->description().empty());
   return *e;
 }
@@ -36,4 +36,4 @@ inline bool is_cuda_elf(const std::string& bytes) {
   return machine == 190;
 }
 
-}  // namespace cudax::test
+}  // namespace cudrv::test

@@ -2,8 +2,8 @@
 //
 // The memory tests fill every destination with a poison pattern (every byte 0xA5) before a copy or
 // fill writes it, and afterwards compare the whole destination bitwise: the written part must hold
-// the data, the rest must still hold the poison. Data is random from a seed (cudax::test::test_seed,
-// printed by the tests so CUDAX_TEST_SEED can replay it).
+// the data, the rest must still hold the poison. Data is random from a seed (cudrv::test::test_seed,
+// printed by the tests so CUDRV_TEST_SEED can replay it).
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,7 @@
 
 #include "test_support.hpp"
 
-namespace cudax::test {
+namespace cudrv::test {
 
 inline constexpr std::size_t MiB = std::size_t(1) << 20;
 
@@ -66,4 +66,4 @@ std::string mismatch(const std::vector<T>& actual, const std::vector<T>& expecte
   return mismatch(actual.data(), expected.data(), actual.size());
 }
 
-}  // namespace cudax::test
+}  // namespace cudrv::test

@@ -1,8 +1,8 @@
-// Shared helpers for the cudax test suites.
+// Shared helpers for the cudrv test suites.
 #pragma once
 
 #include <cudaTypedefs.h>
-#include <cudax/cudax.hpp>
+#include <cudrv/cudrv.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -19,16 +19,16 @@
 #include <thread>
 #include <vector>
 
-namespace cudax::test {
+namespace cudrv::test {
 
 /// Whether the GPU tier can run: a driver is loaded and sees at least one device.
 inline bool gpu_available() {
   static const bool available = [] {
-    if (!cudax::driver::available()) {
+    if (!cudrv::driver::available()) {
       return false;
     }
     try {
-      return cudax::device_count() > 0;
+      return cudrv::device_count() > 0;
     } catch (...) {
       return false;
     }
@@ -38,8 +38,8 @@ inline bool gpu_available() {
 
 /// Why the GPU tier cannot run, for the skip message.
 inline std::string gpu_unavailable_reason() {
-  if (!cudax::driver::available()) {
-    return cudax::driver::unavailable_reason();
+  if (!cudrv::driver::available()) {
+    return cudrv::driver::unavailable_reason();
   }
   return "the driver sees no device";
 }
@@ -62,19 +62,19 @@ inline std::vector<std::uint8_t> random_bytes(std::size_t n, std::uint64_t seed)
 }
 
 /// A seed that differs from run to run (printed by the tests so a failure can be replayed);
-/// CUDAX_TEST_SEED fixes it.
+/// CUDRV_TEST_SEED fixes it.
 inline std::uint64_t test_seed() {
-  if (const char* env = std::getenv("CUDAX_TEST_SEED")) {
+  if (const char* env = std::getenv("CUDRV_TEST_SEED")) {
     return std::strtoull(env, nullptr, 10);
   }
   return std::random_device{}();
 }
 
-/// Counts the errors cudax reports to the destruction handler while it is alive, then restores the
+/// Counts the errors cudrv reports to the destruction handler while it is alive, then restores the
 /// handler that was installed before. Use one per test case to check that teardown reported nothing:
 /// @code
-/// cudax::test::destruction_error_counter errors;
-/// { cudax::stream s(dev); }
+/// cudrv::test::destruction_error_counter errors;
+/// { cudrv::stream s(dev); }
 /// CHECK(errors.count() == 0);
 /// @endcode
 /// The handler may run on a driver thread (host callables of destroyed streams), so the count is atomic.
@@ -86,11 +86,11 @@ class destruction_error_counter {
       std::lock_guard<std::mutex> lock(state().mutex);
       state().messages.clear();
     }
-    previous_ = cudax::set_destruction_error_handler(&handler);
+    previous_ = cudrv::set_destruction_error_handler(&handler);
   }
   destruction_error_counter(const destruction_error_counter&) = delete;
   destruction_error_counter& operator=(const destruction_error_counter&) = delete;
-  ~destruction_error_counter() { cudax::set_destruction_error_handler(previous_); }
+  ~destruction_error_counter() { cudrv::set_destruction_error_handler(previous_); }
 
   /// The number of errors reported since construction.
   [[nodiscard]] int count() const { return state().count.load(); }
@@ -110,7 +110,7 @@ class destruction_error_counter {
     static shared_state s;
     return s;
   }
-  static void handler(const cudax::error& e) noexcept {
+  static void handler(const cudrv::error& e) noexcept {
     try {
       std::lock_guard<std::mutex> lock(state().mutex);
       state().messages += e.what();
@@ -119,7 +119,7 @@ class destruction_error_counter {
     }
     state().count.fetch_add(1);
   }
-  cudax::destruction_error_handler previous_ = nullptr;
+  cudrv::destruction_error_handler previous_ = nullptr;
 };
 
 /// Runs @p f and returns the exception of type E it threw, or nothing when it returned normally.
@@ -155,7 +155,7 @@ bool wait_until(Pred&& done, std::chrono::milliseconds timeout = std::chrono::se
 /// Holds a stream's later work back until open() is called (or 10 s pass, so a failed test cannot
 /// hang). blocker() is the host callable to enqueue; it shares the flag, so it may outlive the gate:
 /// @code
-/// cudax::test::gate g;
+/// cudrv::test::gate g;
 /// s.enqueue(g.blocker());
 /// CHECK_FALSE(s.is_done());
 /// g.open();
@@ -169,58 +169,58 @@ struct gate {
 };
 
 /// The calling thread's current context straight from the driver (null when none is current),
-/// bypassing cudax so tests can check what cudax leaves current.
+/// bypassing cudrv so tests can check what cudrv leaves current.
 inline CUcontext raw_current_context() {
-  auto fn = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(cudax::driver::get_entry_point("cuCtxGetCurrent", 4000));
+  auto fn = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(cudrv::driver::get_entry_point("cuCtxGetCurrent", 4000));
   CUcontext ctx = nullptr;
   if (CUresult status = fn(&ctx); status != CUDA_SUCCESS) {
-    throw cudax::error(status, "cuCtxGetCurrent (test)");
+    throw cudrv::error(status, "cuCtxGetCurrent (test)");
   }
   return ctx;
 }
 
 /// Makes @p ctx current (null: none) straight through the driver.
 inline void raw_set_current_context(CUcontext ctx) {
-  auto fn = reinterpret_cast<PFN_cuCtxSetCurrent_v4000>(cudax::driver::get_entry_point("cuCtxSetCurrent", 4000));
+  auto fn = reinterpret_cast<PFN_cuCtxSetCurrent_v4000>(cudrv::driver::get_entry_point("cuCtxSetCurrent", 4000));
   if (CUresult status = fn(ctx); status != CUDA_SUCCESS) {
-    throw cudax::error(status, "cuCtxSetCurrent (test)");
+    throw cudrv::error(status, "cuCtxSetCurrent (test)");
   }
 }
 
-/// The library path that the driver-less test tier points CUDAX_LIBCUDA at (ctest sets it).
+/// The library path that the driver-less test tier points CUDRV_LIBCUDA at (ctest sets it).
 inline constexpr const char* driverless_library = "/nonexistent/libcuda.so.1";
 
-/// Whether this process runs without a driver: CUDAX_LIBCUDA names a library that does not exist
+/// Whether this process runs without a driver: CUDRV_LIBCUDA names a library that does not exist
 /// (as ctest arranges for the [driverless] tests), or the machine has no driver at all.
 inline bool driverless() {
-  const char* env = std::getenv("CUDAX_LIBCUDA");
+  const char* env = std::getenv("CUDRV_LIBCUDA");
   if (env != nullptr && std::strcmp(env, driverless_library) == 0) {
     return true;
   }
-  return !cudax::driver::available();
+  return !cudrv::driver::available();
 }
 
-}  // namespace cudax::test
+}  // namespace cudrv::test
 
 /// Ends the current GPU test case with a visible skip message when no GPU is usable. ctest marks
 /// such a test "Skipped" through SKIP_REGULAR_EXPRESSION "SKIPPED: no CUDA device".
-#define CUDAX_REQUIRE_GPU()                                                                   \
+#define CUDRV_REQUIRE_GPU()                                                                   \
   do {                                                                                        \
-    if (!::cudax::test::gpu_available()) {                                                    \
-      std::cout << "SKIPPED: no CUDA device (" << ::cudax::test::gpu_unavailable_reason() << ")" \
+    if (!::cudrv::test::gpu_available()) {                                                    \
+      std::cout << "SKIPPED: no CUDA device (" << ::cudrv::test::gpu_unavailable_reason() << ")" \
                 << std::endl;                                                                 \
       return;                                                                                 \
     }                                                                                         \
   } while (0)
 
 /// Starts a [driverless] test case: they need a process in which no driver can be loaded. ctest runs
-/// them with CUDAX_LIBCUDA=/nonexistent/libcuda.so.1; run by hand on a machine with a driver they
+/// them with CUDRV_LIBCUDA=/nonexistent/libcuda.so.1; run by hand on a machine with a driver they
 /// end early with a message instead of failing.
-#define CUDAX_REQUIRE_DRIVERLESS()                                                                 \
+#define CUDRV_REQUIRE_DRIVERLESS()                                                                 \
   do {                                                                                             \
-    if (!::cudax::test::driverless()) {                                                            \
-      std::cout << "SKIPPED: a CUDA driver is loaded; run with CUDAX_LIBCUDA="                     \
-                << ::cudax::test::driverless_library << " (ctest does)" << std::endl;              \
+    if (!::cudrv::test::driverless()) {                                                            \
+      std::cout << "SKIPPED: a CUDA driver is loaded; run with CUDRV_LIBCUDA="                     \
+                << ::cudrv::test::driverless_library << " (ctest does)" << std::endl;              \
       return;                                                                                      \
     }                                                                                              \
   } while (0)

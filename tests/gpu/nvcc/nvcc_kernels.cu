@@ -1,7 +1,7 @@
-// __global__ functions compiled by nvcc into the GPU test binary itself, launched through cudax
-// (cudax::get_kernel / cudax::launch with a function pointer). The Catch2 test is in
+// __global__ functions compiled by nvcc into the GPU test binary itself, launched through cudrv
+// (cudrv::get_kernel / cudrv::launch with a function pointer). The Catch2 test is in
 // tests/gpu/test_launch.cpp; this file only exposes host entry points.
-#include <cudax/launch.hpp>
+#include <cudrv/launch.hpp>
 
 #include "nvcc_kernels.hpp"
 
@@ -23,13 +23,13 @@ __global__ void axpy_kernel(double a, const double* x, double* y, unsigned long 
 
 }  // namespace
 
-namespace cudax_test {
+namespace cudrv_test {
 
-cudax::typed_kernel_ref<void(int*, int, int)> nvcc_fill_kernel() { return cudax::get_kernel(fill_kernel); }
+cudrv::typed_kernel_ref<void(int*, int, int)> nvcc_fill_kernel() { return cudrv::get_kernel(fill_kernel); }
 
-void launch_axpy_by_pointer(cudax::stream_ref stream, const cudax::launch_config& config, double a, const double* x,
+void launch_axpy_by_pointer(cudrv::stream_ref stream, const cudrv::launch_config& config, double a, const double* x,
                             double* y, unsigned long long n) {
-  cudax::launch(stream, config, axpy_kernel, a, x, y, n);
+  cudrv::launch(stream, config, axpy_kernel, a, x, y, n);
 }
 
-}  // namespace cudax_test
+}  // namespace cudrv_test

@@ -1,0 +1,117 @@
+/// @file compile_cache.hpp
+/// @brief A persistent on-disk cache of NVRTC compilations: @ref cudrv::compile_cache.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cudrv/object_code.hpp"
+#include "cudrv/program.hpp"
+
+namespace cudrv {
+
+/// @brief A persistent, process-safe cache of @ref program::compile results in a directory.
+///
+/// An entry is keyed by everything that decides the output: the program's name, source and headers
+/// (names and contents), every header NVRTC could read from disk, the target kind, the final NVRTC
+/// option list (which holds the resolved architecture, so an empty @ref compile_options::arch is
+/// resolved before the lookup), the name expressions, the NVRTC version and library file (its path,
+/// size and modification time, so that a toolkit update invalidates the entries) and the cache format
+/// version. The key is hashed (128 bits) into the file name and also stored whole in the entry and
+/// compared byte for byte on a hit, so a hash collision is a miss, never a wrong result.
+///
+/// Headers on disk: NVRTC looks for an include in the directory of the program's name, the current
+/// directory, the include paths (@ref compile_options::include_paths, `-I`) and, from a header found
+/// on disk, that header's directory. Before every lookup the cache reads every include directive (and
+/// `__has_include`) of the source, the named headers and the headers found, in every branch of `#if`,
+/// and puts into the key, for each directory that could be searched, whether the file exists there
+/// and, when it does, its path, size and a 128-bit digest of its contents. Editing, adding, removing
+/// or shadowing a header therefore changes the key. A compilation whose includes cannot be told
+/// before compiling (`#include MACRO`), or that uses precompiled headers (`-pch`, `-use-pch`,
+/// `-create-pch`) or writes a timing file (`-time`), is never cached and is counted in
+/// @ref statistics::uncacheable. A header edited while NVRTC runs leaves that result unstored.
+///
+/// A hit reads one small file and calls no NVRTC compilation (NVRTC is loaded once per process for
+/// its version, which is part of the key). A miss compiles and stores the result; compile errors are
+/// not cached. Each entry ends with a checksum: a truncated or corrupted entry is counted, removed
+/// and replaced by a fresh compilation. Entries are written to a temporary file in the directory,
+/// flushed to disk and renamed over the final name, so readers never see a partial entry and
+/// concurrent writers of one key, threads or processes, leave one valid entry. A failure to store
+/// (a read-only directory, a full disk) never fails the compilation; it is counted in
+/// @ref statistics::store_failures.
+///
+/// The directory is created (mode 0700, parents included) on the first store. @ref from_environment
+/// chooses it as follows:
+/// - none, the cache disabled, when `CUDRV_DISABLE_CACHE` is set to anything but `""` or `"0"`;
+/// - else `$CUDRV_CACHE_DIR` when it is set and not empty;
+/// - else `$XDG_CACHE_HOME/cudrv/nvrtc` when `XDG_CACHE_HOME` is an absolute path;
+/// - else `$HOME/.cache/cudrv/nvrtc` when `HOME` is set and not empty;
+/// - else none, the cache disabled.
+///
+/// A cache object is thread-safe. It is a handle: copies share the directory and the statistics, and
+/// a moved-from cache stays usable (moving copies).
+///
+/// @code
+/// cudrv::compile_cache cache = cudrv::compile_cache::from_environment();
+/// cudrv::program prog("saxpy.cu", source);
+/// // The first run compiles and stores; later runs, in this process or another, read the entry.
+/// cudrv::compile_result r = cache.compile(prog, cudrv::code_kind::cubin, {.arch = "sm_90"}, {"saxpy<float>"});
+/// auto s = cache.stats();
+/// std::printf("%llu hits, %llu misses\n", (unsigned long long)s.hits, (unsigned long long)s.misses);
+/// @endcode
+class compile_cache {
+ public:
+  /// @brief Counters of one cache object and its copies, since it was made.
+  struct statistics {
+    std::uint64_t hits = 0;             ///< Compilations answered from an entry.
+    std::uint64_t misses = 0;           ///< Compilations run by NVRTC (every one, when disabled).
+    std::uint64_t corrupt_entries = 0;  ///< Entries found truncated or corrupted, removed (also misses).
+    std::uint64_t store_failures = 0;   ///< Results that could not be stored.
+    std::uint64_t uncacheable = 0;      ///< Compilations whose inputs the key cannot hold, never cached (also misses).
+  };
+
+  /// @brief A cache in @p directory, which is created on the first store if needed.
+  /// @throws invalid_argument_error when @p directory is empty (use @ref disabled)
+  explicit compile_cache(std::string directory);
+
+  /// @brief Another handle to the same cache: the copy shares the directory and the statistics.
+  compile_cache(const compile_cache& other) noexcept;
+  /// @brief Makes this a handle to @p other's cache.
+  compile_cache& operator=(const compile_cache& other) noexcept;
+  /// @brief Releases this handle; the shared state goes with the last one.
+  ~compile_cache();
+
+  /// @brief The cache the environment asks for (see the class description for the rules).
+  [[nodiscard]] static compile_cache from_environment();
+
+  /// @brief A cache that stores nothing: every compile calls NVRTC and counts a miss.
+  [[nodiscard]] static compile_cache disabled();
+
+  /// @brief Whether entries are read and stored.
+  [[nodiscard]] bool enabled() const noexcept;
+  /// @brief The directory of the entries; empty when disabled.
+  [[nodiscard]] const std::string& directory() const noexcept;
+
+  /// @brief The result of `prog.compile(target, options, name_expressions)`, from the cache when
+  /// an entry exists, else compiled and stored.
+  ///
+  /// The result is the same as the compilation's, log and lowered names included.
+  /// @throws the exceptions of @ref program::compile; never for a failure to read or store an entry
+  [[nodiscard]] compile_result compile(const program& prog, code_kind target, const compile_options& options = {},
+                                       const std::vector<std::string>& name_expressions = {});
+
+  /// @brief A snapshot of the counters.
+  [[nodiscard]] statistics stats() const noexcept;
+
+  /// @brief Removes every entry (and leftover temporary file) of the directory; other files are
+  /// left alone. Does nothing when disabled.
+  void clear();
+
+ private:
+  struct state;
+  explicit compile_cache(state* s) noexcept : state_(s) {}
+  state* state_;  // shared by the copies, reference-counted (never null)
+};
+
+}  // namespace cudrv

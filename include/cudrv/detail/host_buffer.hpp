@@ -1,0 +1,90 @@
+/// @file host_buffer.hpp
+/// @brief Internal: the state and the common part of the owning host-accessible buffers
+/// (@ref cudrv::pinned_buffer and @ref cudrv::managed_buffer).
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <span>
+#include <type_traits>
+#include <utility>
+
+#include "cudrv/context.hpp"
+
+namespace cudrv {
+namespace detail {
+/// @brief The untyped state of a host allocation or registration (internal).
+struct host_allocation {
+  void* pointer = nullptr;
+  std::size_t bytes = 0;
+  context_token context{};
+
+  static host_allocation allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
+  static host_allocation allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
+  static host_allocation register_memory(CUcontext ctx, void* pointer, std::size_t bytes, unsigned int flags);
+  void free_pinned() noexcept;
+  void free_managed() noexcept;
+  void unregister() noexcept;
+  CUdeviceptr device_address(const char* api) const;
+};
+
+/// @brief What pinned and managed buffers share: a move-only owner of a host_allocation freed by
+/// @p Free, with host access to its elements (internal; documented on the derived types).
+template <class T, void (host_allocation::*Free)() noexcept>
+class host_buffer {
+  static_assert(std::is_trivially_copyable_v<T>, "cudrv buffers hold trivially copyable elements");
+
+ public:
+  using value_type = T;           ///< The element type.
+  using size_type = std::size_t;  ///< Sizes in elements.
+
+  host_buffer(const host_buffer&) = delete;
+  host_buffer& operator=(const host_buffer&) = delete;
+  /// @brief Takes over @p other's memory; @p other becomes empty.
+  host_buffer(host_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
+  /// @brief Frees the held memory, then takes over @p other's.
+  host_buffer& operator=(host_buffer&& other) noexcept {
+    if (this != &other) {
+      (alloc_.*Free)();
+      alloc_ = std::exchange(other.alloc_, {});
+    }
+    return *this;
+  }
+  /// @brief Frees the memory (errors go to the destruction handler).
+  ~host_buffer() { (alloc_.*Free)(); }
+
+  /// @brief Gives up ownership; the caller must free the returned pointer.
+  [[nodiscard]] T* release() noexcept { return static_cast<T*>(std::exchange(alloc_, {}).pointer); }
+  /// @brief Frees the memory now; the buffer becomes empty.
+  void reset() noexcept { (alloc_.*Free)(); }
+  /// @brief The host pointer.
+  [[nodiscard]] T* data() const noexcept { return static_cast<T*>(alloc_.pointer); }
+  /// @brief The number of elements.
+  [[nodiscard]] std::size_t size() const noexcept { return alloc_.bytes / sizeof(T); }
+  /// @brief The number of bytes.
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return alloc_.bytes; }
+  /// @brief Whether the buffer holds no element.
+  [[nodiscard]] bool empty() const noexcept { return alloc_.bytes == 0; }
+  /// @brief Whether the buffer holds memory (false when empty, moved-from or released).
+  [[nodiscard]] explicit operator bool() const noexcept { return alloc_.pointer != nullptr; }
+  /// @brief Element @p i, accessed from the host (unchecked, like `std::span`).
+  [[nodiscard]] T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  /// @brief Iterator to the first element.
+  [[nodiscard]] T* begin() const noexcept { return data(); }
+  /// @brief Iterator past the last element.
+  [[nodiscard]] T* end() const noexcept { return data() + size(); }
+  /// @brief A host view of all elements.
+  [[nodiscard]] std::span<T> view() const noexcept { return {data(), size()}; }
+  /// @brief The context the memory was allocated in.
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
+
+ protected:
+  /// @brief Takes ownership of @p alloc.
+  explicit host_buffer(host_allocation alloc) noexcept : alloc_(alloc) {}
+  /// @brief The owned allocation.
+  host_allocation alloc_;
+};
+
+}  // namespace detail
+}  // namespace cudrv

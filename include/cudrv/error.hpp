@@ -1,0 +1,263 @@
+/// @file error.hpp
+/// @brief The exception hierarchy of cudrv and the handler for errors met during destruction.
+#pragma once
+
+#include <cuda.h>
+
+#include <exception>
+#include <stdexcept>
+#include <string>
+
+/// @brief cudrv: RAII types over the CUDA driver API (devices, contexts, streams, events, memory),
+/// its exception hierarchy and run-time driver loading. See @ref design for the model.
+namespace cudrv {
+
+/// @brief Which library produced the status code carried by an @ref cudrv::error.
+enum class error_source {
+  driver,  ///< A CUDA driver API call returned a CUresult.
+  cudrv,   ///< cudrv itself refused a request before any driver call (bad argument, empty handle).
+  nvrtc,     ///< An NVRTC call returned an nvrtcResult (run-time compilation).
+  nvjitlink, ///< An nvJitLink call returned an nvJitLinkResult (run-time linking).
+  runtime,   ///< A CUDA runtime call returned a cudaError_t (only where cudrv meets nvcc-compiled code).
+};
+
+/// @brief The base of every exception cudrv throws.
+///
+/// It carries the status code and its symbolic name (`CUDA_ERROR_OUT_OF_MEMORY`), the driver's
+/// description of it, the API call that failed (`cuMemAlloc`) and the context in which it failed
+/// (device, stream, sizes). `what()` joins them into one line.
+///
+/// @code
+/// try {
+///   cudrv::device_buffer<float> huge(cudrv::device(0), std::size_t(1) << 40);
+/// } catch (const cudrv::out_of_memory_error& e) {
+///   std::cerr << e.what() << '\n';
+///   // cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (out of memory) [4.00 TiB (4398046511104 bytes)
+///   // requested on device 0 (78.6 GiB free of 79.2 GiB)]
+///   std::cerr << e.name() << '\n';   // CUDA_ERROR_OUT_OF_MEMORY
+/// } catch (const cudrv::error& e) {
+///   std::cerr << e.api() << " failed with " << e.code() << '\n';
+/// }
+/// @endcode
+class error : public std::runtime_error {
+ public:
+  /// @brief Builds an error with every field given explicitly.
+  /// @param source which library the code comes from
+  /// @param code the numeric status code (a CUresult for @ref error_source::driver)
+  /// @param name the symbolic name of the code
+  /// @param description a human-readable description of the code
+  /// @param api the call that failed, e.g. `cuStreamCreate` or `cudrv::copy`
+  /// @param context where it failed (device, stream, sizes); may be empty
+  error(error_source source, int code, std::string name, std::string description, std::string api,
+        std::string context);
+
+  /// @brief Builds an error for a failed driver call; name and description come from the driver
+  /// when it is loaded, otherwise from the table built into cudrv.
+  error(CUresult code, std::string api, std::string context = {});
+
+  /// @brief Which library produced @ref code.
+  [[nodiscard]] error_source source() const noexcept { return source_; }
+  /// @brief The numeric status code.
+  [[nodiscard]] int code() const noexcept { return code_; }
+  /// @brief The status as a CUresult (meaningful for both sources: cudrv validation errors use
+  /// `CUDA_ERROR_INVALID_VALUE` and friends).
+  [[nodiscard]] CUresult result() const noexcept { return static_cast<CUresult>(code_); }
+  /// @brief The symbolic name of the code, e.g. `CUDA_ERROR_INVALID_VALUE`.
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  /// @brief The description of the code.
+  [[nodiscard]] const std::string& description() const noexcept { return description_; }
+  /// @brief The API call that failed.
+  [[nodiscard]] const std::string& api() const noexcept { return api_; }
+  /// @brief Where the call failed (device, stream, sizes); may be empty.
+  [[nodiscard]] const std::string& context() const noexcept { return context_; }
+
+ private:
+  error_source source_;
+  int code_;
+  std::string name_;
+  std::string description_;
+  std::string api_;
+  std::string context_;
+};
+
+/// @brief A device or host allocation failed for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+class out_of_memory_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The CUDA driver cannot be used: libcuda.so.1 was not found, it is a stub, it is too old
+/// for this machine's kernel module, or it sees no device.
+class driver_unavailable_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The device or the installed driver does not support the request (`CUDA_ERROR_NOT_SUPPORTED`,
+/// or an entry point that the installed driver lacks: `CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER`).
+class not_supported_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief cudrv refused an argument before calling the driver: an empty (moved-from) handle, a copy
+/// larger than its source or destination view, an invalid flag combination. Its code is
+/// `CUDA_ERROR_INVALID_VALUE` and @ref error::api names the cudrv function.
+class invalid_argument_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param api the cudrv function that refused the request, e.g. `cudrv::copy`
+  /// @param message what is wrong and what to do about it
+  invalid_argument_error(std::string api, std::string message);
+};
+
+/// @brief A host callable enqueued with @ref stream_ref::enqueue threw. It is raised by the next
+/// @ref stream_ref::synchronize of that stream; @ref original gives the exception the callable threw.
+class host_callback_error : public error {
+ public:
+  /// @brief Builds the error from the exception a callable threw.
+  /// @param original the exception thrown inside the callable
+  /// @param stream_context a description of the stream it ran on
+  host_callback_error(std::exception_ptr original, std::string stream_context);
+  /// @brief The exception the callable threw; rethrow it with `std::rethrow_exception`.
+  [[nodiscard]] std::exception_ptr original() const noexcept { return original_; }
+
+ private:
+  std::exception_ptr original_;
+};
+
+/// @brief A run-time compiler library (NVRTC or nvJitLink) could not be loaded or lacks a function
+/// cudrv needs. @ref error::source says which library; the description says where cudrv looked and
+/// which environment variable (`CUDRV_LIBNVRTC`, `CUDRV_LIBNVJITLINK`) names another path.
+class library_unavailable_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief The base of the errors that come with a log from a compiler, linker or the driver's JIT:
+/// @ref compile_error, @ref link_error and @ref load_error.
+///
+/// `what()` and @ref error::context end with the log, so printing the exception shows the reason.
+/// @ref log gives the log alone.
+///
+/// @code
+/// try {
+///   auto code = cudrv::program("broken.cu", "__global__ void k() { int x = ; }")
+///                   .compile(cudrv::code_kind::ptx, {.arch = "sm_90"});
+/// } catch (const cudrv::compile_error& e) {
+///   std::cerr << e.log();   // broken.cu(1): error: expected an expression ...
+/// }
+/// @endcode
+class jit_error : public error {
+ public:
+  /// @brief Builds the error; @p log is appended to @p context on a new line.
+  /// @param source which library the code comes from
+  /// @param code the numeric status code of that library
+  /// @param name the symbolic name of the code
+  /// @param description a description of the code
+  /// @param api the call that failed
+  /// @param context what was being compiled, linked or loaded
+  /// @param log the compiler's, linker's or JIT's log (may be empty)
+  jit_error(error_source source, int code, std::string name, std::string description, std::string api,
+            std::string context, std::string log);
+  /// @brief The log of the compiler, linker or JIT, as it produced it.
+  [[nodiscard]] const std::string& log() const noexcept { return log_; }
+
+ private:
+  std::string log_;
+};
+
+/// @brief NVRTC refused a program: a syntax error, an unknown option, a name expression that does
+/// not name a `__global__` function. @ref jit_error::log holds NVRTC's program log.
+class compile_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief nvJitLink failed to add an input or to link. @ref jit_error::log holds nvJitLink's error
+/// log (and its info log when the error log is empty).
+class link_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief The driver could not load a code object: malformed PTX, a truncated or empty image, a
+/// cubin for another architecture. @ref jit_error::log holds the driver JIT's error log.
+class load_error : public jit_error {
+ public:
+  using jit_error::jit_error;
+};
+
+/// @brief A kernel launch was refused, by cudrv before the driver call (wrong argument count or
+/// sizes) or by the driver. For a driver refusal cudrv compares the request with the device's and
+/// the kernel's limits and names the limit exceeded with the numbers, e.g. `block of 1024 threads
+/// exceeds the 640 threads per block this kernel allows (it uses 96 registers per thread)`.
+/// @ref kernel_name names the kernel.
+class launch_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param source @ref error_source::driver for a refused driver call, @ref error_source::cudrv for
+  ///   a request cudrv refused before calling the driver
+  /// @param code the status code (a CUresult)
+  /// @param api the call that failed, e.g. `cuLaunchKernelEx` or `cudrv::launch`
+  /// @param kernel_name the kernel's name ("" when unknown)
+  /// @param diagnosis what is wrong, with the numbers
+  launch_error(error_source source, CUresult code, std::string api, std::string kernel_name,
+               std::string diagnosis);
+  /// @brief The name of the kernel that was launched ("" when unknown).
+  [[nodiscard]] const std::string& kernel_name() const noexcept { return kernel_name_; }
+
+ private:
+  std::string kernel_name_;
+};
+
+/// @brief `cuGraphExecUpdate` refused to update an executable graph. @ref reason is the driver's
+/// `CUgraphExecUpdateResult` (e.g. `CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED`); the message says
+/// in words what differs and which node.
+class graph_update_error : public error {
+ public:
+  /// @brief Builds the error.
+  /// @param code the status of `cuGraphExecUpdate`
+  /// @param reason the update result the driver reported
+  /// @param explanation what differs, naming the node involved
+  graph_update_error(CUresult code, int reason, std::string explanation)
+      : error(code, "cuGraphExecUpdate", std::move(explanation)), reason_(reason) {}
+  /// @brief The driver's `CUgraphExecUpdateResult`, as an int.
+  [[nodiscard]] int reason() const noexcept { return reason_; }
+
+ private:
+  int reason_;
+};
+
+/// @brief The symbolic name of a CUresult, e.g. `CUDA_ERROR_OUT_OF_MEMORY`. Works without a driver;
+/// an unknown value gives `CUDA_ERROR_<number>`.
+[[nodiscard]] std::string error_name(CUresult code);
+
+/// @brief A description of a CUresult: the driver's own text when the driver is loaded, otherwise
+/// the description of the CUDA headers cudrv was built with.
+[[nodiscard]] std::string error_description(CUresult code);
+
+/// @brief A function that receives errors met in destructors, which never throw.
+///
+/// The handler must not throw. It is called from the destroying thread, or, for an exception thrown
+/// by a host callable whose stream was destroyed before it ran, from the driver's callback thread.
+using destruction_error_handler = void (*)(const error&) noexcept;
+
+/// @brief Replaces the handler for errors met while destroying cudrv objects.
+///
+/// The default handler writes one line to stderr, e.g.
+/// `cudrv: error during destruction: cuStreamDestroy: CUDA_ERROR_INVALID_HANDLE (invalid resource handle)`.
+/// `CUDA_ERROR_DEINITIALIZED` (the driver shutting down at process exit) never reaches the handler.
+///
+/// @code
+/// static std::atomic<int> failures{0};
+/// cudrv::set_destruction_error_handler([](const cudrv::error&) noexcept { ++failures; });
+/// @endcode
+/// @param handler the new handler; `nullptr` restores the default
+/// @return the previous handler
+destruction_error_handler set_destruction_error_handler(destruction_error_handler handler) noexcept;
+
+/// @brief The handler currently installed (never `nullptr`).
+[[nodiscard]] destruction_error_handler get_destruction_error_handler() noexcept;
+
+}  // namespace cudrv

@@ -1,0 +1,396 @@
+// Kernel parameter layouts read from the images themselves (see code_metadata.hpp).
+#include "code/code_metadata.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <cstdint>
+#include <cstring>
+#include <optional>
+
+namespace cudrv::detail {
+namespace {
+
+template <class T>
+std::optional<T> read_le(std::string_view b, std::size_t offset) {
+  if (offset > b.size() || sizeof(T) > b.size() - offset) {
+    return std::nullopt;
+  }
+  T value{};
+  std::memcpy(&value, b.data() + offset, sizeof(T));
+  return value;
+}
+
+// A layout is believable when the ordinals cover 0..n-1 once each and the parameters follow each
+// other without overlapping.
+bool plausible(const std::vector<std::optional<kernel_param>>& by_ordinal) {
+  std::size_t end = 0;
+  for (const auto& p : by_ordinal) {
+    if (!p || p->size == 0 || p->offset < end) {
+      return false;
+    }
+    end = p->offset + p->size;
+  }
+  return true;
+}
+
+// EIATTR records of one .nv.info.<kernel> section: [format u8][attribute u8] then, by format,
+// 2 bytes of padding (no value), a 1- or 2-byte value in 2 bytes, or a u16 size and that many bytes.
+constexpr std::uint8_t eifmt_nval = 1;
+constexpr std::uint8_t eifmt_bval = 2;
+constexpr std::uint8_t eifmt_hval = 3;
+constexpr std::uint8_t eifmt_sval = 4;
+constexpr std::uint8_t eiattr_kparam_info = 0x17;     // index u32, ordinal u16, offset u16, flags u32 (size: bits 18+)
+constexpr std::uint8_t eiattr_kparam_info_v2 = 0x45;  // index u32, ordinal u16, offset u16, size u32 (large parameters)
+
+bool read_info_section(std::string_view sec, std::vector<kernel_param>& out) {
+  std::vector<std::optional<kernel_param>> by_ordinal;
+  std::size_t o = 0;
+  while (o < sec.size()) {
+    if (sec.size() - o < 4) {
+      return false;
+    }
+    const auto format = static_cast<std::uint8_t>(sec[o]);
+    const auto attribute = static_cast<std::uint8_t>(sec[o + 1]);
+    if (format == eifmt_nval || format == eifmt_bval || format == eifmt_hval) {
+      o += 4;
+      continue;
+    }
+    if (format != eifmt_sval) {
+      return false;
+    }
+    const std::size_t size = *read_le<std::uint16_t>(sec, o + 2);
+    if (size > sec.size() - o - 4) {
+      return false;
+    }
+    const std::string_view value = sec.substr(o + 4, size);
+    if ((attribute == eiattr_kparam_info || attribute == eiattr_kparam_info_v2) && size >= 12) {
+      const std::size_t ordinal = *read_le<std::uint16_t>(value, 4);
+      const std::size_t offset = *read_le<std::uint16_t>(value, 6);
+      const std::uint32_t word = *read_le<std::uint32_t>(value, 8);
+      const std::size_t bytes = attribute == eiattr_kparam_info ? (word >> 18) : word;
+      if (ordinal > 4096) {
+        return false;  // kernel parameters are at most 32764 bytes: no such ordinal exists
+      }
+      if (by_ordinal.size() <= ordinal) {
+        by_ordinal.resize(ordinal + 1);
+      }
+      if (by_ordinal[ordinal]) {
+        return false;  // described twice
+      }
+      by_ordinal[ordinal] = kernel_param{offset, bytes};
+    }
+    o += 4 + size;
+  }
+  if (!plausible(by_ordinal)) {
+    return false;
+  }
+  out.clear();
+  for (const auto& p : by_ordinal) {
+    out.push_back(*p);
+  }
+  return true;
+}
+
+// --- PTX --------------------------------------------------------------------------------------------
+
+// The text with comments replaced by spaces (strings do not occur where parameters are declared).
+std::string strip_comments(std::string_view text) {
+  std::string out(text);
+  for (std::size_t i = 0; i + 1 < out.size(); ++i) {
+    if (out[i] == '/' && out[i + 1] == '/') {
+      while (i < out.size() && out[i] != '\n') {
+        out[i++] = ' ';
+      }
+    } else if (out[i] == '/' && out[i + 1] == '*') {
+      std::size_t end = out.find("*/", i + 2);
+      end = end == std::string::npos ? out.size() : end + 2;
+      std::fill(out.begin() + static_cast<std::ptrdiff_t>(i), out.begin() + static_cast<std::ptrdiff_t>(end), ' ');
+      i = end - 1;
+    }
+  }
+  return out;
+}
+
+bool is_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '$' || c == '.' || c == '%';
+}
+
+// Splits a declaration into tokens: words (".param", ".u64", names), numbers, and the single
+// characters '[', ']'.
+std::vector<std::string_view> tokens(std::string_view s) {
+  std::vector<std::string_view> out;
+  std::size_t i = 0;
+  while (i < s.size()) {
+    if (std::isspace(static_cast<unsigned char>(s[i])) != 0) {
+      ++i;
+    } else if (s[i] == '[' || s[i] == ']') {
+      out.push_back(s.substr(i, 1));
+      ++i;
+    } else {
+      std::size_t j = i;
+      while (j < s.size() && is_name_char(s[j])) {
+        ++j;
+      }
+      if (j == i) {
+        out.push_back(s.substr(i, 1));  // something unexpected: the parser refuses it
+        ++i;
+      } else {
+        out.push_back(s.substr(i, j - i));
+        i = j;
+      }
+    }
+  }
+  return out;
+}
+
+std::optional<std::size_t> scalar_size(std::string_view type) {
+  static constexpr std::pair<std::string_view, std::size_t> sizes[] = {
+      {".b8", 1},    {".u8", 1},    {".s8", 1},     {".b16", 2},     {".u16", 2},  {".s16", 2},
+      {".f16", 2},   {".bf16", 2},  {".b32", 4},    {".u32", 4},     {".s32", 4},  {".f32", 4},
+      {".f16x2", 4}, {".bf16x2", 4}, {".b64", 8},   {".u64", 8},     {".s64", 8},  {".f64", 8},
+      {".b128", 16},
+  };
+  for (const auto& [name, size] : sizes) {
+    if (type == name) {
+      return size;
+    }
+  }
+  return std::nullopt;
+}
+
+std::optional<std::size_t> number(std::string_view s) {
+  if (s.empty() || s.size() > 9) {
+    return std::nullopt;
+  }
+  std::size_t v = 0;
+  for (char c : s) {
+    if (std::isdigit(static_cast<unsigned char>(c)) == 0) {
+      return std::nullopt;
+    }
+    v = v * 10 + static_cast<std::size_t>(c - '0');
+  }
+  return v;
+}
+
+// One parameter declaration: `.param [.align N] .type [.ptr [.space] [.align N]] name [[count]...]`.
+// Returns {size, alignment}.
+std::optional<std::pair<std::size_t, std::size_t>> parse_parameter(std::string_view decl) {
+  const std::vector<std::string_view> t = tokens(decl);
+  std::size_t i = 0;
+  if (t.size() < 3 || t[i++] != ".param") {
+    return std::nullopt;
+  }
+  std::size_t align = 0;
+  if (t[i] == ".align") {
+    if (i + 1 >= t.size()) {
+      return std::nullopt;
+    }
+    auto a = number(t[i + 1]);
+    if (!a || *a == 0) {
+      return std::nullopt;
+    }
+    align = *a;
+    i += 2;
+  }
+  if (i >= t.size()) {
+    return std::nullopt;
+  }
+  const auto element = scalar_size(t[i++]);
+  if (!element) {
+    return std::nullopt;  // .texref, .samplerref, .surfref or something newer: the driver will tell
+  }
+  if (i < t.size() && t[i] == ".ptr") {  // the attributes of the pointee, not of the parameter
+    ++i;
+    if (i < t.size() && (t[i] == ".global" || t[i] == ".const" || t[i] == ".local" || t[i] == ".shared")) {
+      ++i;
+    }
+    if (i < t.size() && t[i] == ".align") {
+      i += 2;
+    }
+  }
+  if (i >= t.size() || t[i].front() == '.' || t[i] == "[" || t[i] == "]") {
+    return std::nullopt;  // the name
+  }
+  ++i;
+  std::size_t count = 1;
+  while (i < t.size()) {
+    if (t[i] != "[" || i + 2 >= t.size() || t[i + 2] != "]") {
+      return std::nullopt;
+    }
+    auto n = number(t[i + 1]);
+    if (!n || *n == 0) {
+      return std::nullopt;
+    }
+    count *= *n;
+    i += 3;
+  }
+  return std::pair{*element * count, align != 0 ? align : *element};
+}
+
+}  // namespace
+
+bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
+  if (b.size() < 64 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1) {
+    return false;  // not a little-endian ELF64
+  }
+  const auto shoff = *read_le<std::uint64_t>(b, 40);
+  const auto shentsize = *read_le<std::uint16_t>(b, 58);
+  const auto shnum = *read_le<std::uint16_t>(b, 60);
+  const auto shstrndx = *read_le<std::uint16_t>(b, 62);
+  if (shentsize < 64 || shstrndx >= shnum || shoff > b.size() || std::uint64_t(shentsize) * shnum > b.size() - shoff) {
+    return false;
+  }
+  auto section = [&](std::size_t index, std::uint32_t& name, std::string_view& data) {
+    const std::size_t h = static_cast<std::size_t>(shoff) + index * shentsize;
+    name = *read_le<std::uint32_t>(b, h);
+    const auto offset = *read_le<std::uint64_t>(b, h + 24);
+    const auto size = *read_le<std::uint64_t>(b, h + 32);
+    if (offset > b.size() || size > b.size() - offset) {
+      return false;
+    }
+    data = b.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
+    return true;
+  };
+  std::uint32_t ignored = 0;
+  std::string_view names;
+  if (!section(shstrndx, ignored, names)) {
+    return false;
+  }
+  constexpr std::string_view prefix = ".nv.info.";
+  kernel_layouts found;
+  for (std::size_t i = 0; i < shnum; ++i) {
+    std::uint32_t name_offset = 0;
+    std::string_view data;
+    if (!section(i, name_offset, data) || name_offset >= names.size()) {
+      return false;
+    }
+    const std::string_view name = names.substr(name_offset, names.find('\0', name_offset) - name_offset);
+    if (!name.starts_with(prefix) || name.size() == prefix.size()) {
+      continue;
+    }
+    std::vector<kernel_param> params;
+    if (!read_info_section(data, params)) {
+      return false;
+    }
+    found.emplace(std::string(name.substr(prefix.size())), std::move(params));
+  }
+  out = std::move(found);
+  return true;
+}
+
+bool read_ptx_layouts(std::string_view text, kernel_layouts& out) {
+  const std::string ptx = strip_comments(text);
+  kernel_layouts found;
+  std::size_t pos = 0;
+  while ((pos = ptx.find(".entry", pos)) != std::string::npos) {
+    const bool word_start = pos == 0 || std::isspace(static_cast<unsigned char>(ptx[pos - 1])) != 0;
+    pos += 6;
+    if (!word_start || pos >= ptx.size() || std::isspace(static_cast<unsigned char>(ptx[pos])) == 0) {
+      continue;
+    }
+    std::size_t n = pos;
+    while (n < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[n])) != 0) {
+      ++n;
+    }
+    std::size_t e = n;
+    while (e < ptx.size() && is_name_char(ptx[e])) {
+      ++e;
+    }
+    if (e == n) {
+      return false;
+    }
+    std::string name = ptx.substr(n, e - n);
+    std::size_t p = e;
+    while (p < ptx.size() && std::isspace(static_cast<unsigned char>(ptx[p])) != 0) {
+      ++p;
+    }
+    std::vector<kernel_param> params;
+    if (p < ptx.size() && ptx[p] == '(') {
+      const std::size_t close = ptx.find(')', p);
+      if (close == std::string::npos) {
+        return false;
+      }
+      std::string_view list(ptx.data() + p + 1, close - p - 1);
+      std::size_t offset = 0;
+      while (!list.empty()) {
+        const std::size_t comma = list.find(',');
+        std::string_view decl = list.substr(0, comma);
+        list = comma == std::string_view::npos ? std::string_view() : list.substr(comma + 1);
+        if (decl.find_first_not_of(" \t\r\n") == std::string_view::npos) {
+          if (comma == std::string_view::npos && params.empty()) {
+            break;  // "()": no parameters
+          }
+          return false;
+        }
+        auto parsed = parse_parameter(decl);
+        if (!parsed) {
+          return false;
+        }
+        const auto [size, align] = *parsed;
+        offset = (offset + align - 1) / align * align;
+        params.push_back({offset, size});
+        offset += size;
+      }
+      pos = close;
+    }
+    found[std::move(name)] = std::move(params);
+  }
+  out = std::move(found);
+  return true;
+}
+
+bool read_fatbin_layouts(std::string_view b, kernel_layouts& out) {
+  // Header: magic u32, version u16, header size u16, size of the entries u64. Each entry: kind u16
+  // (1 PTX, 2 ELF), version u16, header size u32, payload size u64, ..., flags u32 at byte 40.
+  constexpr std::uint32_t magic = 0xBA55ED50u;
+  constexpr std::uint32_t compressed = 0x2000u | 0x8000u;  // LZ4 (older toolkits), zstd (CUDA 12.8+)
+  if (read_le<std::uint32_t>(b, 0) != magic) {
+    return false;
+  }
+  const std::size_t header = *read_le<std::uint16_t>(b, 6);
+  const std::uint64_t body = read_le<std::uint64_t>(b, 8).value_or(0);
+  if (header < 16 || header > b.size() || body > b.size() - header) {
+    return false;
+  }
+  const std::size_t end = header + static_cast<std::size_t>(body);
+  std::optional<std::string_view> cubin;
+  std::optional<std::string_view> ptx;
+  for (std::size_t o = header; o + 48 <= end;) {
+    const auto kind = *read_le<std::uint16_t>(b, o);
+    const auto entry_header = *read_le<std::uint32_t>(b, o + 4);
+    const auto payload = *read_le<std::uint64_t>(b, o + 8);
+    const auto flags = *read_le<std::uint32_t>(b, o + 40);
+    if (entry_header < 48 || entry_header > end - o || payload > end - o - entry_header) {
+      return false;
+    }
+    const std::string_view data = b.substr(o + entry_header, static_cast<std::size_t>(payload));
+    if ((flags & compressed) == 0) {
+      if (kind == 2 && !cubin && data.substr(0, 4) == std::string_view("\x7f" "ELF", 4)) {
+        cubin = data;
+      } else if (kind == 1 && !ptx) {
+        ptx = data.substr(0, data.find('\0'));
+      }
+    }
+    o += entry_header + static_cast<std::size_t>(payload);
+  }
+  return (cubin && read_cubin_layouts(*cubin, out)) || (ptx && read_ptx_layouts(*ptx, out));
+}
+
+bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts& out) noexcept {
+  try {
+    switch (kind) {
+      case code_kind::cubin:
+        return read_cubin_layouts(image, out);
+      case code_kind::ptx:
+        return read_ptx_layouts(image, out);
+      case code_kind::fatbin:
+        return read_fatbin_layouts(image, out);
+      default:
+        return false;
+    }
+  } catch (...) {
+    return false;  // out of memory: the driver is asked instead
+  }
+}
+
+}  // namespace cudrv::detail

@@ -1,0 +1,40 @@
+// Internal: what an image says about its kernels without asking the driver.
+//
+// The driver answers parameter queries (cuKernelGetParamInfo) only with a context current, and finds
+// the number of parameters only by failing one call past the last: compute-sanitizer reports that
+// failure, and no context may be made current that the user did not name. The image cudrv loads
+// itself already describes every kernel's parameters: a cubin in its `.nv.info.<kernel>` sections
+// (EIATTR_KPARAM_INFO records: ordinal, offset, size), PTX in each `.entry`'s parameter list. These
+// readers extract that layout; an image they cannot read (a compressed fatbin entry, an unknown
+// record format) yields nothing, and the caller falls back to the driver.
+#pragma once
+
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cudrv/kernel.hpp"
+#include "cudrv/object_code.hpp"
+
+namespace cudrv::detail {
+
+// Kernel name -> parameters, in order.
+using kernel_layouts = std::unordered_map<std::string, std::vector<kernel_param>>;
+
+// The layouts of the kernels of a cubin (ELF), from its .nv.info.<kernel> sections. False when the
+// image is not a readable cubin or a record is malformed.
+bool read_cubin_layouts(std::string_view image, kernel_layouts& out);
+
+// The layouts of the kernels of a PTX text, from each .entry's parameter list. False when a
+// parameter cannot be parsed (an unknown type, say).
+bool read_ptx_layouts(std::string_view text, kernel_layouts& out);
+
+// The layouts of a fatbin's kernels, from its first uncompressed cubin entry, else its first
+// uncompressed PTX entry. False when it has neither.
+bool read_fatbin_layouts(std::string_view image, kernel_layouts& out);
+
+// Dispatches on the kind (ptx, cubin, fatbin); false for other kinds. Never throws.
+bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts& out) noexcept;
+
+}  // namespace cudrv::detail

@@ -1,0 +1,791 @@
+// compile_cache: a persistent on-disk cache of NVRTC compilations.
+//
+// Entry file <dir>/<32 hex digits of the key's 128-bit hash>.entry, native byte order:
+//   "CUDRVNVC"  u32 format version  u32 0  u64 key size  u64 payload size  key  payload  u64 checksum
+// payload: u32 code kind, code bytes, log, u64 count, then count (expression, lowered name) pairs;
+// every string is a u64 length and its bytes. The checksum covers everything before it.
+#include "cudrv/compile_cache.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <cstdlib>
+#include <cctype>
+#include <cstring>
+#include <random>
+#include <optional>
+#include <string_view>
+#include <vector>
+#include <utility>
+
+#include "cudrv/error.hpp"
+#include "code/rtc_loader.hpp"
+
+namespace cudrv {
+namespace {
+
+// 2: headers found on disk are part of the key. 3: the library became cudrv (new magic, tag and default
+// directory); an entry of an older format has another file name, so it is never read, only left alone.
+constexpr std::uint32_t format_version = 3;
+constexpr char magic[8] = {'C', 'U', 'D', 'R', 'V', 'N', 'V', 'C'};
+constexpr std::size_t fixed_header = 32;  // magic, version, reserved, two sizes
+constexpr std::size_t checksum_size = 8;
+constexpr std::string_view entry_suffix = ".entry";
+constexpr std::string_view temp_suffix = ".tmp";
+
+// --- hashing: 64-bit multiply-fold (wyhash-style), seeded; two seeds make the 128-bit file name ---
+
+__extension__ typedef unsigned __int128 uint128;
+
+constexpr std::uint64_t k0 = 0xa0761d6478bd642fULL;
+constexpr std::uint64_t k1 = 0xe7037ed1a0b428dbULL;
+constexpr std::uint64_t k2 = 0x8ebc6af09c88c6e3ULL;
+constexpr std::uint64_t k3 = 0x589965cc75374cc3ULL;
+constexpr std::uint64_t name_seed_lo = 0x1d8e4e27c47d124fULL;
+constexpr std::uint64_t name_seed_hi = 0x9c2b5f3a7e61d80bULL;
+constexpr std::uint64_t checksum_seed = 0x5be0cd19137e2179ULL;
+
+std::uint64_t mum(std::uint64_t a, std::uint64_t b) noexcept {
+  const uint128 r = static_cast<uint128>(a) * b;
+  return static_cast<std::uint64_t>(r) ^ static_cast<std::uint64_t>(r >> 64);
+}
+
+std::uint64_t load64(const unsigned char* p) noexcept {
+  std::uint64_t v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+std::uint64_t hash64(std::string_view data, std::uint64_t seed) noexcept {
+  const auto* p = reinterpret_cast<const unsigned char*>(data.data());
+  std::size_t n = data.size();
+  std::uint64_t h = mum(seed ^ k0, static_cast<std::uint64_t>(n) ^ k1);
+  for (; n >= 16; p += 16, n -= 16) {
+    h ^= mum(load64(p) ^ k1, load64(p + 8) ^ h ^ k2);
+  }
+  unsigned char tail[16] = {};
+  if (n > 0) {
+    std::memcpy(tail, p, n);
+  }
+  h ^= mum(load64(tail) ^ k2, load64(tail + 8) ^ h ^ k3);
+  return mum(h ^ k3, h ^ k0 ^ seed);
+}
+
+std::string hex128(std::string_view data) {
+  static constexpr char digits[] = "0123456789abcdef";
+  std::string out;
+  for (std::uint64_t v : {hash64(data, name_seed_hi), hash64(data, name_seed_lo)}) {
+    for (int shift = 60; shift >= 0; shift -= 4) {
+      out += digits[(v >> shift) & 0xf];
+    }
+  }
+  return out;
+}
+
+// --- serialisation -------------------------------------------------------------------------------
+
+template <class T>
+void put_int(std::string& out, T v) {
+  char bytes[sizeof v];
+  std::memcpy(bytes, &v, sizeof v);
+  out.append(bytes, sizeof v);
+}
+
+void put(std::string& out, std::string_view s) {
+  put_int<std::uint64_t>(out, s.size());
+  out.append(s);
+}
+
+struct reader {
+  std::string_view in;
+  bool ok = true;
+
+  template <class T>
+  T get_int() {
+    T v{};
+    if (in.size() < sizeof v) {
+      ok = false;
+      return v;
+    }
+    std::memcpy(&v, in.data(), sizeof v);
+    in.remove_prefix(sizeof v);
+    return v;
+  }
+  std::string_view get() {
+    const auto n = get_int<std::uint64_t>();
+    if (!ok || n > in.size()) {
+      ok = false;
+      return {};
+    }
+    std::string_view s = in.substr(0, n);
+    in.remove_prefix(n);
+    return s;
+  }
+};
+
+std::string make_key(const program& prog, code_kind target, const std::vector<std::string>& options,
+                     const std::vector<std::string>& name_expressions) {
+  std::string key;
+  key.reserve(512 + prog.source().size());
+  put(key, "cudrv nvrtc compile cache");
+  put_int<std::uint32_t>(key, format_version);
+  put_int<std::int32_t>(key, detail::nvrtc_version_number());
+  put(key, detail::nvrtc_identity());
+  put_int<std::uint32_t>(key, static_cast<std::uint32_t>(target));
+  put(key, prog.name());
+  put(key, prog.source());
+  put_int<std::uint64_t>(key, prog.headers().size());
+  for (const auto& h : prog.headers()) {
+    put(key, h.name);
+    put(key, h.source);
+  }
+  put_int<std::uint64_t>(key, options.size());
+  for (const auto& o : options) {
+    put(key, o);
+  }
+  put_int<std::uint64_t>(key, name_expressions.size());
+  for (const auto& e : name_expressions) {
+    put(key, e);
+  }
+  return key;
+}
+
+std::string make_entry(std::string_view key, const compile_result& r) {
+  std::string payload;
+  put_int<std::uint32_t>(payload, static_cast<std::uint32_t>(r.code.kind()));
+  put(payload, r.code.bytes());
+  put(payload, r.log);
+  put_int<std::uint64_t>(payload, r.lowered_names.size());
+  for (const auto& [expr, lowered] : r.lowered_names) {
+    put(payload, expr);
+    put(payload, lowered);
+  }
+  std::string entry;
+  entry.reserve(fixed_header + key.size() + payload.size() + checksum_size);
+  entry.append(magic, sizeof magic);
+  put_int<std::uint32_t>(entry, format_version);
+  put_int<std::uint32_t>(entry, 0);
+  put_int<std::uint64_t>(entry, key.size());
+  put_int<std::uint64_t>(entry, payload.size());
+  entry += key;
+  entry += payload;
+  put_int<std::uint64_t>(entry, hash64(entry, checksum_seed));
+  return entry;
+}
+
+enum class lookup_outcome { hit, miss, corrupt };
+
+// Checks an entry's frame and checksum and, when its key is ours, decodes its payload.
+lookup_outcome decode_entry(std::string_view entry, std::string_view key, const std::string& name,
+                            compile_result& out) {
+  if (entry.size() < fixed_header + checksum_size ||
+      entry.substr(0, sizeof magic) != std::string_view(magic, sizeof magic)) {
+    return lookup_outcome::corrupt;
+  }
+  reader header{entry.substr(sizeof magic, fixed_header - sizeof magic)};
+  const auto version = header.get_int<std::uint32_t>();
+  (void)header.get_int<std::uint32_t>();
+  const auto key_size = header.get_int<std::uint64_t>();
+  const auto payload_size = header.get_int<std::uint64_t>();
+  const std::size_t body = entry.size() - fixed_header - checksum_size;
+  if (version != format_version || key_size > body || payload_size != body - key_size) {
+    return lookup_outcome::corrupt;
+  }
+  reader tail{entry.substr(entry.size() - checksum_size)};
+  if (tail.get_int<std::uint64_t>() != hash64(entry.substr(0, entry.size() - checksum_size), checksum_seed)) {
+    return lookup_outcome::corrupt;
+  }
+  if (entry.substr(fixed_header, key_size) != key) {
+    return lookup_outcome::miss;  // another key with the same hash: never a wrong result
+  }
+  reader payload{entry.substr(fixed_header + key_size, payload_size)};
+  const auto kind = payload.get_int<std::uint32_t>();
+  const std::string_view code = payload.get();
+  compile_result r;
+  r.log = payload.get();
+  const auto count = payload.get_int<std::uint64_t>();
+  for (std::uint64_t i = 0; payload.ok && i < count; ++i) {
+    std::string_view expr = payload.get();
+    std::string_view lowered = payload.get();
+    r.lowered_names.emplace_back(expr, lowered);
+  }
+  if (!payload.ok || !payload.in.empty() || kind > static_cast<std::uint32_t>(code_kind::library)) {
+    return lookup_outcome::corrupt;
+  }
+  r.code = object_code(static_cast<code_kind>(kind), std::string(code), name);
+  out = std::move(r);
+  return lookup_outcome::hit;
+}
+
+// --- files ---------------------------------------------------------------------------------------
+
+class file_descriptor {
+ public:
+  explicit file_descriptor(int fd) noexcept : fd_(fd) {}
+  file_descriptor(const file_descriptor&) = delete;
+  file_descriptor& operator=(const file_descriptor&) = delete;
+  ~file_descriptor() {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+  }
+  [[nodiscard]] int get() const noexcept { return fd_; }
+  // Closes now and reports whether close succeeded (it can report a deferred write error).
+  bool close() noexcept { return ::close(std::exchange(fd_, -1)) == 0; }
+
+ private:
+  int fd_;
+};
+
+// Reads a whole file; false when it cannot be opened or read. st receives its identity.
+bool read_file(const std::string& path, std::string& out, struct stat& st) {
+  file_descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return false;
+  }
+  out.resize(static_cast<std::size_t>(st.st_size));
+  std::size_t done = 0;
+  while (done < out.size()) {
+    const ssize_t n = ::read(fd.get(), out.data() + done, out.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      out.resize(done);  // the file shrank under us: decoding finds it truncated
+      break;
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+// Removes the file at path only if it is still the one that was read (another process may have
+// replaced it with a valid entry in the meantime).
+void remove_if_same(const std::string& path, const struct stat& read_st) noexcept {
+  struct stat now {};
+  if (::stat(path.c_str(), &now) == 0 && now.st_dev == read_st.st_dev && now.st_ino == read_st.st_ino) {
+    ::unlink(path.c_str());
+  }
+}
+
+// mkdir -p with mode 0700 for the directories it creates.
+bool make_directories(const std::string& dir) {
+  struct stat st {};
+  if (::stat(dir.c_str(), &st) == 0) {
+    return S_ISDIR(st.st_mode);
+  }
+  for (std::size_t pos = 1; pos <= dir.size(); ++pos) {
+    if (pos == dir.size() || dir[pos] == '/') {
+      const std::string prefix = dir.substr(0, pos);
+      if (::mkdir(prefix.c_str(), 0700) != 0 && errno != EEXIST) {
+        return false;
+      }
+    }
+  }
+  return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+bool write_all(int fd, std::string_view data) {
+  while (!data.empty()) {
+    const ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n <= 0) {
+      return false;
+    }
+    data.remove_prefix(static_cast<std::size_t>(n));
+  }
+  return true;
+}
+
+std::uint64_t process_nonce() {
+  static const std::uint64_t nonce = [] {
+    std::random_device rd;
+    return (static_cast<std::uint64_t>(rd()) << 32) ^ rd();
+  }();
+  return nonce;
+}
+
+bool is_hex(std::string_view s) {
+  return s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
+}
+
+// <32 hex>.entry, or .<32 hex>.<...>.tmp
+bool is_cache_file(std::string_view name) {
+  if (name.size() == 32 + entry_suffix.size() && name.ends_with(entry_suffix)) {
+    return is_hex(name.substr(0, 32));
+  }
+  return name.size() > 34 + temp_suffix.size() && name.front() == '.' && name[33] == '.' &&
+         name.ends_with(temp_suffix) && is_hex(name.substr(1, 32));
+}
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr ? v : "";
+}
+
+}  // namespace
+
+struct compile_cache::state {
+  std::atomic<std::size_t> references{1};
+  std::string directory;  // empty: disabled
+  std::atomic<std::uint64_t> hits{0};
+  std::atomic<std::uint64_t> misses{0};
+  std::atomic<std::uint64_t> corrupt_entries{0};
+  std::atomic<std::uint64_t> store_failures{0};
+  std::atomic<std::uint64_t> uncacheable{0};
+  std::atomic<std::uint64_t> temp_counter{0};
+
+  // Writes the entry through a unique temporary file renamed over the final name.
+  bool store(const std::string& hex, const std::string& path, std::string_view key,
+             const compile_result& result) noexcept {
+    try {
+      const std::string entry = make_entry(key, result);
+      if (!make_directories(directory)) {
+        return false;
+      }
+      const std::string temp = directory + "/." + hex + "." + std::to_string(::getpid()) + "." +
+                               std::to_string(temp_counter.fetch_add(1)) + "." + std::to_string(process_nonce()) +
+                               std::string(temp_suffix);
+      file_descriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      if (fd.get() < 0) {
+        return false;
+      }
+      const bool written = write_all(fd.get(), entry) && ::fsync(fd.get()) == 0 && fd.close();
+      if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
+        ::unlink(temp.c_str());
+        return false;
+      }
+      return true;
+    } catch (...) {
+      return false;  // out of memory building the entry or a path
+    }
+  }
+};
+
+compile_cache::compile_cache(std::string directory) : state_(nullptr) {
+  if (directory.empty()) {
+    throw invalid_argument_error("cudrv::compile_cache", "the directory is empty; use compile_cache::disabled() "
+                                                         "for a cache that stores nothing");
+  }
+  while (directory.size() > 1 && directory.back() == '/') {
+    directory.pop_back();
+  }
+  state_ = new state;
+  state_->directory = std::move(directory);
+}
+
+compile_cache::compile_cache(const compile_cache& other) noexcept : state_(other.state_) {
+  state_->references.fetch_add(1, std::memory_order_relaxed);
+}
+
+compile_cache& compile_cache::operator=(const compile_cache& other) noexcept {
+  other.state_->references.fetch_add(1, std::memory_order_relaxed);  // first: other may be *this
+  state* old = std::exchange(state_, other.state_);
+  if (old->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete old;
+  }
+  return *this;
+}
+
+compile_cache::~compile_cache() {
+  if (state_->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete state_;
+  }
+}
+
+compile_cache compile_cache::disabled() { return compile_cache(new state); }
+
+compile_cache compile_cache::from_environment() {
+  if (const std::string off = env("CUDRV_DISABLE_CACHE"); !off.empty() && off != "0") {
+    return disabled();
+  }
+  if (std::string dir = env("CUDRV_CACHE_DIR"); !dir.empty()) {
+    return compile_cache(std::move(dir));
+  }
+  if (const std::string xdg = env("XDG_CACHE_HOME"); xdg.starts_with('/')) {
+    return compile_cache(xdg + "/cudrv/nvrtc");
+  }
+  if (const std::string home = env("HOME"); !home.empty()) {
+    return compile_cache(home + "/.cache/cudrv/nvrtc");
+  }
+  return disabled();
+}
+
+bool compile_cache::enabled() const noexcept { return !state_->directory.empty(); }
+
+const std::string& compile_cache::directory() const noexcept { return state_->directory; }
+
+namespace {
+
+// --- headers NVRTC may read from disk ----------------------------------------------------------------
+// NVRTC finds `#include "x.h"` among the program's named headers, in the directory of the program's
+// name (relative to the current directory; unless -no-source-include), in the current directory and
+// in every include path, and a header found on disk includes others relative to its own directory.
+// The key must hold every file that could be read, so that an edit, a new file that shadows another
+// or a removed one never serves an entry compiled from other inputs. The scan is a superset: every
+// include directive of every text (the source, named headers, headers found), in every branch of
+// #if, is looked for in every directory that could be searched; each candidate's absence, or its path,
+// size and a 128-bit digest of its contents, goes into the key. Includes the scan cannot resolve (a
+// macro, `#include HEADER`) make the compilation uncacheable.
+
+struct disk_scan {
+  std::vector<std::string> search_dirs;  // program dir, ".", include paths (in that order)
+  std::vector<std::string> pre_includes;
+  const program* prog = nullptr;
+  std::string key;       // what was found, appended to the cache key
+  std::string refusal;   // why the compilation cannot be cached; empty when it can
+  std::vector<std::string> seen_files;     // canonical paths scanned
+  std::vector<std::string> seen_headers;   // named headers scanned
+  std::size_t bytes = 0;
+  static constexpr std::size_t max_files = 4096;
+  static constexpr std::size_t max_bytes = std::size_t{256} << 20;
+};
+
+std::string directory_of(std::string_view path) {
+  const std::size_t slash = path.rfind('/');
+  if (slash == std::string_view::npos) {
+    return ".";
+  }
+  return slash == 0 ? std::string("/") : std::string(path.substr(0, slash));
+}
+
+bool has(const std::vector<std::string>& v, std::string_view x) {
+  for (const auto& e : v) {
+    if (e == x) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir);
+
+void scan_include(disk_scan& scan, std::string_view name, const std::string& own_dir) {
+  if (!scan.refusal.empty() || name.empty()) {
+    return;
+  }
+  put(scan.key, "include");
+  put(scan.key, name);
+  for (const auto& h : scan.prog->headers()) {
+    if (h.name == name && !has(scan.seen_headers, h.name)) {
+      scan.seen_headers.push_back(h.name);
+      scan_text(scan, h.source, directory_of(h.name));
+    }
+  }
+  std::vector<std::string> candidates;
+  if (name.front() == '/') {
+    candidates.emplace_back(name);
+  } else {
+    std::vector<std::string> dirs;
+    if (!own_dir.empty()) {
+      dirs.push_back(own_dir);
+    }
+    for (const auto& d : scan.search_dirs) {
+      if (!has(dirs, d)) {
+        dirs.push_back(d);
+      }
+    }
+    for (const auto& d : dirs) {
+      std::string candidate = d;
+      if (candidate.back() != '/') {
+        candidate += '/';
+      }
+      candidate.append(name);
+      candidates.push_back(std::move(candidate));
+    }
+  }
+  for (const auto& path : candidates) {
+    put(scan.key, path);
+    struct stat st {};
+    if (::stat(path.c_str(), &st) != 0) {
+      put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
+      continue;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
+      continue;
+    }
+    char* real = ::realpath(path.c_str(), nullptr);
+    const std::string canonical = real != nullptr ? real : path;
+    std::free(real);
+    std::string contents;
+    struct stat read_st {};
+    if (!read_file(path, contents, read_st)) {
+      put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
+      continue;
+    }
+    scan.bytes += contents.size();
+    if (scan.seen_files.size() >= disk_scan::max_files || scan.bytes > disk_scan::max_bytes) {
+      scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
+                     std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+      return;
+    }
+    put_int<std::uint32_t>(scan.key, 3);
+    put(scan.key, canonical);
+    put_int<std::uint64_t>(scan.key, contents.size());
+    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
+    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
+    if (!has(scan.seen_files, canonical)) {
+      scan.seen_files.push_back(canonical);
+      scan_text(scan, contents, directory_of(path));
+    }
+  }
+}
+
+bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+
+// The operand of an include: "name" or <name>; empty (and a refusal) when it is anything else.
+std::string_view include_operand(disk_scan& scan, std::string_view rest, std::string_view directive) {
+  std::size_t i = 0;
+  while (i < rest.size() && is_space(rest[i])) {
+    ++i;
+  }
+  const char open = i < rest.size() ? rest[i] : '\0';
+  const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
+  const std::size_t end = close != '\0' ? rest.find(close, i + 1) : std::string_view::npos;
+  if (end == std::string_view::npos) {
+    scan.refusal = "an include whose header the cache cannot tell before compiling (" + std::string(directive) + " " +
+                   std::string(rest.substr(i, std::min<std::size_t>(rest.size() - i, 60))) + ")";
+    return {};
+  }
+  return rest.substr(i + 1, end - i - 1);
+}
+
+void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir) {
+  // Directives: a line whose first non-blank character is '#' (continuations joined).
+  std::size_t pos = 0;
+  while (pos < text.size() && scan.refusal.empty()) {
+    std::size_t end = pos;
+    std::string line;
+    for (;;) {
+      const std::size_t nl = text.find('\n', end);
+      const std::size_t stop = nl == std::string_view::npos ? text.size() : nl;
+      std::string_view piece = text.substr(end, stop - end);
+      if (!piece.empty() && piece.back() == '\r') {
+        piece.remove_suffix(1);
+      }
+      if (!piece.empty() && piece.back() == '\\' && nl != std::string_view::npos) {
+        line.append(piece.substr(0, piece.size() - 1));
+        end = nl + 1;
+        continue;
+      }
+      line.append(piece);
+      end = nl == std::string_view::npos ? text.size() : nl + 1;
+      break;
+    }
+    pos = end;
+    std::string_view l = line;
+    std::size_t i = 0;
+    while (i < l.size() && is_space(l[i])) {
+      ++i;
+    }
+    if (i >= l.size() || l[i] != '#') {
+      continue;
+    }
+    ++i;
+    while (i < l.size() && is_space(l[i])) {
+      ++i;
+    }
+    std::size_t word_end = i;
+    while (word_end < l.size() && (std::isalnum(static_cast<unsigned char>(l[word_end])) != 0 || l[word_end] == '_')) {
+      ++word_end;
+    }
+    const std::string_view word = l.substr(i, word_end - i);
+    if (word == "include" || word == "include_next" || word == "import") {
+      const std::string_view name = include_operand(scan, l.substr(word_end), word);
+      scan_include(scan, name, own_dir);
+    }
+  }
+  // __has_include("x") / __has_include(<x>) anywhere (in #if, #elif): the answer depends on the files.
+  for (std::string_view probe : {std::string_view("__has_include_next"), std::string_view("__has_include")}) {
+    std::size_t at = 0;
+    while (scan.refusal.empty() && (at = text.find(probe, at)) != std::string_view::npos) {
+      at += probe.size();
+      if (probe == "__has_include" && text.substr(at, 5) == "_next") {
+        continue;  // counted by the first pass
+      }
+      std::size_t i = at;
+      while (i < text.size() && (is_space(text[i]) || text[i] == '\n')) {
+        ++i;
+      }
+      if (i >= text.size() || text[i] != '(') {
+        continue;  // `#ifdef __has_include`: asks whether the feature exists, not for a file
+      }
+      const std::size_t close = text.find(')', i);
+      const std::string_view inside = text.substr(i + 1, close == std::string_view::npos ? 0 : close - i - 1);
+      scan_include(scan, include_operand(scan, inside, probe), own_dir);
+    }
+  }
+}
+
+// The options that name files NVRTC reads or writes besides headers: precompiled headers (read and
+// written outside the key) and the timing report (written). Such compilations are not cached.
+std::string_view unkeyable_option(const std::vector<std::string>& options) {
+  for (std::string_view o : options) {
+    for (std::string_view flag : {"-pch", "--pch", "-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
+                                  "--time", "-fdevice-time-trace", "--fdevice-time-trace"}) {
+      if (o.starts_with(flag)) {
+        return o;
+      }
+    }
+  }
+  return {};
+}
+
+// Fills scan from the final option list: include paths and pre-includes, in the order given.
+void read_search_options(disk_scan& scan, const std::vector<std::string>& options) {
+  bool source_dir = true;
+  std::vector<std::string> paths;
+  for (std::size_t i = 0; i < options.size(); ++i) {
+    std::string_view o = options[i];
+    auto value = [&](std::string_view flag) -> std::optional<std::string> {
+      if (o == flag) {
+        if (i + 1 < options.size()) {
+          return options[++i];
+        }
+        return std::string();
+      }
+      if (o.starts_with(flag)) {
+        std::string_view v = o.substr(flag.size());
+        if (!v.empty() && v.front() == '=') {
+          v.remove_prefix(1);
+        } else if (flag.size() > 2) {
+          return std::nullopt;  // a longer option that starts with this one
+        }
+        return std::string(v);
+      }
+      return std::nullopt;
+    };
+    if (o == "-no-source-include" || o == "--no-source-include") {
+      source_dir = false;
+    } else if (auto dir = value("--include-path"); dir) {
+      paths.push_back(*dir);
+    } else if (auto dir2 = value("-I"); dir2) {
+      paths.push_back(*dir2);
+    } else if (auto file = value("--pre-include"); file) {
+      scan.pre_includes.push_back(*file);
+    } else if (auto file2 = value("-include"); file2) {
+      scan.pre_includes.push_back(*file2);
+    }
+  }
+  if (source_dir) {
+    scan.search_dirs.push_back(directory_of(scan.prog->name()));
+  }
+  if (!has(scan.search_dirs, ".")) {
+    scan.search_dirs.push_back(".");
+  }
+  for (auto& p : paths) {
+    while (p.size() > 1 && p.back() == '/') {
+      p.pop_back();
+    }
+    if (!p.empty() && !has(scan.search_dirs, p)) {
+      scan.search_dirs.push_back(std::move(p));
+    }
+  }
+}
+
+// The key part for the headers on disk, or a refusal (an empty key part and a reason).
+std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal) {
+  if (const std::string_view o = unkeyable_option(option_list); !o.empty()) {
+    refusal = "the option " + std::string(o) + " reads or writes files outside the key";
+    return {};
+  }
+  disk_scan scan;
+  scan.prog = &prog;
+  read_search_options(scan, option_list);
+  for (const auto& f : scan.pre_includes) {
+    scan_include(scan, f, std::string());
+  }
+  scan_text(scan, prog.source(), std::string());
+  refusal = std::move(scan.refusal);
+  return std::move(scan.key);
+}
+
+}  // namespace
+
+compile_result compile_cache::compile(const program& prog, code_kind target, const compile_options& options,
+                                      const std::vector<std::string>& name_expressions) {
+  state& s = *state_;
+  if (!enabled()) {
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    return prog.compile(target, options, name_expressions);
+  }
+  // The final option list holds the resolved architecture, so the key never depends on the device
+  // present at lookup time, and the compilation below uses exactly the options of the key.
+  const std::vector<std::string> option_list = options.to_nvrtc_options(target);
+  std::string key = make_key(prog, target, option_list, name_expressions);
+  std::string refusal;
+  const std::string disk = scan_disk_inputs(prog, option_list, refusal);
+  put(key, "headers on disk");
+  key += disk;
+  if (!refusal.empty()) {
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    s.uncacheable.fetch_add(1, std::memory_order_relaxed);
+    return prog.compile(target, options, name_expressions);
+  }
+  const std::string hex = hex128(key);
+  const std::string path = s.directory + "/" + hex + std::string(entry_suffix);
+
+  std::string entry;
+  struct stat st {};
+  if (read_file(path, entry, st)) {
+    compile_result cached;
+    switch (decode_entry(entry, key, prog.name(), cached)) {
+      case lookup_outcome::hit:
+        s.hits.fetch_add(1, std::memory_order_relaxed);
+        return cached;
+      case lookup_outcome::corrupt:
+        s.corrupt_entries.fetch_add(1, std::memory_order_relaxed);
+        remove_if_same(path, st);
+        break;
+      case lookup_outcome::miss:
+        break;
+    }
+  }
+  s.misses.fetch_add(1, std::memory_order_relaxed);
+  compile_options resolved = options;
+  if (resolved.arch.empty()) {
+    resolved.arch = option_list.front().substr(std::string_view("-arch=").size());
+  }
+  compile_result result = prog.compile(target, resolved, name_expressions);
+  // A header edited while NVRTC ran could have been read in either version: store only when the files
+  // are still those of the key.
+  std::string refusal_after;
+  if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty()) {
+    s.store_failures.fetch_add(1, std::memory_order_relaxed);
+  } else if (!s.store(hex, path, key, result)) {
+    s.store_failures.fetch_add(1, std::memory_order_relaxed);
+  }
+  return result;
+}
+
+compile_cache::statistics compile_cache::stats() const noexcept {
+  const state& s = *state_;
+  return {s.hits.load(std::memory_order_relaxed), s.misses.load(std::memory_order_relaxed),
+          s.corrupt_entries.load(std::memory_order_relaxed), s.store_failures.load(std::memory_order_relaxed),
+          s.uncacheable.load(std::memory_order_relaxed)};
+}
+
+void compile_cache::clear() {
+  if (!enabled()) {
+    return;
+  }
+  DIR* dir = ::opendir(state_->directory.c_str());
+  if (dir == nullptr) {
+    return;
+  }
+  while (const dirent* e = ::readdir(dir)) {
+    if (is_cache_file(e->d_name)) {
+      ::unlinkat(::dirfd(dir), e->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
+}  // namespace cudrv

@@ -1,0 +1,261 @@
+// program: run-time compilation with NVRTC.
+#include "cudrv/program.hpp"
+
+#include <cctype>
+#include <utility>
+
+#include "cudrv/error.hpp"
+#include "code/rtc_loader.hpp"
+
+namespace cudrv {
+namespace {
+
+constexpr const char* options_api = "cudrv::compile_options::to_nvrtc_options";
+
+bool is_identifier(std::string_view s) {
+  if (s.empty() || std::isdigit(static_cast<unsigned char>(s.front())) != 0) {
+    return false;
+  }
+  for (char c : s) {
+    if (std::isalnum(static_cast<unsigned char>(c)) == 0 && c != '_') {
+      return false;
+    }
+  }
+  return true;
+}
+
+// "NAME", "NAME=VALUE" or "NAME(args)=VALUE": the macro's name must be an identifier.
+bool valid_define(std::string_view d) { return is_identifier(d.substr(0, d.find_first_of("=("))); }
+
+bool valid_standard(std::string_view s) {
+  return s.size() == 5 && s.starts_with("c++") && std::isdigit(static_cast<unsigned char>(s[3])) != 0 &&
+         std::isdigit(static_cast<unsigned char>(s[4])) != 0;
+}
+
+std::string describe(const std::string& name, code_kind target) {
+  return "program '" + name + "' (" + std::string(to_string(target)) + ")";
+}
+
+// Owns one nvrtcProgram: destroyed on every path, exceptions included.
+class nvrtc_program {
+ public:
+  explicit nvrtc_program(const detail::nvrtc_api& api) : api_(api) {}
+  nvrtc_program(const nvrtc_program&) = delete;
+  nvrtc_program& operator=(const nvrtc_program&) = delete;
+  ~nvrtc_program() {
+    if (handle_ != nullptr) {
+      api_.nvrtcDestroyProgram(&handle_);  // only fails for an invalid handle
+    }
+  }
+  nvrtcProgram* out() noexcept { return &handle_; }
+  nvrtcProgram get() const noexcept { return handle_; }
+
+ private:
+  const detail::nvrtc_api& api_;
+  nvrtcProgram handle_ = nullptr;
+};
+
+// Reads a sized NVRTC output (log, PTX, cubin, LTO-IR) into a string; text loses its terminating NUL.
+template <class SizeFn, class GetFn>
+std::string read_output(nvrtcProgram prog, SizeFn size_fn, GetFn get_fn, const char* size_api, const char* get_api,
+                        const std::string& context, bool text) {
+  std::size_t size = 0;
+  if (nvrtcResult s = size_fn(prog, &size); s != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(s, size_api, context);
+  }
+  std::string out(size, '\0');
+  if (size > 0) {
+    if (nvrtcResult s = get_fn(prog, out.data()); s != NVRTC_SUCCESS) {
+      detail::throw_nvrtc_error(s, get_api, context);
+    }
+  }
+  if (text) {
+    out.resize(std::char_traits<char>::length(out.c_str()));  // up to the terminating NUL
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> compile_options::to_nvrtc_options(code_kind target) const {
+  if (target != code_kind::ptx && target != code_kind::cubin && target != code_kind::ltoir) {
+    throw invalid_argument_error(options_api,
+                                 "NVRTC cannot produce " + std::string(to_string(target)) +
+                                     ": compile to ptx, cubin or ltoir (link the rest with cudrv::linker)");
+  }
+  if (link_time_optimization && target != code_kind::ltoir) {
+    throw invalid_argument_error(options_api, "link_time_optimization produces LTO-IR, not " +
+                                                  std::string(to_string(target)) + ": compile to code_kind::ltoir");
+  }
+  if (!cpp_standard.empty() && !valid_standard(cpp_standard)) {
+    throw invalid_argument_error(options_api, "cpp_standard \"" + cpp_standard +
+                                                  "\" is not a C++ dialect NVRTC knows: write \"c++17\", \"c++20\" "
+                                                  "(or c++03, c++11, c++14), or leave it empty for NVRTC's default");
+  }
+  if (max_registers && *max_registers <= 0) {
+    throw invalid_argument_error(options_api,
+                                 "max_registers must be positive, not " + std::to_string(*max_registers));
+  }
+  for (const auto& d : defines) {
+    if (!valid_define(d)) {
+      throw invalid_argument_error(options_api, "define \"" + d + "\" must be NAME or NAME=VALUE, NAME an identifier");
+    }
+  }
+  for (const auto& path : include_paths) {
+    if (path.empty()) {
+      throw invalid_argument_error(options_api, "include_paths has an empty entry");
+    }
+  }
+  const std::string number = detail::resolve_arch(arch, options_api, "compile_options::arch");
+
+  std::vector<std::string> out;
+  out.reserve(12 + defines.size() + include_paths.size() + extra_options.size());
+  // LTO-IR is virtual-architecture code, like PTX (NVRTC gives identical LTO-IR for sm_NN).
+  out.push_back((target == code_kind::cubin ? "-arch=sm_" : "-arch=compute_") + number);
+  if (!cpp_standard.empty()) {
+    out.push_back("-std=" + cpp_standard);
+  }
+  if (relocatable_device_code) {
+    out.emplace_back("-rdc=true");
+  }
+  if (target == code_kind::ltoir) {
+    out.emplace_back("-dlto");
+  }
+  if (line_info) {
+    out.emplace_back("-lineinfo");
+  }
+  if (debug) {
+    out.emplace_back("-G");
+  }
+  if (fast_math) {
+    out.emplace_back("--use_fast_math");
+  }
+  detail::append_math_options(out, ftz, prec_div, prec_sqrt, "-fmad", fmad, max_registers);
+  for (const auto& d : defines) {
+    out.push_back("-D" + d);
+  }
+  for (const auto& path : include_paths) {
+    out.push_back("-I" + path);
+  }
+  out.insert(out.end(), extra_options.begin(), extra_options.end());
+  return out;
+}
+
+const std::string& compile_result::lowered_name(std::string_view expression) const {
+  for (const auto& [expr, lowered] : lowered_names) {
+    if (expr == expression) {
+      return lowered;
+    }
+  }
+  std::vector<std::string> known;
+  for (const auto& entry : lowered_names) {
+    known.push_back("\"" + entry.first + "\"");
+  }
+  throw invalid_argument_error("cudrv::compile_result::lowered_name",
+                               "\"" + std::string(expression) + "\" was not a name expression of this compilation (" +
+                                   (known.empty() ? std::string("it had none") : "it had " + detail::join(known)) +
+                                   "); pass it to compile()");
+}
+
+program::program(std::string name, std::string source, std::vector<header> headers)
+    : name_(std::move(name)), source_(std::move(source)), headers_(std::move(headers)) {
+  for (const auto& h : headers_) {
+    if (h.name.empty()) {
+      throw invalid_argument_error("cudrv::program", "program '" + name_ + "' has a header with an empty name");
+    }
+  }
+}
+
+compile_result program::compile(code_kind target, const compile_options& options,
+                                 const std::vector<std::string>& name_expressions) const {
+  const std::vector<std::string> option_list = options.to_nvrtc_options(target);
+  const detail::nvrtc_api& api = detail::nvrtc();
+  const std::string context = describe(name_, target);
+
+  std::vector<const char*> header_sources;
+  std::vector<const char*> header_names;
+  for (const auto& h : headers_) {
+    header_sources.push_back(h.source.c_str());
+    header_names.push_back(h.name.c_str());
+  }
+  nvrtc_program prog(api);
+  if (nvrtcResult s = api.nvrtcCreateProgram(prog.out(), source_.c_str(), name_.empty() ? nullptr : name_.c_str(),
+                                             static_cast<int>(headers_.size()), header_sources.data(),
+                                             header_names.data());
+      s != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(s, "nvrtcCreateProgram", context);
+  }
+  for (const auto& expr : name_expressions) {
+    if (nvrtcResult s = api.nvrtcAddNameExpression(prog.get(), expr.c_str()); s != NVRTC_SUCCESS) {
+      detail::throw_nvrtc_error(s, "nvrtcAddNameExpression", context + ", name expression \"" + expr + "\"");
+    }
+  }
+
+  std::vector<const char*> option_ptrs;
+  for (const auto& o : option_list) {
+    option_ptrs.push_back(o.c_str());
+  }
+  const nvrtcResult status =
+      api.nvrtcCompileProgram(prog.get(), static_cast<int>(option_ptrs.size()), option_ptrs.data());
+  compile_result result;
+  result.log = read_output(prog.get(), api.nvrtcGetProgramLogSize, api.nvrtcGetProgramLog, "nvrtcGetProgramLogSize",
+                           "nvrtcGetProgramLog", context, true);
+  if (status != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(status, "nvrtcCompileProgram",
+                              context + " with options: " + detail::join(option_list, " "), std::move(result.log));
+  }
+
+  std::string bytes;
+  switch (target) {
+    case code_kind::cubin:
+      bytes = read_output(prog.get(), api.nvrtcGetCUBINSize, api.nvrtcGetCUBIN, "nvrtcGetCUBINSize", "nvrtcGetCUBIN",
+                          context, false);
+      break;
+    case code_kind::ltoir:
+      bytes = read_output(prog.get(), api.nvrtcGetLTOIRSize, api.nvrtcGetLTOIR, "nvrtcGetLTOIRSize", "nvrtcGetLTOIR",
+                          context, false);
+      break;
+    default:
+      bytes = read_output(prog.get(), api.nvrtcGetPTXSize, api.nvrtcGetPTX, "nvrtcGetPTXSize", "nvrtcGetPTX", context,
+                          true);
+      break;
+  }
+  if (bytes.empty()) {
+    // An extra option (-dlto, another -arch) changed what NVRTC produced.
+    detail::throw_nvrtc_error(NVRTC_ERROR_INVALID_OPTION, "nvrtcCompileProgram",
+                              context + ": NVRTC produced no " + std::string(to_string(target)) +
+                                  " with options: " + detail::join(option_list, " "),
+                              std::move(result.log));
+  }
+
+  result.lowered_names.reserve(name_expressions.size());
+  for (const auto& expr : name_expressions) {
+    const char* lowered = nullptr;
+    if (nvrtcResult s = api.nvrtcGetLoweredName(prog.get(), expr.c_str(), &lowered); s != NVRTC_SUCCESS) {
+      detail::throw_nvrtc_error(s, "nvrtcGetLoweredName", context + ", name expression \"" + expr + "\"",
+                                std::move(result.log));
+    }
+    result.lowered_names.emplace_back(expr, lowered != nullptr ? lowered : "");
+  }
+  result.code = object_code(target, std::move(bytes), name_);
+  return result;
+}
+
+int nvrtc_version() { return detail::nvrtc_version_number(); }
+
+std::vector<int> nvrtc_supported_archs() {
+  const detail::nvrtc_api& api = detail::nvrtc();
+  int count = 0;
+  if (nvrtcResult s = api.nvrtcGetNumSupportedArchs(&count); s != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(s, "nvrtcGetNumSupportedArchs", {});
+  }
+  std::vector<int> archs(static_cast<std::size_t>(count));
+  if (count > 0) {
+    if (nvrtcResult s = api.nvrtcGetSupportedArchs(archs.data()); s != NVRTC_SUCCESS) {
+      detail::throw_nvrtc_error(s, "nvrtcGetSupportedArchs", {});
+    }
+  }
+  return archs;
+}
+
+}  // namespace cudrv

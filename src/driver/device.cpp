@@ -1,0 +1,253 @@
+#include "cudrv/device.hpp"
+
+#include <atomic>
+#include <cctype>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "cudrv/error.hpp"
+#include "driver/driver_api.hpp"
+
+namespace cudrv {
+
+using detail::check;
+namespace drv = detail::drv;
+
+namespace {
+
+std::string device_context(CUdevice dev) { return "device " + std::to_string(static_cast<int>(dev)); }
+
+// One primary-context reference per device, taken by cudrv on first implicit use and held until the
+// process ends (never released: objects created from a device rely on it).
+struct primary_context_cache {
+  int count = 0;
+  std::unique_ptr<std::atomic<CUcontext>[]> slots;
+  std::mutex mutex;
+};
+
+// The cache once it exists (null before the first call that needs a primary context).
+std::atomic<primary_context_cache*> cache_if_made{nullptr};
+
+primary_context_cache& cache() {
+  static primary_context_cache* c = [] {
+    const int count = device_count();     // may throw: nothing allocated yet
+    auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
+    p->count = count;
+    p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
+    cache_if_made.store(p, std::memory_order_release);
+    return p;
+  }();
+  return *c;
+}
+
+// The first time cudrv uses a device, its default memory pool keeps freed memory for reuse (release
+// threshold SIZE_MAX) unless somebody already chose a threshold: with the driver's 0, every
+// synchronisation returns the pool's memory to the system and allocation loops slow down. cuda.core
+// does the same for the pools it uses. Best effort: a device without pools is left alone.
+void keep_freed_pool_memory(CUdevice dev) noexcept {
+  try {
+    int pools = 0;
+    CUmemoryPool pool = nullptr;
+    cuuint64_t threshold = 0;
+    if (drv::cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev) != CUDA_SUCCESS || pools == 0 ||
+        drv::cuDeviceGetDefaultMemPool(&pool, dev) != CUDA_SUCCESS ||
+        drv::cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS || threshold != 0) {
+      return;
+    }
+    threshold = ~cuuint64_t{0};
+    drv::cuMemPoolSetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold);
+  } catch (...) {
+  }
+}
+
+}  // namespace
+
+namespace detail {
+bool is_retained_primary_context(CUcontext ctx) noexcept {
+  const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
+  if (c == nullptr || ctx == nullptr) {
+    return false;
+  }
+  for (int i = 0; i < c->count; ++i) {
+    if (c->slots[static_cast<std::size_t>(i)].load(std::memory_order_acquire) == ctx) {
+      return true;
+    }
+  }
+  return false;
+}
+}  // namespace detail
+
+int device_count() {
+  int count = 0;
+  CUresult status = drv::cuDeviceGetCount(&count);
+  if (status == CUDA_ERROR_NO_DEVICE || status == CUDA_ERROR_NOT_INITIALIZED) {
+    return 0;  // cuInit reported that there is no device
+  }
+  check(status, "cuDeviceGetCount");
+  return count;
+}
+
+device_range devices() { return device_range(device_count()); }
+
+device::device(int ordinal) : handle_(0) {
+  int count = device_count();
+  if (ordinal < 0 || ordinal >= count) {
+    std::string valid = count == 0 ? "no device is visible" : "valid ordinals are 0 to " + std::to_string(count - 1);
+    throw error(CUDA_ERROR_INVALID_DEVICE, "cuDeviceGet",
+                "ordinal " + std::to_string(ordinal) + ": " + valid + " (CUDA_VISIBLE_DEVICES applies)");
+  }
+  check(drv::cuDeviceGet(&handle_, ordinal), "cuDeviceGet");
+}
+
+std::string device::name() const {
+  char buffer[256] = {};
+  check(drv::cuDeviceGetName(buffer, static_cast<int>(sizeof(buffer)), handle_), "cuDeviceGetName",
+        [&] { return device_context(handle_); });
+  return buffer;
+}
+
+device_uuid device::uuid() const {
+  CUuuid raw{};
+  check(drv::cuDeviceGetUuid(&raw, handle_), "cuDeviceGetUuid", [&] { return device_context(handle_); });
+  device_uuid out{};
+  for (std::size_t i = 0; i < out.bytes.size(); ++i) {
+    out.bytes[i] = static_cast<unsigned char>(raw.bytes[i]);
+  }
+  return out;
+}
+
+std::string device_uuid::to_string() const {
+  std::string out = "GPU-";
+  char hex[3];
+  for (std::size_t i = 0; i < bytes.size(); ++i) {
+    if (i == 4 || i == 6 || i == 8 || i == 10) {
+      out += '-';
+    }
+    std::snprintf(hex, sizeof(hex), "%02x", static_cast<unsigned int>(bytes[i]));
+    out += hex;
+  }
+  return out;
+}
+
+std::string device::pci_bus_id() const {
+  char buffer[64] = {};
+  check(drv::cuDeviceGetPCIBusId(buffer, static_cast<int>(sizeof(buffer)), handle_), "cuDeviceGetPCIBusId",
+        [&] { return device_context(handle_); });
+  std::string out = buffer;
+  for (char& c : out) {
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  return out;
+}
+
+cudrv::compute_capability device::compute_capability() const {
+  return {attribute(device_attributes::compute_capability_major),
+          attribute(device_attributes::compute_capability_minor)};
+}
+
+std::string device::arch() const { return "sm_" + std::to_string(compute_capability().as_int()); }
+
+std::size_t device::total_memory() const {
+  std::size_t bytes = 0;
+  check(drv::cuDeviceTotalMem(&bytes, handle_), "cuDeviceTotalMem", [&] { return device_context(handle_); });
+  return bytes;
+}
+
+std::size_t device::free_memory() const {
+  context_guard guard(primary_context());
+  std::size_t free = 0;
+  std::size_t total = 0;
+  check(drv::cuMemGetInfo(&free, &total), "cuMemGetInfo", [&] { return device_context(handle_); });
+  return free;
+}
+
+int device::attribute(CUdevice_attribute attr) const {
+  int value = 0;
+  check(drv::cuDeviceGetAttribute(&value, attr, handle_), "cuDeviceGetAttribute", [&] {
+    return device_context(handle_) + ", attribute " + std::to_string(static_cast<int>(attr));
+  });
+  return value;
+}
+
+bool device::can_access_peer(const device& peer) const {
+  if (peer.handle_ == handle_) {
+    return false;
+  }
+  int can = 0;
+  check(drv::cuDeviceCanAccessPeer(&can, handle_, peer.handle_), "cuDeviceCanAccessPeer",
+        [&] { return device_context(handle_) + " -> " + device_context(peer.handle_); });
+  return can != 0;
+}
+
+int device::p2p_attribute(CUdevice_P2PAttribute attr, const device& peer) const {
+  int value = 0;
+  check(drv::cuDeviceGetP2PAttribute(&value, attr, handle_, peer.handle_), "cuDeviceGetP2PAttribute",
+        [&] { return device_context(handle_) + " -> " + device_context(peer.handle_); });
+  return value;
+}
+
+void device::enable_peer_access(const device& peer) const {
+  primary_context().enable_peer_access(peer.primary_context());
+}
+
+void device::disable_peer_access(const device& peer) const {
+  primary_context().disable_peer_access(peer.primary_context());
+}
+
+std::pair<int, int> device::stream_priority_range() const { return primary_context().stream_priority_range(); }
+
+void device::synchronize() const { primary_context().synchronize(); }
+
+device device::current() { return context_ref::current().device(); }
+
+void device::set_current() const {
+  check(drv::cuCtxSetCurrent(primary_context().native_handle()), "cuCtxSetCurrent",
+        [&] { return device_context(handle_); });
+}
+
+context_ref device::primary_context() const {
+  primary_context_cache& c = cache();
+  if (handle_ < 0 || handle_ >= c.count) [[unlikely]] {
+    throw error(CUDA_ERROR_INVALID_DEVICE, "cudrv::device::primary_context",
+                "device " + std::to_string(static_cast<int>(handle_)) + " of " + std::to_string(c.count) + " visible");
+  }
+  auto& slot = c.slots[static_cast<std::size_t>(handle_)];
+  CUcontext ctx = slot.load(std::memory_order_acquire);
+  if (ctx != nullptr) [[likely]] {
+    return context_ref(ctx);
+  }
+  std::lock_guard<std::mutex> lock(c.mutex);
+  ctx = slot.load(std::memory_order_relaxed);
+  if (ctx == nullptr) {
+    check(drv::cuDevicePrimaryCtxRetain(&ctx, handle_), "cuDevicePrimaryCtxRetain",
+          [&] { return device_context(handle_); });
+    slot.store(ctx, std::memory_order_release);
+    keep_freed_pool_memory(handle_);
+  }
+  return context_ref(ctx);
+}
+
+bool device::primary_context_active() const {
+  unsigned int flags = 0;
+  int active = 0;
+  check(drv::cuDevicePrimaryCtxGetState(handle_, &flags, &active), "cuDevicePrimaryCtxGetState",
+        [&] { return device_context(handle_); });
+  return active != 0;
+}
+
+unsigned int device::primary_context_flags() const {
+  unsigned int flags = 0;
+  int active = 0;
+  check(drv::cuDevicePrimaryCtxGetState(handle_, &flags, &active), "cuDevicePrimaryCtxGetState",
+        [&] { return device_context(handle_); });
+  return flags;
+}
+
+void device::set_primary_context_flags(context_flags flags) const {
+  check(drv::cuDevicePrimaryCtxSetFlags(handle_, static_cast<unsigned int>(flags)), "cuDevicePrimaryCtxSetFlags",
+        [&] { return device_context(handle_); });
+}
+
+}  // namespace cudrv

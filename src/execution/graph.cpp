@@ -1,0 +1,895 @@
+// graph, graph_exec, graph_builder: explicit graph building, instantiation and update.
+#include "cudrv/graph.hpp"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "cudrv/device.hpp"
+#include "cudrv/graph_exec.hpp"
+#include "cudrv/launch.hpp"
+#include "cudrv/stream_capture.hpp"
+#include "driver/driver_api.hpp"
+#include "code/kernel_support.hpp"
+#include "memory/memory_support.hpp"
+#include "driver/nvtx_support.hpp"
+#include "streams/stream_support.hpp"
+
+namespace cudrv {
+namespace detail {
+
+std::vector<CUgraphNode> native_nodes(const std::vector<graph_node_ref>& nodes) {
+  std::vector<CUgraphNode> out;
+  out.reserve(nodes.size());
+  for (const auto& n : nodes) {
+    out.push_back(n.native_handle());
+  }
+  return out;
+}
+
+namespace {
+
+std::vector<graph_node_ref> wrap_nodes(const std::vector<CUgraphNode>& nodes) {
+  std::vector<graph_node_ref> out;
+  out.reserve(nodes.size());
+  for (CUgraphNode n : nodes) {
+    out.push_back(graph_node_ref::from_native_handle(n));
+  }
+  return out;
+}
+
+// The two-call pattern of the graph queries: ask for the count, then fill.
+template <class Query>
+std::vector<CUgraphNode> query_nodes(const char* api, Query&& query) {
+  std::size_t count = 0;
+  check(query(nullptr, &count), api);
+  std::vector<CUgraphNode> nodes(count);
+  if (count > 0) {
+    check(query(nodes.data(), &count), api);
+    nodes.resize(count);
+  }
+  return nodes;
+}
+
+const char* update_reason(CUgraphExecUpdateResult r) {
+  switch (r) {
+    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
+      return "the graph's topology differs (nodes or edges added or removed)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
+      return "a node's type differs";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
+      return "a kernel node launches another function";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
+      return "a node's parameters changed in a way that cannot be updated (e.g. a copy's memory kind)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
+      return "a node changed in a way updates do not support";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
+      return "a kernel node's function changed in an unsupported way (e.g. cooperative or not)";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
+      return "a node's attributes changed in an unsupported way";
+    default:
+      return "the driver refused the update";
+  }
+}
+
+std::string describe_node(CUgraphNode node) {
+  if (node == nullptr) {
+    return "no node named";
+  }
+  std::ostringstream out;
+  out << "node " << static_cast<const void*>(node);
+  try {
+    static const char* names[] = {"kernel", "memcpy", "memset", "host", "child graph", "empty", "event record",
+                                  "event wait", "memory alloc", "memory free", "conditional", "other"};
+    out << " (" << names[static_cast<int>(graph_node_ref::from_native_handle(node).kind())] << ")";
+  } catch (const error&) {
+  }
+  return out.str();
+}
+
+}  // namespace
+
+[[noreturn]] void throw_launch_failure_in_graph(CUresult status, const launch_config& c, CUkernel kernel,
+                                               const kernel_signature* sig) {
+  throw launch_error(error_source::driver, status, "cuGraphKernelNodeSetAttribute", kernel_name_noexcept(kernel, sig),
+                     std::string("the driver refused a launch attribute of the kernel node (") +
+                         (c.has_cluster() ? "cluster dimensions" : c.cooperative ? "cooperative" : "priority") +
+                         "); the node was removed");
+}
+
+CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kernel, CUcontext ctx, void** args,
+                                           const kernel_signature* sig) {
+  check_shared_memory_fits(c, kernel, sig);
+  CUDA_KERNEL_NODE_PARAMS params{};
+  params.func = nullptr;
+  params.kern = kernel;
+  params.ctx = ctx;
+  params.gridDimX = c.grid.x;
+  params.gridDimY = c.grid.y;
+  params.gridDimZ = c.grid.z;
+  params.blockDimX = c.block.x;
+  params.blockDimY = c.block.y;
+  params.blockDimZ = c.block.z;
+  params.sharedMemBytes = static_cast<unsigned>(c.dynamic_shared_memory);
+  params.kernelParams = args;
+  return params;
+}
+
+kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel kernel, void** args,
+                               const kernel_signature* sig) {
+  constexpr const char* api = "cuGraphAddKernelNode";
+  if (c.programmatic_stream_serialization) {
+    throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                              "programmatic stream serialization is a stream launch attribute; in a graph it is a "
+                              "programmatic edge, which cudrv::graph_builder does not make yet",
+                              "cudrv::launch", kernel_name_noexcept(kernel, sig));
+  }
+  CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(c, kernel, b.context().native_handle(), args, sig);
+  auto deps = native_nodes(b.dependencies());
+  CUgraphNode node = nullptr;
+  check(drv::cuGraphAddKernelNode(&node, b.target().native_handle(), deps.data(), deps.size(), &params), api, [&] {
+    std::string name = kernel_name_noexcept(kernel, sig);
+    return "kernel '" + name + "', grid " + std::to_string(c.grid.x) + "x" + std::to_string(c.grid.y) + "x" +
+           std::to_string(c.grid.z) + ", block " + std::to_string(c.block.x) + "x" + std::to_string(c.block.y) + "x" +
+           std::to_string(c.block.z);
+  });
+  auto set = [&](CUkernelNodeAttrID id, const CUkernelNodeAttrValue& value) {
+    CUresult status = drv::cuGraphKernelNodeSetAttribute(node, id, &value);
+    if (status != CUDA_SUCCESS) {
+      drv::cuGraphDestroyNode(node);  // leave no half-configured node behind
+      throw_launch_failure_in_graph(status, c, kernel, sig);
+    }
+  };
+  if (c.has_cluster()) {
+    CUkernelNodeAttrValue v{};
+    v.clusterDim.x = c.cluster.x;
+    v.clusterDim.y = c.cluster.y;
+    v.clusterDim.z = c.cluster.z;
+    set(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
+  }
+  if (c.cooperative) {
+    CUkernelNodeAttrValue v{};
+    v.cooperative = 1;
+    set(CU_LAUNCH_ATTRIBUTE_COOPERATIVE, v);
+  }
+  if (c.priority) {
+    CUkernelNodeAttrValue v{};
+    v.priority = *c.priority;
+    set(CU_LAUNCH_ATTRIBUTE_PRIORITY, v);
+  }
+  if (sig != nullptr && sig->library != nullptr) {
+    try {
+      b.keep_library(sig->library);
+    } catch (...) {
+      drv::cuGraphDestroyNode(node);  // a node whose code could be unloaded under it must not stay
+      throw;
+    }
+  }
+  auto result = kernel_node::from_native_handle(node);
+  b.advance(result);
+  return result;
+}
+
+namespace {
+// A graph's reference on a library, dropped when the graph's user object goes. That happens on a
+// driver thread, where unloading (the last reference's job) is not permitted: the reference is
+// dropped on cudrv's disposal thread instead.
+struct library_release final : host_task {
+  explicit library_release(library_state* s) noexcept : state(s) { trivial = false; }
+  library_release(const library_release&) = delete;
+  library_release& operator=(const library_release&) = delete;
+  ~library_release() override { release_library(state); }
+  void run() override {}
+  library_state* state;
+};
+
+void CUDA_CB release_library_callback(void* state) {
+  try {
+    dispose(new library_release(static_cast<library_state*>(state)));
+  } catch (...) {
+    // No memory for the hand-over: the library stays loaded (a leak), never unloaded from here.
+  }
+}
+
+// Makes graph keep library loaded (a user object holding a reference).
+void keep_library_in_graph(CUgraph graph, library_state* library) {
+  retain_library(library);  // the user object's reference, dropped by its destructor
+  retain_in_graph(graph, library, &release_library_callback, "a graph launching a library's kernel");
+}
+
+// Makes a graph made by stream capture keep the cudrv libraries of its kernel nodes loaded.
+void keep_captured_libraries(CUgraph graph) {
+#if CUDA_VERSION >= 12050
+  // Kernels launched into a capturing stream become kernel nodes that name their CUkernel; the graph
+  // takes a reference on each cudrv library among them, as graph_builder does for the nodes it adds.
+  std::vector<library_state*> kept;
+  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
+         return drv::cuGraphGetNodes(graph, out, n);
+       })) {
+    CUgraphNodeType type{};
+    CUDA_KERNEL_NODE_PARAMS params{};
+    if (drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+        drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
+      continue;
+    }
+    CUlibrary lib = nullptr;
+    try {
+      if (drv::cuKernelGetLibrary(&lib, params.kern) != CUDA_SUCCESS) {
+        continue;  // a kernel of no library (a module's, say)
+      }
+    } catch (const not_supported_error&) {
+      return;  // a driver older than 12.5 cannot tell: documented, the kernels must outlive the graph
+    }
+    kept.reserve(kept.size() + 1);  // before the reference is taken: push_back cannot throw below
+    library_state* state = retain_library_of(lib);
+    if (state == nullptr) {
+      continue;  // not a cudrv library
+    }
+    bool seen = false;
+    for (library_state* k : kept) {
+      seen = seen || k == state;
+    }
+    if (seen) {
+      release_library(state);
+      continue;
+    }
+    retain_in_graph(graph, state, &release_library_callback, "a graph captured from a stream");
+    kept.push_back(state);
+  }
+#else
+  (void)graph;
+#endif
+}
+
+}  // namespace
+
+}  // namespace detail
+
+// --- graph_node_ref -------------------------------------------------------------------------------
+
+graph_node_kind graph_node_ref::kind() const {
+  CUgraphNodeType type{};
+  detail::check(detail::drv::cuGraphNodeGetType(node_, &type), "cuGraphNodeGetType");
+  switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      return graph_node_kind::kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      return graph_node_kind::memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      return graph_node_kind::memset;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      return graph_node_kind::host;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      return graph_node_kind::child_graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return graph_node_kind::empty;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      return graph_node_kind::event_record;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      return graph_node_kind::event_wait;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return graph_node_kind::mem_alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return graph_node_kind::mem_free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      return graph_node_kind::conditional;
+    default:
+      return graph_node_kind::other;
+  }
+}
+
+std::vector<graph_node_ref> graph_node_ref::dependencies() const {
+  return detail::wrap_nodes(detail::query_nodes("cuGraphNodeGetDependencies", [&](CUgraphNode* out, std::size_t* n) {
+    return detail::drv::cuGraphNodeGetDependencies(node_, out, nullptr, n);
+  }));
+}
+
+std::vector<graph_node_ref> graph_node_ref::dependents() const {
+  return detail::wrap_nodes(detail::query_nodes("cuGraphNodeGetDependentNodes", [&](CUgraphNode* out, std::size_t* n) {
+    return detail::drv::cuGraphNodeGetDependentNodes(node_, out, nullptr, n);
+  }));
+}
+
+// --- graph_ref --------------------------------------------------------------------------------------
+
+void graph_base::require_handle(const char* api) const {
+  if (handle_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the graph is empty (a moved-from or released cudrv::graph)");
+  }
+}
+
+std::vector<graph_node_ref> graph_base::nodes() const {
+  require_handle("cudrv::graph::nodes");
+  return detail::wrap_nodes(detail::query_nodes(
+      "cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) { return detail::drv::cuGraphGetNodes(handle_, out, n); }));
+}
+
+std::vector<graph_node_ref> graph_base::roots() const {
+  require_handle("cudrv::graph::roots");
+  return detail::wrap_nodes(detail::query_nodes("cuGraphGetRootNodes", [&](CUgraphNode* out, std::size_t* n) {
+    return detail::drv::cuGraphGetRootNodes(handle_, out, n);
+  }));
+}
+
+std::size_t graph_base::node_count() const {
+  require_handle("cudrv::graph::node_count");
+  std::size_t count = 0;
+  detail::check(detail::drv::cuGraphGetNodes(handle_, nullptr, &count), "cuGraphGetNodes");
+  return count;
+}
+
+std::vector<std::pair<graph_node_ref, graph_node_ref>> graph_base::edges() const {
+  require_handle("cudrv::graph::edges");
+  std::size_t count = 0;
+  detail::check(detail::drv::cuGraphGetEdges(handle_, nullptr, nullptr, nullptr, &count), "cuGraphGetEdges");
+  std::vector<CUgraphNode> from(count), to(count);
+  if (count > 0) {
+    detail::check(detail::drv::cuGraphGetEdges(handle_, from.data(), to.data(), nullptr, &count), "cuGraphGetEdges");
+  }
+  std::vector<std::pair<graph_node_ref, graph_node_ref>> out;
+  out.reserve(count);
+  for (std::size_t i = 0; i < count; ++i) {
+    out.emplace_back(graph_node_ref::from_native_handle(from[i]), graph_node_ref::from_native_handle(to[i]));
+  }
+  return out;
+}
+
+void graph_base::add_dependency(graph_node_ref from, graph_node_ref to) const {
+  require_handle("cudrv::graph::add_dependency");
+  CUgraphNode f = from.native_handle();
+  CUgraphNode t = to.native_handle();
+  detail::check(detail::drv::cuGraphAddDependencies(handle_, &f, &t, nullptr, 1), "cuGraphAddDependencies");
+}
+
+void graph_base::remove_dependency(graph_node_ref from, graph_node_ref to) const {
+  require_handle("cudrv::graph::remove_dependency");
+  CUgraphNode f = from.native_handle();
+  CUgraphNode t = to.native_handle();
+  detail::check(detail::drv::cuGraphRemoveDependencies(handle_, &f, &t, nullptr, 1), "cuGraphRemoveDependencies");
+}
+
+empty_node graph_base::add_empty(const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_empty");
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddEmptyNode(&node, handle_, deps.data(), deps.size()), "cuGraphAddEmptyNode");
+  return empty_node::from_native_handle(node);
+}
+
+child_graph_node graph_base::add_child_graph(graph_ref child, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_child_graph");
+  child.require_handle("cudrv::graph::add_child_graph");
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddChildGraphNode(&node, handle_, deps.data(), deps.size(), child.handle_),
+                "cuGraphAddChildGraphNode");
+  return child_graph_node::from_native_handle(node);
+}
+
+event_record_node graph_base::add_event_record(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_event_record");
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddEventRecordNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
+                "cuGraphAddEventRecordNode");
+  return event_record_node::from_native_handle(node);
+}
+
+event_wait_node graph_base::add_event_wait(event_ref ev, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_event_wait");
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddEventWaitNode(&node, handle_, deps.data(), deps.size(), ev.native_handle()),
+                "cuGraphAddEventWaitNode");
+  return event_wait_node::from_native_handle(node);
+}
+
+host_node graph_base::add_host_task(detail::host_task* task, const std::vector<graph_node_ref>& dependencies) const {
+  try {
+    require_handle("cudrv::graph::add_host");
+  } catch (...) {
+    detail::discard(task);
+    throw;
+  }
+  // The graph owns the task from here on (also when this throws): it lives as long as the graph or
+  // any executable made from it, and is destroyed on cudrv's disposal thread.
+  detail::retain_in_graph(handle_, task, &detail::dispose_host_task_callback, "cudrv::graph::add_host");
+  CUDA_HOST_NODE_PARAMS params{};
+  params.fn = &detail::run_graph_host_task;
+  params.userData = task;
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddHostNode(&node, handle_, deps.data(), deps.size(), &params), "cuGraphAddHostNode");
+  return host_node::from_native_handle(node);
+}
+
+std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(const device& dev, std::size_t bytes,
+                                                                const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_mem_alloc");
+  if (bytes == 0) {
+    throw invalid_argument_error("cudrv::graph::add_mem_alloc", "a graph allocation needs at least one byte");
+  }
+  CUDA_MEM_ALLOC_NODE_PARAMS params{};
+  params.poolProps.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  params.poolProps.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  params.poolProps.location.id = dev.ordinal();
+  params.bytesize = bytes;
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddMemAllocNode(&node, handle_, deps.data(), deps.size(), &params),
+                "cuGraphAddMemAllocNode",
+                [&] { return std::to_string(bytes) + " bytes on device " + std::to_string(dev.ordinal()); });
+  return {mem_alloc_node::from_native_handle(node), params.dptr};
+}
+
+mem_free_node graph_base::add_mem_free(CUdeviceptr address, const std::vector<graph_node_ref>& dependencies) const {
+  require_handle("cudrv::graph::add_mem_free");
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  detail::check(detail::drv::cuGraphAddMemFreeNode(&node, handle_, deps.data(), deps.size(), address),
+                "cuGraphAddMemFreeNode");
+  return mem_free_node::from_native_handle(node);
+}
+
+conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned default_value,
+                                                      bool reset_on_launch) const {
+  require_handle("cudrv::graph::make_conditional_handle");
+  CUgraphConditionalHandle h{};
+  detail::check(detail::drv::cuGraphConditionalHandleCreate(&h, handle_, ctx.native_handle(), default_value,
+                                                            reset_on_launch ? CU_GRAPH_COND_ASSIGN_DEFAULT : 0),
+                "cuGraphConditionalHandleCreate");
+  return conditional_handle(h);
+}
+
+conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
+                                            unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
+  constexpr const char* api = "cudrv::graph::add_conditional";
+  require_handle(api);
+  CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
+  switch (kind) {
+    case conditional_kind::if_then:
+      type = CU_GRAPH_COND_TYPE_IF;
+      if (bodies != 1 && bodies != 2) {
+        throw invalid_argument_error(api, "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
+      }
+      break;
+    case conditional_kind::while_loop:
+      type = CU_GRAPH_COND_TYPE_WHILE;
+      if (bodies != 1) {
+        throw invalid_argument_error(api, "a while node has exactly 1 body, not " + std::to_string(bodies));
+      }
+      break;
+    case conditional_kind::switch_cases:
+#if CUDA_VERSION >= 12080
+      type = CU_GRAPH_COND_TYPE_SWITCH;
+#else
+      throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                                "switch nodes need CUDA 12.8 headers", api, {});
+#endif
+      if (bodies == 0) {
+        throw invalid_argument_error(api, "a switch node needs at least 1 body");
+      }
+      break;
+  }
+  CUgraphNodeParams params{};
+  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  params.conditional.handle = handle.native_handle();
+  params.conditional.type = type;
+  params.conditional.size = bodies;
+  params.conditional.ctx = ctx.native_handle();
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode node = nullptr;
+  CUresult status = detail::drv::cuGraphAddNode(&node, handle_, deps.data(), nullptr, deps.size(), &params);
+  if (status == CUDA_ERROR_NOT_SUPPORTED || status == CUDA_ERROR_INVALID_VALUE) {
+    int cc = 0;
+    try {
+      cc = ctx.device().compute_capability().as_int();
+    } catch (const error&) {
+    }
+    detail::check(status, "cuGraphAddNode", [&] {
+      return "conditional node (" + std::string(kind == conditional_kind::while_loop ? "while" : kind == conditional_kind::if_then ? "if" : "switch") +
+             ", " + std::to_string(bodies) + " bodies): the driver or device (compute capability " +
+             std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
+             ") does not support it; conditional nodes need CUDA 12.4 (switch 12.8) and compute capability 5.0+";
+    });
+  }
+  detail::check(status, "cuGraphAddNode");
+  conditional_node out{graph_node_ref::from_native_handle(node), {}};
+  for (unsigned i = 0; i < bodies; ++i) {
+    out.bodies.push_back(graph_ref::from_native_handle(params.conditional.phGraph_out[i]));
+  }
+  return out;
+}
+
+graph graph_base::clone() const {
+  require_handle("cudrv::graph::clone");
+  CUgraph copy = nullptr;
+  CUresult status = detail::drv::cuGraphClone(&copy, handle_);
+  detail::check(status, "cuGraphClone", [status] {
+    return status == CUDA_ERROR_NOT_SUPPORTED
+               ? std::string("graphs with memory allocation or free nodes, or conditional nodes, cannot be cloned")
+               : std::string();
+  });
+  return graph::from_native_handle(copy);
+}
+
+void graph_base::write_dot(const std::string& path, unsigned flags) const {
+  require_handle("cudrv::graph::write_dot");
+  detail::check(detail::drv::cuGraphDebugDotPrint(handle_, path.c_str(), flags), "cuGraphDebugDotPrint",
+                [&] { return "writing '" + path + "'"; });
+}
+
+std::string graph_base::dot(unsigned flags) const {
+  char path[] = "/tmp/cudrv-graph-XXXXXX";
+  int fd = ::mkstemp(path);
+  if (fd < 0) {
+    throw invalid_argument_error("cudrv::graph::dot", "cannot create a temporary file in /tmp");
+  }
+  ::close(fd);
+  struct remover {
+    const char* p;
+    ~remover() { std::remove(p); }
+  } cleanup{path};
+  write_dot(path, flags);
+  std::ifstream in(path);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return std::move(text).str();
+}
+
+graph_exec graph_base::instantiate() const { return instantiate(graph_instantiate_flags::none); }
+
+graph_exec graph_base::instantiate(const device& dev, graph_instantiate_flags flags) const {
+  return instantiate(dev.primary_context(), flags);
+}
+
+graph_exec graph_base::instantiate(graph_instantiate_flags flags) const {
+  CUcontext ctx = nullptr;
+  detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  if (ctx == nullptr) {
+    throw invalid_argument_error("cudrv::graph::instantiate",
+                                 "no context is current, and an executable graph belongs to a context: name it with "
+                                 "instantiate(ctx, flags) (dev.primary_context() for a device), or make one current");
+  }
+  return instantiate(context_ref(ctx), flags);
+}
+
+graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flags) const {
+  require_handle("cudrv::graph::instantiate");
+  CUDA_GRAPH_INSTANTIATE_PARAMS params{};
+  params.flags = static_cast<cuuint64_t>(flags);
+  CUgraphExec exec = nullptr;
+  CUresult status = CUDA_SUCCESS;
+  detail::run_in_context(ctx.native_handle(), "cudrv::graph::instantiate",
+                         [&] { status = detail::drv::cuGraphInstantiateWithParams(&exec, handle_, &params); });
+  if (status != CUDA_SUCCESS || params.result_out != CUDA_GRAPH_INSTANTIATE_SUCCESS) {
+    const char* why = "the driver refused the graph";
+    switch (params.result_out) {
+      case CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE:
+        why = "the graph's structure is invalid (e.g. a cycle, or a node used in two graphs)";
+        break;
+      case CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED:
+        why = "a node's operation is not supported here (e.g. a device launch of a graph with host nodes)";
+        break;
+      case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
+        why = "the graph's nodes span several contexts, which device launch does not allow";
+        break;
+      default:
+        break;
+    }
+    if (status == CUDA_ERROR_NOT_SUPPORTED && params.result_out != CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE &&
+        params.result_out != CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED &&
+        params.result_out != CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED) {
+      why = "the driver does not support this instantiation (a graph with memory allocation nodes can have only "
+            "one executable at a time)";
+    }
+    detail::check(status != CUDA_SUCCESS ? status : CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithParams",
+                  [&] { return std::string(why) + "; " + detail::describe_node(params.hErrNode_out); });
+  }
+  return graph_exec::from_native_handle(exec, ctx);
+}
+
+// --- graph -------------------------------------------------------------------------------------------
+
+graph::graph() : graph_base(nullptr) {
+  detail::check(detail::drv::cuGraphCreate(&handle_, 0), "cuGraphCreate");
+}
+
+graph& graph::operator=(graph&& other) noexcept {
+  if (this != &other) {
+    reset();
+    handle_ = std::exchange(other.handle_, nullptr);
+  }
+  return *this;
+}
+
+void graph::reset() noexcept {
+  if (handle_ != nullptr) {
+    CUgraph h = std::exchange(handle_, nullptr);
+    detail::destroy_noexcept("cuGraphDestroy", [h] { return detail::drv::cuGraphDestroy(h); });
+  }
+}
+
+graph::~graph() { reset(); }
+
+// --- graph_builder -------------------------------------------------------------------------------
+
+graph_builder::graph_builder(graph_ref g, context_ref ctx, std::vector<graph_node_ref> dependencies)
+    : graph_(g), ctx_(ctx), deps_(std::move(dependencies)) {
+  if (g.native_handle() == nullptr) {
+    throw invalid_argument_error("cudrv::graph_builder", "the graph is empty (a moved-from or released cudrv::graph)");
+  }
+  if (ctx.native_handle() == nullptr) {
+    throw invalid_argument_error("cudrv::graph_builder", "the context is empty");
+  }
+}
+
+graph_builder::graph_builder(graph_ref g, const device& dev, std::vector<graph_node_ref> dependencies)
+    : graph_builder(g, dev.primary_context(), std::move(dependencies)) {}
+
+namespace {
+context_ref context_of(stream_ref s) {
+  detail::require_stream(s.native_handle(), "cudrv::graph_builder");
+  return s.context();
+}
+}  // namespace
+
+graph_builder::graph_builder(graph_ref g, stream_ref s, std::vector<graph_node_ref> dependencies)
+    : graph_builder(g, context_of(s), std::move(dependencies)) {}
+
+void graph_builder::keep_library(detail::library_state* library) {
+  for (detail::library_state* kept : kept_) {
+    if (kept == library) {
+      return;
+    }
+  }
+  kept_.reserve(kept_.size() + 1);  // may throw before the graph holds anything
+  detail::keep_library_in_graph(graph_.native_handle(), library);
+  kept_.push_back(library);
+}
+
+graph_node_ref graph_builder::last() const {
+  if (deps_.size() != 1) {
+    throw invalid_argument_error("cudrv::graph_builder::last",
+                                 "the builder has " + std::to_string(deps_.size()) + " current dependencies, not one last node");
+  }
+  return deps_.front();
+}
+
+// --- graph_exec -----------------------------------------------------------------------------------
+
+graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
+  if (this != &other) {
+    reset();
+    handle_ = std::exchange(other.handle_, nullptr);
+    ctx_ = std::exchange(other.ctx_, {});
+    kept_ = std::exchange(other.kept_, {});
+  }
+  return *this;
+}
+
+void graph_exec::reset() noexcept {
+  if (handle_ != nullptr) {
+    CUgraphExec h = std::exchange(handle_, nullptr);
+    if (!std::exchange(ctx_, {}).alive()) {
+      detail::report_outlived_context("cudrv::graph_exec", "executable graph");
+    } else {
+      detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
+    }
+  }
+  for (detail::library_state* kept : std::exchange(kept_, {})) {
+    detail::release_library(kept);
+  }
+}
+
+CUgraphExec graph_exec::release() noexcept {
+  ctx_ = {};
+  // The caller owns the executable now, and keeps the libraries it launches loaded.
+  for (detail::library_state* kept : std::exchange(kept_, {})) {
+    detail::release_library(kept);
+  }
+  return std::exchange(handle_, nullptr);
+}
+
+graph_exec::~graph_exec() { reset(); }
+
+namespace {
+// Runs fn in ctx (the executable's context), or in the current context for an adopted executable
+// without one.
+template <class Fn>
+void in_context(const detail::context_token& ctx, Fn&& fn) {
+  if (ctx.handle == nullptr) {
+    fn();
+  } else {
+    detail::run_in_context(ctx.handle, "cudrv::graph_exec", fn);
+  }
+}
+
+void require_exec(CUgraphExec h, const char* api) {
+  if (h == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the executable graph is empty (a moved-from or released cudrv::graph_exec)");
+  }
+}
+}  // namespace
+
+void graph_exec::launch(stream_ref stream) const {
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::graph_launch");
+  require_exec(handle_, "cudrv::graph_exec::launch");
+  detail::require_stream(stream.native_handle(), "cudrv::graph_exec::launch");
+  detail::check(detail::drv::cuGraphLaunch(handle_, stream.native_handle()), "cuGraphLaunch");
+}
+
+void graph_exec::upload(stream_ref stream) const {
+  require_exec(handle_, "cudrv::graph_exec::upload");
+  detail::require_stream(stream.native_handle(), "cudrv::graph_exec::upload");
+  detail::check(detail::drv::cuGraphUpload(handle_, stream.native_handle()), "cuGraphUpload");
+}
+
+void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
+                                void** args, const detail::kernel_signature* sig) {
+  require_exec(handle_, "cudrv::graph_exec::set_kernel_node");
+  if (config.needs_extended_launch()) {
+    throw invalid_argument_error("cudrv::graph_exec::set_kernel_node",
+                                 "a kernel-node update carries no launch attributes (cluster, cooperative, priority, "
+                                 "programmatic stream serialization): the node keeps its own; pass a launch_config "
+                                 "without them");
+  }
+  CUDA_KERNEL_NODE_PARAMS params = detail::kernel_node_params(config, kernel, ctx.native_handle(), args, sig);
+  // The executable keeps the new kernel's library loaded (its graph's user objects cover only the
+  // kernels it was made with).
+  detail::library_state* library = sig != nullptr ? sig->library : nullptr;
+  bool keep = library != nullptr;
+  for (detail::library_state* kept : kept_) {
+    keep = keep && kept != library;
+  }
+  if (keep) {
+    kept_.reserve(kept_.size() + 1);
+  }
+  in_context(ctx_, [&] {
+    detail::check(detail::drv::cuGraphExecKernelNodeSetParams(handle_, node.native_handle(), &params),
+                  "cuGraphExecKernelNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
+  });
+  if (keep) {
+    detail::retain_library(library);
+    kept_.push_back(library);
+  }
+}
+
+void graph_exec::set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const {
+  require_exec(handle_, "cudrv::graph_exec::set_copy_node");
+  CUDA_MEMCPY3D p = detail::linear_memcpy3d(c);
+  in_context(ctx_, [&] {
+    detail::check(detail::drv::cuGraphExecMemcpyNodeSetParams(handle_, node.native_handle(), &p, ctx.native_handle()),
+                  "cuGraphExecMemcpyNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
+  });
+}
+
+void graph_exec::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count,
+                              std::uint32_t pattern, std::size_t element_size) const {
+  require_exec(handle_, "cudrv::graph_exec::set_fill_node");
+  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params("cudrv::graph_exec::set_fill_node", dst, count, pattern, element_size);
+  in_context(ctx_, [&] {
+    detail::check(detail::drv::cuGraphExecMemsetNodeSetParams(handle_, node.native_handle(), &p, ctx.native_handle()),
+                  "cuGraphExecMemsetNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
+  });
+}
+
+void graph_exec::update(graph_ref g) const {
+  require_exec(handle_, "cudrv::graph_exec::update");
+  if (g.native_handle() == nullptr) {
+    throw invalid_argument_error("cudrv::graph_exec::update", "the graph is empty (a moved-from or released cudrv::graph)");
+  }
+  CUgraphExecUpdateResultInfo info{};
+  CUresult status = CUDA_SUCCESS;
+  in_context(ctx_, [&] { status = detail::drv::cuGraphExecUpdate(handle_, g.native_handle(), &info); });
+  if (status != CUDA_SUCCESS) {
+    std::string what = std::string(detail::update_reason(info.result)) + "; " + detail::describe_node(info.errorNode);
+    if (info.errorFromNode != nullptr) {
+      what += ", from " + detail::describe_node(info.errorFromNode);
+    }
+    throw graph_update_error(status, static_cast<int>(info.result), std::move(what));
+  }
+}
+
+}  // namespace cudrv
+
+// --- stream capture -------------------------------------------------------------------------------
+
+namespace cudrv {
+
+capture_status capture_status_of(stream_ref stream) {
+  detail::require_stream(stream.native_handle(), "cudrv::capture_status_of");
+  CUstreamCaptureStatus status{};
+  detail::check(detail::drv::cuStreamIsCapturing(stream.native_handle(), &status), "cuStreamIsCapturing");
+  return static_cast<capture_status>(status);
+}
+
+capture_info capture_info_of(stream_ref stream) {
+  detail::require_stream(stream.native_handle(), "cudrv::capture_info_of");
+  CUstreamCaptureStatus status{};
+  cuuint64_t id = 0;
+  CUgraph g = nullptr;
+  const CUgraphNode* deps = nullptr;
+  std::size_t count = 0;
+  detail::check(detail::drv::cuStreamGetCaptureInfo(stream.native_handle(), &status, &id, &g, &deps, nullptr, &count),
+                "cuStreamGetCaptureInfo");
+  capture_info info;
+  info.status = static_cast<capture_status>(status);
+  info.id = status == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
+  info.graph = graph_ref::from_native_handle(g);
+  for (std::size_t i = 0; i < count; ++i) {
+    info.dependencies.push_back(graph_node_ref::from_native_handle(deps[i]));
+  }
+  return info;
+}
+
+stream_capture::stream_capture(stream_ref stream, capture_mode mode) : stream_(stream) {
+  constexpr const char* api = "cudrv::stream_capture";
+  if (stream.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the stream is empty (a moved-from or released cudrv::stream)");
+  }
+  if (stream.native_handle() == CU_STREAM_LEGACY) {
+    throw invalid_argument_error(api, "the legacy default stream cannot be captured: capture a cudrv::stream");
+  }
+  detail::check(detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode)),
+                "cuStreamBeginCapture");
+  active_ = true;
+  detail::capture_began();
+}
+
+stream_capture::~stream_capture() {
+  if (active_) {
+    CUgraph g = nullptr;
+    CUstream s = stream_.native_handle();
+    detail::destroy_noexcept("cuStreamEndCapture", [&] {
+      CUresult status = detail::drv::cuStreamEndCapture(s, &g);
+      // An invalidated capture ends with this status: the capture is over, which is what we want.
+      return status == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ? CUDA_SUCCESS : status;
+    });
+    if (g != nullptr) {
+      detail::destroy_noexcept("cuGraphDestroy", [g] { return detail::drv::cuGraphDestroy(g); });
+    }
+    detail::capture_ended();
+  }
+}
+
+graph stream_capture::end() {
+  if (!active_) {
+    throw invalid_argument_error("cudrv::stream_capture::end", "the capture has already ended");
+  }
+  CUgraph g = nullptr;
+  CUresult status = detail::drv::cuStreamEndCapture(stream_.native_handle(), &g);
+  if (status != CUDA_SUCCESS && g != nullptr) {
+    detail::drv::cuGraphDestroy(g);
+  }
+  // Still capturing after a failed end (e.g. ended from another thread): the scope keeps it.
+  CUstreamCaptureStatus still{};
+  active_ = status != CUDA_SUCCESS &&
+            detail::drv::cuStreamIsCapturing(stream_.native_handle(), &still) == CUDA_SUCCESS &&
+            still != CU_STREAM_CAPTURE_STATUS_NONE;
+  // Once over, the capture stops parking libraries, after its graph has taken what it launches.
+  struct ended_scope {
+    bool over;
+    ~ended_scope() {
+      if (over) {
+        detail::capture_ended();
+      }
+    }
+  } ended{!active_};
+  if (status == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
+    throw error(status, "cuStreamEndCapture",
+                "a call during the capture was not allowed (e.g. a synchronous call or a query on a capturing "
+                "stream, or from another thread under capture_mode::global) and invalidated it; the capture "
+                "has ended");
+  }
+  detail::check(status, "cuStreamEndCapture");
+  graph captured = graph::from_native_handle(g);
+  detail::keep_captured_libraries(g);  // on failure, captured destroys the graph
+  return captured;
+}
+
+std::uint64_t stream_capture::id() const { return capture_info_of(stream_).id; }
+
+}  // namespace cudrv

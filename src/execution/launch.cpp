@@ -1,0 +1,281 @@
+// launch: the kernel launch itself and the diagnosis of a refused launch.
+#include "cudrv/launch.hpp"
+
+#include <string>
+#include <vector>
+
+#include "driver/driver_api.hpp"
+#include "code/kernel_support.hpp"
+#include "driver/nvtx_support.hpp"
+
+namespace cudrv::detail {
+namespace {
+
+std::string format_dims(const dims& d) {
+  return std::to_string(d.x) + "x" + std::to_string(d.y) + "x" + std::to_string(d.z);
+}
+
+std::string describe_config(const launch_config& c) {
+  std::string out = "grid " + format_dims(c.grid) + ", block " + format_dims(c.block) + ", " +
+                    std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory";
+  if (c.has_cluster()) {
+    out += ", cluster " + format_dims(c.cluster);
+  }
+  if (c.cooperative) {
+    out += ", cooperative";
+  }
+  if (c.programmatic_stream_serialization) {
+    out += ", programmatic stream serialization";
+  }
+  if (c.priority) {
+    out += ", priority " + std::to_string(*c.priority);
+  }
+  return out;
+}
+
+// Compares a refused launch with the device's and the kernel's limits. Best effort: a query that
+// fails only drops the checks that need it. Never throws.
+std::string diagnose(CUresult status, CUstream stream, const launch_config& c, CUkernel kernel) noexcept {
+  std::vector<std::string> problems;
+  try {
+    CUcontext ctx = nullptr;
+    if (stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+      drv::cuCtxGetCurrent(&ctx);
+      if (ctx == nullptr) {
+        return "no context is current, and the default stream runs in the current context: make one current "
+               "(cudrv::device::set_current) or launch on a cudrv::stream";
+      }
+    } else if (drv::cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS || ctx == nullptr) {
+      return "the stream is invalid (destroyed?)";
+    }
+    CUdevice dev = 0;
+    bool have_device = false;
+    run_in_context(ctx, "cuCtxGetDevice", [&] { have_device = drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS; });
+    if (!have_device) {
+      return "the stream's context has no device";
+    }
+    auto dattr = [&](CUdevice_attribute a) {
+      int v = -1;
+      if (drv::cuDeviceGetAttribute(&v, a, dev) != CUDA_SUCCESS) {
+        v = -1;
+      }
+      return v;
+    };
+    auto kattr = [&](CUfunction_attribute a) {
+      int v = -1;
+      if (drv::cuKernelGetAttribute(&v, a, kernel, dev) != CUDA_SUCCESS) {
+        v = -1;
+      }
+      return v;
+    };
+    const std::string on_device = " on device " + std::to_string(static_cast<int>(dev));
+    const int major = dattr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+    const int minor = dattr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    const std::string arch = "compute capability " + std::to_string(major) + "." + std::to_string(minor);
+
+    if (status == CUDA_ERROR_NO_BINARY_FOR_GPU || status == CUDA_ERROR_INVALID_PTX ||
+        status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION || status == CUDA_ERROR_INVALID_IMAGE) {
+      problems.push_back("the kernel's code cannot run" + on_device + " (" + arch +
+                         "): load a cubin built for it, or PTX this driver can compile");
+    }
+    if (status == CUDA_ERROR_INVALID_HANDLE || status == CUDA_ERROR_NOT_FOUND) {
+      problems.push_back("the kernel handle is invalid: was its library unloaded?");
+    }
+
+    // Grid and block shape.
+    const unsigned long long threads = c.block.count();
+    if (c.grid.count() == 0 || threads == 0) {
+      problems.push_back("every grid and block extent must be at least 1 (grid " + format_dims(c.grid) + ", block " +
+                         format_dims(c.block) + ")");
+    }
+    const int max_block[3] = {dattr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X), dattr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y),
+                              dattr(CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z)};
+    const int max_grid[3] = {dattr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X), dattr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y),
+                             dattr(CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z)};
+    const unsigned block_ext[3] = {c.block.x, c.block.y, c.block.z};
+    const unsigned grid_ext[3] = {c.grid.x, c.grid.y, c.grid.z};
+    const char* axis[3] = {"x", "y", "z"};
+    for (int i = 0; i < 3; ++i) {
+      if (max_block[i] > 0 && block_ext[i] > static_cast<unsigned>(max_block[i])) {
+        problems.push_back("block extent " + std::string(axis[i]) + " = " + std::to_string(block_ext[i]) +
+                           " exceeds the device's maximum of " + std::to_string(max_block[i]));
+      }
+      if (max_grid[i] > 0 && grid_ext[i] > static_cast<unsigned>(max_grid[i])) {
+        problems.push_back("grid extent " + std::string(axis[i]) + " = " + std::to_string(grid_ext[i]) +
+                           " exceeds the device's maximum of " + std::to_string(max_grid[i]));
+      }
+    }
+    const int device_threads = dattr(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    const int kernel_threads = kattr(CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+    const int regs = kattr(CU_FUNC_ATTRIBUTE_NUM_REGS);
+    if (device_threads > 0 && threads > static_cast<unsigned long long>(device_threads)) {
+      problems.push_back("block of " + std::to_string(threads) + " threads exceeds the device's maximum of " +
+                         std::to_string(device_threads) + " threads per block");
+    } else if (kernel_threads > 0 && threads > static_cast<unsigned long long>(kernel_threads)) {
+      problems.push_back("block of " + std::to_string(threads) + " threads exceeds the " + std::to_string(kernel_threads) +
+                         " threads per block this kernel allows (it uses " + std::to_string(regs) +
+                         " registers per thread, and an SM has " +
+                         std::to_string(dattr(CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK)) +
+                         " registers per block): use smaller blocks or limit registers (max_registers)");
+    }
+
+    // Shared memory.
+    const std::size_t dynamic = c.dynamic_shared_memory;
+    const int kernel_dynamic = kattr(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
+    const int static_shared = kattr(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
+    const int optin = dattr(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
+    if (optin > 0 && static_shared >= 0 && dynamic + static_cast<std::size_t>(static_shared) > static_cast<std::size_t>(optin)) {
+      problems.push_back(std::to_string(dynamic) + " bytes of dynamic shared memory exceed the device's opt-in maximum: " +
+                         std::to_string(optin) + " bytes per block minus the kernel's " + std::to_string(static_shared) +
+                         " bytes of static shared memory leaves " +
+                         std::to_string(static_cast<std::size_t>(optin) - static_cast<std::size_t>(static_shared)));
+    } else if (kernel_dynamic >= 0 && dynamic > static_cast<std::size_t>(kernel_dynamic)) {
+      problems.push_back(std::to_string(dynamic) + " bytes of dynamic shared memory exceed the kernel's current limit of " +
+                         std::to_string(kernel_dynamic) +
+                         " bytes: raise it first with kernel_ref::set_max_dynamic_shared_memory(device, " +
+                         std::to_string(dynamic) + ")");
+    }
+
+    // Clusters.
+    const int must_cluster = kattr(CU_FUNC_ATTRIBUTE_CLUSTER_SIZE_MUST_BE_SET);
+    if (c.has_cluster()) {
+      const unsigned long long cluster_blocks = c.cluster.count();
+      if (dattr(CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH) == 0) {
+        problems.push_back("thread-block clusters are not supported" + on_device + " (" + arch +
+                           "; clusters need 9.0 or newer)");
+      } else if (cluster_blocks == 0) {
+        problems.push_back("every cluster extent must be at least 1 (cluster " + format_dims(c.cluster) + ")");
+      } else {
+        for (int i = 0; i < 3; ++i) {
+          const unsigned ce[3] = {c.cluster.x, c.cluster.y, c.cluster.z};
+          if (ce[i] != 0 && grid_ext[i] % ce[i] != 0) {
+            problems.push_back("grid extent " + std::string(axis[i]) + " = " + std::to_string(grid_ext[i]) +
+                               " is not a multiple of the cluster extent " + std::to_string(ce[i]));
+          }
+        }
+        const int non_portable = kattr(CU_FUNC_ATTRIBUTE_NON_PORTABLE_CLUSTER_SIZE_ALLOWED);
+        if (cluster_blocks > 8 && non_portable == 0) {
+          problems.push_back("a cluster of " + std::to_string(cluster_blocks) +
+                             " blocks exceeds the portable maximum of 8: allow it with "
+                             "kernel_ref::set_non_portable_cluster_size_allowed (the hardware maximum is 16)");
+        } else if (cluster_blocks > 16) {
+          problems.push_back("a cluster of " + std::to_string(cluster_blocks) + " blocks exceeds the maximum of 16");
+        }
+        const int rw = kattr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_WIDTH);
+        const int rh = kattr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_HEIGHT);
+        const int rd = kattr(CU_FUNC_ATTRIBUTE_REQUIRED_CLUSTER_DEPTH);
+        if (rw > 0 && (c.cluster.x != static_cast<unsigned>(rw) || c.cluster.y != static_cast<unsigned>(rh) ||
+                       c.cluster.z != static_cast<unsigned>(rd))) {
+          problems.push_back("the kernel was compiled with cluster dimensions " + std::to_string(rw) + "x" +
+                             std::to_string(rh) + "x" + std::to_string(rd) + ", but the launch asks for " +
+                             format_dims(c.cluster));
+        }
+      }
+    } else if (must_cluster == 1) {
+      problems.push_back("the kernel must be launched with a cluster: set launch_config::cluster");
+    }
+
+    // Cooperative launches: the whole grid must be resident at once.
+    if (c.cooperative) {
+      if (dattr(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 0) {
+        problems.push_back("cooperative launches are not supported" + on_device);
+      } else if (threads > 0) {
+        int per_sm = 0;
+        CUfunction f = nullptr;
+        run_in_context(ctx, "cuKernelGetFunction", [&] {
+          if (drv::cuKernelGetFunction(&f, kernel) != CUDA_SUCCESS ||
+              drv::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_sm, f, static_cast<int>(threads), dynamic,
+                                                                        0) != CUDA_SUCCESS) {
+            per_sm = -1;
+          }
+        });
+        const int sms = dattr(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+        if (per_sm >= 0 && sms > 0 && c.grid.count() > static_cast<unsigned long long>(per_sm) * sms) {
+          problems.push_back("a cooperative launch of " + std::to_string(c.grid.count()) + " blocks exceeds the " +
+                             std::to_string(static_cast<long long>(per_sm) * sms) +
+                             " blocks that can be resident at once (" + std::to_string(per_sm) + " per SM x " +
+                             std::to_string(sms) + " SMs at this block size and shared memory)");
+        }
+      }
+    }
+    if (problems.empty()) {
+      return "the driver refused the launch (" + describe_config(c) +
+             "); no device or kernel limit that cudrv checks is exceeded";
+    }
+    std::string out;
+    for (std::size_t i = 0; i < problems.size(); ++i) {
+      out += (i == 0 ? "" : "; ") + problems[i];
+    }
+    return out + " (" + describe_config(c) + ")";
+  } catch (...) {
+    // Diagnosis is best effort (out of memory, say); the driver's code is reported regardless.
+    return {};
+  }
+}
+
+[[noreturn]] void throw_launch_failure(CUresult status, const char* api, CUstream stream, const launch_config& c,
+                                       CUkernel kernel, const kernel_signature* sig) {
+  std::string diagnosis = diagnose(status, stream, c, kernel);
+  throw launch_error(error_source::driver, status, api, kernel_name_noexcept(kernel, sig), std::move(diagnosis));
+}
+
+}  // namespace
+
+void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, void** args,
+                   const kernel_signature* sig) {
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::launch", [kernel, sig] { return kernel_name_noexcept(kernel, sig); });
+  if (stream == nullptr) [[unlikely]] {
+    throw invalid_argument_error("cudrv::launch", "the stream is empty (a moved-from or released cudrv::stream)");
+  }
+  if (kernel == nullptr) [[unlikely]] {
+    throw invalid_argument_error("cudrv::launch", "the kernel is empty (a moved-from or reset cudrv::kernel)");
+  }
+  check_shared_memory_fits(c, kernel, sig);
+  if (!c.needs_extended_launch()) [[likely]] {
+    CUresult status = drv::cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), c.grid.x, c.grid.y, c.grid.z, c.block.x,
+                                          c.block.y, c.block.z, static_cast<unsigned>(c.dynamic_shared_memory), stream,
+                                          args, nullptr);
+    if (status != CUDA_SUCCESS) [[unlikely]] {
+      throw_launch_failure(status, "cuLaunchKernel", stream, c, kernel, sig);
+    }
+    return;
+  }
+  CUlaunchAttribute attrs[4];
+  CUlaunchConfig lc;
+  fill_launch_config(c, lc, attrs);
+  lc.hStream = stream;
+  if (c.cooperative) {
+    attrs[lc.numAttrs] = {};
+    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
+    attrs[lc.numAttrs].value.cooperative = 1;
+    ++lc.numAttrs;
+  }
+  if (c.programmatic_stream_serialization) {
+    attrs[lc.numAttrs] = {};
+    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
+    attrs[lc.numAttrs].value.programmaticStreamSerializationAllowed = 1;
+    ++lc.numAttrs;
+  }
+  if (c.priority) {
+    attrs[lc.numAttrs] = {};
+    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
+    attrs[lc.numAttrs].value.priority = *c.priority;
+    ++lc.numAttrs;
+  }
+  CUresult status = drv::cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(kernel), args, nullptr);
+  if (status != CUDA_SUCCESS) [[unlikely]] {
+    throw_launch_failure(status, "cuLaunchKernelEx", stream, c, kernel, sig);
+  }
+}
+
+void throw_extent_overflow(unsigned long long value, char axis) {
+  throw invalid_argument_error("cudrv::dims::checked", std::string("extent ") + axis + " = " + std::to_string(value) +
+                                                           " does not fit the 32 bits of a launch extent");
+}
+
+void throw_runtime_error(int code, const char* name, const char* description, const char* api, std::string context) {
+  throw error(error_source::runtime, code, name != nullptr ? name : "cudaError " + std::to_string(code),
+              description != nullptr ? description : "", api, std::move(context));
+}
+
+}  // namespace cudrv::detail

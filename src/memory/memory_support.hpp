@@ -1,0 +1,80 @@
+// Internal helpers shared by the memory sources.
+#pragma once
+
+#include <cuda.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "cudrv/context.hpp"
+#include "cudrv/copy.hpp"
+#include "streams/stream_support.hpp"
+
+namespace cudrv::detail {
+
+// "1.50 GiB (1610612736 bytes)"
+std::string format_bytes(std::size_t bytes);
+
+// "0x7f12345000"
+std::string format_address(std::uintptr_t address);
+
+// Throws invalid_argument_error unless c copies at least one byte between two non-null views large
+// enough for it.
+void check_linear(const char* api, const linear_copy& c);
+
+// Throws invalid_argument_error unless a fill of count elements of element_size bytes at dst is
+// non-empty, non-null and aligned to the element size.
+void check_fill(const char* api, std::uintptr_t dst, std::size_t count, std::size_t element_size);
+
+// "1.00 KiB (1024 bytes) from 0x... to 0x..."
+std::string describe_copy(const linear_copy& c);
+
+// Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
+// already current. For destructors and error paths, where a failed switch must not throw.
+class quiet_context_scope {
+ public:
+  explicit quiet_context_scope(CUcontext ctx) noexcept;
+  quiet_context_scope(const quiet_context_scope&) = delete;
+  quiet_context_scope& operator=(const quiet_context_scope&) = delete;
+  ~quiet_context_scope();
+
+ private:
+  CUcontext previous_ = nullptr;
+  bool switched_ = false;
+};
+
+// Makes the context of a stream current for the scope (nothing to do for the default streams,
+// which stand for the current context). The driver validates the pointers of cuMemcpy*Async
+// against the current context, not against the stream's.
+class stream_context_scope {
+ public:
+  explicit stream_context_scope(CUstream stream);
+
+ private:
+  std::optional<context_guard> guard_;
+};
+
+// For synchronous copies and fills, which run in the current context and whose addresses the
+// driver validates against it: makes the context that owns the device or managed memory among the
+// addresses current for the scope (memory names its device, hence that device's primary context when
+// the memory names no context); with host memory only, keeps the current context, else uses the
+// context pinned memory was allocated in, else none: host_only() is then true and the caller copies
+// on the host (the driver refuses a copy with no context current). complete() synchronises the legacy
+// default stream, so that the operation has completed when the synchronous call returns (cuMemcpy
+// may return before a device-to-device or a pageable host-to-device copy has landed).
+class synchronous_scope {
+ public:
+  synchronous_scope(std::uintptr_t a, std::uintptr_t b);
+  // Whether no context is involved (pageable host memory on both sides, none current).
+  [[nodiscard]] bool host_only() const noexcept { return host_only_; }
+  // Waits for the operation issued in the scope.
+  void complete();
+
+ private:
+  std::optional<context_guard> guard_;
+  bool host_only_ = false;
+};
+
+}  // namespace cudrv::detail

@@ -1,0 +1,41 @@
+// Internal: host tasks, stream bookkeeping and the disposal of finished callables, shared by the
+// streams layer and the layers above it (memory, code, execution).
+#pragma once
+
+#include <cuda.h>
+
+#include "cudrv/stream.hpp"
+#include "driver/disposal.hpp"
+
+namespace cudrv::detail {
+
+// Takes a counted reference on an owned stream (a stream-ordered buffer that will be freed on it);
+// null is ignored. The CUstream is destroyed when the owner and every such user have released it.
+void retain_stream(stream_state* s) noexcept;
+void release_stream(stream_state* s) noexcept;
+// Whether the context of an owned stream still exists (true for null: not known to cudrv).
+bool stream_context_alive(const stream_state* s) noexcept;
+
+// Throws invalid_argument_error for a null stream: only a moved-from or released cudrv::stream gives
+// one (stream_ref maps a null handle to CU_STREAM_LEGACY), and the driver would silently take it for
+// the legacy default stream.
+void require_stream(CUstream stream, const char* api);
+
+// Destroys a host task after it ran (or when it will never run): at once when its callable's
+// destruction does nothing, else on cudrv's disposal thread, never on the caller's thread, which may
+// be the driver's callback thread (where freeing CUDA memory is not permitted). Never throws.
+void dispose(host_task* task) noexcept;
+// Destroys a host task that never ran, on the calling thread (a user's thread). Never throws.
+void discard(host_task* task) noexcept;
+
+// Host functions for cuLaunchHostFunc and graph host nodes (data: a host_task).
+void CUDA_CB run_host_task(void* data);
+void CUDA_CB run_graph_host_task(void* data);
+// User-object destructor that disposes of a host task.
+void CUDA_CB dispose_host_task_callback(void* data);
+
+// Makes graph own data through a user object whose destructor is destroy (called at once, and the
+// exception rethrown, when this fails). where names the graph or stream for messages.
+void retain_in_graph(CUgraph graph, void* data, void (*destroy)(void*), const char* where);
+
+}  // namespace cudrv::detail

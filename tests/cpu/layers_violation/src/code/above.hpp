@@ -1,0 +1,2 @@
+// A header of the code layer, for the layering check's own test.
+#pragma once

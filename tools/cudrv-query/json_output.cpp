@@ -1,0 +1,252 @@
+// cudrv-query: the JSON documents (described by docs/cudrv-query.schema.json).
+#include <cmath>
+
+#include <nlohmann/json.hpp>
+
+#include <cudrv/version.hpp>
+
+#include "query.hpp"
+
+namespace cudrv_query {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+double rounded(double v) { return std::round(v * 1000.0) / 1000.0; }
+
+template <class T>
+void put(json& j, const char* key, const std::optional<T>& v) {
+  if (v) {
+    j[key] = *v;
+  }
+}
+
+json version_json(int version) {
+  return json{{"cuda_version", version}, {"cuda_version_string", format_cuda_version(version)}};
+}
+
+json clocks_json(const nvml_clocks& c) {
+  json j = json::object();
+  put(j, "graphics", c.graphics_mhz);
+  put(j, "sm", c.sm_mhz);
+  put(j, "memory", c.memory_mhz);
+  return j;
+}
+
+json nvml_json(const nvml_device& n) {
+  json j;
+  j["index"] = n.index;
+  j["uuid"] = n.uuid;
+  j["via_mig"] = n.via_mig;
+  if (n.memory_total_bytes) {
+    json m;
+    m["total_bytes"] = *n.memory_total_bytes;
+    put(m, "free_bytes", n.memory_free_bytes);
+    put(m, "used_bytes", n.memory_used_bytes);
+    j["memory"] = m;
+  }
+  if (json c = clocks_json(n.clocks); !c.empty()) j["clocks_mhz"] = c;
+  if (json c = clocks_json(n.max_clocks); !c.empty()) j["max_clocks_mhz"] = c;
+  put(j, "temperature_c", n.temperature_c);
+  if (n.power_draw_w || n.power_limit_w) {
+    json p = json::object();
+    if (n.power_draw_w) p["draw_w"] = rounded(*n.power_draw_w);
+    if (n.power_limit_w) p["limit_w"] = rounded(*n.power_limit_w);
+    j["power"] = p;
+  }
+  if (n.pcie_generation || n.pcie_width || n.pcie_max_generation || n.pcie_max_width) {
+    json p = json::object();
+    put(p, "generation", n.pcie_generation);
+    put(p, "max_generation", n.pcie_max_generation);
+    put(p, "width", n.pcie_width);
+    put(p, "max_width", n.pcie_max_width);
+    j["pcie"] = p;
+  }
+  if (n.ecc_enabled) j["ecc"] = json{{"enabled", *n.ecc_enabled}, {"pending", n.ecc_pending.value_or(*n.ecc_enabled)}};
+  if (n.mig_enabled) j["mig"] = json{{"enabled", *n.mig_enabled}, {"pending", n.mig_pending.value_or(*n.mig_enabled)}};
+  if (n.utilization_gpu_percent) {
+    json u;
+    u["gpu"] = *n.utilization_gpu_percent;
+    put(u, "memory", n.utilization_memory_percent);
+    j["utilization_percent"] = u;
+  }
+  put(j, "performance_state", n.performance_state);
+  put(j, "persistence_mode", n.persistence_mode);
+  return j;
+}
+
+json attribute_json(const attribute_value& v) {
+  const attribute_desc& a = *v.desc;
+  json j;
+  if (!v.value) {
+    j["value"] = nullptr;
+  } else if (a.kind == attribute_kind::boolean) {
+    j["value"] = *v.value != 0;
+  } else {
+    j["value"] = *v.value;
+  }
+  j["name"] = a.name;
+  j["group"] = a.group;
+  if (*a.unit != '\0') j["unit"] = a.unit;
+  if (v.value && (a.kind == attribute_kind::enumeration || a.kind == attribute_kind::bitmask)) {
+    j["meaning"] = describe(a, *v.value);
+  }
+  if (!v.value) j["error"] = v.error.empty() ? std::string("not reported") : v.error;
+  return j;
+}
+
+json device_json(const device_info& d, view v) {
+  json j;
+  j["ordinal"] = d.ordinal;
+  j["name"] = d.name;
+  j["uuid"] = d.uuid;
+  j["pci_bus_id"] = d.pci_bus_id;
+  j["compute_capability"] = json{{"major", d.cc_major}, {"minor", d.cc_minor}};
+  j["arch"] = "sm_" + std::to_string(d.cc_major * 10 + d.cc_minor);
+  j["multiprocessors"] = d.multiprocessors;
+  json memory;
+  memory["total_bytes"] = d.total_memory;
+  if (d.nvml && d.nvml->memory_free_bytes) memory["free_bytes"] = *d.nvml->memory_free_bytes;
+  j["memory"] = memory;
+  j["clocks_khz"] = json{{"sm", d.sm_clock_khz}, {"memory", d.memory_clock_khz}};
+  if (d.nvml) j["nvml"] = nvml_json(*d.nvml);
+  if (v == view::details) {
+    json attributes = json::object();
+    for (const attribute_value& a : d.attributes) attributes[a.desc->key] = attribute_json(a);
+    j["attributes"] = attributes;
+  }
+  return j;
+}
+
+const char* status_name(exit_status s) {
+  switch (s) {
+    case exit_ok:
+      return "ok";
+    case exit_usage:
+      return "usage_error";
+    case exit_no_driver:
+      return "no_driver";
+    case exit_no_device:
+      return "no_device";
+    case exit_cuda_error:
+      return "cuda_error";
+  }
+  return "cuda_error";
+}
+
+}  // namespace
+
+std::string to_json(const system_info& info, view v, const failure* error) {
+  json doc;
+  doc["schema_version"] = json_schema_version;
+  doc["tool"] = json{{"name", "cudrv-query"}, {"version", CUDRV_VERSION_STRING}};
+  doc["view"] = view_name(v);
+  exit_status status = error != nullptr ? error->status : exit_ok;
+  doc["status"] = status_name(status);
+  doc["exit_code"] = static_cast<int>(status);
+  if (error != nullptr && status != exit_ok) {
+    json e;
+    e["message"] = error->message;
+    if (!error->valid_selectors.empty()) e["valid_selectors"] = error->valid_selectors;
+    doc["error"] = e;
+  }
+
+  json driver;
+  driver["available"] = info.driver_available;
+  if (info.driver_version > 0) {
+    driver["cuda_version"] = info.driver_version;
+    driver["cuda_version_string"] = format_cuda_version(info.driver_version);
+  }
+  if (!info.driver_library.empty()) driver["library"] = info.driver_library;
+  if (!info.nvml.driver_version.empty()) driver["kernel_driver_version"] = info.nvml.driver_version;
+  if (!info.driver_available) driver["unavailable_reason"] = info.unavailable_reason;
+  doc["driver"] = driver;
+  doc["toolkit"] = version_json(info.toolkit_version);
+
+  json nvrtc;
+  nvrtc["built_with"] = version_json(info.toolkit_version);  // NVRTC comes with the toolkit
+  if (info.nvrtc.checked) {
+    json library;
+    library["available"] = info.nvrtc.available;
+    if (info.nvrtc.available) {
+      library["version"] = info.nvrtc.version;
+      library["version_string"] = format_cuda_version(info.nvrtc.version);
+    } else {
+      library["unavailable_reason"] = info.nvrtc.reason;
+    }
+    nvrtc["library"] = library;
+  }
+  doc["nvrtc"] = nvrtc;
+
+  json nvml;
+  nvml["available"] = info.nvml.available;
+  nvml["library"] = info.nvml.library;
+  if (info.nvml.available) {
+    nvml["version"] = info.nvml.nvml_version;
+  } else {
+    nvml["unavailable_reason"] = info.nvml.reason;
+  }
+  doc["nvml"] = nvml;
+
+  json env;
+  env["CUDA_VISIBLE_DEVICES"] = info.visible_devices ? json(*info.visible_devices) : json(nullptr);
+  env["CUDA_DEVICE_ORDER"] = info.device_order ? json(*info.device_order) : json(nullptr);
+  doc["environment"] = env;
+
+  doc["device_count"] = info.device_count;
+  json devices = json::array();
+  for (const device_info& d : info.devices) devices.push_back(device_json(d, v));
+  doc["devices"] = devices;
+
+  if (v == view::p2p && status == exit_ok) {
+    json links = json::array();
+    for (const p2p_link& l : info.p2p) {
+      json j;
+      j["from"] = l.from;
+      j["to"] = l.to;
+      j["can_access"] = l.can_access;
+      put(j, "performance_rank", l.performance_rank);
+      put(j, "access_supported", l.access_supported);
+      put(j, "native_atomic_supported", l.native_atomic_supported);
+      put(j, "only_partial_native_atomic_supported", l.only_partial_native_atomic_supported);
+      put(j, "cuda_array_access_supported", l.cuda_array_access_supported);
+      links.push_back(j);
+    }
+    doc["p2p"] = links;
+  }
+  if (v == view::bench && info.bench) {
+    const bench_results& b = *info.bench;
+    json bench;
+    bench["size_bytes"] = b.options.size;
+    bench["iterations"] = b.options.iterations;
+    bench["trials"] = b.options.trials;
+    bench["launches_per_trial"] = b.options.iterations * 100;
+    bench["method"] =
+        "median over trials of CUDA-event-timed batches on one stream; GB/s = 1e9 bytes per second, bytes copied "
+        "counted once (d2d_read_write_gbps counts the bytes read plus the bytes written)";
+    json devs = json::array();
+    for (const bench_device& r : b.devices) {
+      devs.push_back(json{{"ordinal", r.ordinal},
+                          {"h2d_pinned_gbps", rounded(r.h2d_pinned_gbps)},
+                          {"d2h_pinned_gbps", rounded(r.d2h_pinned_gbps)},
+                          {"h2d_pageable_gbps", rounded(r.h2d_pageable_gbps)},
+                          {"d2h_pageable_gbps", rounded(r.d2h_pageable_gbps)},
+                          {"d2d_copy_gbps", rounded(r.d2d_copy_gbps)},
+                          {"d2d_read_write_gbps", rounded(2 * r.d2d_copy_gbps)},
+                          {"launch_us", rounded(r.launch_us)},
+                          {"launch_sync_us", rounded(r.launch_sync_us)}});
+    }
+    bench["devices"] = devs;
+    json pairs = json::array();
+    for (const bench_p2p& p : b.p2p) {
+      pairs.push_back(json{{"from", p.from}, {"to", p.to}, {"peer_access", p.peer_access}, {"gbps", rounded(p.gbps)}});
+    }
+    bench["p2p"] = pairs;
+    doc["bench"] = bench;
+  }
+  // Strings from the environment, dlerror or the driver need not be UTF-8: invalid bytes become U+FFFD.
+  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+}
+
+}  // namespace cudrv_query
