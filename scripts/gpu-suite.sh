@@ -73,12 +73,13 @@ record() {
     echo "FAILED: $1 (exit code $2)" >> "$out/failures.txt"
   fi
 }
-# count_ctest <log>: adds a ctest run's passed, failed and skipped tests.
+# count_ctest <log>: adds a ctest run's passed, failed and skipped tests. ctest ends with
+# "N% tests passed, F tests failed out of T" (older) or "100% tests passed out of T" (newer, none failed).
 count_ctest() {
   local total fails skips
-  total=$(sed -n 's/.*tests failed out of \([0-9]*\).*/\1/p' "$1" | tail -n 1)
-  fails=$(sed -n 's/.*tests passed, \([0-9]*\) tests* failed out of.*/\1/p' "$1" | tail -n 1)
-  skips=$(grep -cE '\(Skipped\)$|\(Disabled\)$' "$1")
+  total=$(sed -n 's/^[0-9]*% tests passed.* out of \([0-9]*\).*/\1/p' "$1" | tail -n 1)
+  fails=$(sed -n 's/^[0-9]*% tests passed, \([0-9]*\) tests* failed out of.*/\1/p' "$1" | tail -n 1)
+  skips=$(grep -cE '^[[:space:]]*[0-9]+ - .* \((Skipped|Disabled)\)$' "$1")
   if [ -z "$total" ]; then  # ctest did not get as far as its summary
     failed=$((failed + 1))
     status=1
