@@ -44,8 +44,14 @@ if [ -n "$configured" ] && [ ! -e "$configured" ]; then
   mkdir -p "$(dirname "$configured")"
   ln -s "$build" "$configured"
 fi
-if [ -n "$src_configured" ] && [ ! -e "$src_configured/docs/cudrv-query.schema.json" ]; then
-  echo "gpu-suite: the configured source path $src_configured does not lead to this source tree" >&2
+# Both configured paths must now lead to these trees, not to another checkout or build.
+same_dir() { [ "$(cd "$1" 2> /dev/null && pwd -P)" = "$(cd "$2" && pwd -P)" ]; }
+if [ -n "$src_configured" ] && ! same_dir "$src_configured" "$root"; then
+  echo "gpu-suite: the build was configured for the source $src_configured, which is not this tree ($root)" >&2
+  exit 2
+fi
+if [ -n "$configured" ] && ! same_dir "$configured" "$build"; then
+  echo "gpu-suite: the build was configured in $configured, which is not the build tree given ($build)" >&2
   exit 2
 fi
 
@@ -76,10 +82,12 @@ record() {
 # count_ctest <log>: adds a ctest run's passed, failed and skipped tests. ctest ends with
 # "N% tests passed, F tests failed out of T" (older) or "100% tests passed out of T" (newer, none failed).
 count_ctest() {
-  local total fails skips
+  local total fails skips disabled
   total=$(sed -n 's/^[0-9]*% tests passed.* out of \([0-9]*\).*/\1/p' "$1" | tail -n 1)
   fails=$(sed -n 's/^[0-9]*% tests passed, \([0-9]*\) tests* failed out of.*/\1/p' "$1" | tail -n 1)
-  skips=$(grep -cE '^[[:space:]]*[0-9]+ - .* \((Skipped|Disabled)\)$' "$1")
+  # Skipped tests count in the total; disabled ones do not, but are reported as skipped too.
+  skips=$(grep -cE '^[[:space:]]*[0-9]+ - .* \(Skipped\)$' "$1")
+  disabled=$(grep -cE '^[[:space:]]*[0-9]+ - .* \(Disabled\)$' "$1")
   if [ -z "$total" ]; then  # ctest did not get as far as its summary
     failed=$((failed + 1))
     status=1
@@ -89,7 +97,7 @@ count_ctest() {
   fails=${fails:-0}
   passed=$((passed + total - fails - skips))
   failed=$((failed + fails))
-  skipped=$((skipped + skips))
+  skipped=$((skipped + skips + disabled))
   [ "$fails" = 0 ] || status=1
 }
 : > "$out/failures.txt"

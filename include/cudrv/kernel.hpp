@@ -53,6 +53,14 @@ struct query_target {
 /// (internal): asks the driver in the target's context.
 void check_arguments_slow(CUkernel kernel, const kernel_signature* signature, const std::size_t* sizes,
                           std::size_t count, query_target target);
+/// @brief Throws the launch_error of an untyped launch given @p given arguments where the kernel takes
+/// @p expected (internal).
+[[noreturn]] void throw_argument_count(CUkernel kernel, const kernel_signature* signature, std::size_t expected,
+                                       std::size_t given);
+/// @brief Throws the launch_error of an untyped launch whose argument @p index has @p given bytes where
+/// the kernel's parameter has @p expected (internal).
+[[noreturn]] void throw_argument_size(CUkernel kernel, const kernel_signature* signature, std::size_t index,
+                                      std::size_t expected, std::size_t given);
 /// @brief Suggests a block size with a per-block-size shared-memory function (internal).
 std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device,
                                        std::size_t (*fn)(void* data, int block_size), void* data,

@@ -55,11 +55,6 @@ inline void marshal_typed(Sink& sink, Args&&... args) {
   }
 }
 
-[[noreturn]] void throw_argument_count(CUkernel kernel, const kernel_signature* signature, std::size_t expected,
-                                       std::size_t given);
-[[noreturn]] void throw_argument_size(CUkernel kernel, const kernel_signature* signature, std::size_t index,
-                                      std::size_t expected, std::size_t given);
-
 // The check of an untyped launch: inline when the library cached the layout, otherwise the driver is
 // asked in the target's context.
 inline void check_arguments(const kernel_base& kernel, const std::size_t* sizes, std::size_t count,

@@ -1,8 +1,6 @@
 // kernel_ref: attributes, occupancy and parameter information of a CUkernel.
 #include "cudrv/kernel.hpp"
 
-#include "cudrv/launch.hpp"
-
 #include <exception>
 
 #include "driver/driver_api.hpp"

@@ -11,10 +11,11 @@
 #include "cudrv/graph_exec.hpp"
 #include "cudrv/launch.hpp"
 #include "cudrv/stream_capture.hpp"
+#include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
 #include "memory/memory_support.hpp"
-#include "driver/nvtx_support.hpp"
+#include "streams/nvtx_support.hpp"
 #include "streams/stream_support.hpp"
 
 namespace cudrv {
@@ -175,21 +176,12 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
 namespace {
 // A graph's reference on a library, dropped when the graph's user object goes. That happens on a
 // driver thread, where unloading (the last reference's job) is not permitted: the reference is
-// dropped on cudrv's disposal thread instead.
-struct library_release final : host_task {
-  explicit library_release(library_state* s) noexcept : state(s) { trivial = false; }
-  library_release(const library_release&) = delete;
-  library_release& operator=(const library_release&) = delete;
-  ~library_release() override { release_library(state); }
-  void run() override {}
-  library_state* state;
-};
-
+// dropped on cudrv's disposal thread instead (a function and the pointer, no object made for it).
 void CUDA_CB release_library_callback(void* state) {
-  try {
-    dispose(new library_release(static_cast<library_state*>(state)));
-  } catch (...) {
-    // No memory for the hand-over: the library stays loaded (a leak), never unloaded from here.
+  if (!dispose_on_disposal_thread([](void* s) noexcept { release_library(static_cast<library_state*>(s)); },
+                                  state)) {
+    // No thread for the hand-over: the library stays loaded (a leak), never unloaded from here.
+    std::fprintf(stderr, "cudrv: could not hand a graph's library reference to the disposal thread; it is leaked\n");
   }
 }
 

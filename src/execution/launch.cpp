@@ -6,7 +6,7 @@
 
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
-#include "driver/nvtx_support.hpp"
+#include "streams/nvtx_support.hpp"
 
 namespace cudrv::detail {
 namespace {

@@ -9,7 +9,8 @@
 #include "cudrv/pointer_attributes.hpp"
 #include "driver/driver_api.hpp"
 #include "memory/memory_support.hpp"
-#include "driver/nvtx_support.hpp"
+#include "streams/nvtx_support.hpp"
+#include "streams/stream_support.hpp"
 
 namespace cudrv::detail {
 

@@ -10,7 +10,6 @@
 
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
-#include "streams/stream_support.hpp"
 
 namespace cudrv::detail {
 

@@ -1,13 +1,10 @@
 #include "cudrv/stream.hpp"
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdio>
-#include <deque>
 #include <exception>
 #include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "cudrv/error.hpp"

@@ -260,8 +260,9 @@ TEST_CASE("compile_cache: corrupt entries are detected, counted, removed and rew
   CHECK(cache.stats().store_failures == 0);
 }
 
-TEST_CASE("compile_cache: entries of an earlier format are never looked up and left alone", "[compile_cache]") {
-  // An earlier format had another tag and version in its key, so its entries have other file names.
+TEST_CASE("compile_cache: a foreign entry in the directory is never read and left alone", "[compile_cache]") {
+  // An entry of an earlier format has another tag and version in its key, so another file name: it
+  // sits in the directory like this one, which no key of this format names.
   temp_dir dir;
   const auto prog = saxpy_program();
   std::string new_entry_bytes;

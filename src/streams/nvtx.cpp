@@ -4,7 +4,7 @@
 #include <string>
 
 #include "cudrv/error.hpp"
-#include "driver/nvtx_support.hpp"
+#include "streams/nvtx_support.hpp"
 
 #if !defined(CUDRV_DISABLE_NVTX)
 #include <nvtx3/nvToolsExtCuda.h>

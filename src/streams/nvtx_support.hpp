@@ -18,7 +18,7 @@
 // CUDRV_DISABLE_NVTX the macro expands to nothing that runs, and the detail callable is not even
 // compiled.
 //
-// This header does not include nvtx3: the pushes and pops are out of line, in src/driver/nvtx.cpp.
+// This header does not include nvtx3: the pushes and pops are out of line, in src/streams/nvtx.cpp.
 #pragma once
 
 #if !defined(CUDRV_DISABLE_NVTX)
