@@ -4,7 +4,8 @@
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
 #      that provoke no driver refusal on purpose with API errors reported and --error-exitcode;
 #   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
-#   4. the examples (also under the sanitizer, API errors reported) and (unless --no-bench) the
+#   4. the examples at the sizes of examples/test-sizes.txt (also under the sanitizer's memcheck, API
+#      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup;
 #      missing ones are skipped).
@@ -16,7 +17,10 @@
 # The last line of the output (and of $OUT/summary.txt) counts everything the suite ran, each ctest
 # test, sanitizer pass, cudrv-query view, example and benchmark once: "N passed, N failed, N skipped";
 # $OUT/failures.txt names the failures. The exit status is 0 only when none failed.
-# Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer]
+# Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer] [--only tests|examples]
+#   --only tests: ctest -L gpu, the test binary's sanitizer passes and cudrv-query's views;
+#   --only examples: the examples (and the benchmarks unless --no-bench). Together, the two parts are
+#   the whole suite, for machines whose calls are too short for all of it at once.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
@@ -24,11 +28,22 @@ out=${OUT:-$root/gpu-suite-logs}
 mkdir -p "$out"
 bench=1
 sanitize=1
-for arg in "$@"; do
-  case $arg in
+tests=1
+examples=1
+while [ $# -gt 0 ]; do
+  case $1 in
     --no-bench) bench=0 ;;
     --no-sanitizer) sanitize=0 ;;
+    --only)
+      shift
+      case ${1:-} in
+        tests) examples=0; bench=0 ;;
+        examples) tests=0 ;;
+        *) echo "gpu-suite: --only takes tests or examples" >&2; exit 2 ;;
+      esac ;;
+    *) echo "gpu-suite: unknown option $1" >&2; exit 2 ;;
   esac
+  shift
 done
 
 # The configured source path first: when the build folder lies inside the source folder (the README's
@@ -104,6 +119,7 @@ count_ctest() {
 echo "== nvidia-smi" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 
+if [ "$tests" = 1 ]; then
 echo "== ctest -L gpu" | tee -a "$out/summary.txt"
 ctest --test-dir "$build" -L gpu --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1
 count_ctest "$out/ctest-gpu.log"
@@ -157,24 +173,48 @@ for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progr
     record "cudrv-query $name under memcheck" "$rc"
   fi
 done
-echo "== examples" | tee -a "$out/summary.txt"
-for ex in "$build"/examples/example_*; do
-  [ -x "$ex" ] || continue
-  echo "-- $(basename "$ex")" | tee -a "$out/summary.txt"
-  "$ex" > "$out/$(basename "$ex").log" 2>&1
+fi
+
+if [ "$examples" = 1 ]; then
+echo "== examples (sizes of examples/test-sizes.txt; scripts/run-examples.sh measures them at full size)" | tee -a "$out/summary.txt"
+while IFS='|' read -r name args racecheck sanitizer_args; do
+  case $name in ''|'#'*) continue ;; esac
+  ex="$build/examples/example_$name"
+  read -r -a argv <<< "$args"
+  [ -n "$sanitizer_args" ] || sanitizer_args=$args
+  read -r -a sargv <<< "$sanitizer_args"
+  if [ ! -x "$ex" ]; then
+    echo "-- example_$name: not built" | tee -a "$out/summary.txt"
+    record "example_$name (not built)" 1
+    continue
+  fi
+  echo "-- example_$name ${args}" | tee -a "$out/summary.txt"
+  "$ex" "${argv[@]}" > "$out/example_$name.log" 2>&1
   rc=$?
-  tail -n 5 "$out/$(basename "$ex").log" | tee -a "$out/summary.txt"
+  tail -n 3 "$out/example_$name.log" | tee -a "$out/summary.txt"
   echo "exit code $rc" | tee -a "$out/summary.txt"
-  record "$(basename "$ex")" "$rc"
+  record "example_$name" "$rc"
   if [ "$sanitize" = 1 ]; then
     # As a user's CI would: any memory error or failing API call fails the program.
-    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$ex" > "$out/$(basename "$ex")-memcheck.log" 2>&1
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$ex" "${sargv[@]}" \
+      > "$out/example_$name-memcheck.log" 2>&1
     rc=$?
-    echo "under compute-sanitizer --error-exitcode 99 (API errors reported): exit code $rc;" \
-      "$(grep -E "ERROR SUMMARY" "$out/$(basename "$ex")-memcheck.log")" | tee -a "$out/summary.txt"
-    record "$(basename "$ex") under memcheck" "$rc"
+    echo "under compute-sanitizer memcheck --error-exitcode 99 (API errors reported), arguments ${sanitizer_args:-none}: exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY" "$out/example_$name-memcheck.log")" | tee -a "$out/summary.txt"
+    record "example_$name under memcheck" "$rc"
+    if [ "$racecheck" = yes ]; then
+      # Kernels that share memory between threads: races on shared memory (barriers, DSMEM).
+      compute-sanitizer --tool racecheck --racecheck-report all --error-exitcode 99 "$ex" "${sargv[@]}" \
+        > "$out/example_$name-racecheck.log" 2>&1
+      rc=$?
+      echo "under compute-sanitizer racecheck, arguments ${sanitizer_args:-none}: exit code $rc;" \
+        "$(grep -E "RACECHECK SUMMARY|ERROR SUMMARY" "$out/example_$name-racecheck.log" | head -n 1)" | tee -a "$out/summary.txt"
+      record "example_$name under racecheck" "$rc"
+    fi
   fi
-done
+done < "$root/examples/test-sizes.txt"
+
+fi
 
 if [ "$bench" = 1 ]; then
   for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup}; do

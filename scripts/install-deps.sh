@@ -8,7 +8,16 @@
 # Runs apt-get through sudo when not root. Environment:
 #   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
 #   CUDRV_SKIP_DEPS=1             do nothing (for machines managed some other way)
+# With --plot it also makes the project's Python environment .venv (python3 -m venv, then pip) with
+# matplotlib, for scripts/plot-examples.py; Debian's pip refuses system-wide installs.
 set -euo pipefail
+plot=0
+for arg in "$@"; do
+  case "$arg" in
+    --plot) plot=1 ;;
+    *) printf 'install-deps: unknown option %s (known: --plot)\n' "$arg" >&2; exit 1 ;;
+  esac
+done
 
 say() { printf 'install-deps: %s\n' "$*"; }
 die() { printf 'install-deps: error: %s\n' "$*" >&2; exit 1; }
@@ -67,11 +76,16 @@ present() {
     libcli11-dev) have_header CLI/CLI.hpp ;;
     # Any python3 that imports jsonschema will do (a pip or pyenv one included).
     python3-jsonschema) have_python_module jsonschema ;;
+    # A python3 whose venv module can make an environment with pip.
+    python3-venv) have_python_module ensurepip ;;
     *) return 1 ;;
   esac
 }
 
 packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema)
+if [[ "$plot" == 1 ]]; then
+  packages+=(python3-venv)
+fi
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then
@@ -129,4 +143,18 @@ fi
 say "ok: CUDA toolkit at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')"
 if [[ "$cuda_root" != /usr/local/cuda && "${CUDAToolkit_ROOT:-}" != "$cuda_root" ]]; then
   say "note: the toolkit is not at /usr/local/cuda; export CUDAToolkit_ROOT=$cuda_root before running cmake"
+fi
+
+# --- the plotting environment (--plot) ---------------------------------------------------------------
+if [[ "$plot" == 1 ]]; then
+  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+  venv="$root/.venv"
+  if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
+    say "ok: $venv has matplotlib"
+  else
+    python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "matplotlib>=3.5" ||
+      die "pip could not install matplotlib into $venv (no network?)"
+    say "ok: matplotlib installed into $venv"
+  fi
 fi

@@ -240,9 +240,12 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
   if (shentsize < 64 || shstrndx >= shnum || shoff > b.size() || std::uint64_t(shentsize) * shnum > b.size() - shoff) {
     return false;
   }
-  auto section = [&](std::size_t index, std::uint32_t& name, std::string_view& data) {
-    const std::size_t h = static_cast<std::size_t>(shoff) + index * shentsize;
-    name = *read_le<std::uint32_t>(b, h);
+  // A section's name offset, and its bytes in the file. Only the sections read are bounds-checked:
+  // others, such as the NOBITS .nv.shared.<kernel> of a kernel with static shared memory, have a size
+  // that no bytes of the file back.
+  auto header = [&](std::size_t index) { return static_cast<std::size_t>(shoff) + index * shentsize; };
+  auto contents = [&](std::size_t index, std::string_view& data) {
+    const std::size_t h = header(index);
     const auto offset = *read_le<std::uint64_t>(b, h + 24);
     const auto size = *read_le<std::uint64_t>(b, h + 32);
     if (offset > b.size() || size > b.size() - offset) {
@@ -251,22 +254,24 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
     data = b.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
     return true;
   };
-  std::uint32_t ignored = 0;
   std::string_view names;
-  if (!section(shstrndx, ignored, names)) {
+  if (!contents(shstrndx, names)) {
     return false;
   }
   constexpr std::string_view prefix = ".nv.info.";
   kernel_layouts found;
   for (std::size_t i = 0; i < shnum; ++i) {
-    std::uint32_t name_offset = 0;
-    std::string_view data;
-    if (!section(i, name_offset, data) || name_offset >= names.size()) {
+    const std::uint32_t name_offset = *read_le<std::uint32_t>(b, header(i));
+    if (name_offset >= names.size()) {
       return false;
     }
     const std::string_view name = names.substr(name_offset, names.find('\0', name_offset) - name_offset);
     if (!name.starts_with(prefix) || name.size() == prefix.size()) {
       continue;
+    }
+    std::string_view data;
+    if (!contents(i, data)) {
+      return false;
     }
     std::vector<kernel_param> params;
     if (!read_info_section(data, params)) {

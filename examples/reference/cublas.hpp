@@ -1,0 +1,146 @@
+// The reference example_sgemm is measured against: cuBLAS SGEMM in pedantic FP32 (CUBLAS_PEDANTIC_MATH:
+// no tensor cores, no TF32, no reduced-precision tricks), loaded at run time with dlopen so that
+// neither cudrv nor the example links cuBLAS. Only <cublas_v2.h> is used at build time, for the types,
+// the enums and the prototypes (the function pointer types are taken from them with decltype).
+//
+// The runtime's cudaStream_t and the driver's CUstream are the same type, so the product is enqueued on
+// a cudrv stream and timed like any other work. cuBLAS works in the current device's primary context,
+// the one cudrv allocates in for a cudrv::device: make it current first (dev.set_current()).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda.h>
+#include <dlfcn.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace example::reference {
+
+/// A cuBLAS handle in pedantic FP32 mode, with the library it came from: the handle is destroyed,
+/// then the library closed, by the destructor. Neither copied nor moved (one per example).
+///
+/// Loading never throws: when no cuBLAS can be loaded (or a function is missing, or the handle cannot
+/// be created) available() is false and unavailable_reason() says why, so that the example can go on
+/// without the reference. Calls on an available handle throw std::runtime_error on a cuBLAS error.
+class cublas {
+ public:
+  /// Tries libcublas.so.13, libcublas.so.12, then libcublas.so.
+  cublas() {
+    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
+      library_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (library_ != nullptr) {
+        library_name_ = name;
+        break;
+      }
+      const char* why = ::dlerror();
+      reason_ += std::string(reason_.empty() ? "" : "; ") + (why != nullptr ? why : name);
+    }
+    if (library_ == nullptr) {
+      reason_ = "no cuBLAS could be loaded (" + reason_ + ")";
+      return;
+    }
+    reason_.clear();
+    if (!resolve(create_, "cublasCreate_v2") || !resolve(destroy_, "cublasDestroy_v2") ||
+        !resolve(set_stream_, "cublasSetStream_v2") || !resolve(set_math_mode_, "cublasSetMathMode") ||
+        !resolve(sgemm_, "cublasSgemm_v2")) {
+      close();
+      return;
+    }
+    // Optional: better messages and the version, when the library has them.
+    status_string_ = reinterpret_cast<decltype(status_string_)>(::dlsym(library_, "cublasGetStatusString"));
+    get_version_ = reinterpret_cast<decltype(get_version_)>(::dlsym(library_, "cublasGetVersion_v2"));
+
+    cublasHandle_t handle = nullptr;
+    if (const cublasStatus_t s = create_(&handle); s != CUBLAS_STATUS_SUCCESS) {
+      reason_ = library_name_ + ": cublasCreate_v2 failed: " + status_name(s);
+      close();
+      return;
+    }
+    handle_ = handle;
+    if (const cublasStatus_t s = set_math_mode_(handle_, CUBLAS_PEDANTIC_MATH); s != CUBLAS_STATUS_SUCCESS) {
+      reason_ = library_name_ + ": cublasSetMathMode(CUBLAS_PEDANTIC_MATH) failed: " + status_name(s);
+      close();
+      return;
+    }
+    if (get_version_ != nullptr) {
+      int v = 0;
+      if (get_version_(handle_, &v) == CUBLAS_STATUS_SUCCESS) {
+        version_ = v;
+      }
+    }
+  }
+
+  cublas(const cublas&) = delete;
+  cublas& operator=(const cublas&) = delete;
+  /// Destroys the handle, then closes the library.
+  ~cublas() { close(); }
+
+  /// Whether the handle is usable.
+  [[nodiscard]] bool available() const noexcept { return handle_ != nullptr; }
+  /// Why it is not (empty when it is).
+  [[nodiscard]] const std::string& unavailable_reason() const noexcept { return reason_; }
+  /// The name the library was loaded by, e.g. "libcublas.so.13".
+  [[nodiscard]] const std::string& library_name() const noexcept { return library_name_; }
+  /// cuBLAS's version as major * 10000 + minor * 100 + patch (CUDA 12 and later), or 0 if unknown.
+  [[nodiscard]] int version() const noexcept { return version_; }
+
+  /// Makes later calls enqueue on stream.
+  void set_stream(CUstream stream) const { check(set_stream_(handle_, stream), "cublasSetStream_v2"); }
+
+  /// C = alpha * A * B + beta * C for row-major A (m x k), B (k x n) and C (m x n), leading dimensions
+  /// k, n and n. cuBLAS is column-major, and a row-major matrix read column-major is its transpose, so
+  /// this asks cuBLAS for the column-major C^T (n x m) = B^T (n x k) * A^T (k x m): the same bytes.
+  void sgemm_row_major(int m, int n, int k, float alpha, const float* a, const float* b, float beta,
+                       float* c) const {
+    check(sgemm_(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, n, a, k, &beta, c, n), "cublasSgemm_v2");
+  }
+
+ private:
+  template <class F>
+  bool resolve(F& fn, const char* symbol) {
+    fn = reinterpret_cast<F>(::dlsym(library_, symbol));
+    if (fn == nullptr) {
+      reason_ = library_name_ + " has no " + symbol;
+      return false;
+    }
+    return true;
+  }
+
+  std::string status_name(cublasStatus_t s) const {
+    const char* text = status_string_ != nullptr ? status_string_(s) : nullptr;
+    return text != nullptr ? std::string(text) : "status " + std::to_string(static_cast<int>(s));
+  }
+
+  void check(cublasStatus_t s, const char* what) const {
+    if (s != CUBLAS_STATUS_SUCCESS) {
+      throw std::runtime_error(std::string("cuBLAS: ") + what + " failed: " + status_name(s));
+    }
+  }
+
+  void close() noexcept {
+    if (handle_ != nullptr) {
+      (void)destroy_(handle_);
+      handle_ = nullptr;
+    }
+    if (library_ != nullptr) {
+      ::dlclose(library_);
+      library_ = nullptr;
+    }
+  }
+
+  void* library_ = nullptr;
+  cublasHandle_t handle_ = nullptr;
+  std::string library_name_;
+  std::string reason_;
+  int version_ = 0;
+  decltype(&cublasCreate_v2) create_ = nullptr;
+  decltype(&cublasDestroy_v2) destroy_ = nullptr;
+  decltype(&cublasSetStream_v2) set_stream_ = nullptr;
+  decltype(&cublasSetMathMode) set_math_mode_ = nullptr;
+  decltype(&cublasSgemm_v2) sgemm_ = nullptr;
+  decltype(&cublasGetStatusString) status_string_ = nullptr;
+  decltype(&cublasGetVersion_v2) get_version_ = nullptr;
+};
+
+}  // namespace example::reference
