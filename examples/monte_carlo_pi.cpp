@@ -225,6 +225,10 @@ bool run(std::uint64_t total) {
 
 int main(int argc, char** argv) {
   return example::run("monte_carlo_pi", [&] {
-    return run(example::size_arg(argc, argv, 1, std::size_t{1} << 36, "sample count"));
+    const std::size_t samples = example::size_arg(argc, argv, 1, std::size_t{1} << 36, "sample count");
+    if (samples > (std::size_t{1} << 62)) {  // the counters and the sweep's sizes must not wrap
+      throw example::usage_error{"at most 2^62 samples"};
+    }
+    return run(samples);
   });
 }

@@ -147,6 +147,30 @@ bool run(std::size_t n) {
   // loosely (1e-4 of sum|x|), to be sure that the reference timed really summed the buffer.
   ok = check("CUB DeviceReduce::Sum:", cub_out, whole, 1e-4 * whole.sum_abs) && same && ok;
 
+  // An exact check, which no error bound can give: small integers (0 to 3) sum without rounding in
+  // every float accumulator and block partial (each stays far below 2^24), the partials are added in
+  // double, so the result must equal the exact total rounded once to float. It runs over the whole
+  // buffer and from each of the first four starts, which take the scalar head before the float4 loop.
+  {
+    std::vector<float> small(n);
+    std::mt19937 ints(seed + 1);
+    for (float& v : small) {
+      v = static_cast<float>(ints() % 4);
+    }
+    cudrv::copy(dx, std::span<const float>(small), stream);
+    for (std::size_t first = 0; first < 4 && first < n; ++first) {
+      double exact = 0;
+      for (std::size_t i = first; i < n; ++i) {
+        exact += small[i];
+      }
+      const float out = gpu_sum(first, n - first);
+      const bool equal = out == static_cast<float>(exact);
+      std::printf("  small integers from element %zu:   %.9g, exact %.0f (%.9g as a float): %s\n", first, out, exact,
+                  static_cast<double>(static_cast<float>(exact)), equal ? "equal" : "DIFFERENT");
+      ok = equal && ok;
+    }
+  }
+
   const double bytes = 4.0 * static_cast<double>(n);  // each float read once
   char detail[160];
   std::snprintf(detail, sizeof detail, "%zu floats, %.1f us vs %.1f us, result %s", n, ms * 1e3, cub_ms * 1e3,

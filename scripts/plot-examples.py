@@ -35,9 +35,10 @@ def device_peaks(path):
         return float(attrs[key]["value"])
 
     bandwidth = 2.0 * value("memory_clock_rate") * 1e3 * value("global_memory_bus_width") / 8.0  # DDR: 2 per clock
-    # 128 FP32 lanes per multiprocessor from compute capability 8.6 on (Hopper included), 64 before.
+    # FP32 lanes per multiprocessor: 64 on compute capability 6.0, 7.x and 8.0, 128 on the others
+    # (5.x, 6.1, 6.2, 8.6 and later, Hopper included); the same rule as examples/sgemm.cpp.
     cc = (int(value("compute_capability_major")), int(value("compute_capability_minor")))
-    lanes = 128 if cc >= (8, 6) or cc[0] >= 9 else 64
+    lanes = 64 if cc[0] == 7 or cc in ((6, 0), (8, 0)) else 128
     flops = 2.0 * lanes * value("multiprocessor_count") * value("clock_rate") * 1e3  # an FMA is 2 operations
     return dev["name"], bandwidth, flops
 

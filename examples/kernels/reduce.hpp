@@ -86,6 +86,7 @@ extern "C" __global__ void reduce_sum(const float* __restrict__ x, unsigned long
     partials[blockIdx.x] = sum;
     __threadfence();
     last = atomicAdd(counter, 1u) == gridDim.x - 1;
+    __threadfence();  // acquire side for the thread that read the ticket, before the others are told
   }
   __syncthreads();
   if (!last) {

@@ -123,7 +123,7 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
   const int a_col = (tid % A_ROW_THREADS) * 4;
   const int b_row = tid / B_ROW_THREADS;
   const int b_col = (tid % B_ROW_THREADS) * 4;
-  // Element offsets in 32 bits (the host keeps every matrix under 2^31 elements): fewer registers live
+  // Element offsets in 32 bits (the host keeps (K + BK) * N, the furthest a source pointer runs, under 2^31): fewer registers live
   // across the main loop than 64-bit pointers.
   int a_src = (block_m * BM + a_row) * K + a_col;
   int b_src = b_row * N + block_n * BN + b_col;

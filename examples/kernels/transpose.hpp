@@ -37,8 +37,9 @@ extern "C" __global__ void __launch_bounds__(256) transpose_tiled(const float* _
   const int ty = threadIdx.y;  // 0..31: which row of a 32-row half
   const int row0 = blockIdx.y * TILE;
   const int col0 = blockIdx.x * TILE;
-  // Full tiles of a matrix whose rows start 16-byte aligned take the vector path; the tiles along
-  // the right and bottom edges of any other side take the checked scalar path.
+  // Full tiles of a matrix whose rows start 16-byte aligned (n a multiple of 4, and in and out
+  // 16-byte aligned, as cudrv's device buffers are) take the vector path; the tiles along the right
+  // and bottom edges of any other side take the checked scalar path.
   const bool full = n % 4 == 0 && row0 + TILE <= n && col0 + TILE <= n;
 
   if (full) {
