@@ -19,6 +19,7 @@ enum class error_source {
   nvrtc,     ///< An NVRTC call returned an nvrtcResult (run-time compilation).
   nvjitlink, ///< An nvJitLink call returned an nvJitLinkResult (run-time linking).
   runtime,   ///< A CUDA runtime call returned a cudaError_t (only where cudrv meets nvcc-compiled code).
+  nccl,      ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
 };
 
 /// @brief The base of every exception cudrv throws.
@@ -126,9 +127,10 @@ class host_callback_error : public error {
   std::exception_ptr original_;
 };
 
-/// @brief A run-time compiler library (NVRTC or nvJitLink) could not be loaded or lacks a function
-/// cudrv needs. @ref error::source says which library; the description says where cudrv looked and
-/// which environment variable (`CUDRV_LIBNVRTC`, `CUDRV_LIBNVJITLINK`) names another path.
+/// @brief A library cudrv loads at run time (NVRTC, nvJitLink or NCCL) could not be loaded or lacks a
+/// function cudrv needs. @ref error::source says which library; the description says where cudrv looked
+/// and which environment variable (`CUDRV_LIBNVRTC`, `CUDRV_LIBNVJITLINK`, `CUDRV_LIBNCCL`) names another
+/// path.
 class library_unavailable_error : public error {
  public:
   using error::error;

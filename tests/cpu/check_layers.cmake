@@ -1,6 +1,6 @@
 # Fails when the code of a layer depends on a higher layer, or when a file has no layer. The layers,
 # lowest first (docs/design.md, "Source layers"):
-#   driver < streams < memory < code < execution
+#   driver < streams < memory < code < execution < scaleout
 # A library source under src/<layer>/ may include the private headers (src/<layer>/...) and the public
 # headers (<cudrv/...>) of its own layer and of the layers below it; a public header may include the
 # public headers of its own layer and below. Public headers are assigned to layers in the table below:
@@ -9,13 +9,14 @@
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "SOURCE_DIR is not set")
 endif()
-set(layers driver streams memory code execution)
+set(layers driver streams memory code execution scaleout)
 set(public_driver context device device_attributes driver error span version)
 set(public_streams stream event nvtx)
 set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer memory_pool pointer_attributes
     host_registration tensor_map detail/host_buffer)
 set(public_code object_code program compile_cache linker library kernel launch_config)
 set(public_execution launch graph graph_exec stream_capture cudrv)
+set(public_scaleout nccl)
 
 # The rank (index in layers) of a public header's layer, or -1.
 function(public_rank header out)

@@ -1,5 +1,6 @@
-# Fails when any given binary has libcuda, libnvrtc or libnvJitLink in its dynamic section (NEEDED):
-# cudrv loads the driver, NVRTC and nvJitLink at run time with dlopen and must never link them.
+# Fails when any given binary has libcuda, libnvrtc, libnvJitLink or libnccl in its dynamic section
+# (NEEDED): cudrv loads the driver, NVRTC, nvJitLink and NCCL at run time with dlopen and must never
+# link them.
 #   cmake -DREADELF=<readelf> -DFILES=<file>|<file>|... -P check_no_libcuda.cmake
 if(NOT READELF)
   message(FATAL_ERROR "READELF is not set")
@@ -30,7 +31,7 @@ foreach(file IN LISTS files)
   endif()
   message(STATUS "${file}: NEEDED ${libs}")
   foreach(lib IN LISTS libs)
-    if(lib MATCHES "^libcuda\\.so" OR lib MATCHES "^libnvrtc" OR lib MATCHES "^libnvJitLink")
+    if(lib MATCHES "^libcuda\\.so" OR lib MATCHES "^libnvrtc" OR lib MATCHES "^libnvJitLink" OR lib MATCHES "^libnccl")
       string(APPEND failures "  ${file} needs ${lib}\n")
     endif()
   endforeach()
@@ -38,4 +39,4 @@ endforeach()
 if(failures)
   message(FATAL_ERROR "a CUDA library is linked, but cudrv must load it at run time only:\n${failures}")
 endif()
-message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc or libnvJitLink")
+message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc, libnvJitLink or libnccl")
