@@ -269,19 +269,19 @@ struct unique_id {
 /// @endcode
 struct communicator_config {
   /// @brief Whether NCCL calls block until done (the default) or return `ncclInProgress` at once.
-  std::optional<bool> blocking;
+  std::optional<bool> blocking{};
   /// @brief The CGA cluster size of NCCL's kernels (0 to 8; sm_90 and newer).
-  std::optional<int> cga_cluster_size;
+  std::optional<int> cga_cluster_size{};
   /// @brief The least number of CTAs NCCL uses.
-  std::optional<int> min_ctas;
+  std::optional<int> min_ctas{};
   /// @brief The most CTAs NCCL uses.
-  std::optional<int> max_ctas;
+  std::optional<int> max_ctas{};
   /// @brief The network module to use (e.g. `"IB"`, `"Socket"`); empty for NCCL's choice.
-  std::string net_name;
+  std::string net_name{};
   /// @brief Whether communicators split from this one share its resources.
-  std::optional<bool> split_share;
+  std::optional<bool> split_share{};
   /// @brief A name for the communicator in NCCL's logs; empty for none.
-  std::string name;
+  std::string name{};
 };
 
 /// @brief The color that leaves a rank out of every communicator of a @ref communicator_base::split.

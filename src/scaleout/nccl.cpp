@@ -197,7 +197,7 @@ nccl_error make_error(ncclResult_t r, const char* call, ncclComm_t comm, std::st
 
 // Success, or ncclInProgress (the normal answer of a non-blocking communicator); else nccl_error.
 template <class ContextFn>
-void check(ncclResult_t r, const char* call, ncclComm_t comm, ContextFn&& context) {
+void ncheck(ncclResult_t r, const char* call, ncclComm_t comm, ContextFn&& context) {
   if (r != ncclSuccess && r != ncclInProgress) [[unlikely]] {
     throw make_error(r, call, comm, context());
   }
@@ -278,17 +278,17 @@ std::pair<int, int> query_rank_size(ncclComm_t comm, const char* where) {
   const nccl_api& a = api();
   ncclResult_t async = ncclInProgress;
   while (true) {
-    check(a.ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
+    ncheck(a.ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
     if (async != ncclInProgress) {
       break;
     }
     std::this_thread::yield();
   }
-  check(async, "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
+  ncheck(async, "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
   int rank = 0;
   int size = 0;
-  check(a.ncclCommUserRank(comm, &rank), "ncclCommUserRank", comm, [] { return std::string(); });
-  check(a.ncclCommCount(comm, &size), "ncclCommCount", comm, [] { return std::string(); });
+  ncheck(a.ncclCommUserRank(comm, &rank), "ncclCommUserRank", comm, [] { return std::string(); });
+  ncheck(a.ncclCommCount(comm, &size), "ncclCommCount", comm, [] { return std::string(); });
   return {rank, size};
 }
 
@@ -392,7 +392,7 @@ void nccl_all_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::si
                      nccl::reduction op, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+  ncheck(a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                         static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
         "ncclAllReduce", comm, [&] { return describe("", count, type); });
 }
@@ -401,7 +401,7 @@ void nccl_broadcast(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::siz
                     int root, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+  ncheck(a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                         static_cast<ncclDataType_t>(type), root, comm, stream),
         "ncclBroadcast", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
@@ -410,7 +410,7 @@ void nccl_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t
                  nccl::reduction op, int root, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+  ncheck(a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                      static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, comm, stream),
         "ncclReduce", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
@@ -419,7 +419,7 @@ void nccl_all_gather(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::si
                      nccl::data_type type, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
+  ncheck(a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
                         static_cast<ncclDataType_t>(type), comm, stream),
         "ncclAllGather", comm, [&] { return describe("send count ", send_count, type); });
 }
@@ -428,7 +428,7 @@ void nccl_reduce_scatter(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std
                          nccl::data_type type, nccl::reduction op, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
+  ncheck(a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
         "ncclReduceScatter", comm, [&] { return describe("receive count ", recv_count, type); });
 }
@@ -436,14 +436,14 @@ void nccl_reduce_scatter(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std
 void nccl_send(ncclComm* comm, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
+  ncheck(a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
         "ncclSend", comm, [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
 }
 
 void nccl_recv(ncclComm* comm, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
+  ncheck(a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
         "ncclRecv", comm, [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
 }
 
@@ -457,7 +457,7 @@ void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   }
   keep_current_context keep;
   void* handle = nullptr;
-  check(a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, &handle), "ncclCommRegister", comm,
+  ncheck(a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, &handle), "ncclCommRegister", comm,
         [&] { return std::to_string(bytes) + " bytes"; });
   return handle;
 }
@@ -509,14 +509,14 @@ std::string library_path() noexcept {
 int version() {
   const nccl_api& a = api();
   int v = 0;
-  check(a.ncclGetVersion(&v), "ncclGetVersion", nullptr, [] { return std::string(); });
+  ncheck(a.ncclGetVersion(&v), "ncclGetVersion", nullptr, [] { return std::string(); });
   return v;
 }
 
 unique_id unique_id::generate() {
   const nccl_api& a = api();
   ncclUniqueId raw{};
-  check(a.ncclGetUniqueId(&raw), "ncclGetUniqueId", nullptr, [] { return std::string(); });
+  ncheck(a.ncclGetUniqueId(&raw), "ncclGetUniqueId", nullptr, [] { return std::string(); });
   unique_id id;
   std::memcpy(id.bytes.data(), raw.internal, id.bytes.size());
   return id;
@@ -528,7 +528,7 @@ cudrv::device communicator_base::device() const {
   ncclComm_t c = checked("cudrv::nccl::communicator::device");
   const nccl_api& a = api();
   int ordinal = 0;
-  check(a.ncclCommCuDevice(c, &ordinal), "ncclCommCuDevice", c, [] { return std::string(); });
+  ncheck(a.ncclCommCuDevice(c, &ordinal), "ncclCommCuDevice", c, [] { return std::string(); });
   return cudrv::device::from_native_handle(static_cast<CUdevice>(ordinal));
 }
 
@@ -536,7 +536,7 @@ result communicator_base::async_error() const {
   ncclComm_t c = checked("cudrv::nccl::communicator::async_error");
   const nccl_api& a = api();
   ncclResult_t async = ncclSuccess;
-  check(a.ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", c, [] { return std::string(); });
+  ncheck(a.ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", c, [] { return std::string(); });
   return static_cast<result>(async);
 }
 
@@ -545,12 +545,12 @@ void communicator_base::wait_ready() const {
   const nccl_api& a = api();
   ncclResult_t async = ncclInProgress;
   do {
-    check(a.ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", c, [] { return std::string(); });
+    ncheck(a.ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", c, [] { return std::string(); });
     if (async == ncclInProgress) {
       std::this_thread::yield();
     }
   } while (async == ncclInProgress);
-  check(async, "ncclCommGetAsyncError", c, [] { return std::string("the communicator reports an asynchronous error"); });
+  ncheck(async, "ncclCommGetAsyncError", c, [] { return std::string("the communicator reports an asynchronous error"); });
 }
 
 communicator communicator_base::split(int color, int key, const std::optional<communicator_config>& config) const {
@@ -570,7 +570,7 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   }
   keep_current_context keep;
   ncclComm_t out = nullptr;
-  check(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c,
+  ncheck(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c,
         [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); });
   if (out == nullptr) {
     return communicator();  // no_color
@@ -652,7 +652,7 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   const CUcontext first = devices.front().primary_context().native_handle();
   keep_current_context keep;
   detail::check(detail::drv::cuCtxSetCurrent(first), "cuCtxSetCurrent");
-  check(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
+  ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
         [&] { return std::to_string(n) + " devices"; });
   std::vector<communicator> out;
   out.reserve(raw.size());
@@ -715,14 +715,14 @@ void communicator::abort() {
   detail::nccl_check_handle(c, "cudrv::nccl::communicator::abort");
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclCommAbort(c), "ncclCommAbort", nullptr, [] { return std::string(); });
+  ncheck(a.ncclCommAbort(c), "ncclCommAbort", nullptr, [] { return std::string(); });
 }
 
 // --- group --------------------------------------------------------------------------------------------
 
 group::group() {
   const nccl_api& a = api();
-  check(a.ncclGroupStart(), "ncclGroupStart", nullptr, [] { return std::string(); });
+  ncheck(a.ncclGroupStart(), "ncclGroupStart", nullptr, [] { return std::string(); });
   open_ = true;
 }
 
@@ -733,7 +733,7 @@ void group::end() {
   open_ = false;
   const nccl_api& a = api();
   keep_current_context keep;
-  check(a.ncclGroupEnd(), "ncclGroupEnd", nullptr, [] { return std::string(); });
+  ncheck(a.ncclGroupEnd(), "ncclGroupEnd", nullptr, [] { return std::string(); });
 }
 
 group::~group() {
