@@ -73,7 +73,7 @@ class nccl_error : public error {
 /// See @ref scale-out for the model.
 namespace nccl {
 
-/// @brief NCCL's status codes (`ncclResult_t`), as returned by @ref communicator_base::async_error.
+/// @brief NCCL's status codes (`ncclResult_t`), as returned by `communicator_base::async_error()`.
 ///
 /// @code
 /// if (comm.async_error() != cudrv::nccl::result::success) { comm_owner.abort(); }
@@ -89,7 +89,7 @@ enum class result : int {
   in_progress = 7,           ///< ncclInProgress (non-blocking communicators)
 };
 
-/// @brief NCCL's element types (`ncclDataType_t`). @ref data_type_of gives the one of a C++ type.
+/// @brief NCCL's element types (`ncclDataType_t`). `data_type_of` gives the one of a C++ type.
 ///
 /// @code
 /// static_assert(cudrv::nccl::data_type_of_v<float> == cudrv::nccl::data_type::float32);
@@ -153,7 +153,7 @@ struct bfloat16_t {
 ///     : std::integral_constant<cudrv::nccl::data_type, cudrv::nccl::data_type::float16> {};
 /// @endcode
 template <class T>
-struct data_type_of;
+struct data_type_of {};
 
 /// @cond INTERNAL
 template <class T>
@@ -201,7 +201,7 @@ struct data_type_of<bfloat16_t> : std::integral_constant<data_type, data_type::b
 template <class T>
 inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 
-/// @brief Whether @p T has an NCCL data type (@ref data_type_of is defined for it).
+/// @brief Whether @p T has an NCCL data type (`data_type_of` defines `value` for it).
 ///
 /// @code
 /// static_assert(cudrv::nccl::element<float> && !cudrv::nccl::element<bool>);
@@ -353,7 +353,7 @@ namespace nccl {
 template <class R>
 concept device_range = requires(R& r) { cudrv::detail::nccl_span(r); } && element<cudrv::detail::nccl_value_t<R>>;
 
-/// @brief A @ref device_range whose elements may be written (not a view of const elements, not a
+/// @brief A `device_range` whose elements may be written (not a view of const elements, not a
 /// const buffer).
 ///
 /// @code
@@ -366,7 +366,7 @@ concept writable_device_range =
 class communicator;
 
 /// @brief The operations of a communicator, shared by the view @ref communicator_ref and the owner
-/// @ref communicator: rank, size and device queries, asynchronous-error polling, and the collectives.
+/// @ref communicator, with rank, size and device queries, asynchronous-error polling, and the collectives.
 ///
 /// Each collective checks its arguments against the buffers' sizes and the communicator's size and
 /// rank before NCCL is called, throwing @ref cudrv::invalid_argument_error; counts are those of the
@@ -646,7 +646,7 @@ class communicator_ref : public communicator_base {
   /// @throws invalid_argument_error when size < 1 or rank is outside [0, size)
   [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle, int rank, int size);
   /// @brief Views @p owner (an owner converts implicitly).
-  communicator_ref(const class communicator& owner) noexcept;  // NOLINT(google-explicit-constructor)
+  communicator_ref(const communicator& owner) noexcept;  // NOLINT(google-explicit-constructor)
 
  private:
   constexpr communicator_ref(ncclComm* handle, int rank, int size) noexcept : communicator_base(handle, rank, size) {}
