@@ -156,6 +156,7 @@ struct figure {
   double bytes = 0;            ///< bytes moved through device memory per run (for the roofline), or 0
   double flops = 0;            ///< floating-point operations per run (for the roofline), or 0
   double seconds = 0;          ///< time per run, or 0
+  std::string json = {};       ///< more members for the JSON line, `"key": value, ...` (the MPI examples' "ranks")
 };
 
 inline void report(const figure& f) {
@@ -166,9 +167,9 @@ inline void report(const figure& f) {
               f.target > 0 ? (std::to_string(f.target).substr(0, 4) + " x)").c_str() : "",
               f.detail.empty() ? "" : ("; " + f.detail).c_str());
   std::printf("{\"example\": \"%s\", \"metric\": \"%s\", \"value\": %.6g, \"reference\": %.6g, \"fraction\": %.4f, "
-              "\"reference_name\": \"%s\", \"target\": %.4g, \"bytes\": %.6g, \"flops\": %.6g, \"seconds\": %.6g}\n",
+              "\"reference_name\": \"%s\", \"target\": %.4g, \"bytes\": %.6g, \"flops\": %.6g, \"seconds\": %.6g%s%s}\n",
               f.example, f.metric, f.value, f.reference, fraction, f.reference_name, f.target, f.bytes, f.flops,
-              f.seconds);
+              f.seconds, f.json.empty() ? "" : ", ", f.json.c_str());
   std::fflush(stdout);
 }
 

@@ -2,12 +2,14 @@
 # Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
-#      that provoke no driver refusal on purpose with API errors reported and --error-exitcode;
+#      that provoke no driver refusal on purpose with API errors reported and --error-exitcode; the
+#      NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
 #   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
 #   4. the examples at the sizes of examples/test-sizes.txt (also under the sanitizer's memcheck, API
 #      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
-#      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup;
+#      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup
+#      bench_nccl;
 #      missing ones are skipped).
 # The cudrv-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
 # by scripts/fetch-jsonschema.sh in $BUILD/pyvendor is used.
@@ -142,12 +144,40 @@ if [ "$sanitize" = 1 ]; then
   #    case that does not provoke a refusal on purpose must make no failing driver call at all.
   #    -d yes prints each case's name after it, so a reported call can be traced to its case.
   echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]" | tee -a "$out/summary.txt"
+  #    The [nccl] cases are left out of this pass only: NCCL itself probes its kernels with
+  #    cudaFuncGetAttributes at communicator creation and gets cudaErrorNoKernelImageForDevice for the
+  #    architectures it was not built for; those failing calls are NCCL's, not cudrv's (pass 3 checks the
+  #    NCCL cases for memory errors).
   compute-sanitizer --tool memcheck --error-exitcode 99 \
-    "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
+    "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]~[nccl]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
   record "memcheck with API errors of cudrv_gpu_tests" "$rc"
   grep -E "ERROR SUMMARY|test cases|assertions|Program hit" "$out/sanitizer-api-errors.log" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
+
+  # 3. Scale-out: NCCL over every GPU of one process, and the MPI programs with two ranks on this
+  #    machine's GPUs (sharing one where there is one), memory errors and leaks; API errors are not
+  #    counted where NCCL runs (its own probing calls, see pass 2).
+  mgpu="$build/tests/multigpu/cudrv_multigpu_tests"
+  if [ -x "$mgpu" ]; then
+    echo "== compute-sanitizer memcheck --leak-check full of cudrv_multigpu_tests (NCCL over all GPUs of one process; NCCL's probing API errors not counted)" | tee -a "$out/summary.txt"
+    CUDRV_TEST_NCCL_SMALL=1 CUDRV_TEST_TIMEOUT_SCALE=20 compute-sanitizer --tool memcheck --leak-check full \
+      --report-api-errors no --error-exitcode 99 "$mgpu" > "$out/sanitizer-multigpu.log" 2>&1
+    rc=$?
+    echo "exit code $rc" | tee -a "$out/summary.txt"
+    record "memcheck of cudrv_multigpu_tests" "$rc"
+    grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-multigpu.log" | tee -a "$out/summary.txt"
+  fi
+  halo="$build/examples/example_heat_halo"
+  if [ -x "$halo" ] && command -v mpirun > /dev/null; then
+    echo "== mpirun -np 2: example_heat_halo, staged exchange, each rank under compute-sanitizer memcheck (API errors reported)" | tee -a "$out/summary.txt"
+    OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 mpirun -np 2 --oversubscribe --bind-to none \
+      -x NCCL_NVLS_ENABLE=0 compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 \
+      "$halo" 20011 50 --exchange staged --share-devices > "$out/sanitizer-heat-halo-np2.log" 2>&1
+    rc=$?
+    echo "exit code $rc;" "$(grep -E "ERROR SUMMARY" "$out/sanitizer-heat-halo-np2.log" | sort | uniq -c | tr -s ' ')" | tee -a "$out/summary.txt"
+    record "memcheck of example_heat_halo under mpirun -np 2" "$rc"
+  fi
 fi
 
 echo "== cudrv-query" | tee -a "$out/summary.txt"
@@ -217,10 +247,14 @@ done < "$root/examples/test-sizes.txt"
 fi
 
 if [ "$bench" = 1 ]; then
-  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup}; do
+  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup bench_nccl}; do
     [ -x "$build/benchmarks/$b" ] || continue
     echo "== $b" | tee -a "$out/summary.txt"
-    "$build/benchmarks/$b" > "$out/$b.log" 2>&1
+    args=()
+    # bench_nccl: the all-reduce sweep, the host cost of each collective and peer copies, with the
+    # JSON that scripts/plot-allreduce.py draws.
+    [ "$b" = bench_nccl ] && args=(all --json "$out/bench_nccl.json")
+    NCCL_NVLS_ENABLE=0 "$build/benchmarks/$b" "${args[@]}" > "$out/$b.log" 2>&1
     record "$b" $?
     tail -n 20 "$out/$b.log" | tee -a "$out/summary.txt"
   done

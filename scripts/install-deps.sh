@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Installs what cudrv needs to build, test and document itself on Debian or Ubuntu, when missing:
-# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11 and Python's jsonschema (the cudrv-query tests
-# validate its JSON with it). The CUDA toolkit must already be
-# installed; this script only checks for it.
+# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11, Python's jsonschema (the cudrv-query tests
+# validate its JSON with it) and Open MPI (headers, library and mpirun: the cudrv::mpi component and its
+# tests under mpiexec). The CUDA toolkit must already be installed; this script only checks for it.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
 # Runs apt-get through sudo when not root. Environment:
@@ -76,13 +76,18 @@ present() {
     libcli11-dev) have_header CLI/CLI.hpp ;;
     # Any python3 that imports jsonschema will do (a pip or pyenv one included).
     python3-jsonschema) have_python_module jsonschema ;;
+    # Open MPI's launcher (any MPI's mpirun or mpiexec will do).
+    openmpi-bin) have_cmd mpirun || have_cmd mpiexec ;;
+    # MPI's headers and library, found by CMake's FindMPI through the compiler wrapper mpicc (or an
+    # mpi.h in the standard include directories, as some MPIs install it).
+    libopenmpi-dev) have_cmd mpicc || have_header mpi.h ;;
     # A python3 whose venv module can make an environment with pip.
     python3-venv) have_python_module ensurepip ;;
     *) return 1 ;;
   esac
 }
 
-packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema)
+packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin)
 if [[ "$plot" == 1 ]]; then
   packages+=(python3-venv)
 fi

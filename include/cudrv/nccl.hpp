@@ -119,7 +119,8 @@ enum class reduction : int {
   prod = 1,  ///< ncclProd
   max = 2,   ///< ncclMax
   min = 3,   ///< ncclMin
-  avg = 4,   ///< ncclAvg (NCCL 2.10 and newer)
+  avg = 4,   ///< ncclAvg (NCCL 2.10 and newer); on a one-rank communicator cudrv asks NCCL for the sum, the same
+             ///< result, since NCCL 2.28's one-rank ncclAvg leaves elements past the last multiple of 2^18 unwritten
 };
 
 /// @brief A 16-bit IEEE float held as its bits, for code that does not include `<cuda_fp16.h>`;
@@ -422,7 +423,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", in.size(), out.size());
     cudrv::detail::nccl_all_reduce(c, in.data(), out.data(), in.size(),
-                                   type_of(out), op, s.native_handle());
+                                   type_of(out), effective(op), s.native_handle());
   }
   /// @brief All-reduce in place: @p buffer holds this rank's data before and the result after.
   /// @code
@@ -434,7 +435,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", b.size(), b.size());
     cudrv::detail::nccl_all_reduce(c, b.data(), b.data(), b.size(),
-                                   type_of(b), op, s.native_handle());
+                                   type_of(b), effective(op), s.native_handle());
   }
 
   /// @brief Copies @p send of rank @p root into @p recv on every rank (ncclBroadcast); @p send is read
@@ -477,7 +478,7 @@ class communicator_base {
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
     cudrv::detail::nccl_reduce(c, in.data(), out.data(), in.size(),
-                               type_of(out), op, root, s.native_handle());
+                               type_of(out), effective(op), root, s.native_handle());
   }
   /// @brief Reduce in place: the root's @p buffer receives the result.
   /// @code
@@ -490,7 +491,7 @@ class communicator_base {
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
     cudrv::detail::nccl_reduce(c, b.data(), b.data(), b.size(), type_of(b),
-                               op, root, s.native_handle());
+                               effective(op), root, s.native_handle());
   }
 
   /// @brief Gathers every rank's @p send into @p recv on every rank, rank i's at offset
@@ -533,7 +534,7 @@ class communicator_base {
     cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(),
                                       size_);
     cudrv::detail::nccl_reduce_scatter(c, in.data(), out.data(),
-                                       out.size(), type_of(out), op, s.native_handle());
+                                       out.size(), type_of(out), effective(op), s.native_handle());
   }
   /// @brief Reduce-scatter in place: @p buffer holds size() equal parts, and this rank's part of the
   /// result lands in part rank() of it.
@@ -547,7 +548,7 @@ class communicator_base {
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), size_);
     const std::size_t part = b.size() / static_cast<std::size_t>(size_);
     cudrv::detail::nccl_reduce_scatter(c, b.data(), b.subspan(part * static_cast<std::size_t>(rank_), part).data(),
-                                       part, type_of(b), op, s.native_handle());
+                                       part, type_of(b), effective(op), s.native_handle());
   }
 
   /// @brief Sends @p data to rank @p peer (ncclSend), which must receive as many elements of the same
@@ -584,6 +585,9 @@ class communicator_base {
   /// @param color the group to join, or @ref no_color
   /// @param key the order within the group (ties keep the parent's order)
   /// @param config the new communicator's configuration; unset: the parent's
+  /// @throws invalid_argument_error inside an open @ref group of this thread (the new communicator's
+  /// rank and size are known only once the group has ended), or for a negative color other than no_color
+  /// @throws nccl_error when NCCL refuses
   [[nodiscard]] communicator split(int color, int key, const std::optional<communicator_config>& config = {}) const;
 
   /// @brief Two handles are equal when they name the same communicator.
@@ -611,6 +615,12 @@ class communicator_base {
   ncclComm* checked(const char* api) const {
     cudrv::detail::nccl_check_handle(handle_, api);
     return handle_;
+  }
+  // The operation NCCL is asked for. On one rank the average of one value is that value, as is the sum:
+  // NCCL 2.28's ncclAvg on a one-rank communicator leaves the elements past the last multiple of 2^18
+  // unwritten (out of place), so cudrv asks for the sum there, which NCCL copies correctly.
+  [[nodiscard]] reduction effective(reduction op) const noexcept {
+    return op == reduction::avg && size_ == 1 ? reduction::sum : op;
   }
   template <class T>
   static constexpr data_type type_of(device_span<T>) noexcept {

@@ -292,6 +292,9 @@ std::pair<int, int> query_rank_size(ncclComm_t comm, const char* where) {
   return {rank, size};
 }
 
+// How many cudrv::nccl::group scopes are open on this thread (NCCL's group state is per thread too).
+thread_local int open_groups = 0;
+
 std::string counts(std::size_t send, std::size_t recv) {
   return "source of " + std::to_string(send) + " elements, destination of " + std::to_string(recv);
 }
@@ -563,6 +566,10 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   if (config) {
     check_config(*config, where);
   }
+  if (open_groups > 0) {
+    throw invalid_argument_error(where, "cannot split inside a cudrv::nccl::group: the new communicator's rank and "
+                                        "size are known only once the group has ended; split outside the group");
+  }
   const nccl_api& a = api();
   ncclConfig_t cfg{};
   if (config) {
@@ -724,6 +731,7 @@ group::group() {
   const nccl_api& a = api();
   ncheck(a.ncclGroupStart(), "ncclGroupStart", nullptr, [] { return std::string(); });
   open_ = true;
+  ++open_groups;
 }
 
 void group::end() {
@@ -731,6 +739,7 @@ void group::end() {
     throw invalid_argument_error("cudrv::nccl::group::end", "the group was already ended");
   }
   open_ = false;
+  --open_groups;
   const nccl_api& a = api();
   keep_current_context keep;
   ncheck(a.ncclGroupEnd(), "ncclGroupEnd", nullptr, [] { return std::string(); });
@@ -741,6 +750,7 @@ group::~group() {
     return;
   }
   open_ = false;
+  --open_groups;
   try {
     const nccl_api& a = api();
     keep_current_context keep;

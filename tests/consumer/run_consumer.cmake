@@ -5,7 +5,8 @@
 #                 find_package(cudrv) with CMAKE_PREFIX_PATH pointing there.
 #   MODE=subdir:  add_subdirectory(<cudrv source dir>) from the consumer.
 # The consumer runs twice: as is, and with CUDRV_LIBCUDA naming a library that does not exist; it
-# must exit 0 both times and must not link libcuda.
+# must exit 0 both times and must not link libcuda. With REQUIRE_MPI it also builds and runs app_mpi,
+# through cudrv's mpi component, and checks that app, which links cudrv alone, does not need libmpi.
 foreach(var MODE CUDRV_SOURCE_DIR CUDRV_BINARY_DIR CONSUMER_SOURCE_DIR WORK_DIR)
   if(NOT ${var})
     message(FATAL_ERROR "${var} is not set")
@@ -45,6 +46,9 @@ endif()
 if(REQUIRE_CCCL)
   list(APPEND configure_args -DCUDRV_CONSUMER_REQUIRE_CCCL=ON)
 endif()
+if(REQUIRE_MPI)
+  list(APPEND configure_args -DCUDRV_CONSUMER_REQUIRE_MPI=ON)
+endif()
 
 if(MODE STREQUAL "install")
   set(prefix "${WORK_DIR}/prefix")
@@ -78,6 +82,9 @@ set(targets app)
 if(REQUIRE_CCCL)
   list(APPEND targets coexist)
 endif()
+if(REQUIRE_MPI)
+  list(APPEND targets app_mpi)
+endif()
 run("${CMAKE_COMMAND}" --build "${build}" --target ${targets} --parallel 2)
 set(binaries "${app}")
 if(REQUIRE_CCCL)
@@ -104,6 +111,25 @@ run("${app}")
 message(STATUS "${run_output}")
 if(NOT run_output MATCHES "driver available: (yes|no)")
   message(FATAL_ERROR "unexpected output from the consumer:\n${run_output}")
+endif()
+
+# cudrv's mpi component: app_mpi links it (and so MPI); app, which links cudrv alone, must not need MPI.
+if(REQUIRE_MPI)
+  set(app_mpi "${build}/app_mpi")
+  if(NOT EXISTS "${app_mpi}")
+    message(FATAL_ERROR "${app_mpi} was not built")
+  endif()
+  run("${app_mpi}")
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "cudrv consumer mpi: device_ordinal 1, gpu_aware (yes|no|unknown)")
+    message(FATAL_ERROR "unexpected output from app_mpi:\n${run_output}")
+  endif()
+  if(READELF)
+    run("${READELF}" -d "${app}")
+    if(run_output MATCHES "\\[libmpi")
+      message(FATAL_ERROR "${app} links cudrv alone but needs MPI:\n${run_output}")
+    endif()
+  endif()
 endif()
 
 foreach(binary IN LISTS binaries)

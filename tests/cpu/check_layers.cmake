@@ -16,7 +16,7 @@ set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer
     host_registration tensor_map detail/host_buffer)
 set(public_code object_code program compile_cache linker library kernel launch_config)
 set(public_execution launch graph graph_exec stream_capture cudrv)
-set(public_scaleout nccl)
+set(public_scaleout nccl mpi)
 
 # The rank (index in layers) of a public header's layer, or -1.
 function(public_rank header out)

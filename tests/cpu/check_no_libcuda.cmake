@@ -1,7 +1,9 @@
 # Fails when any given binary has libcuda, libnvrtc, libnvJitLink or libnccl in its dynamic section
 # (NEEDED): cudrv loads the driver, NVRTC, nvJitLink and NCCL at run time with dlopen and must never
-# link them.
-#   cmake -DREADELF=<readelf> -DFILES=<file>|<file>|... -P check_no_libcuda.cmake
+# link them. Nor may a binary link MPI (libmpi*) unless its entry is marked "mpi:": only the optional
+# component cudrv::mpi and what links it do; libcudrv never does. An entry marked "nccl:" (a benchmark
+# whose reference is NCCL called directly, as its users would) may link libnccl.
+#   cmake -DREADELF=<readelf> -DFILES=<file>|mpi:<file>|nccl:<file>|mpi:nccl:<file>|... -P check_no_libcuda.cmake
 if(NOT READELF)
   message(FATAL_ERROR "READELF is not set")
 endif()
@@ -11,7 +13,21 @@ if(count EQUAL 0)
   message(FATAL_ERROR "no binaries to check")
 endif()
 set(failures "")
+set(mpi_allowed 0)
+set(nccl_allowed 0)
 foreach(file IN LISTS files)
+  set(allows_mpi FALSE)
+  set(allows_nccl FALSE)
+  while(file MATCHES "^(mpi|nccl):(.*)$")
+    set(file "${CMAKE_MATCH_2}")
+    if(CMAKE_MATCH_1 STREQUAL "mpi")
+      set(allows_mpi TRUE)
+      math(EXPR mpi_allowed "${mpi_allowed} + 1")
+    else()
+      set(allows_nccl TRUE)
+      math(EXPR nccl_allowed "${nccl_allowed} + 1")
+    endif()
+  endwhile()
   if(NOT EXISTS "${file}")
     message(FATAL_ERROR "${file} does not exist: build the project first")
   endif()
@@ -31,12 +47,18 @@ foreach(file IN LISTS files)
   endif()
   message(STATUS "${file}: NEEDED ${libs}")
   foreach(lib IN LISTS libs)
-    if(lib MATCHES "^libcuda\\.so" OR lib MATCHES "^libnvrtc" OR lib MATCHES "^libnvJitLink" OR lib MATCHES "^libnccl")
+    if(lib MATCHES "^libcuda\\.so" OR lib MATCHES "^libnvrtc" OR lib MATCHES "^libnvJitLink" OR
+       (NOT allows_nccl AND lib MATCHES "^libnccl"))
       string(APPEND failures "  ${file} needs ${lib}\n")
+    endif()
+    if(NOT allows_mpi AND lib MATCHES "^libmpi")
+      string(APPEND failures "  ${file} needs ${lib}, but only cudrv::mpi and its users may link MPI\n")
     endif()
   endforeach()
 endforeach()
 if(failures)
-  message(FATAL_ERROR "a CUDA library is linked, but cudrv must load it at run time only:\n${failures}")
+  message(FATAL_ERROR "a CUDA library or MPI is linked where it must not be (cudrv loads the CUDA libraries "
+                      "at run time only, and only cudrv::mpi links MPI):\n${failures}")
 endif()
-message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc, libnvJitLink or libnccl")
+message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc or libnvJitLink, none but the "
+               "${nccl_allowed} NCCL benchmark(s) links libnccl, and none but the ${mpi_allowed} that use cudrv::mpi links MPI")

@@ -10,7 +10,9 @@
 #include <vector>
 
 #include "kernels/heat.hpp"
+#include "kernels/heat_halo.hpp"
 #include "kernels/histogram.hpp"
+#include "kernels/integer_sum.hpp"
 #include "kernels/monte_carlo_pi.hpp"
 #include "kernels/overlap.hpp"
 #include "kernels/pdl.hpp"
@@ -40,7 +42,7 @@ const std::vector<example_source>& all_examples() {
       CUDRV_EXAMPLE_SOURCE(vector_add), CUDRV_EXAMPLE_SOURCE(saxpy),     CUDRV_EXAMPLE_SOURCE(reduce),
       CUDRV_EXAMPLE_SOURCE(transpose),  CUDRV_EXAMPLE_SOURCE(sgemm),     CUDRV_EXAMPLE_SOURCE(histogram),
       CUDRV_EXAMPLE_SOURCE(heat),       CUDRV_EXAMPLE_SOURCE(monte_carlo_pi), CUDRV_EXAMPLE_SOURCE(overlap),
-      CUDRV_EXAMPLE_SOURCE(pdl),
+      CUDRV_EXAMPLE_SOURCE(pdl),        CUDRV_EXAMPLE_SOURCE(integer_sum), CUDRV_EXAMPLE_SOURCE(heat_halo),
   };
   return all;
 }

@@ -289,6 +289,17 @@ TEST_CASE("nccl: split keeps or leaves out a rank", "[gpu][nccl]") {
     CHECK_FALSE(none);
     nccl::communicator configured = comm.split(1, 0, nccl::communicator_config{.max_ctas = 4});
     CHECK(configured.size() == 1);
+    // Inside a group the new communicator could not be asked its rank and size: refused before NCCL.
+    nccl::group g;
+    try {
+      (void)comm.split(3, 0);
+      FAIL("split inside a group was not refused");
+    } catch (const cudrv::invalid_argument_error& e) {
+      CHECK_THAT(e.what(), Catch::Matchers::Contains("inside a cudrv::nccl::group"));
+    }
+    g.end();
+    nccl::communicator after = comm.split(3, 0);  // the group is closed: splitting works again
+    CHECK(after.size() == 1);
   }
   CHECK(errors.count() == 0);
 }
