@@ -1257,6 +1257,7 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
     }
   }
 
+  long long json_failed = 0;
   if (w.root() && !o.json.empty()) {
     std::string doc = "{\n  \"benchmark\": \"bench_nccl\",\n  \"date\": " + quoted(utc_now()) +
                       ",\n  \"process_mode\": " + (use_mpi ? "\"mpi\"" : "\"single-process\"") +
@@ -1282,24 +1283,30 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
       const bool written = std::fwrite(doc.data(), 1, doc.size(), f) == doc.size();
       if (std::fclose(f) != 0 || !written) {
         std::fprintf(stderr, "bench_nccl: could not write %s\n", o.json.c_str());
-        return 4;
+        json_failed = 1;
+      } else {
+        std::printf("\nbench_nccl: wrote %s\n", o.json.c_str());
       }
-      std::printf("\nbench_nccl: wrote %s\n", o.json.c_str());
     } else {
       std::fprintf(stderr, "bench_nccl: could not open %s: %s\n", o.json.c_str(), std::strerror(errno));
-      return 4;
+      json_failed = 1;
     }
   }
+  // One verdict on every rank (each rank's exit status is mpirun's): the JSON of rank 0, the extra
+  // allocations of every rank, the wrong elements (already summed over the ranks).
+  json_failed = w.sum_all(json_failed);
+  const long long extra = w.sum_all(out.extra_allocations);
   int rc = 0;
   if (out.wrong != 0) {
     rc = 5;
-  } else if (out.extra_allocations != 0) {
+  } else if (extra != 0 || json_failed != 0) {
     rc = 4;
   }
   if (w.root()) {
     std::printf("bench_nccl: %s\n", rc == 0   ? "every result checked; no heap allocation through cudrv"
                                     : rc == 5 ? "WRONG results (see above)"
-                                              : "heap allocations through cudrv (see above)");
+                                    : extra != 0 ? "heap allocations through cudrv (see above)"
+                                                 : "the JSON document was not written");
   }
   return rc;
 }

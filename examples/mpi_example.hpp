@@ -245,16 +245,23 @@ inline void refuse_shared_devices(const char* name, const world& w, const std::v
 
 /// An NCCL communicator over the ranks, one GPU each: refused with status 6 on every rank, before NCCL
 /// is called, when two ranks share a device; else the unique id is made on rank 0 and broadcast
-/// (cudrv::mpi::broadcast_unique_id) and every rank joins (init_rank). When a rank fails, every rank
-/// fails (those whose communicator was made abort it). Collective.
+/// (cudrv::mpi::broadcast_unique_id) and every rank joins (init_rank). A failure to make the id is
+/// agreed on (every rank fails with it); a failure inside NCCL's set-up on one rank stops the job with
+/// MPI_Abort, since the other ranks may be waiting inside NCCL where no MPI call reaches them. Collective.
 inline cudrv::nccl::communicator make_communicator(const char* name, const world& w, const cudrv::device& dev,
                                                    const std::vector<placement>& all) {
   refuse_shared_devices(name, w, all);
-  cudrv::nccl::communicator comm;
   int status = 0;
   std::string message;
+  cudrv::nccl::unique_id id;
   try {
-    const cudrv::nccl::unique_id id = cudrv::mpi::broadcast_unique_id(w.comm);
+    id = cudrv::mpi::broadcast_unique_id(w.comm);  // fails on every rank together (no NCCL, ...)
+  } catch (...) {
+    status = classify(std::current_exception(), message);
+  }
+  agree(name, w, status, message);
+  cudrv::nccl::communicator comm;
+  try {
     comm = cudrv::nccl::communicator::init_rank(id, w.size, w.rank, dev);
   } catch (const cudrv::nccl_error& e) {
     // NCCL's own refusal of two ranks on one GPU (ncclInvalidUsage, "Duplicate GPU detected"), in case
@@ -266,16 +273,16 @@ inline cudrv::nccl::communicator make_communicator(const char* name, const world
   } catch (...) {
     status = classify(std::current_exception(), message);
   }
-  try {
-    agree(name, w, status, message);
-  } catch (const agreed_failure&) {
-    if (comm) {
-      try {
-        comm.abort();
-      } catch (...) {  // failing anyway: the agreed status is what matters
-      }
+  if (status != 0) {
+    // The other ranks may still be inside NCCL's set-up, waiting for this one, where no MPI call can
+    // reach them: stop the whole job instead of agreeing.
+    std::fprintf(stderr, "%s: rank %d: %s\n", name, w.rank, message.c_str());
+    if (w.size > 1) {
+      std::fprintf(stderr, "%s: rank %d stops every rank (MPI_Abort with status %d)\n", name, w.rank, status);
+      std::fflush(stderr);
+      MPI_Abort(MPI_COMM_WORLD, status);
     }
-    throw;
+    throw agreed_failure{status};
   }
   return comm;
 }

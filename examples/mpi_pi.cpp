@@ -75,7 +75,9 @@ bool run(const example::mpi::world& w, u64 samples, bool share) {
            std::min<u64>(static_cast<u64>(r), pairs % static_cast<u64>(w.size));
   };
   const u64 first = 2 * pair_start(w.rank);
-  const u64 count = std::min(2 * pair_start(w.rank + 1), samples) - first;
+  // A rank past the last pair (fewer pairs than ranks) counts nothing.
+  const u64 end = std::min(2 * pair_start(w.rank + 1), samples);
+  const u64 count = end > first ? end - first : 0;
 
   const cudrv::device dev = example::mpi::phase("mpi_pi", w, [&] { return example::mpi::select_device(w, share); });
   gpu g = example::mpi::phase("mpi_pi", w, [&] { return setup(dev); });

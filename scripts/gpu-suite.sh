@@ -129,25 +129,39 @@ grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -
 grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
 
 if [ "$sanitize" = 1 ]; then
-  # 1. Memory errors and leaks over the whole binary. The [bad-input], [bad_input] and [driver_error] cases make
-  #    the driver refuse calls on purpose, so API errors are not counted in this pass; the [misuse] cases
-  #    destroy a context before what was made in it, which the sanitizer counts as leaks, so they are
-  #    left out (ctest runs them).
-  echo "== compute-sanitizer memcheck --leak-check full, whole binary but ~[misuse] (API errors the tests provoke on purpose not counted)" | tee -a "$out/summary.txt"
-  compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 \
-    "$build/tests/cudrv_gpu_tests" "~[misuse]" > "$out/sanitizer-memcheck.log" 2>&1
-  rc=$?
-  echo "exit code $rc" | tee -a "$out/summary.txt"
-  record "memcheck of cudrv_gpu_tests" "$rc"
-  grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-memcheck.log" | tee -a "$out/summary.txt"
+  # 1. Memory errors and leaks over the whole binary but the NCCL cases. The [bad-input], [bad_input] and
+  #    [driver_error] cases make the driver refuse calls on purpose, so API errors are not counted in this
+  #    pass; the [misuse] cases destroy a context before what was made in it, which the sanitizer counts
+  #    as leaks, so they are left out (ctest runs them). The [nccl] cases run in pass 1b: NCCL starts the
+  #    CUDA runtime it carries, whose exit handler releases the primary context before the test files'
+  #    static libraries are unloaded, and the sanitizer would count their module globals as leaked.
+  # leak_pass <title> <log name> <what to record> <program and arguments...>: memcheck with leak checking,
+  # API errors not counted (see each pass for why).
+  leak_pass() {
+    local title=$1 log=$2 what=$3
+    shift 3
+    echo "== compute-sanitizer memcheck --leak-check full, $title" | tee -a "$out/summary.txt"
+    compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 "$@" \
+      > "$out/$log" 2>&1
+    local code=$?
+    echo "exit code $code" | tee -a "$out/summary.txt"
+    record "$what" "$code"
+    grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/$log" | tee -a "$out/summary.txt"
+  }
+  leak_pass "whole binary but ~[misuse]~[nccl] (API errors the tests provoke on purpose not counted)" \
+    sanitizer-memcheck.log "memcheck of cudrv_gpu_tests" "$build/tests/cudrv_gpu_tests" "~[misuse]~[nccl]"
+  # 1b. The NCCL cases on their own, memory errors and leaks (API errors: see pass 2).
+  leak_pass "[nccl] (NCCL's probing API errors not counted)" sanitizer-memcheck-nccl.log \
+    "memcheck of cudrv_gpu_tests [nccl]" "$build/tests/cudrv_gpu_tests" "[nccl]"
+
   # 2. API errors too, as users run the sanitizer in CI (--error-exitcode, API errors reported): every
   #    case that does not provoke a refusal on purpose must make no failing driver call at all.
   #    -d yes prints each case's name after it, so a reported call can be traced to its case.
-  echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]" | tee -a "$out/summary.txt"
-  #    The [nccl] cases are left out of this pass only: NCCL itself probes its kernels with
+  #    The [nccl] cases are left out of this pass: NCCL itself probes its kernels with
   #    cudaFuncGetAttributes at communicator creation and gets cudaErrorNoKernelImageForDevice for the
-  #    architectures it was not built for; those failing calls are NCCL's, not cudrv's (pass 3 checks the
-  #    NCCL cases for memory errors).
+  #    architectures it was not built for; those failing calls are NCCL's, not cudrv's (passes 1b and 3
+  #    check the NCCL cases for memory errors and leaks).
+  echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]~[nccl]" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck --error-exitcode 99 \
     "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]~[nccl]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
   rc=$?
@@ -160,13 +174,9 @@ if [ "$sanitize" = 1 ]; then
   #    counted where NCCL runs (its own probing calls, see pass 2).
   mgpu="$build/tests/multigpu/cudrv_multigpu_tests"
   if [ -x "$mgpu" ]; then
-    echo "== compute-sanitizer memcheck --leak-check full of cudrv_multigpu_tests (NCCL over all GPUs of one process; NCCL's probing API errors not counted)" | tee -a "$out/summary.txt"
-    CUDRV_TEST_NCCL_SMALL=1 CUDRV_TEST_TIMEOUT_SCALE=20 compute-sanitizer --tool memcheck --leak-check full \
-      --report-api-errors no --error-exitcode 99 "$mgpu" > "$out/sanitizer-multigpu.log" 2>&1
-    rc=$?
-    echo "exit code $rc" | tee -a "$out/summary.txt"
-    record "memcheck of cudrv_multigpu_tests" "$rc"
-    grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-multigpu.log" | tee -a "$out/summary.txt"
+    CUDRV_TEST_NCCL_SMALL=1 CUDRV_TEST_TIMEOUT_SCALE=20 leak_pass \
+      "cudrv_multigpu_tests (NCCL over all GPUs of one process; NCCL's probing API errors not counted)" \
+      sanitizer-multigpu.log "memcheck of cudrv_multigpu_tests" "$mgpu"
   fi
   halo="$build/examples/example_heat_halo"
   if [ -x "$halo" ] && command -v mpirun > /dev/null; then

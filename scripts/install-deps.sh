@@ -2,7 +2,8 @@
 # Installs what cudrv needs to build, test and document itself on Debian or Ubuntu, when missing:
 # cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11, Python's jsonschema (the cudrv-query tests
 # validate its JSON with it) and Open MPI (headers, library and mpirun: the cudrv::mpi component and its
-# tests under mpiexec). The CUDA toolkit must already be installed; this script only checks for it.
+# tests under mpiexec). The CUDA toolkit (with NCCL's header, nccl.h) must already be installed; this
+# script only checks for it.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
 # Runs apt-get through sudo when not root. Environment:
@@ -42,6 +43,13 @@ if [[ -z "$cuda_root" ]]; then
 fi
 if [[ ! -f "$cuda_root/include/cudaTypedefs.h" ]]; then
   die "$cuda_root/include/cudaTypedefs.h is missing: the CUDA toolkit at $cuda_root is incomplete or older than 12.0"
+fi
+# NCCL's header (the NCCL layer is compiled against it; NCCL itself is loaded at run time).
+if [[ ! -f "$cuda_root/include/nccl.h" && ! -f /usr/include/nccl.h && ! -f /usr/local/include/nccl.h &&
+      -z "${CUDRV_NCCL_INCLUDE_DIR:-}" ]]; then
+  die "NCCL's header nccl.h was not found in $cuda_root/include, /usr/include or /usr/local/include.
+  Install NCCL's development files (NVIDIA's libnccl-dev package from the CUDA repository), or pass
+  -DCUDRV_NCCL_INCLUDE_DIR=<folder of nccl.h> to CMake and set CUDRV_NCCL_INCLUDE_DIR here."
 fi
 
 # --- packages ---------------------------------------------------------------------------------------

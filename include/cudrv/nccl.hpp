@@ -160,7 +160,8 @@ struct data_type_of {};
 template <class T>
 struct data_type_of<const T> : data_type_of<T> {};
 template <>
-struct data_type_of<char> : std::integral_constant<data_type, data_type::int8> {};
+struct data_type_of<char>
+    : std::integral_constant<data_type, std::is_signed_v<char> ? data_type::int8 : data_type::uint8> {};
 template <>
 struct data_type_of<signed char> : std::integral_constant<data_type, data_type::int8> {};
 template <>
@@ -308,18 +309,18 @@ void nccl_check_scatter(const char* api, std::size_t send, std::size_t recv, int
 void nccl_check_point_to_point(const char* api, std::size_t count, int peer, int nranks);
 
 // The NCCL calls, untyped (src/scaleout/nccl.cpp). Each throws nccl_error on failure.
-void nccl_all_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                      nccl::reduction op, CUstream stream);
-void nccl_broadcast(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                     int root, CUstream stream);
-void nccl_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                  nccl::reduction op, int root, CUstream stream);
-void nccl_all_gather(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
+void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
                      nccl::data_type type, CUstream stream);
-void nccl_reduce_scatter(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
+void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
                          nccl::data_type type, nccl::reduction op, CUstream stream);
-void nccl_send(ncclComm* comm, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream);
-void nccl_recv(ncclComm* comm, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream);
+void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream);
+void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream);
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
 void nccl_deregister(ncclComm* comm, void* handle) noexcept;
 
@@ -422,7 +423,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", in.size(), out.size());
-    cudrv::detail::nccl_all_reduce(c, in.data(), out.data(), in.size(),
+    cudrv::detail::nccl_all_reduce(c, home_, in.data(), out.data(), in.size(),
                                    type_of(out), effective(op), s.native_handle());
   }
   /// @brief All-reduce in place: @p buffer holds this rank's data before and the result after.
@@ -434,7 +435,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", b.size(), b.size());
-    cudrv::detail::nccl_all_reduce(c, b.data(), b.data(), b.size(),
+    cudrv::detail::nccl_all_reduce(c, home_, b.data(), b.data(), b.size(),
                                    type_of(b), effective(op), s.native_handle());
   }
 
@@ -449,7 +450,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, size_);
-    cudrv::detail::nccl_broadcast(c, in.data(), out.data(), in.size(),
+    cudrv::detail::nccl_broadcast(c, home_, in.data(), out.data(), in.size(),
                                   type_of(out), root, s.native_handle());
   }
   /// @brief Broadcast in place: the root's @p buffer is copied into every other rank's.
@@ -462,7 +463,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, size_);
-    cudrv::detail::nccl_broadcast(c, b.data(), b.data(), b.size(),
+    cudrv::detail::nccl_broadcast(c, home_, b.data(), b.data(), b.size(),
                                   type_of(b), root, s.native_handle());
   }
 
@@ -477,7 +478,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
-    cudrv::detail::nccl_reduce(c, in.data(), out.data(), in.size(),
+    cudrv::detail::nccl_reduce(c, home_, in.data(), out.data(), in.size(),
                                type_of(out), effective(op), root, s.native_handle());
   }
   /// @brief Reduce in place: the root's @p buffer receives the result.
@@ -490,7 +491,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
-    cudrv::detail::nccl_reduce(c, b.data(), b.data(), b.size(), type_of(b),
+    cudrv::detail::nccl_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b),
                                effective(op), root, s.native_handle());
   }
 
@@ -504,7 +505,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_gather");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_gather("cudrv::nccl::communicator::all_gather", in.size(), out.size(), size_);
-    cudrv::detail::nccl_all_gather(c, in.data(), out.data(), in.size(),
+    cudrv::detail::nccl_all_gather(c, home_, in.data(), out.data(), in.size(),
                                    type_of(out), s.native_handle());
   }
   /// @brief All-gather in place: @p buffer holds size() equal parts, and this rank's part (rank() of
@@ -518,7 +519,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::all_gather", b.size(), size_);
     const std::size_t part = b.size() / static_cast<std::size_t>(size_);
-    cudrv::detail::nccl_all_gather(c, b.subspan(part * static_cast<std::size_t>(rank_), part).data(), b.data(), part,
+    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(rank_), part).data(), b.data(), part,
                                    type_of(b), s.native_handle());
   }
 
@@ -533,7 +534,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(),
                                       size_);
-    cudrv::detail::nccl_reduce_scatter(c, in.data(), out.data(),
+    cudrv::detail::nccl_reduce_scatter(c, home_, in.data(), out.data(),
                                        out.size(), type_of(out), effective(op), s.native_handle());
   }
   /// @brief Reduce-scatter in place: @p buffer holds size() equal parts, and this rank's part of the
@@ -547,7 +548,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), size_);
     const std::size_t part = b.size() / static_cast<std::size_t>(size_);
-    cudrv::detail::nccl_reduce_scatter(c, b.data(), b.subspan(part * static_cast<std::size_t>(rank_), part).data(),
+    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(), b.subspan(part * static_cast<std::size_t>(rank_), part).data(),
                                        part, type_of(b), effective(op), s.native_handle());
   }
 
@@ -561,7 +562,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::send");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::send", d.size(), peer, size_);
-    cudrv::detail::nccl_send(c, d.data(), d.size(), type_of(d), peer,
+    cudrv::detail::nccl_send(c, home_, d.data(), d.size(), type_of(d), peer,
                              s.native_handle());
   }
   /// @brief Receives @p data from rank @p peer (ncclRecv), which must send as many elements of the same type.
@@ -573,7 +574,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::recv");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::recv", d.size(), peer, size_);
-    cudrv::detail::nccl_recv(c, d.data(), d.size(), type_of(d), peer,
+    cudrv::detail::nccl_recv(c, home_, d.data(), d.size(), type_of(d), peer,
                              s.native_handle());
   }
 
@@ -596,9 +597,11 @@ class communicator_base {
   }
 
  protected:
-  /// @brief Holds @p handle, @p rank and @p size unchanged.
-  constexpr communicator_base(ncclComm* handle, int rank, int size) noexcept
-      : handle_(handle), rank_(rank), size_(size) {}
+  /// @brief Holds @p handle, @p rank, @p size and @p home unchanged.
+  constexpr communicator_base(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
+      : handle_(handle), rank_(rank), size_(size), home_(home) {}
+  /// @brief The home context of @p b (for the views of an owner).
+  static constexpr CUcontext home_of(const communicator_base& b) noexcept { return b.home_; }
   /// @brief Copies the handle (for the view).
   constexpr communicator_base(const communicator_base&) noexcept = default;
   /// @brief Copies the handle (for the view).
@@ -610,6 +613,9 @@ class communicator_base {
   int rank_;
   /// @brief The number of ranks.
   int size_;
+  /// @brief The primary context of the communicator's device when cudrv knows it (null otherwise): a
+  /// collective called with it current leaves it current, so cudrv need not look again afterwards.
+  CUcontext home_;
 
  private:
   ncclComm* checked(const char* api) const {
@@ -659,7 +665,8 @@ class communicator_ref : public communicator_base {
   communicator_ref(const communicator& owner) noexcept;  // NOLINT(google-explicit-constructor)
 
  private:
-  constexpr communicator_ref(ncclComm* handle, int rank, int size) noexcept : communicator_base(handle, rank, size) {}
+  constexpr communicator_ref(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
+      : communicator_base(handle, rank, size, home) {}
 };
 
 /// @brief An owning NCCL communicator: destroyed with ncclCommFinalize and ncclCommDestroy (errors go
@@ -715,8 +722,10 @@ class communicator : public communicator_base {
     }
     return *this;
   }
-  /// @brief Finalizes and destroys the communicator (errors go to the destruction handler).
-  ~communicator() { reset(); }
+  /// @brief Finalizes and destroys the communicator (errors go to the destruction handler). Destroyed
+  /// while an exception propagates (stack unwinding), it aborts it instead (ncclCommAbort): finalizing
+  /// waits until the other ranks have matched this rank's work, which after a failure may never happen.
+  ~communicator();
 
   /// @brief Finalizes (ncclCommFinalize, waiting for a non-blocking one) and destroys (ncclCommDestroy)
   /// the communicator now; it becomes empty. Errors go to the destruction handler.
@@ -735,12 +744,13 @@ class communicator : public communicator_base {
 
  private:
   friend class communicator_base;
-  communicator(ncclComm* handle, int rank, int size) noexcept : communicator_base(handle, rank, size) {}
+  communicator(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
+      : communicator_base(handle, rank, size, home) {}
 };
 
 inline communicator_ref::communicator_ref(const communicator& owner) noexcept
     : communicator_base(owner.native_handle(), owner.native_handle() != nullptr ? owner.rank() : 0,
-                        owner.native_handle() != nullptr ? owner.size() : 0) {}
+                        owner.native_handle() != nullptr ? owner.size() : 0, home_of(owner)) {}
 
 /// @brief A scope of NCCL calls fused into one operation (ncclGroupStart at construction,
 /// ncclGroupEnd at @ref end). Groups nest; only the outermost end launches the work.

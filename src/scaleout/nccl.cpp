@@ -16,8 +16,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <iterator>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "driver/driver_api.hpp"
@@ -212,13 +214,34 @@ void report(ncclResult_t r, const char* call, ncclComm_t comm) noexcept {
   }
 }
 
+// A cudrv error met while destroying: to the destruction handler, guarded like report(); an error that
+// only says the driver has shut down (a static owner destroyed at exit) is not reported.
+void report_caught(const error& e, const char* what) noexcept {
+  if (e.source() == error_source::driver && e.result() == CUDA_ERROR_DEINITIALIZED) {
+    return;
+  }
+  try {
+    get_destruction_error_handler()(e);
+  } catch (...) {
+    std::fprintf(stderr, "cudrv: error during destruction: %s\n", what);
+  }
+}
+
 // NCCL calls cudaSetDevice; the caller's current context is put back afterwards (cudrv's context rule).
 class keep_current_context {
  public:
-  keep_current_context() { detail::check(detail::drv::cuCtxGetCurrent(&saved_), "cuCtxGetCurrent"); }
+  // home: the primary context of the communicator's device, when known. NCCL switches to that device
+  // (cudaSetDevice, its primary context) and back, so when home is current to begin with it is current
+  // afterwards too, and the second look is saved: the collectives' fast path, one cuCtxGetCurrent.
+  explicit keep_current_context(CUcontext home = nullptr) : home_(home) {
+    detail::check(detail::drv::cuCtxGetCurrent(&saved_), "cuCtxGetCurrent");
+  }
   keep_current_context(const keep_current_context&) = delete;
   keep_current_context& operator=(const keep_current_context&) = delete;
   ~keep_current_context() {
+    if (saved_ != nullptr && saved_ == home_) {
+      return;
+    }
     CUcontext now = nullptr;
     if (detail::drv::cuCtxGetCurrent(&now) == CUDA_SUCCESS && now != saved_) {
       CUcontext p = saved_;
@@ -227,6 +250,7 @@ class keep_current_context {
   }
 
  private:
+  CUcontext home_ = nullptr;
   CUcontext saved_ = nullptr;
 };
 
@@ -391,61 +415,61 @@ std::string describe(const char* what, std::size_t count, nccl::data_type type) 
 }
 }  // namespace
 
-void nccl_all_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                      nccl::reduction op, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                         static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
         "ncclAllReduce", comm, [&] { return describe("", count, type); });
 }
 
-void nccl_broadcast(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                     int root, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                         static_cast<ncclDataType_t>(type), root, comm, stream),
         "ncclBroadcast", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
-void nccl_reduce(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
                  nccl::reduction op, int root, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
                      static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, comm, stream),
         "ncclReduce", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
-void nccl_all_gather(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
+void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
                      nccl::data_type type, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
                         static_cast<ncclDataType_t>(type), comm, stream),
         "ncclAllGather", comm, [&] { return describe("send count ", send_count, type); });
 }
 
-void nccl_reduce_scatter(ncclComm* comm, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
+void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
                          nccl::data_type type, nccl::reduction op, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
         "ncclReduceScatter", comm, [&] { return describe("receive count ", recv_count, type); });
 }
 
-void nccl_send(ncclComm* comm, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
+void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
         "ncclSend", comm, [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
 }
 
-void nccl_recv(ncclComm* comm, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
+void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep(home);
   ncheck(a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
         "ncclRecv", comm, [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
 }
@@ -473,7 +497,7 @@ void nccl_deregister(ncclComm* comm, void* handle) noexcept {
       report(r, "ncclCommDeregister", comm);
     }
   } catch (const error& e) {
-    get_destruction_error_handler()(e);
+    report_caught(e, "ncclCommDeregister failed");
   } catch (...) {
     std::fprintf(stderr, "cudrv: error during destruction: ncclCommDeregister failed\n");
   }
@@ -582,7 +606,7 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   if (out == nullptr) {
     return communicator();  // no_color
   }
-  communicator owner(out, 0, 0);
+  communicator owner(out, 0, 0, home_);  // the parent's device
   auto [rank, size] = query_rank_size(out, where);
   owner.rank_ = rank;
   owner.size_ = size;
@@ -631,7 +655,7 @@ communicator communicator::init_rank(const unique_id& id, int nranks, int rank, 
     }
     throw e;
   }
-  return communicator(out, rank, nranks);
+  return communicator(out, rank, nranks, target);
 }
 
 std::vector<communicator> communicator::init_all(std::span<const cudrv::device> devices) {
@@ -664,7 +688,8 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   std::vector<communicator> out;
   out.reserve(raw.size());
   for (int i = 0; i < n; ++i) {
-    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n));
+    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n,
+                               devices[static_cast<std::size_t>(i)].primary_context().native_handle()));
   }
   return out;
 }
@@ -705,23 +730,55 @@ void communicator::reset() noexcept {
       }
     }
     if (r != ncclSuccess) {
+      // Not quiescent: destroying could wait on peers, so abort as for an asynchronous error.
       report(r, "ncclCommFinalize", c);
+      if (ncclResult_t q = a.ncclCommAbort(c); q != ncclSuccess) {
+        report(q, "ncclCommAbort", nullptr);
+      }
+      return;
     }
     if (ncclResult_t d = a.ncclCommDestroy(c); d != ncclSuccess && d != ncclInProgress) {
       report(d, "ncclCommDestroy", nullptr);
     }
   } catch (const error& e) {
-    get_destruction_error_handler()(e);
+    report_caught(e, "ncclCommDestroy failed");
   } catch (...) {
     std::fprintf(stderr, "cudrv: error during destruction: ncclCommDestroy failed\n");
   }
 }
 
-void communicator::abort() {
+communicator::~communicator() {
+  if (handle_ == nullptr) {
+    return;
+  }
+  if (std::uncaught_exceptions() == 0) {
+    reset();
+    return;
+  }
   ncclComm_t c = std::exchange(handle_, nullptr);
-  detail::nccl_check_handle(c, "cudrv::nccl::communicator::abort");
+  try {
+    const nccl_api& a = api();
+    keep_current_context keep;
+    if (ncclResult_t r = a.ncclCommAbort(c); r != ncclSuccess) {
+      report(r, "ncclCommAbort", nullptr);
+    }
+  } catch (const error& e) {
+    report_caught(e, "ncclCommAbort failed");
+  } catch (...) {
+    std::fprintf(stderr, "cudrv: error during destruction: ncclCommAbort failed\n");
+  }
+}
+
+void communicator::abort() {
+  detail::nccl_check_handle(handle_, "cudrv::nccl::communicator::abort");
   const nccl_api& a = api();
-  keep_current_context keep;
+  std::optional<keep_current_context> keep;
+  try {
+    keep.emplace();
+  } catch (const error&) {
+    // Without the caller's context to restore, abort all the same: this is the fault path.
+  }
+  ncclComm_t c = std::exchange(handle_, nullptr);
   ncheck(a.ncclCommAbort(c), "ncclCommAbort", nullptr, [] { return std::string(); });
 }
 
@@ -758,7 +815,7 @@ group::~group() {
       report(r, "ncclGroupEnd", nullptr);
     }
   } catch (const error& e) {
-    get_destruction_error_handler()(e);
+    report_caught(e, "ncclGroupEnd failed");
   } catch (...) {
     std::fprintf(stderr, "cudrv: error during destruction: ncclGroupEnd failed\n");
   }

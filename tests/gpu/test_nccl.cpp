@@ -250,8 +250,21 @@ TEST_CASE("nccl: a communicator from a unique id, blocking and not, leaves the c
     const std::vector<double> src = pattern<double>(512, 5);
     auto buf = upload(dev, src, s);
     comm.all_reduce(buf, nccl::reduction::sum, s);
+    CHECK(current_context() == before);  // NCCL switched to the device for the call; cudrv switched back
     CHECK(download(buf, s) == src);
     CHECK(comm.async_error() == nccl::result::success);
+    {
+      // With the device's primary context current (the collectives' fast path) it stays current, for
+      // the owner and for a view of it, in place and out of place.
+      cudrv::context_guard guard(dev.primary_context());
+      comm.all_reduce(buf, nccl::reduction::sum, s);
+      CHECK(current_context() == dev.primary_context().native_handle());
+      cudrv::device_buffer<double> out(dev, src.size());
+      nccl::communicator_ref(comm).all_reduce(buf, out, nccl::reduction::sum, s);
+      CHECK(current_context() == dev.primary_context().native_handle());
+      CHECK(download(out, s) == src);
+    }
+    CHECK(current_context() == before);
   }
   {
     nccl::communicator comm =
