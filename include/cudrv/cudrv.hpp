@@ -20,6 +20,7 @@
 #include "cudrv/linker.hpp"
 #include "cudrv/managed_buffer.hpp"
 #include "cudrv/memory_pool.hpp"
+#include "cudrv/memory_resource.hpp"
 #include "cudrv/object_code.hpp"
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
