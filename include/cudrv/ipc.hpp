@@ -86,8 +86,7 @@ struct ipc_mapping {
   std::size_t bytes = 0;
   CUcontext context = nullptr;  // the primary context it was opened in (retained for the process)
 
-  static ipc_mapping open(const device& dev, const void* handle, std::size_t bytes, std::size_t element_size,
-                          unsigned int flags);
+  static ipc_mapping open(const device& dev, const void* handle, std::size_t bytes, std::size_t element_size);
   // cuIpcCloseMemHandle in its context; errors go to the destruction handler.
   void close() noexcept;
 };
@@ -269,23 +268,16 @@ template <class T>
   return out;
 }
 
-/// @brief Flags of @ref ipc_mapped_buffer's opening.
-enum class ipc_open_flags : unsigned int {
-  none = 0,  ///< The memory must be on the opening device, or peer access enabled already.
-  /// @brief Enable peer access to the exporting device as needed (`CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS`):
-  /// what lets a process on another GPU map the memory.
-  lazy_enable_peer_access = CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS,
-};
-
 /// @brief Another process's cuMemAlloc memory mapped into this one (cuIpcOpenMemHandle), for `size()`
 /// elements of @p T, unmapped with cuIpcCloseMemHandle on destruction. Move-only; converts to
 /// @ref device_span.
 ///
-/// Opening the same handle twice in one process is refused by the driver; opening it in the exporting
-/// process too.
+/// It is opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` (the one flag the driver accepts): a process
+/// whose device is not the exporting one reaches the memory through peer access, enabled as needed.
+/// The driver refuses to open a handle in the process that exported it.
 /// @code
 /// auto h = sock.receive().as<cudrv::ipc_memory_handle>();
-/// cudrv::ipc_mapped_buffer<int> in(dev, h);              // lazy peer access by default
+/// cudrv::ipc_mapped_buffer<int> in(dev, h);              // dev may differ from the exporter's device
 /// @endcode
 template <class T>
 class ipc_mapped_buffer {
@@ -295,11 +287,10 @@ class ipc_mapped_buffer {
   using value_type = T;           ///< The element type.
   using size_type = std::size_t;  ///< Sizes in elements.
 
-  /// @brief Maps the memory named by @p handle, in @p dev's primary context.
+  /// @brief Maps the memory named by @p handle (cuIpcOpenMemHandle), in @p dev's primary context.
   /// @throws invalid_argument_error when the size is not a multiple of sizeof(T)
-  ipc_mapped_buffer(const cudrv::device& dev, const ipc_memory_handle& handle,
-                    ipc_open_flags flags = ipc_open_flags::lazy_enable_peer_access)
-      : map_(detail::ipc_mapping::open(dev, &handle.handle, handle.bytes, sizeof(T), static_cast<unsigned int>(flags))) {}
+  ipc_mapped_buffer(const cudrv::device& dev, const ipc_memory_handle& handle)
+      : map_(detail::ipc_mapping::open(dev, &handle.handle, handle.bytes, sizeof(T))) {}
   ipc_mapped_buffer(const ipc_mapped_buffer&) = delete;
   ipc_mapped_buffer& operator=(const ipc_mapped_buffer&) = delete;
   /// @brief Takes over @p other's mapping; @p other becomes empty.

@@ -257,19 +257,18 @@ void ipc_get_mem_handle(void* handle_out, CUdeviceptr address, std::size_t bytes
   std::memcpy(handle_out, &handle, sizeof(handle));
 }
 
-ipc_mapping ipc_mapping::open(const device& dev, const void* handle, std::size_t bytes, std::size_t element_size,
-                              unsigned int flags) {
+ipc_mapping ipc_mapping::open(const device& dev, const void* handle, std::size_t bytes, std::size_t element_size) {
   const char* api = "cudrv::ipc_mapped_buffer";
   require_elements(api, bytes, element_size);
-  if ((flags & ~static_cast<unsigned int>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)) != 0) {
-    throw invalid_argument_error(api, "unknown ipc_open_flags bits " + std::to_string(flags));
+  if (bytes == 0) {
+    throw invalid_argument_error(api, "the IPC handle names an empty allocation (0 bytes)");
   }
   CUipcMemHandle h;
   std::memcpy(&h, handle, sizeof(h));
   ipc_mapping out;
   out.context = dev.primary_context().native_handle();
   context_guard guard{context_ref(out.context)};
-  check(drv::cuIpcOpenMemHandle(&out.address, h, flags), "cuIpcOpenMemHandle", [&] {
+  check(drv::cuIpcOpenMemHandle(&out.address, h, static_cast<unsigned int>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)), "cuIpcOpenMemHandle", [&] {
     return format_bytes(bytes) + " on " + device_text(dev) +
            " (the driver refuses a handle opened twice in one process, or in the process that exported it)";
   });
