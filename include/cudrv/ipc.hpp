@@ -4,7 +4,7 @@
 /// such a pool exported one by one (@ref cudrv::pointer_export, @ref cudrv::imported_buffer), and the
 /// legacy IPC of plain cuMemAlloc memory (@ref cudrv::ipc_memory_handle, @ref cudrv::ipc_mapped_buffer).
 /// The descriptors travel over <cudrv/unix_socket.hpp>; IPC events (<cudrv/event.hpp>) order the work
-/// of the two processes. See the [IPC page](ipc.md).
+/// of the two processes. See @ref ipc.
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,5 @@
 /// @file unix_socket.hpp
-/// @brief @ref cudrv::unix_socket and @ref cudrv::unix_listener: Unix-domain stream sockets that carry
+/// @brief @ref cudrv::unix_socket and @ref cudrv::unix_listener, Unix-domain stream sockets that carry
 /// messages of bytes together with file descriptors (`SCM_RIGHTS`), the channel that hands the
 /// shareable handles of <cudrv/ipc.hpp> to another process. No CUDA call.
 #pragma once
