@@ -435,7 +435,7 @@ TEST_CASE("producer death: the consumer gets a typed error or valid memory, neve
   const scenario scenarios[] = {
       {"before_send", ready, 1},        // dies before the hand-over: the consumer's receive fails
       {"after_import", imported, 1},    // dies after the consumer imported, before it reads
-      {"during_use", launched, 2000},   // dies while the consumer's kernel reads (a long kernel)
+      {"during_use", launched, 20000},  // dies while the consumer's kernel reads (a long kernel)
   };
   for (const scenario& sc : scenarios) {
     DYNAMIC_SECTION(sc.name) {
