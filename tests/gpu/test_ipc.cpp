@@ -15,6 +15,7 @@
 //     result that matches the host, within a timeout, never hang or crash.
 #include <catch2/catch.hpp>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -144,6 +145,9 @@ pid_t spawn_child(const std::string& role, int data, int control, const std::vec
     if (::dup2(data, data_fd) < 0 || ::dup2(control, control_fd) < 0) {
       ::_exit(126);
     }
+    // dup2 onto the same number keeps close-on-exec: clear it explicitly so both survive the exec.
+    ::fcntl(data_fd, F_SETFD, 0);
+    ::fcntl(control_fd, F_SETFD, 0);
     ::execve(exe.c_str(), argv, envp.data());
     ::_exit(127);
   }
