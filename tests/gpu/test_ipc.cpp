@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
@@ -227,10 +228,10 @@ int env_int(const char* name, int fallback) {
 
 // The consumer: imports what it receives on `data`, reports to `control`, waits for "go" between stages.
 void run_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& control) {
-  int destruction_reports = 0;
-  static int* counter = nullptr;
-  counter = &destruction_reports;
-  cudrv::set_destruction_error_handler([](const cudrv::error&) noexcept { ++*counter; });
+  // Errors met while freeing after the producer died go to the handler: count them (static: the handler
+  // stays installed until the process exits).
+  static std::atomic<int> destruction_reports{0};
+  cudrv::set_destruction_error_handler([](const cudrv::error&) noexcept { ++destruction_reports; });
   try {
     cudrv::received_message m = data.receive({.timeout = step_timeout});
     if (m.descriptors.size() != 1) {
@@ -282,8 +283,8 @@ void run_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& cont
     in.reset();
     legacy.reset();
     pool.reset();
-    const std::string tail = destruction_reports > 0
-                                 ? "; " + std::to_string(destruction_reports) + " destruction errors reported"
+    const std::string tail = destruction_reports.load() > 0
+                                 ? "; " + std::to_string(destruction_reports.load()) + " destruction errors reported"
                                  : "";
     if (bad == h.n) {
       control.send_value(make_report(finished, matched, "all " + std::to_string(h.n) + " elements match" + tail));
