@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -495,4 +496,63 @@ TEST_CASE("producer death: the consumer gets a typed error or valid memory, neve
       CHECK(consumer_exit == 0);
     }
   }
+}
+
+TEST_CASE("IPC exports in one process: handles, descriptors and the typed refusals", "[gpu][ipc][driver_error]") {
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  if (!ipc_available(dev)) {
+    return;
+  }
+  cudrv::test::destruction_error_counter errors;
+  {
+    cudrv::stream s(dev);
+    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::device_buffer<int> pooled(pool, s, 4096);
+    cudrv::device_buffer<int> plain(dev, 4096);
+
+    // A real descriptor, close-on-exec, one per export.
+    cudrv::file_descriptor a = cudrv::export_pool_descriptor(pool);
+    cudrv::file_descriptor b = cudrv::export_pool_descriptor(pool);
+    REQUIRE(a);
+    REQUIRE(b);
+    CHECK(a.native_handle() != b.native_handle());
+    CHECK(::fcntl(a.native_handle(), F_GETFD) >= 0);
+
+    const cudrv::pointer_export e = cudrv::export_pointer(pooled);
+    CHECK(e.bytes == 4096 * sizeof(int));
+    const cudrv::ipc_memory_handle h = cudrv::ipc_handle(plain);
+    CHECK(h.bytes == 4096 * sizeof(int));
+    CHECK(std::any_of(std::begin(h.handle.reserved), std::end(h.handle.reserved), [](char c) { return c != 0; }));
+
+    // Each mechanism refuses the other's memory before the driver is called.
+    auto p = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::export_pointer(plain); });
+    REQUIRE(p);
+    CHECK(cudrv::test::contains(p->what(), "ipc_handle"));
+    auto l = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::ipc_handle(pooled); });
+    REQUIRE(l);
+    CHECK(cudrv::test::contains(l->what(), "export_pointer"));
+    // A pool that is not shareable: the driver's error, with the hint.
+    cudrv::memory_pool local(dev);
+    auto x = cudrv::test::catch_as<cudrv::error>([&] { (void)cudrv::export_pool_descriptor(local); });
+    REQUIRE(x);
+    CHECK(x->api() == "cuMemPoolExportToShareableHandle");
+    CHECK(cudrv::test::contains(x->what(), "make_shareable_memory_pool"));
+
+    // Fabric handles: exported where the device supports them, a typed refusal elsewhere.
+    if (cudrv::supports_shareable_pools(dev, cudrv::shareable_handle_type::fabric)) {
+      cudrv::memory_pool fabric = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::fabric);
+      const cudrv::fabric_handle fh = cudrv::export_pool_fabric_handle(fabric);
+      CHECK(std::any_of(std::begin(fh.data), std::end(fh.data), [](unsigned char c) { return c != 0; }));
+    } else {
+      auto f = cudrv::test::catch_as<cudrv::not_supported_error>(
+          [&] { (void)cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::fabric); });
+      REQUIRE(f);
+      CHECK(cudrv::test::contains(f->what(), "fabric"));
+    }
+    pooled.reset();
+    s.synchronize();
+  }
+  CHECK(errors.count() == 0);
+  INFO(errors.messages());
 }
