@@ -229,8 +229,15 @@ bool produce(const cudrv::unix_socket& sock, std::size_t bytes, std::size_t coun
   cudrv::event ready(dev, cudrv::event_flags::interprocess);
   ready.record(s);
 
-  if (sock.receive({.timeout = timeout}).as<int>() != consumer) {  // the consumer is ready
-    throw std::runtime_error("the consumer chose another device");
+  {
+    // The consumer says it is ready (its device), or, having failed already, sends its answer.
+    const cudrv::received_message hello = sock.receive({.timeout = timeout});
+    if (hello.payload.size() == sizeof(answer)) {
+      throw std::runtime_error(std::string("the consumer process failed: ") + hello.as<answer>().error);
+    }
+    if (hello.as<int>() != consumer) {
+      throw std::runtime_error("the consumer chose another device");
+    }
   }
   handover h{};
   h.send_start_ns = now_ns();
@@ -248,8 +255,7 @@ bool produce(const cudrv::unix_socket& sock, std::size_t bytes, std::size_t coun
   }
   const answer a = sock.receive({.timeout = timeout}).as<answer>();
   if (a.ok == 0) {
-    throw cudrv::error(cudrv::error_source::cudrv, CUDA_ERROR_UNKNOWN, "consumer", "the consumer process failed",
-                       "ipc_producer_consumer", a.error);
+    throw std::runtime_error(std::string("the consumer process failed: ") + a.error);
   }
   bool matched = true;
   for (std::size_t b = 0; b < count; ++b) {
