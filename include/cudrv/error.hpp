@@ -21,6 +21,7 @@ enum class error_source {
   runtime,   ///< A CUDA runtime call returned a cudaError_t (only where cudrv meets nvcc-compiled code).
   nccl,      ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
   mpi,       ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
+  system,    ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
 };
 
 /// @brief The base of every exception cudrv throws.

@@ -69,6 +69,13 @@
   X(cuEventElapsedTime, 2000)                 \
   X(cuIpcGetEventHandle, 4010)                \
   X(cuIpcOpenEventHandle, 4010)               \
+  X(cuIpcGetMemHandle, 4010)                  \
+  X(cuIpcOpenMemHandle, 11000)                \
+  X(cuIpcCloseMemHandle, 4010)                \
+  X(cuMemPoolExportToShareableHandle, 11020)  \
+  X(cuMemPoolImportFromShareableHandle, 11020) \
+  X(cuMemPoolExportPointer, 11020)            \
+  X(cuMemPoolImportPointer, 11020)            \
   X(cuMemAlloc, 3020)                         \
   X(cuMemAllocPitch, 3020)                    \
   X(cuMemFree, 3020)                          \

@@ -17,6 +17,8 @@ set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer
 set(public_code object_code program compile_cache linker library kernel launch_config)
 set(public_execution launch graph graph_exec stream_capture cudrv)
 set(public_scaleout nccl mpi)
+list(APPEND public_driver file_descriptor unix_socket)  # issue 17, IPC
+list(APPEND public_memory ipc)
 
 # The rank (index in layers) of a public header's layer, or -1.
 function(public_rank header out)

@@ -13,6 +13,8 @@
 //
 // The tests read what happened through the fake_cuda_* functions (counters and an event log).
 #include <cuda.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -403,6 +405,9 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
       break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
       *v = 1024;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:  // IPC: POSIX descriptors, no fabric
+      *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
@@ -1011,6 +1016,215 @@ CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgra
   return CUDA_SUCCESS;
 }
 
+// --- IPC: shareable pools, pool pointer export/import, legacy IPC (issue 17) ----------------------------
+// Pools made here join st().pools (handle 0x9000 + index), so that the attribute calls above work on
+// them. A POSIX export is a real memfd holding the pool's index, so it can travel over a Unix socket;
+// an import is a new pool handle that remembers its source. Imported and opened addresses are new
+// fake allocations (their bytes are not shared: the tests check calls, errors and order). The log
+// gets "pool_destroy <pool>", "free <address>" (cuMemFree) and "ipc_close <address>" lines; a pool
+// destroyed while addresses imported from it are live counts "pool_destroyed_with_imports".
+
+struct fake_pool {
+  int device = 0;
+  unsigned handle_types = 0;
+  bool alive = true;
+  long source = -1;  // imported: the index of the exported pool
+};
+
+std::map<std::size_t, fake_pool>& pool_info() {
+  static auto* m = new std::map<std::size_t, fake_pool>;
+  return *m;
+}
+std::map<CUdeviceptr, std::size_t>& pool_of_allocation() {  // cuMemAllocFromPoolAsync and imports
+  static auto* m = new std::map<CUdeviceptr, std::size_t>;
+  return *m;
+}
+std::map<CUdeviceptr, std::size_t>& ipc_mappings() {  // cuIpcOpenMemHandle: address -> size
+  static auto* m = new std::map<CUdeviceptr, std::size_t>;
+  return *m;
+}
+
+fake_pool* created_pool(CUmemoryPool p) {
+  auto it = pool_info().find(pool_index(p));
+  return it != pool_info().end() && it->second.alive ? &it->second : nullptr;
+}
+
+CUmemoryPool add_pool(const fake_pool& info) {
+  state_t& s = st();
+  const std::size_t index = s.pools.size();
+  CUmemoryPool h = reinterpret_cast<CUmemoryPool>(0x9000 + index);
+  s.pools.push_back(h);
+  s.pool_threshold.push_back(0);
+  pool_info()[index] = info;
+  return h;
+}
+
+CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+  FAKE_ENTER();
+  if (pool == nullptr || props == nullptr || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
+      props->location.id < 0 || props->location.id >= static_cast<int>(st().devices.size())) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if ((props->handleTypes & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
+    return fail(CUDA_ERROR_NOT_SUPPORTED);  // only POSIX descriptors here
+  }
+  *pool = add_pool({props->location.id, static_cast<unsigned>(props->handleTypes), true, -1});
+  count("pools_created");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolDestroy(CUmemoryPool p) {
+  FAKE_ENTER();
+  fake_pool* info = created_pool(p);
+  if (info == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (auto& [address, index] : pool_of_allocation()) {
+    if (index == pool_index(p) && st().live.count(address) != 0 && info->source >= 0) {
+      count("pool_destroyed_with_imports");
+    }
+  }
+  info->alive = false;
+  note("pool_destroy " + hex(p));
+  count("pools_destroyed");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAllocFromPoolAsync(CUdeviceptr* p, std::size_t size, CUmemoryPool pool, CUstream h) {
+  FAKE_ENTER();
+  fake_context* c = stream_context(h);
+  fake_pool* info = created_pool(pool);
+  if (!usable_stream(h) || c == nullptr || info == nullptr || info->source >= 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // an imported pool cannot allocate
+  }
+  *p = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
+  st().live[*p] = {size, nullptr, info->device};
+  pool_of_allocation()[*p] = pool_index(pool);
+  count("allocations");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void* out, CUmemoryPool pool, CUmemAllocationHandleType type,
+                                                      unsigned long long flags) {
+  FAKE_ENTER();
+  fake_pool* info = created_pool(pool);
+  if (out == nullptr || info == nullptr || flags != 0 || info->source >= 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if ((info->handle_types & static_cast<unsigned>(type)) == 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // the pool was not created shareable this way
+  }
+  const int fd = ::memfd_create("fake-cuda-pool", MFD_CLOEXEC);
+  const long index = static_cast<long>(pool_index(pool));
+  if (fd < 0 || ::write(fd, &index, sizeof(index)) != static_cast<ssize_t>(sizeof(index))) {
+    return fail(CUDA_ERROR_OPERATING_SYSTEM);
+  }
+  *static_cast<int*>(out) = fd;
+  count("pool_exports");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool* pool, void* handle, CUmemAllocationHandleType type,
+                                                        unsigned long long flags) {
+  FAKE_ENTER();
+  if (pool == nullptr || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const int fd = static_cast<int>(reinterpret_cast<std::uintptr_t>(handle));
+  long index = -1;
+  if (::pread(fd, &index, sizeof(index), 0) != static_cast<ssize_t>(sizeof(index)) || pool_info().count(index) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // not a descriptor this driver exported
+  }
+  fake_pool imported = pool_info()[static_cast<std::size_t>(index)];
+  imported.alive = true;
+  imported.source = index;
+  *pool = add_pool(imported);
+  count("pool_imports");
+  return CUDA_SUCCESS;
+}
+
+struct fake_export_data {  // what the 64 opaque bytes hold here
+  CUdeviceptr address;
+  std::size_t size;
+  std::size_t pool;
+};
+
+CUresult CUDAAPI fake_cuMemPoolExportPointer(CUmemPoolPtrExportData* data, CUdeviceptr p) {
+  FAKE_ENTER();
+  auto it = pool_of_allocation().find(p);
+  if (data == nullptr || it == pool_of_allocation().end() || st().live.count(p) == 0 ||
+      pool_info()[it->second].handle_types == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *data = CUmemPoolPtrExportData{};
+  const fake_export_data d{p, st().live[p].size, it->second};
+  static_assert(sizeof(d) <= sizeof(data->reserved));
+  std::memcpy(data->reserved, &d, sizeof(d));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool pool, CUmemPoolPtrExportData* data) {
+  FAKE_ENTER();
+  fake_pool* info = created_pool(pool);
+  if (out == nullptr || data == nullptr || info == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  fake_export_data d{};
+  std::memcpy(&d, data->reserved, sizeof(d));
+  if (info->source < 0 || static_cast<std::size_t>(info->source) != d.pool || st().live.count(d.address) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // not an allocation of the pool this handle imported
+  }
+  *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(d.size));
+  st().live[*out] = {d.size, nullptr, info->device};
+  pool_of_allocation()[*out] = pool_index(pool);
+  count("pointer_imports");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuIpcGetMemHandle(CUipcMemHandle* handle, CUdeviceptr p) {
+  FAKE_ENTER();
+  auto it = st().live.find(p);
+  if (handle == nullptr || it == st().live.end() || it->second.ctx == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // legacy IPC: cuMemAlloc memory only
+  }
+  *handle = CUipcMemHandle{};
+  const std::size_t size = it->second.size;
+  std::memcpy(handle->reserved, &p, sizeof(p));
+  std::memcpy(handle->reserved + sizeof(p), &size, sizeof(size));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuIpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle, unsigned flags) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  CUdeviceptr source = 0;
+  std::size_t size = 0;
+  std::memcpy(&source, handle.reserved, sizeof(source));
+  std::memcpy(&size, handle.reserved + sizeof(source), sizeof(size));
+  if (out == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || st().live.count(source) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
+  st().live[*out] = {size, as_ctx(current()), as_ctx(current())->device};
+  ipc_mappings()[*out] = size;
+  count("ipc_opened");
+  count("ipc_opened_in:" + std::to_string(as_ctx(current())->device));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuIpcCloseMemHandle(CUdeviceptr p) {
+  FAKE_ENTER();
+  if (ipc_mappings().erase(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  free_allocation(p);
+  note("ipc_close " + hex(reinterpret_cast<void*>(p)));
+  count("ipc_closed");
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -1038,6 +1252,11 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuKernelGetName), FAKE_SYMBOL(cuKernelGetParamInfo), FAKE_SYMBOL(cuKernelGetAttribute),
     FAKE_SYMBOL(cuLibraryGetGlobal), FAKE_SYMBOL(cuLaunchKernel), FAKE_SYMBOL(cuGraphCreate),
     FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode),
+    // IPC (issue 17)
+    FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemAllocFromPoolAsync),
+    FAKE_SYMBOL(cuMemPoolExportToShareableHandle), FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
+    FAKE_SYMBOL(cuMemPoolExportPointer), FAKE_SYMBOL(cuMemPoolImportPointer), FAKE_SYMBOL(cuIpcGetMemHandle),
+    FAKE_SYMBOL(cuIpcOpenMemHandle), FAKE_SYMBOL(cuIpcCloseMemHandle),
 };
 
 }  // namespace

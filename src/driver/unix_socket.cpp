@@ -1,0 +1,486 @@
+// Owning file descriptors and Unix-domain sockets that carry framed messages with SCM_RIGHTS
+// descriptors. Operating-system calls only: nothing here touches the CUDA driver.
+#include "cudrv/unix_socket.hpp"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "cudrv/file_descriptor.hpp"
+
+namespace cudrv {
+
+namespace {
+
+std::string errno_name(int e) {
+#if defined(__GLIBC__) && (__GLIBC__ > 2 || (__GLIBC__ == 2 && __GLIBC_MINOR__ >= 32))
+  if (const char* n = strerrorname_np(e)) {
+    return n;
+  }
+#endif
+  return "errno " + std::to_string(e);
+}
+
+std::string errno_text(int e) {
+  char buffer[256];
+  buffer[0] = '\0';
+#if defined(__GLIBC__) && defined(_GNU_SOURCE)
+  return ::strerror_r(e, buffer, sizeof(buffer));
+#else
+  ::strerror_r(e, buffer, sizeof(buffer));
+  return buffer;
+#endif
+}
+
+// The frame in front of every message: payload size and descriptor count, in the sender's byte order
+// (both ends are on one host).
+struct frame_header {
+  std::uint32_t magic;
+  std::uint32_t descriptors;
+  std::uint64_t payload;
+};
+static_assert(sizeof(frame_header) == 16);
+constexpr std::uint32_t frame_magic = 0x56524443u;  // "CDRV"
+
+using clock = std::chrono::steady_clock;
+
+// A deadline from an optional timeout; poll() timeouts derived from it.
+struct deadline {
+  std::optional<clock::time_point> at;
+  explicit deadline(std::optional<std::chrono::milliseconds> timeout) {
+    if (timeout) {
+      at = clock::now() + *timeout;
+    }
+  }
+  // Milliseconds left for poll(): -1 for none, 0 once passed.
+  [[nodiscard]] int poll_ms() const {
+    if (!at) {
+      return -1;
+    }
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - clock::now()).count();
+    return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
+  }
+};
+
+[[noreturn]] void throw_timeout(const char* api, std::optional<std::chrono::milliseconds> timeout, const std::string& what) {
+  throw timeout_error(ETIMEDOUT, api,
+                      what + " did not complete within " + std::to_string(timeout ? timeout->count() : 0) + " ms");
+}
+
+// Waits until fd is ready for events (POLLIN or POLLOUT); EINTR restarts with the time left. Readiness
+// includes POLLHUP and POLLERR: the following call then reports what happened.
+void wait_ready(int fd, short events, const deadline& d, const char* api, std::optional<std::chrono::milliseconds> timeout,
+                const std::string& what) {
+  for (;;) {
+    pollfd p{fd, events, 0};
+    const int ms = d.poll_ms();
+    const int r = ::poll(&p, 1, ms);
+    if (r > 0) {
+      return;
+    }
+    if (r == 0) {
+      throw_timeout(api, timeout, what);
+    }
+    if (errno != EINTR) {
+      throw system_error(errno, "poll", api);
+    }
+  }
+}
+
+bool is_peer_gone(int e) { return e == EPIPE || e == ECONNRESET; }
+
+sockaddr_un make_address(const std::string& path, socklen_t& length, const char* api) {
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  if (path.empty()) {
+    throw invalid_argument_error(api, "the socket path is empty");
+  }
+  if (path.size() >= sizeof(addr.sun_path)) {
+    throw invalid_argument_error(api, "the socket path '" + path + "' is " + std::to_string(path.size()) +
+                                          " bytes long; a Unix socket path holds at most " +
+                                          std::to_string(sizeof(addr.sun_path) - 1) + " bytes");
+  }
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (path[0] == '@') {
+    addr.sun_path[0] = '\0';  // abstract namespace: no file, the name is the bytes that follow
+    length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size());
+  } else {
+    length = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + path.size() + 1);
+  }
+  return addr;
+}
+
+file_descriptor new_socket(const char* api) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    throw system_error(errno, "socket", api);
+  }
+  return file_descriptor::from_native_handle(fd);
+}
+
+// Takes ownership of every descriptor of the SCM_RIGHTS control messages in msg.
+void collect_descriptors(msghdr& msg, std::vector<file_descriptor>& out) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+      continue;
+    }
+    const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(c);
+    for (std::size_t i = 0; i < n; ++i) {
+      int fd = -1;
+      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
+      out.push_back(file_descriptor::from_native_handle(fd));
+    }
+  }
+}
+
+}  // namespace
+
+// --- system_error, file_descriptor ------------------------------------------------------------------
+
+system_error::system_error(int errno_value, std::string api, std::string context)
+    : error(error_source::system, errno_value, errno_name(errno_value), errno_text(errno_value), std::move(api),
+            std::move(context)) {}
+
+void file_descriptor::reset() noexcept {
+  if (fd_ >= 0) {
+    // close() releases the descriptor even when it fails (EINTR included on Linux): never retry it,
+    // the number may already belong to another thread's new file.
+    (void)::close(std::exchange(fd_, -1));
+  }
+}
+
+file_descriptor file_descriptor::duplicate() const {
+  if (fd_ < 0) {
+    throw invalid_argument_error("cudrv::file_descriptor::duplicate", "the file descriptor is empty");
+  }
+  const int copy = ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+  if (copy < 0) {
+    throw system_error(errno, "fcntl(F_DUPFD_CLOEXEC)", "descriptor " + std::to_string(fd_));
+  }
+  return file_descriptor(copy);
+}
+
+void received_message::check_size(std::size_t bytes, const char* api) const {
+  if (payload.size() != bytes) {
+    throw system_error(EPROTO, api,
+                       "the message holds " + std::to_string(payload.size()) + " bytes, the value " + std::to_string(bytes));
+  }
+}
+
+// --- unix_socket ----------------------------------------------------------------------------------
+
+void unix_socket::require_socket(const char* api) const {
+  if (!fd_) {
+    throw invalid_argument_error(api, "the socket is empty (a moved-from, released or default-constructed cudrv::unix_socket)");
+  }
+}
+
+std::pair<unix_socket, unix_socket> unix_socket::pair() {
+  int fds[2] = {-1, -1};
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
+    throw system_error(errno, "socketpair", "cudrv::unix_socket::pair");
+  }
+  return {unix_socket(file_descriptor::from_native_handle(fds[0])), unix_socket(file_descriptor::from_native_handle(fds[1]))};
+}
+
+unix_socket unix_socket::connect(const std::string& path, std::optional<std::chrono::milliseconds> wait) {
+  const char* api = "cudrv::unix_socket::connect";
+  socklen_t length = 0;
+  const sockaddr_un addr = make_address(path, length, api);
+  const deadline d(wait);
+  for (;;) {
+    file_descriptor fd = new_socket(api);
+    int r = ::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length);
+    while (r != 0 && errno == EINTR) {
+      // The connection goes on in the background: wait for it, then read its outcome.
+      pollfd p{fd.native_handle(), POLLOUT, 0};
+      if (::poll(&p, 1, d.poll_ms()) == 0) {
+        throw_timeout(api, wait, "connecting to '" + path + "'");
+      }
+      int err = 0;
+      socklen_t len = sizeof(err);
+      ::getsockopt(fd.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
+      r = err == 0 ? 0 : -1;
+      errno = err;
+    }
+    if (r == 0) {
+      return unix_socket(std::move(fd));
+    }
+    const int e = errno;
+    const bool absent = e == ENOENT || e == ECONNREFUSED;
+    if (!absent || !wait) {
+      throw system_error(e, "connect", path);
+    }
+    if (d.poll_ms() == 0) {
+      throw timeout_error(ETIMEDOUT, api,
+                          "no listener at '" + path + "' within " + std::to_string(wait->count()) + " ms (last: " +
+                              errno_name(e) + ")");
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5, std::max(1, d.poll_ms()))));
+  }
+}
+
+void unix_socket::send(std::span<const std::byte> payload, std::span<const int> descriptors,
+                       std::optional<std::chrono::milliseconds> timeout) const {
+  const char* api = "cudrv::unix_socket::send";
+  require_socket(api);
+  if (descriptors.size() > max_descriptors) {
+    throw invalid_argument_error(api, std::to_string(descriptors.size()) + " descriptors in one message; at most " +
+                                          std::to_string(max_descriptors) + " (SCM_MAX_FD)");
+  }
+  for (int fd : descriptors) {
+    if (fd < 0) {
+      throw invalid_argument_error(api, "descriptor " + std::to_string(fd) + " is not a file descriptor (an empty cudrv::file_descriptor?)");
+    }
+  }
+  const frame_header header{frame_magic, static_cast<std::uint32_t>(descriptors.size()),
+                            static_cast<std::uint64_t>(payload.size())};
+  std::vector<unsigned char> control;
+  if (!descriptors.empty()) {
+    control.assign(CMSG_SPACE(descriptors.size() * sizeof(int)), 0);
+  }
+  iovec iov[2] = {{const_cast<frame_header*>(&header), sizeof(header)},
+                  {const_cast<std::byte*>(payload.data()), payload.size()}};
+  std::size_t first = 0;  // the first iovec not yet sent completely
+  bool control_sent = descriptors.empty();
+  const deadline d(timeout);
+  while (first < 2) {
+    if (iov[first].iov_len == 0) {
+      ++first;
+      continue;
+    }
+    msghdr msg{};
+    msg.msg_iov = &iov[first];
+    msg.msg_iovlen = 2 - first;
+    if (!control_sent) {
+      // The descriptors ride on the first byte of the message: attached until a byte went out.
+      msg.msg_control = control.data();
+      msg.msg_controllen = control.size();
+      cmsghdr* c = CMSG_FIRSTHDR(&msg);
+      c->cmsg_level = SOL_SOCKET;
+      c->cmsg_type = SCM_RIGHTS;
+      c->cmsg_len = CMSG_LEN(descriptors.size() * sizeof(int));
+      std::memcpy(CMSG_DATA(c), descriptors.data(), descriptors.size() * sizeof(int));
+    }
+    const ssize_t n = ::sendmsg(fd_.native_handle(), &msg, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n < 0) {
+      const int e = errno;
+      if (e == EINTR) {
+        continue;
+      }
+      if (e == EAGAIN || e == EWOULDBLOCK) {
+        wait_ready(fd_.native_handle(), POLLOUT, d, api, timeout, "sending a message");
+        continue;
+      }
+      if (is_peer_gone(e)) {
+        throw peer_closed_error(e, api, "the peer closed the socket");
+      }
+      throw system_error(e, "sendmsg", api);
+    }
+    control_sent = true;
+    auto left = static_cast<std::size_t>(n);
+    while (left > 0 && first < 2) {  // a short write: go on from where it stopped
+      const std::size_t step = std::min(left, iov[first].iov_len);
+      iov[first].iov_base = static_cast<char*>(iov[first].iov_base) + step;
+      iov[first].iov_len -= step;
+      left -= step;
+      if (iov[first].iov_len == 0) {
+        ++first;
+      }
+    }
+  }
+}
+
+namespace {
+
+// Reads exactly `bytes` bytes into `into` (or discards them when into is null), collecting any
+// descriptors that arrive with them; `started` says whether part of the message was read already.
+// Returns whether a control message was truncated (MSG_CTRUNC).
+bool read_exact(int fd, void* into, std::size_t bytes, std::size_t max_fds, std::vector<file_descriptor>& fds,
+                const deadline& d, std::optional<std::chrono::milliseconds> timeout, bool started) {
+  const char* api = "cudrv::unix_socket::receive";
+  std::vector<unsigned char> control(CMSG_SPACE(std::max<std::size_t>(max_fds, 1) * sizeof(int)));
+  unsigned char scratch[1 << 14];
+  bool truncated = false;
+  std::size_t done = 0;
+  while (done < bytes) {
+    iovec iov{};
+    if (into != nullptr) {
+      iov = {static_cast<char*>(into) + done, bytes - done};
+    } else {
+      iov = {scratch, std::min(sizeof(scratch), bytes - done)};
+    }
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    const ssize_t n = ::recvmsg(fd, &msg, MSG_CMSG_CLOEXEC | MSG_DONTWAIT);
+    if (n < 0) {
+      const int e = errno;
+      if (e == EINTR) {
+        continue;
+      }
+      if (e == EAGAIN || e == EWOULDBLOCK) {
+        wait_ready(fd, POLLIN, d, api, timeout, "receiving a message");
+        continue;
+      }
+      if (is_peer_gone(e)) {
+        throw peer_closed_error(e, api, "the peer closed the socket");
+      }
+      throw system_error(e, "recvmsg", api);
+    }
+    collect_descriptors(msg, fds);
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+      truncated = true;
+    }
+    if (n == 0) {
+      throw peer_closed_error(ENOTCONN, api,
+                              started || done > 0 ? "the peer closed the socket in the middle of a message"
+                                                  : "the peer closed the socket");
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  return truncated;
+}
+
+}  // namespace
+
+received_message unix_socket::receive(const receive_options& options) const {
+  const char* api = "cudrv::unix_socket::receive";
+  require_socket(api);
+  const std::size_t max_fds = std::min(options.max_descriptors, max_descriptors);
+  const deadline d(options.timeout);
+  received_message out;
+  frame_header header{};
+  // Every descriptor that arrives is owned by `out.descriptors` at once: on any error below they are
+  // closed with it, never leaked into the process.
+  bool truncated = read_exact(fd_.native_handle(), &header, sizeof(header), max_fds, out.descriptors, d,
+                              options.timeout, false);
+  if (header.magic != frame_magic) {
+    throw system_error(EPROTO, api, "the bytes received are not a cudrv::unix_socket message (the peer must send with "
+                                    "cudrv::unix_socket::send)");
+  }
+  const bool too_large = header.payload > options.max_payload;
+  if (!too_large) {
+    out.payload.resize(static_cast<std::size_t>(header.payload));
+  }
+  // Read (or discard) the payload even when the message is refused, so that the next receive starts at
+  // the next message.
+  std::vector<file_descriptor> stray;
+  truncated |= read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(),
+                          static_cast<std::size_t>(header.payload), max_fds, stray, d, options.timeout, true);
+  if (too_large) {
+    throw system_error(EMSGSIZE, api,
+                       "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
+                           std::to_string(options.max_payload) + " (receive_options::max_payload)");
+  }
+  if (header.descriptors > max_fds || truncated) {
+    throw system_error(EMSGSIZE, api,
+                       "the message carried " + std::to_string(header.descriptors) +
+                           " file descriptors; this receive accepts at most " + std::to_string(max_fds) +
+                           " (receive_options::max_descriptors); those that arrived were closed");
+  }
+  if (!stray.empty() || out.descriptors.size() != header.descriptors) {
+    throw system_error(EPROTO, api,
+                       "the message announced " + std::to_string(header.descriptors) + " file descriptors and " +
+                           std::to_string(out.descriptors.size() + stray.size()) +
+                           " arrived; they were all closed");
+  }
+  return out;
+}
+
+peer_credentials unix_socket::peer() const {
+  require_socket("cudrv::unix_socket::peer");
+  ucred cred{};
+  socklen_t length = sizeof(cred);
+  if (::getsockopt(fd_.native_handle(), SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    throw system_error(errno, "getsockopt(SO_PEERCRED)", "cudrv::unix_socket::peer");
+  }
+  return {static_cast<long>(cred.pid), static_cast<unsigned long>(cred.uid), static_cast<unsigned long>(cred.gid)};
+}
+
+void unix_socket::shutdown() const {
+  require_socket("cudrv::unix_socket::shutdown");
+  if (::shutdown(fd_.native_handle(), SHUT_RDWR) != 0 && errno != ENOTCONN) {
+    throw system_error(errno, "shutdown", "cudrv::unix_socket::shutdown");
+  }
+}
+
+// --- unix_listener --------------------------------------------------------------------------------
+
+unix_listener::unix_listener(std::string path, int backlog) {
+  const char* api = "cudrv::unix_listener";
+  socklen_t length = 0;
+  const sockaddr_un addr = make_address(path, length, api);
+  file_descriptor fd = new_socket(api);
+  if (::bind(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length) != 0) {
+    const int e = errno;
+    throw system_error(e, "bind", path + (e == EADDRINUSE ? " (the name is taken: another listener, or a socket file "
+                                                             "left by a process that died; remove it first)"
+                                                           : ""));
+  }
+  path_ = std::move(path);
+  if (::listen(fd.native_handle(), backlog) != 0) {
+    const int e = errno;
+    if (path_[0] != '@') {
+      ::unlink(path_.c_str());
+    }
+    throw system_error(e, "listen", path_);
+  }
+  fd_ = std::move(fd);
+}
+
+unix_listener& unix_listener::operator=(unix_listener&& other) noexcept {
+  if (this != &other) {
+    reset();
+    fd_ = std::move(other.fd_);
+    path_ = std::exchange(other.path_, std::string());
+  }
+  return *this;
+}
+
+void unix_listener::reset() noexcept {
+  if (fd_) {
+    fd_.reset();
+    if (!path_.empty() && path_[0] != '@') {
+      (void)::unlink(path_.c_str());
+    }
+  }
+  path_.clear();
+}
+
+unix_socket unix_listener::accept(std::optional<std::chrono::milliseconds> timeout) const {
+  const char* api = "cudrv::unix_listener::accept";
+  if (!fd_) {
+    throw invalid_argument_error(api, "the listener is empty (a moved-from cudrv::unix_listener)");
+  }
+  const deadline d(timeout);
+  for (;;) {
+    wait_ready(fd_.native_handle(), POLLIN, d, api, timeout, "waiting for a connection on '" + path_ + "'");
+    const int fd = ::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+    if (fd >= 0) {
+      // The connection is used with explicit MSG_DONTWAIT and poll: make it blocking like connect()'s.
+      const int flags = ::fcntl(fd, F_GETFL);
+      (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+      return unix_socket::from_native_handle(file_descriptor::from_native_handle(fd));
+    }
+    const int e = errno;
+    if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK || e == ECONNABORTED) {
+      continue;
+    }
+    throw system_error(e, "accept4", path_);
+  }
+}
+
+}  // namespace cudrv

@@ -1,0 +1,438 @@
+// CPU tier: cudrv::file_descriptor and cudrv::unix_socket, the SCM_RIGHTS channel of <cudrv/ipc.hpp>.
+// Framing, payload sizes, descriptors that work in another process (fork), peers that close or die,
+// timeouts, truncated and unexpected descriptors (closed, never leaked), EINTR, listeners on paths.
+#include <catch2/catch.hpp>
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <cstdint>
+#include <cstdlib>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "support/test_support.hpp"
+
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+using namespace std::chrono_literals;
+
+namespace {
+
+// The number of open descriptors of this process.
+int open_descriptors() {
+  int n = 0;
+  if (DIR* d = ::opendir("/proc/self/fd")) {
+    while (const dirent* e = ::readdir(d)) {
+      n += e->d_name[0] != '.' ? 1 : 0;
+    }
+    ::closedir(d);
+  }
+  return n - 1;  // the directory's own descriptor
+}
+
+std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
+  auto bytes = cudrv::test::random_bytes(n, seed);
+  std::vector<std::byte> out(n);
+  std::memcpy(out.data(), bytes.data(), n);
+  return out;
+}
+
+cudrv::file_descriptor memfd_with(const std::string& text) {
+  cudrv::file_descriptor fd = cudrv::file_descriptor::from_native_handle(::memfd_create("cudrv-test", MFD_CLOEXEC));
+  REQUIRE(fd);
+  REQUIRE(::write(fd.native_handle(), text.data(), text.size()) == static_cast<ssize_t>(text.size()));
+  return fd;
+}
+
+// Runs fn in a child process (fork; no CUDA in the child) and returns its exit status (-signal when killed).
+template <class Fn>
+pid_t spawn(Fn&& fn) {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    int status = 1;
+    try {
+      status = fn();
+    } catch (...) {
+      status = 99;
+    }
+    ::_exit(status);
+  }
+  return pid;
+}
+
+int wait_for(pid_t pid) {
+  int status = 0;
+  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -WTERMSIG(status);
+}
+
+// The raw bytes of a frame header, for tests that play a peer not following the protocol.
+struct raw_header {
+  std::uint32_t magic = 0x56524443u;
+  std::uint32_t descriptors = 0;
+  std::uint64_t payload = 0;
+};
+
+}  // namespace
+
+TEST_CASE("file_descriptor owns, releases and duplicates a descriptor", "[cpu][ipc][socket]") {
+  const int before = open_descriptors();
+  {
+    cudrv::file_descriptor empty;
+    CHECK_FALSE(empty);
+    CHECK(empty.native_handle() == -1);
+    CHECK_FALSE(cudrv::file_descriptor::from_native_handle(-5));
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)empty.duplicate(); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "empty"));
+
+    cudrv::file_descriptor a = memfd_with("abc");
+    CHECK(open_descriptors() == before + 1);
+    cudrv::file_descriptor b = a.duplicate();
+    CHECK(b.native_handle() != a.native_handle());
+    CHECK((::fcntl(b.native_handle(), F_GETFD) & FD_CLOEXEC) != 0);
+    CHECK(open_descriptors() == before + 2);
+    cudrv::file_descriptor c = std::move(a);
+    CHECK_FALSE(a);  // NOLINT: moved-from is empty by contract
+    CHECK(open_descriptors() == before + 2);
+    c.reset();
+    CHECK(open_descriptors() == before + 1);
+    const int raw = b.release();
+    CHECK_FALSE(b);
+    CHECK(open_descriptors() == before + 1);  // released, not closed
+    ::close(raw);
+  }
+  CHECK(open_descriptors() == before);
+}
+
+TEST_CASE("unix_socket carries payloads of every size, in order", "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  // Sizes around the 16-byte header and beyond the socket buffer (the large ones need a reader that runs
+  // at the same time: short writes and a full buffer are handled inside send).
+  const std::vector<std::size_t> sizes{0, 1, 15, 16, 17, 4096, 65537, std::size_t{3} << 20};
+  std::thread writer([&, &a = a] {
+    for (std::size_t i = 0; i < sizes.size(); ++i) {
+      const auto data = pattern(sizes[i], 100 + i);
+      a.send(data);
+    }
+  });
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    INFO("message " << i << ", " << sizes[i] << " bytes");
+    cudrv::received_message m = b.receive({.timeout = 20s});
+    CHECK(m.payload.size() == sizes[i]);
+    CHECK(m.payload == pattern(sizes[i], 100 + i));
+    CHECK(m.descriptors.empty());
+  }
+  writer.join();
+
+  // A value, and its size checked on the way out.
+  struct value {
+    double x;
+    int n;
+  };
+  a.send_value(value{2.5, 7});
+  cudrv::received_message m = b.receive({.timeout = 5s});
+  CHECK(m.as<value>().x == 2.5);
+  CHECK(m.as<value>().n == 7);
+  auto wrong = catch_as<cudrv::system_error>([&] { (void)m.as<int>(); });
+  REQUIRE(wrong);
+  CHECK(wrong->code() == EPROTO);
+  CHECK(wrong->source() == cudrv::error_source::system);
+  CHECK(wrong->name() == "EPROTO");
+}
+
+TEST_CASE("descriptors passed to another process work there: a pipe and a memfd", "[cpu][ipc][socket]") {
+  auto [parent, child] = cudrv::unix_socket::pair();
+  int p[2];
+  REQUIRE(::pipe2(p, O_CLOEXEC) == 0);
+  cudrv::file_descriptor read_end = cudrv::file_descriptor::from_native_handle(p[0]);
+  cudrv::file_descriptor write_end = cudrv::file_descriptor::from_native_handle(p[1]);
+  const std::string text = "the memfd's bytes, read in the child";
+
+  const pid_t pid = spawn([&, &child = child, &parent = parent] {
+    parent.reset();
+    cudrv::received_message m = child.receive({.timeout = 10s});
+    if (m.descriptors.size() != 2) {
+      return 2;
+    }
+    if ((::fcntl(m.descriptors[0].native_handle(), F_GETFD) & FD_CLOEXEC) == 0) {
+      return 3;  // received descriptors must be close-on-exec
+    }
+    // Write the payload into the pipe: the parent reads it from its own end.
+    const std::string payload(reinterpret_cast<const char*>(m.payload.data()), m.payload.size());
+    const std::string line = "child got: " + payload;
+    if (::write(m.descriptors[0].native_handle(), line.data(), line.size()) != static_cast<ssize_t>(line.size())) {
+      return 4;
+    }
+    // Read the memfd and send back the sum of its bytes.
+    char buf[256] = {};
+    const ssize_t n = ::pread(m.descriptors[1].native_handle(), buf, sizeof(buf), 0);
+    if (n <= 0) {
+      return 5;
+    }
+    long sum = std::accumulate(buf, buf + n, 0L);
+    child.send_value(sum);
+    return 0;
+  });
+  child.reset();
+  cudrv::file_descriptor mem = memfd_with(text);
+  const std::string word = "hello";
+  parent.send(std::as_bytes(std::span(word.data(), word.size())), {write_end.native_handle(), mem.native_handle()});
+  write_end.reset();  // the child's copy stays open until it exits
+  const long sum = parent.receive({.timeout = 10s}).as<long>();
+  CHECK(sum == std::accumulate(text.begin(), text.end(), 0L));
+  char got[64] = {};
+  const ssize_t n = ::read(read_end.native_handle(), got, sizeof(got) - 1);
+  CHECK(std::string(got, n > 0 ? static_cast<std::size_t>(n) : 0) == "child got: hello");
+  CHECK(wait_for(pid) == 0);
+}
+
+TEST_CASE("a peer that closes or dies gives peer_closed_error, never a hang", "[cpu][ipc][socket]") {
+  SECTION("closed before a message") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    b.reset();
+    auto e = catch_as<cudrv::peer_closed_error>([&, &a = a] { (void)a.receive({.timeout = 5s}); });
+    REQUIRE(e);
+    CHECK(e->code() == ENOTCONN);
+    CHECK(e->source() == cudrv::error_source::system);
+    // Sending to a closed peer: EPIPE as an exception, no SIGPIPE killing the process.
+    auto s = catch_as<cudrv::peer_closed_error>([&, &a = a] {
+      std::vector<std::byte> big(1 << 20);
+      a.send(big);
+    });
+    REQUIRE(s);
+    CHECK((s->code() == EPIPE || s->code() == ECONNRESET));
+  }
+  SECTION("closed in the middle of a message") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    const raw_header h{.descriptors = 0, .payload = 100};
+    REQUIRE(::write(b.native_handle(), &h, sizeof(h)) == sizeof(h));
+    REQUIRE(::write(b.native_handle(), "0123456789", 10) == 10);
+    b.reset();
+    auto e = catch_as<cudrv::peer_closed_error>([&, &a = a] { (void)a.receive({.timeout = 5s}); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), "middle of a message"));
+  }
+  SECTION("killed while the receiver waits without a timeout") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    const pid_t pid = spawn([] {
+      for (;;) {
+        ::pause();
+      }
+      return 0;
+    });
+    b.reset();  // the child holds the only other copy
+    std::thread killer([pid] {
+      std::this_thread::sleep_for(100ms);
+      ::kill(pid, SIGKILL);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    auto e = catch_as<cudrv::peer_closed_error>([&, &a = a] { (void)a.receive(); });
+    killer.join();
+    CHECK(e.has_value());
+    CHECK(std::chrono::steady_clock::now() - start < 10s);
+    CHECK(wait_for(pid) == -SIGKILL);
+  }
+}
+
+TEST_CASE("unix_socket timeouts are typed and honoured", "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  const auto start = std::chrono::steady_clock::now();
+  auto e = catch_as<cudrv::timeout_error>([&, &a = a] { (void)a.receive({.timeout = 100ms}); });
+  const auto waited = std::chrono::steady_clock::now() - start;
+  REQUIRE(e);
+  CHECK(e->code() == ETIMEDOUT);
+  CHECK(contains(e->what(), "100 ms"));
+  CHECK(waited >= 95ms);
+  CHECK(waited < 5s);
+  // A send that cannot complete because nobody reads: the buffer fills, the timeout fires.
+  std::vector<std::byte> big(std::size_t{64} << 20);
+  auto s = catch_as<cudrv::timeout_error>([&, &b = b] { b.send(big, {}, 100ms); });
+  CHECK(s.has_value());
+}
+
+TEST_CASE("descriptors beyond the receiver's limit are closed and refused; the stream stays in sync",
+          "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  const int before = open_descriptors();
+  {
+    cudrv::file_descriptor f1 = memfd_with("1"), f2 = memfd_with("2"), f3 = memfd_with("3");
+    a.send(pattern(1000, 1), {f1.native_handle(), f2.native_handle(), f3.native_handle()});
+    a.send(pattern(10, 2));
+  }
+  // The kernel truncates the control message (MSG_CTRUNC): the one descriptor that fit is closed too.
+  auto e = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s, .max_descriptors = 1}); });
+  REQUIRE(e);
+  CHECK(e->code() == EMSGSIZE);
+  CHECK(contains(e->what(), "3 file descriptors"));
+  CHECK(contains(e->what(), "at most 1"));
+  CHECK(open_descriptors() == before);  // nothing leaked (the senders' copies are closed above)
+  cudrv::received_message next = b.receive({.timeout = 5s});
+  CHECK(next.payload == pattern(10, 2));
+
+  // A payload over the limit: discarded and refused; the next message arrives intact.
+  a.send(pattern(5000, 3));
+  a.send(pattern(20, 4));
+  auto big = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s, .max_payload = 4096}); });
+  REQUIRE(big);
+  CHECK(big->code() == EMSGSIZE);
+  CHECK(contains(big->what(), "5000 bytes"));
+  CHECK(b.receive({.timeout = 5s}).payload == pattern(20, 4));
+}
+
+TEST_CASE("descriptors the message did not announce are closed; foreign bytes are refused", "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  const int before = open_descriptors();
+  {
+    // A peer that attaches a descriptor to a header announcing none (a raw sendmsg).
+    cudrv::file_descriptor extra = memfd_with("x");
+    raw_header h{.descriptors = 0, .payload = 4};
+    char body[4] = {1, 2, 3, 4};
+    iovec iov[2] = {{&h, sizeof(h)}, {body, sizeof(body)}};
+    alignas(cmsghdr) unsigned char control[CMSG_SPACE(sizeof(int))] = {};
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = 2;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    const int fd = extra.native_handle();
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+    REQUIRE(::sendmsg(a.native_handle(), &msg, MSG_NOSIGNAL) == static_cast<ssize_t>(sizeof(h) + sizeof(body)));
+  }
+  auto e = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s}); });
+  REQUIRE(e);
+  CHECK(e->code() == EPROTO);
+  CHECK(contains(e->what(), "announced 0"));
+  CHECK(open_descriptors() == before);
+
+  // Bytes that are not a frame at all.
+  const char junk[16] = "not a frame....";
+  REQUIRE(::write(a.native_handle(), junk, sizeof(junk)) == sizeof(junk));
+  auto j = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s}); });
+  REQUIRE(j);
+  CHECK(j->code() == EPROTO);
+}
+
+TEST_CASE("unix_socket::send refuses bad descriptor lists before any byte is sent", "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  auto neg = catch_as<cudrv::invalid_argument_error>([&, &a = a] { a.send({}, {-1}); });
+  REQUIRE(neg);
+  CHECK(contains(neg->what(), "not a file descriptor"));
+  std::vector<int> many(cudrv::unix_socket::max_descriptors + 1, 0);
+  auto lots = catch_as<cudrv::invalid_argument_error>([&, &a = a] { a.send({}, many); });
+  REQUIRE(lots);
+  CHECK(contains(lots->what(), "at most 253"));
+  cudrv::unix_socket empty;
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)empty.receive(); });
+  REQUIRE(e);
+  CHECK(contains(e->what(), "empty"));
+  // Nothing was sent by the refused calls.
+  auto t = catch_as<cudrv::timeout_error>([&, &b = b] { (void)b.receive({.timeout = 20ms}); });
+  CHECK(t.has_value());
+  CHECK(a.peer().pid == ::getpid());
+}
+
+namespace {
+extern "C" void on_alarm(int) {}
+}  // namespace
+
+TEST_CASE("unix_socket survives signals that interrupt its calls (EINTR)", "[cpu][ipc][socket]") {
+  struct sigaction sa {};
+  struct sigaction old {};
+  sa.sa_handler = on_alarm;
+  sa.sa_flags = 0;  // no SA_RESTART: poll, sendmsg and recvmsg see EINTR
+  sigemptyset(&sa.sa_mask);
+  REQUIRE(::sigaction(SIGALRM, &sa, &old) == 0);
+  itimerval every_ms{{0, 1000}, {0, 1000}};
+  REQUIRE(::setitimer(ITIMER_REAL, &every_ms, nullptr) == 0);
+
+  auto [a, b] = cudrv::unix_socket::pair();
+  const auto data = pattern(std::size_t{8} << 20, 9);
+  std::thread writer([&, &a = a] {
+    std::this_thread::sleep_for(50ms);
+    a.send(data);
+  });
+  cudrv::received_message m = b.receive({.timeout = 30s});
+  writer.join();
+  itimerval off{};
+  ::setitimer(ITIMER_REAL, &off, nullptr);
+  ::sigaction(SIGALRM, &old, nullptr);
+  CHECK(m.payload == data);
+}
+
+TEST_CASE("unix_listener and connect join processes through a path", "[cpu][ipc][socket]") {
+  char dir_template[] = "/tmp/cudrv-socket-XXXXXX";
+  REQUIRE(::mkdtemp(dir_template) != nullptr);
+  const std::string path = std::string(dir_template) + "/producer.sock";
+
+  SECTION("a client that starts before the listener waits for it") {
+    std::thread late([&] {
+      std::this_thread::sleep_for(100ms);
+      cudrv::unix_listener listener(path);
+      cudrv::unix_socket s = listener.accept(10s);
+      s.send_value(42);
+      (void)s.receive({.timeout = 10s});  // until the client is done
+    });
+    cudrv::unix_socket c = cudrv::unix_socket::connect(path, 10s);
+    CHECK(c.receive({.timeout = 10s}).as<int>() == 42);
+    CHECK(c.peer().pid == ::getpid());
+    c.send_value(0);
+    late.join();
+    CHECK(::access(path.c_str(), F_OK) != 0);  // the listener removed its file
+  }
+  SECTION("refusals: no listener, no connection, a path too long, a name taken") {
+    auto none = catch_as<cudrv::system_error>([&] { (void)cudrv::unix_socket::connect(path); });
+    REQUIRE(none);
+    CHECK(none->code() == ENOENT);
+    auto waited = catch_as<cudrv::timeout_error>([&] { (void)cudrv::unix_socket::connect(path, 50ms); });
+    REQUIRE(waited);
+    CHECK(contains(waited->what(), "no listener"));
+    cudrv::unix_listener listener(path);
+    auto t = catch_as<cudrv::timeout_error>([&] { (void)listener.accept(50ms); });
+    CHECK(t.has_value());
+    auto taken = catch_as<cudrv::system_error>([&] { cudrv::unix_listener again(path); });
+    REQUIRE(taken);
+    CHECK(taken->code() == EADDRINUSE);
+    auto lng = catch_as<cudrv::invalid_argument_error>([&] { cudrv::unix_listener l(std::string(200, 'x')); });
+    REQUIRE(lng);
+    CHECK(contains(lng->what(), "at most 107 bytes"));
+  }
+  SECTION("an abstract name, across fork") {
+    const std::string name = "@cudrv-test-" + std::to_string(::getpid());
+    cudrv::unix_listener listener(name);
+    const pid_t pid = spawn([&] {
+      cudrv::unix_socket c = cudrv::unix_socket::connect(name, 10s);
+      cudrv::file_descriptor fd = memfd_with("from the child");
+      c.send(pattern(33, 5), {fd.native_handle()});
+      return 0;
+    });
+    cudrv::unix_socket s = listener.accept(10s);
+    cudrv::received_message m = s.receive({.timeout = 10s});
+    CHECK(m.payload == pattern(33, 5));
+    REQUIRE(m.descriptors.size() == 1);
+    char buf[32] = {};
+    CHECK(::pread(m.descriptors[0].native_handle(), buf, sizeof(buf), 0) == 14);
+    CHECK(std::string(buf) == "from the child");
+    CHECK(wait_for(pid) == 0);
+  }
+  ::rmdir(dir_template);
+}
