@@ -31,6 +31,7 @@
 #include <cstdio>
 #include <functional>
 #include <random>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -145,12 +146,12 @@ int main(int argc, char** argv) {
         const fn* a;
         const fn* b;
       };
-      std::vector<pair> pairs = {{"batch / raw loop", &cudrv_batch, &raw_loop},
-                                 {"fallback / raw loop", &cudrv_fallback, &raw_loop},
-                                 {"raw loop / raw loop (A/A)", &raw_loop, &raw_loop}};
-      if (raw_batched) {
-        pairs.push_back({"batch / raw batch", &cudrv_batch, &raw_batched});
-      }
+      const pair all_pairs[] = {{"batch / raw loop", &cudrv_batch, &raw_loop},
+                                {"fallback / raw loop", &cudrv_fallback, &raw_loop},
+                                {"raw loop / raw loop (A/A)", &raw_loop, &raw_loop},
+                                {"batch / raw batch", &cudrv_batch, &raw_batched}};
+      // The last pair only where the driver has the batch.
+      const std::span<const pair> pairs(all_pairs, raw_batched ? 4 : 3);
       auto measure = [&](const fn& f) {
         bench::check(raw_sync(hs), "cuStreamSynchronize");
         const auto t0 = std::chrono::steady_clock::now();

@@ -37,7 +37,7 @@ enum class source_access_order : unsigned {
   any = 3,
 };
 
-/// @brief What kind of place a @ref copy_location_hint names.
+/// @brief What kind of place a @ref cudrv::copy_location_hint names.
 enum class location_kind : unsigned {
   none,               ///< No hint.
   device,             ///< A device (the hint's id is its ordinal).
@@ -201,7 +201,7 @@ class copy_batch {
   std::vector<std::size_t> attr_indices_;
 };
 
-/// @brief One copy of a @ref copy_batch_3d: a pitched source and destination, in bytes, and its attributes.
+/// @brief One copy of a @ref cudrv::copy_batch_3d (a pitched source and destination, in bytes, and its attributes).
 struct batch_copy_3d_op {
   detail::pitched_layout dst;   ///< The destination layout (address, pitch, row bytes, rows, slices).
   detail::pitched_layout src;   ///< The source layout; its extent is what is copied.

@@ -52,10 +52,15 @@ std::string index_of(std::size_t i, std::size_t n) {
   return "copy " + std::to_string(i) + " of " + std::to_string(n);
 }
 
-// The path for mode: automatic takes the driver's batch where it exists and the stream is not the legacy
-// default stream (which the batch entry points refuse).
-batch_copy_path choose_path(batch_copy_mode mode, CUstream stream, bool (*supported)(), const char* api,
-                            void (*require_entry)()) {
+// Checks a batch of size copies and the stream, and picks the path for mode: automatic takes the driver's
+// batch where it exists and the stream is not the legacy default stream (which the batch entry points
+// refuse).
+batch_copy_path choose_path(const char* api, std::size_t size, batch_copy_mode mode, CUstream stream,
+                            bool (*supported)(), void (*require_entry)()) {
+  if (size == 0) {
+    throw invalid_argument_error(api, "nothing to copy: the batch holds no copy");
+  }
+  detail::require_stream(stream, api);
   const bool legacy = stream == CU_STREAM_LEGACY || stream == nullptr;
   switch (mode) {
     case batch_copy_mode::fallback_loop:
@@ -250,13 +255,9 @@ void copy_batch_3d::add_checked(const batch_copy_3d_op& op) {
 
 batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode) {
   CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy_batch", [n = batch.size()] { return std::to_string(n) + " copies"; });
-  const char* api = "cudrv::copy(copy_batch)";
   const CUstream stream = s.native_handle();
-  if (batch.empty()) {
-    throw invalid_argument_error(api, "nothing to copy: the batch holds no copy");
-  }
-  detail::require_stream(stream, api);
-  const batch_copy_path path = choose_path(mode, stream, &batch_copy_supported, api, &require_linear_entry);
+  const batch_copy_path path =
+      choose_path("cudrv::copy(copy_batch)", batch.size(), mode, stream, &batch_copy_supported, &require_linear_entry);
   const std::size_t n = batch.size();
   auto* dsts = const_cast<CUdeviceptr*>(batch.destinations().data());  // the driver only reads them
   auto* srcs = const_cast<CUdeviceptr*>(batch.sources().data());
@@ -306,13 +307,9 @@ batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode
 
 batch_copy_path copy(const copy_batch_3d& batch, stream_ref s, batch_copy_mode mode) {
   CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy_batch_3d", [n = batch.size()] { return std::to_string(n) + " copies"; });
-  const char* api = "cudrv::copy(copy_batch_3d)";
   const CUstream stream = s.native_handle();
-  if (batch.empty()) {
-    throw invalid_argument_error(api, "nothing to copy: the batch holds no copy");
-  }
-  detail::require_stream(stream, api);
-  const batch_copy_path path = choose_path(mode, stream, &batch_copy_3d_supported, api, &require_pitched_entry);
+  const batch_copy_path path = choose_path("cudrv::copy(copy_batch_3d)", batch.size(), mode, stream,
+                                           &batch_copy_3d_supported, &require_pitched_entry);
   const auto ops = batch.operations();
   const std::size_t n = ops.size();
   if (path == batch_copy_path::fallback_loop) {

@@ -38,6 +38,19 @@ void check_flag(const char* api, CUdeviceptr address, std::size_t count, std::si
   }
 }
 
+// The operation, address and value of a wait or a write (the two have the same layout).
+template <class Params>
+void set_operand(Params& p, CUstreamBatchMemOpType operation, CUdeviceptr address, std::size_t width,
+                 std::uint64_t value) {
+  p.operation = operation;
+  p.address = address;
+  if (width == 4) {
+    p.value = static_cast<cuuint32_t>(value);
+  } else {
+    p.value64 = value;
+  }
+}
+
 bool is_64(const CUstreamBatchMemOpParams& p) {
   return p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 || p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
 }
@@ -113,15 +126,10 @@ stream_memory_op stream_memory_op::make_wait(CUdeviceptr address, std::size_t co
                                           " is none of geq, eq, bit_and and nor");
   }
   stream_memory_op op;
-  auto& w = op.params_.waitValue;
-  w.operation = width == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64;
-  w.address = address;
-  if (width == 4) {
-    w.value = static_cast<cuuint32_t>(value);
-  } else {
-    w.value64 = value;
-  }
-  w.flags = condition | (options.flush_remote_writes ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
+  set_operand(op.params_.waitValue, width == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64, address,
+              width, value);
+  op.params_.waitValue.flags =
+      condition | (options.flush_remote_writes ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
   return op;
 }
 
@@ -129,15 +137,9 @@ stream_memory_op stream_memory_op::make_write(CUdeviceptr address, std::size_t c
                                               std::uint64_t value) {
   check_flag("cudrv::stream_memory_op::write", address, count, width);
   stream_memory_op op;
-  auto& w = op.params_.writeValue;
-  w.operation = width == 4 ? CU_STREAM_MEM_OP_WRITE_VALUE_32 : CU_STREAM_MEM_OP_WRITE_VALUE_64;
-  w.address = address;
-  if (width == 4) {
-    w.value = static_cast<cuuint32_t>(value);
-  } else {
-    w.value64 = value;
-  }
-  w.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
+  set_operand(op.params_.writeValue, width == 4 ? CU_STREAM_MEM_OP_WRITE_VALUE_32 : CU_STREAM_MEM_OP_WRITE_VALUE_64,
+              address, width, value);
+  op.params_.writeValue.flags = CU_STREAM_WRITE_VALUE_DEFAULT;
   return op;
 }
 

@@ -129,7 +129,7 @@ TEST_CASE("the host releases a stream through a flag in pinned memory, for every
       {cudrv::wait_condition::bit_and, 0b0001, 0b0110, 0b0100},
   };
   if (support.wait_nor) {
-    cases.push_back({cudrv::wait_condition::nor, ~std::uint64_t{0}, 0b1010, ~std::uint64_t{0b1000}});
+    cases.push_back({cudrv::wait_condition::nor, ~std::uint64_t{0}, 0b1010, ~std::uint64_t{0b0001}});  // bit 0 clear in both
   }
   cudrv::pinned_buffer<std::uint64_t> flag64(dev, 1);
   cudrv::pinned_buffer<std::uint32_t> flag32(dev, 1);
@@ -222,6 +222,7 @@ TEST_CASE("graph nodes wait for a flag, run a kernel and write a flag at every l
     if (wide) {
       cudrv::write_value(s, done.view(), 0);
     }
+    s.synchronize();  // go is 0 before the releaser can write 1
     exec.launch(s);
     settle();
     const bool early = s.is_done();
