@@ -30,7 +30,7 @@ batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* 
   p.count = static_cast<unsigned>(count);
   p.paramArray = params.data();
   p.flags = 0;
-  const std::vector<CUgraphNode> deps = native_nodes(b.dependencies());
+  const native_node_list deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   const CUresult status =
       drv::cuGraphAddBatchMemOpNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p);

@@ -1004,8 +1004,7 @@ CUresult CUDAAPI fake_cuGraphDestroy(CUgraph g) {
 // Each node is a distinct handle that remembers its graph, so that a dependency array cudrv hands
 // over can be checked: "graph_deps_seen" counts the dependencies received, "graph_bad_deps" those
 // that are not nodes of the same graph.
-CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
-  FAKE_ENTER();
+CUgraphNode add_graph_node(CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
   for (std::size_t i = 0; i < count_deps; ++i) {
     const auto* dep = reinterpret_cast<const fake_graph_node*>(deps[i]);
     bool known = false;
@@ -1016,7 +1015,12 @@ CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgra
   }
   ++*reinterpret_cast<int*>(g);
   st().graph_nodes.push_back(std::make_unique<fake_graph_node>(fake_graph_node{reinterpret_cast<int*>(g)}));
-  *n = reinterpret_cast<CUgraphNode>(st().graph_nodes.back().get());
+  return reinterpret_cast<CUgraphNode>(st().graph_nodes.back().get());
+}
+
+CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
+  FAKE_ENTER();
+  *n = add_graph_node(g, deps, count_deps);
   return CUDA_SUCCESS;
 }
 
@@ -1242,8 +1246,8 @@ CUresult CUDAAPI fake_cuStreamBatchMemOp(CUstream h, unsigned n, CUstreamBatchMe
   return stream_memory_ops(h, n, ops, "batch_memop");
 }
 
-CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, const CUgraphNode*, std::size_t deps,
-                                               const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, const CUgraphNode* dep_nodes,
+                                               std::size_t deps, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
   FAKE_ENTER();
   if (!known_context(as_ctx(p->ctx)) || !as_ctx(p->ctx)->alive || p->count == 0 || p->flags != 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
@@ -1257,8 +1261,7 @@ CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, con
     }
     line += std::to_string(static_cast<int>(op)) + ";";
   }
-  ++*reinterpret_cast<int*>(g);
-  *node = reinterpret_cast<CUgraphNode>(new int(0));  // leaked with the fake: the tests only count nodes
+  *node = add_graph_node(g, dep_nodes, deps);
   note(line);
   return CUDA_SUCCESS;
 }

@@ -434,6 +434,8 @@ TEST_CASE("memory-operation graph nodes run in the builder's context after its d
   cudrv::graph g;
   cudrv::graph_builder b(g, f.dev);
   const std::size_t before = fake_log().size();
+  const long long seen = counter("graph_deps_seen");
+  const long long bad = counter("graph_bad_deps");
   auto first = cudrv::wait_value(b, flag.view(), 1u);
   CHECK(b.last() == first);
   cudrv::write_value(b, wide.view(), 2);
@@ -444,6 +446,8 @@ TEST_CASE("memory-operation graph nodes run in the builder's context after its d
                                  ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_64) +
                                  ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_32) +
                                  ";" + std::to_string(CU_STREAM_MEM_OP_BARRIER) + ";\n");
+  CHECK(counter("graph_deps_seen") == seen + 2);  // each node after the previous one, a node of this graph
+  CHECK(counter("graph_bad_deps") == bad);
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>(
       [&] { cudrv::batch_memory_ops(b, std::span<const cudrv::stream_memory_op>()); }));
 }
