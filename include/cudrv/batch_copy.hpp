@@ -89,11 +89,11 @@ enum class batch_copy_path {
 
 /// @brief Which path `cudrv::copy(batch, stream, mode)` takes.
 enum class batch_copy_mode {
-  /// The driver's batch when the driver has it and the stream is not the legacy default stream (which
-  /// the batch entry points refuse), the loop otherwise.
+  /// The driver's batch when the driver has it and the stream is neither the legacy default stream (which
+  /// the batch entry points refuse) nor capturing (they have no graph-node form), the loop otherwise.
   automatic,
   /// The driver's batch, or @ref not_supported_error when the driver lacks it (and
-  /// @ref invalid_argument_error on the legacy default stream).
+  /// @ref invalid_argument_error on the legacy default stream or a capturing stream).
   driver_batch,
   /// The loop of single copies, whatever the driver offers (for comparisons and tests).
   fallback_loop,
@@ -254,8 +254,8 @@ class copy_batch_3d {
 /// On the fallback path the attributes that are hints are ignored, and a batch holding a copy with
 /// @ref source_access_order::during_api_call synchronises @p s before returning, which is what that
 /// order promises (the source is free again when the call returns).
-/// @throws invalid_argument_error for an empty batch, or the legacy default stream with
-///   @ref batch_copy_mode::driver_batch
+/// @throws invalid_argument_error for an empty batch, or the legacy default stream or a capturing stream
+///   with @ref batch_copy_mode::driver_batch
 /// @throws not_supported_error with @ref batch_copy_mode::driver_batch when the driver lacks the entry point
 /// @throws batch_copy_error when the driver refuses a copy (@ref batch_copy_error::failed_index says which)
 batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode = batch_copy_mode::automatic);

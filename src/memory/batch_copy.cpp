@@ -52,9 +52,17 @@ std::string index_of(std::size_t i, std::size_t n) {
   return "copy " + std::to_string(i) + " of " + std::to_string(n);
 }
 
+// Whether work on stream is being captured into a graph: the batch entry points have no graph-node form,
+// so a capture takes the loop of single copies, which captures as memcpy nodes.
+bool capturing(CUstream stream) {
+  CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
+  detail::check(detail::drv::cuStreamIsCapturing(stream, &status), "cuStreamIsCapturing");
+  return status != CU_STREAM_CAPTURE_STATUS_NONE;
+}
+
 // Checks a batch of size copies and the stream, and picks the path for mode: automatic takes the driver's
-// batch where it exists and the stream is not the legacy default stream (which the batch entry points
-// refuse).
+// batch where it exists and the stream is neither the legacy default stream (which the batch entry points
+// refuse) nor capturing.
 batch_copy_path choose_path(const char* api, std::size_t size, batch_copy_mode mode, CUstream stream,
                             bool (*supported)(), void (*require_entry)()) {
   if (size == 0) {
@@ -72,10 +80,16 @@ batch_copy_path choose_path(const char* api, std::size_t size, batch_copy_mode m
                                           "single copies");
       }
       require_entry();  // throws not_supported_error naming the entry point and the driver's version
+      if (capturing(stream)) {
+        throw invalid_argument_error(api, "the stream is capturing, and the driver's batched copies cannot be captured "
+                                          "into a graph: let batch_copy_mode::automatic fall back to single copies, "
+                                          "which are captured as memcpy nodes");
+      }
       return batch_copy_path::driver_batch;
     case batch_copy_mode::automatic:
     default:
-      return !legacy && supported() ? batch_copy_path::driver_batch : batch_copy_path::fallback_loop;
+      return !legacy && supported() && !capturing(stream) ? batch_copy_path::driver_batch
+                                                          : batch_copy_path::fallback_loop;
   }
 }
 

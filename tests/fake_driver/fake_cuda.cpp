@@ -668,6 +668,18 @@ CUresult CUDAAPI fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* 
   return CUDA_SUCCESS;
 }
 
+// Streams are never capturing here, except the one a test names (fake_cuda_set_capturing).
+CUstream capturing_stream = nullptr;
+
+CUresult CUDAAPI fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* status) {
+  FAKE_ENTER();
+  if (!usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *status = h == capturing_stream ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI fake_cuLaunchHostFunc(CUstream h, CUhostFn fn, void* data) {
   FAKE_ENTER();
   if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !usable_stream(h)) {
@@ -1296,7 +1308,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemcpyBatchAsync), FAKE_SYMBOL(cuMemcpy3DBatchAsync), FAKE_SYMBOL(cuMemcpy2DAsync),
     FAKE_SYMBOL(cuMemcpy3DAsync), FAKE_SYMBOL(cuStreamWaitValue32), FAKE_SYMBOL(cuStreamWaitValue64),
     FAKE_SYMBOL(cuStreamWriteValue32), FAKE_SYMBOL(cuStreamWriteValue64), FAKE_SYMBOL(cuStreamBatchMemOp),
-    FAKE_SYMBOL(cuGraphAddBatchMemOpNode),
+    FAKE_SYMBOL(cuGraphAddBatchMemOpNode), FAKE_SYMBOL(cuStreamIsCapturing),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -1366,6 +1378,12 @@ FAKE_EXPORT std::size_t fake_cuda_log(char* buf, std::size_t capacity) {
     buf[n] = '\0';
   }
   return log.size();
+}
+
+/// Makes cuStreamIsCapturing report the stream as capturing (null: none).
+FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  capturing_stream = s;
 }
 
 /// Whether a device address is allocated.

@@ -224,6 +224,26 @@ TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by th
   CHECK(contains(e->what(), "legacy default stream"));
 }
 
+TEST_CASE("a capturing stream takes the loop, which captures as memcpy nodes", "[fake-driver][batch-copy]") {
+  fixture f;
+  cudrv::device_buffer<int> a(f.dev, 64), b(f.dev, 64);
+  cudrv::copy_batch batch;
+  batch.add(b, a);
+  auto set_capturing = fake_function<void (*)(CUstream)>("fake_cuda_set_capturing");
+  set_capturing(f.stream.native_handle());
+  const long long batches = counter("memcpy_batch");
+  const long long singles = counter("memcpy_async");
+  CHECK(cudrv::copy(batch, f.stream) == cudrv::batch_copy_path::fallback_loop);
+  auto e = cudrv::test::catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::copy(batch, f.stream, cudrv::batch_copy_mode::driver_batch); });
+  set_capturing(nullptr);
+  REQUIRE(e);
+  CHECK(contains(e->what(), "capturing"));
+  CHECK(counter("memcpy_batch") == batches);
+  CHECK(counter("memcpy_async") == singles + 1);
+  CHECK(cudrv::copy(batch, f.stream) == cudrv::batch_copy_path::driver_batch);  // no longer capturing
+}
+
 TEST_CASE("copy_batch_3d passes pitched pointer operands in bytes; the fallback copies the same",
           "[fake-driver][batch-copy]") {
   fixture f;
