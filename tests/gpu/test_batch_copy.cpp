@@ -189,12 +189,11 @@ TEST_CASE("pitched 2D and 3D copies through one batch match the pitched copy", "
       const shape& sh = shapes[i];
       sources.push_back(random_vector<double>(sh.w * sh.h * sh.d, seed + i));
       images.emplace_back(dev, sh.w + 3, sh.h + 2, sh.d);  // larger than the copies: the rest stays poisoned
-      const std::vector<double> poison(images.back().pitch() / sizeof(double) * images.back().height() * sh.d,
-                                       poison_value<double>());
-      cudrv::copy(images.back().view(),
-                  cudrv::pitched_span<const double>::dense(poison.data(), images.back().pitch() / sizeof(double),
-                                                           images.back().height(), sh.d),
-                  s);
+      // Poison every byte of the image, the padding of each row included (a view as wide as the pitch).
+      const std::size_t row = images.back().pitch() / sizeof(double);
+      const std::vector<double> poison(row * images.back().height() * sh.d, poison_value<double>());
+      cudrv::copy(cudrv::pitched_span<double>{images.back().data(), images.back().pitch(), row, images.back().height(), sh.d},
+                  cudrv::pitched_span<const double>::dense(poison.data(), row, images.back().height(), sh.d), s);
       up.add(images.back().view(), cudrv::pitched_span<const double>::dense(sources.back().data(), sh.w, sh.h, sh.d));
     }
     CHECK(cudrv::copy(up, s, mode) ==
