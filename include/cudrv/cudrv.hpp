@@ -2,6 +2,7 @@
 /// @brief The umbrella header: includes every public cudrv header.
 #pragma once
 
+#include "cudrv/batch_copy.hpp"
 #include "cudrv/compile_cache.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
@@ -31,6 +32,7 @@
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 #include "cudrv/stream_capture.hpp"
+#include "cudrv/stream_memory_ops.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/unix_socket.hpp"
 #include "cudrv/version.hpp"

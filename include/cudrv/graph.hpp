@@ -19,6 +19,7 @@
 #include "cudrv/event.hpp"
 #include "cudrv/launch.hpp"
 #include "cudrv/stream.hpp"
+#include "cudrv/stream_memory_ops.hpp"
 
 namespace cudrv {
 
@@ -39,7 +40,8 @@ enum class graph_node_kind {
   mem_alloc,     ///< Allocates memory owned by the graph.
   mem_free,      ///< Frees memory allocated by a graph.
   conditional,   ///< Runs a body graph depending on a value set by device code.
-  other,         ///< Any other node type (semaphores, batch memory operations, ...).
+  batch_mem_op,  ///< Stream memory operations: waits and writes of flags (see stream_memory_ops.hpp).
+  other,         ///< Any other node type (external semaphores, ...).
 };
 
 /// @brief A non-owning handle to a node of a graph (`CUgraphNode`). Valid while its graph lives.
@@ -91,6 +93,7 @@ using event_record_node = typed_graph_node<graph_node_kind::event_record>;  ///<
 using event_wait_node = typed_graph_node<graph_node_kind::event_wait>;      ///< An event-wait node.
 using mem_alloc_node = typed_graph_node<graph_node_kind::mem_alloc>;        ///< A memory-allocation node.
 using mem_free_node = typed_graph_node<graph_node_kind::mem_free>;          ///< A memory-free node.
+using batch_mem_op_node = typed_graph_node<graph_node_kind::batch_mem_op>;  ///< A batch-memory-operation node.
 
 /// @brief The kinds of conditional node.
 enum class conditional_kind {
@@ -413,6 +416,55 @@ memset_node fill(Dst&& dst, const detail::element_t<Dst>& value, graph_builder& 
   std::uint32_t pattern = 0;
   std::memcpy(&pattern, &value, sizeof(D));
   return detail::add_fill_node(builder, d.address, d.count, pattern, sizeof(D));
+}
+
+// --- stream memory operations as graph nodes (stream_memory_ops.hpp) ---------------------------------
+
+namespace detail {
+/// @brief Adds a batch-memory-operation node of @p count operations after the builder's dependencies,
+/// in its context, and advances it (internal).
+batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* ops, std::size_t count);
+}  // namespace detail
+
+/// @brief Adds a node that waits until the first element of @p flag meets @p options.condition with
+/// @p value (`cuGraphAddBatchMemOpNode` with one wait): the same call and checks as the stream form.
+/// The waits of a graph block its launch stream like those of a stream: warm up the kernels first
+/// (see the page "Memory operations").
+/// @code
+/// cudrv::graph g;
+/// cudrv::graph_builder b(g, dev);
+/// cudrv::wait_value(b, flag.view(), 1u);                 // the launch waits for the flag
+/// cudrv::launch(b, cfg, consume, data.get());
+/// cudrv::write_value(b, done.view(), 1u);                // then tells whoever waits on done
+/// @endcode
+/// @return the new node (also the builder's only dependency from now on)
+template <class T>
+  requires stream_flag_value<std::remove_const_t<T>>
+batch_mem_op_node wait_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<std::remove_const_t<T>> value,
+                             wait_options options = {}) {
+  const stream_memory_op op = stream_memory_op::wait(flag, value, options);
+  return detail::add_memory_ops_node(builder, &op, 1);
+}
+
+/// @brief Adds a node that writes @p value to the first element of @p flag (`cuGraphAddBatchMemOpNode`
+/// with one write).
+/// @return the new node (also the builder's only dependency from now on)
+template <class T>
+  requires stream_flag_value<T>
+batch_mem_op_node write_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<T> value) {
+  const stream_memory_op op = stream_memory_op::write(flag, value);
+  return detail::add_memory_ops_node(builder, &op, 1);
+}
+
+/// @brief Adds one node running @p ops in order (`cuGraphAddBatchMemOpNode`; at most 256 operations).
+/// @return the new node (also the builder's only dependency from now on)
+inline batch_mem_op_node batch_memory_ops(graph_builder& builder, std::span<const stream_memory_op> ops) {
+  return detail::add_memory_ops_node(builder, ops.data(), ops.size());
+}
+
+/// @brief As the span form, for a braced list.
+inline batch_mem_op_node batch_memory_ops(graph_builder& builder, std::initializer_list<stream_memory_op> ops) {
+  return detail::add_memory_ops_node(builder, ops.begin(), ops.size());
 }
 
 }  // namespace cudrv

@@ -141,7 +141,27 @@
   X(cuTensorMapReplaceAddress, 12000)         \
   CUDRV_DRIVER_ENTRY_POINTS_12020(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12040(X)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12050(X)
+  CUDRV_DRIVER_ENTRY_POINTS_12050(X)          \
+  X(cuStreamWaitValue32, 11070)               \
+  X(cuStreamWaitValue64, 11070)               \
+  X(cuStreamWriteValue32, 11070)              \
+  X(cuStreamWriteValue64, 11070)              \
+  X(cuStreamBatchMemOp, 11070)                \
+  X(cuGraphAddBatchMemOpNode, 11070)          \
+  CUDRV_DRIVER_ENTRY_POINTS_12080(X)
+
+// Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
+// failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always
+// takes the documented fallback (a loop of single copies).
+#if CUDA_VERSION >= 12080
+#define CUDRV_HAS_BATCH_COPY 1
+#define CUDRV_DRIVER_ENTRY_POINTS_12080(X) \
+  X(cuMemcpyBatchAsync, 12080)             \
+  X(cuMemcpy3DBatchAsync, 12080)
+#else
+#define CUDRV_HAS_BATCH_COPY 0
+#define CUDRV_DRIVER_ENTRY_POINTS_12080(X)
+#endif
 
 #if CUDA_VERSION >= 12050
 #define CUDRV_DRIVER_ENTRY_POINTS_12050(X) X(cuKernelGetLibrary, 12050)

@@ -272,6 +272,8 @@ graph_node_kind graph_node_ref::kind() const {
       return graph_node_kind::mem_free;
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
       return graph_node_kind::conditional;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      return graph_node_kind::batch_mem_op;
     default:
       return graph_node_kind::other;
   }

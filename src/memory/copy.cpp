@@ -137,12 +137,12 @@ void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, s
   }
 }
 
-namespace {
-
 std::string describe_layout(const pitched_layout& l) {
   return std::to_string(l.width_bytes) + " bytes x " + std::to_string(l.height) + " rows x " + std::to_string(l.depth) +
          " slices (pitch " + std::to_string(l.pitch) + ")";
 }
+
+namespace {
 
 // Host memory the driver does not know is described as host memory; everything else as unified.
 template <class Copy>
@@ -168,11 +168,7 @@ void set_side(Copy& c, std::uintptr_t address, bool source) {
 
 }  // namespace
 
-void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool async) {
-  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy", [bytes = src.width_bytes * src.height * src.depth] {
-    return std::to_string(bytes) + " bytes";
-  });
-  const char* api = "cudrv::copy";
+void check_pitched(const char* api, const pitched_layout& dst, const pitched_layout& src) {
   if (src.width_bytes == 0 || src.height == 0 || src.depth == 0) {
     throw invalid_argument_error(api, "nothing to copy: the source extent " + describe_layout(src) + " is empty");
   }
@@ -189,6 +185,14 @@ void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool 
     throw invalid_argument_error(api, std::string("the ") + (dst.address == 0 ? "destination" : "source") +
                                           " view is null (a moved-from or released buffer?)");
   }
+}
+
+void copy_pitched(pitched_layout dst, pitched_layout src, CUstream stream, bool async) {
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy", [bytes = src.width_bytes * src.height * src.depth] {
+    return std::to_string(bytes) + " bytes";
+  });
+  const char* api = "cudrv::copy";
+  check_pitched(api, dst, src);
   if (async) {
     require_stream(stream, api);
   }

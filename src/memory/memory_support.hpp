@@ -27,6 +27,13 @@ void check_linear(const char* api, const linear_copy& c);
 // non-empty, non-null and aligned to the element size.
 void check_fill(const char* api, std::uintptr_t dst, std::size_t count, std::size_t element_size);
 
+// Throws invalid_argument_error unless a pitched copy of src's extent into dst is non-empty, has pitches
+// of at least a row, fits the destination and has non-null addresses.
+void check_pitched(const char* api, const pitched_layout& dst, const pitched_layout& src);
+
+// "64 bytes x 4 rows x 1 slices (pitch 512)"
+std::string describe_layout(const pitched_layout& l);
+
 // "1.00 KiB (1024 bytes) from 0x... to 0x..."
 std::string describe_copy(const linear_copy& c);
 

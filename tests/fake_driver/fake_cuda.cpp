@@ -409,6 +409,13 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:  // IPC: POSIX descriptors, no fabric
       *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
       break;
+    case static_cast<CUdevice_attribute>(122):  // CAN_USE_64_BIT_STREAM_MEM_OPS: sm_90 and newer only
+      *v = cc >= 90 ? 1 : 0;
+      break;
+    case static_cast<CUdevice_attribute>(123):  // CAN_USE_STREAM_WAIT_VALUE_NOR: no fake device
+    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
+      *v = 0;
+      break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
       break;
@@ -611,6 +618,7 @@ bool usable_stream(CUstream h) {
 
 CUresult CUDAAPI fake_cuStreamSynchronize(CUstream h) {
   FAKE_ENTER();
+  count("stream_synchronize");
   if (!usable_stream(h)) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
   }
@@ -662,6 +670,18 @@ CUresult CUDAAPI fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* 
   if (deps != nullptr) *deps = nullptr;
   if (edges != nullptr) *edges = nullptr;
   if (n != nullptr) *n = 0;
+  return CUDA_SUCCESS;
+}
+
+// Streams are never capturing here, except the one a test names (fake_cuda_set_capturing).
+CUstream capturing_stream = nullptr;
+
+CUresult CUDAAPI fake_cuStreamIsCapturing(CUstream h, CUstreamCaptureStatus* status) {
+  FAKE_ENTER();
+  if (!usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *status = h == capturing_stream ? CU_STREAM_CAPTURE_STATUS_ACTIVE : CU_STREAM_CAPTURE_STATUS_NONE;
   return CUDA_SUCCESS;
 }
 
@@ -775,6 +795,7 @@ CUresult CUDAAPI fake_cuMemcpy(CUdeviceptr dst, CUdeviceptr src, std::size_t n) 
 
 CUresult CUDAAPI fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_t n, CUstream h) {
   FAKE_ENTER();
+  count("memcpy_async");
   if (!usable_stream(h) || stream_context(h) == nullptr) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
   }
@@ -1000,8 +1021,7 @@ CUresult CUDAAPI fake_cuGraphDestroy(CUgraph g) {
 // Each node is a distinct handle that remembers its graph, so that a dependency array cudrv hands
 // over can be checked: "graph_deps_seen" counts the dependencies received, "graph_bad_deps" those
 // that are not nodes of the same graph.
-CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
-  FAKE_ENTER();
+CUgraphNode add_graph_node(CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
   for (std::size_t i = 0; i < count_deps; ++i) {
     const auto* dep = reinterpret_cast<const fake_graph_node*>(deps[i]);
     bool known = false;
@@ -1012,7 +1032,254 @@ CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgra
   }
   ++*reinterpret_cast<int*>(g);
   st().graph_nodes.push_back(std::make_unique<fake_graph_node>(fake_graph_node{reinterpret_cast<int*>(g)}));
-  *n = reinterpret_cast<CUgraphNode>(st().graph_nodes.back().get());
+  return reinterpret_cast<CUgraphNode>(st().graph_nodes.back().get());
+}
+
+CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
+  FAKE_ENTER();
+  *n = add_graph_node(g, deps, count_deps);
+  return CUDA_SUCCESS;
+}
+
+
+// --- batched copies and stream memory operations ----------------------------------------------------
+// The batch entry points check what the real driver checks (attribute indices, source access orders,
+// the legacy default stream) and refuse an address freed earlier with the index of its copy; the log
+// records the descriptors cudrv passed. FAKE_CUDA_HIDE (comma-separated names) hides entry points, as
+// a driver older than CUDA 12.8 lacks cuMemcpyBatchAsync.
+
+bool freed_address(CUdeviceptr p) {
+  for (auto& [size, list] : st().freed) {
+    for (void* a : list) {
+      const auto start = reinterpret_cast<CUdeviceptr>(a);
+      if (p >= start && p < start + std::max<std::size_t>(size, 1)) {
+        return true;
+      }
+    }
+  }
+  return false;
+}
+
+std::string hint(const CUmemLocation& l) { return std::to_string(static_cast<int>(l.type)) + ":" + std::to_string(l.id); }
+
+CUresult CUDAAPI fake_cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t n,
+                                         CUmemcpyAttributes* attrs, std::size_t* idxs, std::size_t num_attrs,
+                                         std::size_t* fail_idx, CUstream h) {
+  FAKE_ENTER();
+  count("memcpy_batch");
+  *fail_idx = SIZE_MAX;
+  if (h == nullptr || h == CU_STREAM_LEGACY || !usable_stream(h) || stream_context(h) == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (n == 0 || num_attrs == 0 || num_attrs > n || idxs[0] != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::string line = "memcpy_batch n=" + std::to_string(n) + " attrs=" + std::to_string(num_attrs) + " idx=";
+  std::string orders, flags, src_hints, dst_hints;
+  for (std::size_t k = 0; k < num_attrs; ++k) {
+    if ((k > 0 && idxs[k] <= idxs[k - 1]) || idxs[k] >= n) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY) {
+      *fail_idx = idxs[k];
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    const char* sep = k > 0 ? "," : "";
+    line += sep + std::to_string(idxs[k]);
+    orders += sep + std::to_string(static_cast<int>(attrs[k].srcAccessOrder));
+    flags += sep + std::to_string(attrs[k].flags);
+    src_hints += sep + hint(attrs[k].srcLocHint);
+    dst_hints += sep + hint(attrs[k].dstLocHint);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sizes[i] == 0 || dsts[i] == 0 || srcs[i] == 0 || freed_address(dsts[i]) || freed_address(srcs[i])) {
+      *fail_idx = i;
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    copy(dsts[i], srcs[i], sizes[i]);
+  }
+  note(line + " order=" + orders + " flags=" + flags + " srchint=" + src_hints + " dsthint=" + dst_hints);
+  return CUDA_SUCCESS;
+}
+
+void copy_3d(CUdeviceptr dst, std::size_t dst_row, std::size_t dst_layer, CUdeviceptr src, std::size_t src_row,
+             std::size_t src_layer, std::size_t width, std::size_t height, std::size_t depth) {
+  land_dma();
+  for (std::size_t z = 0; z < depth; ++z) {
+    for (std::size_t y = 0; y < height; ++y) {
+      std::memmove(reinterpret_cast<void*>(dst + (z * dst_layer + y) * dst_row),
+                   reinterpret_cast<const void*>(src + (z * src_layer + y) * src_row), width);
+    }
+  }
+}
+
+CUresult CUDAAPI fake_cuMemcpy3DBatchAsync(std::size_t n, CUDA_MEMCPY3D_BATCH_OP* ops, std::size_t* fail_idx,
+                                           unsigned long long flags, CUstream h) {
+  FAKE_ENTER();
+  count("memcpy_3d_batch");
+  *fail_idx = SIZE_MAX;
+  if (h == nullptr || h == CU_STREAM_LEGACY || !usable_stream(h) || stream_context(h) == nullptr || flags != 0 || n == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::string line = "memcpy_3d_batch n=" + std::to_string(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const CUDA_MEMCPY3D_BATCH_OP& o = ops[i];
+    if (o.src.type != CU_MEMCPY_OPERAND_TYPE_POINTER || o.dst.type != CU_MEMCPY_OPERAND_TYPE_POINTER ||
+        o.extent.width == 0 || o.extent.height == 0 || o.extent.depth == 0 ||
+        o.srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || o.srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY ||
+        freed_address(o.src.op.ptr.ptr) || freed_address(o.dst.op.ptr.ptr)) {
+      *fail_idx = i;
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    line += " [" + std::to_string(o.extent.width) + "x" + std::to_string(o.extent.height) + "x" +
+            std::to_string(o.extent.depth) + " src_row=" + std::to_string(o.src.op.ptr.rowLength) +
+            " src_layer=" + std::to_string(o.src.op.ptr.layerHeight) + " dst_row=" + std::to_string(o.dst.op.ptr.rowLength) +
+            " dst_layer=" + std::to_string(o.dst.op.ptr.layerHeight) + " order=" +
+            std::to_string(static_cast<int>(o.srcAccessOrder)) + " flags=" + std::to_string(o.flags) + "]";
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    const CUDA_MEMCPY3D_BATCH_OP& o = ops[i];
+    copy_3d(o.dst.op.ptr.ptr, o.dst.op.ptr.rowLength, o.dst.op.ptr.layerHeight, o.src.op.ptr.ptr, o.src.op.ptr.rowLength,
+            o.src.op.ptr.layerHeight, o.extent.width, o.extent.height, o.extent.depth);
+  }
+  note(line);
+  return CUDA_SUCCESS;
+}
+
+CUdeviceptr side(CUmemorytype type, CUdeviceptr device, const void* host) {
+  return type == CU_MEMORYTYPE_HOST ? reinterpret_cast<CUdeviceptr>(host) : device;
+}
+
+CUresult CUDAAPI fake_cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream h) {
+  FAKE_ENTER();
+  count("memcpy_2d_async");
+  if (!usable_stream(h) || freed_address(side(c->dstMemoryType, c->dstDevice, c->dstHost)) ||
+      freed_address(side(c->srcMemoryType, c->srcDevice, c->srcHost))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  copy_3d(side(c->dstMemoryType, c->dstDevice, c->dstHost), c->dstPitch, c->Height,
+          side(c->srcMemoryType, c->srcDevice, c->srcHost), c->srcPitch, c->Height, c->WidthInBytes, c->Height, 1);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D* c, CUstream h) {
+  FAKE_ENTER();
+  count("memcpy_3d_async");
+  if (!usable_stream(h) || freed_address(side(c->dstMemoryType, c->dstDevice, c->dstHost)) ||
+      freed_address(side(c->srcMemoryType, c->srcDevice, c->srcHost))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  copy_3d(side(c->dstMemoryType, c->dstDevice, c->dstHost), c->dstPitch, c->dstHeight,
+          side(c->srcMemoryType, c->srcDevice, c->srcHost), c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height, c->Depth);
+  return CUDA_SUCCESS;
+}
+
+// Stream memory operations: 64-bit ones where the device reports them (sm_90), NOR nowhere; waits are
+// logged (nothing runs concurrently here), writes land at once.
+CUresult memory_op(fake_context* c, const CUstreamBatchMemOpParams& p, std::string& line) {
+  const bool wide = p.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64 || p.operation == CU_STREAM_MEM_OP_WRITE_VALUE_64;
+  if (wide && st().devices[static_cast<std::size_t>(c->device)] < 90) {
+    return fail(CUDA_ERROR_NOT_SUPPORTED);
+  }
+  switch (p.operation) {
+    case CU_STREAM_MEM_OP_WAIT_VALUE_32:
+    case CU_STREAM_MEM_OP_WAIT_VALUE_64:
+      if ((p.waitValue.flags & 0x3u) == CU_STREAM_WAIT_VALUE_NOR || (p.waitValue.flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) {
+        return fail(CUDA_ERROR_INVALID_VALUE);
+      }
+      line += std::string(wide ? "wait64 " : "wait32 ") + hex(reinterpret_cast<void*>(p.waitValue.address)) + " " +
+              std::to_string(wide ? p.waitValue.value64 : p.waitValue.value) + " flags=" + std::to_string(p.waitValue.flags) + ";";
+      return CUDA_SUCCESS;
+    case CU_STREAM_MEM_OP_WRITE_VALUE_32:
+      std::memcpy(reinterpret_cast<void*>(p.writeValue.address), &p.writeValue.value, 4);
+      line += "write32 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " + std::to_string(p.writeValue.value) + ";";
+      return CUDA_SUCCESS;
+    case CU_STREAM_MEM_OP_WRITE_VALUE_64:
+      std::memcpy(reinterpret_cast<void*>(p.writeValue.address), &p.writeValue.value64, 8);
+      line += "write64 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " + std::to_string(p.writeValue.value64) + ";";
+      return CUDA_SUCCESS;
+    case CU_STREAM_MEM_OP_BARRIER:
+      line += "barrier " + std::to_string(p.memoryBarrier.flags) + ";";
+      return CUDA_SUCCESS;
+    default:
+      return fail(CUDA_ERROR_INVALID_VALUE);  // flushes of remote writes: no fake device has them
+  }
+}
+
+CUresult stream_memory_ops(CUstream h, unsigned n, const CUstreamBatchMemOpParams* ops, const char* what) {
+  fake_context* c = stream_context(h);
+  if (!usable_stream(h) || c == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  std::string line = std::string(what) + " ";
+  for (unsigned i = 0; i < n; ++i) {
+    if (CUresult r = memory_op(c, ops[i], line); r != CUDA_SUCCESS) {
+      return r;
+    }
+  }
+  note(line);
+  return CUDA_SUCCESS;
+}
+
+template <CUstreamBatchMemOpType Op, class V>
+CUresult single_memory_op(CUstream h, CUdeviceptr addr, V value, unsigned flags) {
+  CUstreamBatchMemOpParams p{};
+  p.operation = Op;
+  if constexpr (Op == CU_STREAM_MEM_OP_WAIT_VALUE_32 || Op == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
+    p.waitValue.address = addr;
+    p.waitValue.flags = flags;
+    if constexpr (sizeof(V) == 4) p.waitValue.value = value; else p.waitValue.value64 = value;
+  } else {
+    p.writeValue.address = addr;
+    p.writeValue.flags = flags;
+    if constexpr (sizeof(V) == 4) p.writeValue.value = value; else p.writeValue.value64 = value;
+  }
+  return stream_memory_ops(h, 1, &p, "memop");
+}
+
+CUresult CUDAAPI fake_cuStreamWaitValue32(CUstream h, CUdeviceptr a, cuuint32_t v, unsigned f) {
+  FAKE_ENTER();
+  return single_memory_op<CU_STREAM_MEM_OP_WAIT_VALUE_32>(h, a, v, f);
+}
+CUresult CUDAAPI fake_cuStreamWaitValue64(CUstream h, CUdeviceptr a, cuuint64_t v, unsigned f) {
+  FAKE_ENTER();
+  return single_memory_op<CU_STREAM_MEM_OP_WAIT_VALUE_64>(h, a, v, f);
+}
+CUresult CUDAAPI fake_cuStreamWriteValue32(CUstream h, CUdeviceptr a, cuuint32_t v, unsigned f) {
+  FAKE_ENTER();
+  return single_memory_op<CU_STREAM_MEM_OP_WRITE_VALUE_32>(h, a, v, f);
+}
+CUresult CUDAAPI fake_cuStreamWriteValue64(CUstream h, CUdeviceptr a, cuuint64_t v, unsigned f) {
+  FAKE_ENTER();
+  return single_memory_op<CU_STREAM_MEM_OP_WRITE_VALUE_64>(h, a, v, f);
+}
+CUresult CUDAAPI fake_cuStreamBatchMemOp(CUstream h, unsigned n, CUstreamBatchMemOpParams* ops, unsigned flags) {
+  FAKE_ENTER();
+  if (flags != 0 || n == 0 || n > 256) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  return stream_memory_ops(h, n, ops, "batch_memop");
+}
+
+CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, const CUgraphNode* dep_nodes,
+                                               std::size_t deps, const CUDA_BATCH_MEM_OP_NODE_PARAMS* p) {
+  FAKE_ENTER();
+  if (!known_context(as_ctx(p->ctx)) || !as_ctx(p->ctx)->alive || p->count == 0 || p->flags != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const bool wide_refused = st().devices[static_cast<std::size_t>(as_ctx(p->ctx)->device)] < 90;
+  std::string line = "graph_memop deps=" + std::to_string(deps) + " ctx_device=" + std::to_string(as_ctx(p->ctx)->device) + " ";
+  for (unsigned i = 0; i < p->count; ++i) {
+    const auto op = p->paramArray[i].operation;
+    if (wide_refused && (op == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op == CU_STREAM_MEM_OP_WRITE_VALUE_64)) {
+      return fail(CUDA_ERROR_NOT_SUPPORTED);
+    }
+    line += std::to_string(static_cast<int>(op)) + ";";
+  }
+  *node = add_graph_node(g, dep_nodes, deps);
+  note(line);
   return CUDA_SUCCESS;
 }
 
@@ -1257,14 +1524,33 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemPoolExportToShareableHandle), FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
     FAKE_SYMBOL(cuMemPoolExportPointer), FAKE_SYMBOL(cuMemPoolImportPointer), FAKE_SYMBOL(cuIpcGetMemHandle),
     FAKE_SYMBOL(cuIpcOpenMemHandle), FAKE_SYMBOL(cuIpcCloseMemHandle),
+    FAKE_SYMBOL(cuMemcpyBatchAsync), FAKE_SYMBOL(cuMemcpy3DBatchAsync), FAKE_SYMBOL(cuMemcpy2DAsync),
+    FAKE_SYMBOL(cuMemcpy3DAsync), FAKE_SYMBOL(cuStreamWaitValue32), FAKE_SYMBOL(cuStreamWaitValue64),
+    FAKE_SYMBOL(cuStreamWriteValue32), FAKE_SYMBOL(cuStreamWriteValue64), FAKE_SYMBOL(cuStreamBatchMemOp),
+    FAKE_SYMBOL(cuGraphAddBatchMemOpNode), FAKE_SYMBOL(cuStreamIsCapturing),
 };
+
+// Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
+bool hidden(const char* name) {
+  const char* list = std::getenv("FAKE_CUDA_HIDE");
+  if (list == nullptr) {
+    return false;
+  }
+  std::stringstream in(list);
+  for (std::string item; std::getline(in, item, ',');) {
+    if (item == name) {
+      return true;
+    }
+  }
+  return false;
+}
 
 }  // namespace
 
 FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* name, void** fn, int, cuuint64_t,
                                          CUdriverProcAddressQueryResult* status) {
   for (const symbol& s : symbols) {
-    if (std::strcmp(s.name, name) == 0) {
+    if (std::strcmp(s.name, name) == 0 && !hidden(name)) {
       *fn = s.fn;
       if (status != nullptr) {
         *status = CU_GET_PROC_ADDRESS_SUCCESS;
@@ -1311,6 +1597,12 @@ FAKE_EXPORT std::size_t fake_cuda_log(char* buf, std::size_t capacity) {
     buf[n] = '\0';
   }
   return log.size();
+}
+
+/// Makes cuStreamIsCapturing report the stream as capturing (null: none).
+FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  capturing_stream = s;
 }
 
 /// Whether a device address is allocated.
