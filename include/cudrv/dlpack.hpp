@@ -34,8 +34,10 @@
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 
+#if defined(CUDRV_DOXYGEN)
 /// @brief The version of the DLPack header in use, as major * 100 + minor (0.6 is 6, 1.3 is 103).
-#if defined(DLPACK_MAJOR_VERSION)
+#define CUDRV_DLPACK_VERSION 103
+#elif defined(DLPACK_MAJOR_VERSION)
 #define CUDRV_DLPACK_VERSION (DLPACK_MAJOR_VERSION * 100 + DLPACK_MINOR_VERSION)
 #elif defined(DLPACK_VERSION)
 #define CUDRV_DLPACK_VERSION (DLPACK_VERSION / 10)
@@ -133,7 +135,11 @@ constexpr DLDataType dlpack_dtype() noexcept {
     case kDLFloat8_e4m3fn: name = "float8_e4m3fn"; sized = false; break;
     case kDLFloat8_e5m2: name = "float8_e5m2"; sized = false; break;
 #endif
-    default: name = "code " + std::to_string(dtype.code) + " "; break;
+    default:
+      name = "code ";
+      name += std::to_string(dtype.code);
+      name += ' ';
+      break;
   }
   if (sized) {
     name += std::to_string(dtype.bits);
@@ -254,8 +260,8 @@ class strided_view {
       return strides_[i];
     }
     std::int64_t s = 1;
-    for (std::size_t j = i + 1; j < shape_.size(); ++j) {
-      s *= shape_[j];
+    for (std::int64_t e : shape_.subspan(i + 1)) {
+      s *= e;
     }
     return s;
   }
