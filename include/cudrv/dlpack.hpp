@@ -600,6 +600,13 @@ template <class M = dlpack_managed_default, class B>
 // ---------------------------------------------------------------------------------------------------
 // Import
 
+namespace detail {
+/// @brief The key of @ref dlpack_tensor's internal constructor (internal).
+struct dlpack_checked {
+  explicit dlpack_checked() = default;
+};
+}  // namespace detail
+
 /// @brief An imported tensor: owns the managed tensor @p M (calls its deleter exactly once, when
 /// destroyed or reset) and presents it as a checked @ref strided_view of @p T, made by
 /// @ref from_dlpack. Move-only; the view stays valid while the tensor is held (moves included).
@@ -608,13 +615,6 @@ template <class M = dlpack_managed_default, class B>
 /// cudrv::strided_view<const float> v = t.view();
 /// launch(k, cfg, v.get(), v.size());
 /// @endcode
-namespace detail {
-/// @brief The key of @ref dlpack_tensor's internal constructor (internal).
-struct dlpack_checked {
-  explicit dlpack_checked() = default;
-};
-}  // namespace detail
-
 template <class T, class M = dlpack_managed_default>
 class dlpack_tensor {
  public:

@@ -62,7 +62,7 @@ std::string hex(const void* p) {
 
 }  // namespace
 
-TEST_CASE("fake driver: dlpack export moves a device_buffer in; the deleter frees it once", "[fake-driver][dlpack]") {
+TEST_CASE("fake driver: dlpack export moves a device_buffer in, and the deleter frees it once", "[fake-driver][dlpack]") {
   fake_probe f;
   cudrv::device d1(1);  // device 0 of the fake is unavailable
   cudrv::device_buffer<float> buf(d1, 24);
@@ -101,8 +101,12 @@ TEST_CASE("fake driver: dlpack export of a shared buffer keeps it alive until bo
   auto shared = std::make_shared<cudrv::device_buffer<std::int32_t>>(d1, 16);
   const CUdeviceptr address = shared->data();
   auto legacy = cudrv::to_dlpack<DLManagedTensor>(shared);
+#if CUDRV_DLPACK_HAS_VERSIONED
   auto versioned = cudrv::to_dlpack(std::shared_ptr<const cudrv::device_buffer<std::int32_t>>(shared));
   CHECK((versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);  // shared as const: read-only
+#else
+  auto versioned = cudrv::to_dlpack<DLManagedTensor>(shared);
+#endif
   legacy.reset();
   versioned.reset();
   CHECK(f.is_live(address));
