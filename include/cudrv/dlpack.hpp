@@ -436,7 +436,9 @@ dlpack_ptr<M> dlpack_export(const char* api, const strided_view<T>& view, std::s
   if (view.ndim() > static_cast<std::size_t>(INT32_MAX)) {
     dlpack_refuse(api, "too many dimensions for DLPack's int32 ndim");
   }
-  dlpack_checked_count(api, view.shape(), sizeof(T));
+  if (dlpack_checked_count(api, view.shape(), sizeof(T)) != 0 && view.address() == 0) {
+    dlpack_refuse(api, "the view has elements but a null address");
+  }
   auto manager = std::make_unique<dlpack_manager<M>>();
   manager->shape.assign(view.shape().begin(), view.shape().end());
   manager->strides.resize(view.ndim());
@@ -489,24 +491,18 @@ struct dlpack_buffer_traits<device_buffer<T>> {
     return {kDLCUDA, static_cast<std::int32_t>(b.context().device().ordinal())};
   }
 };
-template <class T>
-struct dlpack_buffer_traits<managed_buffer<T>> {
+// Host-accessible buffers: the host pointer, and a device type whose device id is 0.
+template <class B, class T, DLDeviceType Type>
+struct dlpack_host_buffer_traits {
   static constexpr bool supported = true;
   using element = T;
-  static std::uintptr_t address(const managed_buffer<T>& b) noexcept {
-    return reinterpret_cast<std::uintptr_t>(b.data());
-  }
-  static DLDevice device(const managed_buffer<T>&) noexcept { return {kDLCUDAManaged, 0}; }
+  static std::uintptr_t address(const B& b) noexcept { return reinterpret_cast<std::uintptr_t>(b.data()); }
+  static DLDevice device(const B&) noexcept { return {Type, 0}; }
 };
 template <class T>
-struct dlpack_buffer_traits<pinned_buffer<T>> {
-  static constexpr bool supported = true;
-  using element = T;
-  static std::uintptr_t address(const pinned_buffer<T>& b) noexcept {
-    return reinterpret_cast<std::uintptr_t>(b.data());
-  }
-  static DLDevice device(const pinned_buffer<T>&) noexcept { return {kDLCUDAHost, 0}; }
-};
+struct dlpack_buffer_traits<managed_buffer<T>> : dlpack_host_buffer_traits<managed_buffer<T>, T, kDLCUDAManaged> {};
+template <class T>
+struct dlpack_buffer_traits<pinned_buffer<T>> : dlpack_host_buffer_traits<pinned_buffer<T>, T, kDLCUDAHost> {};
 
 // Checks a buffer and the shape it is exported with; the layout to export (before the buffer moves).
 template <class E, class B>
@@ -562,7 +558,8 @@ template <class M = dlpack_managed_default, class T>
 /// @brief Exports a cudrv buffer (device_buffer, managed_buffer or pinned_buffer) by moving it into the
 /// managed tensor: the deleter frees it, exactly once. @p shape (in elements; empty for 1-D) must
 /// hold as many elements as the buffer, which is checked before the buffer moves (on a refusal the
-/// caller keeps it). kDLCUDA with the device ordinal of the buffer's context for
+/// caller keeps it). A stream-ordered device_buffer is freed on its own stream: `set_stream` it to
+/// the consumer's stream first when the consumer may drop the tensor with work still queued. kDLCUDA with the device ordinal of the buffer's context for
 /// a device_buffer, kDLCUDAManaged and kDLCUDAHost (device id 0) for the others.
 /// @throws invalid_argument_error for an empty buffer or a shape of another size
 /// @code

@@ -434,6 +434,9 @@ TEST_CASE("dlpack: the deleter runs exactly once on every path", "[dlpack]") {
     CHECK_THROWS_WITH(cudrv::to_dlpack(cudrv::strided_view<int>(host.data(), huge, {}, {kDLCPU, 0}), a.take()),
                       Catch::Contains("shape overflows"));
     CHECK(a.count() == 1);
+    const std::int64_t four[] = {4};
+    CHECK_THROWS_WITH(cudrv::to_dlpack(cudrv::strided_view<int>(std::uintptr_t{0}, four, {}, {kDLCUDA, 0}), nullptr),
+                      Catch::Contains("null address"));
     const std::int64_t bad[] = {-1};
     CHECK_THROWS_WITH(cudrv::strided_view<int>(host.data(), bad, {}, {kDLCPU, 0}), Catch::Contains("negative extent"));
   }
