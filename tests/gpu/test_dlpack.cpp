@@ -113,7 +113,7 @@ TEST_CASE("dlpack: the stream exchange orders the consumer after the producer", 
   // The producer's data lands late: a host task holds its stream for 50 ms before the copy.
   cudrv::device_buffer<float> buf(dev, n);
   const std::vector<float> poison(n, poison_value<float>());
-  cudrv::copy(buf, poison);
+  cudrv::copy(buf, poison, producer);  // ordered before the late write, on the producer's stream
   auto ran = std::make_shared<std::atomic<bool>>(false);
   producer.enqueue([ran] {
     std::this_thread::sleep_for(50ms);
