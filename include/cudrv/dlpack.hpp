@@ -63,9 +63,6 @@ template <class T>
 [[nodiscard]] constexpr DLDataType dlpack_dtype() noexcept;
 
 namespace detail {
-template <class>
-inline constexpr bool dlpack_always_false = false;
-
 constexpr DLDataType make_dtype(unsigned code, std::size_t bytes) noexcept {
   return DLDataType{static_cast<std::uint8_t>(code), static_cast<std::uint8_t>(bytes * 8), 1};
 }
@@ -144,10 +141,13 @@ constexpr DLDataType dlpack_dtype() noexcept {
   if (sized) {
     name += std::to_string(dtype.bits);
   } else if (dtype.bits != 8) {
-    name += " of " + std::to_string(dtype.bits) + " bits";
+    name += " of ";
+    name += std::to_string(dtype.bits);
+    name += " bits";
   }
-  if (dtype.lanes != 1) {
-    name += "x" + std::to_string(dtype.lanes);
+  if (dtype.lanes != 1) {  // appended piece by piece: g++ 12 warns (-Wrestrict) on "x" + std::string here
+    name += 'x';
+    name += std::to_string(dtype.lanes);
   }
   return name;
 }
