@@ -9,8 +9,11 @@
 # Runs apt-get through sudo when not root. Environment:
 #   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
 #   CUDRV_SKIP_DEPS=1             do nothing (for machines managed some other way)
-# With --plot it also makes the project's Python environment .venv (python3 -m venv, then pip) with
-# matplotlib, for scripts/plot-examples.py; Debian's pip refuses system-wide installs.
+# It also makes the project's Python environment .venv (python3 -m venv, then pip; Debian's pip refuses
+# system-wide installs) and installs the DLPack header into it: the wheel apache-tvm-ffi (pip install
+# --no-deps, about 3 MB) carries dlpack/dlpack.h 1.x, which CMake finds there for <cudrv/dlpack.hpp>
+# (Debian's libdlpack-dev is 0.6, without the versioned struct). Without network the build goes on
+# without DLPack. With --plot it also installs matplotlib into .venv, for scripts/plot-examples.py.
 set -euo pipefail
 plot=0
 for arg in "$@"; do
@@ -95,10 +98,8 @@ present() {
   esac
 }
 
-packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin)
-if [[ "$plot" == 1 ]]; then
-  packages+=(python3-venv)
-fi
+packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin
+          python3-venv)
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then
@@ -107,7 +108,8 @@ for pkg in "${packages[@]}"; do
 done
 
 # Doxygen only adds the `docs` target and its test; without it the build and the other tests work.
-optional=" doxygen "
+# python3-venv only brings the DLPack header (and --plot's matplotlib).
+optional=" doxygen python3-venv "
 still_missing() {
   local pkg out=()
   for pkg in "${missing[@]}"; do
@@ -158,14 +160,32 @@ if [[ "$cuda_root" != /usr/local/cuda && "${CUDAToolkit_ROOT:-}" != "$cuda_root"
   say "note: the toolkit is not at /usr/local/cuda; export CUDAToolkit_ROOT=$cuda_root before running cmake"
 fi
 
-# --- the plotting environment (--plot) ---------------------------------------------------------------
+# --- the project's Python environment .venv: the DLPack header, and matplotlib with --plot -------------
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+make_venv() {
+  [[ -x "$venv/bin/python" ]] || python3 -m venv "$venv"
+}
+dlpack_header() {
+  compgen -G "$venv/lib/python3*/site-packages/tvm_ffi/include/dlpack/dlpack.h" | head -n 1
+}
+if [[ -n "$(dlpack_header)" ]]; then
+  say "ok: DLPack header at $(dlpack_header)"
+elif ! make_venv; then
+  say "warning: python3 -m venv $venv failed; building without DLPack (<cudrv/dlpack.hpp> and its tests)"
+elif ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps apache-tvm-ffi; then
+  say "warning: pip could not install apache-tvm-ffi into $venv (no network?); building without DLPack"
+elif [[ -n "$(dlpack_header)" ]]; then
+  say "ok: DLPack header installed at $(dlpack_header)"
+else
+  say "warning: apache-tvm-ffi installed but carries no tvm_ffi/include/dlpack/dlpack.h; building without DLPack"
+fi
+
 if [[ "$plot" == 1 ]]; then
-  root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-  venv="$root/.venv"
   if [[ -x "$venv/bin/python" ]] && "$venv/bin/python" -c "import matplotlib" 2>/dev/null; then
     say "ok: $venv has matplotlib"
   else
-    python3 -m venv "$venv" || die "python3 -m venv $venv failed"
+    make_venv || die "python3 -m venv $venv failed"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check "matplotlib>=3.5" ||
       die "pip could not install matplotlib into $venv (no network?)"
     say "ok: matplotlib installed into $venv"

@@ -653,9 +653,13 @@ CUresult CUDAAPI fake_cuStreamGetId(CUstream h, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuStreamWaitEvent(CUstream h, CUevent, unsigned) {
+CUresult CUDAAPI fake_cuStreamWaitEvent(CUstream h, CUevent e, unsigned) {
   FAKE_ENTER();
-  return usable_stream(h) ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_HANDLE);
+  if (!usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  note("stream_wait " + hex(h) + " for " + hex(e));
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuStreamGetCaptureInfo(CUstream h, CUstreamCaptureStatus* status, cuuint64_t* id, CUgraph* g,
@@ -711,9 +715,13 @@ CUresult CUDAAPI fake_cuEventDestroy(CUevent e) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuEventRecord(CUevent, CUstream h) {
+CUresult CUDAAPI fake_cuEventRecord(CUevent e, CUstream h) {
   FAKE_ENTER();
-  return usable_stream(h) ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_HANDLE);
+  if (!usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  note("event_record " + hex(e) + " on " + hex(h));
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuMemAlloc(CUdeviceptr* p, std::size_t size) {

@@ -1,0 +1,160 @@
+// <cudrv/dlpack.hpp> with real cudrv buffers and streams, against the stand-in driver of fake_cuda.cpp
+// (loaded through CUDRV_LIBCUDA): a device_buffer moved into a managed tensor is freed exactly once,
+// by the deleter; a shared one outlives the tensor; the stream exchange records an event on the
+// producer and makes the consumer wait for it. Compiled only when CMake found DLPack's header.
+#include <catch2/catch.hpp>
+
+#if defined(CUDRV_TEST_DLPACK)
+#include <cudrv/cudrv.hpp>
+#include <cudrv/dlpack.hpp>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "support/test_support.hpp"
+
+using cudrv::test::contains;
+
+namespace {
+
+// The fake's counters and log (the same library cudrv loaded).
+struct fake_probe {
+  void* lib = nullptr;
+  long long (*counter_fn)(const char*) = nullptr;
+  int (*is_live_fn)(CUdeviceptr) = nullptr;
+  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
+
+  fake_probe() {
+    const char* path = std::getenv("CUDRV_LIBCUDA");
+    REQUIRE(path != nullptr);
+    REQUIRE(cudrv::driver::available());
+    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
+    REQUIRE(lib != nullptr);
+    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
+    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
+    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
+    REQUIRE(counter_fn != nullptr);
+    REQUIRE(is_live_fn != nullptr);
+    REQUIRE(log_fn != nullptr);
+  }
+  ~fake_probe() {
+    if (lib != nullptr) {
+      dlclose(lib);
+    }
+  }
+  long long frees() const { return counter_fn("frees"); }
+  bool is_live(CUdeviceptr p) const { return is_live_fn(p) != 0; }
+  std::string log() const {
+    std::string out(log_fn(nullptr, 0) + 1, '\0');
+    out.resize(log_fn(out.data(), out.size()));
+    return out;
+  }
+};
+
+std::string hex(const void* p) {
+  char text[32];
+  std::snprintf(text, sizeof(text), "%p", p);
+  return text;
+}
+
+}  // namespace
+
+TEST_CASE("fake driver: dlpack export moves a device_buffer in, and the deleter frees it once", "[fake-driver][dlpack]") {
+  fake_probe f;
+  cudrv::device d1(1);  // device 0 of the fake is unavailable
+  cudrv::device_buffer<float> buf(d1, 24);
+  const CUdeviceptr address = buf.data();
+  const std::int64_t shape[] = {4, 6};
+  const long long frees_before = f.frees();
+  auto exported = cudrv::to_dlpack(std::move(buf), shape);
+  CHECK_FALSE(buf);
+  REQUIRE(exported);
+  const DLTensor& t = exported->dl_tensor;
+  CHECK(reinterpret_cast<CUdeviceptr>(t.data) == address);
+  CHECK(t.device.device_type == kDLCUDA);
+  CHECK(t.device.device_id == 1);
+  CHECK(t.ndim == 2);
+  CHECK(t.strides[0] == 6);
+  CHECK(t.strides[1] == 1);
+  CHECK(f.is_live(address));
+  {
+    CHECK_THROWS_WITH(cudrv::from_dlpack<float>(std::move(exported), cudrv::dlpack_requirements::device(0)),
+                      Catch::Contains("CUDA device 1, not on device 0"));
+    REQUIRE(exported);  // kept after the refusal
+    auto imported = cudrv::from_dlpack<float>(std::move(exported), cudrv::dlpack_requirements::device(1, true));
+    CHECK(imported.view().data() == address);
+    CHECK(imported.view().span().size() == 24);
+    auto moved = std::move(imported);
+    CHECK(f.is_live(address));
+    CHECK(f.frees() == frees_before);
+  }
+  CHECK_FALSE(f.is_live(address));
+  CHECK(f.frees() == frees_before + 1);
+}
+
+TEST_CASE("fake driver: dlpack export of a shared buffer keeps it alive until both let go", "[fake-driver][dlpack]") {
+  fake_probe f;
+  cudrv::device d1(1);
+  auto shared = std::make_shared<cudrv::device_buffer<std::int32_t>>(d1, 16);
+  const CUdeviceptr address = shared->data();
+  auto legacy = cudrv::to_dlpack<DLManagedTensor>(shared);
+#if CUDRV_DLPACK_HAS_VERSIONED
+  auto versioned = cudrv::to_dlpack(std::shared_ptr<const cudrv::device_buffer<std::int32_t>>(shared));
+  CHECK((versioned->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);  // shared as const: read-only
+#else
+  auto versioned = cudrv::to_dlpack<DLManagedTensor>(shared);
+#endif
+  legacy.reset();
+  versioned.reset();
+  CHECK(f.is_live(address));
+  shared.reset();
+  CHECK_FALSE(f.is_live(address));
+}
+
+TEST_CASE("fake driver: a refused dlpack export leaves the buffer with the caller", "[fake-driver][dlpack]") {
+  fake_probe f;
+  cudrv::device d1(1);
+  cudrv::device_buffer<double> buf(d1, 10);
+  const std::int64_t wrong[] = {3, 4};
+  CHECK_THROWS_WITH(cudrv::to_dlpack(std::move(buf), wrong),
+                    Catch::Contains("the shape holds 12 elements but the buffer holds 10"));
+  CHECK(buf);
+  CHECK(f.is_live(buf.data()));
+  cudrv::device_buffer<double> empty(std::move(buf));
+  CHECK_THROWS_WITH(cudrv::to_dlpack(std::move(buf)), Catch::Contains("holds no memory"));
+  CHECK_THROWS_WITH(cudrv::to_dlpack(std::shared_ptr<cudrv::device_buffer<double>>()), Catch::Contains("null"));
+}
+
+TEST_CASE("fake driver: dlpack stream exchange records on the producer and waits on the consumer",
+          "[fake-driver][dlpack]") {
+  fake_probe f;
+  cudrv::device d1(1);
+  cudrv::stream producer(d1);
+  cudrv::stream consumer(d1);
+  const std::size_t before = f.log().size();
+  cudrv::dlpack_stream_exchange(producer, reinterpret_cast<std::intptr_t>(consumer.native_handle()));
+  const std::string log = f.log().substr(before);
+  const auto recorded = log.find("event_record ");
+  const auto waited = log.find("stream_wait " + hex(consumer.native_handle()) + " for ");
+  REQUIRE(recorded != std::string::npos);
+  REQUIRE(waited != std::string::npos);
+  CHECK(recorded < waited);
+  CHECK(contains(log, " on " + hex(producer.native_handle())));
+  // The event the consumer waits for is the one recorded on the producer.
+  const std::string event = log.substr(recorded + 13, log.find(' ', recorded + 13) - (recorded + 13));
+  CHECK(contains(log.substr(waited), "for " + event));
+
+  const std::size_t quiet = f.log().size();
+  cudrv::dlpack_stream_exchange(producer, std::intptr_t{-1});                                  // no sync asked
+  cudrv::dlpack_stream_exchange(producer, reinterpret_cast<std::intptr_t>(producer.native_handle()));  // same stream
+  cudrv::dlpack_stream_exchange(producer, std::optional<cudrv::stream_ref>{});
+  CHECK_FALSE(contains(f.log().substr(quiet), "stream_wait"));
+  CHECK_FALSE(contains(f.log().substr(quiet), "event_record"));
+  cudrv::stream moved(std::move(producer));
+  CHECK_THROWS_AS(cudrv::dlpack_stream_exchange(producer, consumer), cudrv::invalid_argument_error);
+}
+
+#endif

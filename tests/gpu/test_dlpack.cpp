@@ -1,0 +1,137 @@
+// GPU tier: <cudrv/dlpack.hpp> on real memory. A device_buffer filled by a copy is exported (moved into
+// the managed tensor), imported back, and read back through the imported view: same data pointer,
+// same contents as the host reference. Managed and pinned buffers export as kDLCUDAManaged and
+// kDLCUDAHost. The stream exchange orders a consumer stream's read after a producer stream's
+// delayed write. Compiled only when CMake found DLPack's header (CUDRV_TEST_DLPACK).
+#include <catch2/catch.hpp>
+
+#if defined(CUDRV_TEST_DLPACK)
+#include <cudrv/dlpack.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "support/memory_support.hpp"
+#include "support/test_support.hpp"
+
+using cudrv::test::mismatch;
+using cudrv::test::poison_value;
+using cudrv::test::random_vector;
+using namespace std::chrono_literals;
+
+namespace {
+
+// Exports a copy-filled device buffer as M, imports it back and checks pointer and contents.
+template <class M>
+void device_round_trip() {
+  const cudrv::device dev(0);
+  const std::size_t rows = 64, cols = 48;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed);
+  const auto reference = random_vector<float>(rows * cols, seed);
+  cudrv::device_buffer<float> buf(dev, rows * cols);
+  cudrv::copy(buf, reference);
+  const CUdeviceptr address = buf.data();
+  const std::int64_t shape[] = {static_cast<std::int64_t>(rows), static_cast<std::int64_t>(cols)};
+
+  auto exported = cudrv::to_dlpack<M>(std::move(buf), shape);
+  CHECK(exported->dl_tensor.device.device_type == kDLCUDA);
+  CHECK(exported->dl_tensor.device.device_id == dev.ordinal());
+  auto tensor = cudrv::from_dlpack<float>(std::move(exported), cudrv::dlpack_requirements::device(dev.ordinal(), true));
+  CHECK(tensor.view().data() == address);  // no copy: the same allocation
+  REQUIRE(tensor.view().ndim() == 2);
+  CHECK(tensor.view().extent(0) == static_cast<std::int64_t>(rows));
+
+  std::vector<float> back(rows * cols, poison_value<float>());
+  cudrv::copy(std::span(back), tensor.view().span());
+  CHECK(mismatch(back, reference).empty());
+  INFO(mismatch(back, reference));
+}
+
+}  // namespace
+
+TEST_CASE("dlpack: a device_buffer exported and imported back is the same memory", "[gpu][dlpack]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  SECTION("legacy DLManagedTensor") { device_round_trip<DLManagedTensor>(); }
+#if CUDRV_DLPACK_HAS_VERSIONED
+  SECTION("DLManagedTensorVersioned") { device_round_trip<DLManagedTensorVersioned>(); }
+#endif
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("dlpack: managed and pinned buffers export with their memory kinds", "[gpu][dlpack]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed);
+  const auto reference = random_vector<std::int32_t>(1000, seed);
+  SECTION("pinned: kDLCUDAHost, readable on the host") {
+    cudrv::pinned_buffer<std::int32_t> pinned(dev, reference.size());
+    std::copy(reference.begin(), reference.end(), pinned.begin());
+    auto t = cudrv::from_dlpack<const std::int32_t>(cudrv::to_dlpack(std::move(pinned)),
+                                                    cudrv::dlpack_requirements::host(true));
+    CHECK(t.view().device().device_type == kDLCUDAHost);
+    CHECK(mismatch(t.get(), reference.data(), reference.size()).empty());
+    CHECK_THROWS_WITH(cudrv::from_dlpack<const std::int32_t>(cudrv::to_dlpack(cudrv::pinned_buffer<std::int32_t>(dev, 4))),
+                      Catch::Contains("kDLCUDAHost"));
+  }
+  SECTION("managed: kDLCUDAManaged, usable as device memory and on the host") {
+    cudrv::managed_buffer<std::int32_t> managed(dev, reference.size());
+    std::copy(reference.begin(), reference.end(), managed.begin());
+    auto t = cudrv::from_dlpack<std::int32_t>(cudrv::to_dlpack(std::move(managed)),
+                                              cudrv::dlpack_requirements::device(dev.ordinal(), true));
+    CHECK(t.view().device().device_type == kDLCUDAManaged);
+    std::vector<std::int32_t> back(reference.size(), poison_value<std::int32_t>());
+    cudrv::copy(std::span(back), t.view().span());
+    CHECK(mismatch(back, reference).empty());
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("dlpack: the stream exchange orders the consumer after the producer", "[gpu][dlpack]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  cudrv::stream producer(dev);
+  cudrv::stream consumer(dev);
+  const std::size_t n = 1 << 20;
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed);
+  const auto reference = random_vector<float>(n, seed);
+  cudrv::pinned_buffer<float> source(dev, n);
+  std::copy(reference.begin(), reference.end(), source.begin());
+  cudrv::pinned_buffer<float> result(dev, n);
+  std::fill(result.begin(), result.end(), poison_value<float>());
+
+  // The producer's data lands late: a host task holds its stream for 50 ms before the copy.
+  cudrv::device_buffer<float> buf(dev, n);
+  const std::vector<float> poison(n, poison_value<float>());
+  cudrv::copy(buf, poison, producer);  // ordered before the late write, on the producer's stream
+  auto ran = std::make_shared<std::atomic<bool>>(false);
+  producer.enqueue([ran] {
+    std::this_thread::sleep_for(50ms);
+    *ran = true;
+  });
+  cudrv::copy(buf, source.view(), producer);
+  auto exported = cudrv::to_dlpack(std::move(buf));
+
+  // The consumer asks for its stream (protocol value: the handle); the producer makes it wait.
+  const std::intptr_t consumer_value = cudrv::dlpack_stream_value_of(consumer);
+  cudrv::dlpack_stream_exchange(producer, consumer_value);
+  auto tensor = cudrv::from_dlpack<const float>(std::move(exported), cudrv::dlpack_requirements::device(0, true));
+  cudrv::copy(result.view(), tensor.view().span(), consumer);
+  consumer.synchronize();
+  CHECK(*ran);
+  CHECK(mismatch(result.data(), reference.data(), n).empty());
+  producer.synchronize();
+  CHECK(errors.count() == 0);
+}
+
+#endif
