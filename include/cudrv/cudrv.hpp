@@ -12,6 +12,7 @@
 #include "cudrv/event.hpp"
 #include "cudrv/graph.hpp"
 #include "cudrv/graph_exec.hpp"
+#include "cudrv/growable_buffer.hpp"
 #include "cudrv/host_registration.hpp"
 #include "cudrv/kernel.hpp"
 #include "cudrv/launch.hpp"
@@ -31,3 +32,4 @@
 #include "cudrv/stream_capture.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/version.hpp"
+#include "cudrv/virtual_memory.hpp"
