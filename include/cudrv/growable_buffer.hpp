@@ -27,7 +27,7 @@ struct growable_buffer_options {
   /// the buffer).
   std::size_t chunk_bytes = 0;
   /// @brief Other devices given access to the buffer, besides its own device.
-  std::vector<device> peers;
+  std::vector<device> peers{};
   /// @brief What the peers may do.
   access_rights peer_access = access_rights::read_write;
 };

@@ -86,7 +86,7 @@ struct physical_location {
 /// allocation type is always `CU_MEM_ALLOCATION_TYPE_PINNED`).
 struct physical_allocation_properties {
   /// @brief Where the memory lives.
-  physical_location location;
+  physical_location location{};
   /// @brief The shareable handles the allocation may be exported to (@ref physical_allocation_base::export_posix_fd).
   shareable_handle_types handle_types = shareable_handle_types::none;
   /// @brief Requests compressible memory (`CU_MEM_ALLOCATION_COMP_GENERIC`). Refused with
@@ -114,7 +114,7 @@ struct physical_allocation_properties {
 /// @brief Who may access a mapped span, and how: one entry of a `cuMemSetAccess` call.
 struct access_descriptor {
   /// @brief The location granted access (usually a device).
-  physical_location location;
+  physical_location location{};
   /// @brief What it may do.
   access_rights rights = access_rights::read_write;
   /// @brief Read-write (or @p rights) access for device @p dev.
@@ -441,7 +441,8 @@ class address_range : public address_range_base {
   operator address_range_ref() const&& = delete;
 
  private:
-  explicit address_range(detail::address_reservation* state) noexcept;
+  struct adopt_tag {};
+  address_range(detail::address_reservation* state, adopt_tag) noexcept;
 };
 
 // --- mappings ------------------------------------------------------------------------------------
@@ -571,7 +572,7 @@ struct virtual_memory_resource_options {
   /// @brief Requests GPUDirect RDMA-capable memory (see @ref physical_allocation_properties).
   bool gpu_direct_rdma = false;
   /// @brief Other devices given access to every allocation, besides the resource's own device.
-  std::vector<device> peers;
+  std::vector<device> peers{};
   /// @brief The rights the peers get.
   access_rights peer_access = access_rights::read_write;
 };

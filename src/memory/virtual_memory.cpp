@@ -361,14 +361,14 @@ address_range::address_range(std::size_t bytes, address_range_options options) :
   state_ = state.release();
 }
 
-address_range::address_range(detail::address_reservation* state) noexcept
+address_range::address_range(detail::address_reservation* state, adopt_tag) noexcept
     : address_range_base(state->address, state->size, state) {}
 
 address_range address_range::from_native_handle(CUdeviceptr address, std::size_t bytes) {
   auto* state = new detail::address_reservation;
   state->address = address;
   state->size = bytes;
-  return address_range(state);
+  return address_range(state, adopt_tag{});
 }
 
 address_range& address_range::operator=(address_range&& other) noexcept {
