@@ -355,6 +355,7 @@ class address_range_base {
   std::size_t size_;                       ///< Bytes.
   detail::address_reservation* state_;     ///< The owner's counted state; null for adopted ranges.
 
+ private:
   friend class memory_mapping;
 };
 
