@@ -276,7 +276,6 @@ int main(int argc, char** argv) {
       return 3;
     }
     const raw_api raw;
-    const int rounds = quick ? 3 : 7;
     const std::size_t g = cudrv::allocation_granularity(dev);
     std::printf("bench_vmm: device 0 (%s), driver CUDA %d.%d, allocation granularity %s minimum, %s recommended\n",
                 dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10,
