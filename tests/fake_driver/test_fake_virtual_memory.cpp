@@ -139,7 +139,7 @@ TEST_CASE("fake driver: the fixed address of a range is a hint and the address o
   CHECK(f.nothing_live());
 }
 
-TEST_CASE("fake driver: a mapping keeps its range reserved; unmap, release and free come in that order",
+TEST_CASE("fake driver: a mapping keeps its range reserved, and unmap, release and free come in that order",
           "[fake-driver][vmm]") {
   vmm_fake f;
   cudrv::test::destruction_error_counter errors;
@@ -194,7 +194,7 @@ TEST_CASE("fake driver: a mapping keeps its range reserved; unmap, release and f
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("fake driver: a temporary allocation may be mapped; the memory lives until it is unmapped", "[fake-driver][vmm]") {
+TEST_CASE("fake driver: a temporary allocation may be mapped, and the memory lives until it is unmapped", "[fake-driver][vmm]") {
   vmm_fake f;
   const cudrv::device dev(1);
   cudrv::address_range range(4 * MiB);

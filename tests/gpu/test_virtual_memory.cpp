@@ -62,13 +62,19 @@ std::vector<unsigned> read(cudrv::device_span<const unsigned> span, cudrv::strea
 
 }  // namespace
 
+/// Ends the test case with a visible skip message unless device 0 exists and supports VMM.
+#define CUDRV_REQUIRE_VMM()                                                                        \
+  do {                                                                                             \
+    CUDRV_REQUIRE_GPU();                                                                           \
+    if (!cudrv::device(0).attribute(cudrv::device_attributes::virtual_memory_management_supported)) { \
+      std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;              \
+      return;                                                                                      \
+    }                                                                                              \
+  } while (0)
+
 TEST_CASE("virtual memory: mapped physical memory is written by a kernel and read back", "[gpu][vmm]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
@@ -100,12 +106,8 @@ TEST_CASE("virtual memory: mapped physical memory is written by a kernel and rea
 }
 
 TEST_CASE("virtual memory: one physical allocation mapped twice shows the same bytes at both addresses", "[gpu][vmm]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
@@ -137,12 +139,8 @@ TEST_CASE("virtual memory: one physical allocation mapped twice shows the same b
 }
 
 TEST_CASE("virtual memory: access rights are granted per device and reported", "[gpu][vmm]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const std::size_t g = cudrv::allocation_granularity(dev, cudrv::granularity::minimum);
   cudrv::address_range range(g);
@@ -167,12 +165,8 @@ TEST_CASE("virtual memory: access rights are granted per device and reported", "
 
 TEST_CASE("virtual memory: a growable buffer keeps its address and its data as it grows, shrinks and grows again",
           "[gpu][vmm][growable]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
@@ -231,12 +225,8 @@ TEST_CASE("virtual memory: a growable buffer keeps its address and its data as i
 
 TEST_CASE("virtual memory: the default growable buffer chunk is at least 64 MiB and a multiple of the recommended granularity",
           "[gpu][vmm][growable]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   const std::size_t g = cudrv::allocation_granularity(dev);
   cudrv::growable_buffer<float> buf(dev, std::size_t{1} << 30);  // 4 GiB of addresses, nothing mapped
   CHECK(buf.chunk_bytes() >= 64 * MiB);
@@ -248,12 +238,8 @@ TEST_CASE("virtual memory: the default growable buffer chunk is at least 64 MiB 
 }
 
 TEST_CASE("virtual memory: the memory resource hands out mapped, accessible memory", "[gpu][vmm][memory_resource]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
@@ -281,10 +267,9 @@ TEST_CASE("virtual memory: the memory resource hands out mapped, accessible memo
 }
 
 TEST_CASE("virtual memory: an allocation exported to a POSIX fd and imported shows the same bytes", "[gpu][vmm][ipc]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported) ||
-      !dev.attribute(cudrv::device_attributes::handle_type_posix_file_descriptor_supported)) {
+  if (!dev.attribute(cudrv::device_attributes::handle_type_posix_file_descriptor_supported)) {
     std::cout << "SKIPPED: device 0 cannot export VMM memory to a POSIX file descriptor" << std::endl;
     return;
   }
@@ -312,12 +297,8 @@ TEST_CASE("virtual memory: an allocation exported to a POSIX fd and imported sho
 }
 
 TEST_CASE("virtual memory: the driver's refusals become typed errors", "[gpu][vmm][driver_error]") {
-  CUDRV_REQUIRE_GPU();
+  CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
-  if (!dev.attribute(cudrv::device_attributes::virtual_memory_management_supported)) {
-    std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;
-    return;
-  }
   cudrv::test::destruction_error_counter errors;
   const std::size_t g = cudrv::allocation_granularity(dev, cudrv::granularity::minimum);
   cudrv::address_range range(2 * g);
