@@ -56,8 +56,9 @@ enum class granularity {
 /// auto numa = cudrv::physical_location::host_numa(1);   // host memory on NUMA node 1
 /// @endcode
 struct physical_location {
-  /// @brief The kind of location (`CU_MEM_LOCATION_TYPE_DEVICE`, `_HOST`, `_HOST_NUMA`).
-  CUmemLocationType type = CU_MEM_LOCATION_TYPE_DEVICE;
+  /// @brief The kind of location (`CU_MEM_LOCATION_TYPE_DEVICE`, `_HOST`, `_HOST_NUMA`). The default,
+  /// `CU_MEM_LOCATION_TYPE_INVALID`, names no location: nothing falls back to device 0.
+  CUmemLocationType type = CU_MEM_LOCATION_TYPE_INVALID;
   /// @brief The device ordinal, or the NUMA node; ignored for `CU_MEM_LOCATION_TYPE_HOST`.
   int id = 0;
 
@@ -85,7 +86,7 @@ struct physical_location {
 /// @brief The properties of a new @ref physical_allocation (a typed `CUmemAllocationProp`; the
 /// allocation type is always `CU_MEM_ALLOCATION_TYPE_PINNED`).
 struct physical_allocation_properties {
-  /// @brief Where the memory lives.
+  /// @brief Where the memory lives; it must be named (the default names no location).
   physical_location location{};
   /// @brief The shareable handles the allocation may be exported to (@ref physical_allocation_base::export_posix_fd).
   shareable_handle_types handle_types = shareable_handle_types::none;
@@ -253,7 +254,7 @@ class physical_allocation : public physical_allocation_base {
  public:
   /// @brief Creates @p bytes of memory with @p properties.
   /// @throws invalid_argument_error when @p bytes is 0 or not a multiple of the minimum granularity
-  /// (the message names it), before the driver is asked to allocate
+  /// (the message names it), or no location is named, before the driver is asked to allocate
   /// @throws not_supported_error when compression or GPUDirect RDMA is requested from a device that does
   /// not support it with VMM, or a handle type the device cannot export
   /// @throws out_of_memory_error when the memory is not available

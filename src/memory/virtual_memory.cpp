@@ -134,6 +134,11 @@ bool checked_end(std::size_t offset, std::size_t bytes, std::size_t size) noexce
 // --- granularity and access ---------------------------------------------------------------------
 
 std::size_t allocation_granularity(const physical_allocation_properties& properties, granularity kind) {
+  if (properties.location.type == CU_MEM_LOCATION_TYPE_INVALID) {
+    throw invalid_argument_error("cudrv::allocation_granularity",
+                                 "the allocation properties name no location (physical_location::on(dev), host() or "
+                                 "host_numa(node))");
+  }
   const CUmemAllocationProp prop = to_native(properties);
   std::size_t out = 0;
   check(drv::cuMemGetAllocationGranularity(&out, &prop,
@@ -248,6 +253,10 @@ physical_allocation::physical_allocation(std::size_t bytes, const physical_alloc
   constexpr const char* api = "cudrv::physical_allocation";
   if (bytes == 0) {
     throw invalid_argument_error(api, "a physical allocation of 0 bytes");
+  }
+  if (properties.location.type == CU_MEM_LOCATION_TYPE_INVALID) {
+    throw invalid_argument_error(api, "no location named (physical_location::on(dev), host() or host_numa(node)); "
+                                      "nothing falls back to device 0");
   }
   require_device_support(properties);
   const std::size_t gran = allocation_granularity(properties, granularity::minimum);

@@ -14,6 +14,7 @@ TEST_CASE("virtual memory value types map to the driver's constants", "[vmm]") {
   CHECK(cudrv::physical_location::host_numa(1).native().id == 1);
   CHECK(on == cudrv::physical_location{CU_MEM_LOCATION_TYPE_DEVICE, 3});
   CHECK_FALSE(on == cudrv::physical_location::host());
+  CHECK(cudrv::physical_location{}.type == CU_MEM_LOCATION_TYPE_INVALID);  // no default device
 
   const auto both = cudrv::shareable_handle_types::posix_fd | cudrv::shareable_handle_types::fabric;
   CHECK(static_cast<unsigned>(both) == (CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_FABRIC));

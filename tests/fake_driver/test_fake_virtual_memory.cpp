@@ -140,7 +140,7 @@ TEST_CASE("fake driver: the fixed address of a range is a hint and the address o
 }
 
 TEST_CASE("fake driver: a mapping keeps its range reserved, and unmap, release and free come in that order",
-          "[fake-driver][vmm]") {
+          "[fake-driver][vmm][driver_error]") {
   vmm_fake f;
   cudrv::test::destruction_error_counter errors;
   const cudrv::device dev(1);
@@ -278,6 +278,12 @@ TEST_CASE("fake driver: compression, GPUDirect RDMA and handle types are request
   });
   REQUIRE(fabric);
   CHECK(contains(fabric->what(), "handle_type_fabric_supported"));
+  auto nowhere = catch_as<cudrv::invalid_argument_error>([&] {
+    cudrv::physical_allocation a(2 * MiB, {.handle_types = cudrv::shareable_handle_types::posix_fd});
+  });
+  REQUIRE(nowhere);
+  CHECK(contains(nowhere->what(), "no location named"));
+  CHECK(catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::allocation_granularity(cudrv::physical_allocation_properties{}); }));
   CHECK(f.counter("vmm_create") == creates);
 
   cudrv::physical_allocation ok(2 * MiB, {.location = cudrv::physical_location::on(sm90), .gpu_direct_rdma = true});
