@@ -7,9 +7,10 @@
 //     cudrv::growable_buffer (grow_to maps new chunks behind the old ones; the address never moves) or
 //     by allocating the new size, copying the old contents and freeing the old buffer (raw cuMemAlloc +
 //     cuMemcpyDtoD + cuMemFree, then a context synchronisation so that the copy has landed). Each round
-//     runs both sequences, alternating which goes first; reported per chunk size (2 MiB, the default
-//     64 MiB, 256 MiB; --quick: the default only) the total and the per-step time (medians over rounds),
-//     and the ratio of the totals. N is lowered when the device cannot hold the old and the new buffer
+//     runs both sequences, and the same growth made with raw VMM calls (cuMemCreate + cuMemMap per
+//     chunk, one cuMemSetAccess per step: cudrv's overhead), alternating the order; reported per chunk
+//     size (2 MiB, the default 64 MiB, 256 MiB; --quick: the default only) the total and the per-step
+//     time (medians over rounds), the ratio of the totals, and growable_buffer/raw VMM. N is lowered when the device cannot hold the old and the new buffer
 //     of the copy approach at once.
 // (b) steady-state bandwidth: a read+write kernel (x[i] = x[i] * a + b over 16-byte elements, compiled
 //     at run time with NVRTC) over 4 GiB, on a growable buffer (chunks of 2 MiB, 64 MiB, 256 MiB) and on
@@ -45,16 +46,35 @@ double ms_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+template <class Pfn>
+void load(Pfn& fn, const char* symbol, int version) {
+  fn = reinterpret_cast<Pfn>(cudrv::driver::get_entry_point(symbol, version));
+}
+
 struct raw_api {
   PFN_cuMemAlloc_v3020 alloc = nullptr;
   PFN_cuMemFree_v3020 free = nullptr;
   PFN_cuMemcpyDtoD_v3020 copy = nullptr;
   PFN_cuCtxSynchronize_v2000 sync = nullptr;
+  PFN_cuMemAddressReserve_v10020 reserve = nullptr;
+  PFN_cuMemAddressFree_v10020 address_free = nullptr;
+  PFN_cuMemCreate_v10020 create = nullptr;
+  PFN_cuMemRelease_v10020 release = nullptr;
+  PFN_cuMemMap_v10020 map = nullptr;
+  PFN_cuMemUnmap_v10020 unmap = nullptr;
+  PFN_cuMemSetAccess_v10020 set_access = nullptr;
   raw_api() {
-    alloc = reinterpret_cast<PFN_cuMemAlloc_v3020>(cudrv::driver::get_entry_point("cuMemAlloc", 3020));
-    free = reinterpret_cast<PFN_cuMemFree_v3020>(cudrv::driver::get_entry_point("cuMemFree", 3020));
-    copy = reinterpret_cast<PFN_cuMemcpyDtoD_v3020>(cudrv::driver::get_entry_point("cuMemcpyDtoD", 3020));
-    sync = reinterpret_cast<PFN_cuCtxSynchronize_v2000>(cudrv::driver::get_entry_point("cuCtxSynchronize", 2000));
+    load(alloc, "cuMemAlloc", 3020);
+    load(free, "cuMemFree", 3020);
+    load(copy, "cuMemcpyDtoD", 3020);
+    load(sync, "cuCtxSynchronize", 2000);
+    load(reserve, "cuMemAddressReserve", 10020);
+    load(address_free, "cuMemAddressFree", 10020);
+    load(create, "cuMemCreate", 10020);
+    load(release, "cuMemRelease", 10020);
+    load(map, "cuMemMap", 10020);
+    load(unmap, "cuMemUnmap", 10020);
+    load(set_access, "cuMemSetAccess", 10020);
   }
 };
 
@@ -71,6 +91,44 @@ std::vector<double> grow_growable(const cudrv::device& dev, std::size_t chunk, s
     buf.grow_to(size);
     steps.push_back(ms_since(t0));
   }
+  return steps;
+}
+
+// Per-step times (ms) of the same growth with raw VMM calls: what growable_buffer does, by hand (one
+// reservation aligned to the chunk, cuMemCreate + cuMemMap per chunk, one cuMemSetAccess per step).
+std::vector<double> grow_raw_vmm(const cudrv::device& dev, const raw_api& raw, std::size_t chunk, std::size_t max_bytes) {
+  std::vector<double> steps;
+  const std::size_t reserved = (max_bytes + chunk - 1) / chunk * chunk;
+  const bool power_of_two = (chunk & (chunk - 1)) == 0;
+  CUdeviceptr base = 0;
+  bench::check(raw.reserve(&base, reserved, power_of_two && chunk <= GiB ? chunk : 0, 0, 0), "cuMemAddressReserve");
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = dev.ordinal();
+  CUmemAccessDesc access{};
+  access.location = prop.location;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  std::vector<CUmemGenericAllocationHandle> handles;
+  for (std::size_t size = step_bytes; size <= max_bytes; size += step_bytes) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::size_t first = handles.size();
+    while (handles.size() * chunk < size) {
+      CUmemGenericAllocationHandle h = 0;
+      bench::check(raw.create(&h, chunk, &prop, 0), "cuMemCreate");
+      bench::check(raw.map(base + handles.size() * chunk, chunk, 0, h, 0), "cuMemMap");
+      handles.push_back(h);
+    }
+    if (handles.size() > first) {
+      bench::check(raw.set_access(base + first * chunk, (handles.size() - first) * chunk, &access, 1), "cuMemSetAccess");
+    }
+    steps.push_back(ms_since(t0));
+  }
+  for (std::size_t i = handles.size(); i-- > 0;) {
+    bench::check(raw.unmap(base + i * chunk, chunk), "cuMemUnmap");
+    bench::check(raw.release(handles[i]), "cuMemRelease");
+  }
+  bench::check(raw.address_free(base, reserved), "cuMemAddressFree");
   return steps;
 }
 
@@ -106,21 +164,26 @@ double sum(const std::vector<double>& v) {
 
 void growth_figure(const cudrv::device& dev, const raw_api& raw, std::size_t chunk, bool is_default, std::size_t max_bytes,
                    int rounds) {
-  std::vector<double> g_total, c_total, g_step, c_step, ratio, g_last, c_last;
+  std::vector<double> g_total, c_total, g_step, c_step, ratio, g_last, c_last, v_total, overhead;
   grow_growable(dev, chunk, 2 * step_bytes);  // warm-up
+  grow_raw_vmm(dev, raw, chunk, 2 * step_bytes);
   grow_by_copy(raw, 2 * step_bytes);
   for (int r = 0; r < rounds; ++r) {
-    std::vector<double> g, c;
+    std::vector<double> g, c, v;
     if (r % 2 == 0) {
       g = grow_growable(dev, chunk, max_bytes);
+      v = grow_raw_vmm(dev, raw, chunk, max_bytes);
       c = grow_by_copy(raw, max_bytes);
     } else {
       c = grow_by_copy(raw, max_bytes);
+      v = grow_raw_vmm(dev, raw, chunk, max_bytes);
       g = grow_growable(dev, chunk, max_bytes);
     }
     g_total.push_back(sum(g));
     c_total.push_back(sum(c));
+    v_total.push_back(sum(v));
     ratio.push_back(sum(c) / sum(g));
+    overhead.push_back(sum(g) / sum(v));
     g_step.push_back(bench::median(g));
     c_step.push_back(bench::median(c));
     g_last.push_back(g.back());
@@ -129,17 +192,20 @@ void growth_figure(const cudrv::device& dev, const raw_api& raw, std::size_t chu
   const std::size_t steps = max_bytes / step_bytes;
   std::printf("growth %s -> %s in %zu steps of %s, chunks of %s%s: growable_buffer %.2f ms total (%.3f ms per step, last "
               "step %.3f ms); cuMemAlloc+cuMemcpyDtoD+cuMemFree %.2f ms total (%.3f ms per step, last step %.3f ms); "
-              "copying is %.1fx slower (median of %d rounds)\n",
+              "copying is %.1fx slower; raw VMM calls %.2f ms total, growable_buffer/raw %.3f (median of %d rounds)\n",
               mib(step_bytes).c_str(), mib(max_bytes).c_str(), steps, mib(step_bytes).c_str(), mib(chunk).c_str(),
               is_default ? " (default)" : "", bench::median(g_total), bench::median(g_step), bench::median(g_last),
-              bench::median(c_total), bench::median(c_step), bench::median(c_last), bench::median(ratio), rounds);
+              bench::median(c_total), bench::median(c_step), bench::median(c_last), bench::median(ratio),
+              bench::median(v_total), bench::median(overhead), rounds);
   std::printf("{\"bench\":\"vmm\",\"figure\":\"growth\",\"device\":\"%s\",\"chunk_bytes\":%zu,\"default_chunk\":%s,"
               "\"step_bytes\":%zu,\"max_bytes\":%zu,\"steps\":%zu,\"rounds\":%d,\"growable_total_ms\":%.4f,"
               "\"growable_step_ms\":%.4f,\"growable_last_step_ms\":%.4f,\"copy_total_ms\":%.4f,\"copy_step_ms\":%.4f,"
-              "\"copy_last_step_ms\":%.4f,\"copy_over_growable\":%.3f}\n",
+              "\"copy_last_step_ms\":%.4f,\"copy_over_growable\":%.3f,\"raw_vmm_total_ms\":%.4f,"
+              "\"growable_over_raw_vmm\":%.4f}\n",
               dev.name().c_str(), chunk, is_default ? "true" : "false", step_bytes, max_bytes, steps, rounds,
               bench::median(g_total), bench::median(g_step), bench::median(g_last), bench::median(c_total),
-              bench::median(c_step), bench::median(c_last), bench::median(ratio));
+              bench::median(c_step), bench::median(c_last), bench::median(ratio), bench::median(v_total),
+              bench::median(overhead));
   std::fflush(stdout);
 }
 

@@ -125,6 +125,26 @@ void require_device_support(const physical_allocation_properties& p) {
   }
 }
 
+// The minimum granularity of plain device memory, per device, asked once: a growable buffer creates
+// one physical allocation per chunk, and each checks its size first. Other properties are asked each time.
+std::size_t minimum_granularity_of(const physical_allocation_properties& p) {
+  constexpr int cached_devices = 64;
+  static std::atomic<std::size_t> plain_device[cached_devices] = {};
+  const bool plain = p.location.type == CU_MEM_LOCATION_TYPE_DEVICE && p.location.id >= 0 &&
+                     p.location.id < cached_devices && p.handle_types == shareable_handle_types::none &&
+                     !p.compression && !p.gpu_direct_rdma;
+  if (!plain) {
+    return allocation_granularity(p, granularity::minimum);
+  }
+  std::atomic<std::size_t>& slot = plain_device[p.location.id];
+  std::size_t g = slot.load(std::memory_order_relaxed);
+  if (g == 0) {
+    g = allocation_granularity(p, granularity::minimum);
+    slot.store(g, std::memory_order_relaxed);
+  }
+  return g;
+}
+
 bool checked_end(std::size_t offset, std::size_t bytes, std::size_t size) noexcept {
   return offset <= size && bytes <= size - offset;
 }
@@ -259,7 +279,7 @@ physical_allocation::physical_allocation(std::size_t bytes, const physical_alloc
                                       "nothing falls back to device 0");
   }
   require_device_support(properties);
-  const std::size_t gran = allocation_granularity(properties, granularity::minimum);
+  const std::size_t gran = minimum_granularity_of(properties);
   require_multiple(api, "the size", bytes, gran, "minimum allocation granularity");
   const CUmemAllocationProp prop = to_native(properties);
   CUmemGenericAllocationHandle handle = 0;

@@ -1057,6 +1057,14 @@ bool valid_device_location(const CUmemLocation& loc) {
 
 std::string hexa(CUdeviceptr p) { return hex(reinterpret_cast<void*>(p)); }
 
+CUresult CUDAAPI fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {  // bench_vmm's baseline
+  FAKE_ENTER();
+  if (current() == nullptr || !is_device(dst) || !is_device(src)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  return copy(dst, src, n);
+}
+
 CUresult CUDAAPI fake_cuMemGetAllocationGranularity(std::size_t* g, const CUmemAllocationProp* prop,
                                                     CUmemAllocationGranularity_flags option) {
   FAKE_ENTER();
@@ -1377,7 +1385,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemGetAllocationGranularity), FAKE_SYMBOL(cuMemAddressReserve), FAKE_SYMBOL(cuMemAddressFree),
     FAKE_SYMBOL(cuMemCreate), FAKE_SYMBOL(cuMemRelease), FAKE_SYMBOL(cuMemMap), FAKE_SYMBOL(cuMemUnmap),
     FAKE_SYMBOL(cuMemSetAccess), FAKE_SYMBOL(cuMemGetAccess), FAKE_SYMBOL(cuMemGetAllocationPropertiesFromHandle),
-    FAKE_SYMBOL(cuMemExportToShareableHandle), FAKE_SYMBOL(cuMemImportFromShareableHandle),
+    FAKE_SYMBOL(cuMemExportToShareableHandle), FAKE_SYMBOL(cuMemImportFromShareableHandle), FAKE_SYMBOL(cuMemcpyDtoD),
 };
 
 }  // namespace
