@@ -14,6 +14,7 @@
 #include "cudrv/file_descriptor.hpp"
 #include "cudrv/graph.hpp"
 #include "cudrv/graph_exec.hpp"
+#include "cudrv/growable_buffer.hpp"
 #include "cudrv/host_registration.hpp"
 #include "cudrv/ipc.hpp"
 #include "cudrv/kernel.hpp"
@@ -36,3 +37,4 @@
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/unix_socket.hpp"
 #include "cudrv/version.hpp"
+#include "cudrv/virtual_memory.hpp"

@@ -139,6 +139,7 @@
   X(cuTensorMapEncodeTiled, 12000)            \
   X(cuTensorMapEncodeIm2col, 12000)           \
   X(cuTensorMapReplaceAddress, 12000)         \
+  CUDRV_DRIVER_ENTRY_POINTS_VMM(X)            \
   CUDRV_DRIVER_ENTRY_POINTS_12020(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12040(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12050(X)          \
@@ -162,6 +163,21 @@
 #define CUDRV_HAS_BATCH_COPY 0
 #define CUDRV_DRIVER_ENTRY_POINTS_12080(X)
 #endif
+
+// Virtual memory management (<cudrv/virtual_memory.hpp>, <cudrv/growable_buffer.hpp>).
+#define CUDRV_DRIVER_ENTRY_POINTS_VMM(X)          \
+  X(cuMemAddressReserve, 10020)                   \
+  X(cuMemAddressFree, 10020)                      \
+  X(cuMemCreate, 10020)                           \
+  X(cuMemRelease, 10020)                          \
+  X(cuMemMap, 10020)                              \
+  X(cuMemUnmap, 10020)                            \
+  X(cuMemSetAccess, 10020)                        \
+  X(cuMemGetAccess, 10020)                        \
+  X(cuMemGetAllocationGranularity, 10020)         \
+  X(cuMemGetAllocationPropertiesFromHandle, 10020) \
+  X(cuMemExportToShareableHandle, 10020)          \
+  X(cuMemImportFromShareableHandle, 10020)
 
 #if CUDA_VERSION >= 12050
 #define CUDRV_DRIVER_ENTRY_POINTS_12050(X) X(cuKernelGetLibrary, 12050)

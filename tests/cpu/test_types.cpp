@@ -12,7 +12,9 @@
 #include "support/test_support.hpp"
 
 #include <cudrv/graph_exec.hpp>
+#include <cudrv/growable_buffer.hpp>
 #include <cudrv/library.hpp>
+#include <cudrv/virtual_memory.hpp>
 
 #if __has_include(<cudrv/device_buffer.hpp>)
 #include <cudrv/device_buffer.hpp>
@@ -307,3 +309,38 @@ TEST_CASE("stream_options default to a non-blocking stream of default priority",
   CHECK(high.non_blocking);
   CHECK(high.priority == -1);
 }
+
+// --- virtual memory (<cudrv/virtual_memory.hpp>, <cudrv/growable_buffer.hpp>) ------------------------
+static_assert(is_move_only_owner<cudrv::address_range>);
+static_assert(is_move_only_owner<cudrv::physical_allocation>);
+static_assert(is_move_only_owner<cudrv::memory_mapping>);
+static_assert(is_move_only_owner<cudrv::shareable_fd>);
+static_assert(is_move_only_owner<cudrv::growable_buffer<float>>);
+static_assert(is_view<cudrv::address_range_ref>);
+static_assert(is_view<cudrv::physical_allocation_ref>);
+static_assert(is_view<cudrv::memory_mapping_ref>);
+
+// Owners convert to their views without being them (a view reference cannot overwrite an owner).
+static_assert(std::is_convertible_v<const cudrv::address_range&, cudrv::address_range_ref>);
+static_assert(!std::is_base_of_v<cudrv::address_range_ref, cudrv::address_range>);
+static_assert(std::is_convertible_v<const cudrv::physical_allocation&, cudrv::physical_allocation_ref>);
+static_assert(!std::is_base_of_v<cudrv::physical_allocation_ref, cudrv::physical_allocation>);
+static_assert(std::is_convertible_v<const cudrv::memory_mapping&, cudrv::memory_mapping_ref>);
+static_assert(!std::is_base_of_v<cudrv::memory_mapping_ref, cudrv::memory_mapping>);
+// A view of a temporary range would dangle; a temporary allocation may be mapped (the mapping keeps
+// the memory).
+static_assert(!std::is_convertible_v<cudrv::address_range&&, cudrv::address_range_ref>);
+static_assert(!std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&&, std::size_t, cudrv::physical_allocation_ref>);
+static_assert(std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&, std::size_t, cudrv::physical_allocation&&>);
+// Bases cannot be made or assigned on their own.
+static_assert(!std::is_constructible_v<cudrv::address_range_base, cudrv::address_range_ref>);
+static_assert(!std::is_copy_assignable_v<cudrv::memory_mapping_base>);
+
+// The growable buffer is a typed buffer: it converts to device spans, as device_buffer does.
+static_assert(std::is_convertible_v<cudrv::growable_buffer<float>&, cudrv::device_span<float>>);
+static_assert(std::is_convertible_v<const cudrv::growable_buffer<float>&, cudrv::device_span<const float>>);
+static_assert(!std::is_convertible_v<const cudrv::growable_buffer<float>&, cudrv::device_span<float>>);
+
+// The memory resource implements the one interface.
+static_assert(std::is_base_of_v<cudrv::memory_resource, cudrv::virtual_memory_resource>);
+static_assert(!std::is_copy_constructible_v<cudrv::virtual_memory_resource>);

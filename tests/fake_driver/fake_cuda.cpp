@@ -14,6 +14,7 @@
 // The tests read what happened through the fake_cuda_* functions (counters and an event log).
 #include <cuda.h>
 #include <sys/mman.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -415,6 +416,13 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case static_cast<CUdevice_attribute>(123):  // CAN_USE_STREAM_WAIT_VALUE_NOR: no fake device
     case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
       *v = 0;
+      break;
+    case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
+      *v = 1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
+      *v = cc >= 90 ? 1 : 0;  // compression and fabric handles: unsupported everywhere (the default 0)
       break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
@@ -1500,6 +1508,359 @@ CUresult CUDAAPI fake_cuIpcCloseMemHandle(CUdeviceptr p) {
   return CUDA_SUCCESS;
 }
 
+// --- virtual memory management ---------------------------------------------------------------------
+// Reservations hand out addresses that are never dereferenced; physical memory is bookkeeping only. The
+// driver's rules that cudrv must respect are enforced: sizes, offsets and addresses on the minimum
+// granularity, mappings inside one reservation and not over another, whole mappings unmapped, access set
+// over fully mapped spans, a reservation freed only when nothing is mapped in it. fake_cuda_vmm_fail
+// makes the n-th next call of an entry point fail, for the rollback tests.
+
+struct vmm_physical {
+  std::size_t size = 0;
+  CUmemAllocationProp prop{};
+  int handles = 0;   // handles not released (created or imported)
+  int mappings = 0;  // live mappings of it
+};
+
+struct vmm_mapping {
+  std::size_t size = 0;
+  int physical = 0;
+  std::map<std::pair<int, int>, unsigned long long> access;  // (location type, id) -> flags
+};
+
+struct vmm_t {
+  std::map<CUdeviceptr, std::size_t> reservations;
+  CUdeviceptr next_va = 0x100000000000ULL;
+  std::map<CUmemGenericAllocationHandle, int> handles;  // handle -> physical id
+  CUmemGenericAllocationHandle next_handle = 0x5000;
+  std::map<int, vmm_physical> physical;
+  int next_physical = 1;
+  std::map<CUdeviceptr, vmm_mapping> mappings;
+  std::size_t minimum = std::size_t{2} << 20;
+  std::size_t recommended = std::size_t{2} << 20;
+  std::map<std::string, long long> fail_in;  // entry point -> calls left until one fails
+  std::map<int, int> exported_fds;           // fd -> physical id
+};
+
+vmm_t& vmm() {
+  static auto* v = new vmm_t;
+  return *v;
+}
+
+bool injected_failure(const char* api) {
+  auto it = vmm().fail_in.find(api);
+  if (it == vmm().fail_in.end() || --it->second > 0) {
+    return false;
+  }
+  vmm().fail_in.erase(it);
+  count(std::string("injected:") + api);
+  return true;
+}
+
+bool valid_device_location(const CUmemLocation& loc) {
+  return loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= 0 && loc.id < static_cast<int>(st().devices.size());
+}
+
+std::string hexa(CUdeviceptr p) { return hex(reinterpret_cast<void*>(p)); }
+
+CUresult CUDAAPI fake_cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, std::size_t n) {  // bench_vmm's baseline
+  FAKE_ENTER();
+  if (current() == nullptr || !is_device(dst) || !is_device(src)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  return copy(dst, src, n);
+}
+
+CUresult CUDAAPI fake_cuMemGetAllocationGranularity(std::size_t* g, const CUmemAllocationProp* prop,
+                                                    CUmemAllocationGranularity_flags option) {
+  FAKE_ENTER();
+  if (prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED ||
+      (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device_location(prop->location))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *g = option == CU_MEM_ALLOC_GRANULARITY_MINIMUM ? vmm().minimum : vmm().recommended;
+  count("vmm_granularity_queries");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAddressReserve(CUdeviceptr* ptr, std::size_t size, std::size_t alignment, CUdeviceptr addr,
+                                          unsigned long long flags) {
+  FAKE_ENTER();
+  if (flags != 0 || size == 0 || size % 4096 != 0 || (alignment & (alignment - 1)) != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (injected_failure("cuMemAddressReserve")) {
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  vmm_t& v = vmm();
+  const std::size_t align = std::max<std::size_t>(alignment, v.minimum);
+  auto overlaps = [&](CUdeviceptr a) {
+    for (auto& [base, bytes] : v.reservations) {
+      if (a < base + bytes && base < a + size) {
+        return true;
+      }
+    }
+    return false;
+  };
+  CUdeviceptr out = 0;
+  if (addr != 0 && addr % align == 0 && !overlaps(addr)) {
+    out = addr;  // the hint is honoured when it is free
+  } else {
+    out = (v.next_va + align - 1) / align * align;
+    v.next_va = out + size + v.minimum;  // a gap between reservations
+  }
+  v.reservations[out] = size;
+  *ptr = out;
+  count("vmm_reserve");
+  note("vmm_reserve " + hexa(out));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAddressFree(CUdeviceptr ptr, std::size_t size) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  auto it = v.reservations.find(ptr);
+  if (it == v.reservations.end() || it->second != size) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (auto& [a, m] : v.mappings) {
+    if (a >= ptr && a < ptr + size) {
+      count("vmm_free_while_mapped");
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  v.reservations.erase(it);
+  count("vmm_free");
+  note("vmm_free " + hexa(ptr));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
+                                  unsigned long long flags) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  if (flags != 0 || prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || size == 0 || size % v.minimum != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device_location(prop->location)) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE && prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // host allocations are not shareable
+  }
+  if (injected_failure("cuMemCreate")) {
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  const int id = v.next_physical++;
+  vmm_physical& p = v.physical[id];
+  p.size = size;
+  p.prop = *prop;
+  p.handles = 1;
+  *handle = v.next_handle++;
+  v.handles[*handle] = id;
+  count("vmm_create");
+  note("vmm_create " + std::to_string(*handle));
+  return CUDA_SUCCESS;
+}
+
+void drop_physical_if_unused(int id) {
+  auto it = vmm().physical.find(id);
+  if (it != vmm().physical.end() && it->second.handles == 0 && it->second.mappings == 0) {
+    vmm().physical.erase(it);
+    count("vmm_physical_freed");
+  }
+}
+
+CUresult CUDAAPI fake_cuMemRelease(CUmemGenericAllocationHandle handle) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  auto it = v.handles.find(handle);
+  if (it == v.handles.end()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const int id = it->second;
+  v.handles.erase(it);
+  --v.physical[id].handles;
+  drop_physical_if_unused(id);
+  count("vmm_release");
+  note("vmm_release " + std::to_string(handle));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
+                               unsigned long long flags) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  auto h = v.handles.find(handle);
+  if (flags != 0 || h == v.handles.end() || size == 0 || size % v.minimum != 0 || offset % v.minimum != 0 ||
+      ptr % v.minimum != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  vmm_physical& p = v.physical[h->second];
+  if (offset > p.size || size > p.size - offset) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  bool inside = false;
+  for (auto& [base, bytes] : v.reservations) {
+    inside = inside || (ptr >= base && ptr + size <= base + bytes);
+  }
+  if (!inside) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (auto& [a, m] : v.mappings) {
+    if (ptr < a + m.size && a < ptr + size) {
+      count("vmm_map_over_mapped");
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  if (injected_failure("cuMemMap")) {
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  v.mappings[ptr] = vmm_mapping{size, h->second, {}};
+  ++p.mappings;
+  count("vmm_map");
+  note("vmm_map " + hexa(ptr));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemUnmap(CUdeviceptr ptr, std::size_t size) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  // Whole mappings only: every mapping the span touches must lie inside it, and it must touch one.
+  std::vector<CUdeviceptr> victims;
+  for (auto& [a, m] : v.mappings) {
+    if (ptr < a + m.size && a < ptr + size) {
+      if (a < ptr || a + m.size > ptr + size) {
+        return fail(CUDA_ERROR_INVALID_VALUE);
+      }
+      victims.push_back(a);
+    }
+  }
+  if (victims.empty()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (CUdeviceptr a : victims) {
+    const int id = v.mappings[a].physical;
+    v.mappings.erase(a);
+    --v.physical[id].mappings;
+    drop_physical_if_unused(id);
+    count("vmm_unmap");
+    note("vmm_unmap " + hexa(a));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemSetAccess(CUdeviceptr ptr, std::size_t size, const CUmemAccessDesc* desc, std::size_t n) {
+  FAKE_ENTER();
+  vmm_t& v = vmm();
+  if (size == 0 || n == 0 || desc == nullptr || ptr % v.minimum != 0 || size % v.minimum != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    if (!valid_device_location(desc[i].location)) {
+      return fail(CUDA_ERROR_INVALID_DEVICE);
+    }
+    if (desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_NONE && desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READ &&
+        desc[i].flags != CU_MEM_ACCESS_FLAGS_PROT_READWRITE) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  // The span must be mapped without a hole.
+  std::vector<vmm_mapping*> covered;
+  CUdeviceptr at = ptr;
+  while (at < ptr + size) {
+    auto it = v.mappings.upper_bound(at);
+    if (it == v.mappings.begin()) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    --it;
+    if (at >= it->first + it->second.size) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    covered.push_back(&it->second);
+    at = it->first + it->second.size;
+  }
+  if (injected_failure("cuMemSetAccess")) {
+    return fail(CUDA_ERROR_OUT_OF_MEMORY);
+  }
+  for (vmm_mapping* m : covered) {
+    for (std::size_t i = 0; i < n; ++i) {
+      m->access[{desc[i].location.type, desc[i].location.id}] = desc[i].flags;
+    }
+  }
+  count("vmm_set_access");
+  note("vmm_set_access " + hexa(ptr) + " " + std::to_string(size) + " " + std::to_string(n));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemGetAccess(unsigned long long* flags, const CUmemLocation* loc, CUdeviceptr ptr) {
+  FAKE_ENTER();
+  auto it = vmm().mappings.upper_bound(ptr);
+  if (it == vmm().mappings.begin()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  --it;
+  if (ptr >= it->first + it->second.size || !valid_device_location(*loc)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  auto a = it->second.access.find({loc->type, loc->id});
+  *flags = a != it->second.access.end() ? a->second : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+  FAKE_ENTER();
+  auto it = vmm().handles.find(handle);
+  if (it == vmm().handles.end()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *prop = vmm().physical[it->second].prop;
+  prop->allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_NONE;  // compression is a hint nobody grants here
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemExportToShareableHandle(void* out, CUmemGenericAllocationHandle handle,
+                                                   CUmemAllocationHandleType type, unsigned long long flags) {
+  FAKE_ENTER();
+  auto it = vmm().handles.find(handle);
+  if (it == vmm().handles.end() || flags != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const vmm_physical& p = vmm().physical[it->second];
+  if ((p.prop.requestedHandleTypes & type) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return fail(CUDA_ERROR_NOT_SUPPORTED);
+  }
+  const int fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    return fail(CUDA_ERROR_OPERATING_SYSTEM);
+  }
+  vmm().exported_fds[fd] = it->second;
+  *static_cast<int*>(out) = fd;
+  count("vmm_export");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* handle, void* os,
+                                                     CUmemAllocationHandleType type) {
+  FAKE_ENTER();
+  if (type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return fail(CUDA_ERROR_NOT_SUPPORTED);
+  }
+  auto it = vmm().exported_fds.find(static_cast<int>(reinterpret_cast<std::intptr_t>(os)));
+  if (it == vmm().exported_fds.end() || vmm().physical.count(it->second) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  ++vmm().physical[it->second].handles;
+  *handle = vmm().next_handle++;
+  vmm().handles[*handle] = it->second;
+  count("vmm_import");
+  note("vmm_import " + std::to_string(*handle));
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -1536,6 +1897,10 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemcpy3DAsync), FAKE_SYMBOL(cuStreamWaitValue32), FAKE_SYMBOL(cuStreamWaitValue64),
     FAKE_SYMBOL(cuStreamWriteValue32), FAKE_SYMBOL(cuStreamWriteValue64), FAKE_SYMBOL(cuStreamBatchMemOp),
     FAKE_SYMBOL(cuGraphAddBatchMemOpNode), FAKE_SYMBOL(cuStreamIsCapturing),
+    FAKE_SYMBOL(cuMemGetAllocationGranularity), FAKE_SYMBOL(cuMemAddressReserve), FAKE_SYMBOL(cuMemAddressFree),
+    FAKE_SYMBOL(cuMemCreate), FAKE_SYMBOL(cuMemRelease), FAKE_SYMBOL(cuMemMap), FAKE_SYMBOL(cuMemUnmap),
+    FAKE_SYMBOL(cuMemSetAccess), FAKE_SYMBOL(cuMemGetAccess), FAKE_SYMBOL(cuMemGetAllocationPropertiesFromHandle),
+    FAKE_SYMBOL(cuMemExportToShareableHandle), FAKE_SYMBOL(cuMemImportFromShareableHandle), FAKE_SYMBOL(cuMemcpyDtoD),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -1617,4 +1982,29 @@ FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
 FAKE_EXPORT int fake_cuda_is_live(CUdeviceptr p) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   return st().live.count(p) != 0 ? 1 : 0;
+}
+
+/// Virtual memory: the n-th next call of the entry point `api` fails (cuMemAddressReserve, cuMemCreate,
+/// cuMemMap, cuMemSetAccess) with CUDA_ERROR_OUT_OF_MEMORY.
+FAKE_EXPORT void fake_cuda_vmm_fail(const char* api, long long nth) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  vmm().fail_in[api] = nth;
+}
+
+/// Virtual memory: the minimum and recommended allocation granularity (default 2 MiB both).
+FAKE_EXPORT void fake_cuda_vmm_set_granularity(std::size_t minimum, std::size_t recommended) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  vmm().minimum = minimum;
+  vmm().recommended = recommended;
+}
+
+/// Virtual memory: how many "reservations", "handles", "mappings" or "physical" allocations are live.
+FAKE_EXPORT long long fake_cuda_vmm_live(const char* what) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  const std::string w = what;
+  if (w == "reservations") return static_cast<long long>(vmm().reservations.size());
+  if (w == "handles") return static_cast<long long>(vmm().handles.size());
+  if (w == "mappings") return static_cast<long long>(vmm().mappings.size());
+  if (w == "physical") return static_cast<long long>(vmm().physical.size());
+  return -1;
 }
