@@ -2,6 +2,7 @@
 /// @brief The umbrella header: includes every public cudrv header.
 #pragma once
 
+#include "cudrv/array.hpp"
 #include "cudrv/compile_cache.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
@@ -30,4 +31,5 @@
 #include "cudrv/stream.hpp"
 #include "cudrv/stream_capture.hpp"
 #include "cudrv/tensor_map.hpp"
+#include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
