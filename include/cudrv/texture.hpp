@@ -164,11 +164,13 @@ class texture_resource {
 // --- samplers -------------------------------------------------------------------------------------------
 
 /// @brief What a texture read outside [0, 1) (normalised) or [0, size) does, per dimension.
+/// The values are not the driver's: `clamp` is 0, so that the dimensions a braced list leaves out
+/// (`.address = {cudrv::address_mode::border}`) clamp, as the defaults do, instead of wrapping.
 enum class address_mode : int {
-  wrap = CU_TR_ADDRESS_MODE_WRAP,      ///< Repeat (normalised coordinates only).
-  clamp = CU_TR_ADDRESS_MODE_CLAMP,    ///< Clamp to the edge element.
-  mirror = CU_TR_ADDRESS_MODE_MIRROR,  ///< Repeat mirrored (normalised coordinates only).
-  border = CU_TR_ADDRESS_MODE_BORDER,  ///< Return the border colour.
+  clamp = 0,   ///< Clamp to the edge element (CU_TR_ADDRESS_MODE_CLAMP).
+  wrap = 1,    ///< Repeat (normalised coordinates only; CU_TR_ADDRESS_MODE_WRAP).
+  mirror = 2,  ///< Repeat mirrored (normalised coordinates only; CU_TR_ADDRESS_MODE_MIRROR).
+  border = 3,  ///< Return the border colour (CU_TR_ADDRESS_MODE_BORDER).
 };
 
 /// @brief How a texture read between elements (or between mipmap levels) is filtered.

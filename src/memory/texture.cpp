@@ -180,7 +180,20 @@ CUDA_TEXTURE_DESC native_texture_description(const sampler_description& s, const
   }
   CUDA_TEXTURE_DESC t{};
   for (int i = 0; i < 3; ++i) {
-    t.addressMode[i] = static_cast<CUaddress_mode>(s.address[i]);
+    switch (s.address[i]) {
+      case address_mode::wrap:
+        t.addressMode[i] = CU_TR_ADDRESS_MODE_WRAP;
+        break;
+      case address_mode::mirror:
+        t.addressMode[i] = CU_TR_ADDRESS_MODE_MIRROR;
+        break;
+      case address_mode::border:
+        t.addressMode[i] = CU_TR_ADDRESS_MODE_BORDER;
+        break;
+      default:
+        t.addressMode[i] = CU_TR_ADDRESS_MODE_CLAMP;
+        break;
+    }
   }
   t.filterMode = static_cast<CUfilter_mode>(s.filter);
   t.flags = 0;
