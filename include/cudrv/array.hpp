@@ -4,7 +4,7 @@
 /// @ref cudrv::mipmapped_array_ref, their shapes and formats, and @ref cudrv::copy to and from them.
 ///
 /// An array is typed on its element (`cudrv::array<float4>`: four float channels); the channel format
-/// and count are derived from the type at compile time (@ref cudrv::array_element_traits).
+/// and count are derived from the type at compile time (`cudrv::array_element_traits`).
 /// `cudrv::array<>` (element `void`) is the untyped form, whose format is given at run time.
 #pragma once
 
@@ -106,14 +106,14 @@ CUDRV_ARRAY_ELEMENT(uint4, CU_AD_FORMAT_UNSIGNED_INT32, 4)
 #undef CUDRV_ARRAY_ELEMENT
 /// @endcond
 
-/// @brief An element type an array can hold: @ref array_element_traits names its format, and its
+/// @brief An element type an array can hold: `cudrv::array_element_traits` names its format, and its
 /// size is that of the format (so `cudrv::array<double>` does not compile).
 template <class T>
 concept array_element = requires {
   { array_element_traits<T>::format } -> std::convertible_to<array_format>;
 } && sizeof(T) == array_element_traits<T>::format.element_size() && std::is_trivially_copyable_v<T>;
 
-/// @brief The format of @p T (see @ref array_element_traits).
+/// @brief The format of @p T (see `cudrv::array_element_traits`).
 template <array_element T>
 inline constexpr array_format array_format_of = array_element_traits<T>::format;
 
