@@ -468,17 +468,25 @@ class array : public array_base {
   /// @brief Whether this object holds an array (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the array.
-  operator array_ref<T>() const noexcept {  // NOLINT: implicit on purpose
+  operator array_ref<T>() const& noexcept {  // NOLINT: implicit on purpose
     return array_ref<T>::unchecked(handle_, description_, context_);
   }
+  /// @brief Refused: the view would outlive the temporary array.
+  operator array_ref<T>() const&& = delete;
   /// @brief The untyped view of the array.
-  operator array_ref<void>() const noexcept  // NOLINT: implicit on purpose
+  operator array_ref<void>() const& noexcept  // NOLINT: implicit on purpose
     requires(!std::is_void_v<T>)
   {
     return array_ref<void>::unchecked(handle_, description_, context_);
   }
+  /// @brief Refused: the view would outlive the temporary array.
+  operator array_ref<void>() const&&
+    requires(!std::is_void_v<T>)
+  = delete;
   /// @brief A view of the array (the same as the conversion).
-  [[nodiscard]] array_ref<T> view() const noexcept { return *this; }
+  [[nodiscard]] array_ref<T> view() const& noexcept { return *this; }
+  /// @brief Refused: the view would outlive the temporary array.
+  array_ref<T> view() const&& = delete;
   /// @brief The context the array was made in.
   /// @throws invalid_argument_error for an empty owner
   [[nodiscard]] context_ref context() const {
@@ -675,9 +683,11 @@ class mipmapped_array : public mipmapped_array_base {
   /// @brief Whether this object holds an array.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the array.
-  operator mipmapped_array_ref<T>() const noexcept {  // NOLINT: implicit on purpose
+  operator mipmapped_array_ref<T>() const& noexcept {  // NOLINT: implicit on purpose
     return mipmapped_array_ref<T>(typename mipmapped_array_ref<T>::unchecked_tag{}, *this);
   }
+  /// @brief Refused: the view would outlive the temporary array.
+  operator mipmapped_array_ref<T>() const&& = delete;
   /// @brief A view of level @p level (valid while this array lives); level 0 is the largest.
   /// @throws invalid_argument_error when @p level is not below @ref levels, or the array is empty
   [[nodiscard]] array_ref<T> level(unsigned int level) const& {

@@ -8,6 +8,7 @@
 #include "cudrv/error.hpp"
 #include "cudrv/pointer_attributes.hpp"
 #include "driver/driver_api.hpp"
+#include "memory/array_support.hpp"
 #include "memory/memory_support.hpp"
 #include "streams/nvtx_support.hpp"
 #include "streams/stream_support.hpp"
@@ -321,11 +322,7 @@ CUarray create_array(CUcontext ctx, const array_description& d) {
 }
 
 void destroy_array(CUarray handle, const context_token& ctx) noexcept {
-  if (!ctx.alive()) {
-    report_outlived_context("cudrv::array", "array");
-    return;
-  }
-  destroy_noexcept("cuArrayDestroy", [handle] { return drv::cuArrayDestroy(handle); });
+  destroy_in_context(ctx, "cudrv::array", "array", "cuArrayDestroy", [handle] { return drv::cuArrayDestroy(handle); });
 }
 
 array_description query_array(CUarray handle) {
@@ -372,11 +369,8 @@ CUmipmappedArray create_mipmapped_array(CUcontext ctx, const array_description& 
 }
 
 void destroy_mipmapped_array(CUmipmappedArray handle, const context_token& ctx) noexcept {
-  if (!ctx.alive()) {
-    report_outlived_context("cudrv::mipmapped_array", "mipmapped array");
-    return;
-  }
-  destroy_noexcept("cuMipmappedArrayDestroy", [handle] { return drv::cuMipmappedArrayDestroy(handle); });
+  destroy_in_context(ctx, "cudrv::mipmapped_array", "mipmapped array", "cuMipmappedArrayDestroy",
+                     [handle] { return drv::cuMipmappedArrayDestroy(handle); });
 }
 
 CUarray mipmapped_level(CUmipmappedArray handle, unsigned int levels, unsigned int level, const array_description& d,

@@ -7,6 +7,7 @@
 
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
+#include "memory/array_support.hpp"
 #include "memory/memory_support.hpp"
 
 namespace cudrv {
@@ -267,19 +268,13 @@ CUsurfObject create_surface(const texture_resource& r, context_token* ctx) {
 }
 
 void destroy_texture(CUtexObject handle, const context_token& ctx) noexcept {
-  if (!ctx.alive()) {
-    report_outlived_context("cudrv::texture_object", "texture object");
-    return;
-  }
-  destroy_noexcept("cuTexObjectDestroy", [handle] { return drv::cuTexObjectDestroy(handle); });
+  destroy_in_context(ctx, "cudrv::texture_object", "texture object", "cuTexObjectDestroy",
+                     [handle] { return drv::cuTexObjectDestroy(handle); });
 }
 
 void destroy_surface(CUsurfObject handle, const context_token& ctx) noexcept {
-  if (!ctx.alive()) {
-    report_outlived_context("cudrv::surface_object", "surface object");
-    return;
-  }
-  destroy_noexcept("cuSurfObjectDestroy", [handle] { return drv::cuSurfObjectDestroy(handle); });
+  destroy_in_context(ctx, "cudrv::surface_object", "surface object", "cuSurfObjectDestroy",
+                     [handle] { return drv::cuSurfObjectDestroy(handle); });
 }
 
 }  // namespace detail

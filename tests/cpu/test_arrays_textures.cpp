@@ -50,6 +50,9 @@ static_assert(std::is_convertible_v<const cudrv::array<float>&, cudrv::array_ref
 static_assert(std::is_convertible_v<const cudrv::array<float>&, cudrv::array_ref<>>);
 static_assert(std::is_convertible_v<cudrv::array_ref<float>, cudrv::array_ref<>>);
 static_assert(!std::is_convertible_v<cudrv::array_ref<>, cudrv::array_ref<float>>);
+static_assert(!std::is_convertible_v<cudrv::array<float>&&, cudrv::array_ref<float>>);  // a view of a temporary
+static_assert(!std::is_convertible_v<cudrv::array<float>&&, cudrv::array_ref<>>);
+static_assert(!std::is_convertible_v<cudrv::mipmapped_array<float>&&, cudrv::mipmapped_array_ref<float>>);
 static_assert(std::is_convertible_v<const cudrv::texture_object&, cudrv::texture_object_ref>);
 static_assert(!std::is_convertible_v<cudrv::texture_object&&, cudrv::texture_object_ref>);
 static_assert(!std::is_convertible_v<cudrv::surface_object&&, cudrv::surface_object_ref>);
