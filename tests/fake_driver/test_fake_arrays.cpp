@@ -557,7 +557,7 @@ TEST_CASE("texture objects: combinations the hardware cannot sample are refused 
   CHECK(f.counter("textures_created") == made);
 }
 
-TEST_CASE("surface objects: arrays made for surfaces only; destruction after the context", "[fake-driver][textures][driver_error]") {
+TEST_CASE("surface objects: arrays made for surfaces only, and destruction after the context", "[fake-driver][textures][driver_error]") {
   fake_arrays f;
   destruction_reports reports;
   cudrv::device dev(1);

@@ -164,7 +164,7 @@ TEST_CASE("a 2-D float texture with linear filtering, clamp addressing and norma
   CHECK(cudrv::test::mismatch(again, out).empty());
 }
 
-TEST_CASE("a kernel reads and writes an array through a surface; the result is copied back", "[gpu][texture][surface]") {
+TEST_CASE("a kernel reads and writes an array through a surface, and the result is copied back", "[gpu][texture][surface]") {
   CUDRV_REQUIRE_GPU();
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);
