@@ -3,6 +3,7 @@
 #pragma once
 
 #include "cudrv/batch_copy.hpp"
+#include "cudrv/array.hpp"
 #include "cudrv/compile_cache.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
@@ -36,5 +37,6 @@
 #include "cudrv/stream_memory_ops.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/unix_socket.hpp"
+#include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"

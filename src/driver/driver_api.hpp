@@ -140,6 +140,16 @@
   X(cuTensorMapEncodeIm2col, 12000)           \
   X(cuTensorMapReplaceAddress, 12000)         \
   CUDRV_DRIVER_ENTRY_POINTS_VMM(X)            \
+  X(cuArray3DCreate, 3020)                    \
+  X(cuArray3DGetDescriptor, 3020)             \
+  X(cuArrayDestroy, 2000)                     \
+  X(cuMipmappedArrayCreate, 5000)             \
+  X(cuMipmappedArrayGetLevel, 5000)           \
+  X(cuMipmappedArrayDestroy, 5000)            \
+  X(cuTexObjectCreate, 5000)                  \
+  X(cuTexObjectDestroy, 5000)                 \
+  X(cuSurfObjectCreate, 5000)                 \
+  X(cuSurfObjectDestroy, 5000)                \
   CUDRV_DRIVER_ENTRY_POINTS_12020(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12040(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12050(X)          \

@@ -19,6 +19,7 @@
 #include "kernels/reduce.hpp"
 #include "kernels/saxpy.hpp"
 #include "kernels/sgemm.hpp"
+#include "kernels/texture_resize.hpp"
 #include "kernels/transpose.hpp"
 #include "kernels/vector_add.hpp"
 
@@ -43,6 +44,7 @@ const std::vector<example_source>& all_examples() {
       CUDRV_EXAMPLE_SOURCE(transpose),  CUDRV_EXAMPLE_SOURCE(sgemm),     CUDRV_EXAMPLE_SOURCE(histogram),
       CUDRV_EXAMPLE_SOURCE(heat),       CUDRV_EXAMPLE_SOURCE(monte_carlo_pi), CUDRV_EXAMPLE_SOURCE(overlap),
       CUDRV_EXAMPLE_SOURCE(pdl),        CUDRV_EXAMPLE_SOURCE(integer_sum), CUDRV_EXAMPLE_SOURCE(heat_halo),
+      CUDRV_EXAMPLE_SOURCE(texture_resize),
   };
   return all;
 }

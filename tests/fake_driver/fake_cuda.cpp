@@ -424,6 +424,81 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
       *v = cc >= 90 ? 1 : 0;  // compression and fabric handles: unsupported everywhere (the default 0)
       break;
+    // Texture, surface and linear-texture limits (arrays): an H100's, with a 2-D height of 4096 to test refusals.
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
+      *v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
+      *v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
+      *v = 4096;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
+      *v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE:
+      *v = 8192;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE:
+      *v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH:
+      *v = 32768;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT:
+      *v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH:
+      *v = 16384;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS:
+      *v = 2048;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS:
+      *v = 2046;
+      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
+      *v = 16;  // what calloc guarantees the fake's device memory
+      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
+      *v = 32;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH:
+      *v = 1 << 28;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH:
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT:
+      *v = 131072;
+      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH:
+      *v = 2097120;
+      break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
       break;
@@ -1180,18 +1255,6 @@ CUresult CUDAAPI fake_cuMemcpy2DAsync(const CUDA_MEMCPY2D* c, CUstream h) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D* c, CUstream h) {
-  FAKE_ENTER();
-  count("memcpy_3d_async");
-  if (!usable_stream(h) || freed_address(side(c->dstMemoryType, c->dstDevice, c->dstHost)) ||
-      freed_address(side(c->srcMemoryType, c->srcDevice, c->srcHost))) {
-    return fail(CUDA_ERROR_INVALID_VALUE);
-  }
-  copy_3d(side(c->dstMemoryType, c->dstDevice, c->dstHost), c->dstPitch, c->dstHeight,
-          side(c->srcMemoryType, c->srcDevice, c->srcHost), c->srcPitch, c->srcHeight, c->WidthInBytes, c->Height, c->Depth);
-  return CUDA_SUCCESS;
-}
-
 // Stream memory operations: 64-bit ones where the device reports them (sm_90), NOR nowhere; waits are
 // logged (nothing runs concurrently here), writes land at once.
 CUresult memory_op(fake_context* c, const CUstreamBatchMemOpParams& p, std::string& line) {
@@ -1861,6 +1924,342 @@ CUresult CUDAAPI fake_cuMemImportFromShareableHandle(CUmemGenericAllocationHandl
   return CUDA_SUCCESS;
 }
 
+// --- arrays, textures, surfaces ---------------------------------------------------------------------
+// Arrays keep their bytes on the host (dense rows of Width elements); cuMemcpy3DAsync copies between
+// them and host or fake device memory at once. Destroying an array whose context is gone is refused,
+// as the handle may name something else by then.
+
+struct fake_array {
+  CUDA_ARRAY3D_DESCRIPTOR desc{};
+  fake_context* ctx = nullptr;
+  unsigned long long ctx_id = 0;
+  bool alive = true;
+  bool level = false;  // a level of a mipmapped array (destroyed with it)
+  std::vector<unsigned char> bytes;
+};
+
+struct fake_mipmap {
+  fake_context* ctx = nullptr;
+  unsigned long long ctx_id = 0;
+  bool alive = true;
+  std::vector<fake_array*> levels;
+};
+
+struct array_state {
+  std::vector<std::unique_ptr<fake_array>> arrays;
+  std::vector<std::unique_ptr<fake_mipmap>> mipmaps;
+  CUDA_ARRAY3D_DESCRIPTOR last_array{};
+  CUDA_RESOURCE_DESC last_resource{};
+  CUDA_TEXTURE_DESC last_texture{};
+  CUDA_RESOURCE_VIEW_DESC last_view{};
+  bool last_had_view = false;
+  CUDA_MEMCPY3D last_copy{};
+  unsigned long long next_object = 1;
+  std::map<unsigned long long, unsigned long long> textures;  // handle -> context id
+  std::map<unsigned long long, unsigned long long> surfaces;
+};
+
+array_state& arrays() {
+  static auto* a = new array_state;
+  return *a;
+}
+
+std::size_t channel_bytes(CUarray_format f) {
+  switch (f) {
+    case CU_AD_FORMAT_UNSIGNED_INT8:
+    case CU_AD_FORMAT_SIGNED_INT8:
+      return 1;
+    case CU_AD_FORMAT_UNSIGNED_INT16:
+    case CU_AD_FORMAT_SIGNED_INT16:
+    case CU_AD_FORMAT_HALF:
+      return 2;
+    case CU_AD_FORMAT_UNSIGNED_INT32:
+    case CU_AD_FORMAT_SIGNED_INT32:
+    case CU_AD_FORMAT_FLOAT:
+      return 4;
+    default:
+      return 0;
+  }
+}
+
+std::size_t element_bytes(const CUDA_ARRAY3D_DESCRIPTOR& d) { return channel_bytes(d.Format) * d.NumChannels; }
+
+bool context_alive(fake_context* c, unsigned long long id) { return c != nullptr && c->alive && c->id == id; }
+
+fake_array* new_array(const CUDA_ARRAY3D_DESCRIPTOR& d, fake_context* c, bool level) {
+  auto a = std::make_unique<fake_array>();
+  a->desc = d;
+  a->ctx = c;
+  a->ctx_id = c->id;
+  a->level = level;
+  a->bytes.assign(d.Width * std::max<std::size_t>(d.Height, 1) * std::max<std::size_t>(d.Depth, 1) * element_bytes(d),
+                  0xCD);
+  arrays().arrays.push_back(std::move(a));
+  return arrays().arrays.back().get();
+}
+
+bool valid_descriptor(const CUDA_ARRAY3D_DESCRIPTOR& d) {
+  return d.Width != 0 && channel_bytes(d.Format) != 0 &&
+         (d.NumChannels == 1 || d.NumChannels == 2 || d.NumChannels == 4) &&
+         ((d.Flags & CUDA_ARRAY3D_CUBEMAP) == 0 || (d.Width == d.Height && d.Depth % 6 == 0));
+}
+
+CUresult CUDAAPI fake_cuArray3DCreate(CUarray* out, const CUDA_ARRAY3D_DESCRIPTOR* d) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (!valid_descriptor(*d)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  arrays().last_array = *d;
+  *out = reinterpret_cast<CUarray>(new_array(*d, as_ctx(current()), false));
+  count("arrays_created");
+  return CUDA_SUCCESS;
+}
+
+fake_array* as_array(CUarray a) {
+  for (auto& p : arrays().arrays) {
+    if (reinterpret_cast<CUarray>(p.get()) == a && p->alive) {
+      return p.get();
+    }
+  }
+  return nullptr;
+}
+
+CUresult CUDAAPI fake_cuArray3DGetDescriptor(CUDA_ARRAY3D_DESCRIPTOR* d, CUarray a) {
+  FAKE_ENTER();
+  fake_array* arr = as_array(a);
+  if (arr == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *d = arr->desc;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuArrayDestroy(CUarray a) {
+  FAKE_ENTER();
+  fake_array* arr = as_array(a);
+  if (arr == nullptr || arr->level) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  if (!context_alive(arr->ctx, arr->ctx_id)) {
+    count("array_destroy_after_context");
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  arr->alive = false;
+  note("array_destroy " + hex(a));
+  count("arrays_destroyed");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMipmappedArrayCreate(CUmipmappedArray* out, const CUDA_ARRAY3D_DESCRIPTOR* d, unsigned levels) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (!valid_descriptor(*d) || levels == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  arrays().last_array = *d;
+  auto m = std::make_unique<fake_mipmap>();
+  m->ctx = as_ctx(current());
+  m->ctx_id = m->ctx->id;
+  const bool layered = (d->Flags & (CUDA_ARRAY3D_LAYERED | CUDA_ARRAY3D_CUBEMAP)) != 0;
+  for (unsigned l = 0; l < levels; ++l) {
+    CUDA_ARRAY3D_DESCRIPTOR ld = *d;
+    auto halve = [l](std::size_t v) { return v == 0 ? std::size_t{0} : std::max<std::size_t>(v >> l, 1); };
+    ld.Width = halve(d->Width);
+    ld.Height = halve(d->Height);
+    ld.Depth = layered ? d->Depth : halve(d->Depth);
+    m->levels.push_back(new_array(ld, m->ctx, true));
+  }
+  *out = reinterpret_cast<CUmipmappedArray>(m.get());
+  arrays().mipmaps.push_back(std::move(m));
+  count("mipmapped_arrays_created");
+  return CUDA_SUCCESS;
+}
+
+fake_mipmap* as_mipmap(CUmipmappedArray m) {
+  for (auto& p : arrays().mipmaps) {
+    if (reinterpret_cast<CUmipmappedArray>(p.get()) == m && p->alive) {
+      return p.get();
+    }
+  }
+  return nullptr;
+}
+
+CUresult CUDAAPI fake_cuMipmappedArrayGetLevel(CUarray* out, CUmipmappedArray m, unsigned level) {
+  FAKE_ENTER();
+  fake_mipmap* mip = as_mipmap(m);
+  if (mip == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  if (level >= mip->levels.size()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *out = reinterpret_cast<CUarray>(mip->levels[level]);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMipmappedArrayDestroy(CUmipmappedArray m) {
+  FAKE_ENTER();
+  fake_mipmap* mip = as_mipmap(m);
+  if (mip == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  if (!context_alive(mip->ctx, mip->ctx_id)) {
+    count("array_destroy_after_context");
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  mip->alive = false;
+  for (fake_array* l : mip->levels) {
+    l->alive = false;
+  }
+  count("mipmapped_arrays_destroyed");
+  return CUDA_SUCCESS;
+}
+
+bool usable_resource(const CUDA_RESOURCE_DESC& r) {
+  switch (r.resType) {
+    case CU_RESOURCE_TYPE_ARRAY:
+      return as_array(r.res.array.hArray) != nullptr;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
+      return as_mipmap(r.res.mipmap.hMipmappedArray) != nullptr;
+    case CU_RESOURCE_TYPE_LINEAR:
+      return is_device(r.res.linear.devPtr);
+    case CU_RESOURCE_TYPE_PITCH2D:
+      return is_device(r.res.pitch2D.devPtr);
+  }
+  return false;
+}
+
+CUresult CUDAAPI fake_cuTexObjectCreate(CUtexObject* out, const CUDA_RESOURCE_DESC* r, const CUDA_TEXTURE_DESC* t,
+                                        const CUDA_RESOURCE_VIEW_DESC* v) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (!usable_resource(*r)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  array_state& a = arrays();
+  a.last_resource = *r;
+  a.last_texture = *t;
+  a.last_had_view = v != nullptr;
+  a.last_view = v != nullptr ? *v : CUDA_RESOURCE_VIEW_DESC{};
+  *out = a.next_object++;
+  a.textures[*out] = as_ctx(current())->id;
+  count("textures_created");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuTexObjectDestroy(CUtexObject t) {
+  FAKE_ENTER();
+  if (arrays().textures.erase(t) == 0) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  note("texture_destroy " + std::to_string(t));
+  count("textures_destroyed");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuSurfObjectCreate(CUsurfObject* out, const CUDA_RESOURCE_DESC* r) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (r->resType != CU_RESOURCE_TYPE_ARRAY || as_array(r->res.array.hArray) == nullptr ||
+      (as_array(r->res.array.hArray)->desc.Flags & CUDA_ARRAY3D_SURFACE_LDST) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  arrays().last_resource = *r;
+  *out = arrays().next_object++;
+  arrays().surfaces[*out] = as_ctx(current())->id;
+  count("surfaces_created");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuSurfObjectDestroy(CUsurfObject h) {
+  FAKE_ENTER();
+  if (arrays().surfaces.erase(h) == 0) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  count("surfaces_destroyed");
+  return CUDA_SUCCESS;
+}
+
+// One side of a 3-D copy: the address of row (y, z) of the box.
+struct copy_side {
+  unsigned char* base = nullptr;
+  std::size_t pitch = 0, height = 0, x = 0, y = 0, z = 0;
+  std::size_t rows = 0, slices = 0;  // for arrays: the bounds
+  bool array = false;
+};
+
+bool side_of(CUmemorytype type, CUarray a, const void* host, CUdeviceptr dev, std::size_t pitch, std::size_t height,
+             std::size_t x, std::size_t y, std::size_t z, copy_side* out) {
+  if (type == CU_MEMORYTYPE_ARRAY) {
+    fake_array* arr = as_array(a);
+    if (arr == nullptr) {
+      return false;
+    }
+    out->base = arr->bytes.data();
+    out->pitch = arr->desc.Width * element_bytes(arr->desc);
+    out->height = std::max<std::size_t>(arr->desc.Height, 1);
+    out->rows = out->height;
+    out->slices = std::max<std::size_t>(arr->desc.Depth, 1);
+    out->array = true;
+  } else {
+    out->base = type == CU_MEMORYTYPE_HOST ? static_cast<unsigned char*>(const_cast<void*>(host))
+                                           : reinterpret_cast<unsigned char*>(dev);
+    out->pitch = pitch;
+    out->height = height;
+  }
+  out->x = x;
+  out->y = y;
+  out->z = z;
+  return out->base != nullptr;
+}
+
+CUresult CUDAAPI fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D* c, CUstream h) {
+  FAKE_ENTER();
+  count("memcpy_3d_async");
+  if (!usable_stream(h) || stream_context(h) == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  // Pointer sides: a freed address is refused (the batched copies' fallback reports which copy failed).
+  if ((c->srcMemoryType != CU_MEMORYTYPE_ARRAY && freed_address(side(c->srcMemoryType, c->srcDevice, c->srcHost))) ||
+      (c->dstMemoryType != CU_MEMORYTYPE_ARRAY && freed_address(side(c->dstMemoryType, c->dstDevice, c->dstHost)))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  copy_side src, dst;
+  if (!side_of(c->srcMemoryType, c->srcArray, c->srcHost, c->srcDevice, c->srcPitch, c->srcHeight, c->srcXInBytes,
+               c->srcY, c->srcZ, &src) ||
+      !side_of(c->dstMemoryType, c->dstArray, c->dstHost, c->dstDevice, c->dstPitch, c->dstHeight, c->dstXInBytes,
+               c->dstY, c->dstZ, &dst)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (const copy_side* s : {&src, &dst}) {
+    if (s->array && (s->x + c->WidthInBytes > s->pitch || s->y + c->Height > s->rows || s->z + c->Depth > s->slices)) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    if (!s->array && (c->WidthInBytes > s->pitch || c->Height > s->height)) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  arrays().last_copy = *c;
+  land_dma();
+  for (std::size_t z = 0; z < c->Depth; ++z) {
+    for (std::size_t y = 0; y < c->Height; ++y) {
+      std::memmove(dst.base + ((dst.z + z) * dst.height + dst.y + y) * dst.pitch + dst.x,
+                   src.base + ((src.z + z) * src.height + src.y + y) * src.pitch + src.x, c->WidthInBytes);
+    }
+  }
+  count("memcpy3d");
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -1901,6 +2300,11 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemCreate), FAKE_SYMBOL(cuMemRelease), FAKE_SYMBOL(cuMemMap), FAKE_SYMBOL(cuMemUnmap),
     FAKE_SYMBOL(cuMemSetAccess), FAKE_SYMBOL(cuMemGetAccess), FAKE_SYMBOL(cuMemGetAllocationPropertiesFromHandle),
     FAKE_SYMBOL(cuMemExportToShareableHandle), FAKE_SYMBOL(cuMemImportFromShareableHandle), FAKE_SYMBOL(cuMemcpyDtoD),
+    // arrays, textures, surfaces
+    FAKE_SYMBOL(cuArray3DCreate), FAKE_SYMBOL(cuArray3DGetDescriptor), FAKE_SYMBOL(cuArrayDestroy),
+    FAKE_SYMBOL(cuMipmappedArrayCreate), FAKE_SYMBOL(cuMipmappedArrayGetLevel), FAKE_SYMBOL(cuMipmappedArrayDestroy),
+    FAKE_SYMBOL(cuTexObjectCreate), FAKE_SYMBOL(cuTexObjectDestroy), FAKE_SYMBOL(cuSurfObjectCreate),
+    FAKE_SYMBOL(cuSurfObjectDestroy),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -2007,4 +2411,38 @@ FAKE_EXPORT long long fake_cuda_vmm_live(const char* what) {
   if (w == "mappings") return static_cast<long long>(vmm().mappings.size());
   if (w == "physical") return static_cast<long long>(vmm().physical.size());
   return -1;
+// --- arrays, textures, surfaces: what the tests read ---------------------------------------------------
+
+/// The descriptor of the last array or mipmapped array created.
+FAKE_EXPORT void fake_cuda_last_array(CUDA_ARRAY3D_DESCRIPTOR* out) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  *out = arrays().last_array;
+}
+
+/// The descriptions of the last texture object created; returns whether it had a resource view.
+FAKE_EXPORT int fake_cuda_last_texture(CUDA_RESOURCE_DESC* r, CUDA_TEXTURE_DESC* t, CUDA_RESOURCE_VIEW_DESC* v) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  *r = arrays().last_resource;
+  *t = arrays().last_texture;
+  *v = arrays().last_view;
+  return arrays().last_had_view ? 1 : 0;
+}
+
+/// The parameters of the last cuMemcpy3DAsync.
+FAKE_EXPORT void fake_cuda_last_copy3d(CUDA_MEMCPY3D* out) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  *out = arrays().last_copy;
+}
+
+/// The number of live arrays (not counting mipmap levels), mipmapped arrays, textures and surfaces.
+FAKE_EXPORT long long fake_cuda_live_texture_objects() {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  long long n = 0;
+  for (auto& a : arrays().arrays) {
+    n += (a->alive && !a->level) ? 1 : 0;
+  }
+  for (auto& m : arrays().mipmaps) {
+    n += m->alive ? 1 : 0;
+  }
+  return n + static_cast<long long>(arrays().textures.size() + arrays().surfaces.size());
 }
