@@ -2411,6 +2411,8 @@ FAKE_EXPORT long long fake_cuda_vmm_live(const char* what) {
   if (w == "mappings") return static_cast<long long>(vmm().mappings.size());
   if (w == "physical") return static_cast<long long>(vmm().physical.size());
   return -1;
+}
+
 // --- arrays, textures, surfaces: what the tests read ---------------------------------------------------
 
 /// The descriptor of the last array or mipmapped array created.
