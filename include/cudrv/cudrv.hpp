@@ -11,6 +11,7 @@
 #include "cudrv/error.hpp"
 #include "cudrv/event.hpp"
 #include "cudrv/graph.hpp"
+#include "cudrv/green_context.hpp"
 #include "cudrv/graph_exec.hpp"
 #include "cudrv/host_registration.hpp"
 #include "cudrv/kernel.hpp"

@@ -134,7 +134,40 @@
   X(cuTensorMapReplaceAddress, 12000)         \
   CUDRV_DRIVER_ENTRY_POINTS_12020(X)          \
   CUDRV_DRIVER_ENTRY_POINTS_12040(X)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12050(X)
+  CUDRV_DRIVER_ENTRY_POINTS_12050(X)          \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
+
+// Green contexts (<cudrv/green_context.hpp>): CUDA 12.4 (the oldest toolkit cudrv builds with), the
+// stream entry point 12.5, the id 12.9. Code using the guarded ones reports not_supported_error, or
+// falls back (documented there), when the toolkit is older.
+#if CUDA_VERSION >= 12090
+#define CUDRV_HAS_GREEN_CONTEXT_ID 1
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X) X(cuGreenCtxGetId, 12090)
+#else
+#define CUDRV_HAS_GREEN_CONTEXT_ID 0
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X)
+#endif
+#if CUDA_VERSION >= 12050
+#define CUDRV_HAS_GREEN_CONTEXT_STREAM 1
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X) X(cuGreenCtxStreamCreate, 12050)
+#else
+#define CUDRV_HAS_GREEN_CONTEXT_STREAM 0
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)
+#endif
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)     \
+  X(cuDeviceGetDevResource, 12040)             \
+  X(cuCtxGetDevResource, 12040)                \
+  X(cuGreenCtxGetDevResource, 12040)           \
+  X(cuDevSmResourceSplitByCount, 12040)        \
+  X(cuDevResourceGenerateDesc, 12040)          \
+  X(cuGreenCtxCreate, 12040)                   \
+  X(cuGreenCtxDestroy, 12040)                  \
+  X(cuCtxFromGreenCtx, 12040)                  \
+  X(cuGreenCtxRecordEvent, 12040)              \
+  X(cuGreenCtxWaitEvent, 12040)                \
+  X(cuStreamGetGreenCtx, 12040)                \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)     \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X)
 
 #if CUDA_VERSION >= 12050
 #define CUDRV_DRIVER_ENTRY_POINTS_12050(X) X(cuKernelGetLibrary, 12050)
