@@ -16,7 +16,8 @@ out=${OUT:-$root/examples-out}
 mkdir -p "$out"
 examples=("$@")
 if ((${#examples[@]} == 0)); then
-  examples=(vector_add_nvrtc saxpy_template reduce transpose sgemm histogram heat monte_carlo_pi overlap pdl)
+  examples=(vector_add_nvrtc saxpy_template reduce transpose sgemm histogram heat monte_carlo_pi overlap pdl
+            green_contexts)
 fi
 
 "$build/tools/cudrv-query/cudrv-query" --details --json > "$out/device.json" 2> "$out/device.err" || true
