@@ -173,7 +173,8 @@ bool run(unsigned reserved, double long_target_ms) {
   const cudrv::sm_resource& small = split.groups[0];
   const cudrv::sm_resource& rest = split.remainder;
   if (!rest) {
-    throw example::usage_error{"reserving " + std::to_string(small.sm_count()) + " SMs leaves none for the long kernel"};
+    throw example::usage_error{"reserving " + std::to_string(small.sm_count()) +
+                               " SMs leaves none for the long kernel"};
   }
   std::printf("green_contexts: %s, %u SMs: %u reserved for the short kernel (asked %u; groups are rounded up to "
               "at least %u and a multiple of %u), %u for the long one\n",
@@ -258,9 +259,9 @@ bool run(unsigned reserved, double long_target_ms) {
   // speed alone (1 = no slower than on an idle GPU); also printed for plain streams in the detail.
   example::figure f{"green_contexts", "1/ms (short kernel)", 1.0 / green.short_ms, 1.0 / alone_ms,
                     "short kernel alone", 0.5};
-  f.detail = "plain streams " + std::to_string(alone_ms / plain.short_ms).substr(0, 5) + " x alone; long kernel keeps " +
-             std::to_string(throughput).substr(0, 5) + " of its throughput on " + std::to_string(rest.sm_count()) +
-             " of " + std::to_string(all.sm_count()) + " SMs";
+  f.detail = "plain streams " + std::to_string(alone_ms / plain.short_ms).substr(0, 5) +
+             " x alone; long kernel keeps " + std::to_string(throughput).substr(0, 5) + " of its throughput on " +
+             std::to_string(rest.sm_count()) + " of " + std::to_string(all.sm_count()) + " SMs";
   f.seconds = green.short_ms * 1e-3;
   f.json = json;
   example::report(f);

@@ -21,7 +21,7 @@
 
 namespace cudrv {
 
-/// @brief How @ref sm_resource::split_by_count may place SMs (the `CU_DEV_SM_RESOURCE_SPLIT_*` flags).
+/// @brief How @ref cudrv::sm_resource::split_by_count may place SMs (the `CU_DEV_SM_RESOURCE_SPLIT_*` flags).
 enum class sm_split_flags : unsigned int {
   /// @brief The default: groups respect the device's co-scheduling (on compute capability 9.0, groups
   /// of a multiple of 8 SMs, at least 8).
@@ -114,8 +114,8 @@ class sm_resource {
   CUdevResource resource_;
 };
 
-/// @brief The result of @ref sm_resource::split_by_count: the groups, all of the same size, and what
-/// is left over.
+/// @brief The result of @ref cudrv::sm_resource::split_by_count "split_by_count": the groups, all of
+/// the same size, and what is left over.
 struct sm_split {
   std::vector<sm_resource> groups;  ///< Disjoint groups of SMs, each of the rounded size.
   sm_resource remainder;            ///< The SMs in no group; `sm_count()` may be 0.

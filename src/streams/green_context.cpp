@@ -153,14 +153,13 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
   detail::check_flags(flags, api);
   const unsigned int fit = group_count(min_count, flags);
   auto requested = [&] {
-    return std::to_string(groups) + " group" + (groups == 1 ? "" : "s") + " of at least " + std::to_string(min_count) +
-           " SMs from a resource of " + std::to_string(sm_count()) + " SMs";
+    return (groups == 0 ? std::string("a group") : std::to_string(groups) + (groups == 1 ? " group" : " groups")) +
+           " of at least " + std::to_string(min_count) + " SMs from a resource of " + std::to_string(sm_count()) +
+           " SMs";
   };
   if (fit == 0 || groups > fit) {
-    throw invalid_argument_error(api, (groups == 0 ? std::string("a group of at least ") + std::to_string(min_count) +
-                                                         " SMs from a resource of " + std::to_string(sm_count()) + " SMs"
-                                                   : requested()) +
-                                          ": only " + std::to_string(fit) + " fit; " + detail::split_rule(*this, flags));
+    throw invalid_argument_error(
+        api, requested() + ": only " + std::to_string(fit) + " fit; " + detail::split_rule(*this, flags));
   }
   const unsigned int want = groups == 0 ? fit : groups;
   std::vector<CUdevResource> raw(want);
@@ -248,7 +247,8 @@ stream green_context_base::create_stream(stream_options options) const {
 #if CUDRV_HAS_GREEN_CONTEXT_STREAM
   try {
     check(drv::cuGreenCtxStreamCreate(&handle, handle_, CU_STREAM_NON_BLOCKING, options.priority),
-          "cuGreenCtxStreamCreate", [&] { return detail::describe(handle_) + ", priority " + std::to_string(options.priority); });
+          "cuGreenCtxStreamCreate",
+          [&] { return detail::describe(handle_) + ", priority " + std::to_string(options.priority); });
     created = true;
   } catch (const not_supported_error& e) {
     if (e.api() != "cuGetProcAddress") {

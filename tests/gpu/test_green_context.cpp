@@ -152,7 +152,8 @@ TEST_CASE("a stream of a green context runs a kernel checked against the host", 
   auto random_floats = [](std::size_t count, std::uint64_t s) {
     const auto raw = cudrv::test::random_vector<std::uint16_t>(count, s);
     std::vector<float> v(count);
-    std::transform(raw.begin(), raw.end(), v.begin(), [](std::uint16_t r) { return static_cast<float>(r) / 64.0f - 512.0f; });
+    std::transform(raw.begin(), raw.end(), v.begin(),
+                   [](std::uint16_t r) { return static_cast<float>(r) / 64.0f - 512.0f; });
     return v;
   };
   const auto x = random_floats(n, seed);
