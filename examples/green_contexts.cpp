@@ -49,15 +49,6 @@ constexpr std::uint32_t poison_bits = 0x7FBADBADu;  // a NaN: what outputs hold 
 constexpr int block = 256;
 constexpr int repetitions = 5;
 
-// What the kernel computes for one element, with the same rounding (see examples/kernels/overlap.hpp).
-float iterate_map(float x0, int iterations) {
-  float x = x0;
-  for (int k = 0; k < iterations; ++k) {
-    x = std::fma(x, x, -2.0f);
-  }
-  return x + x0;
-}
-
 // One kernel's data: inputs drawn from `values` (which one each element holds is kept on the host),
 // the output, and how long it iterates.
 struct work {
@@ -86,7 +77,7 @@ struct work {
   [[nodiscard]] bool verify(const std::vector<float>& values, const char* what) const {
     std::vector<float> expected(values.size());
     for (std::size_t v = 0; v < values.size(); ++v) {
-      expected[v] = iterate_map(values[v], iterations);
+      expected[v] = example::overlap_kernels::host_chebyshev(values[v], iterations);
     }
     std::vector<float> output(out.size());
     cudrv::copy(output, out);

@@ -191,6 +191,8 @@ class green_context_base {
   void record(event_ref ev) const;
   /// @brief Creates an event in the green context and records it (as @ref record(event_ref) const).
   [[nodiscard]] event record(event_flags flags) const;
+  /// @brief As @ref record(event_flags) const, with an untimed event.
+  [[nodiscard]] event record() const { return record(event_flags::none); }
   /// @brief Makes all work submitted to the green context from now on wait for @p ev
   /// (cuGreenCtxWaitEvent); @p ev may come from any context or device.
   void wait(event_ref ev) const;

@@ -62,6 +62,16 @@ std::optional<cudrv::sm_resource> device_sms(const cudrv::device& dev) {
   }
 }
 
+// Starts a test case on device 0 (`dev`) with its SMs (`all`), or ends it with a visible skip message.
+#define REQUIRE_GREEN_CONTEXTS(dev, all)          \
+  CUDRV_REQUIRE_GPU();                            \
+  const cudrv::device dev(0);                     \
+  const auto all##_or_none = device_sms(dev);     \
+  if (!all##_or_none) {                           \
+    return;                                       \
+  }                                               \
+  const cudrv::sm_resource& all = *all##_or_none
+
 using smid_kernel = cudrv::typed_kernel<void(unsigned*, long long)>;
 
 // Runs the smid kernel with `blocks` blocks on s and returns the distinct SM ids; every block must
@@ -82,30 +92,25 @@ std::set<std::uint32_t> sms_used(cudrv::stream_ref s, const smid_kernel& k, unsi
 }  // namespace
 
 TEST_CASE("a kernel in a green context of N SMs runs on at most N SMs", "[gpu][green]") {
-  CUDRV_REQUIRE_GPU();
+  REQUIRE_GREEN_CONTEXTS(dev, all);
   cudrv::test::destruction_error_counter errors;
-  const cudrv::device dev(0);
-  const auto all = device_sms(dev);
-  if (!all) {
-    return;
-  }
-  INFO("device: " << all->sm_count() << " SMs, min partition " << all->min_partition_size() << ", alignment "
-                  << all->coscheduled_alignment());
-  REQUIRE(all->sm_count() == static_cast<unsigned>(dev.attribute(cudrv::device_attributes::multiprocessor_count)));
+  INFO("device: " << all.sm_count() << " SMs, min partition " << all.min_partition_size() << ", alignment "
+                  << all.coscheduled_alignment());
+  REQUIRE(all.sm_count() == static_cast<unsigned>(dev.attribute(cudrv::device_attributes::multiprocessor_count)));
   // A small group, and the rest of the device in the other green context.
-  const unsigned want = std::max(all->min_partition_size(), std::min(16u, all->sm_count() / 4));
-  const cudrv::sm_split split = all->split_by_count(want, 1);
+  const unsigned want = std::max(all.min_partition_size(), std::min(16u, all.sm_count() / 4));
+  const cudrv::sm_split split = all.split_by_count(want, 1);
   REQUIRE(split.groups.size() == 1);
   const unsigned n = split.groups[0].sm_count();
   INFO("group: " << n << " SMs (asked " << want << "), remainder " << split.remainder.sm_count());
   CHECK(n >= want);
-  CHECK(n % all->coscheduled_alignment() == 0);
-  CHECK(n + split.remainder.sm_count() <= all->sm_count());
+  CHECK(n % all.coscheduled_alignment() == 0);
+  CHECK(n + split.remainder.sm_count() <= all.sm_count());
   REQUIRE(split.remainder);
   {
     cudrv::library lib(kernels(dev), dev);
     const smid_kernel k = lib.get_kernel<void(unsigned*, long long)>("smid");
-    const unsigned blocks = 16 * all->sm_count();  // many more blocks than SMs
+    const unsigned blocks = 16 * all.sm_count();  // many more blocks than SMs
 
     cudrv::green_context small(dev, split.groups[0]);
     cudrv::green_context rest(dev, split.remainder);
@@ -138,13 +143,8 @@ TEST_CASE("a kernel in a green context of N SMs runs on at most N SMs", "[gpu][g
 }
 
 TEST_CASE("a stream of a green context runs a kernel checked against the host", "[gpu][green]") {
-  CUDRV_REQUIRE_GPU();
+  REQUIRE_GREEN_CONTEXTS(dev, all);
   cudrv::test::destruction_error_counter errors;
-  const cudrv::device dev(0);
-  const auto all = device_sms(dev);
-  if (!all) {
-    return;
-  }
   const std::uint64_t seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   const std::size_t n = 1000003;
@@ -164,7 +164,7 @@ TEST_CASE("a stream of a green context runs a kernel checked against the host", 
     expected[i] = std::fma(a, x[i], y[i]);
   }
   {
-    const cudrv::sm_split split = all->split_by_count(all->min_partition_size(), 1);
+    const cudrv::sm_split split = all.split_by_count(all.min_partition_size(), 1);
     cudrv::green_context g(dev, split.groups[0]);
     // The library loaded into the green context, a stream of it, buffers ordered on that stream and a
     // buffer allocated in the green context.
@@ -208,29 +208,26 @@ TEST_CASE("a stream of a green context runs a kernel checked against the host", 
 }
 
 TEST_CASE("a green context's SMs split again; bad splits name the rule", "[gpu][green][driver_error]") {
-  CUDRV_REQUIRE_GPU();
+  REQUIRE_GREEN_CONTEXTS(dev, all);
   cudrv::test::destruction_error_counter errors;
-  const cudrv::device dev(0);
-  const auto all = device_sms(dev);
-  if (!all) {
-    return;
-  }
   {
-    auto too_big = catch_as<cudrv::invalid_argument_error>([&] { (void)all->split_by_count(all->sm_count() + 1); });
+    auto too_big = catch_as<cudrv::invalid_argument_error>([&] { (void)all.split_by_count(all.sm_count() + 1); });
     REQUIRE(too_big);
     CHECK(contains(too_big->what(), "exceeds"));
-    const unsigned per_group = all->sm_count() / 3 + 1;
-    const unsigned fit = all->group_count(per_group);
-    auto too_many = catch_as<cudrv::invalid_argument_error>([&] { (void)all->split_by_count(per_group, fit + 1); });
+    const unsigned per_group = all.sm_count() / 3 + 1;
+    const unsigned fit = all.group_count(per_group);
+    auto too_many = catch_as<cudrv::invalid_argument_error>([&] { (void)all.split_by_count(per_group, fit + 1); });
     REQUIRE(too_many);
     INFO(too_many->what());
     CHECK(contains(too_many->what(), "only " + std::to_string(fit) + " fit"));
     CHECK(contains(too_many->what(), "min_partition_size"));
 
     // A group is split again only through a green context made of it.
-    const cudrv::sm_split halves = all->split_by_count(all->sm_count() / 2, 2);
+    // Two halves of a size the rounding keeps (a multiple of the alignment).
+    const unsigned half_size = std::max(all.sm_count() / 2 / all.coscheduled_alignment(), 1u) * all.coscheduled_alignment();
+    const cudrv::sm_split halves = all.split_by_count(half_size, 2);
     REQUIRE(halves.groups.size() == 2);
-    CHECK_THROWS_AS(halves.groups[0].split_by_count(all->min_partition_size()), cudrv::error);
+    CHECK_THROWS_AS(halves.groups[0].split_by_count(all.min_partition_size()), cudrv::error);
     cudrv::green_context half(dev, halves.groups[0]);
     const cudrv::sm_resource mine = half.sm_resource();
     CHECK(mine.sm_count() == halves.groups[0].sm_count());
