@@ -298,7 +298,7 @@ class green_context : public green_context_base {
   ~green_context();
 
   /// @brief Takes ownership of @p handle (from cuGreenCtxCreate). The handle is adopted even when
-  /// this throws for want of memory: it is destroyed then.
+  /// this throws (for want of memory, or when cuCtxFromGreenCtx refuses it): it is destroyed then.
   /// @throws invalid_argument_error for a null handle
   [[nodiscard]] static green_context from_native_handle(CUgreenCtx handle);
   /// @brief Gives up ownership: the caller must destroy the returned green context (after the streams

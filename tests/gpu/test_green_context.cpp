@@ -222,9 +222,10 @@ TEST_CASE("a green context's SMs split again; bad splits name the rule", "[gpu][
     CHECK(contains(too_many->what(), "only " + std::to_string(fit) + " fit"));
     CHECK(contains(too_many->what(), "min_partition_size"));
 
-    // A group is split again only through a green context made of it.
-    // Two halves of a size the rounding keeps (a multiple of the alignment).
-    const unsigned half_size = std::max(all.sm_count() / 2 / all.coscheduled_alignment(), 1u) * all.coscheduled_alignment();
+    // A group is split again only through a green context made of it. Two halves of a size the
+    // rounding keeps (a multiple of the alignment).
+    const unsigned align = all.coscheduled_alignment();
+    const unsigned half_size = std::max(all.sm_count() / 2 / align, 1u) * align;
     const cudrv::sm_split halves = all.split_by_count(half_size, 2);
     REQUIRE(halves.groups.size() == 2);
     CHECK_THROWS_AS(halves.groups[0].split_by_count(all.min_partition_size()), cudrv::error);
