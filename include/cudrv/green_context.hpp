@@ -161,7 +161,7 @@ class green_context_ref;
 ///
 /// None of the operations makes a context current on the calling thread, except those that need one
 /// by nature and run in the green context named (@ref synchronize, @ref record(event_flags) const,
-/// and the stream fallback of @ref create_stream), which restore the caller's context.
+/// @ref device, and the stream fallback of @ref create_stream), which restore the caller's context.
 class green_context_base {
  public:
   /// @brief The raw handle (null for a moved-from owner).
