@@ -1,6 +1,7 @@
 // Green contexts: SM resources, their splits and descriptors, green contexts and the streams in them.
 #include "cudrv/green_context.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -52,12 +53,17 @@ void release_green(green_context_state* s) noexcept {
 void release_green_callback(void* s) noexcept { release_green(static_cast<green_context_state*>(s)); }
 
 // The rule the driver rounds a group to, for messages.
-std::string split_rule(const sm_resource& r, sm_split_flags flags) {
-  std::string rule = "each group is rounded up to at least " + std::to_string(r.min_partition_size()) +
-                     " SMs (min_partition_size) and to a multiple of " + std::to_string(r.coscheduled_alignment()) +
+std::string split_rule(const sm_resource& r, unsigned int min_count, sm_split_flags flags) {
+  const unsigned int minimum = r.min_partition_size();
+  const unsigned int alignment = std::max(r.coscheduled_alignment(), 1u);
+  std::string rule = "each group is rounded up to at least " + std::to_string(minimum) +
+                     " SMs (min_partition_size) and to a multiple of " + std::to_string(alignment) +
                      " SMs (coscheduled_alignment)";
   if ((static_cast<unsigned int>(flags) & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) != 0) {
     rule += ", or less with sm_split_flags::ignore_coscheduling";
+  } else {
+    const unsigned int size = (std::max(min_count, minimum) + alignment - 1) / alignment * alignment;
+    rule += ": " + std::to_string(size) + " SMs per group here";
   }
   return rule + "; see docs/green-contexts.md";
 }
@@ -142,7 +148,7 @@ unsigned int sm_resource::group_count(unsigned int min_count, sm_split_flags fla
                                          min_count),
         "cuDevSmResourceSplitByCount", [&] {
           return "dry run, " + std::to_string(sm_count()) + " SMs, min_count " + std::to_string(min_count) + "; " +
-                 detail::split_rule(*this, flags);
+                 detail::split_rule(*this, min_count, flags);
         });
   return groups;
 }
@@ -159,7 +165,7 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
   };
   if (fit == 0 || groups > fit) {
     throw invalid_argument_error(
-        api, requested() + ": only " + std::to_string(fit) + " fit; " + detail::split_rule(*this, flags));
+        api, requested() + ": only " + std::to_string(fit) + " fit; " + detail::split_rule(*this, min_count, flags));
   }
   const unsigned int want = groups == 0 ? fit : groups;
   std::vector<CUdevResource> raw(want);
@@ -167,10 +173,11 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
   unsigned int made = want;
   check(drv::cuDevSmResourceSplitByCount(raw.data(), &made, &resource_, &rest, static_cast<unsigned int>(flags),
                                          min_count),
-        "cuDevSmResourceSplitByCount", [&] { return requested() + "; " + detail::split_rule(*this, flags); });
+        "cuDevSmResourceSplitByCount",
+        [&] { return requested() + "; " + detail::split_rule(*this, min_count, flags); });
   if (made < want) {
     throw invalid_argument_error(api, requested() + ": the driver made only " + std::to_string(made) + "; " +
-                                          detail::split_rule(*this, flags));
+                                          detail::split_rule(*this, min_count, flags));
   }
   sm_split out;
   out.groups.reserve(made);

@@ -130,6 +130,7 @@ TEST_CASE("fake driver: a split that cannot be made names the rule", "[fake-driv
   CHECK(contains(not_enough->what(), "only " + std::to_string(fit) + " fit"));
   CHECK(contains(not_enough->what(), "at least " + std::to_string(all.min_partition_size()) + " SMs"));
   CHECK(contains(not_enough->what(), "multiple of " + std::to_string(all.coscheduled_alignment()) + " SMs"));
+  CHECK(contains(not_enough->what(), std::to_string(rounded(all, 33)) + " SMs per group here"));
   CHECK(counter("sm_splits") == splits);  // nothing split
 
   // An empty resource (a remainder with nothing left) and unknown flags.
