@@ -193,11 +193,7 @@ bool run(unsigned reserved, double long_target_ms) {
   const int per_sm = k.max_active_blocks_per_multiprocessor(dev, block);
   const std::uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  std::vector<float> values(distinct_inputs);
-  for (float& v : values) {
-    v = uniform(rng);
-  }
+  const std::vector<float> values = example::overlap_kernels::random_starts(distinct_inputs, rng);
   work long_work(dev, 4u * all.sm_count() * static_cast<unsigned>(per_sm), values, rng);
   work short_work(dev, small.sm_count(), values, rng);
 

@@ -174,11 +174,7 @@ bool run(std::size_t bytes, std::size_t stream_count) {
   // Random inputs in [-2, 2], each element one of distinct_inputs values.
   const std::uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  std::vector<float> values(distinct_inputs);
-  for (float& v : values) {
-    v = uniform(rng);
-  }
+  const std::vector<float> values = example::overlap_kernels::random_starts(distinct_inputs, rng);
   cudrv::pinned_buffer<float> input(dev, n);
   cudrv::pinned_buffer<float> output(dev, n);
   for (std::size_t i = 0; i < n; ++i) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -34,6 +35,16 @@ extern "C" __global__ void chebyshev(const float* __restrict__ in, float* __rest
 inline const std::vector<std::string> name_expressions{};
 
 inline constexpr bool arch_specific = false;
+
+// count random starting points in [-2, 2], where the map stays (the inputs are drawn from them).
+inline std::vector<float> random_starts(std::size_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<float> values(count);
+  for (float& v : values) {
+    v = uniform(rng);
+  }
+  return values;
+}
 
 // What chebyshev computes for one element whose input is x0, with the same rounding (std::fma rounds
 // once, as fmaf does): the host's reference, shared by example_overlap and example_green_contexts.

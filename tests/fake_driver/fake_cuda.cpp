@@ -1266,9 +1266,8 @@ CUresult CUDAAPI fake_cuCtxFromGreenCtx(CUcontext* out, CUgreenCtx h) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuGreenCtxStreamCreate(CUstream* out, CUgreenCtx h, unsigned flags, int) {
+CUresult CUDAAPI fake_cuGreenCtxStreamCreate(CUstream* out, CUgreenCtx h, unsigned flags, int priority) {
   FAKE_ENTER();
-  state_t& s = st();
   fake_green* g = as_green(h);
   if (g == nullptr || !g->alive) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
@@ -1276,19 +1275,14 @@ CUresult CUDAAPI fake_cuGreenCtxStreamCreate(CUstream* out, CUgreenCtx h, unsign
   if ((flags & CU_STREAM_NON_BLOCKING) == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
-  fake_stream* str = nullptr;
-  if (!s.free_streams.empty()) {
-    str = s.free_streams.back();
-    s.free_streams.pop_back();
-  } else {
-    s.streams.push_back(std::make_unique<fake_stream>());
-    str = s.streams.back().get();
+  // As cuStreamCreateWithPriority in the green context, which the real driver does not make current.
+  ctx_stack.push_back(reinterpret_cast<CUcontext>(g->ctx));
+  const CUresult created = fake_cuStreamCreateWithPriority(out, flags, priority);
+  ctx_stack.pop_back();
+  if (created == CUDA_SUCCESS) {
+    count("green_streams_created");
   }
-  *str = fake_stream{g->ctx, s.next_id++, true, 0};
-  *out = reinterpret_cast<CUstream>(str);
-  count("streams_created");
-  count("green_streams_created");
-  return CUDA_SUCCESS;
+  return created;
 }
 
 CUresult CUDAAPI fake_cuStreamGetGreenCtx(CUstream h, CUgreenCtx* out) {
