@@ -63,15 +63,6 @@ std::size_t pick(std::size_t i, std::uint64_t seed) {
   return static_cast<std::size_t>((z ^ (z >> 31)) % distinct_inputs);
 }
 
-// What the kernel computes for one element, with the same rounding.
-float iterate_map(float x0, int iterations) {
-  float x = x0;
-  for (int k = 0; k < iterations; ++k) {
-    x = std::fma(x, x, -2.0f);
-  }
-  return x + x0;
-}
-
 // One stream of the pipeline with its staging buffers (one chunk each) and the event that marks its
 // last step, which the control stream waits for.
 struct lane {
@@ -183,11 +174,7 @@ bool run(std::size_t bytes, std::size_t stream_count) {
   // Random inputs in [-2, 2], each element one of distinct_inputs values.
   const std::uint64_t seed = std::random_device{}();
   std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
-  std::vector<float> values(distinct_inputs);
-  for (float& v : values) {
-    v = uniform(rng);
-  }
+  const std::vector<float> values = example::overlap_kernels::random_starts(distinct_inputs, rng);
   cudrv::pinned_buffer<float> input(dev, n);
   cudrv::pinned_buffer<float> output(dev, n);
   for (std::size_t i = 0; i < n; ++i) {
@@ -243,7 +230,7 @@ bool run(std::size_t bytes, std::size_t stream_count) {
   // The host's results, once per distinct input value.
   std::vector<float> expected(distinct_inputs);
   for (std::size_t v = 0; v < distinct_inputs; ++v) {
-    expected[v] = iterate_map(values[v], work.iterations);
+    expected[v] = example::overlap_kernels::host_chebyshev(values[v], work.iterations);
   }
 
   std::span<lane> all(lanes);

@@ -1,6 +1,8 @@
 // Device code of example_overlap (examples/overlap.cpp), compiled at run time by NVRTC.
 #pragma once
 
+#include <cmath>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -33,5 +35,25 @@ extern "C" __global__ void chebyshev(const float* __restrict__ in, float* __rest
 inline const std::vector<std::string> name_expressions{};
 
 inline constexpr bool arch_specific = false;
+
+// count random starting points in [-2, 2], where the map stays (the inputs are drawn from them).
+inline std::vector<float> random_starts(std::size_t count, std::mt19937_64& rng) {
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<float> values(count);
+  for (float& v : values) {
+    v = uniform(rng);
+  }
+  return values;
+}
+
+// What chebyshev computes for one element whose input is x0, with the same rounding (std::fma rounds
+// once, as fmaf does): the host's reference, shared by example_overlap and example_green_contexts.
+inline float host_chebyshev(float x0, int iterations) {
+  float x = x0;
+  for (int k = 0; k < iterations; ++k) {
+    x = std::fma(x, x, -2.0f);
+  }
+  return x + x0;
+}
 
 }  // namespace example::overlap_kernels

@@ -14,6 +14,7 @@
 #include "cudrv/event.hpp"
 #include "cudrv/file_descriptor.hpp"
 #include "cudrv/graph.hpp"
+#include "cudrv/green_context.hpp"
 #include "cudrv/graph_exec.hpp"
 #include "cudrv/growable_buffer.hpp"
 #include "cudrv/host_registration.hpp"

@@ -159,7 +159,8 @@
   X(cuStreamWriteValue64, 11070)              \
   X(cuStreamBatchMemOp, 11070)                \
   X(cuGraphAddBatchMemOpNode, 11070)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12080(X)
+  CUDRV_DRIVER_ENTRY_POINTS_12080(X)          \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
 // failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always
@@ -188,6 +189,38 @@
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
   X(cuMemExportToShareableHandle, 10020)          \
   X(cuMemImportFromShareableHandle, 10020)
+
+// Green contexts (<cudrv/green_context.hpp>): CUDA 12.4 (the oldest toolkit cudrv builds with), the
+// stream entry point 12.5, the id 12.9. Code using the guarded ones reports not_supported_error, or
+// falls back (documented there), when the toolkit is older.
+#if CUDA_VERSION >= 12090
+#define CUDRV_HAS_GREEN_CONTEXT_ID 1
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X) X(cuGreenCtxGetId, 12090)
+#else
+#define CUDRV_HAS_GREEN_CONTEXT_ID 0
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X)
+#endif
+#if CUDA_VERSION >= 12050
+#define CUDRV_HAS_GREEN_CONTEXT_STREAM 1
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X) X(cuGreenCtxStreamCreate, 12050)
+#else
+#define CUDRV_HAS_GREEN_CONTEXT_STREAM 0
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)
+#endif
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)     \
+  X(cuDeviceGetDevResource, 12040)             \
+  X(cuCtxGetDevResource, 12040)                \
+  X(cuGreenCtxGetDevResource, 12040)           \
+  X(cuDevSmResourceSplitByCount, 12040)        \
+  X(cuDevResourceGenerateDesc, 12040)          \
+  X(cuGreenCtxCreate, 12040)                   \
+  X(cuGreenCtxDestroy, 12040)                  \
+  X(cuCtxFromGreenCtx, 12040)                  \
+  X(cuGreenCtxRecordEvent, 12040)              \
+  X(cuGreenCtxWaitEvent, 12040)                \
+  X(cuStreamGetGreenCtx, 12040)                \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)     \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X)
 
 #if CUDA_VERSION >= 12050
 #define CUDRV_DRIVER_ENTRY_POINTS_12050(X) X(cuKernelGetLibrary, 12050)

@@ -205,6 +205,9 @@ struct stream_state {
   context_token context;
   std::atomic<bool> owned{true};  // destroy the CUstream when the last user goes
   std::atomic<failure_sink*> sink{nullptr};
+  // What the stream keeps alive (a green context), released after the stream is destroyed; or null.
+  disposal_fn keep_alive_release = nullptr;
+  void* keep_alive = nullptr;
 };
 
 namespace {
@@ -260,7 +263,29 @@ void release_stream(stream_state* s) noexcept {
     }
   }
   release(s->sink.load(std::memory_order_acquire));
+  const disposal_fn keep_alive_release = s->keep_alive_release;
+  void* keep_alive = s->keep_alive;
   delete s;
+  if (keep_alive_release != nullptr) {
+    keep_alive_release(keep_alive);  // after cuStreamDestroy: a green context goes after its streams
+  }
+}
+
+stream adopt_stream(CUstream handle, CUcontext ctx, disposal_fn keep_alive_release, void* keep_alive) {
+  stream s = [&] {
+    try {
+      return stream::from_native_handle(handle);  // destroys the handle when it throws
+    } catch (...) {
+      if (keep_alive_release != nullptr) {
+        keep_alive_release(keep_alive);
+      }
+      throw;
+    }
+  }();
+  s.state()->context = context_token::of(ctx);
+  s.state()->keep_alive_release = keep_alive_release;
+  s.state()->keep_alive = keep_alive;
+  return s;
 }
 
 bool stream_context_alive(const stream_state* s) noexcept { return s == nullptr || s->context.alive(); }

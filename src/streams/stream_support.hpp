@@ -13,6 +13,11 @@ namespace cudrv::detail {
 // null is ignored. The CUstream is destroyed when the owner and every such user have released it.
 void retain_stream(stream_state* s) noexcept;
 void release_stream(stream_state* s) noexcept;
+// Owns handle, a stream of context ctx, in a cudrv::stream whose bookkeeping calls
+// keep_alive_release(keep_alive) (when not null) once the stream is destroyed and no longer needed:
+// what the stream keeps alive, such as the green context it was made in. Adopts both even when it
+// throws (the stream is destroyed and keep_alive released then).
+stream adopt_stream(CUstream handle, CUcontext ctx, disposal_fn keep_alive_release, void* keep_alive);
 // Whether the context of an owned stream still exists (true for null: not known to cudrv).
 bool stream_context_alive(const stream_state* s) noexcept;
 

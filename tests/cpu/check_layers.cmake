@@ -11,7 +11,7 @@ if(NOT SOURCE_DIR)
 endif()
 set(layers driver streams memory code execution scaleout)
 set(public_driver context device device_attributes driver error span version)
-set(public_streams stream event nvtx stream_memory_ops)
+set(public_streams stream event nvtx stream_memory_ops green_context)
 set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer memory_pool pointer_attributes memory_resource
     host_registration tensor_map detail/host_buffer batch_copy dlpack virtual_memory growable_buffer
     array texture)

@@ -43,6 +43,7 @@ struct fake_context {
   unsigned long long id = 0;
   bool alive = false;
   bool primary = false;
+  void* green = nullptr;  // the fake_green this context stands for (cuCtxFromGreenCtx), or null
 };
 
 struct fake_stream {
@@ -342,8 +343,18 @@ CUresult CUDAAPI fake_cuInit(unsigned) {
   return CUDA_SUCCESS;
 }
 
+// FAKE_CUDA_DRIVER_VERSION (default 13000): the CUDA version the fake claims; entry points introduced
+// after it are "not found" (see versioned_symbols).
+int driver_version() {
+  static const int v = [] {
+    const char* env = std::getenv("FAKE_CUDA_DRIVER_VERSION");
+    return env != nullptr ? std::atoi(env) : 13000;
+  }();
+  return v;
+}
+
 CUresult CUDAAPI fake_cuDriverGetVersion(int* v) {
-  *v = 13000;
+  *v = driver_version();
   return CUDA_SUCCESS;
 }
 
@@ -1092,6 +1103,9 @@ CUresult CUDAAPI fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, uns
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   count("launches");
+  if (c->green != nullptr) {
+    count("green_launches");
+  }
   count("launch_blocks", static_cast<long long>(gx) * gy * gz);
   return CUDA_SUCCESS;
 }
@@ -2260,6 +2274,308 @@ CUresult CUDAAPI fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D* c, CUstream h) {
   return CUDA_SUCCESS;
 }
 
+
+// --- green contexts ----------------------------------------------------------------------------------
+// SM resources carry, in the driver's private bytes, the device and the split that made them (0: a
+// device's or a context's whole resource). The split follows cuda.h 13.0's rules: a group is the
+// requested count rounded up to the minimum and to a multiple of the alignment (compute capability 9.0:
+// 8 and 8; 8.x: 4 and 2; with IGNORE_SM_COSCHEDULING: 1 and 1), as many groups as fit; a group or
+// remainder cannot be split again. A green context retains the device's primary context and stands
+// for a context of its own (cuCtxFromGreenCtx); destroying it with streams still alive in it counts
+// "green_destroyed_with_live_streams" (the real driver leaks them).
+
+struct resource_tag {
+  int device;
+  unsigned long long split;  // the split that made the resource, 0 for a whole resource
+};
+static_assert(sizeof(resource_tag) <= sizeof(CUdevResource::_internal_padding));
+
+struct fake_desc {
+  int device = 0;
+  unsigned sms = 0;
+};
+
+struct fake_green {
+  int device = 0;
+  unsigned sms = 0;
+  bool alive = true;
+  fake_context* ctx = nullptr;
+  unsigned long long id = 0;
+};
+
+std::vector<std::unique_ptr<fake_desc>>& descriptors() {
+  static auto* d = new std::vector<std::unique_ptr<fake_desc>>;
+  return *d;
+}
+std::vector<std::unique_ptr<fake_green>>& greens() {
+  static auto* g = new std::vector<std::unique_ptr<fake_green>>;
+  return *g;
+}
+unsigned long long next_split = 1;
+
+resource_tag tag_of(const CUdevResource& r) {
+  resource_tag t{};
+  std::memcpy(&t, r._internal_padding, sizeof(t));
+  return t;
+}
+
+void fill_resource(CUdevResource* r, int device, unsigned sms, unsigned long long split) {
+  std::memset(r, 0, sizeof(*r));
+  r->type = CU_DEV_RESOURCE_TYPE_SM;
+  const int cc = st().devices[static_cast<std::size_t>(device)];
+  r->sm.smCount = sms;
+  r->sm.minSmPartitionSize = cc >= 90 ? 8 : cc >= 80 ? 4 : 2;
+  r->sm.smCoscheduledAlignment = cc >= 90 ? 8 : 2;
+  const resource_tag t{device, split};
+  std::memcpy(r->_internal_padding, &t, sizeof(t));
+}
+
+constexpr unsigned device_sms = 100;  // as CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT says
+
+fake_green* as_green(CUgreenCtx g) {
+  for (auto& p : greens()) {
+    if (p.get() == reinterpret_cast<fake_green*>(g)) {
+      return p.get();
+    }
+  }
+  return nullptr;
+}
+
+CUresult CUDAAPI fake_cuDeviceGetDevResource(CUdevice d, CUdevResource* r, CUdevResourceType type) {
+  FAKE_ENTER();
+  if (d < 0 || d >= static_cast<int>(st().devices.size())) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (type != CU_DEV_RESOURCE_TYPE_SM || r == nullptr) {
+    return fail(CUDA_ERROR_INVALID_RESOURCE_TYPE);
+  }
+  fill_resource(r, d, device_sms, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCtxGetDevResource(CUcontext c, CUdevResource* r, CUdevResourceType type) {
+  FAKE_ENTER();
+  if (!known_context(as_ctx(c)) || !as_ctx(c)->alive) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (type != CU_DEV_RESOURCE_TYPE_SM || r == nullptr) {
+    return fail(CUDA_ERROR_INVALID_RESOURCE_TYPE);
+  }
+  auto* g = static_cast<fake_green*>(as_ctx(c)->green);
+  fill_resource(r, as_ctx(c)->device, g != nullptr ? g->sms : device_sms, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGreenCtxGetDevResource(CUgreenCtx h, CUdevResource* r, CUdevResourceType type) {
+  FAKE_ENTER();
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (type != CU_DEV_RESOURCE_TYPE_SM || r == nullptr) {
+    return fail(CUDA_ERROR_INVALID_RESOURCE_TYPE);
+  }
+  fill_resource(r, g->device, g->sms, 0);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDevSmResourceSplitByCount(CUdevResource* result, unsigned* groups, const CUdevResource* input,
+                                                  CUdevResource* remaining, unsigned flags, unsigned min_count) {
+  FAKE_ENTER();
+  if (input == nullptr || groups == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (input->type != CU_DEV_RESOURCE_TYPE_SM) {
+    return fail(CUDA_ERROR_INVALID_RESOURCE_TYPE);
+  }
+  if ((flags & ~3u) != 0 || min_count > input->sm.smCount) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const resource_tag t = tag_of(*input);
+  if (t.split != 0) {
+    return fail(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);  // a group or remainder is not split again
+  }
+  const bool loose = (flags & CU_DEV_SM_RESOURCE_SPLIT_IGNORE_SM_COSCHEDULING) != 0;
+  const unsigned minimum = loose ? 1 : input->sm.minSmPartitionSize;
+  const unsigned alignment = loose ? 1 : input->sm.smCoscheduledAlignment;
+  unsigned size = std::max(min_count, minimum);
+  size = (size + alignment - 1) / alignment * alignment;
+  const unsigned fit = input->sm.smCount / size;
+  if (result == nullptr) {
+    *groups = fit;
+    count("sm_split_dry_runs");
+    return CUDA_SUCCESS;
+  }
+  const unsigned made = std::min(*groups, fit);
+  const unsigned long long split = next_split++;
+  for (unsigned i = 0; i < made; ++i) {
+    fill_resource(&result[i], t.device, size, split);
+  }
+  if (remaining != nullptr) {
+    fill_resource(remaining, t.device, input->sm.smCount - made * size, split);
+  }
+  *groups = made;
+  count("sm_splits");
+  note("split " + std::to_string(made) + " x " + std::to_string(size) + " flags " + std::to_string(flags));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDevResourceGenerateDesc(CUdevResourceDesc* out, CUdevResource* resources, unsigned n) {
+  FAKE_ENTER();
+  if (out == nullptr || resources == nullptr || n == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  auto desc = std::make_unique<fake_desc>();
+  const resource_tag first = tag_of(resources[0]);
+  desc->device = first.device;
+  for (unsigned i = 0; i < n; ++i) {
+    if (resources[i].type != CU_DEV_RESOURCE_TYPE_SM) {
+      return fail(CUDA_ERROR_INVALID_RESOURCE_TYPE);
+    }
+    const resource_tag t = tag_of(resources[i]);
+    if (t.device != first.device || (n > 1 && (t.split == 0 || t.split != first.split))) {
+      return fail(CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);  // one device; several: one split
+    }
+    desc->sms += resources[i].sm.smCount;
+  }
+  *out = reinterpret_cast<CUdevResourceDesc>(desc.get());
+  descriptors().push_back(std::move(desc));
+  count("descriptors");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGreenCtxCreate(CUgreenCtx* out, CUdevResourceDesc d, CUdevice dev, unsigned flags) {
+  FAKE_ENTER();
+  state_t& s = st();
+  fake_desc* desc = nullptr;
+  for (auto& p : descriptors()) {
+    if (p.get() == reinterpret_cast<fake_desc*>(d)) {
+      desc = p.get();
+    }
+  }
+  if (out == nullptr || desc == nullptr || (flags & CU_GREEN_CTX_DEFAULT_STREAM) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if (dev < 0 || dev >= static_cast<int>(s.devices.size()) || desc->device != dev) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  const auto i = static_cast<std::size_t>(dev);
+  if (s.unavailable[i]) {
+    return fail(CUDA_ERROR_DEVICE_UNAVAILABLE);
+  }
+  if (s.primary[i] == nullptr) {  // the green context retains the primary context
+    s.primary[i] = make_context(dev, true);
+  }
+  ++s.primary_refs[i];
+  greens().push_back(std::make_unique<fake_green>());
+  fake_green* g = greens().back().get();
+  g->device = dev;
+  g->sms = desc->sms;
+  g->ctx = make_context(dev, false);
+  g->ctx->green = g;
+  g->id = s.next_id++;
+  *out = reinterpret_cast<CUgreenCtx>(g);
+  count("green_created");
+  note("green_create " + hex(g));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGreenCtxDestroy(CUgreenCtx h) {
+  FAKE_ENTER();
+  state_t& s = st();
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  for (auto& str : s.streams) {
+    if (str->alive && str->ctx == g->ctx) {
+      count("green_destroyed_with_live_streams");
+    }
+  }
+  g->alive = false;
+  destroy_context(g->ctx);
+  std::erase(ctx_stack, reinterpret_cast<CUcontext>(g->ctx));
+  const auto i = static_cast<std::size_t>(g->device);
+  if (--s.primary_refs[i] == 0) {
+    destroy_context(s.primary[i]);
+    s.primary[i] = nullptr;
+  }
+  count("green_destroyed");
+  note("green_destroy " + hex(g));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCtxFromGreenCtx(CUcontext* out, CUgreenCtx h) {
+  FAKE_ENTER();
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive || out == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  *out = reinterpret_cast<CUcontext>(g->ctx);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGreenCtxStreamCreate(CUstream* out, CUgreenCtx h, unsigned flags, int priority) {
+  FAKE_ENTER();
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if ((flags & CU_STREAM_NON_BLOCKING) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  // As cuStreamCreateWithPriority in the green context, which the real driver does not make current.
+  ctx_stack.push_back(reinterpret_cast<CUcontext>(g->ctx));
+  const CUresult created = fake_cuStreamCreateWithPriority(out, flags, priority);
+  ctx_stack.pop_back();
+  if (created == CUDA_SUCCESS) {
+    count("green_streams_created");
+  }
+  return created;
+}
+
+CUresult CUDAAPI fake_cuStreamGetGreenCtx(CUstream h, CUgreenCtx* out) {
+  FAKE_ENTER();
+  if (!usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  fake_context* c = stream_context(h);
+  *out = c != nullptr ? reinterpret_cast<CUgreenCtx>(c->green) : nullptr;
+  return CUDA_SUCCESS;
+}
+
+CUresult green_event_call(CUgreenCtx h, CUevent e, const char* what) {
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (e == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  count(what);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGreenCtxRecordEvent(CUgreenCtx h, CUevent e) {
+  FAKE_ENTER();
+  return green_event_call(h, e, "green_records");
+}
+
+CUresult CUDAAPI fake_cuGreenCtxWaitEvent(CUgreenCtx h, CUevent e) {
+  FAKE_ENTER();
+  return green_event_call(h, e, "green_waits");
+}
+
+CUresult CUDAAPI fake_cuGreenCtxGetId(CUgreenCtx h, unsigned long long* id) {
+  FAKE_ENTER();
+  fake_green* g = as_green(h);
+  if (g == nullptr || !g->alive) {
+    return fail(CUDA_ERROR_CONTEXT_IS_DESTROYED);
+  }
+  *id = g->id;
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -2321,6 +2637,21 @@ bool hidden(const char* name) {
   }
   return false;
 }
+// Entry points that a driver older than their CUDA version lacks (FAKE_CUDA_DRIVER_VERSION).
+struct versioned_symbol {
+  symbol sym;
+  int since;
+};
+#define FAKE_SINCE(name, version) {FAKE_SYMBOL(name), version}
+const versioned_symbol versioned_symbols[] = {
+    FAKE_SINCE(cuDeviceGetDevResource, 12040),   FAKE_SINCE(cuCtxGetDevResource, 12040),
+    FAKE_SINCE(cuGreenCtxGetDevResource, 12040), FAKE_SINCE(cuDevSmResourceSplitByCount, 12040),
+    FAKE_SINCE(cuDevResourceGenerateDesc, 12040), FAKE_SINCE(cuGreenCtxCreate, 12040),
+    FAKE_SINCE(cuGreenCtxDestroy, 12040),        FAKE_SINCE(cuCtxFromGreenCtx, 12040),
+    FAKE_SINCE(cuGreenCtxRecordEvent, 12040),    FAKE_SINCE(cuGreenCtxWaitEvent, 12040),
+    FAKE_SINCE(cuStreamGetGreenCtx, 12040),      FAKE_SINCE(cuGreenCtxStreamCreate, 12050),
+    FAKE_SINCE(cuGreenCtxGetId, 12090),
+};
 
 }  // namespace
 
@@ -2329,6 +2660,15 @@ FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* name, void** fn, int, cuuin
   for (const symbol& s : symbols) {
     if (std::strcmp(s.name, name) == 0 && !hidden(name)) {
       *fn = s.fn;
+      if (status != nullptr) {
+        *status = CU_GET_PROC_ADDRESS_SUCCESS;
+      }
+      return CUDA_SUCCESS;
+    }
+  }
+  for (const versioned_symbol& v : versioned_symbols) {
+    if (std::strcmp(v.sym.name, name) == 0 && v.since <= driver_version()) {
+      *fn = v.sym.fn;
       if (status != nullptr) {
         *status = CU_GET_PROC_ADDRESS_SUCCESS;
       }
