@@ -5,20 +5,14 @@
 
 #include <cstddef>
 
+#include "cudrv/memory_location.hpp"
 #include "cudrv/stream.hpp"
 
 namespace cudrv {
 
-/// @brief What memory a @ref memory_resource hands out, known without a pointer-attribute query.
-struct memory_resource_properties {
-  /// @brief The device the memory belongs to or was made for; -1 for memory that belongs to no device
-  /// (pinned or NUMA host memory).
-  int device_ordinal = -1;
-  /// @brief Kernels may read and write the memory.
-  bool device_accessible = false;
-  /// @brief The host may read and write the memory through the returned pointer.
-  bool host_accessible = false;
-};
+/// @brief What memory a @ref memory_resource hands out, known without a pointer-attribute query: the
+/// same description buffers give (@ref memory_properties).
+using memory_resource_properties = memory_properties;
 
 /// @brief The interface of every cudrv memory resource, and the one a framework's allocator can take
 /// (or implement) to get memory without caring where it comes from.
