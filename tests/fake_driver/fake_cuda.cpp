@@ -1048,6 +1048,12 @@ CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p
   return CUDA_SUCCESS;
 }
 
+CUresult CUDAAPI fake_cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice d) {  // the default: never changed here
+  FAKE_ENTER();
+  *pool = st().pools[static_cast<std::size_t>(d)];
+  return CUDA_SUCCESS;
+}
+
 bool created_pool(CUmemoryPool p) { return pst().alive.count(p) != 0 && pst().alive[p]; }
 
 CUresult CUDAAPI fake_cuMemPoolDestroy(CUmemoryPool p) {
@@ -1239,7 +1245,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuLibraryGetGlobal), FAKE_SYMBOL(cuLaunchKernel), FAKE_SYMBOL(cuGraphCreate),
     FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode),
     // pools of every kind, host and managed allocations, graph memory
-    FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemPoolSetAccess),
+    FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuDeviceGetMemPool), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemPoolSetAccess),
     FAKE_SYMBOL(cuMemPoolGetAccess), FAKE_SYMBOL(cuMemAllocFromPoolAsync), FAKE_SYMBOL(cuMemHostAlloc),
     FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
     FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim),

@@ -210,7 +210,7 @@ TEST_CASE("buffer properties agree with the driver's pointer attributes", "[gpu]
     cudrv::device_buffer<int> pooled(pool, s, 100);
     device_side(pooled.data(), pooled.properties());
     cudrv::pitched_buffer<int> pitched(dev, 33, 7);
-    device_side(pitched.view().data(), pitched.properties());
+    device_side(static_cast<CUdeviceptr>(pitched.view().address), pitched.properties());
     cudrv::managed_buffer<int> managed(dev, 100);
     device_side(managed.device_view().data(), managed.properties());
     CHECK(managed.properties().host_accessible);
@@ -308,7 +308,7 @@ TEST_CASE("memory resources: device, pinned, managed and pool memory through one
       INFO("resource " << e.name);
       const cudrv::memory_properties props = e.mr->properties();
       for (bool ordered : {false, true}) {
-        INFO(ordered ? "stream-ordered" : "synchronous");
+        INFO((ordered ? "stream-ordered" : "synchronous"));
         void* p = ordered ? e.mr->allocate_async(data.size(), s) : e.mr->allocate(data.size());
         REQUIRE(p != nullptr);
         CHECK(reinterpret_cast<std::uintptr_t>(p) % cudrv::memory_resource::default_alignment == 0);
