@@ -10,7 +10,7 @@
 
 namespace cudrv {
 
-/// @brief The kinds of @ref memory_location.
+/// @brief The kinds of @ref cudrv::memory_location.
 enum class memory_location_kind {
   none,       ///< No preferred location (`CU_MEM_LOCATION_TYPE_NONE`): managed pools only.
   device,     ///< A device's memory (`CU_MEM_LOCATION_TYPE_DEVICE`).

@@ -92,7 +92,8 @@ class memory_resource {
   /// @brief Stream-ordered allocation. The default allocates synchronously with @ref do_allocate.
   virtual void* do_allocate_async(std::size_t bytes, std::size_t alignment, stream_ref s);
   /// @brief Stream-ordered free. The default synchronises @p s, then calls @ref do_deallocate
-  /// (a failure to synchronise is reported to the destruction handler and the memory is not freed).
+  /// (a failure to synchronise is reported to the destruction handler and the memory is not freed; a
+  /// @ref host_callback_error, thrown once the stream has completed, is reported and the memory freed).
   virtual void do_deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment, stream_ref s) noexcept;
   /// @brief See @ref properties.
   [[nodiscard]] virtual memory_resource_properties do_properties() const noexcept = 0;

@@ -32,7 +32,7 @@ device_allocation adopt_host_accessible(CUdeviceptr address, std::size_t bytes, 
 /// (`memory_pool(memory_location::host_numa(n))`) or a managed pool (`memory_pool::managed()`).
 /// Device pools give @ref device_buffer instead. Move-only.
 ///
-/// The lifetime rules are those of a stream-ordered @ref device_buffer: the buffer is allocated on a
+/// The lifetime rules are those of a stream-ordered @ref device_buffer : the buffer is allocated on a
 /// stream (cuMemAllocFromPoolAsync) and freed on it (cuMemFreeAsync), after the work queued there; a
 /// `cudrv::stream` stays alive until then; @ref set_stream moves it to another stream and
 /// @ref reset(stream_ref) frees it on a chosen one. Because allocation and free are stream-ordered, the

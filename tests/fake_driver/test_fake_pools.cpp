@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -485,6 +486,21 @@ TEST_CASE("fake driver: device, pinned and managed memory resources", "[fake-dri
   }
   CHECK(f.counter("primary_retain:0") == 0);
   CHECK(reports.reports == 0);
+}
+
+TEST_CASE("fake driver: the default stream-ordered free frees after a host callable on the stream failed",
+          "[fake-driver][resource]") {
+  fake_driver f;
+  report_counter reports;
+  const cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::device_memory_resource mr(d1);
+  void* p = mr.allocate_async(64, s);
+  s.enqueue([] { throw std::runtime_error("a callable on the stream failed"); });
+  mr.deallocate_async(p, 64, s);  // synchronises s (which completed), reports the failure, frees
+  CHECK_FALSE(f.is_live(reinterpret_cast<CUdeviceptr>(p)));
+  CHECK(reports.reports == 1);
+  CHECK_NOTHROW(s.synchronize());  // the failure was taken by the free, once
 }
 
 TEST_CASE("fake driver: memory of a resource whose context was destroyed first is not freed again",
