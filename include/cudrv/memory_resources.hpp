@@ -19,6 +19,26 @@
 
 namespace cudrv {
 
+namespace detail {
+/// @brief What the resources that allocate in a context share (internal): the context, remembered with
+/// its unique id so that memory freed after the context was destroyed is not freed again, and equality
+/// (resources of the same type and context free each other's memory).
+class context_memory_resource : public memory_resource {
+ public:
+  /// @brief The context the memory is allocated in.
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
+
+ protected:
+  /// @brief Allocates in @p ctx (not null).
+  explicit context_memory_resource(CUcontext ctx) noexcept : context_(context_token::of(ctx)) {}
+  /// @brief The context and its unique id.
+  context_token context_;
+
+ private:
+  [[nodiscard]] bool do_is_equal(const memory_resource& other) const noexcept override;
+};
+}  // namespace detail
+
 /// @brief Device memory allocated synchronously with cuMemAlloc in a context, freed with cuMemFree
 /// (like `device_buffer(dev, n)`). Stream-ordered calls use the interface's defaults: allocation is
 /// synchronous, and @ref memory_resource::deallocate_async waits for the stream before it frees. For
@@ -32,7 +52,7 @@ namespace cudrv {
 /// void* p = mr.allocate(1 << 20);
 /// mr.deallocate(p, 1 << 20);
 /// @endcode
-class device_memory_resource final : public memory_resource {
+class device_memory_resource final : public detail::context_memory_resource {
  public:
   /// @brief The largest alignment this resource guarantees (cuMemAlloc's).
   static constexpr std::size_t max_alignment = 256;
@@ -46,16 +66,11 @@ class device_memory_resource final : public memory_resource {
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit device_memory_resource(cudrv::primary_context&&) = delete;
 
-  /// @brief The context the memory is allocated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
-
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
   void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept override;
   [[nodiscard]] memory_resource_properties do_properties() const noexcept override;
-  [[nodiscard]] bool do_is_equal(const memory_resource& other) const noexcept override;
 
-  detail::context_token context_;
   int device_;
 };
 
@@ -69,7 +84,7 @@ class device_memory_resource final : public memory_resource {
 /// p[0] = 1.0f;                                         // the host writes it directly
 /// staging.deallocate(p, n * sizeof(float));
 /// @endcode
-class pinned_memory_resource final : public memory_resource {
+class pinned_memory_resource final : public detail::context_memory_resource {
  public:
   /// @brief The largest alignment this resource guarantees.
   static constexpr std::size_t max_alignment = 256;
@@ -83,8 +98,6 @@ class pinned_memory_resource final : public memory_resource {
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit pinned_memory_resource(cudrv::primary_context&&, pinned_flags = pinned_flags::portable) = delete;
 
-  /// @brief The context the memory is allocated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
   /// @brief The cuMemHostAlloc flags.
   [[nodiscard]] pinned_flags flags() const noexcept { return flags_; }
 
@@ -92,9 +105,7 @@ class pinned_memory_resource final : public memory_resource {
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
   void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept override;
   [[nodiscard]] memory_resource_properties do_properties() const noexcept override;
-  [[nodiscard]] bool do_is_equal(const memory_resource& other) const noexcept override;
 
-  detail::context_token context_;
   pinned_flags flags_;
 };
 
@@ -108,7 +119,7 @@ class pinned_memory_resource final : public memory_resource {
 /// x[0] = 42;                                           // host and kernels use the same pointer
 /// mr.deallocate(x, sizeof(int) * n);
 /// @endcode
-class managed_memory_resource final : public memory_resource {
+class managed_memory_resource final : public detail::context_memory_resource {
  public:
   /// @brief The largest alignment this resource guarantees.
   static constexpr std::size_t max_alignment = 256;
@@ -122,16 +133,11 @@ class managed_memory_resource final : public memory_resource {
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit managed_memory_resource(cudrv::primary_context&&, managed_attach = managed_attach::global) = delete;
 
-  /// @brief The context the memory is allocated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
-
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
   void do_deallocate(void* ptr, std::size_t bytes, std::size_t alignment) noexcept override;
   [[nodiscard]] memory_resource_properties do_properties() const noexcept override;
-  [[nodiscard]] bool do_is_equal(const memory_resource& other) const noexcept override;
 
-  detail::context_token context_;
   int device_;
   managed_attach attach_;
 };

@@ -3,6 +3,7 @@
 #include "cudrv/memory_resources.hpp"
 
 #include <string>
+#include <typeinfo>
 #include <utility>
 
 #include "cudrv/device_buffer.hpp"
@@ -29,22 +30,20 @@ CUcontext require_context(context_ref ctx, const char* api) {
   return detail::require_context_handle(ctx.native_handle(), api);
 }
 
-template <class R>
-bool same_context(const R& self, const memory_resource& other) noexcept {
-  const auto* o = dynamic_cast<const R*>(&other);
-  return o != nullptr && o->context().native_handle() == self.context().native_handle();
-}
-
 }  // namespace
+
+bool detail::context_memory_resource::do_is_equal(const memory_resource& other) const noexcept {
+  const auto* o = dynamic_cast<const context_memory_resource*>(&other);
+  return o != nullptr && typeid(*o) == typeid(*this) && o->context_.handle == context_.handle;
+}
 
 // --- device_memory_resource ------------------------------------------------------------------------
 
 device_memory_resource::device_memory_resource(const device& dev)
-    : context_(detail::context_token::of(dev.primary_context().native_handle())), device_(dev.ordinal()) {}
+    : context_memory_resource(dev.primary_context().native_handle()), device_(dev.ordinal()) {}
 
 device_memory_resource::device_memory_resource(context_ref ctx)
-    : context_(detail::context_token::of(require_context(ctx, "cudrv::device_memory_resource"))),
-      device_(ctx.device().ordinal()) {}
+    : context_memory_resource(require_context(ctx, "cudrv::device_memory_resource")), device_(ctx.device().ordinal()) {}
 
 void* device_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment) {
   check_alignment_limit(alignment, max_alignment, "cudrv::device_memory_resource::allocate");
@@ -61,17 +60,14 @@ void device_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::si
 
 memory_resource_properties device_memory_resource::do_properties() const noexcept { return {device_, true, false}; }
 
-bool device_memory_resource::do_is_equal(const memory_resource& other) const noexcept {
-  return same_context(*this, other);
-}
 
 // --- pinned_memory_resource ------------------------------------------------------------------------
 
 pinned_memory_resource::pinned_memory_resource(const device& dev, pinned_flags flags)
-    : context_(detail::context_token::of(dev.primary_context().native_handle())), flags_(flags) {}
+    : context_memory_resource(dev.primary_context().native_handle()), flags_(flags) {}
 
 pinned_memory_resource::pinned_memory_resource(context_ref ctx, pinned_flags flags)
-    : context_(detail::context_token::of(require_context(ctx, "cudrv::pinned_memory_resource"))), flags_(flags) {}
+    : context_memory_resource(require_context(ctx, "cudrv::pinned_memory_resource")), flags_(flags) {}
 
 void* pinned_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment) {
   check_alignment_limit(alignment, max_alignment, "cudrv::pinned_memory_resource::allocate");
@@ -87,19 +83,14 @@ void pinned_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::si
 
 memory_resource_properties pinned_memory_resource::do_properties() const noexcept { return {-1, true, true}; }
 
-bool pinned_memory_resource::do_is_equal(const memory_resource& other) const noexcept {
-  return same_context(*this, other);
-}
 
 // --- managed_memory_resource -----------------------------------------------------------------------
 
 managed_memory_resource::managed_memory_resource(const device& dev, managed_attach attach)
-    : context_(detail::context_token::of(dev.primary_context().native_handle())),
-      device_(dev.ordinal()),
-      attach_(attach) {}
+    : context_memory_resource(dev.primary_context().native_handle()), device_(dev.ordinal()), attach_(attach) {}
 
 managed_memory_resource::managed_memory_resource(context_ref ctx, managed_attach attach)
-    : context_(detail::context_token::of(require_context(ctx, "cudrv::managed_memory_resource"))),
+    : context_memory_resource(require_context(ctx, "cudrv::managed_memory_resource")),
       device_(ctx.device().ordinal()),
       attach_(attach) {}
 
@@ -117,9 +108,6 @@ void managed_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::s
 
 memory_resource_properties managed_memory_resource::do_properties() const noexcept { return {device_, true, true}; }
 
-bool managed_memory_resource::do_is_equal(const memory_resource& other) const noexcept {
-  return same_context(*this, other);
-}
 
 // --- pool_memory_resource --------------------------------------------------------------------------
 
