@@ -174,7 +174,8 @@ class memory_pool : public memory_pool_base {
   /// @brief Creates a pool of managed memory (@ref memory_allocation_type::managed) preferring
   /// @p preferred (a device, the host, a NUMA node, or @ref memory_location::none()). Needs a CUDA 13
   /// driver that supports managed pools.
-  /// @throws not_supported_error when the driver does not support managed pools
+  /// @throws error from cuMemPoolCreate when the driver or the device does not support managed pools
+  /// (a @ref not_supported_error where the driver says `CUDA_ERROR_NOT_SUPPORTED`)
   [[nodiscard]] static memory_pool managed(memory_location preferred = memory_location::none(),
                                            memory_pool_properties properties = {});
   memory_pool(const memory_pool&) = delete;
