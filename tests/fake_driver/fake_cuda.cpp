@@ -1147,6 +1147,26 @@ CUresult CUDAAPI fake_cuMemAllocManaged(CUdeviceptr* out, std::size_t size, unsi
   return CUDA_SUCCESS;
 }
 
+// Managed memory: where prefetches and advice go, as the driver receives them.
+CUresult CUDAAPI fake_cuMemPrefetchAsync(CUdeviceptr p, std::size_t n, CUmemLocation l, unsigned, CUstream h) {
+  FAKE_ENTER();
+  if (!usable_stream(h) || st().live.count(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  note("prefetch " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " to " + describe_location(l));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAdvise(CUdeviceptr p, std::size_t n, CUmem_advise a, CUmemLocation l) {
+  FAKE_ENTER();
+  if (st().live.count(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  note("advise " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " " + std::to_string(static_cast<int>(a)) +
+       " at " + describe_location(l));
+  return CUDA_SUCCESS;
+}
+
 std::array<cuuint64_t, 4>* graph_memory_of(CUdevice d) {
   if (d < 0 || d >= static_cast<int>(st().devices.size())) {
     return nullptr;
@@ -1248,7 +1268,8 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuDeviceGetMemPool), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemPoolSetAccess),
     FAKE_SYMBOL(cuMemPoolGetAccess), FAKE_SYMBOL(cuMemAllocFromPoolAsync), FAKE_SYMBOL(cuMemHostAlloc),
     FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
-    FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim),
+    FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim), FAKE_SYMBOL(cuMemPrefetchAsync),
+    FAKE_SYMBOL(cuMemAdvise),
 };
 
 }  // namespace

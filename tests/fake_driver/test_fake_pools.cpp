@@ -374,6 +374,28 @@ TEST_CASE("fake driver: every buffer says what its memory is without a pointer-a
   CHECK(f.counter("primary_retain:0") == 0);
 }
 
+TEST_CASE("fake driver: managed memory is prefetched and advised to a device, the host or a host NUMA node",
+          "[fake-driver][pool]") {
+  fake_driver f;
+  const cudrv::device d1(1);
+  cudrv::stream s(d1);
+  cudrv::managed_buffer<int> m(d1, 64);
+  const std::string at = text_of(m.data()) + " " + std::to_string(64 * sizeof(int));
+  log_since log(f);
+  m.prefetch(d1, s);
+  m.prefetch(cudrv::memory_location::host(), s);
+  m.prefetch(cudrv::memory_location::nearest_host_numa(d1), s);
+  m.advise(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cudrv::memory_location::host_numa(0));
+  m.advise(CU_MEM_ADVISE_SET_ACCESSED_BY, d1);
+  const std::string text = log.text();
+  CHECK(contains(text, "prefetch " + at + " to 1:1"));
+  CHECK(contains(text, "prefetch " + at + " to 2:0"));
+  CHECK(contains(text, "prefetch " + at + " to 3:1"));
+  CHECK(contains(text, "advise " + at + " " + std::to_string(CU_MEM_ADVISE_SET_PREFERRED_LOCATION) + " at 3:0"));
+  CHECK(contains(text, "advise " + at + " " + std::to_string(CU_MEM_ADVISE_SET_ACCESSED_BY) + " at 1:1"));
+  CHECK(f.counter("failed_calls") == 0);
+}
+
 TEST_CASE("fake driver: graph memory attributes, resetting the high watermarks, trimming",
           "[fake-driver][pool][driver_error]") {
   fake_driver f;
