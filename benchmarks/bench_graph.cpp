@@ -10,6 +10,8 @@
 //   instantiate  graph_ref::instantiate of the cudrv-built graph vs cuGraphInstantiateWithFlags of
 //                the raw-built one (each executable destroyed after);
 //   build        1000 cudrv::launch(graph_builder&, ...) vs 1000 cuGraphAddKernelNode into a new graph.
+// Each case also times the raw side twice (A/A): that ratio is the noise floor to read the others by.
+// The last line is the same figures as JSON; the goal for each ratio is at most 1.05.
 //
 // Exit status: 0 success, 1 usage error, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error.
 #include <cudaTypedefs.h>
@@ -109,9 +111,21 @@ int main(int argc, char** argv) {
     raw_exec_owner.launch(s);
     s.synchronize();
 
-    std::vector<double> replay_raw, replay_cudrv, inst_raw, inst_cudrv, build_raw_t, build_cudrv_t;
+    // Each round times, per case, the raw side, the cudrv side and the raw side again (an A/A copy that
+    // shows how far two identical sides drift apart), in an order that alternates between rounds.
+    enum side { raw_side, cudrv_side, copy_side };
+    struct series {
+      std::vector<double> t[3];
+      [[nodiscard]] double ratio(side s) const {
+        std::vector<double> r;
+        for (std::size_t i = 0; i < t[raw_side].size(); ++i) {
+          r.push_back(t[s][i] / t[raw_side][i]);
+        }
+        return bench::median(r);
+      }
+    };
+    series replay_t, inst_t, build_t;
     for (int r = 0; r < rounds; ++r) {
-      const bool raw_first = r % 2 == 0;
       auto replay = [&](bool raw) {
         return time_ns([&] {
           if (raw) {
@@ -143,30 +157,39 @@ int main(int argc, char** argv) {
           }
         });
       };
-      for (bool raw : {raw_first, !raw_first}) {
-        (raw ? replay_raw : replay_cudrv).push_back(replay(raw) / nodes);
-        (raw ? inst_raw : inst_cudrv).push_back(instantiate(raw));
-        (raw ? build_raw_t : build_cudrv_t).push_back(build(raw) / nodes);
+      static constexpr side orders[3][3] = {
+          {raw_side, cudrv_side, copy_side}, {cudrv_side, copy_side, raw_side}, {copy_side, raw_side, cudrv_side}};
+      for (side which : orders[r % 3]) {
+        const bool raw = which != cudrv_side;
+        replay_t.t[which].push_back(replay(raw) / nodes);
+        inst_t.t[which].push_back(instantiate(raw));
+        build_t.t[which].push_back(build(raw) / nodes);
       }
       std::fprintf(stderr, "\rbench_graph: round %d/%d", r + 1, rounds);
     }
     std::fprintf(stderr, "\n");
-    auto paired = [&](const std::vector<double>& c, const std::vector<double>& raw) {
-      std::vector<double> ratios;
-      for (std::size_t i = 0; i < c.size(); ++i) {
-        ratios.push_back(c[i] / raw[i]);
-      }
-      return bench::median(ratios);
-    };
     std::printf("bench_graph: device 0 (%s), driver CUDA %d.%d; graph of %d empty kernel nodes; %d rounds\n",
                 dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, nodes, rounds);
-    std::printf("\n| case | raw (median) | cudrv (median) | paired ratio |\n|---|---:|---:|---:|\n");
-    std::printf("| replay, per kernel node | %.3f us | %.3f us | %.3f |\n", bench::median(replay_raw) / 1000,
-                bench::median(replay_cudrv) / 1000, paired(replay_cudrv, replay_raw));
-    std::printf("| instantiate, whole graph | %.3f ms | %.3f ms | %.3f |\n", bench::median(inst_raw) / 1e6, bench::median(inst_cudrv) / 1e6,
-                paired(inst_cudrv, inst_raw));
-    std::printf("| build, per kernel node | %.3f us | %.3f us | %.3f |\n", bench::median(build_raw_t) / 1000,
-                bench::median(build_cudrv_t) / 1000, paired(build_cudrv_t, build_raw_t));
+    std::printf("\n| case | raw (median) | cudrv (median) | paired ratio | A/A (raw vs raw) |\n|---|---:|---:|---:|---:|\n");
+    struct row {
+      const char* name;
+      const series* data;
+      double scale;
+      const char* unit;
+    };
+    const row rows[] = {{"replay, per kernel node", &replay_t, 1e3, "us"},
+                        {"instantiate, whole graph", &inst_t, 1e6, "ms"},
+                        {"build, per kernel node", &build_t, 1e3, "us"}};
+    for (const row& w : rows) {
+      std::printf("| %s | %.3f %s | %.3f %s | %.3f | %.3f |\n", w.name, bench::median(w.data->t[raw_side]) / w.scale,
+                  w.unit, bench::median(w.data->t[cudrv_side]) / w.scale, w.unit, w.data->ratio(cudrv_side),
+                  w.data->ratio(copy_side));
+    }
+    std::printf("{\"bench\":\"graph\",\"nodes\":%d,\"rounds\":%d,\"replay_ratio\":%.4f,\"replay_aa\":%.4f,"
+                "\"instantiate_ratio\":%.4f,\"instantiate_aa\":%.4f,\"build_ratio\":%.4f,\"build_aa\":%.4f,"
+                "\"goal\":1.05}\n",
+                nodes, rounds, replay_t.ratio(cudrv_side), replay_t.ratio(copy_side), inst_t.ratio(cudrv_side),
+                inst_t.ratio(copy_side), build_t.ratio(cudrv_side), build_t.ratio(copy_side));
     return 0;
   } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_graph: %s\n", e.what());

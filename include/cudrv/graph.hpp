@@ -347,8 +347,18 @@ CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c);
 /// @brief The kernel-node parameters of a launch (internal).
 CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& config, CUkernel kernel, CUcontext ctx, void** args,
                                            const kernel_signature* signature);
-/// @brief The driver handles of @p nodes, for a dependency array (internal).
-std::vector<CUgraphNode> native_nodes(const std::vector<graph_node_ref>& nodes);
+/// @brief A dependency array for the driver, read in place from a list of node views (internal).
+struct native_node_list {
+  const CUgraphNode* nodes;  ///< The first handle, or null for none.
+  std::size_t count;         ///< How many handles.
+  /// @brief The handles, for the driver's `dependencies` argument.
+  [[nodiscard]] const CUgraphNode* data() const noexcept { return nodes; }
+  /// @brief The number of handles, for the driver's `numDependencies` argument.
+  [[nodiscard]] std::size_t size() const noexcept { return count; }
+};
+/// @brief The driver handles of @p nodes, for a dependency array, without a copy (internal): a node
+/// view holds its `CUgraphNode` and nothing else, so the views' storage is the driver's array.
+[[nodiscard]] native_node_list native_nodes(const std::vector<graph_node_ref>& nodes) noexcept;
 /// @brief The memset parameters of a checked fill (internal).
 CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                                       std::size_t element_size);

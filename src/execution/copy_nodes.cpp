@@ -27,7 +27,7 @@ CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c) {
 
 memcpy_node add_copy_node(graph_builder& b, const linear_copy& c) {
   CUDA_MEMCPY3D p = linear_memcpy3d(c);
-  const std::vector<CUgraphNode> deps = native_nodes(b.dependencies());
+  const native_node_list deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   check(drv::cuGraphAddMemcpyNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
                                   b.context().native_handle()),
@@ -53,7 +53,7 @@ CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::
 memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                              std::size_t element_size) {
   CUDA_MEMSET_NODE_PARAMS p = memset_params("cudrv::fill", dst, count, pattern, element_size);
-  const std::vector<CUgraphNode> deps = native_nodes(b.dependencies());
+  const native_node_list deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   check(drv::cuGraphAddMemsetNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
                                   b.context().native_handle()),

@@ -75,6 +75,11 @@ struct host_call {
   void* data;
 };
 
+// A graph node: a distinct handle that remembers its graph (see fake_cuGraphAddEmptyNode).
+struct fake_graph_node {
+  int* graph;
+};
+
 struct state_t {
   std::recursive_mutex mutex;
   std::condition_variable_any idle;
@@ -95,6 +100,7 @@ struct state_t {
   std::deque<host_call> host_calls;
   std::thread worker;
   unsigned long long next_id = 1;
+  std::vector<std::unique_ptr<fake_graph_node>> graph_nodes;  // never freed: handles stay unique
   std::map<std::string, long long> counters;
   std::string log;
   std::vector<CUmemoryPool> pools;
@@ -1230,10 +1236,22 @@ CUresult CUDAAPI fake_cuGraphDestroy(CUgraph g) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode*, std::size_t) {
+// Each node is a distinct handle that remembers its graph, so that a dependency array cudrv hands
+// over can be checked: "graph_deps_seen" counts the dependencies received, "graph_bad_deps" those
+// that are not nodes of the same graph.
+CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
   FAKE_ENTER();
+  for (std::size_t i = 0; i < count_deps; ++i) {
+    const auto* dep = reinterpret_cast<const fake_graph_node*>(deps[i]);
+    bool known = false;
+    for (const auto& node : st().graph_nodes) {
+      known = known || (node.get() == dep && node->graph == reinterpret_cast<int*>(g));
+    }
+    count(known ? "graph_deps_seen" : "graph_bad_deps");
+  }
   ++*reinterpret_cast<int*>(g);
-  *n = reinterpret_cast<CUgraphNode>(g);
+  st().graph_nodes.push_back(std::make_unique<fake_graph_node>(fake_graph_node{reinterpret_cast<int*>(g)}));
+  *n = reinterpret_cast<CUgraphNode>(st().graph_nodes.back().get());
   return CUDA_SUCCESS;
 }
 

@@ -329,3 +329,24 @@ TEST_CASE("fake driver: a failing launch under memory exhaustion throws, it does
   fail_allocations = false;
   CHECK(threw);
 }
+
+TEST_CASE("fake driver: node dependencies reach the driver as the nodes' own handles", "[fake-driver]") {
+  fake f;
+  const long long seen = f.counter("graph_deps_seen");
+  const long long bad = f.counter("graph_bad_deps");
+  cudrv::graph g;
+  std::vector<cudrv::graph_node_ref> roots;
+  for (int i = 0; i < 5; ++i) {
+    roots.push_back(g.add_empty());
+  }
+  CHECK(f.counter("graph_deps_seen") == seen);  // roots: no dependency array
+  const cudrv::graph_node_ref join = g.add_empty(roots);
+  CHECK(f.counter("graph_deps_seen") == seen + 5);
+  (void)g.add_empty({join, roots[2]});
+  CHECK(f.counter("graph_deps_seen") == seen + 7);
+  CHECK(f.counter("graph_bad_deps") == bad);
+  // Nodes of another graph are handed over as they are, and the driver can tell.
+  cudrv::graph other;
+  (void)other.add_empty({join});
+  CHECK(f.counter("graph_bad_deps") == bad + 1);
+}
