@@ -11,6 +11,7 @@
 
 #include "cudrv/context.hpp"
 #include "cudrv/device.hpp"
+#include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
@@ -18,6 +19,9 @@
 namespace cudrv {
 
 namespace detail {
+/// @brief A device ordinal not known yet: found from the allocation's context or stream when asked (internal).
+inline constexpr int unresolved_device = -2;
+
 /// @brief The untyped state of a device allocation (internal).
 struct device_allocation {
   CUdeviceptr address = 0;
@@ -25,12 +29,15 @@ struct device_allocation {
   context_token context{};          // synchronous allocations, and those on the legacy default stream
   CUstream stream = nullptr;        // stream-ordered allocations: the stream to free on (never null for them)
   stream_state* owner = nullptr;    // that stream's bookkeeping when cudrv owns it (a counted reference)
+  int device = unresolved_device;   // the memory's device, -1 for none (host pools), or unresolved_device
+  bool host_accessible = false;     // memory of a host or managed pool
 
   static device_allocation allocate(CUcontext ctx, std::size_t count, std::size_t element_size);
   static device_allocation allocate_async(CUstream stream, stream_state* owner, CUmemoryPool pool, std::size_t count,
                                           std::size_t element_size);
-  // As allocate_async, but refuses a null (moved-from) pool instead of using the current pool.
-  static device_allocation allocate_from_pool(CUstream stream, stream_state* owner, CUmemoryPool pool,
+  // As allocate_async, but refuses a null (moved-from) pool instead of using the current pool, and
+  // records what the pool's description says about its memory.
+  static device_allocation allocate_from_pool(CUstream stream, stream_state* owner, const memory_pool_base& pool,
                                               std::size_t count, std::size_t element_size);
   static device_allocation adopt(CUdeviceptr address, std::size_t bytes, CUcontext ctx);
   static device_allocation adopt_async(CUdeviceptr address, std::size_t bytes, CUstream stream, stream_state* owner);
@@ -44,6 +51,9 @@ struct device_allocation {
   void require_stream_ordered(const char* api) const;
   // Checks that the allocation is stream-ordered and that s is not a moved-from stream, then sets it.
   void set_stream(CUstream s, stream_state* owner, const char* api);
+  // The memory's device (resolved from the context or stream when it was not recorded) and access;
+  // all false and -1 for an empty (moved-from, released or freed) allocation.
+  memory_properties properties() const;
 };
 }  // namespace detail
 
@@ -90,8 +100,7 @@ class device_buffer {
   /// @brief Allocates @p count elements on @p s from @p pool.
   /// @throws invalid_argument_error when @p pool or @p s is empty (moved-from)
   device_buffer(memory_pool_ref pool, stream_ref s, std::size_t count)
-      : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), s.state(), pool.native_handle(), count,
-                                                             sizeof(T))) {}
+      : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), s.state(), pool, count, sizeof(T))) {}
 
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   device_buffer(cudrv::context&&, std::size_t) = delete;
@@ -176,6 +185,11 @@ class device_buffer {
   void set_stream(cudrv::stream&&) = delete;
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const { return context_ref(alloc_.owning_context()); }
+  /// @brief What the memory is, from the way it was allocated (no pointer-attribute query): always
+  /// device-accessible; host-accessible when it came from a host or managed pool; its device is the
+  /// one of its context, its pool or, for memory from a device's current pool or a pool whose handle is
+  /// not described, its stream. An empty (moved-from or released) buffer gives `{-1, false, false}`.
+  [[nodiscard]] memory_properties properties() const { return alloc_.properties(); }
 
  private:
   explicit device_buffer(detail::device_allocation alloc) noexcept : alloc_(alloc) {}

@@ -12,6 +12,7 @@
 #include "cudrv/context.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 
 namespace cudrv {
@@ -81,6 +82,11 @@ class host_registration {
   [[nodiscard]] std::size_t size_bytes() const noexcept { return reg_.bytes; }
   /// @brief Whether this object holds a registration (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return reg_.pointer != nullptr; }
+  /// @brief What the memory is (no pointer-attribute query): host memory of no device, host- and
+  /// device-accessible; `{-1, false, false}` when nothing is registered.
+  [[nodiscard]] memory_properties properties() const noexcept {
+    return reg_.pointer == nullptr ? memory_properties{} : memory_properties{-1, true, true};
+  }
   /// @brief The device address of the registered range (needs @ref host_register_flags::mapped or
   /// unified addressing).
   [[nodiscard]] CUdeviceptr device_address() const { return reg_.device_address("cudrv::host_registration::device_address"); }

@@ -12,6 +12,7 @@
 #include "cudrv/context.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 
@@ -22,23 +23,6 @@ enum class managed_attach : unsigned int {
   global = CU_MEM_ATTACH_GLOBAL,  ///< Accessible from any stream on any device.
   host = CU_MEM_ATTACH_HOST,      ///< Accessible from the host; devices need an explicit attach first.
   single = CU_MEM_ATTACH_SINGLE,  ///< Accessible only from the stream it is attached to (with @ref managed_buffer::attach).
-};
-
-/// @brief Where managed memory should live: a device, or the host.
-class memory_location {
- public:
-  /// @brief A device's memory.
-  memory_location(const device& dev) noexcept : id_(dev.ordinal()) {}  // NOLINT: implicit on purpose
-  /// @brief Host memory.
-  [[nodiscard]] static memory_location host() noexcept { return memory_location(-1); }
-  /// @brief Whether this is the host.
-  [[nodiscard]] bool is_host() const noexcept { return id_ < 0; }
-  /// @brief The device ordinal, or -1 for the host.
-  [[nodiscard]] int device_ordinal() const noexcept { return id_; }
-
- private:
-  explicit memory_location(int id) noexcept : id_(id) {}
-  int id_;
 };
 
 namespace detail {
@@ -82,7 +66,16 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
   managed_buffer(cudrv::primary_context&&, std::size_t, managed_attach = managed_attach::global) = delete;
   /// @brief Adopts memory from cuMemAllocManaged made in @p ctx.
   [[nodiscard]] static managed_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
-    return managed_buffer(detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
+    return managed_buffer(detail::host_allocation{pointer, count * sizeof(T),
+                                                  detail::context_token::of(ctx.native_handle()), -2});
+  }
+  /// @brief What the memory is (no pointer-attribute query): host- and device-accessible, made for
+  /// the device of its context; `{-1, false, false}` when the buffer is empty (moved-from or released).
+  [[nodiscard]] memory_properties properties() const {
+    if (this->alloc_.pointer == nullptr && this->alloc_.context.handle == nullptr) {
+      return {};
+    }
+    return {this->alloc_.resolved_device(), true, true};
   }
   /// @brief A device view of all elements (the same address).
   [[nodiscard]] device_span<T> device_view() const noexcept {

@@ -5,20 +5,14 @@
 
 #include <cstddef>
 
+#include "cudrv/memory_location.hpp"
 #include "cudrv/stream.hpp"
 
 namespace cudrv {
 
-/// @brief What memory a @ref memory_resource hands out, known without a pointer-attribute query.
-struct memory_resource_properties {
-  /// @brief The device the memory belongs to or was made for; -1 for memory that belongs to no device
-  /// (pinned or NUMA host memory).
-  int device_ordinal = -1;
-  /// @brief Kernels may read and write the memory.
-  bool device_accessible = false;
-  /// @brief The host may read and write the memory through the returned pointer.
-  bool host_accessible = false;
-};
+/// @brief What memory a @ref memory_resource hands out, known without a pointer-attribute query: the
+/// same description buffers give (@ref memory_properties).
+using memory_resource_properties = memory_properties;
 
 /// @brief The interface of every cudrv memory resource, and the one a framework's allocator can take
 /// (or implement) to get memory without caring where it comes from.
@@ -98,7 +92,8 @@ class memory_resource {
   /// @brief Stream-ordered allocation. The default allocates synchronously with @ref do_allocate.
   virtual void* do_allocate_async(std::size_t bytes, std::size_t alignment, stream_ref s);
   /// @brief Stream-ordered free. The default synchronises @p s, then calls @ref do_deallocate
-  /// (a failure to synchronise is reported to the destruction handler and the memory is not freed).
+  /// (a failure to synchronise is reported to the destruction handler and the memory is not freed; a
+  /// @ref host_callback_error, thrown once the stream has completed, is reported and the memory freed).
   virtual void do_deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment, stream_ref s) noexcept;
   /// @brief See @ref properties.
   [[nodiscard]] virtual memory_resource_properties do_properties() const noexcept = 0;

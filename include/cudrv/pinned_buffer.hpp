@@ -12,6 +12,7 @@
 #include "cudrv/context.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 
 namespace cudrv {
@@ -65,6 +66,15 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
   /// @brief Adopts memory from cuMemHostAlloc made in @p ctx.
   [[nodiscard]] static pinned_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
     return pinned_buffer(detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
+  }
+  /// @brief What the memory is (no pointer-attribute query): page-locked host memory of no device,
+  /// host-accessible and device-accessible (mapped, as all pinned memory is with unified addressing);
+  /// `{-1, false, false}` when the buffer is empty (moved-from or released).
+  [[nodiscard]] memory_properties properties() const noexcept {
+    if (this->alloc_.pointer == nullptr && this->alloc_.context.handle == nullptr) {
+      return {};
+    }
+    return {-1, true, true};
   }
   /// @brief The device-side view of the memory (cuMemHostGetDevicePointer), for kernels that read
   /// or write host memory directly; needs mapped memory (always the case on 64-bit systems with

@@ -102,6 +102,9 @@ class pitched_buffer {
   [[nodiscard]] pitched_span<const T> view() const noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
+  /// @brief What the memory is (no pointer-attribute query): device memory of its context's device,
+  /// not host-accessible; `{-1, false, false}` when the buffer is empty (moved-from or released).
+  [[nodiscard]] memory_properties properties() const { return alloc_.properties(); }
 
  private:
   detail::device_allocation alloc_{};

@@ -32,6 +32,9 @@
   X(cuDeviceGetDefaultMemPool, 11020)         \
   X(cuDeviceGetMemPool, 11020)                \
   X(cuDeviceSetMemPool, 11020)                \
+  X(cuDeviceGetGraphMemAttribute, 11040)      \
+  X(cuDeviceSetGraphMemAttribute, 11040)      \
+  X(cuDeviceGraphMemTrim, 11040)              \
   X(cuDevicePrimaryCtxRetain, 7000)           \
   X(cuDevicePrimaryCtxRelease, 11000)         \
   X(cuDevicePrimaryCtxGetState, 7000)         \

@@ -9,6 +9,7 @@
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
 #include "cudrv/pointer_attributes.hpp"
+#include "cudrv/pool_buffer.hpp"
 #include "cudrv/span.hpp"
 #include "driver/driver_api.hpp"
 #include "memory/memory_support.hpp"
@@ -30,6 +31,19 @@ void require_context(CUcontext ctx, const char* api) {
   if (ctx == nullptr) {
     throw invalid_argument_error(api, "the context is empty (a moved-from or released cudrv::context)");
   }
+}
+
+// The device of the current context (made current by the caller), or unresolved_device when the
+// driver cannot say: the device is then found from the context when asked.
+int current_device_or_unresolved() noexcept {
+  CUdevice dev = -1;
+  try {
+    if (drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+      return static_cast<int>(dev);
+    }
+  } catch (...) {
+  }
+  return unresolved_device;
 }
 
 std::string device_of(CUcontext ctx) {
@@ -170,6 +184,7 @@ device_allocation device_allocation::allocate(CUcontext ctx, std::size_t count, 
   check(drv::cuMemAlloc(&out.address, bytes), "cuMemAlloc",
         [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
   out.bytes = bytes;
+  out.device = current_device_or_unresolved();
   return out;
 }
 
@@ -249,13 +264,58 @@ device_allocation device_allocation::allocate_async(CUstream stream, stream_stat
   return out;
 }
 
-device_allocation device_allocation::allocate_from_pool(CUstream stream, stream_state* owner, CUmemoryPool pool,
-                                                        std::size_t count, std::size_t element_size) {
-  if (pool == nullptr) {
+device_allocation device_allocation::allocate_from_pool(CUstream stream, stream_state* owner,
+                                                        const memory_pool_base& pool, std::size_t count,
+                                                        std::size_t element_size) {
+  if (pool.native_handle() == nullptr) {
     throw invalid_argument_error("cudrv::device_buffer",
                                  "the memory pool is empty (a moved-from or released cudrv::memory_pool)");
   }
-  return allocate_async(stream, owner, pool, count, element_size);
+  // Read the description first: it may throw, and must not leave an allocation behind.
+  const bool described = pool.is_described();
+  const memory_properties memory = described ? pool.properties() : memory_properties{};
+  device_allocation out = allocate_async(stream, owner, pool.native_handle(), count, element_size);
+  if (described) {
+    out.device = memory.device_ordinal;
+    out.host_accessible = memory.host_accessible;
+  }
+  return out;
+}
+
+namespace {
+// Throws unless the pool's memory is described and host-accessible (pool_buffer's pools).
+memory_properties require_host_accessible_pool(const memory_pool_base& pool, const char* api) {
+  if (pool.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the memory pool is empty (a moved-from or released cudrv::memory_pool)");
+  }
+  if (!pool.is_described()) {
+    throw invalid_argument_error(api, "the pool's location is unknown (a memory_pool_ref of a bare handle), so "
+                                      "whether the host can access its memory is not known; describe it with "
+                                      "memory_pool_ref(handle, location, type)");
+  }
+  const memory_properties memory = pool.properties();
+  if (!memory.host_accessible) {
+    throw invalid_argument_error(api, "the pool holds memory of device " + std::to_string(memory.device_ordinal) +
+                                          ", which the host cannot access; allocate it with "
+                                          "device_buffer(pool, stream, count)");
+  }
+  return memory;
+}
+}  // namespace
+
+device_allocation allocate_host_accessible(CUstream stream, stream_state* owner, const memory_pool_base& pool,
+                                           std::size_t count, std::size_t element_size) {
+  require_host_accessible_pool(pool, "cudrv::pool_buffer");
+  return device_allocation::allocate_from_pool(stream, owner, pool, count, element_size);
+}
+
+device_allocation adopt_host_accessible(CUdeviceptr address, std::size_t bytes, CUstream stream, stream_state* owner,
+                                        const memory_pool_base& pool) {
+  const memory_properties memory = require_host_accessible_pool(pool, "cudrv::pool_buffer::from_native_handle");
+  device_allocation out = device_allocation::adopt_async(address, bytes, stream, owner);
+  out.device = memory.device_ordinal;
+  out.host_accessible = true;
+  return out;
 }
 
 void device_allocation::free() noexcept {
@@ -337,6 +397,9 @@ void device_allocation::set_stream(CUstream s, stream_state* new_owner, const ch
     return;
   }
   const context_token ctx = default_stream_context(s, api);
+  if (device == unresolved_device) {
+    device = properties().device_ordinal;  // from the stream it was allocated on, before it changes
+  }
   // Order the free, which will be queued on s, after the work queued on the previous stream so far.
   {
     quiet_context_scope scope(context.handle);
@@ -346,6 +409,17 @@ void device_allocation::set_stream(CUstream s, stream_state* new_owner, const ch
   release_stream(std::exchange(owner, new_owner));
   stream = s;
   context = ctx;
+}
+
+memory_properties device_allocation::properties() const {
+  if (address == 0 && stream == nullptr && context.handle == nullptr) {
+    return {};  // moved-from, released or freed
+  }
+  int ordinal = device;
+  if (ordinal == unresolved_device) {
+    ordinal = context_ref(owning_context()).device().ordinal();
+  }
+  return {ordinal, true, host_accessible};
 }
 
 void device_allocation::require_stream_ordered(const char* api) const {
@@ -372,6 +446,7 @@ device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t
     return std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " on " + device_of(ctx);
   });
   out.bytes = *pitch * rows;
+  out.device = current_device_or_unresolved();
   return out;
 }
 
@@ -408,13 +483,13 @@ host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t cou
   std::size_t bytes = checked_bytes(api, count, element_size);
   const context_token token = context_token::of(ctx);
   if (bytes == 0) {
-    return {nullptr, 0, token};
+    return {nullptr, 0, token, unresolved_device};
   }
   context_guard guard{context_ref(ctx)};
   CUdeviceptr address = 0;
   check(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged",
         [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
-  return {reinterpret_cast<void*>(address), bytes, token};
+  return {reinterpret_cast<void*>(address), bytes, token, current_device_or_unresolved()};
 }
 
 host_allocation host_allocation::register_memory(CUcontext ctx, void* pointer, std::size_t bytes, unsigned int flags) {
@@ -478,6 +553,13 @@ void host_allocation::unregister() noexcept {
   }
 }
 
+int host_allocation::resolved_device() const {
+  if (device != unresolved_device || context.handle == nullptr) {
+    return device == unresolved_device ? -1 : device;
+  }
+  return context_ref(context.handle).device().ordinal();
+}
+
 CUdeviceptr host_allocation::device_address(const char* api) const {
   if (pointer == nullptr) {
     throw invalid_argument_error(api, "the buffer is empty (moved-from, released or of zero elements)");
@@ -511,11 +593,12 @@ void managed_prefetch_async(CUdeviceptr address, std::size_t bytes, memory_locat
   require_stream(stream, "cudrv::managed_buffer::prefetch");
   stream_context_scope scope(stream);
 #if CUDA_VERSION >= 12020
-  CUmemLocation location{};
-  location.type = where.is_host() ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
-  location.id = where.is_host() ? 0 : where.device_ordinal();
-  check(drv::cuMemPrefetchAsync(address, bytes, location, 0u, stream), "cuMemPrefetchAsync",
-        [&] { return format_bytes(bytes) + (where.is_host() ? " to the host" : " to device " + std::to_string(where.device_ordinal())); });
+  const CUmemLocation location = where.native();
+  check(drv::cuMemPrefetchAsync(address, bytes, location, 0u, stream), "cuMemPrefetchAsync", [&] {
+    return format_bytes(bytes) + (where.is_device() ? " to device " + std::to_string(where.device_ordinal())
+                                  : where.numa_node() >= 0 ? " to host NUMA node " + std::to_string(where.numa_node())
+                                                           : std::string(" to the host"));
+  });
 #else
   check(drv::cuMemPrefetchAsync(address, bytes, where.is_host() ? CU_DEVICE_CPU : where.device_ordinal(), stream),
         "cuMemPrefetchAsync");
@@ -526,10 +609,7 @@ void managed_advise(CUcontext ctx, CUdeviceptr address, std::size_t bytes, CUmem
   require_managed(address, "cudrv::managed_buffer::advise");
   context_guard guard{context_ref(ctx)};
 #if CUDA_VERSION >= 12020
-  CUmemLocation location{};
-  location.type = where.is_host() ? CU_MEM_LOCATION_TYPE_HOST : CU_MEM_LOCATION_TYPE_DEVICE;
-  location.id = where.is_host() ? 0 : where.device_ordinal();
-  check(drv::cuMemAdvise(address, bytes, advice, location), "cuMemAdvise");
+  check(drv::cuMemAdvise(address, bytes, advice, where.native()), "cuMemAdvise");
 #else
   check(drv::cuMemAdvise(address, bytes, advice, where.is_host() ? CU_DEVICE_CPU : where.device_ordinal()),
         "cuMemAdvise");

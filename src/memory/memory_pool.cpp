@@ -1,7 +1,9 @@
 #include "cudrv/memory_pool.hpp"
 
 #include <string>
+#include <vector>
 
+#include "cudrv/context.hpp"
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
 
@@ -22,7 +24,75 @@ CUmemLocation device_location(const device& dev) {
   loc.id = dev.ordinal();
   return loc;
 }
+
+// "device 1", "the host", "host NUMA node 0", "no preferred location"
+std::string describe(memory_location where) {
+  switch (where.kind()) {
+    case memory_location_kind::device:
+      return "device " + std::to_string(where.device_ordinal());
+    case memory_location_kind::host:
+      return "the host";
+    case memory_location_kind::host_numa:
+      return "host NUMA node " + std::to_string(where.numa_node());
+    case memory_location_kind::none:
+      break;
+  }
+  return "no preferred location";
+}
+
+// CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED (CUDA 12.6+ headers), by value.
+constexpr auto host_memory_pools_supported = static_cast<CUdevice_attribute>(144);
+
+// Grants every device that supports host pools of this kind read-write access to a new host pool (the
+// driver makes a host pool accessible from the host only). Devices whose driver cannot answer are
+// left out.
+void grant_devices_access(CUmemoryPool pool, memory_location where) {
+  int count = 0;
+  check(drv::cuDeviceGetCount(&count), "cuDeviceGetCount");
+  const CUdevice_attribute supported = where.kind() == memory_location_kind::host_numa
+                                           ? CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED
+                                           : host_memory_pools_supported;
+  std::vector<CUmemAccessDesc> access;
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    int yes = 0;
+    if (drv::cuDeviceGetAttribute(&yes, supported, static_cast<CUdevice>(ordinal)) == CUDA_SUCCESS && yes != 0) {
+      CUmemAccessDesc desc{};
+      desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+      desc.location.id = ordinal;
+      desc.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+      access.push_back(desc);
+    }
+  }
+  if (!access.empty()) {
+    check(drv::cuMemPoolSetAccess(pool, access.data(), access.size()), "cuMemPoolSetAccess",
+          [&] { return "granting " + std::to_string(access.size()) + " devices access to a pool on " + describe(where); });
+  }
+}
 }  // namespace
+
+void memory_pool_base::require_description(const char* api) const {
+  if (type_ == CU_MEM_ALLOCATION_TYPE_INVALID) [[unlikely]] {
+    throw invalid_argument_error(api, handle_ == nullptr
+                                          ? "the memory pool is empty (a moved-from or released cudrv::memory_pool)"
+                                          : "the pool's location and allocation type are unknown (a view of a bare "
+                                            "handle); describe it with memory_pool_ref(handle, location, type)");
+  }
+}
+
+memory_location memory_pool_base::location() const {
+  require_description("cudrv::memory_pool::location");
+  return memory_location::from_native(location_);
+}
+
+memory_allocation_type memory_pool_base::allocation_type() const {
+  require_description("cudrv::memory_pool::allocation_type");
+  return static_cast<memory_allocation_type>(type_);
+}
+
+memory_properties memory_pool_base::properties() const {
+  require_description("cudrv::memory_pool::properties");
+  return properties_of(memory_location::from_native(location_), static_cast<memory_allocation_type>(type_));
+}
 
 void memory_pool_base::require_handle(const char* api) const {
   if (handle_ == nullptr) [[unlikely]] {
@@ -99,11 +169,33 @@ CUmemAccess_flags memory_pool_base::access(const device& dev) const {
   return flags;
 }
 
-memory_pool::memory_pool(const device& dev, memory_pool_properties properties) : memory_pool_base(nullptr) {
+memory_pool::memory_pool(const device& dev, memory_pool_properties properties)
+    : memory_pool(memory_location(dev), memory_allocation_type::pinned, properties) {}
+
+memory_pool::memory_pool(memory_location where, memory_pool_properties properties)
+    : memory_pool(where, memory_allocation_type::pinned, properties) {}
+
+memory_pool memory_pool::managed(memory_location preferred, memory_pool_properties properties) {
+  return memory_pool(preferred, memory_allocation_type::managed, properties);
+}
+
+memory_pool::memory_pool(memory_location where, memory_allocation_type type, const memory_pool_properties& properties)
+    : memory_pool_base(nullptr) {
+  const char* api = "cudrv::memory_pool";
+  const bool managed = type == memory_allocation_type::managed;
+  if (!managed && where.kind() == memory_location_kind::none) {
+    throw invalid_argument_error(api, "a pool of pinned memory lives on a device, the host or a host NUMA node; "
+                                      "memory_location::none() is for managed pools (memory_pool::managed)");
+  }
+  if (!managed && where.kind() == memory_location_kind::host && properties.handle_type != CU_MEM_HANDLE_TYPE_NONE) {
+    throw invalid_argument_error(api, "a pool on memory_location::host() cannot be shared with other processes "
+                                      "(the driver's rule); give it no handle type, or use a pool on "
+                                      "memory_location::host_numa(node)");
+  }
   CUmemPoolProps props{};
-  props.allocType = CU_MEM_ALLOCATION_TYPE_PINNED;
+  props.allocType = static_cast<CUmemAllocationType>(type);
   props.handleTypes = properties.handle_type;
-  props.location = device_location(dev);
+  props.location = where.native();
 #if CUDA_VERSION >= 12020
   props.maxSize = properties.max_size;
 #else
@@ -112,24 +204,38 @@ memory_pool::memory_pool(const device& dev, memory_pool_properties properties) :
   }
 #endif
   check(drv::cuMemPoolCreate(&handle_, &props), "cuMemPoolCreate", [&] {
-    return "device " + std::to_string(dev.ordinal()) + ", handle type " + std::to_string(static_cast<int>(properties.handle_type)) +
-           ", max size " + std::to_string(properties.max_size);
-  });
-  if (properties.release_threshold != 0) {
-    try {
-      set_release_threshold(properties.release_threshold);
-    } catch (...) {
-      CUmemoryPool h = std::exchange(handle_, nullptr);
-      detail::destroy_noexcept("cuMemPoolDestroy", [h] { return drv::cuMemPoolDestroy(h); });
-      throw;
+    std::string text = std::string(managed ? "managed" : "pinned") + " memory on " + describe(where) +
+                       ", handle type " + std::to_string(static_cast<int>(properties.handle_type)) + ", max size " +
+                       std::to_string(properties.max_size);
+    if (where.is_host()) {
+      text += " (host pools need a CUDA 12.6 driver and device support)";
+    } else if (managed) {
+      text += " (managed pools need a CUDA 13 driver and device support)";
     }
+    return text;
+  });
+  try {
+    if (!managed && where.is_host()) {
+      grant_devices_access(handle_, where);
+    }
+    if (properties.release_threshold != 0) {
+      set_release_threshold(properties.release_threshold);
+    }
+  } catch (...) {
+    CUmemoryPool h = std::exchange(handle_, nullptr);
+    detail::destroy_noexcept("cuMemPoolDestroy", [h] { return drv::cuMemPoolDestroy(h); });
+    throw;
   }
+  location_ = props.location;
+  type_ = props.allocType;
 }
 
 memory_pool& memory_pool::operator=(memory_pool&& other) noexcept {
   if (this != &other) {
     reset();
     handle_ = std::exchange(other.handle_, nullptr);
+    location_ = other.location_;
+    type_ = std::exchange(other.type_, CU_MEM_ALLOCATION_TYPE_INVALID);
   }
   return *this;
 }
@@ -137,6 +243,7 @@ memory_pool& memory_pool::operator=(memory_pool&& other) noexcept {
 void memory_pool::reset() noexcept {
   if (handle_ != nullptr) {
     CUmemoryPool h = std::exchange(handle_, nullptr);
+    type_ = CU_MEM_ALLOCATION_TYPE_INVALID;
     detail::destroy_noexcept("cuMemPoolDestroy", [h] { return drv::cuMemPoolDestroy(h); });
   }
 }
@@ -147,14 +254,15 @@ memory_pool_ref default_memory_pool(const device& dev) {
   CUmemoryPool pool = nullptr;
   check(drv::cuDeviceGetDefaultMemPool(&pool, dev.native_handle()), "cuDeviceGetDefaultMemPool",
         [&] { return "device " + std::to_string(dev.ordinal()); });
-  return memory_pool_ref(pool);
+  return memory_pool_ref(pool, dev, memory_allocation_type::pinned);
 }
 
 memory_pool_ref current_memory_pool(const device& dev) {
   CUmemoryPool pool = nullptr;
   check(drv::cuDeviceGetMemPool(&pool, dev.native_handle()), "cuDeviceGetMemPool",
         [&] { return "device " + std::to_string(dev.ordinal()); });
-  return memory_pool_ref(pool);
+  // cuDeviceSetMemPool accepts only device pools of that device: the current pool is one.
+  return memory_pool_ref(pool, dev, memory_allocation_type::pinned);
 }
 
 void set_current_memory_pool(const device& dev, memory_pool_ref pool) {
@@ -163,6 +271,48 @@ void set_current_memory_pool(const device& dev, memory_pool_ref pool) {
   }
   check(drv::cuDeviceSetMemPool(dev.native_handle(), pool.native_handle()), "cuDeviceSetMemPool",
         [&] { return "device " + std::to_string(dev.ordinal()); });
+}
+
+namespace {
+// Runs a graph-memory call on dev: without a context, or, if the driver wants one, in dev's primary
+// context (the device names it).
+template <class Fn>
+void graph_memory_call(const device& dev, const char* api, Fn&& fn) {
+  CUresult status = fn();
+  if (status == CUDA_ERROR_INVALID_CONTEXT) {
+    context_guard guard(dev.primary_context());
+    status = fn();
+  }
+  check(status, api, [&] { return "device " + std::to_string(dev.ordinal()); });
+}
+}  // namespace
+
+std::size_t graph_memory_attribute(const device& dev, CUgraphMem_attribute attr) {
+  cuuint64_t value = 0;
+  graph_memory_call(dev, "cuDeviceGetGraphMemAttribute",
+                    [&] { return drv::cuDeviceGetGraphMemAttribute(dev.native_handle(), attr, &value); });
+  return static_cast<std::size_t>(value);
+}
+
+graph_memory_usage graph_memory(const device& dev) {
+  graph_memory_usage out;
+  out.used_current = graph_memory_attribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT);
+  out.used_high = graph_memory_attribute(dev, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH);
+  out.reserved_current = graph_memory_attribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT);
+  out.reserved_high = graph_memory_attribute(dev, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH);
+  return out;
+}
+
+void reset_graph_memory_high_watermarks(const device& dev) {
+  for (CUgraphMem_attribute attr : {CU_GRAPH_MEM_ATTR_USED_MEM_HIGH, CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH}) {
+    cuuint64_t zero = 0;
+    graph_memory_call(dev, "cuDeviceSetGraphMemAttribute",
+                      [&] { return drv::cuDeviceSetGraphMemAttribute(dev.native_handle(), attr, &zero); });
+  }
+}
+
+void trim_graph_memory(const device& dev) {
+  graph_memory_call(dev, "cuDeviceGraphMemTrim", [&] { return drv::cuDeviceGraphMemTrim(dev.native_handle()); });
 }
 
 }  // namespace cudrv

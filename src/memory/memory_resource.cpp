@@ -44,6 +44,9 @@ void* memory_resource::do_allocate_async(std::size_t bytes, std::size_t alignmen
 void memory_resource::do_deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment, stream_ref s) noexcept {
   try {
     s.synchronize();
+  } catch (const host_callback_error& e) {
+    // The stream did complete; only a host callable on it failed. Report that and free the memory.
+    get_destruction_error_handler()(e);
   } catch (const error& e) {
     get_destruction_error_handler()(e);
     return;

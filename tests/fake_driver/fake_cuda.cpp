@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -513,6 +514,15 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
       break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:  // pools: device 1 sits next to node 1; device 0 reports no NUMA
+      *v = d == 1 ? 1 : -1;
+      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED:
+      *v = 1;
+      break;
+    case static_cast<CUdevice_attribute>(144):  // HOST_MEMORY_POOLS_SUPPORTED: device 1 only
+      *v = d == 1 ? 1 : 0;
+      break;
     default:
       *v = 0;
   }
@@ -906,6 +916,7 @@ CUresult CUDAAPI fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_
 
 CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr p) {
   FAKE_ENTER();
+  count("pointer_queries");
   const allocation* a = nullptr;
   CUdeviceptr start = 0;
   if (auto it = st().live.upper_bound(p); it != st().live.begin()) {
@@ -1107,6 +1118,162 @@ CUresult CUDAAPI fake_cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, uns
     count("green_launches");
   }
   count("launch_blocks", static_cast<long long>(gx) * gy * gz);
+  return CUDA_SUCCESS;
+}
+
+// Pools of every kind, host and managed allocations, graph memory (the pools part of issue 17). A
+// created pool gets the next handle after the default pools (0x9000 + index), so the attribute calls
+// above serve it too. Host NUMA nodes 0 and 1 exist. cuDeviceGraphMemTrim wants a current context
+// (to exercise cudrv's fallback to the device's primary context); the other graph-memory calls do not.
+struct pool_state_t {
+  std::map<CUmemoryPool, CUmemPoolProps> props;
+  std::map<CUmemoryPool, bool> alive;
+  std::map<std::pair<CUmemoryPool, int>, CUmemAccess_flags> access;  // by device
+  std::map<void*, std::size_t> host;                                  // cuMemHostAlloc
+  std::map<int, std::array<cuuint64_t, 4>> graph_memory;              // by device, CUgraphMem_attribute order
+};
+
+pool_state_t& pst() {
+  static auto* s = new pool_state_t;
+  return *s;
+}
+
+std::string describe_location(const CUmemLocation& l) {
+  return std::to_string(static_cast<int>(l.type)) + ":" + std::to_string(l.id);
+}
+
+CUresult CUDAAPI fake_cuDeviceGetMemPool(CUmemoryPool* pool, CUdevice d) {  // the default: never changed here
+  FAKE_ENTER();
+  *pool = st().pools[static_cast<std::size_t>(d)];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolSetAccess(CUmemoryPool p, const CUmemAccessDesc* d, std::size_t n) {
+  FAKE_ENTER();
+  for (std::size_t i = 0; i < n; ++i) {
+    if (d[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE || d[i].location.id < 0 ||
+        d[i].location.id >= static_cast<int>(st().devices.size())) {
+      return fail(CUDA_ERROR_INVALID_DEVICE);
+    }
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    pst().access[{p, d[i].location.id}] = d[i].flags;
+    note("pool_access " + hex(p) + " device " + std::to_string(d[i].location.id) + " flags " +
+         std::to_string(static_cast<int>(d[i].flags)));
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemPoolGetAccess(CUmemAccess_flags* f, CUmemoryPool p, CUmemLocation* l) {
+  FAKE_ENTER();
+  auto it = pst().access.find({p, l->id});
+  *f = it != pst().access.end() ? it->second : CU_MEM_ACCESS_FLAGS_PROT_NONE;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemHostAlloc(void** out, std::size_t size, unsigned flags) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  *out = std::calloc(1, std::max<std::size_t>(size, 1));
+  pst().host[*out] = size;
+  count("host_allocations");
+  note("host_alloc " + hex(*out) + " flags " + std::to_string(flags));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemFreeHost(void* p) {
+  FAKE_ENTER();
+  if (pst().host.erase(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::free(p);
+  count("host_frees");
+  note("free_host " + hex(p));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAllocManaged(CUdeviceptr* out, std::size_t size, unsigned flags) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
+  st().live[*out] = {size, as_ctx(current()), as_ctx(current())->device};
+  count("allocations");
+  count("managed_allocations");
+  note("alloc_managed " + hex(reinterpret_cast<void*>(*out)) + " flags " + std::to_string(flags));
+  return CUDA_SUCCESS;
+}
+
+// Managed memory: where prefetches and advice go, as the driver receives them.
+CUresult CUDAAPI fake_cuMemPrefetchAsync(CUdeviceptr p, std::size_t n, CUmemLocation l, unsigned, CUstream h) {
+  FAKE_ENTER();
+  if (!usable_stream(h) || st().live.count(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  note("prefetch " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " to " + describe_location(l));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemAdvise(CUdeviceptr p, std::size_t n, CUmem_advise a, CUmemLocation l) {
+  FAKE_ENTER();
+  if (st().live.count(p) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  note("advise " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " " + std::to_string(static_cast<int>(a)) +
+       " at " + describe_location(l));
+  return CUDA_SUCCESS;
+}
+
+std::array<cuuint64_t, 4>* graph_memory_of(CUdevice d) {
+  if (d < 0 || d >= static_cast<int>(st().devices.size())) {
+    return nullptr;
+  }
+  return &pst().graph_memory[d];  // zero-initialised on first use
+}
+
+CUresult CUDAAPI fake_cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void* v) {
+  FAKE_ENTER();
+  auto* m = graph_memory_of(d);
+  if (m == nullptr) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (static_cast<int>(a) < 0 || static_cast<int>(a) > 3) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *static_cast<cuuint64_t*>(v) = (*m)[static_cast<std::size_t>(a)];
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDeviceSetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void* v) {
+  FAKE_ENTER();
+  auto* m = graph_memory_of(d);
+  if (m == nullptr) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  // Only the high watermarks can be set, and only to zero.
+  if ((a != CU_GRAPH_MEM_ATTR_USED_MEM_HIGH && a != CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH) ||
+      *static_cast<cuuint64_t*>(v) != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  (*m)[static_cast<std::size_t>(a)] = 0;
+  count("graph_memory_resets");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDeviceGraphMemTrim(CUdevice d) {
+  FAKE_ENTER();
+  auto* m = graph_memory_of(d);
+  if (m == nullptr) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  (*m)[CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT] = (*m)[CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT];
+  count("graph_memory_trims:" + std::to_string(as_ctx(current())->device));
   return CUDA_SUCCESS;
 }
 
@@ -1419,17 +1586,53 @@ CUmemoryPool add_pool(const fake_pool& info) {
   return h;
 }
 
-CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* pool, const CUmemPoolProps* props) {
+// Pools of every kind (device, host, host NUMA, managed) with the IPC bookkeeping: POSIX descriptors
+// are the only shareable handle type here.
+CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p) {
   FAKE_ENTER();
-  if (pool == nullptr || props == nullptr || props->location.type != CU_MEM_LOCATION_TYPE_DEVICE ||
-      props->location.id < 0 || props->location.id >= static_cast<int>(st().devices.size())) {
+  state_t& s = st();
+  if (out == nullptr || p == nullptr) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
-  if ((props->handleTypes & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
+  const bool managed = static_cast<int>(p->allocType) == 2;
+  if (!managed && p->allocType != CU_MEM_ALLOCATION_TYPE_PINNED) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  switch (static_cast<int>(p->location.type)) {
+    case CU_MEM_LOCATION_TYPE_DEVICE:
+      if (p->location.id < 0 || p->location.id >= static_cast<int>(s.devices.size())) {
+        return fail(CUDA_ERROR_INVALID_DEVICE);
+      }
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST:
+      if (p->handleTypes != CU_MEM_HANDLE_TYPE_NONE) {
+        return fail(CUDA_ERROR_INVALID_VALUE);  // host pools are not IPC capable
+      }
+      break;
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
+      if (p->location.id < 0 || p->location.id > 1) {
+        return fail(CUDA_ERROR_INVALID_VALUE);
+      }
+      break;
+    case 0:  // CU_MEM_LOCATION_TYPE_NONE: managed pools only
+      if (!managed) {
+        return fail(CUDA_ERROR_INVALID_VALUE);
+      }
+      break;
+    default:
+      return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  if ((p->handleTypes & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
     return fail(CUDA_ERROR_NOT_SUPPORTED);  // only POSIX descriptors here
   }
-  *pool = add_pool({props->location.id, static_cast<unsigned>(props->handleTypes), true, -1});
+  const int device = p->location.type == CU_MEM_LOCATION_TYPE_DEVICE ? p->location.id : -1;
+  *out = add_pool({device, static_cast<unsigned>(p->handleTypes), true, -1});
+  pst().props[*out] = *p;
+  pst().alive[*out] = true;
   count("pools_created");
+  note("pool_create " + hex(*out) + " type " + std::to_string(static_cast<int>(p->allocType)) + " location " +
+       describe_location(p->location) + " handles " + std::to_string(static_cast<int>(p->handleTypes)) +
+       " max " + std::to_string(p->maxSize));
   return CUDA_SUCCESS;
 }
 
@@ -1445,22 +1648,37 @@ CUresult CUDAAPI fake_cuMemPoolDestroy(CUmemoryPool p) {
     }
   }
   info->alive = false;
+  pst().alive[p] = false;
   note("pool_destroy " + hex(p));
   count("pools_destroyed");
   return CUDA_SUCCESS;
 }
 
+// A device's default pool allocates on the stream's device; a created pool where it lives (-1: host);
+// an imported pool cannot allocate.
 CUresult CUDAAPI fake_cuMemAllocFromPoolAsync(CUdeviceptr* p, std::size_t size, CUmemoryPool pool, CUstream h) {
   FAKE_ENTER();
   fake_context* c = stream_context(h);
-  fake_pool* info = created_pool(pool);
-  if (!usable_stream(h) || c == nullptr || info == nullptr || info->source >= 0) {
-    return fail(CUDA_ERROR_INVALID_VALUE);  // an imported pool cannot allocate
+  if (!usable_stream(h) || c == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  int device = c->device;
+  const bool created = pool_info().count(pool_index(pool)) != 0;
+  if (created) {
+    fake_pool* info = created_pool(pool);
+    if (info == nullptr || info->source >= 0) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    device = info->device;
   }
   *p = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
-  st().live[*p] = {size, nullptr, info->device};
-  pool_of_allocation()[*p] = pool_index(pool);
+  st().live[*p] = {size, nullptr, device};
+  if (created) {
+    pool_of_allocation()[*p] = pool_index(pool);
+  }
   count("allocations");
+  count("pool_allocations");
+  note("alloc_from_pool " + hex(reinterpret_cast<void*>(*p)) + " pool " + hex(pool) + " on " + hex(h));
   return CUDA_SUCCESS;
 }
 
@@ -2621,6 +2839,12 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMipmappedArrayCreate), FAKE_SYMBOL(cuMipmappedArrayGetLevel), FAKE_SYMBOL(cuMipmappedArrayDestroy),
     FAKE_SYMBOL(cuTexObjectCreate), FAKE_SYMBOL(cuTexObjectDestroy), FAKE_SYMBOL(cuSurfObjectCreate),
     FAKE_SYMBOL(cuSurfObjectDestroy),
+    // pools of every kind, host and managed allocations, graph memory (create, destroy, allocate: above)
+    FAKE_SYMBOL(cuDeviceGetMemPool), FAKE_SYMBOL(cuMemPoolSetAccess),
+    FAKE_SYMBOL(cuMemPoolGetAccess), FAKE_SYMBOL(cuMemHostAlloc),
+    FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
+    FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim), FAKE_SYMBOL(cuMemPrefetchAsync),
+    FAKE_SYMBOL(cuMemAdvise),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -2720,6 +2944,22 @@ FAKE_EXPORT std::size_t fake_cuda_log(char* buf, std::size_t capacity) {
 FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   capturing_stream = s;
+}
+
+/// Sets device @p d's graph memory as a graph run would (used and reserved; the high marks follow).
+FAKE_EXPORT void fake_cuda_set_graph_memory(int d, unsigned long long used, unsigned long long reserved) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  auto& m = pst().graph_memory[d];
+  m[CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT] = used;
+  m[CU_GRAPH_MEM_ATTR_RESERVED_MEM_CURRENT] = reserved;
+  m[CU_GRAPH_MEM_ATTR_USED_MEM_HIGH] = std::max<cuuint64_t>(m[CU_GRAPH_MEM_ATTR_USED_MEM_HIGH], used);
+  m[CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH] = std::max<cuuint64_t>(m[CU_GRAPH_MEM_ATTR_RESERVED_MEM_HIGH], reserved);
+}
+
+/// The number of live cuMemHostAlloc allocations.
+FAKE_EXPORT long long fake_cuda_live_host_allocations() {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  return static_cast<long long>(pst().host.size());
 }
 
 /// Whether a device address is allocated.

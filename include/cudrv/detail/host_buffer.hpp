@@ -19,6 +19,8 @@ struct host_allocation {
   void* pointer = nullptr;
   std::size_t bytes = 0;
   context_token context{};
+  int device = -1;  // managed memory: its context's device (-2 until known); -1 for host memory
+
 
   static host_allocation allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
   static host_allocation allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
@@ -27,6 +29,8 @@ struct host_allocation {
   void free_managed() noexcept;
   void unregister() noexcept;
   CUdeviceptr device_address(const char* api) const;
+  // device, or the device of the context when it was not recorded (-1 for none).
+  int resolved_device() const;
 };
 
 /// @brief What pinned and managed buffers share: a move-only owner of a host_allocation freed by
