@@ -9,7 +9,7 @@
 #      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup
-#      bench_nccl;
+#      bench_nccl bench_vmm bench_batch_copy;
 #      missing ones are skipped).
 # The cudrv-query tests validate JSON with Python's jsonschema; where python3 lacks it, a copy made
 # by scripts/fetch-jsonschema.sh in $BUILD/pyvendor is used.
@@ -257,7 +257,7 @@ done < "$root/examples/test-sizes.txt"
 fi
 
 if [ "$bench" = 1 ]; then
-  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup bench_nccl}; do
+  for b in ${BENCHES:-bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup bench_nccl bench_vmm bench_batch_copy}; do
     [ -x "$build/benchmarks/$b" ] || continue
     echo "== $b" | tee -a "$out/summary.txt"
     args=()

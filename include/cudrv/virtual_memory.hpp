@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cudrv/device.hpp"
+#include "cudrv/file_descriptor.hpp"
 #include "cudrv/memory_resource.hpp"
 
 namespace cudrv {
@@ -132,42 +133,6 @@ void set_access(CUdeviceptr address, std::size_t bytes, std::span<const access_d
 /// @brief What @p location may do with the mapped memory at @p address (cuMemGetAccess).
 [[nodiscard]] access_rights get_access(CUdeviceptr address, const physical_location& location);
 
-/// @brief An owning POSIX file descriptor (closed at destruction), as exported by
-/// @ref physical_allocation_base::export_posix_fd. Pass @ref get to another process (over a
-/// Unix-domain socket, `SCM_RIGHTS`), which imports it with @ref physical_allocation::import_posix_fd.
-class shareable_fd {
- public:
-  /// @brief Holds no descriptor.
-  shareable_fd() noexcept = default;
-  /// @brief Takes ownership of @p fd (negative: none).
-  explicit shareable_fd(int fd) noexcept : fd_(fd) {}
-  shareable_fd(const shareable_fd&) = delete;
-  shareable_fd& operator=(const shareable_fd&) = delete;
-  /// @brief Takes over @p other's descriptor.
-  shareable_fd(shareable_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
-  /// @brief Closes the held descriptor, then takes over @p other's.
-  shareable_fd& operator=(shareable_fd&& other) noexcept {
-    if (this != &other) {
-      reset();
-      fd_ = std::exchange(other.fd_, -1);
-    }
-    return *this;
-  }
-  /// @brief Closes the descriptor.
-  ~shareable_fd() { reset(); }
-  /// @brief The descriptor (-1 when none).
-  [[nodiscard]] int get() const noexcept { return fd_; }
-  /// @brief Gives up ownership; the caller must close the returned descriptor.
-  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
-  /// @brief Closes the descriptor now.
-  void reset() noexcept;
-  /// @brief Whether a descriptor is held.
-  [[nodiscard]] explicit operator bool() const noexcept { return fd_ >= 0; }
-
- private:
-  int fd_ = -1;
-};
-
 // --- physical allocations ------------------------------------------------------------------------
 
 /// @brief The operations of a physical allocation handle, shared by the view
@@ -187,7 +152,7 @@ class physical_allocation_base {
   /// @brief Exports the allocation to a POSIX file descriptor (cuMemExportToShareableHandle). The
   /// allocation must have been created with @ref shareable_handle_types::posix_fd.
   /// @throws invalid_argument_error when it was not (checked first)
-  [[nodiscard]] shareable_fd export_posix_fd() const;
+  [[nodiscard]] file_descriptor export_posix_fd() const;
   /// @brief Exports the allocation to a fabric handle; it must have been created with
   /// @ref shareable_handle_types::fabric.
   [[nodiscard]] CUmemFabricHandle export_fabric_handle() const;
@@ -248,7 +213,7 @@ class physical_allocation_ref : public physical_allocation_base {
 /// cudrv::physical_allocation mem(dev, 4 * g);                   // device memory, 4 granules
 /// cudrv::physical_allocation shared(4 * g, {.location = cudrv::physical_location::on(dev),
 ///                                           .handle_types = cudrv::shareable_handle_types::posix_fd});
-/// cudrv::shareable_fd fd = shared.export_posix_fd();             // send it to another process
+/// cudrv::file_descriptor fd = shared.export_posix_fd();             // send it to another process
 /// @endcode
 class physical_allocation : public physical_allocation_base {
  public:

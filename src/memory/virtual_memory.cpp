@@ -211,12 +211,6 @@ access_rights get_access(CUdeviceptr address, const physical_location& location)
   return static_cast<access_rights>(flags);
 }
 
-void shareable_fd::reset() noexcept {
-  if (fd_ >= 0) {
-    ::close(std::exchange(fd_, -1));
-  }
-}
-
 // --- physical allocations -----------------------------------------------------------------------
 
 void physical_allocation_base::require_handle(const char* api) const {
@@ -244,7 +238,7 @@ std::size_t physical_allocation_base::minimum_granularity() const {
   return allocation_granularity(properties(), granularity::minimum);
 }
 
-shareable_fd physical_allocation_base::export_posix_fd() const {
+file_descriptor physical_allocation_base::export_posix_fd() const {
   constexpr const char* api = "cudrv::physical_allocation::export_posix_fd";
   require_handle(api);
   if ((properties().handle_types & shareable_handle_types::posix_fd) == shareable_handle_types::none) {
@@ -253,7 +247,7 @@ shareable_fd physical_allocation_base::export_posix_fd() const {
   int fd = -1;
   check(drv::cuMemExportToShareableHandle(&fd, handle_, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0),
         "cuMemExportToShareableHandle", [&] { return "POSIX file descriptor, " + format_bytes(size_); });
-  return shareable_fd(fd);
+  return file_descriptor::from_native_handle(fd);
 }
 
 CUmemFabricHandle physical_allocation_base::export_fabric_handle() const {

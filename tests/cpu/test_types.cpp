@@ -314,7 +314,7 @@ TEST_CASE("stream_options default to a non-blocking stream of default priority",
 static_assert(is_move_only_owner<cudrv::address_range>);
 static_assert(is_move_only_owner<cudrv::physical_allocation>);
 static_assert(is_move_only_owner<cudrv::memory_mapping>);
-static_assert(is_move_only_owner<cudrv::shareable_fd>);
+static_assert(is_move_only_owner<cudrv::file_descriptor>);
 static_assert(is_move_only_owner<cudrv::growable_buffer<float>>);
 static_assert(is_view<cudrv::address_range_ref>);
 static_assert(is_view<cudrv::physical_allocation_ref>);

@@ -41,7 +41,7 @@ TEST_CASE("virtual memory value types map to the driver's constants", "[vmm]") {
   CHECK(r.mapping_count() == 0);
   cudrv::address_range empty;
   CHECK_FALSE(empty);
-  cudrv::shareable_fd none;
+  cudrv::file_descriptor none;
   CHECK_FALSE(none);
-  CHECK(none.get() == -1);
+  CHECK(none.native_handle() == -1);
 }

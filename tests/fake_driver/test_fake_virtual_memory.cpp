@@ -305,13 +305,13 @@ TEST_CASE("fake driver: a physical allocation exported to a POSIX fd is imported
 
   cudrv::physical_allocation shared(2 * MiB, {.location = cudrv::physical_location::on(dev),
                                               .handle_types = cudrv::shareable_handle_types::posix_fd});
-  cudrv::shareable_fd fd = shared.export_posix_fd();
+  cudrv::file_descriptor fd = shared.export_posix_fd();
   REQUIRE(fd);
-  cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.get(), shared.size());
+  cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.native_handle(), shared.size());
   CHECK(imported.native_handle() != shared.native_handle());
   CHECK(imported.size() == 2 * MiB);
   CHECK(catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::physical_allocation::import_posix_fd(-1, 2 * MiB); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::physical_allocation::import_posix_fd(fd.get(), 0); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::physical_allocation::import_posix_fd(fd.native_handle(), 0); }));
 
   cudrv::address_range range(2 * MiB);
   cudrv::memory_mapping m(range, 0, imported);

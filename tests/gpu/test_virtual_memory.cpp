@@ -281,9 +281,9 @@ TEST_CASE("virtual memory: an allocation exported to a POSIX fd and imported sho
   cudrv::physical_allocation mem(g, {.location = cudrv::physical_location::on(dev),
                                      .handle_types = cudrv::shareable_handle_types::posix_fd});
   CHECK((mem.properties().handle_types & cudrv::shareable_handle_types::posix_fd) == cudrv::shareable_handle_types::posix_fd);
-  cudrv::shareable_fd fd = mem.export_posix_fd();
+  cudrv::file_descriptor fd = mem.export_posix_fd();
   REQUIRE(fd);
-  cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.get(), g);
+  cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.native_handle(), g);
   cudrv::address_range r1(g), r2(g);
   cudrv::memory_mapping m1(r1, 0, mem), m2(r2, 0, imported);
   m1.set_access(dev);
