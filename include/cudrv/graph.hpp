@@ -456,7 +456,7 @@ batch_mem_op_node write_value(graph_builder& builder, device_span<T> flag, std::
   return detail::add_memory_ops_node(builder, &op, 1);
 }
 
-/// @brief Adds one node running @p ops in order (`cuGraphAddBatchMemOpNode`; at most 256 operations).
+/// @brief Adds one node running @p ops in order (`cuGraphAddBatchMemOpNode`; at most 255 operations).
 /// @return the new node (also the builder's only dependency from now on)
 inline batch_mem_op_node batch_memory_ops(graph_builder& builder, std::span<const stream_memory_op> ops) {
   return detail::add_memory_ops_node(builder, ops.data(), ops.size());

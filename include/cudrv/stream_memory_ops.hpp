@@ -151,8 +151,8 @@ void write_value(stream_ref s, device_span<T> flag, std::type_identity_t<T> valu
 }
 
 /// @brief Enqueues the operations @p ops on @p s in one call, in order (`cuStreamBatchMemOp`; at most
-/// 256 operations).
-/// @throws invalid_argument_error for an empty list or more than 256 operations
+/// 255 operations: the driver takes fewer than 256).
+/// @throws invalid_argument_error for an empty list or more than 255 operations
 /// @throws not_supported_error when the device lacks an optional operation used
 inline void batch_memory_ops(stream_ref s, std::span<const stream_memory_op> ops) {
   detail::enqueue_memory_ops(s.native_handle(), ops.data(), ops.size());

@@ -17,9 +17,9 @@ batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* 
   if (count == 0) {
     throw invalid_argument_error(api, "the batch holds no operation");
   }
-  if (count > 256) {
+  if (count > 255) {
     throw invalid_argument_error(api, "the batch holds " + std::to_string(count) +
-                                          " operations; a batch-memory-operation node takes at most 256: split it");
+                                          " operations; a batch-memory-operation node takes fewer than 256 (at most 255, as cuStreamBatchMemOp): split it");
   }
   std::vector<CUstreamBatchMemOpParams> params(count);
   for (std::size_t i = 0; i < count; ++i) {

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cudrv/context.hpp"
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
 #include "streams/stream_support.hpp"
@@ -104,6 +105,27 @@ std::optional<device> device_of(CUstream stream) noexcept {
   } catch (...) {
     return std::nullopt;
   }
+}
+
+// Runs call(), an enqueue on stream. Where the driver answers CUDA_ERROR_INVALID_CONTEXT because the
+// stream's context is not current (a driver that checks the flag's address against the current
+// context, as the copies do), makes the stream's context current for a second try: the caller named
+// that context through the stream. The first try costs nothing extra where the driver needs no context.
+template <class Call>
+CUresult in_stream_context(CUstream stream, Call&& call) {
+  const CUresult status = call();
+  if (status != CUDA_ERROR_INVALID_CONTEXT || stream == nullptr || stream == CU_STREAM_LEGACY ||
+      stream == CU_STREAM_PER_THREAD) {
+    return status;
+  }
+  CUcontext target = nullptr;
+  CUcontext current = nullptr;
+  if (detail::drv::cuStreamGetCtx(stream, &target) != CUDA_SUCCESS || target == nullptr ||
+      detail::drv::cuCtxGetCurrent(&current) != CUDA_SUCCESS || current == target) {
+    return status;
+  }
+  const context_guard guard{context_ref(target)};
+  return call();
 }
 
 }  // namespace
@@ -207,19 +229,23 @@ void enqueue_memory_op(CUstream stream, const stream_memory_op& op) {
   switch (p.operation) {
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
       api = "cuStreamWaitValue32";
-      status = drv::cuStreamWaitValue32(stream, p.waitValue.address, p.waitValue.value, p.waitValue.flags);
+      status = in_stream_context(
+          stream, [&] { return drv::cuStreamWaitValue32(stream, p.waitValue.address, p.waitValue.value, p.waitValue.flags); });
       break;
     case CU_STREAM_MEM_OP_WAIT_VALUE_64:
       api = "cuStreamWaitValue64";
-      status = drv::cuStreamWaitValue64(stream, p.waitValue.address, p.waitValue.value64, p.waitValue.flags);
+      status = in_stream_context(
+          stream, [&] { return drv::cuStreamWaitValue64(stream, p.waitValue.address, p.waitValue.value64, p.waitValue.flags); });
       break;
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
       api = "cuStreamWriteValue32";
-      status = drv::cuStreamWriteValue32(stream, p.writeValue.address, p.writeValue.value, p.writeValue.flags);
+      status = in_stream_context(
+          stream, [&] { return drv::cuStreamWriteValue32(stream, p.writeValue.address, p.writeValue.value, p.writeValue.flags); });
       break;
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
       api = "cuStreamWriteValue64";
-      status = drv::cuStreamWriteValue64(stream, p.writeValue.address, p.writeValue.value64, p.writeValue.flags);
+      status = in_stream_context(
+          stream, [&] { return drv::cuStreamWriteValue64(stream, p.writeValue.address, p.writeValue.value64, p.writeValue.flags); });
       break;
     default:
       enqueue_memory_ops(stream, &op, 1);
@@ -237,9 +263,9 @@ void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_
   if (count == 0) {
     throw invalid_argument_error(api, "the batch holds no operation");
   }
-  if (count > 256) {
+  if (count > 255) {
     throw invalid_argument_error(api, "the batch holds " + std::to_string(count) +
-                                          " operations; cuStreamBatchMemOp takes at most 256: split it");
+                                          " operations; cuStreamBatchMemOp takes fewer than 256 (at most 255): split it");
   }
   // The driver takes a non-const array and may use the operations' alias fields: pass a copy.
   CUstreamBatchMemOpParams local[16];
@@ -252,7 +278,8 @@ void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_
   for (std::size_t i = 0; i < count; ++i) {
     params[i] = ops[i].native();
   }
-  const CUresult status = drv::cuStreamBatchMemOp(stream, static_cast<unsigned>(count), params, 0);
+  const CUresult status =
+      in_stream_context(stream, [&] { return drv::cuStreamBatchMemOp(stream, static_cast<unsigned>(count), params, 0); });
   if (status != CUDA_SUCCESS) [[unlikely]] {
     const std::optional<device> dev = device_of(stream);
     throw_memory_op_error(status, "cuStreamBatchMemOp", dev ? &*dev : nullptr, ops, count);

@@ -1468,10 +1468,18 @@ CUresult memory_op(fake_context* c, const CUstreamBatchMemOpParams& p, std::stri
   }
 }
 
+// fake_cuda_memops_need_current(1): the stream memory operations refuse a stream whose context is
+// not current (CUDA_ERROR_INVALID_CONTEXT), as a driver that validates the flag's address against the
+// current context would.
+std::atomic<bool> memops_need_current{false};
+
 CUresult stream_memory_ops(CUstream h, unsigned n, const CUstreamBatchMemOpParams* ops, const char* what) {
   fake_context* c = stream_context(h);
   if (!usable_stream(h) || c == nullptr) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  if (memops_need_current.load() && as_ctx(current()) != c) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
   std::string line = std::string(what) + " ";
   for (unsigned i = 0; i < n; ++i) {
@@ -1517,7 +1525,7 @@ CUresult CUDAAPI fake_cuStreamWriteValue64(CUstream h, CUdeviceptr a, cuuint64_t
 }
 CUresult CUDAAPI fake_cuStreamBatchMemOp(CUstream h, unsigned n, CUstreamBatchMemOpParams* ops, unsigned flags) {
   FAKE_ENTER();
-  if (flags != 0 || n == 0 || n > 256) {
+  if (flags != 0 || n == 0 || n > 255) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   return stream_memory_ops(h, n, ops, "batch_memop");
@@ -2941,6 +2949,8 @@ FAKE_EXPORT std::size_t fake_cuda_log(char* buf, std::size_t capacity) {
 }
 
 /// Makes cuStreamIsCapturing report the stream as capturing (null: none).
+FAKE_EXPORT void fake_cuda_memops_need_current(int on) { memops_need_current.store(on != 0); }
+
 FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   capturing_stream = s;

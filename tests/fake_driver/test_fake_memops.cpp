@@ -391,9 +391,10 @@ TEST_CASE("stream memory operations refuse bad flags before the driver", "[fake-
     cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(flag.data() + 2, 1), 1u);
   });
   CHECK(contains(e.what(), "aligned"));
-  std::vector<cudrv::stream_memory_op> many(257, cudrv::stream_memory_op::barrier());
-  auto m = cudrv::test::require_invalid_argument("257 operations", [&] { cudrv::batch_memory_ops(f.stream, many); });
-  CHECK(contains(m.what(), "256"));
+  // cuda.h: "count ... Must be less than 256": 256 operations are refused before the driver.
+  std::vector<cudrv::stream_memory_op> many(256, cudrv::stream_memory_op::barrier());
+  auto m = cudrv::test::require_invalid_argument("256 operations", [&] { cudrv::batch_memory_ops(f.stream, many); });
+  CHECK(contains(m.what(), "at most 255"));
   cudrv::test::require_invalid_argument("empty batch",
                                         [&] { cudrv::batch_memory_ops(f.stream, std::span<const cudrv::stream_memory_op>()); });
   CHECK(log_since(before).empty());
@@ -470,4 +471,37 @@ TEST_CASE("memory-operation graph nodes run in the builder's context after its d
   CHECK(counter("graph_bad_deps") == bad);
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>(
       [&] { cudrv::batch_memory_ops(b, std::span<const cudrv::stream_memory_op>()); }));
+}
+
+TEST_CASE("a batch of 255 memory operations, the driver's largest, reaches the driver", "[fake-driver][stream-memops]") {
+  fixture f;
+  std::vector<cudrv::stream_memory_op> most(255, cudrv::stream_memory_op::barrier());
+  cudrv::batch_memory_ops(f.stream, most);
+  f.stream.synchronize();
+  cudrv::graph g;
+  cudrv::graph_builder b(g, f.dev);
+  auto m = cudrv::test::require_invalid_argument("256 operations in a node", [&] {
+    (void)cudrv::batch_memory_ops(b, std::vector<cudrv::stream_memory_op>(256, cudrv::stream_memory_op::barrier()));
+  });
+  CHECK(contains(m.what(), "at most 255"));
+  (void)cudrv::batch_memory_ops(b, most);
+}
+
+TEST_CASE("stream memory operations retry in the stream's context where the driver wants it current, and restore "
+          "the caller's",
+          "[fake-driver][stream-memops]") {
+  fixture f;
+  cudrv::device_buffer<std::uint32_t> flag = poisoned_buffer<std::uint32_t>(f.dev, 2);
+  auto need_current = fake_function<void (*)(int)>("fake_cuda_memops_need_current");
+  struct restore {
+    void (*fn)(int);
+    ~restore() { fn(0); }
+  } off{need_current};
+  need_current(1);
+  cudrv::test::raw_set_current_context(nullptr);
+  cudrv::write_value(f.stream, flag.view().first(1), 7u);
+  cudrv::batch_memory_ops(f.stream, {cudrv::stream_memory_op::write(flag.view().subspan(1, 1), 9u)});
+  f.stream.synchronize();
+  CHECK(cudrv::test::raw_current_context() == nullptr);  // no context left current
+  CHECK(read_back(flag) == std::vector<std::uint32_t>{7u, 9u});
 }

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/catch_support.hpp"
@@ -64,6 +65,29 @@ std::vector<float> random_floats(std::size_t count, std::uint64_t seed) {
 // Gives a stream that should be blocked time to (wrongly) finish.
 void settle() { std::this_thread::sleep_for(std::chrono::milliseconds(50)); }
 
+// Runs `release` when the scope ends unless dismissed: a REQUIRE or an exception between enqueueing a
+// wait and releasing it would otherwise leave the stream blocked, and the buffers' destructors
+// (cuMemFree synchronises) would hang the whole test binary. The releases write the flag with a plain
+// fill (memset), not a stream memory operation, so they work where those are what failed. Never throws.
+template <class Release>
+struct release_on_exit {
+  Release release;
+  bool armed = true;
+  explicit release_on_exit(Release r) : release(std::move(r)) {}
+  release_on_exit(const release_on_exit&) = delete;
+  release_on_exit& operator=(const release_on_exit&) = delete;
+  void dismiss() noexcept { armed = false; }
+  ~release_on_exit() {
+    if (armed) {
+      try {
+        release();
+      } catch (...) {
+        // nothing more can be done: the test has already failed
+      }
+    }
+  }
+};
+
 }  // namespace
 
 TEST_CASE("one stream releases another through a flag in device memory", "[gpu][stream_memory_ops]") {
@@ -85,9 +109,16 @@ TEST_CASE("one stream releases another through a flag in device memory", "[gpu][
   producer.synchronize();
 
   // B: wait for the flag, then d = c + e. A (held back by the host): c = a + b, then the flag.
+  cudrv::stream rescue(dev);
+  cudrv::test::gate gate;
+  release_on_exit guard([&] {
+    gate.open();
+    cudrv::fill(flag, 1u, rescue);  // a plain memset: works even where the memory operations failed
+    rescue.synchronize();
+    consumer.synchronize();
+  });
   cudrv::wait_value(consumer, flag.view(), 1u, {.condition = cudrv::wait_condition::eq});
   cudrv::launch(consumer, config, k.add, c.get(), de.get(), d.get(), n);
-  cudrv::test::gate gate;
   producer.enqueue(gate.blocker());
   cudrv::launch(producer, config, k.add, da.get(), db.get(), c.get(), n);
   cudrv::write_value(producer, flag.view(), 1u);
@@ -96,6 +127,7 @@ TEST_CASE("one stream releases another through a flag in device memory", "[gpu][
   gate.open();
   producer.synchronize();
   consumer.synchronize();
+  guard.dismiss();
   CHECK_FALSE(early);  // the consumer waited for the flag
   std::vector<float> got(n);
   cudrv::copy(got, d);
@@ -143,6 +175,11 @@ TEST_CASE("the host releases a stream through a flag in pinned memory, for every
       cudrv::fill(out, poison_value<float>(), s);
       std::atomic_ref<std::uint64_t>(flag64[0]).store(wc.initial);
       std::atomic_ref<std::uint32_t>(flag32[0]).store(static_cast<std::uint32_t>(wc.initial));
+      release_on_exit guard([&] {
+        std::atomic_ref<std::uint64_t>(flag64[0]).store(wc.release);
+        std::atomic_ref<std::uint32_t>(flag32[0]).store(static_cast<std::uint32_t>(wc.release));
+        s.synchronize();
+      });
       if (wide) {
         cudrv::wait_value(s, flag64.device_view(), wc.operand, {.condition = wc.condition});
       } else {
@@ -154,6 +191,7 @@ TEST_CASE("the host releases a stream through a flag in pinned memory, for every
       std::atomic_ref<std::uint64_t>(flag64[0]).store(wc.release);
       std::atomic_ref<std::uint32_t>(flag32[0]).store(static_cast<std::uint32_t>(wc.release));
       s.synchronize();
+      guard.dismiss();
       CHECK_FALSE(early);
       std::vector<float> got(n);
       cudrv::copy(got, out);
@@ -173,6 +211,11 @@ TEST_CASE("a batch of memory operations waits, then writes, in order", "[gpu][st
   cudrv::fill(flags, 0u, a);
   a.synchronize();
   // b: wait for flags[0] >= 1, write values[1] to flags[1], barrier, write values[2] to flags[2].
+  release_on_exit guard([&] {
+    cudrv::fill(flags.view().first(1), 1u, a);
+    a.synchronize();
+    b.synchronize();
+  });
   cudrv::batch_memory_ops(b, {cudrv::stream_memory_op::wait(flags.view().first(1), 1u),
                               cudrv::stream_memory_op::write(flags.view().subspan(1, 1), values[1]),
                               cudrv::stream_memory_op::barrier(cudrv::memory_barrier_scope::device),
@@ -182,6 +225,7 @@ TEST_CASE("a batch of memory operations waits, then writes, in order", "[gpu][st
   cudrv::write_value(a, flags.view().first(1), 1u);
   a.synchronize();
   b.synchronize();
+  guard.dismiss();
   CHECK_FALSE(early);
   std::vector<std::uint32_t> got(3);
   cudrv::copy(got, flags);
@@ -223,12 +267,18 @@ TEST_CASE("graph nodes wait for a flag, run a kernel and write a flag at every l
       cudrv::write_value(s, done.view(), 0);
     }
     s.synchronize();  // go is 0 before the releaser can write 1
+    release_on_exit guard([&] {
+      cudrv::fill(go, 1u, releaser);
+      releaser.synchronize();
+      s.synchronize();
+    });
     exec.launch(s);
     settle();
     const bool early = s.is_done();
     cudrv::write_value(releaser, go.view(), 1u);
     releaser.synchronize();
     s.synchronize();
+    guard.dismiss();
     CHECK_FALSE(early);
     std::vector<float> got(n);
     cudrv::copy(got, out);
