@@ -128,6 +128,13 @@ count_ctest "$out/ctest-gpu.log"
 grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -a "$out/summary.txt"
 grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
 
+# The sanitizer follows only the process it starts: the [ipc] cases and example_ipc_producer_consumer
+# start this binary again as a child (a consumer, a producer killed on purpose), which the default (all
+# processes) would also instrument, with each child's failing calls (a consumer whose producer was
+# killed) changing its exit status and teardown of IPC imports under the tool slowed to the tests'
+# timeouts. ctest runs those children without the tool.
+san_procs=(--target-processes application-only)
+
 if [ "$sanitize" = 1 ]; then
   # 1. Memory errors and leaks over the whole binary but the NCCL cases. The [bad-input], [bad_input] and
   #    [driver_error] cases make the driver refuse calls on purpose, so API errors are not counted in this
@@ -141,7 +148,7 @@ if [ "$sanitize" = 1 ]; then
     local title=$1 log=$2 what=$3
     shift 3
     echo "== compute-sanitizer memcheck --leak-check full, $title" | tee -a "$out/summary.txt"
-    compute-sanitizer --tool memcheck --leak-check full --report-api-errors no --error-exitcode 99 "$@" \
+    compute-sanitizer --tool memcheck "${san_procs[@]}" --leak-check full --report-api-errors no --error-exitcode 99 "$@" \
       > "$out/$log" 2>&1
     local code=$?
     echo "exit code $code" | tee -a "$out/summary.txt"
@@ -162,7 +169,7 @@ if [ "$sanitize" = 1 ]; then
   #    architectures it was not built for; those failing calls are NCCL's, not cudrv's (passes 1b and 3
   #    check the NCCL cases for memory errors and leaks).
   echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]~[nccl]" | tee -a "$out/summary.txt"
-  compute-sanitizer --tool memcheck --error-exitcode 99 \
+  compute-sanitizer --tool memcheck "${san_procs[@]}" --error-exitcode 99 \
     "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]~[nccl]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
@@ -236,7 +243,7 @@ while IFS='|' read -r name args racecheck sanitizer_args; do
   record "example_$name" "$rc"
   if [ "$sanitize" = 1 ]; then
     # As a user's CI would: any memory error or failing API call fails the program.
-    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$ex" "${sargv[@]}" \
+    compute-sanitizer --tool memcheck "${san_procs[@]}" --leak-check full --error-exitcode 99 "$ex" "${sargv[@]}" \
       > "$out/example_$name-memcheck.log" 2>&1
     rc=$?
     echo "under compute-sanitizer memcheck --error-exitcode 99 (API errors reported), arguments ${sanitizer_args:-none}: exit code $rc;" \

@@ -46,7 +46,9 @@ struct fabric_handle {
 
 /// @brief Creates a pool of device memory on @p dev that other processes can import, after checking
 /// that the device supports @p type.
-/// @throws not_supported_error naming the device attribute when it does not
+/// @throws not_supported_error naming the device attribute when it does not, and for fabric handles
+/// also when the driver refuses them for want of an IMEX channel (`CUDA_ERROR_NOT_PERMITTED`, the usual
+/// case on a machine outside a multi-node NVLink domain, even where the device reports support)
 /// @code
 /// cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
 /// cudrv::file_descriptor fd = cudrv::export_pool_descriptor(pool);   // send it with cudrv::unix_socket
@@ -59,7 +61,8 @@ struct fabric_handle {
 /// Whoever receives the descriptor can import the pool and every allocation exported from it.
 [[nodiscard]] file_descriptor export_pool_descriptor(memory_pool_ref pool);
 /// @brief Exports @p pool as a fabric handle (cuMemPoolExportToShareableHandle).
-/// @throws not_supported_error when no visible device supports fabric handles, or the headers predate them
+/// @throws not_supported_error when no visible device supports fabric handles, or the headers predate them,
+/// or the driver refuses for want of an IMEX channel (`CUDA_ERROR_NOT_PERMITTED`)
 [[nodiscard]] fabric_handle export_pool_fabric_handle(memory_pool_ref pool);
 
 namespace detail {

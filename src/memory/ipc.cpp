@@ -58,6 +58,13 @@ void require_fabric(const device& dev, const char* api) {
   }
 }
 
+// Why a fabric request the device supports was refused (CUDA_ERROR_NOT_PERMITTED).
+std::string no_imex_channel(const device& dev) {
+  return device_text(dev) + " supports fabric handles, but the driver refused them (CUDA_ERROR_NOT_PERMITTED): "
+                            "fabric sharing needs an IMEX channel this process can open "
+                            "(/dev/nvidia-caps-imex-channels/channel*)";
+}
+
 void require_pool(memory_pool_ref pool, const char* api) {
   if (pool.native_handle() == nullptr) {
     throw invalid_argument_error(api, "the memory pool is empty (a moved-from or released pool)");
@@ -100,7 +107,21 @@ memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type 
                                        : ")"));
   }
   properties.handle_type = static_cast<CUmemAllocationHandleType>(type);
-  return memory_pool(dev, properties);
+  if (type != shareable_handle_type::fabric) {
+    return memory_pool(dev, properties);
+  }
+  try {
+    return memory_pool(dev, properties);
+  } catch (const not_supported_error&) {
+    throw;
+  } catch (const error& e) {
+    // A device that reports fabric support still refuses fabric pools where the process has no IMEX
+    // channel (/dev/nvidia-caps-imex-channels): the usual case on a single machine.
+    if (e.result() != CUDA_ERROR_NOT_PERMITTED) {
+      throw;
+    }
+    throw not_supported_error(e.result(), "cuMemPoolCreate", no_imex_channel(dev));
+  }
 }
 
 file_descriptor export_pool_descriptor(memory_pool_ref pool) {
@@ -128,6 +149,12 @@ fabric_handle export_pool_fabric_handle(memory_pool_ref pool) {
     if (!any) {
       throw not_supported_error(status, "cuMemPoolExportToShareableHandle",
                                 "no visible device supports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)");
+    }
+    if (status == CUDA_ERROR_NOT_PERMITTED) {
+      throw not_supported_error(status, "cuMemPoolExportToShareableHandle",
+                                "the driver refused to export a fabric handle (CUDA_ERROR_NOT_PERMITTED): fabric "
+                                "sharing needs an IMEX channel this process can open "
+                                "(/dev/nvidia-caps-imex-channels/channel*)");
     }
     check(status, "cuMemPoolExportToShareableHandle", [] {
       return std::string("fabric handle; the pool must be created with shareable_handle_type::fabric "

@@ -277,8 +277,16 @@ physical_allocation::physical_allocation(std::size_t bytes, const physical_alloc
   require_multiple(api, "the size", bytes, gran, "minimum allocation granularity");
   const CUmemAllocationProp prop = to_native(properties);
   CUmemGenericAllocationHandle handle = 0;
-  check(drv::cuMemCreate(&handle, bytes, &prop, 0), "cuMemCreate",
-        [&] { return format_bytes(bytes) + " on " + describe(properties.location); });
+  const CUresult status = drv::cuMemCreate(&handle, bytes, &prop, 0);
+  if (status == CUDA_ERROR_NOT_PERMITTED &&
+      (properties.handle_types & shareable_handle_types::fabric) != shareable_handle_types::none) {
+    // The device supports fabric handles (checked above), the process has no IMEX channel.
+    throw not_supported_error(status, "cuMemCreate",
+                              format_bytes(bytes) + " on " + describe(properties.location) +
+                                  ": fabric handles need an IMEX channel this process can open "
+                                  "(/dev/nvidia-caps-imex-channels/channel*)");
+  }
+  check(status, "cuMemCreate", [&] { return format_bytes(bytes) + " on " + describe(properties.location); });
   handle_ = handle;
   size_ = bytes;
   granularity_ = gran;

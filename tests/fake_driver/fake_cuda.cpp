@@ -396,6 +396,10 @@ CUresult CUDAAPI fake_cuDeviceTotalMem(std::size_t* bytes, CUdevice) {
   return CUDA_SUCCESS;
 }
 
+// Set by fake_cuda_set_fabric_without_imex: every device reports fabric handles (pools and VMM), and
+// the driver refuses them with CUDA_ERROR_NOT_PERMITTED, as a real one does without an IMEX channel.
+bool fabric_without_imex = false;
+
 CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   FAKE_ENTER();
   if (d < 0 || d >= static_cast<int>(st().devices.size())) {
@@ -420,7 +424,10 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
       *v = 1024;
       break;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:  // IPC: POSIX descriptors, no fabric
-      *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+      *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | (fabric_without_imex ? 0x8 : 0);
+      break;
+    case static_cast<CUdevice_attribute>(128):  // HANDLE_TYPE_FABRIC_SUPPORTED
+      *v = fabric_without_imex ? 1 : 0;
       break;
     case static_cast<CUdevice_attribute>(122):  // CAN_USE_64_BIT_STREAM_MEM_OPS: sm_90 and newer only
       *v = cc >= 90 ? 1 : 0;
@@ -1630,6 +1637,9 @@ CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p
     default:
       return fail(CUDA_ERROR_INVALID_VALUE);
   }
+  if (fabric_without_imex && (p->handleTypes & 0x8u) != 0) {
+    return fail(CUDA_ERROR_NOT_PERMITTED);  // no IMEX channel
+  }
   if ((p->handleTypes & ~static_cast<unsigned>(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) != 0) {
     return fail(CUDA_ERROR_NOT_SUPPORTED);  // only POSIX descriptors here
   }
@@ -1950,6 +1960,9 @@ CUresult CUDAAPI fake_cuMemCreate(CUmemGenericAllocationHandle* handle, std::siz
   }
   if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE && prop->requestedHandleTypes != CU_MEM_HANDLE_TYPE_NONE) {
     return fail(CUDA_ERROR_INVALID_VALUE);  // host allocations are not shareable
+  }
+  if (fabric_without_imex && (prop->requestedHandleTypes & 0x8u) != 0) {
+    return fail(CUDA_ERROR_NOT_PERMITTED);  // no IMEX channel
   }
   if (injected_failure("cuMemCreate")) {
     return fail(CUDA_ERROR_OUT_OF_MEMORY);
@@ -2983,6 +2996,13 @@ FAKE_EXPORT int fake_cuda_is_live(CUdeviceptr p) {
 FAKE_EXPORT void fake_cuda_vmm_fail(const char* api, long long nth) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   vmm().fail_in[api] = nth;
+}
+
+/// Fabric handles: every device reports them (pools and VMM), and creating a pool or an allocation
+/// with them fails with CUDA_ERROR_NOT_PERMITTED (no IMEX channel), as on a single H100 machine.
+FAKE_EXPORT void fake_cuda_set_fabric_without_imex(int on) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  fabric_without_imex = on != 0;
 }
 
 /// Virtual memory: the minimum and recommended allocation granularity (default 2 MiB both).

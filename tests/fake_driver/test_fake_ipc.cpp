@@ -286,3 +286,43 @@ TEST_CASE("fake driver: legacy IPC handles of cuMemAlloc memory, opened and clos
   CHECK(errors.count() == 0);
   CHECK(f.counter("made_current:0") == 0);
 }
+
+TEST_CASE("fake driver: fabric handles the device reports but the driver refuses (no IMEX channel) are not_supported",
+          "[fake-driver][ipc][driver_error]") {
+  // A single H100 machine: the device reports fabric support, and creating a fabric pool or allocation
+  // fails with CUDA_ERROR_NOT_PERMITTED because the process has no IMEX channel. Callers (and the GPU
+  // tier) must be able to tell "not here" from a failure.
+  fake_ipc f;
+  auto set = reinterpret_cast<void (*)(int)>(dlsym(f.lib, "fake_cuda_set_fabric_without_imex"));
+  REQUIRE(set != nullptr);
+  struct restore {
+    void (*fn)(int);
+    ~restore() { fn(0); }
+  } restore_default{set};
+  set(1);
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d1(1);
+  REQUIRE(cudrv::supports_shareable_pools(d1, cudrv::shareable_handle_type::fabric));
+  const long long pools_before = f.counter("failed_calls");
+  auto e = catch_as<cudrv::not_supported_error>(
+      [&] { (void)cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::fabric); });
+  REQUIRE(e);
+  CHECK(e->result() == CUDA_ERROR_NOT_PERMITTED);
+  CHECK(contains(e->what(), "IMEX"));
+  CHECK(contains(e->what(), "device 1"));
+  CHECK(f.counter("failed_calls") > pools_before);  // the driver was asked: the refusal is its own
+
+  const cudrv::physical_allocation_properties fabric{.location = cudrv::physical_location::on(d1),
+                                                     .handle_types = cudrv::shareable_handle_types::fabric};
+  auto v = catch_as<cudrv::not_supported_error>([&] {
+    cudrv::physical_allocation a(cudrv::allocation_granularity(fabric, cudrv::granularity::minimum), fabric);
+  });
+  REQUIRE(v);
+  CHECK(v->result() == CUDA_ERROR_NOT_PERMITTED);
+  CHECK(contains(v->what(), "IMEX"));
+
+  // Other refusals keep their own type: a POSIX pool is still made.
+  cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+  CHECK(pool);
+  CHECK(errors.count() == 0);
+}

@@ -28,6 +28,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iostream>
 #include <limits>
 #include <optional>
 #include <random>
@@ -144,7 +145,10 @@ pid_t spawn_child(const std::string& role, int data, int control, const std::vec
   const pid_t pid = ::fork();
   if (pid == 0) {
     // Only async-signal-safe calls until exec: the parent's CUDA state is not usable here.
-    if (::dup2(data, data_fd) < 0 || ::dup2(control, control_fd) < 0) {
+    if (control == data_fd && control != data) {
+      control = ::fcntl(control, F_DUPFD, control_fd + 1);  // moved out of the way of the first dup2
+    }
+    if (control < 0 || ::dup2(data, data_fd) < 0 || ::dup2(control, control_fd) < 0) {
       ::_exit(126);
     }
     // dup2 onto the same number keeps close-on-exec: clear it explicitly so both survive the exec.
@@ -539,11 +543,18 @@ TEST_CASE("IPC exports in one process: handles, descriptors and the typed refusa
     CHECK(x->api() == "cuMemPoolExportToShareableHandle");
     CHECK(cudrv::test::contains(x->what(), "make_shareable_memory_pool"));
 
-    // Fabric handles: exported where the device supports them, a typed refusal elsewhere.
+    // Fabric handles: exported where the device supports them and the process has an IMEX channel; a
+    // typed refusal elsewhere. A device can report fabric support (Hopper does) on a machine without
+    // IMEX channels, where the driver refuses with CUDA_ERROR_NOT_PERMITTED: not_supported_error too.
     if (cudrv::supports_shareable_pools(dev, cudrv::shareable_handle_type::fabric)) {
-      cudrv::memory_pool fabric = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::fabric);
-      const cudrv::fabric_handle fh = cudrv::export_pool_fabric_handle(fabric);
-      CHECK(std::any_of(std::begin(fh.data), std::end(fh.data), [](unsigned char c) { return c != 0; }));
+      try {
+        cudrv::memory_pool fabric = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::fabric);
+        const cudrv::fabric_handle fh = cudrv::export_pool_fabric_handle(fabric);
+        CHECK(std::any_of(std::begin(fh.data), std::end(fh.data), [](unsigned char c) { return c != 0; }));
+      } catch (const cudrv::not_supported_error& e) {
+        std::cout << "note: fabric handles reported but refused here (" << e.what() << "); not tested" << std::endl;
+        CHECK((e.result() == CUDA_ERROR_NOT_PERMITTED || e.result() == CUDA_ERROR_NOT_SUPPORTED));
+      }
     } else {
       auto f = cudrv::test::catch_as<cudrv::not_supported_error>(
           [&] { (void)cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::fabric); });
