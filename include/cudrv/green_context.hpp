@@ -110,8 +110,14 @@ class sm_resource {
   /// @brief The driver's structure.
   [[nodiscard]] const CUdevResource& native() const noexcept { return resource_; }
 
+  /// @brief Whether this resource is a group or the remainder of a @ref split_by_count. The driver
+  /// cannot split such a resource again, so @ref split_by_count and @ref group_count refuse it: make a
+  /// green context of it and split that green context's resource instead.
+  [[nodiscard]] bool from_split() const noexcept { return from_split_; }
+
  private:
   CUdevResource resource_;
+  bool from_split_ = false;
 };
 
 /// @brief The result of @ref cudrv::sm_resource::split_by_count "split_by_count": the groups, all of

@@ -73,6 +73,12 @@ void check_split(const sm_resource& r, unsigned int min_count, const char* api) 
   if (!r) {
     throw invalid_argument_error(api, "the SM resource is empty (default-constructed, or a remainder with no SMs)");
   }
+  if (r.from_split()) {
+    throw invalid_argument_error(api, "the SM resource is a group or the remainder of an earlier split, which the "
+                                      "driver cannot split again: make a green context of it "
+                                      "(cudrv::resource_descriptor::generate, cudrv::green_context) and split that "
+                                      "green context's sm_resource() (see docs/green-contexts.md)");
+  }
   if (min_count > r.sm_count()) {
     throw invalid_argument_error(api, "min_count " + std::to_string(min_count) + " exceeds the " +
                                           std::to_string(r.sm_count()) + " SMs of the resource");
@@ -184,9 +190,11 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
   for (unsigned int i = 0; i < made; ++i) {
     sm_resource g;
     g.resource_ = raw[i];
+    g.from_split_ = true;
     out.groups.push_back(g);
   }
   out.remainder.resource_ = rest;
+  out.remainder.from_split_ = true;
   if (rest.type != CU_DEV_RESOURCE_TYPE_SM) {
     out.remainder = sm_resource();  // nothing left over, as the driver may say by the type
   }

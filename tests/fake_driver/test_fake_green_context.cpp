@@ -140,11 +140,20 @@ TEST_CASE("fake driver: a split that cannot be made names the rule", "[fake-driv
   CHECK_THROWS_AS(all.split_by_count(8, 1, static_cast<cudrv::sm_split_flags>(64)), cudrv::invalid_argument_error);
   CHECK(counter("failed_calls") == failed);
 
-  // A group cannot be split again (a rule of the driver): its error carries the rule too.
-  auto again = catch_as<cudrv::error>([&] { (void)exact.groups[0].split_by_count(8); });
+  // A group or a remainder cannot be split again (a rule of the driver): cudrv refuses before the
+  // driver is called, and says how to do it instead.
+  CHECK(exact.groups[0].from_split());
+  CHECK_FALSE(all.from_split());
+  const long long splits_before = counter("sm_splits");
+  auto again = catch_as<cudrv::invalid_argument_error>([&] { (void)exact.groups[0].split_by_count(8); });
   REQUIRE(again);
-  CHECK(again->result() == CUDA_ERROR_INVALID_RESOURCE_CONFIGURATION);
+  CHECK(contains(again->what(), "cannot split again"));
   CHECK(contains(again->what(), "docs/green-contexts.md"));
+  const cudrv::sm_split uneven = all.split_by_count(8, 1);
+  REQUIRE(uneven.remainder);
+  CHECK(uneven.remainder.from_split());
+  CHECK_THROWS_AS((void)uneven.remainder.group_count(8), cudrv::invalid_argument_error);
+  CHECK(counter("sm_splits") == splits_before + 1);  // only the split of `all` reached the driver
 
   // A resource that is not of SM type is refused.
   CUdevResource other{};
