@@ -1,7 +1,8 @@
 /// @file cccl.hpp
-/// @brief Interop with CCCL (libcu++): implicit conversions between @ref cudrv::stream_ref and
-/// `cuda::stream_ref`, and @ref cudrv::cccl_resource, which presents any @ref cudrv::memory_resource
-/// as a `cuda::mr` resource (synchronous and stream-ordered) with the properties of its memory.
+/// @brief Interop with CCCL (libcu++): conversions between @ref cudrv::stream_ref and
+/// `cuda::stream_ref` (@ref cudrv::cccl_stream_ref converts implicitly to both), and
+/// @ref cudrv::cccl_resource, which presents any @ref cudrv::memory_resource as a `cuda::mr` resource
+/// (synchronous and stream-ordered) with the properties of its memory.
 ///
 /// Opt-in (not included by <cudrv/cudrv.hpp>) and compiled only where CCCL's headers are found: the
 /// CUDA toolkit ships them (CUDA 13: in `include/cccl`, which CMake's target `cudrv::cccl` adds to the
@@ -33,32 +34,52 @@
 
 namespace cudrv {
 
-/// @brief Makes `cuda::stream_ref` and cudrv's stream handles convert into each other implicitly.
+/// @brief The `cuda::stream_ref` naming the same stream as @p s: the handle as it is, never null (the
+/// legacy default stream stays `CU_STREAM_LEGACY`, which the runtime accepts as `cudaStreamLegacy`).
+/// @throws invalid_argument_error for the view of a moved-from @ref stream (its null handle would
+/// name stream 0 on the CCCL side)
+[[nodiscard]] inline ::cuda::stream_ref to_cccl(stream_ref s) {
+  if (s.native_handle() == nullptr) {
+    throw invalid_argument_error("cudrv::to_cccl", "the stream is empty (a moved-from or released cudrv::stream)");
+  }
+  return ::cuda::stream_ref(s.native_handle());
+}
+
+/// @brief The @ref stream_ref naming the same stream as @p s; the null handle (`cuda::stream_ref`'s
+/// default, the runtime's stream 0) is the legacy default stream, the rule of @ref stream_ref for a
+/// null `CUstream`. Code built with the runtime's per-thread default stream means the per-thread
+/// stream by 0 and should pass `cudaStreamPerThread` instead.
+[[nodiscard]] inline stream_ref from_cccl(::cuda::stream_ref s) noexcept { return stream_ref(s.get()); }
+
+/// @brief A stream view that is both a `cuda::stream_ref` (it derives from it) and converts implicitly
+/// to @ref stream_ref, made implicitly from either: the bridge that lets one variable be passed to
+/// CCCL and to cudrv alike without a spelled-out conversion.
 ///
-/// - `cuda::stream_ref` → @ref stream_ref: the handle is taken as it is, except that the null handle
-///   (`cuda::stream_ref`'s default, the runtime's stream 0) becomes `CU_STREAM_LEGACY`, the rule of
-///   @ref stream_ref's constructor. Code built with the runtime's per-thread default stream
-///   (`--default-stream per-thread`) should pass `cudaStreamPerThread` rather than 0.
-/// - @ref stream_ref or @ref stream → `cuda::stream_ref`: the handle is passed on as it is (never null:
-///   the legacy default stream stays `CU_STREAM_LEGACY`, which the runtime accepts as
-///   `cudaStreamLegacy`). A moved-from @ref stream is refused with @ref invalid_argument_error.
+/// `cuda::stream_ref` cannot gain a constructor from cudrv's view, and <cudrv/stream.hpp> (the streams
+/// layer) does not know CCCL, so the two views do not convert into each other directly; a
+/// `cccl_stream_ref` made from either converts to both. The handle rules are those of @ref to_cccl
+/// and @ref from_cccl: a null `cuda::stream_ref` becomes `CU_STREAM_LEGACY`, and the view of a
+/// moved-from @ref stream is refused.
 /// @code
 /// cudrv::stream s(dev);
-/// cuda::stream_ref c = s;                // for CCCL algorithms and resources
-/// cudrv::stream_ref back = c;            // the same CUstream
+/// cudrv::cccl_stream_ref cs = s;                        // from the owner, or from any stream_ref
+/// void* p = ref.allocate_async(bytes, 256, cs);         // a cuda::stream_ref for CCCL
+/// cudrv::copy(dst, src, cs);                            // a cudrv::stream_ref for cudrv
 /// @endcode
-template <>
-struct foreign_stream<::cuda::stream_ref> {
-  /// @brief The handle @p s names (`cudaStream_t` is `CUstream`).
-  [[nodiscard]] static CUstream native_handle(const ::cuda::stream_ref& s) noexcept { return s.get(); }
-  /// @brief A `cuda::stream_ref` naming @p handle.
-  [[nodiscard]] static ::cuda::stream_ref from_native_handle(CUstream handle) noexcept {
-    return ::cuda::stream_ref(handle);
-  }
+class cccl_stream_ref : public ::cuda::stream_ref {
+ public:
+  /// @brief Views the stream @p s views.
+  /// @throws invalid_argument_error when @p s views a moved-from @ref stream
+  cccl_stream_ref(cudrv::stream_ref s) : ::cuda::stream_ref(to_cccl(s)) {}  // NOLINT: implicit on purpose
+  /// @brief Views the stream @p s owns.
+  /// @throws invalid_argument_error when @p s is moved-from
+  cccl_stream_ref(const stream& s) : cccl_stream_ref(cudrv::stream_ref(s)) {}  // NOLINT: implicit on purpose
+  /// @brief Views the stream @p s names; null is the legacy default stream.
+  cccl_stream_ref(::cuda::stream_ref s) noexcept  // NOLINT: implicit on purpose
+      : ::cuda::stream_ref(from_cccl(s).native_handle()) {}
+  /// @brief cudrv's view of the same stream.
+  operator cudrv::stream_ref() const noexcept { return cudrv::stream_ref(get()); }  // NOLINT: implicit on purpose
 };
-
-/// @brief The `cuda::stream_ref` naming the same stream as @p s (the implicit conversion, spelled out).
-[[nodiscard]] inline ::cuda::stream_ref to_cccl(stream_ref s) { return s; }
 
 namespace detail {
 /// @brief Whether @p P is one of the two `cuda::mr` properties @ref cccl_resource supports (internal).
@@ -67,7 +88,7 @@ inline constexpr bool cccl_memory_property =
     std::is_same_v<P, ::cuda::mr::device_accessible> || std::is_same_v<P, ::cuda::mr::host_accessible>;
 }  // namespace detail
 
-/// @brief A `cuda::mr` resource over a cudrv @ref memory_resource: satisfies `cuda::mr::resource` and
+/// @brief A `cuda::mr` resource over a cudrv @ref memory_resource : satisfies `cuda::mr::resource` and
 /// `cuda::mr::async_resource` (the synchronous and stream-ordered concepts of CCCL), and declares the
 /// properties @p Properties (`cuda::mr::device_accessible`, `cuda::mr::host_accessible`), so that it
 /// converts to `cuda::mr::resource_ref<Properties...>` and `cuda::mr::async_resource_ref<...>`.
@@ -86,8 +107,8 @@ inline constexpr bool cccl_memory_property =
 /// cudrv::pool_memory_resource mr(pool);
 /// cudrv::cccl_device_resource cccl(mr);
 /// cuda::mr::async_resource_ref<cuda::mr::device_accessible> ref = cccl;   // what CCCL code takes
-/// void* p = ref.allocate_async(bytes, 256, cuda::stream_ref(s));           // cuMemAllocFromPoolAsync
-/// ref.deallocate_async(p, bytes, 256, cuda::stream_ref(s));                // cuMemFreeAsync
+/// void* p = ref.allocate_async(bytes, 256, cudrv::to_cccl(s));             // cuMemAllocFromPoolAsync
+/// ref.deallocate_async(p, bytes, 256, cudrv::to_cccl(s));                  // cuMemFreeAsync
 /// @endcode
 template <class... Properties>
 class cccl_resource {
@@ -119,7 +140,7 @@ class cccl_resource {
   }
   /// @brief @ref memory_resource::allocate_async on the stream @p s names.
   [[nodiscard]] void* allocate_async(std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) {
-    return resource_->allocate_async(bytes, alignment, stream_ref(s));
+    return resource_->allocate_async(bytes, alignment, from_cccl(s));
   }
   /// @brief As the other overload, with @ref memory_resource::default_alignment.
   [[nodiscard]] void* allocate_async(std::size_t bytes, ::cuda::stream_ref s) {
@@ -127,7 +148,7 @@ class cccl_resource {
   }
   /// @brief @ref memory_resource::deallocate_async on the stream @p s names.
   void deallocate_async(void* ptr, std::size_t bytes, std::size_t alignment, ::cuda::stream_ref s) noexcept {
-    resource_->deallocate_async(ptr, bytes, alignment, stream_ref(s));
+    resource_->deallocate_async(ptr, bytes, alignment, from_cccl(s));
   }
   /// @brief As the other overload, with @ref memory_resource::default_alignment.
   void deallocate_async(void* ptr, std::size_t bytes, ::cuda::stream_ref s) noexcept {

@@ -4,7 +4,6 @@
 
 #include <cuda.h>
 
-#include <concepts>
 #include <cstdint>
 #include <type_traits>
 #include <utility>
@@ -49,29 +48,6 @@ struct stream_options {
 };
 
 class stream_ref;
-
-/// @brief The hook through which another library's stream view converts to and from cudrv's
-/// (internal to the interop headers, such as <cudrv/cccl.hpp> for `cuda::stream_ref`). The primary
-/// template is empty: no conversion. A specialisation for a view type `T` provides
-/// `static CUstream native_handle(const T&) noexcept` (for `T` → @ref stream_ref, where a null handle
-/// means the legacy default stream) and `static T from_native_handle(CUstream) noexcept` (for
-/// @ref stream_ref or @ref stream → `T`). Keeping the hook here lets the conversions be implicit
-/// without this header knowing the other library.
-template <class T>
-struct foreign_stream {};
-
-namespace detail {
-/// @brief Whether @ref foreign_stream gives `T` → cudrv conversions (internal).
-template <class T>
-concept foreign_stream_source = requires(const T& s) {
-  { foreign_stream<T>::native_handle(s) } noexcept -> std::same_as<CUstream>;
-};
-/// @brief Whether @ref foreign_stream gives cudrv → `T` conversions (internal).
-template <class T>
-concept foreign_stream_target = requires(CUstream h) {
-  { foreign_stream<T>::from_native_handle(h) } noexcept -> std::same_as<T>;
-};
-}  // namespace detail
 
 /// @brief The operations every stream handle offers, shared by the view @ref cudrv::stream_ref and
 /// the owner @ref cudrv::stream. Not constructible or assignable on its own: an owner is not a view,
@@ -139,16 +115,6 @@ class stream_base {
   /// @brief cudrv's bookkeeping of an owned stream, null for other streams (internal).
   [[nodiscard]] detail::stream_state* state() const noexcept { return state_; }
 
-  /// @brief Converts to another library's stream view for which a @ref foreign_stream specialisation
-  /// exists (e.g. `cuda::stream_ref`, with <cudrv/cccl.hpp>). The handle is passed on as it is.
-  /// @throws invalid_argument_error for a moved-from @ref stream (its null handle would name the
-  /// legacy default stream on the other side)
-  template <detail::foreign_stream_target T>
-  operator T() const {  // NOLINT: implicit on purpose
-    require_handle("cudrv::stream_base conversion to a foreign stream");
-    return foreign_stream<T>::from_native_handle(handle_);
-  }
-
   /// @brief Two handles are equal when they name the same stream (views and owners alike).
   [[nodiscard]] friend constexpr bool operator==(const stream_base& a, const stream_base& b) noexcept {
     return a.handle_ == b.handle_;
@@ -188,11 +154,6 @@ class stream_ref : public stream_base {
   /// @brief Views @p handle; a null handle means the legacy default stream.
   explicit stream_ref(CUstream handle) noexcept
       : stream_base(handle != nullptr ? handle : CU_STREAM_LEGACY, nullptr) {}
-  /// @brief Views the stream another library's view @p other names (see @ref foreign_stream, e.g.
-  /// `cuda::stream_ref` with <cudrv/cccl.hpp>); a null handle means the legacy default stream.
-  template <detail::foreign_stream_source T>
-  stream_ref(const T& other) noexcept  // NOLINT: implicit on purpose
-      : stream_ref(foreign_stream<T>::native_handle(other)) {}
   stream_ref(std::nullptr_t) = delete;
   stream_ref(int) = delete;
   /// @brief Views the same stream as @p other.

@@ -35,12 +35,15 @@ static_assert(std::is_constructible_v<mr::resource_ref<mr::device_accessible>, c
 static_assert(!std::is_constructible_v<mr::resource_ref<mr::host_accessible>, cudrv::cccl_device_resource&>);
 static_assert(std::is_constructible_v<mr::async_resource_ref<mr::host_accessible, mr::device_accessible>,
                                       cudrv::cccl_shared_resource&>);
-// Conversions: implicit both ways; nothing else turns into a cuda::stream_ref.
-static_assert(std::is_convertible_v<cudrv::stream_ref, cuda::stream_ref>);
-static_assert(std::is_convertible_v<const cudrv::stream&, cuda::stream_ref>);
-static_assert(std::is_convertible_v<cuda::stream_ref, cudrv::stream_ref>);
-static_assert(!std::is_convertible_v<cudrv::event_ref, cuda::stream_ref>);
-static_assert(!std::is_convertible_v<int, cudrv::stream_ref>);
+// The bridge: made implicitly from either view (and from the owner), converts implicitly to both.
+static_assert(std::is_convertible_v<cudrv::stream_ref, cudrv::cccl_stream_ref>);
+static_assert(std::is_convertible_v<const cudrv::stream&, cudrv::cccl_stream_ref>);
+static_assert(std::is_convertible_v<cuda::stream_ref, cudrv::cccl_stream_ref>);
+static_assert(std::is_convertible_v<cudrv::cccl_stream_ref, cuda::stream_ref>);
+static_assert(std::is_convertible_v<cudrv::cccl_stream_ref, cudrv::stream_ref>);
+static_assert(std::is_trivially_copyable_v<cudrv::cccl_stream_ref>);
+static_assert(!std::is_convertible_v<cudrv::event_ref, cudrv::cccl_stream_ref>);
+static_assert(!std::is_convertible_v<int, cudrv::cccl_stream_ref>);
 
 namespace {
 
@@ -99,29 +102,38 @@ TEST_CASE("cccl: stream views convert both ways and keep the handle", "[cccl]") 
   for (int i = 0; i < 16; ++i) {
     const CUstream raw = fake_stream((rng() | 0x1000u) & ~std::uintptr_t{0xf});  // never dereferenced
     const cudrv::stream_ref ours(raw);
-    const cuda::stream_ref theirs = ours;
+    const cuda::stream_ref theirs = cudrv::to_cccl(ours);
     CHECK(theirs.get() == raw);
-    const cudrv::stream_ref back = theirs;
+    const cudrv::stream_ref back = cudrv::from_cccl(theirs);
     CHECK(back.native_handle() == raw);
     CHECK(back == ours);
-    CHECK(cudrv::to_cccl(ours) == theirs);
+    // Through the bridge, both ways.
+    const cudrv::cccl_stream_ref bridge = ours;
+    const cuda::stream_ref as_cccl = bridge;
+    const cudrv::stream_ref as_cudrv = bridge;
+    CHECK(as_cccl == theirs);
+    CHECK(as_cudrv == ours);
+    const cudrv::cccl_stream_ref from_theirs = theirs;
+    CHECK(cudrv::stream_ref(from_theirs) == ours);
   }
   // The special handles pass through unchanged.
-  const cuda::stream_ref per_thread = cudrv::stream_ref::per_thread_default();
+  CHECK(cudrv::to_cccl(cudrv::stream_ref::per_thread_default()).get() == CU_STREAM_PER_THREAD);
+  CHECK(cudrv::to_cccl(cudrv::stream_ref::legacy_default()).get() == CU_STREAM_LEGACY);
+  const cuda::stream_ref per_thread = cudrv::cccl_stream_ref(cudrv::stream_ref::per_thread_default());
   CHECK(per_thread.get() == CU_STREAM_PER_THREAD);
-  const cuda::stream_ref legacy = cudrv::stream_ref::legacy_default();
-  CHECK(legacy.get() == CU_STREAM_LEGACY);
 }
 
 TEST_CASE("cccl: a null cuda::stream_ref is the legacy default stream, as for a null CUstream", "[cccl]") {
   const cuda::stream_ref zero{};  // the runtime's stream 0
   REQUIRE(zero.get() == nullptr);
-  const cudrv::stream_ref ours = zero;
+  const cudrv::stream_ref ours = cudrv::from_cccl(zero);
   CHECK(ours.native_handle() == CU_STREAM_LEGACY);
   CHECK(ours == cudrv::stream_ref(static_cast<CUstream>(nullptr)));
   // Back to CCCL it is named explicitly: never null.
-  const cuda::stream_ref again = ours;
-  CHECK(again.get() == CU_STREAM_LEGACY);
+  CHECK(cudrv::to_cccl(ours).get() == CU_STREAM_LEGACY);
+  const cudrv::cccl_stream_ref bridge = zero;
+  CHECK(bridge.get() == CU_STREAM_LEGACY);
+  CHECK(cudrv::stream_ref(bridge).native_handle() == CU_STREAM_LEGACY);
 }
 
 TEST_CASE("cccl: the adaptor forwards every call to the cudrv resource", "[cccl]") {
@@ -140,11 +152,11 @@ TEST_CASE("cccl: the adaptor forwards every call to the cudrv resource", "[cccl]
   CHECK(upstream.last_pointer == p);
 
   // Stream-ordered, through the type-erased reference CCCL code holds, on a cudrv stream converted.
-  const cudrv::stream_ref s(fake_stream(0x7000));
+  const cudrv::cccl_stream_ref s = cudrv::stream_ref(fake_stream(0x7000));
   mr::async_resource_ref<mr::device_accessible> ref = adaptor;
   void* q = ref.allocate_async(512, 128, s);
   CHECK(upstream.async_allocations == 1);
-  CHECK(upstream.last_stream == s.native_handle());
+  CHECK(upstream.last_stream == s.get());
   CHECK(upstream.last_alignment == 128);
   ref.deallocate_async(q, 512, 128, cuda::stream_ref(fake_stream(0x8000)));
   CHECK(upstream.async_deallocations == 1);

@@ -76,7 +76,7 @@ TEST_CASE("fake driver: cccl adaptor over a pool allocates and frees stream-orde
 
   const long long pool_allocations = f.counter("pool_allocations");
   const std::size_t log_start = f.log().size();
-  const cuda::stream_ref cs = s;  // the owner converts directly
+  const cudrv::cccl_stream_ref cs = s;  // both a cuda::stream_ref and a cudrv::stream_ref
   void* p = ref.allocate_async(4096, 256, cs);
   REQUIRE(p != nullptr);
   CHECK(f.counter("pool_allocations") == pool_allocations + 1);
@@ -86,7 +86,7 @@ TEST_CASE("fake driver: cccl adaptor over a pool allocates and frees stream-orde
                                                 pointer_text(pool.native_handle()) + on_s));
   // Freed on a stream converted back and forth: cuMemFreeAsync on the same CUstream.
   const cudrv::stream_ref back = cs;
-  ref.deallocate_async(p, 4096, 256, back);
+  ref.deallocate_async(p, 4096, 256, cudrv::cccl_stream_ref(back));
   CHECK(contains(f.log().substr(log_start), "free_async " + pointer_text(p) + on_s));
   s.synchronize();
   CHECK_FALSE(f.is_live(p));
@@ -140,11 +140,15 @@ TEST_CASE("fake driver: a moved-from stream does not convert to a cuda::stream_r
   cudrv::stream s(d1);
   const CUstream raw = s.native_handle();
   cudrv::stream moved = std::move(s);
-  const cuda::stream_ref ok = moved;
+  const cudrv::cccl_stream_ref ok = moved;
   CHECK(ok.get() == raw);
-  auto e = catch_as<cudrv::invalid_argument_error>([&] { const cuda::stream_ref bad = s; (void)bad; });
+  CHECK(cudrv::to_cccl(moved).get() == raw);
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { const cudrv::cccl_stream_ref bad = s; (void)bad; });
   REQUIRE(e);
   CHECK(contains(e->what(), "moved-from"));
+  auto f2 = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::to_cccl(s); });
+  REQUIRE(f2);
+  CHECK(contains(f2->what(), "cudrv::to_cccl"));
 }
 
 #endif  // CUDRV_TEST_CCCL
