@@ -58,7 +58,7 @@ namespace cudrv {
 /// `cuda::stream_ref` cannot gain a constructor from cudrv's view, and <cudrv/stream.hpp> (the streams
 /// layer) does not know CCCL, so the two views do not convert into each other directly; a
 /// `cccl_stream_ref` made from either converts to both. The handle rules are those of @ref to_cccl
-/// and @ref from_cccl: a null `cuda::stream_ref` becomes `CU_STREAM_LEGACY`, and the view of a
+/// and @ref from_cccl : a null `cuda::stream_ref` becomes `CU_STREAM_LEGACY`, and the view of a
 /// moved-from @ref stream is refused.
 /// @code
 /// cudrv::stream s(dev);
