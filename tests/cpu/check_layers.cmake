@@ -20,6 +20,7 @@ set(public_execution launch graph graph_exec stream_capture cudrv)
 set(public_scaleout nccl mpi)
 list(APPEND public_driver file_descriptor unix_socket)  # issue 17, IPC
 list(APPEND public_memory ipc)
+list(APPEND public_memory cccl)  # issue 18, CCCL interop
 
 # The rank (index in layers) of a public header's layer, or -1.
 function(public_rank header out)
