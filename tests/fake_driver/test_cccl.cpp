@@ -8,13 +8,13 @@
 #if defined(CUDRV_TEST_CCCL)
 #include <cudrv/cccl.hpp>
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
 #include <utility>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -22,39 +22,7 @@ using cudrv::test::contains;
 
 namespace {
 
-// The fake's counters and log (the same library cudrv loaded).
-struct cccl_fake_probe {
-  void* lib = nullptr;
-  long long (*counter_fn)(const char*) = nullptr;
-  int (*is_live_fn)(CUdeviceptr) = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-
-  cccl_fake_probe() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());
-    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    REQUIRE(counter_fn != nullptr);
-    REQUIRE(is_live_fn != nullptr);
-    REQUIRE(log_fn != nullptr);
-  }
-  ~cccl_fake_probe() {
-    if (lib != nullptr) {
-      dlclose(lib);
-    }
-  }
-  long long counter(const char* name) const { return counter_fn(name); }
-  bool is_live(const void* p) const { return is_live_fn(reinterpret_cast<CUdeviceptr>(p)) != 0; }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
-};
+using cccl_fake_probe = cudrv::test::fake_probe;
 
 std::string pointer_text(const void* p) {
   char text[32];

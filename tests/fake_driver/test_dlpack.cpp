@@ -7,51 +7,22 @@
 #if defined(CUDRV_TEST_DLPACK)
 #include <cudrv/cudrv.hpp>
 #include <cudrv/dlpack.hpp>
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <memory>
 #include <string>
 #include <utility>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
 
 namespace {
 
-// The fake's counters and log (the same library cudrv loaded).
-struct fake_probe {
-  void* lib = nullptr;
-  long long (*counter_fn)(const char*) = nullptr;
-  int (*is_live_fn)(CUdeviceptr) = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-
-  fake_probe() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());
-    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    REQUIRE(counter_fn != nullptr);
-    REQUIRE(is_live_fn != nullptr);
-    REQUIRE(log_fn != nullptr);
-  }
-  ~fake_probe() {
-    if (lib != nullptr) {
-      dlclose(lib);
-    }
-  }
-  long long frees() const { return counter_fn("frees"); }
-  bool is_live(CUdeviceptr p) const { return is_live_fn(p) != 0; }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
+// The fake's counters and log, and its count of cuMemFree calls.
+struct fake_probe : cudrv::test::fake_probe {
+  long long frees() const { return counter("frees"); }
 };
 
 std::string hex(const void* p) {

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdint>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -25,17 +25,10 @@ namespace {
 
 // What the fake recorded, through the library cudrv loaded.
 struct fake_arrays {
-  void* lib = nullptr;
-  fake_arrays() {
-    REQUIRE(cudrv::driver::available());
-    lib = dlopen(std::getenv("CUDRV_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-  }
+  fake_arrays() { (void)cudrv::test::fake_hook<long long(const char*)>("fake_cuda_counter"); }  // the fake is loaded
   template <class F>
   F* fn(const char* name) const {
-    auto* f = reinterpret_cast<F*>(dlsym(lib, name));
-    REQUIRE(f != nullptr);
-    return f;
+    return cudrv::test::fake_hook<F>(name);
   }
   long long counter(const char* name) const { return fn<long long(const char*)>("fake_cuda_counter")(name); }
   long long live() const { return fn<long long()>("fake_cuda_live_texture_objects")(); }

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <atomic>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
@@ -39,34 +39,9 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
-// The fake's counters and log, through the same library cudrv loaded.
-struct fake {
-  void* lib = nullptr;
-  long long (*counter_fn)(const char*) = nullptr;
-  long long (*live_fn)() = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-  int (*is_live_fn)(CUdeviceptr) = nullptr;
-
-  fake() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());  // loads it in cudrv first
-    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    live_fn = reinterpret_cast<long long (*)()>(dlsym(lib, "fake_cuda_live_allocations"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
-    REQUIRE(counter_fn != nullptr);
-  }
-  long long counter(const std::string& name) const { return counter_fn(name.c_str()); }
-  long long live() const { return live_fn(); }
-  bool is_live(CUdeviceptr p) const { return is_live_fn(p) != 0; }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
+// The fake's counters and log, and its count of live allocations.
+struct fake : cudrv::test::fake_probe {
+  long long live() const { return cudrv::test::fake_hook<long long()>("fake_cuda_live_allocations")(); }
 };
 
 // Counts what the destruction handler receives, for the scope.

@@ -6,13 +6,13 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <algorithm>
 #include <cstdlib>
 #include <optional>
 #include <string>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -21,24 +21,8 @@ using cudrv::test::contains;
 namespace {
 
 // The fake's counters and event log, from the library cudrv loaded.
-long long counter(const char* name) {
-  REQUIRE(cudrv::driver::available());
-  void* lib = dlopen(std::getenv("CUDRV_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib != nullptr);
-  auto fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-  REQUIRE(fn != nullptr);
-  return fn(name);
-}
-
-std::string event_log() {
-  void* lib = dlopen(std::getenv("CUDRV_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib != nullptr);
-  auto fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-  REQUIRE(fn != nullptr);
-  std::string out(fn(nullptr, 0) + 1, '\0');
-  out.resize(fn(out.data(), out.size()));
-  return out;
-}
+long long counter(const char* name) { return cudrv::test::fake_counter(name); }
+std::string event_log() { return cudrv::test::fake_log(); }
 
 CUcontext current_context() {
   CUcontext ctx = nullptr;

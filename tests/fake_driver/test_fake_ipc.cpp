@@ -6,12 +6,12 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 #include <sys/mman.h>
 
 #include <cstdlib>
 #include <string>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -19,30 +19,7 @@ using cudrv::test::contains;
 
 namespace {
 
-struct fake_ipc {
-  void* lib = nullptr;
-  long long (*counter_fn)(const char*) = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-  int (*is_live_fn)(CUdeviceptr) = nullptr;
-
-  fake_ipc() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());
-    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
-    REQUIRE(counter_fn != nullptr);
-  }
-  long long counter(const std::string& name) const { return counter_fn(name.c_str()); }
-  bool is_live(CUdeviceptr p) const { return is_live_fn(p) != 0; }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
+struct fake_ipc : cudrv::test::fake_probe {
   // Where line first appears in the log after offset `from`; npos when absent.
   std::size_t find(const std::string& line, std::size_t from) const { return log().find(line, from); }
 };
@@ -293,7 +270,7 @@ TEST_CASE("fake driver: fabric handles the device reports but the driver refuses
   // fails with CUDA_ERROR_NOT_PERMITTED because the process has no IMEX channel. Callers (and the GPU
   // tier) must be able to tell "not here" from a failure.
   fake_ipc f;
-  auto set = reinterpret_cast<void (*)(int)>(dlsym(f.lib, "fake_cuda_set_fabric_without_imex"));
+  auto* set = cudrv::test::fake_hook<void(int)>("fake_cuda_set_fabric_without_imex");
   REQUIRE(set != nullptr);
   struct restore {
     void (*fn)(int);

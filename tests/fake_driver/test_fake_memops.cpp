@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -19,6 +18,7 @@
 
 #include "support/catch_support.hpp"
 #include "support/memory_support.hpp"
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
@@ -28,25 +28,8 @@ using cudrv::test::random_vector;
 
 namespace {
 
-// A function the fake exports (fake_cuda_counter, fake_cuda_log), from the library cudrv loaded.
-template <class Fn>
-Fn fake_function(const char* name) {
-  REQUIRE(cudrv::driver::available());
-  void* lib = dlopen(std::getenv("CUDRV_LIBCUDA"), RTLD_NOW | RTLD_NOLOAD);
-  REQUIRE(lib != nullptr);
-  auto fn = reinterpret_cast<Fn>(dlsym(lib, name));
-  REQUIRE(fn != nullptr);
-  return fn;
-}
-
-long long counter(const char* name) { return fake_function<long long (*)(const char*)>("fake_cuda_counter")(name); }
-
-std::string fake_log() {
-  auto fn = fake_function<std::size_t (*)(char*, std::size_t)>("fake_cuda_log");
-  std::string out(fn(nullptr, 0) + 1, '\0');
-  out.resize(fn(out.data(), out.size()));
-  return out;
-}
+long long counter(const char* name) { return cudrv::test::fake_counter(name); }
+std::string fake_log() { return cudrv::test::fake_log(); }
 
 // The log lines written since `before` (a length of the log).
 std::string log_since(std::size_t before) { return fake_log().substr(before); }
@@ -229,7 +212,7 @@ TEST_CASE("a capturing stream takes the loop, which captures as memcpy nodes", "
   cudrv::device_buffer<int> a(f.dev, 64), b(f.dev, 64);
   cudrv::copy_batch batch;
   batch.add(b, a);
-  auto set_capturing = fake_function<void (*)(CUstream)>("fake_cuda_set_capturing");
+  auto* set_capturing = cudrv::test::fake_hook<void(CUstream)>("fake_cuda_set_capturing");
   set_capturing(f.stream.native_handle());
   const long long batches = counter("memcpy_batch");
   const long long singles = counter("memcpy_async");
@@ -492,7 +475,7 @@ TEST_CASE("stream memory operations retry in the stream's context where the driv
           "[fake-driver][stream-memops]") {
   fixture f;
   cudrv::device_buffer<std::uint32_t> flag = poisoned_buffer<std::uint32_t>(f.dev, 2);
-  auto need_current = fake_function<void (*)(int)>("fake_cuda_memops_need_current");
+  auto* need_current = cudrv::test::fake_hook<void(int)>("fake_cuda_memops_need_current");
   struct restore {
     void (*fn)(int);
     ~restore() { fn(0); }

@@ -6,7 +6,6 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <cstdio>
 #include <cstdlib>
@@ -16,6 +15,7 @@
 #include <vector>
 
 #include "support/memory_support.hpp"
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -24,37 +24,10 @@ using cudrv::test::contains;
 namespace {
 
 // The fake's counters, log and graph-memory setter, through the library cudrv loaded.
-struct fake_driver {
-  void* lib = nullptr;
-  long long (*counter_fn)(const char*) = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-  void (*set_graph_memory_fn)(int, unsigned long long, unsigned long long) = nullptr;
-  long long (*live_host_fn)() = nullptr;
-  int (*is_live_fn)(CUdeviceptr) = nullptr;
-
-  fake_driver() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());
-    lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    set_graph_memory_fn =
-        reinterpret_cast<void (*)(int, unsigned long long, unsigned long long)>(dlsym(lib, "fake_cuda_set_graph_memory"));
-    live_host_fn = reinterpret_cast<long long (*)()>(dlsym(lib, "fake_cuda_live_host_allocations"));
-    is_live_fn = reinterpret_cast<int (*)(CUdeviceptr)>(dlsym(lib, "fake_cuda_is_live"));
-    REQUIRE(counter_fn != nullptr);
-    REQUIRE(set_graph_memory_fn != nullptr);
-    REQUIRE(live_host_fn != nullptr);
-  }
-  long long counter(const std::string& name) const { return counter_fn(name.c_str()); }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
-  bool is_live(CUdeviceptr p) const { return is_live_fn(p) != 0; }
+struct fake_driver : cudrv::test::fake_probe {
+  void (*set_graph_memory_fn)(int, unsigned long long, unsigned long long) =
+      cudrv::test::fake_hook<void(int, unsigned long long, unsigned long long)>("fake_cuda_set_graph_memory");
+  long long (*live_host_fn)() = cudrv::test::fake_hook<long long()>("fake_cuda_live_host_allocations");
 };
 
 std::string text_of(const void* p) {

@@ -8,7 +8,6 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
-#include <dlfcn.h>
 
 #include <array>
 #include <cstdio>
@@ -16,6 +15,7 @@
 #include <optional>
 #include <string>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -26,38 +26,16 @@ namespace {
 constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // The fake's counters, log, failure injection and VMM bookkeeping.
-struct vmm_fake {
-  long long (*counter_fn)(const char*) = nullptr;
-  std::size_t (*log_fn)(char*, std::size_t) = nullptr;
-  void (*fail_fn)(const char*, long long) = nullptr;
-  void (*granularity_fn)(std::size_t, std::size_t) = nullptr;
-  long long (*live_fn)(const char*) = nullptr;
+struct vmm_fake : cudrv::test::fake_probe {
+  void (*fail_fn)(const char*, long long) = cudrv::test::fake_hook<void(const char*, long long)>("fake_cuda_vmm_fail");
+  void (*granularity_fn)(std::size_t, std::size_t) =
+      cudrv::test::fake_hook<void(std::size_t, std::size_t)>("fake_cuda_vmm_set_granularity");
+  long long (*live_fn)(const char*) = cudrv::test::fake_hook<long long(const char*)>("fake_cuda_vmm_live");
 
-  vmm_fake() {
-    const char* path = std::getenv("CUDRV_LIBCUDA");
-    REQUIRE(path != nullptr);
-    REQUIRE(cudrv::driver::available());
-    void* lib = dlopen(path, RTLD_NOW | RTLD_NOLOAD);
-    REQUIRE(lib != nullptr);
-    counter_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_counter"));
-    log_fn = reinterpret_cast<std::size_t (*)(char*, std::size_t)>(dlsym(lib, "fake_cuda_log"));
-    fail_fn = reinterpret_cast<void (*)(const char*, long long)>(dlsym(lib, "fake_cuda_vmm_fail"));
-    granularity_fn = reinterpret_cast<void (*)(std::size_t, std::size_t)>(dlsym(lib, "fake_cuda_vmm_set_granularity"));
-    live_fn = reinterpret_cast<long long (*)(const char*)>(dlsym(lib, "fake_cuda_vmm_live"));
-    REQUIRE(counter_fn != nullptr);
-    REQUIRE(fail_fn != nullptr);
-    REQUIRE(live_fn != nullptr);
-    granularity_fn(2 * MiB, 2 * MiB);
-  }
-  long long counter(const std::string& name) const { return counter_fn(name.c_str()); }
+  vmm_fake() { granularity_fn(2 * MiB, 2 * MiB); }
   long long live(const char* what) const { return live_fn(what); }
   void fail_nth(const char* api, long long n) const { fail_fn(api, n); }
   void granularity(std::size_t minimum, std::size_t recommended) const { granularity_fn(minimum, recommended); }
-  std::string log() const {
-    std::string out(log_fn(nullptr, 0) + 1, '\0');
-    out.resize(log_fn(out.data(), out.size()));
-    return out;
-  }
   // Everything the fake knows of VMM is gone.
   bool nothing_live() const {
     return live("reservations") == 0 && live("handles") == 0 && live("mappings") == 0 && live("physical") == 0;
