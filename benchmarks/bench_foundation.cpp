@@ -254,6 +254,26 @@ int run(const config& cfg, bool quick) {
     };
     results.push_back(measure_host("event create+destroy", raw, wrapped, 20000 / scale, cfg));
     results.push_back(measure_host("A/A: raw event create+destroy vs itself", raw, raw, 20000 / scale, cfg));
+    // (b1') Where the difference goes: the raw calls plus the one check cudrv adds (cuCtxGetCurrent,
+    // compared with the context the event is for, as a careful raw caller would) against cudrv. What
+    // remains between the two is cudrv's own code; the rest of (b) is the driver's cuCtxGetCurrent.
+    const CUcontext primary = dev.primary_context().native_handle();
+    timed_loop checked = [&](int n) {
+      const steady::time_point t0 = steady::now();
+      for (int i = 0; i < n; ++i) {
+        CUcontext c = nullptr;
+        check(api.ctx_get_current(&c), "cuCtxGetCurrent");
+        if (c != primary) {
+          throw std::runtime_error("the primary context is not current");
+        }
+        CUevent e = nullptr;
+        check(api.event_create(&e, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        check(api.event_destroy(e), "cuEventDestroy");
+      }
+      return ns_since(t0);
+    };
+    results.push_back(
+        measure_host("event create+destroy against raw + context check", checked, wrapped, 20000 / scale, cfg));
   }
 
   // (b2) event create + record + destroy: the "event create+record", as one operation.

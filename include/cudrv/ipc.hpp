@@ -41,14 +41,17 @@ struct fabric_handle {
 };
 
 /// @brief Whether @p dev can create pools shareable through @p type (its
-/// `mempool_supported_handle_types`, and for fabric handles `handle_type_fabric_supported`).
+/// `mempool_supported_handle_types`, and for fabric handles `handle_type_fabric_supported` and an IMEX
+/// channel this process can open, `/dev/nvidia-caps-imex-channels/channel*`).
 [[nodiscard]] bool supports_shareable_pools(const device& dev, shareable_handle_type type);
 
 /// @brief Creates a pool of device memory on @p dev that other processes can import, after checking
-/// that the device supports @p type.
+/// that the device supports @p type. The pool is exported once before it is returned: the driver
+/// refuses to export its allocations (@ref export_pointer) until then.
 /// @throws not_supported_error naming the device attribute when it does not, and for fabric handles
-/// also when the driver refuses them for want of an IMEX channel (`CUDA_ERROR_NOT_PERMITTED`, the usual
-/// case on a machine outside a multi-node NVLink domain, even where the device reports support)
+/// also when this process has no IMEX channel (`CUDA_ERROR_NOT_PERMITTED`, the usual case on a machine
+/// outside a multi-node NVLink domain, even where the device reports support; checked before the
+/// driver is called, which crashes destroying such a pool)
 /// @code
 /// cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
 /// cudrv::file_descriptor fd = cudrv::export_pool_descriptor(pool);   // send it with cudrv::unix_socket

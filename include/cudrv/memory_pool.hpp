@@ -226,7 +226,9 @@ void set_current_memory_pool(const device& dev, memory_pool_ref pool);
 /// @brief The memory a device keeps for the allocation nodes of graphs
 /// (`cuDeviceGetGraphMemAttribute`), in bytes.
 struct graph_memory_usage {
-  std::size_t used_current = 0;      ///< Bytes in use by graph allocations now (`CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT`).
+  /// Bytes associated with graph allocations now (`CU_GRAPH_MEM_ATTR_USED_MEM_CURRENT`); memory of a freed
+  /// graph allocation counts until @ref trim_graph_memory returns it.
+  std::size_t used_current = 0;
   std::size_t used_high = 0;         ///< High-water mark of @ref used_current since the last reset.
   std::size_t reserved_current = 0;  ///< Bytes the graph allocator holds from the system now.
   std::size_t reserved_high = 0;     ///< High-water mark of @ref reserved_current since the last reset.

@@ -69,7 +69,16 @@ void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx
   const auto src = static_cast<CUdeviceptr>(c.src);
   if (async) {
     require_stream(stream, api);
-    stream_context_scope scope(stream);
+    // The call names both contexts, and the driver checks each pointer against its own; it needs some
+    // context current, not the stream's (a raw cuMemcpyPeerAsync on a stream of another device works
+    // the same). So the stream's context is made current only when none is: one cuCtxGetCurrent on the
+    // usual path instead of cuStreamGetCtx and a push and pop (the 8-byte latency of a peer copy).
+    CUcontext current = nullptr;
+    check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+    std::optional<stream_context_scope> scope;
+    if (current == nullptr) {
+      scope.emplace(stream);
+    }
     check(drv::cuMemcpyPeerAsync(dst, dst_ctx, src, src_ctx, c.bytes, stream), "cuMemcpyPeerAsync",
           [&] { return describe_copy(c); });
   } else {

@@ -1,6 +1,8 @@
 // Memory shared between processes: shareable pools, pool pointer export/import, legacy IPC.
 #include "cudrv/ipc.hpp"
 
+#include <unistd.h>
+
 #include <cstring>
 #include <string>
 
@@ -58,11 +60,10 @@ void require_fabric(const device& dev, const char* api) {
   }
 }
 
-// Why a fabric request the device supports was refused (CUDA_ERROR_NOT_PERMITTED).
+// Why a fabric request the device supports is refused (CUDA_ERROR_NOT_PERMITTED).
 std::string no_imex_channel(const device& dev) {
-  return device_text(dev) + " supports fabric handles, but the driver refused them (CUDA_ERROR_NOT_PERMITTED): "
-                            "fabric sharing needs an IMEX channel this process can open "
-                            "(/dev/nvidia-caps-imex-channels/channel*)";
+  return device_text(dev) + " supports fabric handles, but fabric sharing needs an IMEX channel this process "
+                            "can open (/dev/nvidia-caps-imex-channels/channel*), and there is none";
 }
 
 void require_pool(memory_pool_ref pool, const char* api) {
@@ -79,6 +80,24 @@ void require_elements(const char* api, std::size_t bytes, std::size_t element_si
   }
 }
 
+// The driver refuses cuMemPoolExportPointer (CUDA_ERROR_INVALID_VALUE) for the allocations of a
+// shareable pool until the pool itself has been exported once (seen on driver 580.159.04, CUDA 13.0:
+// every size, synchronised or not, context current or not; the same allocations export after one
+// cuMemPoolExportToShareableHandle). Exporting the pool once, and closing the descriptor at once,
+// arms it. Returns the driver's status of that export.
+CUresult arm_pointer_export(CUmemoryPool pool, CUmemAllocationHandleType type) noexcept {
+  if (type == fabric_type) {
+    unsigned char data[64] = {};  // CUmemFabricHandle: 64 bytes, nothing to release
+    return drv::cuMemPoolExportToShareableHandle(static_cast<void*>(data), pool, fabric_type, 0ull);
+  }
+  int fd = -1;
+  const CUresult status = drv::cuMemPoolExportToShareableHandle(static_cast<void*>(&fd), pool, posix_fd, 0ull);
+  if (status == CUDA_SUCCESS && fd >= 0) {
+    ::close(fd);
+  }
+  return status;
+}
+
 }  // namespace
 
 bool supports_shareable_pools(const device& dev, shareable_handle_type type) {
@@ -89,13 +108,19 @@ bool supports_shareable_pools(const device& dev, shareable_handle_type type) {
   if ((mask & static_cast<unsigned int>(type)) == 0) {
     return false;
   }
-  return type != shareable_handle_type::fabric || fabric_supported(dev);
+  return type != shareable_handle_type::fabric || (fabric_supported(dev) && detail::imex_channel_available());
 }
 
 memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type type, memory_pool_properties properties) {
   const char* api = "cudrv::make_shareable_memory_pool";
   if (type != shareable_handle_type::posix_file_descriptor && type != shareable_handle_type::fabric) {
     throw invalid_argument_error(api, "unknown shareable_handle_type " + std::to_string(static_cast<unsigned>(type)));
+  }
+  if (type == shareable_handle_type::fabric && dev.attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0 &&
+      fabric_supported(dev) && !detail::imex_channel_available()) {
+    // Refused before the driver: without an IMEX channel, driver 580.159.04 creates the pool, refuses to
+    // export it and crashes the process when the pool is destroyed.
+    throw not_supported_error(CUDA_ERROR_NOT_PERMITTED, api, no_imex_channel(dev));
   }
   if (!supports_shareable_pools(dev, type)) {
     const auto mask = static_cast<unsigned int>(dev.attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES));
@@ -107,11 +132,19 @@ memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type 
                                        : ")"));
   }
   properties.handle_type = static_cast<CUmemAllocationHandleType>(type);
+  // Armed for export_pointer at once (see arm_pointer_export): a user who exports an allocation before
+  // the pool would otherwise get the driver's CUDA_ERROR_INVALID_VALUE.
+  auto armed = [&](memory_pool pool) {
+    check(arm_pointer_export(pool.native_handle(), properties.handle_type), "cuMemPoolExportToShareableHandle",
+          [&] { return "a first export of the new pool, which the driver needs before its allocations can be "
+                       "exported (" + type_name(type) + ", " + device_text(dev) + ")"; });
+    return pool;
+  };
   if (type != shareable_handle_type::fabric) {
-    return memory_pool(dev, properties);
+    return armed(memory_pool(dev, properties));
   }
   try {
-    return memory_pool(dev, properties);
+    return armed(memory_pool(dev, properties));
   } catch (const not_supported_error&) {
     throw;
   } catch (const error& e) {
@@ -323,7 +356,21 @@ void pool_export_pointer(void* data_out, CUdeviceptr address, std::size_t bytes,
                                       "shared with ipc_handle");
   }
   CUmemPoolPtrExportData data{};
-  check(drv::cuMemPoolExportPointer(&data, address), "cuMemPoolExportPointer", [&] {
+  CUresult status = drv::cuMemPoolExportPointer(&data, address);
+  if (status == CUDA_ERROR_INVALID_VALUE) {
+    // A shareable pool made elsewhere (memory_pool with a handle type, an adopted handle) that was
+    // never exported: arm it (see arm_pointer_export) and ask again. A pool that is not shareable
+    // refuses both exports, and the first error stands.
+    CUmemoryPool pool = nullptr;
+    CUpointer_attribute attribute = CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
+    void* value = &pool;
+    if (drv::cuPointerGetAttributes(1, &attribute, &value, address) == CUDA_SUCCESS &&
+        pool != nullptr &&
+        (arm_pointer_export(pool, posix_fd) == CUDA_SUCCESS || arm_pointer_export(pool, fabric_type) == CUDA_SUCCESS)) {
+      status = drv::cuMemPoolExportPointer(&data, address);
+    }
+  }
+  check(status, "cuMemPoolExportPointer", [&] {
     return format_bytes(bytes) + " at " + format_address(address) +
            " (the buffer must come from a pool created shareable: make_shareable_memory_pool)";
   });

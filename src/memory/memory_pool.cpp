@@ -1,5 +1,8 @@
 #include "cudrv/memory_pool.hpp"
 
+#include <dirent.h>
+#include <unistd.h>
+
 #include <string>
 #include <vector>
 
@@ -8,6 +11,26 @@
 #include "driver/driver_api.hpp"
 
 namespace cudrv {
+
+namespace detail {
+bool imex_channel_available() noexcept {
+  DIR* dir = ::opendir("/dev/nvidia-caps-imex-channels");
+  if (dir == nullptr) {
+    return false;
+  }
+  bool found = false;
+  while (const dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    if (name.rfind("channel", 0) == 0 &&
+        ::access(("/dev/nvidia-caps-imex-channels/" + name).c_str(), R_OK | W_OK) == 0) {
+      found = true;
+      break;
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+}  // namespace detail
 
 using detail::check;
 namespace drv = detail::drv;
@@ -191,6 +214,15 @@ memory_pool::memory_pool(memory_location where, memory_allocation_type type, con
     throw invalid_argument_error(api, "a pool on memory_location::host() cannot be shared with other processes "
                                       "(the driver's rule); give it no handle type, or use a pool on "
                                       "memory_location::host_numa(node)");
+  }
+  if ((static_cast<unsigned>(properties.handle_type) & 0x8u) != 0 && !detail::imex_channel_available()) {
+    // CU_MEM_HANDLE_TYPE_FABRIC without an IMEX channel: the driver (580.159.04) creates the pool, refuses
+    // to export it (CUDA_ERROR_NOT_PERMITTED), and crashes the process in cuMemPoolDestroy. Refused here,
+    // before the driver sees it.
+    throw not_supported_error(CUDA_ERROR_NOT_PERMITTED, api,
+                              "a pool shareable through fabric handles needs an IMEX channel this process can "
+                              "open (/dev/nvidia-caps-imex-channels/channel*), and there is none; without one "
+                              "the driver could not export the pool");
   }
   CUmemPoolProps props{};
   props.allocType = static_cast<CUmemAllocationType>(type);

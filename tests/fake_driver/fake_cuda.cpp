@@ -398,6 +398,8 @@ CUresult CUDAAPI fake_cuDeviceTotalMem(std::size_t* bytes, CUdevice) {
 
 // Set by fake_cuda_set_fabric_without_imex: every device reports fabric handles (pools and VMM), and
 // the driver refuses them with CUDA_ERROR_NOT_PERMITTED, as a real one does without an IMEX channel.
+// (Driver 580.159.04 creates a fabric *pool* without a channel, refuses to export it and crashes when it
+// is destroyed; cudrv refuses such pools before calling the driver, so that refusal is cudrv's.)
 bool fabric_without_imex = false;
 
 CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
@@ -921,6 +923,8 @@ CUresult CUDAAPI fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_
   return copy(dst, src, n);
 }
 
+std::map<CUdeviceptr, std::size_t>& pool_of_allocation();  // IPC section below
+
 CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr p) {
   FAKE_ENTER();
   count("pointer_queries");
@@ -957,9 +961,13 @@ CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* at
       case CU_POINTER_ATTRIBUTE_BUFFER_ID:
         *static_cast<unsigned long long*>(data[i]) = 0;
         break;
-      case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE:
-        *static_cast<CUmemoryPool*>(data[i]) = nullptr;
+      case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
+        auto pool = pool_of_allocation().find(start);
+        *static_cast<CUmemoryPool*>(data[i]) =
+            a != nullptr && pool != pool_of_allocation().end() ? reinterpret_cast<CUmemoryPool>(0x9000 + pool->second)
+                                                                : nullptr;
         break;
+      }
       default:
         *static_cast<int*>(data[i]) = 0;
     }
@@ -1571,6 +1579,7 @@ struct fake_pool {
   unsigned handle_types = 0;
   bool alive = true;
   long source = -1;  // imported: the index of the exported pool
+  bool exported = false;  // as the real driver (580): pointers export only after the pool was exported once
 };
 
 std::map<std::size_t, fake_pool>& pool_info() {
@@ -1716,6 +1725,7 @@ CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void* out, CUmemoryPool p
     return fail(CUDA_ERROR_OPERATING_SYSTEM);
   }
   *static_cast<int*>(out) = fd;
+  info->exported = true;
   count("pool_exports");
   return CUDA_SUCCESS;
 }
@@ -1749,7 +1759,7 @@ CUresult CUDAAPI fake_cuMemPoolExportPointer(CUmemPoolPtrExportData* data, CUdev
   FAKE_ENTER();
   auto it = pool_of_allocation().find(p);
   if (data == nullptr || it == pool_of_allocation().end() || st().live.count(p) == 0 ||
-      pool_info()[it->second].handle_types == 0) {
+      pool_info()[it->second].handle_types == 0 || !pool_info()[it->second].exported) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   *data = CUmemPoolPtrExportData{};
