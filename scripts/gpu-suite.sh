@@ -3,7 +3,8 @@
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
 #   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
 #      that provoke no driver refusal on purpose with API errors reported and --error-exitcode; the
-#      NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
+#      runtime-interop tests (cudrv_runtime_tests: the CUDA runtime and cuBLAS on cudrv objects) with
+#      both; the NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
 #   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
 #   4. the examples at the sizes of examples/test-sizes.txt (also under the sanitizer's memcheck, API
 #      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
@@ -191,6 +192,19 @@ if [ "$sanitize" = 1 ]; then
   echo "exit code $rc" | tee -a "$out/summary.txt"
   record "memcheck with API errors of cudrv_gpu_tests" "$rc"
   grep -E "ERROR SUMMARY|test cases|assertions|Program hit" "$out/sanitizer-api-errors.log" | sort | uniq -c | head -40 | tee -a "$out/summary.txt"
+
+  # 2b. cudrv next to the CUDA runtime and cuBLAS (cudrv_runtime_tests, its own binary: it links the shared
+  #    runtime and cuBLAS): memory errors, leaks and API errors, as users run the sanitizer in CI.
+  rt_tests="$build/tests/cudrv_runtime_tests"
+  if [ -x "$rt_tests" ]; then
+    echo "== compute-sanitizer memcheck --leak-check full --error-exitcode, API errors reported: cudrv_runtime_tests" | tee -a "$out/summary.txt"
+    compute-sanitizer --tool memcheck "${san_procs[@]}" --leak-check full --error-exitcode 99 "$rt_tests" -d yes \
+      > "$out/sanitizer-runtime.log" 2>&1
+    rc=$?
+    echo "exit code $rc" | tee -a "$out/summary.txt"
+    record "memcheck of cudrv_runtime_tests" "$rc"
+    grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-runtime.log" | tee -a "$out/summary.txt"
+  fi
 
   # 3. Scale-out: NCCL over every GPU of one process, and the MPI programs with two ranks on this
   #    machine's GPUs (sharing one where there is one), memory errors and leaks; API errors are not
