@@ -258,7 +258,9 @@ TEST_CASE("runtime: cuBLAS SAXPY and SGEMM on a cudrv stream, cudrv buffers and 
     std::size_t bad = 0;
     for (std::size_t i = 0; i < n; ++i) {
       const double ref = static_cast<double>(a) * x[i] + y0[i];
-      const double bound_i = 2 * u * (std::fabs(static_cast<double>(a) * x[i]) + std::fabs(y0[i]));
+      // One rounding of a x (none with an FMA) and one of the sum, with room for the product's error
+      // carried into the sum: 3u (|a x| + |y|).
+      const double bound_i = 3 * u * (std::fabs(static_cast<double>(a) * x[i]) + std::fabs(y0[i]));
       bad += std::fabs(y[i] - ref) <= bound_i ? 0 : 1;  // NaN counts as bad
     }
     CHECK(bad == 0);
@@ -272,13 +274,17 @@ TEST_CASE("runtime: cuBLAS SAXPY and SGEMM on a cudrv stream, cudrv buffers and 
     cudrv::device_buffer<float> da(dev, a.size()), db(dev, b.size()), dc(dev, static_cast<std::size_t>(m) * n);
     cudrv::copy(da, a, s);
     cudrv::copy(db, b, s);
+    auto sgemm = [&] {
+      BLAS_REQUIRE(cublasSgemm(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, da.get(), m, db.get(), k, &beta,
+                               dc.get(), m));
+    };
+    sgemm();  // once before the gate: the first call loads cuBLAS's kernels, which must not wait for the gate
     cudrv::fill(dc, std::numeric_limits<float>::quiet_NaN(), s);
     s.synchronize();
 
     gate g;
     s.enqueue(g.blocker());
-    BLAS_REQUIRE(cublasSgemm(blas.handle, CUBLAS_OP_N, CUBLAS_OP_N, m, n, k, &alpha, da.get(), m, db.get(), k, &beta,
-                             dc.get(), m));
+    sgemm();
     // Not run yet: C, read on another stream, is still all poison, and s is held back.
     const std::vector<float> early = read_back(dc, other);
     CHECK(std::all_of(early.begin(), early.end(), [](float v) { return std::isnan(v); }));
