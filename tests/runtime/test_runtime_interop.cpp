@@ -26,6 +26,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/catch_support.hpp"
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
@@ -117,13 +118,20 @@ std::vector<T> read_back(const cudrv::device_buffer<T>& buf, cudrv::stream_ref s
 
 }  // namespace
 
-TEST_CASE("runtime: the default-stream handles of the runtime are cudrv's", "[runtime]") {
-  // No device needed: views of handles.
+TEST_CASE("runtime: the default-stream handles of the runtime are cudrv's, viewed and never owned", "[runtime]") {
+  // No device needed: views of handles, and refusals made before any driver call.
   CHECK(cudrv::stream_ref(cudaStreamLegacy) == cudrv::stream_ref::legacy_default());
   CHECK(cudrv::stream_ref(cudaStreamPerThread) == cudrv::stream_ref::per_thread_default());
   const cudaStream_t zero = nullptr;  // the runtime's stream 0
   CHECK(cudrv::stream_ref(zero) == cudrv::stream_ref::legacy_default());
   CHECK(cudrv::stream_ref(zero).native_handle() == cudaStreamLegacy);
+  // They are viewed, never owned: adopting one as an owner is refused before the driver is asked.
+  for (const cudaStream_t s : {cudaStreamLegacy, cudaStreamPerThread, zero}) {
+    const auto e = cudrv::test::require_invalid_argument("stream::from_native_handle of a runtime default stream",
+                                                         [&] { (void)cudrv::stream::from_native_handle(s); });
+    CHECK(e.api() == "cudrv::stream::from_native_handle");
+    CHECK(cudrv::test::contains(e.what(), "default stream cannot be owned"));
+  }
 }
 
 TEST_CASE("runtime: the runtime's primary context is cudrv's primary context", "[gpu][runtime]") {
