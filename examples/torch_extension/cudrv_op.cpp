@@ -15,6 +15,7 @@
 // (c10::cuda::CUDAGuard, what every PyTorch CUDA operator does): it selects the tensor's device in the
 // runtime, which makes that device's primary context current, as PyTorch does before its own kernels.
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <torch/extension.h>
 
@@ -95,8 +96,9 @@ torch::Tensor axpby_out(const torch::Tensor& x, const torch::Tensor& y, torch::T
   cudrv_torch::check_operands("cudrv_torch.axpby_out", x, y, out);
   const c10::cuda::CUDAGuard guard(x.device());
   const int ordinal = x.get_device();
-  launch_axpby(torch_stream(ordinal), ordinal, x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), alpha,
-               beta, static_cast<std::size_t>(x.numel()));
+  const cudrv::stream_ref stream = torch_stream(ordinal);
+  launch_axpby(stream, ordinal, x.data_ptr<float>(), y.data_ptr<float>(), out.data_ptr<float>(), alpha, beta,
+               static_cast<std::size_t>(x.numel()));
   return out;
 }
 
