@@ -436,6 +436,9 @@ def main():
     parser.add_argument("--verbose", action="store_true", help="show the extensions' build commands")
     args = parser.parse_args()
 
+    # The ninja of this Python's environment (pip's ninja puts it next to the interpreter), found by
+    # cpp_extension through PATH even when the environment is not activated.
+    os.environ["PATH"] = str(pathlib.Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", "")
     try:
         import torch
         import torch.utils.cpp_extension as cpp_extension
