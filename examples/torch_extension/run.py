@@ -21,6 +21,7 @@ The kernel's cubin is cached where cudrv's compile cache is ($CUDRV_CACHE_DIR, .
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import pathlib
@@ -276,6 +277,14 @@ def take_capsule(obj, stream, versioned):
     return obj.__dlpack__(stream=stream)
 
 
+def to_cpu(torch, array):
+    """A PyTorch or CuPy array's values as a CPU tensor."""
+    if isinstance(array, torch.Tensor):
+        return array.cpu()
+    import cupy
+    return torch.from_numpy(cupy.asnumpy(array))
+
+
 def dlpack_round_trip(torch, ext, framework, versioned):
     """cudrv -> framework -> cudrv, without a copy, counting the deleters' calls."""
     n = 1 << 16
@@ -295,9 +304,6 @@ def dlpack_round_trip(torch, ext, framework, versioned):
         stream = stream_value(torch.cuda.current_stream().cuda_stream)
         expect(torch.equal(t.cpu(), src), "the framework reads other values than cudrv wrote")
         t.mul_(2)  # written by the framework, read back by cudrv
-
-        def read():
-            return t.cpu()
     else:
         import cupy
         t = cupy.from_dlpack(CudrvArray(producer))
@@ -305,9 +311,6 @@ def dlpack_round_trip(torch, ext, framework, versioned):
         stream = stream_value(cupy.cuda.get_current_stream().ptr)
         expect(bool((cupy.asnumpy(t) == src.numpy()).all()), "CuPy reads other values than cudrv wrote")
         t *= 2
-
-        def read():
-            return torch.from_numpy(cupy.asnumpy(t))
     expect(ptr == base, f"the {framework} array's address {ptr:#x} is not cudrv's buffer {base:#x} (a copy?)")
     expect(producer.deleter_calls == 0, "the deleter ran while the array is alive")
     expect(torch.equal(producer.to_host(stream), src * 2), f"cudrv does not see what {framework} wrote")
@@ -317,14 +320,14 @@ def dlpack_round_trip(torch, ext, framework, versioned):
     expect(imported.data_ptr == base, f"the imported view's address {imported.data_ptr:#x} is not {base:#x}")
     expect(imported.size == n and imported.is_open, "the imported view has another size")
     imported.axpby_self(1.0, 1.0, stream)  # in place on the framework's stream: 2 * src -> 4 * src
-    expect(torch.equal(read(), src * 4), f"{framework} does not see what cudrv wrote through the import")
+    expect(torch.equal(to_cpu(torch, t), src * 4), f"{framework} does not see what cudrv wrote through the import")
     expect(imported.deleter_calls == 0, "the framework's deleter ran while cudrv holds its tensor")
     imported.close()
     imported.close()
     expect(imported.deleter_calls == 1, f"the framework's deleter ran {imported.deleter_calls} times, not once")
     expect(producer.deleter_calls == 0, "cudrv's deleter ran while the framework's array is alive")
     got_struct = "versioned" if imported.versioned else "legacy"
-    del t, imported, read
+    del t, imported
     gc.collect()
     torch.cuda.synchronize()
     expect(producer.deleter_calls == 1,
@@ -476,7 +479,7 @@ def main():
 
     def cupy_round_trip(versioned):
         try:
-            import cupy  # noqa: F401
+            importlib.import_module("cupy")
         except ImportError as e:
             raise Skip(f"CuPy is not importable here ({e})") from e
         return dlpack_round_trip(torch, ext, "cupy", versioned)
