@@ -104,7 +104,7 @@ torch::Tensor axpby_out(const torch::Tensor& x, const torch::Tensor& y, torch::T
 
 torch::Tensor axpby(const torch::Tensor& x, const torch::Tensor& y, double alpha, double beta) {
   cudrv_torch::check_operand("cudrv_torch.axpby", "x", x, x);  // before empty_like, for x's own message
-  return axpby_out(x, y, torch::empty_like(x, at::MemoryFormat::Contiguous), alpha, beta);
+  return axpby_out(x, y, torch::empty(x.sizes(), x.options()), alpha, beta);
 }
 
 // The host time of `iterations` launches on the current stream (the checks once, before): what

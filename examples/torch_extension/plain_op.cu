@@ -44,7 +44,7 @@ torch::Tensor axpby_out(const torch::Tensor& x, const torch::Tensor& y, torch::T
 
 torch::Tensor axpby(const torch::Tensor& x, const torch::Tensor& y, double alpha, double beta) {
   cudrv_torch::check_operand("plain_torch.axpby", "x", x, x);
-  return axpby_out(x, y, torch::empty_like(x, at::MemoryFormat::Contiguous), alpha, beta);
+  return axpby_out(x, y, torch::empty(x.sizes(), x.options()), alpha, beta);
 }
 
 double bench_launches(const torch::Tensor& x, const torch::Tensor& y, torch::Tensor out, double alpha, double beta,
