@@ -6,7 +6,8 @@
 #      NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
 #   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
 #   4. the examples at the sizes of examples/test-sizes.txt (also under the sanitizer's memcheck, API
-#      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
+#      errors reported, and racecheck for those that share memory), the PyTorch/CuPy example
+#      (examples/torch_extension/run.py, where a python3 imports torch) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup
 #      bench_nccl bench_vmm bench_batch_copy;
@@ -283,6 +284,41 @@ while IFS='|' read -r name args racecheck sanitizer_args; do
     fi
   fi
 done < "$root/examples/test-sizes.txt"
+
+# The PyTorch operator written with cudrv and the DLPack round trips with PyTorch and CuPy
+# (examples/torch_extension/run.py: builds two extensions with torch.utils.cpp_extension against this
+# build tree, prints PASS/FAIL lines and the launch-cost figure), with the first python3 that imports
+# torch: $TORCH_PYTHON, python3, /opt/torch/.venv/bin/python3. Skipped where none does. Under the
+# sanitizer (--quick, the extensions already built) PyTorch's own API errors are not counted.
+torch_py=
+for py in ${TORCH_PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
+  if command -v "$py" > /dev/null 2>&1 && "$py" -c "import torch" > /dev/null 2>&1; then
+    torch_py=$py
+    break
+  fi
+done
+if [ -z "$torch_py" ]; then
+  echo "-- torch_extension: skipped (no python3 here imports torch; set TORCH_PYTHON)" | tee -a "$out/summary.txt"
+  skipped=$((skipped + 1))
+else
+  echo "-- torch_extension ($torch_py examples/torch_extension/run.py)" | tee -a "$out/summary.txt"
+  timeout 900 "$torch_py" "$root/examples/torch_extension/run.py" --build "$build" > "$out/torch_extension.log" 2>&1
+  rc=$?
+  grep -E '^(PASS|FAIL|SKIP) |^torch_extension: |^\{|passed, ' "$out/torch_extension.log" | tee -a "$out/summary.txt"
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  record "examples/torch_extension/run.py" "$rc"
+  if [ "$sanitize" = 1 ] && [ "$rc" = 0 ]; then
+    timeout 900 compute-sanitizer --tool memcheck "${san_procs[@]}" --report-api-errors no --error-exitcode 99 \
+      "$torch_py" "$root/examples/torch_extension/run.py" --build "$build" --quick > "$out/torch_extension-memcheck.log" 2>&1
+    rc=$?
+    echo "torch_extension under compute-sanitizer memcheck (--quick): exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY|passed, " "$out/torch_extension-memcheck.log" | tr '\n' ' ')" | tee -a "$out/summary.txt"
+    record "examples/torch_extension/run.py under memcheck" "$rc"
+  elif [ "$sanitize" = 1 ]; then
+    echo "torch_extension under compute-sanitizer memcheck: not run (the plain run failed)" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
+  fi
+fi
 
 fi
 
