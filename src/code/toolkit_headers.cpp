@@ -52,11 +52,10 @@ int read_cccl_version(const std::string& cccl_dir) {
   std::string line;
   while (std::getline(in, line)) {
     std::istringstream words(line);
-    std::string hash;
-    std::string define;
+    std::string directive;
     std::string name;
     long value = 0;
-    if (words >> hash >> define >> name >> value && hash == "#define" && name == "CCCL_VERSION") {
+    if (words >> directive >> name >> value && directive == "#define" && name == "CCCL_VERSION") {
       return static_cast<int>(value);
     }
   }
