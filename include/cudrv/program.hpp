@@ -87,7 +87,7 @@ struct compile_options {
   std::vector<std::string> defines{};
   /// @brief Directories searched for `#include` after the program's own @ref header list (`-I`).
   std::vector<std::string> include_paths{};
-  /// @brief Also search the CUDA toolkit's headers, after @ref include_paths: its CCCL directory
+  /// @brief Also search the CUDA toolkit's headers, after the @ref include_paths, first its CCCL directory
   /// (`<cub/...>`, `<thrust/...>`, `<cuda/std/...>`, `<cuda/barrier>`) then its include directory
   /// (`<cuda_fp16.h>`, `<cuda_runtime.h>`), as @ref find_toolkit_headers finds them. NVRTC itself
   /// knows none of them.
