@@ -6,11 +6,15 @@
 #include <cudrv/compile_cache.hpp>
 #include <cudrv/program.hpp>
 
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <bit>
 #include <chrono>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -19,6 +23,8 @@
 #include "support/catch_support.hpp"
 #include "support/cccl_kernels.hpp"
 #include "support/test_support.hpp"
+
+extern char** environ;
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
@@ -64,6 +70,53 @@ void write_all(const fs::path& p, const std::string& text) { std::ofstream(p, st
 cudrv::program block_sum_program() { return cudrv::program("block_sum.cu", cudrv::test::cub_block_sum_source); }
 
 const std::vector<std::string> block_sum_expr{"block_sum<int, 256>"};
+
+std::string read_all(const fs::path& p) {
+  std::ifstream in(p);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+// Runs the cache writer (tests/cpu/cache_writer.cpp) on a CUB kernel with the toolkit's headers, in a
+// process of its own whose CUDA_PATH is @p cuda_path; returns its output.
+std::string run_writer(const fs::path& dir, const std::string& cache_dir, const std::string& cuda_path) {
+  const fs::path start = dir / "start";
+  write_all(start, "go");
+  const fs::path out = dir / "writer.out";
+  std::vector<std::string> args{CUDRV_TEST_CACHE_WRITER, cache_dir, start.string(), "block_sum.cu",
+                                std::string(cudrv::test::cub_block_sum_source) +
+                                    "\ntemplate __global__ void block_sum<int, 128>(const int*, int*, unsigned);\n",
+                                "toolkit"};
+  std::vector<char*> argv;
+  for (auto& a : args) {
+    argv.push_back(a.data());
+  }
+  argv.push_back(nullptr);
+  std::vector<std::string> env_strings{"CUDA_PATH=" + cuda_path};
+  for (char** e = environ; *e != nullptr; ++e) {
+    if (!std::string_view(*e).starts_with("CUDA_PATH=")) {
+      env_strings.emplace_back(*e);
+    }
+  }
+  std::vector<char*> envp;
+  for (auto& e : env_strings) {
+    envp.push_back(e.data());
+  }
+  envp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  ::posix_spawn_file_actions_init(&actions);
+  ::posix_spawn_file_actions_addopen(&actions, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  pid_t pid = 0;
+  const int spawned = ::posix_spawn(&pid, CUDRV_TEST_CACHE_WRITER, &actions, nullptr, argv.data(), envp.data());
+  ::posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(spawned == 0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  const std::string output = read_all(out);
+  INFO(output);
+  REQUIRE(WIFEXITED(status));
+  REQUIRE(WEXITSTATUS(status) == 0);
+  return output;
+}
 
 }  // namespace
 
@@ -284,4 +337,29 @@ TEST_CASE("compile_cache: automatic PCH is cached, explicit PCH files are not", 
   create.pch.create = (dir.path / "explicit.pch").string();
   (void)cache.compile(prog, cudrv::code_kind::cubin, create, block_sum_expr);
   CHECK(cache.stats().uncacheable == 1);
+}
+
+TEST_CASE("compile_cache: CUDA_PATH chooses the toolkit, and a toolkit update is a miss, in new processes",
+          "[compile_cache][cccl]") {
+  temp_dir dir;
+  // A toolkit of our own: a copy of the real CCCL under <root>/include/cccl.
+  const fs::path root = dir.path / "toolkit";
+  fs::create_directories(root / "include");
+  fs::copy(cudrv::find_toolkit_headers().cccl, root / "include" / "cccl", fs::copy_options::recursive);
+  const std::string cache_dir = (dir.path / "cache").string();
+  const std::string found = "toolkit=CUDA_PATH:" + fs::canonical(root / "include" / "cccl").string() + " ";
+
+  const std::string first = run_writer(dir.path, cache_dir, root.string());
+  CHECK(first.starts_with(found));
+  CHECK(contains(first, "hits=0 misses=1"));
+  const std::string second = run_writer(dir.path, cache_dir, root.string());  // another run: a hit
+  CHECK(contains(second, "hits=1 misses=0"));
+  // The toolkit is updated (CCCL's version file rewritten): the entry is not served.
+  const fs::path version = root / "include" / "cccl" / "cuda" / "std" / "__cccl" / "version.h";
+  const std::string text = read_all(version);
+  fs::remove(version);
+  write_all(version, text);
+  fs::last_write_time(version, fs::last_write_time(version) + std::chrono::seconds(5));
+  const std::string third = run_writer(dir.path, cache_dir, root.string());
+  CHECK(contains(third, "hits=0 misses=1"));
 }
