@@ -363,3 +363,23 @@ TEST_CASE("compile_cache: CUDA_PATH chooses the toolkit, and a toolkit update is
   const std::string third = run_writer(dir.path, cache_dir, root.string());
   CHECK(contains(third, "hits=0 misses=1"));
 }
+
+TEST_CASE("program: a PCH heap too small is reported with the size needed; resized, the PCH is created",
+          "[program][cccl][pch]") {
+  const std::size_t original = cudrv::nvrtc_pch_heap_size();
+  CHECK(original > 0);
+  cudrv::set_nvrtc_pch_heap_size(std::size_t{1} << 20);
+  CHECK(cudrv::nvrtc_pch_heap_size() == std::size_t{1} << 20);
+  cudrv::compile_options pch = sm90_cccl;
+  pch.pch.automatic = true;
+  const auto small = block_sum_program().compile(cudrv::code_kind::cubin, pch, block_sum_expr);
+  INFO(small.log);
+  CHECK(is_cuda_elf(small.code.bytes()));  // the code is still produced
+  REQUIRE(small.pch == cudrv::pch_status::heap_exhausted);
+  CHECK(small.pch_heap_required > (std::size_t{1} << 20));
+  cudrv::set_nvrtc_pch_heap_size(small.pch_heap_required);
+  const auto resized = block_sum_program().compile(cudrv::code_kind::cubin, pch, block_sum_expr);
+  CHECK(resized.pch == cudrv::pch_status::created);
+  cudrv::set_nvrtc_pch_heap_size(original);
+  CHECK(cudrv::nvrtc_pch_heap_size() == original);
+}
