@@ -7,7 +7,8 @@
 #      both; the NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
 #   3. cudrv-query's views, each also under compute-sanitizer (unless --no-sanitizer);
 #   4. the examples at the sizes of examples/test-sizes.txt (also under the sanitizer's memcheck, API
-#      errors reported, and racecheck for those that share memory) and (unless --no-bench) the
+#      errors reported, and racecheck for those that share memory), the PyTorch/CuPy example
+#      (examples/torch_extension/run.py, where a python3 imports torch) and (unless --no-bench) the
 #      benchmarks named in $BENCHES (default:
 #      bench_foundation bench_launch bench_compile_cache bench_graph bench_nvtx bench_query_startup
 #      bench_nccl bench_vmm bench_batch_copy;
@@ -21,7 +22,8 @@
 # test, sanitizer pass, cudrv-query view, example and benchmark once: "N passed, N failed, N skipped";
 # $OUT/failures.txt names the failures. The exit status is 0 only when none failed.
 # Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer] [--only tests|examples|scaleout]
-#   --only tests: ctest -L gpu -LE multigpu, the test binary's sanitizer passes and cudrv-query's views;
+#   --only tests: ctest -L gpu -LE multigpu, the test binary's sanitizer passes and cudrv-query's views
+#   (without --only, ctest -L gpu runs the multigpu-labelled tests too; they skip on one GPU);
 #   --only examples: the examples (and the benchmarks unless --no-bench). Together, the two parts are
 #   the whole suite, for machines whose calls are too short for all of it at once.
 #   --only scaleout: what needs several GPUs, over every GPU of the machine (N, from nvidia-smi; N >= 2,
@@ -32,7 +34,7 @@
 #   N ranks and example_multi_gpu, and (unless --no-bench) the heat_halo scaling runs from 1 to N ranks
 #   (strong: $SCALING_CELLS cells in all, default 64M; weak: that many per rank), written to
 #   $OUT/scaling.jsonl for scripts/plot-scaling.py. The multi-GPU tests (label multigpu) belong to this
-#   part, not to --only tests.
+#   part, not to --only tests. The whole suite on a machine of several GPUs is all three parts.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
@@ -43,12 +45,14 @@ sanitize=1
 tests=1
 examples=1
 scaleout=0
+only=
 while [ $# -gt 0 ]; do
   case $1 in
     --no-bench) bench=0 ;;
     --no-sanitizer) sanitize=0 ;;
     --only)
       shift
+      only=${1:-}
       case ${1:-} in
         tests) examples=0; bench=0 ;;
         examples) tests=0 ;;
@@ -146,8 +150,10 @@ echo "== nvidia-smi" | tee "$out/summary.txt"
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$out/summary.txt"
 
 if [ "$tests" = 1 ]; then
-echo "== ctest -L gpu -LE multigpu" | tee -a "$out/summary.txt"
-ctest --test-dir "$build" -L gpu -LE multigpu --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1
+ctest_labels=(-L gpu)
+[ "$only" = tests ] && ctest_labels+=(-LE multigpu)
+echo "== ctest ${ctest_labels[*]}" | tee -a "$out/summary.txt"
+ctest --test-dir "$build" "${ctest_labels[@]}" --output-on-failure --timeout 120 > "$out/ctest-gpu.log" 2>&1
 count_ctest "$out/ctest-gpu.log"
 grep -E "tests passed|tests failed|Total Test time" "$out/ctest-gpu.log" | tee -a "$out/summary.txt"
 grep -E "\*\*\*(Failed|Exception)|Not Run|\(Failed\)" "$out/ctest-gpu.log" | head -40 | tee -a "$out/summary.txt"
@@ -293,6 +299,41 @@ while IFS='|' read -r name args racecheck sanitizer_args; do
   fi
 done < "$root/examples/test-sizes.txt"
 
+# The PyTorch operator written with cudrv and the DLPack round trips with PyTorch and CuPy
+# (examples/torch_extension/run.py: builds two extensions with torch.utils.cpp_extension against this
+# build tree, prints PASS/FAIL lines and the launch-cost figure), with the first python3 that imports
+# torch: $TORCH_PYTHON, python3, /opt/torch/.venv/bin/python3. Skipped where none does. Under the
+# sanitizer (--quick, the extensions already built) PyTorch's own API errors are not counted.
+torch_py=
+for py in ${TORCH_PYTHON:-} python3 /opt/torch/.venv/bin/python3; do
+  if command -v "$py" > /dev/null 2>&1 && "$py" -c "import torch" > /dev/null 2>&1; then
+    torch_py=$py
+    break
+  fi
+done
+if [ -z "$torch_py" ]; then
+  echo "-- torch_extension: skipped (no python3 here imports torch; set TORCH_PYTHON)" | tee -a "$out/summary.txt"
+  skipped=$((skipped + 1))
+else
+  echo "-- torch_extension ($torch_py examples/torch_extension/run.py)" | tee -a "$out/summary.txt"
+  timeout 900 "$torch_py" "$root/examples/torch_extension/run.py" --build "$build" > "$out/torch_extension.log" 2>&1
+  rc=$?
+  grep -E '^(PASS|FAIL|SKIP) |^torch_extension: |^\{|passed, ' "$out/torch_extension.log" | tee -a "$out/summary.txt"
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  record "examples/torch_extension/run.py" "$rc"
+  if [ "$sanitize" = 1 ] && [ "$rc" = 0 ]; then
+    timeout 900 compute-sanitizer --tool memcheck "${san_procs[@]}" --report-api-errors no --error-exitcode 99 \
+      "$torch_py" "$root/examples/torch_extension/run.py" --build "$build" --quick > "$out/torch_extension-memcheck.log" 2>&1
+    rc=$?
+    echo "torch_extension under compute-sanitizer memcheck (--quick): exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY|passed, " "$out/torch_extension-memcheck.log" | tr '\n' ' ')" | tee -a "$out/summary.txt"
+    record "examples/torch_extension/run.py under memcheck" "$rc"
+  elif [ "$sanitize" = 1 ]; then
+    echo "torch_extension under compute-sanitizer memcheck: not run (the plain run failed)" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
+  fi
+fi
+
 fi
 
 if [ "$scaleout" = 1 ]; then
@@ -315,6 +356,12 @@ if [ "$scaleout" = 1 ]; then
     echo "exit code $code" | tee -a "$out/summary.txt"
     record "$title" "$code"
   }
+  # Open MPI 4 ends the job when a rank exits without MPI_Finalize unless told not to (the fault test's
+  # victim does); Open MPI 5 (PRRTE) names that parameter differently and needs no flag here.
+  fault_flags=()
+  if mpirun --version 2>&1 | grep -qE '\((Open MPI|OpenRTE)\) [1-4]\.'; then
+    fault_flags=(--mca orte_allowed_exit_without_sync 1)
+  fi
   mgpu="$build/tests/multigpu"
   step "cudrv_multigpu_tests: one process over $ngpu GPUs (ncclCommInitAll), every case" multigpu-tests.log 300 \
     "$mgpu/cudrv_multigpu_tests"
@@ -324,7 +371,7 @@ if [ "$scaleout" = 1 ]; then
   grep -E "test cases|assertions" "$out/nccl-mpi-tests.log" | sort | uniq -c | tee -a "$out/summary.txt"
   for mode in absent mid; do
     step "mpirun -np $ngpu cudrv_nccl_fault_test --mode $mode (the last rank dies)" "nccl-fault-$mode.log" 200 \
-      "${mpi[@]}" --mca orte_allowed_exit_without_sync 1 "$mgpu/cudrv_nccl_fault_test" --mode "$mode" \
+      "${mpi[@]}" ${fault_flags:+"${fault_flags[@]}"} "$mgpu/cudrv_nccl_fault_test" --mode "$mode" \
       --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
     grep -E "FAULT TEST" "$out/nccl-fault-$mode.log" | tee -a "$out/summary.txt"
     if ! grep -q "FAULT TEST PASSED" "$out/nccl-fault-$mode.log" || grep -q "FAULT TEST FAILED" "$out/nccl-fault-$mode.log"; then

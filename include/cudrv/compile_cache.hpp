@@ -28,9 +28,21 @@ namespace cudrv {
 /// and puts into the key, for each directory that could be searched, whether the file exists there
 /// and, when it does, its path, size and a 128-bit digest of its contents. Editing, adding, removing
 /// or shadowing a header therefore changes the key. A compilation whose includes cannot be told
-/// before compiling (`#include MACRO`), or that uses precompiled headers (`-pch`, `-use-pch`,
-/// `-create-pch`) or writes a timing file (`-time`), is never cached and is counted in
-/// @ref statistics::uncacheable. A header edited while NVRTC runs leaves that result unstored.
+/// before compiling (`#include MACRO`), or that names precompiled-header files (`--use-pch`,
+/// `--create-pch`) or writes a timing file (`-time`), is never cached and is counted in
+/// @ref statistics::uncacheable; automatic PCH (`-pch`) is cached like any option. A header edited
+/// while NVRTC runs leaves that result unstored.
+///
+/// The CUDA toolkit's headers (CCCL: CUB, Thrust, `cuda/std`; and the toolkit's include directory,
+/// as @ref find_toolkit_headers finds them, whether through @ref compile_options::toolkit_headers or
+/// an include path naming the same directories) are not read: the key holds, for each include that
+/// resolves there, the path and whether it exists, and once the toolkit's identity (its directories,
+/// `CCCL_VERSION`, and the size and times of CCCL's version file, `cuda.h` and `cuda_runtime_api.h`),
+/// so that a toolkit update is a miss and a hit on a CUB-using kernel reads no header. The toolkit's
+/// headers are trusted to include only one another; a directory searched besides them that holds one
+/// of their top-level names (a `cub/` or `cuda/` folder in the current directory) could shadow a
+/// header they include, unseen, so such a compilation is not cached (counted in
+/// @ref statistics::uncacheable).
 ///
 /// A hit reads one small file and calls no NVRTC compilation (NVRTC is loaded once per process for
 /// its version, which is part of the key). A miss compiles and stores the result; compile errors are

@@ -115,8 +115,11 @@ static_assert(std::is_trivially_copyable_v<pointer_export>);
 /// @brief Exports one allocation of a shareable pool (cuMemPoolExportPointer): @p buffer must be a
 /// stream-ordered buffer allocated from a pool created shareable. The importer must not touch it before
 /// the allocation (and the work that fills it) completed: record an IPC event after it and send its
-/// handle along.
+/// handle along. The driver refuses the allocations of a pool that was never exported itself; for a
+/// shareable pool not made by @ref make_shareable_memory_pool (which exports it at creation), this
+/// call exports the pool once (a descriptor opened and closed at once) and asks again.
 /// @throws invalid_argument_error for an empty or synchronously allocated (cuMemAlloc) buffer
+/// @throws error (`cuMemPoolExportPointer`) when the driver refuses: the pool is not shareable
 template <class T>
 [[nodiscard]] pointer_export export_pointer(const device_buffer<T>& buffer) {
   pointer_export out{};

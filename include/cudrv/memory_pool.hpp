@@ -161,7 +161,9 @@ class memory_pool_ref : public memory_pool_base {
 class memory_pool : public memory_pool_base {
  public:
   /// @brief Creates a pool of device memory on @p dev.
-  /// @throws not_supported_error when the device has no memory-pool support or the handle type is unsupported
+  /// @throws not_supported_error when the device has no memory-pool support or the handle type is
+  /// unsupported, and (`CUDA_ERROR_NOT_PERMITTED`, before the driver is called) for the fabric handle
+  /// type when this process cannot open an IMEX channel
   explicit memory_pool(const device& dev, memory_pool_properties properties = {});
   /// @brief Creates a pool of memory that stays at @p where (@ref memory_allocation_type::pinned):
   /// device memory for a device, page-locked host memory for @ref memory_location::host() or
@@ -169,7 +171,8 @@ class memory_pool : public memory_pool_base {
   /// device that supports host pools of that kind, as it is created; @ref set_access changes that.
   /// @throws invalid_argument_error for @ref memory_location::none() (managed pools only) or a handle
   /// type on a @ref memory_location::host() pool (which the driver cannot share)
-  /// @throws not_supported_error when the driver or the devices do not support such pools
+  /// @throws not_supported_error when the driver or the devices do not support such pools, and
+  /// (`CUDA_ERROR_NOT_PERMITTED`) for the fabric handle type without an IMEX channel
   explicit memory_pool(memory_location where, memory_pool_properties properties = {});
   /// @brief Creates a pool of managed memory (@ref memory_allocation_type::managed) preferring
   /// @p preferred (a device, the host, a NUMA node, or @ref memory_location::none()). Needs a CUDA 13

@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdlib>
@@ -24,6 +25,7 @@
 
 #include "cudrv/error.hpp"
 #include "code/rtc_loader.hpp"
+#include "code/toolkit_headers.hpp"
 
 namespace cudrv {
 namespace {
@@ -436,6 +438,7 @@ namespace {
 
 struct disk_scan {
   std::vector<std::string> search_dirs;  // program dir, ".", include paths (in that order)
+  std::vector<std::string> toolkit_dirs;  // those of search_dirs that are the toolkit's header directories
   std::vector<std::string> pre_includes;
   const program* prog = nullptr;
   std::string key;       // what was found, appended to the cache key
@@ -479,6 +482,7 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
     }
   }
   std::vector<std::string> candidates;
+  std::vector<std::string> toolkit_candidates;  // found under the toolkit's directories: keyed by its identity
   if (name.front() == '/') {
     candidates.emplace_back(name);
   } else {
@@ -497,8 +501,15 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
         candidate += '/';
       }
       candidate.append(name);
-      candidates.push_back(std::move(candidate));
+      (has(scan.toolkit_dirs, d) ? toolkit_candidates : candidates).push_back(std::move(candidate));
     }
+  }
+  for (const auto& path : toolkit_candidates) {
+    // The toolkit's headers are neither read nor followed: the key holds the toolkit's identity
+    // (toolkit_identity) and whether this name exists there.
+    put(scan.key, path);
+    struct stat st {};
+    put_int<std::uint32_t>(scan.key, ::stat(path.c_str(), &st) == 0 ? 4 : 0);
   }
   for (const auto& path : candidates) {
     put(scan.key, path);
@@ -624,11 +635,13 @@ void scan_text(disk_scan& scan, std::string_view text, const std::string& own_di
   }
 }
 
-// The options that name files NVRTC reads or writes besides headers: precompiled headers (read and
-// written outside the key) and the timing report (written). Such compilations are not cached.
+// The options that name files NVRTC reads or writes besides headers: explicit precompiled headers (a
+// PCH named by one compilation and used by another, outside the key) and the timing reports
+// (written). Such compilations are not cached. Automatic PCH (-pch and its flags) only speeds up the
+// compilation in this process and is cached like any other option.
 std::string_view unkeyable_option(const std::vector<std::string>& options) {
   for (std::string_view o : options) {
-    for (std::string_view flag : {"-pch", "--pch", "-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
+    for (std::string_view flag : {"-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
                                   "--time", "-fdevice-time-trace", "--fdevice-time-trace"}) {
       if (o.starts_with(flag)) {
         return o;
@@ -688,6 +701,88 @@ void read_search_options(disk_scan& scan, const std::vector<std::string>& option
       scan.search_dirs.push_back(std::move(p));
     }
   }
+  if (const toolkit_header_dirs* tk = detail::toolkit_headers_if_found()) {
+    for (const auto& d : scan.search_dirs) {
+      char* real = ::realpath(d.c_str(), nullptr);
+      const std::string canonical = real != nullptr ? real : d;
+      std::free(real);
+      if (canonical == tk->cccl || canonical == tk->include) {
+        scan.toolkit_dirs.push_back(d);
+      }
+    }
+  }
+}
+
+// The top-level entries of the toolkit's header directories ("cub", "cuda", "thrust", "cuda_runtime.h",
+// ...), read once per process.
+const std::vector<std::string>& toolkit_top_names(const toolkit_header_dirs& tk) {
+  static const std::vector<std::string> names = [&tk] {
+    std::vector<std::string> out;
+    for (const std::string& dir : {tk.cccl, tk.include}) {
+      if (DIR* d = ::opendir(dir.c_str())) {
+        while (const dirent* e = ::readdir(d)) {
+          if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
+            out.emplace_back(e->d_name);
+          }
+        }
+        ::closedir(d);
+      }
+    }
+    std::sort(out.begin(), out.end());
+    return out;
+  }();
+  return names;
+}
+
+// The toolkit's identity, for a compilation that searches its directories: the headers under them
+// are not read, so the key holds what changes when the toolkit does (its directories, CCCL's version
+// file, cuda.h). The toolkit's headers are trusted to include only one another: a directory searched
+// before the toolkit's that holds one of the toolkit's top-level names (a "cuda/" folder in the
+// current directory) could shadow a header CCCL includes, which the cache cannot see, so such a
+// compilation is refused.
+void toolkit_identity(disk_scan& scan) {
+  if (scan.toolkit_dirs.empty()) {
+    return;
+  }
+  const toolkit_header_dirs& tk = *detail::toolkit_headers_if_found();
+  put(scan.key, "toolkit");
+  put(scan.key, tk.cccl);
+  put(scan.key, tk.include);
+  put_int<std::int32_t>(scan.key, tk.cccl_version);
+  for (const std::string& f : {tk.cccl, tk.include, tk.cccl + "/cuda/std/__cccl/version.h", tk.include + "/cuda.h",
+                               tk.include + "/cuda_runtime_api.h"}) {
+    struct stat st {};
+    if (::stat(f.c_str(), &st) != 0) {
+      put_int<std::int64_t>(scan.key, -1);
+      continue;
+    }
+    put_int<std::int64_t>(scan.key, st.st_size);
+    put_int<std::int64_t>(scan.key, st.st_mtim.tv_sec);
+    put_int<std::int64_t>(scan.key, st.st_mtim.tv_nsec);
+    put_int<std::int64_t>(scan.key, st.st_ctim.tv_sec);
+    put_int<std::int64_t>(scan.key, st.st_ctim.tv_nsec);
+  }
+  const std::vector<std::string>& top = toolkit_top_names(tk);
+  for (const auto& dir : scan.search_dirs) {
+    if (has(scan.toolkit_dirs, dir)) {
+      continue;
+    }
+    DIR* d = ::opendir(dir.c_str());
+    if (d == nullptr) {
+      continue;  // absent or unreadable: it shadows nothing
+    }
+    while (const dirent* e = ::readdir(d)) {
+      if (std::binary_search(top.begin(), top.end(), std::string_view(e->d_name))) {
+        scan.refusal = "the directory " + dir + ", searched too, holds \"" + e->d_name +
+                       "\", a name of the toolkit's headers, which could shadow a header the toolkit's headers include";
+        break;
+      }
+    }
+    ::closedir(d);
+    if (!scan.refusal.empty()) {
+      return;
+    }
+  }
 }
 
 // The key part for the headers on disk, or a refusal (an empty key part and a reason).
@@ -699,6 +794,7 @@ std::string scan_disk_inputs(const program& prog, const std::vector<std::string>
   disk_scan scan;
   scan.prog = &prog;
   read_search_options(scan, option_list);
+  toolkit_identity(scan);
   for (const auto& f : scan.pre_includes) {
     scan_include(scan, f, std::string());
   }

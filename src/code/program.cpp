@@ -75,6 +75,19 @@ std::string read_output(nvrtcProgram prog, SizeFn size_fn, GetFn get_fn, const c
   return out;
 }
 
+// Precompiled headers need NVRTC 12.8 or newer.
+void require_pch(const detail::nvrtc_api& api, const char* what) {
+  if (api.nvrtcGetPCHCreateStatus == nullptr || api.nvrtcGetPCHHeapSizeRequired == nullptr ||
+      api.nvrtcGetPCHHeapSize == nullptr || api.nvrtcSetPCHHeapSize == nullptr) {
+    const int v = detail::nvrtc_version_number();
+    throw not_supported_error(error_source::nvrtc, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED),
+                              "CUDA_ERROR_NOT_SUPPORTED",
+                              "precompiled headers need NVRTC 12.8 or newer; the loaded NVRTC is " +
+                                  std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10),
+                              what, {});
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> compile_options::to_nvrtc_options(code_kind target) const {
@@ -106,10 +119,24 @@ std::vector<std::string> compile_options::to_nvrtc_options(code_kind target) con
       throw invalid_argument_error(options_api, "include_paths has an empty entry");
     }
   }
+  const bool pch_mode = pch.enabled();
+  if (int modes = int(pch.automatic) + int(!pch.create.empty()) + int(!pch.use.empty()); modes > 1) {
+    throw invalid_argument_error(options_api,
+                                 "pch asks for more than one mode (automatic, create, use): choose one");
+  }
+  if (!pch_mode && (!pch.directory.empty() || pch.messages || pch.instantiate_templates || pch.verbose)) {
+    throw invalid_argument_error(options_api, "pch has a directory or flag but no mode: set pch.automatic, "
+                                              "pch.create or pch.use");
+  }
+  if (pch.verbose && !pch.automatic) {
+    throw invalid_argument_error(options_api, "pch.verbose applies to automatic PCH only: set pch.automatic");
+  }
   const std::string number = detail::resolve_arch(arch, options_api, "compile_options::arch");
+  const std::vector<std::string> toolkit =
+      toolkit_headers ? find_toolkit_headers().include_paths() : std::vector<std::string>{};
 
   std::vector<std::string> out;
-  out.reserve(12 + defines.size() + include_paths.size() + extra_options.size());
+  out.reserve(20 + defines.size() + include_paths.size() + extra_options.size());
   // LTO-IR is virtual-architecture code, like PTX (NVRTC gives identical LTO-IR for sm_NN).
   out.push_back((target == code_kind::cubin ? "-arch=sm_" : "-arch=compute_") + number);
   if (!cpp_standard.empty()) {
@@ -137,6 +164,29 @@ std::vector<std::string> compile_options::to_nvrtc_options(code_kind target) con
   for (const auto& path : include_paths) {
     out.push_back("-I" + path);
   }
+  for (const auto& path : toolkit) {
+    out.push_back("-I" + path);
+  }
+  auto flag = [&out](const char* name, const std::optional<bool>& value) {
+    if (value) {
+      out.push_back(std::string(name) + (*value ? "=true" : "=false"));
+    }
+  };
+  if (pch.automatic) {
+    out.emplace_back("-pch");
+  }
+  if (!pch.create.empty()) {
+    out.push_back("--create-pch=" + pch.create);
+  }
+  if (!pch.use.empty()) {
+    out.push_back("--use-pch=" + pch.use);
+  }
+  if (!pch.directory.empty()) {
+    out.push_back("--pch-dir=" + pch.directory);
+  }
+  flag("--pch-verbose", pch.verbose);
+  flag("--pch-messages", pch.messages);
+  flag("--instantiate-templates-in-pch", pch.instantiate_templates);
   out.insert(out.end(), extra_options.begin(), extra_options.end());
   return out;
 }
@@ -171,6 +221,9 @@ compile_result program::compile(code_kind target, const compile_options& options
   const std::vector<std::string> option_list = options.to_nvrtc_options(target);
   const detail::nvrtc_api& api = detail::nvrtc();
   const std::string context = describe(name_, target);
+  if (options.pch.enabled()) {
+    require_pch(api, "cudrv::program::compile");
+  }
 
   std::vector<const char*> header_sources;
   std::vector<const char*> header_names;
@@ -237,8 +290,49 @@ compile_result program::compile(code_kind target, const compile_options& options
     }
     result.lowered_names.emplace_back(expr, lowered != nullptr ? lowered : "");
   }
+  if (options.pch.enabled()) {
+    const nvrtcResult created = api.nvrtcGetPCHCreateStatus(prog.get());
+    switch (created) {
+      case NVRTC_SUCCESS:
+        result.pch = pch_status::created;
+        break;
+      case NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED:
+        result.pch = pch_status::not_attempted;
+        break;
+      case NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED:
+        result.pch = pch_status::heap_exhausted;
+        break;
+      default:
+        result.pch = pch_status::failed;
+        break;
+    }
+    if (result.pch == pch_status::created || result.pch == pch_status::heap_exhausted) {
+      std::size_t required = 0;
+      if (api.nvrtcGetPCHHeapSizeRequired(prog.get(), &required) == NVRTC_SUCCESS) {
+        result.pch_heap_required = required;
+      }
+    }
+  }
   result.code = object_code(target, std::move(bytes), name_);
   return result;
+}
+
+std::size_t nvrtc_pch_heap_size() {
+  const detail::nvrtc_api& api = detail::nvrtc();
+  require_pch(api, "cudrv::nvrtc_pch_heap_size");
+  std::size_t size = 0;
+  if (nvrtcResult s = api.nvrtcGetPCHHeapSize(&size); s != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(s, "nvrtcGetPCHHeapSize", {});
+  }
+  return size;
+}
+
+void set_nvrtc_pch_heap_size(std::size_t bytes) {
+  const detail::nvrtc_api& api = detail::nvrtc();
+  require_pch(api, "cudrv::set_nvrtc_pch_heap_size");
+  if (nvrtcResult s = api.nvrtcSetPCHHeapSize(bytes); s != NVRTC_SUCCESS) {
+    detail::throw_nvrtc_error(s, "nvrtcSetPCHHeapSize", std::to_string(bytes) + " bytes");
+  }
 }
 
 int nvrtc_version() { return detail::nvrtc_version_number(); }

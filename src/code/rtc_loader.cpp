@@ -41,6 +41,7 @@ struct library_state {
   std::string call;              // "dlopen" or "dlsym"
   std::string reason;
   std::string identity;          // the loaded file: path, size and modification time
+  std::string path;              // the loaded file
 };
 
 std::string dl_error() {
@@ -108,6 +109,7 @@ library_state<Api>* load(const library_spec& spec, Resolve&& resolve_all) {
   }
   struct stat st {};
   s->identity = path;
+  s->path = path;
   if (::stat(path.c_str(), &st) == 0) {
     s->identity += " " + std::to_string(st.st_size) + " " + std::to_string(st.st_mtim.tv_sec) + "." +
                    std::to_string(st.st_mtim.tv_nsec);
@@ -221,6 +223,15 @@ const library_state<nvrtc_api>& nvrtc_state() {
 #define CUDRV_RESOLVE(name) resolve_one(lib, #name, api.name, missing);
         CUDRV_NVRTC_FUNCTIONS(CUDRV_RESOLVE)
 #undef CUDRV_RESOLVE
+        // Optional (NVRTC 12.8+): the precompiled-header calls.
+        api.nvrtcGetPCHCreateStatus =
+            reinterpret_cast<decltype(api.nvrtcGetPCHCreateStatus)>(dlsym(lib, "nvrtcGetPCHCreateStatus"));
+        api.nvrtcGetPCHHeapSizeRequired =
+            reinterpret_cast<decltype(api.nvrtcGetPCHHeapSizeRequired)>(dlsym(lib, "nvrtcGetPCHHeapSizeRequired"));
+        api.nvrtcGetPCHHeapSize =
+            reinterpret_cast<decltype(api.nvrtcGetPCHHeapSize)>(dlsym(lib, "nvrtcGetPCHHeapSize"));
+        api.nvrtcSetPCHHeapSize =
+            reinterpret_cast<decltype(api.nvrtcSetPCHHeapSize)>(dlsym(lib, "nvrtcSetPCHHeapSize"));
       });
   return *s;
 }
@@ -232,6 +243,11 @@ const nvrtc_api& nvrtc() { return checked(nvrtc_spec, nvrtc_state()); }
 const std::string& nvrtc_identity() {
   (void)nvrtc();  // throws when NVRTC is unavailable
   return nvrtc_state().identity;
+}
+
+const std::string& nvrtc_path() {
+  (void)nvrtc();
+  return nvrtc_state().path;
 }
 
 const nvjitlink_api& nvjitlink() {

@@ -11,6 +11,7 @@
 #include <nvJitLink.h>
 #include <nvrtc.h>
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -62,6 +63,11 @@ struct nvrtc_api {
 #define CUDRV_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   CUDRV_NVRTC_FUNCTIONS(CUDRV_NVRTC_MEMBER)
 #undef CUDRV_NVRTC_MEMBER
+  // Precompiled headers, NVRTC 12.8 and newer: null when the library lacks them.
+  nvrtcResult (*nvrtcGetPCHCreateStatus)(nvrtcProgram) = nullptr;
+  nvrtcResult (*nvrtcGetPCHHeapSizeRequired)(nvrtcProgram, std::size_t*) = nullptr;
+  nvrtcResult (*nvrtcGetPCHHeapSize)(std::size_t*) = nullptr;
+  nvrtcResult (*nvrtcSetPCHHeapSize)(std::size_t) = nullptr;
 };
 
 struct nvjitlink_api {
@@ -84,6 +90,9 @@ int nvrtc_version_number();
 // The loaded NVRTC file: its path, size and modification time (part of the compile cache's key,
 // so that a patch release of the toolkit, which keeps the version number, invalidates entries).
 const std::string& nvrtc_identity();
+
+// The path of the loaded NVRTC file, as the dynamic loader resolved it.
+const std::string& nvrtc_path();
 
 // Throws compile_error for a failed NVRTC call: name from nvrtcGetErrorString, the log attached.
 [[noreturn]] void throw_nvrtc_error(nvrtcResult status, const char* api, std::string context,

@@ -117,6 +117,7 @@ memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type 
     throw invalid_argument_error(api, "unknown shareable_handle_type " + std::to_string(static_cast<unsigned>(type)));
   }
   if (type == shareable_handle_type::fabric && dev.attribute(CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED) != 0 &&
+      (static_cast<unsigned int>(dev.attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)) & 0x8u) != 0 &&
       fabric_supported(dev) && !detail::imex_channel_available()) {
     // Refused before the driver: without an IMEX channel, driver 580.159.04 creates the pool, refuses to
     // export it and crashes the process when the pool is destroyed.
@@ -132,29 +133,38 @@ memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type 
                                        : ")"));
   }
   properties.handle_type = static_cast<CUmemAllocationHandleType>(type);
+  memory_pool pool = [&] {
+    try {
+      return memory_pool(dev, properties);
+    } catch (const not_supported_error&) {
+      throw;
+    } catch (const error& e) {
+      // A driver may refuse a fabric pool for want of an IMEX channel even where one seemed to open.
+      if (type != shareable_handle_type::fabric || e.result() != CUDA_ERROR_NOT_PERMITTED) {
+        throw;
+      }
+      throw not_supported_error(e.result(), "cuMemPoolCreate",
+                                device_text(dev) + " supports fabric handles and an IMEX channel opens, but the "
+                                                   "driver refused the fabric pool (CUDA_ERROR_NOT_PERMITTED)");
+    }
+  }();
   // Armed for export_pointer at once (see arm_pointer_export): a user who exports an allocation before
   // the pool would otherwise get the driver's CUDA_ERROR_INVALID_VALUE.
-  auto armed = [&](memory_pool pool) {
-    check(arm_pointer_export(pool.native_handle(), properties.handle_type), "cuMemPoolExportToShareableHandle",
-          [&] { return "a first export of the new pool, which the driver needs before its allocations can be "
-                       "exported (" + type_name(type) + ", " + device_text(dev) + ")"; });
-    return pool;
-  };
-  if (type != shareable_handle_type::fabric) {
-    return armed(memory_pool(dev, properties));
+  const CUresult armed = arm_pointer_export(pool.native_handle(), properties.handle_type);
+  if (armed == CUDA_ERROR_NOT_PERMITTED && type == shareable_handle_type::fabric) {
+    // The driver made the pool but will not export it. Destroying such a pool crashed the process on
+    // driver 580.159.04 (without IMEX), so it is left to the process's end rather than destroyed.
+    (void)pool.release();
+    throw not_supported_error(armed, "cuMemPoolExportToShareableHandle",
+                              device_text(dev) + " supports fabric handles and an IMEX channel opens, but the "
+                                                 "driver refused to export the fabric pool (CUDA_ERROR_NOT_PERMITTED); "
+                                                 "the pool is left allocated, not destroyed (a driver fault)");
   }
-  try {
-    return armed(memory_pool(dev, properties));
-  } catch (const not_supported_error&) {
-    throw;
-  } catch (const error& e) {
-    // A device that reports fabric support still refuses fabric pools where the process has no IMEX
-    // channel (/dev/nvidia-caps-imex-channels): the usual case on a single machine.
-    if (e.result() != CUDA_ERROR_NOT_PERMITTED) {
-      throw;
-    }
-    throw not_supported_error(e.result(), "cuMemPoolCreate", no_imex_channel(dev));
-  }
+  check(armed, "cuMemPoolExportToShareableHandle", [&] {
+    return "a first export of the new pool, which the driver needs before its allocations can be exported (" +
+           type_name(type) + ", " + device_text(dev) + ")";
+  });
+  return pool;
 }
 
 file_descriptor export_pool_descriptor(memory_pool_ref pool) {

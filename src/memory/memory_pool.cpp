@@ -1,7 +1,10 @@
 #include "cudrv/memory_pool.hpp"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <unistd.h>
+
+#include <cstring>
 
 #include <string>
 #include <vector>
@@ -13,6 +16,8 @@
 namespace cudrv {
 
 namespace detail {
+// A channel counts when it opens for reading and writing: a container may show the device file and
+// still refuse to open it (its device cgroup), which a permission check alone would not see.
 bool imex_channel_available() noexcept {
   DIR* dir = ::opendir("/dev/nvidia-caps-imex-channels");
   if (dir == nullptr) {
@@ -20,9 +25,12 @@ bool imex_channel_available() noexcept {
   }
   bool found = false;
   while (const dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind("channel", 0) == 0 &&
-        ::access(("/dev/nvidia-caps-imex-channels/" + name).c_str(), R_OK | W_OK) == 0) {
+    if (std::strncmp(entry->d_name, "channel", 7) != 0) {
+      continue;
+    }
+    const int fd = ::openat(::dirfd(dir), entry->d_name, O_RDWR | O_CLOEXEC);
+    if (fd >= 0) {
+      ::close(fd);
       found = true;
       break;
     }

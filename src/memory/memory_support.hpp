@@ -37,12 +37,12 @@ std::string describe_layout(const pitched_layout& l);
 // "1.00 KiB (1024 bytes) from 0x... to 0x..."
 std::string describe_copy(const linear_copy& c);
 
-// Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
-// already current. For destructors and error paths, where a failed switch must not throw.
 // Whether this process can open an IMEX channel (/dev/nvidia-caps-imex-channels/channel*), which
 // fabric handles need. Never throws.
 bool imex_channel_available() noexcept;
 
+// Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
+// already current. For destructors and error paths, where a failed switch must not throw.
 class quiet_context_scope {
  public:
   explicit quiet_context_scope(CUcontext ctx) noexcept;

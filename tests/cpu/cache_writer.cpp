@@ -2,8 +2,10 @@
 // file to exist, so that the processes started together compile at the same moment, then compiles
 // one program to a cubin for sm_90 through a compile_cache and prints the cache's statistics.
 //
-//   cudrv_test_cache_writer <cache-dir> <start-file> <program-name> <program-source>
+//   cudrv_test_cache_writer <cache-dir> <start-file> <program-name> <program-source> [toolkit]
 //
+// With "toolkit" the compilation searches the toolkit's headers (compile_options::toolkit_headers)
+// and the output also names where find_toolkit_headers() found them (tests/cpu/test_rtc_cccl.cpp).
 // Exit status: 0 when the compilation succeeded and its result was stored, 1 on a usage error or
 // an exception, 2 when the start file never appeared, 3 when the result could not be stored.
 #include <cudrv/compile_cache.hpp>
@@ -14,11 +16,13 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <string_view>
 #include <thread>
 
 int main(int argc, char** argv) {
-  if (argc != 5) {
-    std::fprintf(stderr, "usage: %s <cache-dir> <start-file> <program-name> <program-source>\n", argv[0]);
+  const bool toolkit = argc == 6 && std::string_view(argv[5]) == "toolkit";
+  if (argc != 5 && !toolkit) {
+    std::fprintf(stderr, "usage: %s <cache-dir> <start-file> <program-name> <program-source> [toolkit]\n", argv[0]);
     return 1;
   }
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
@@ -31,9 +35,13 @@ int main(int argc, char** argv) {
   }
   try {
     cudrv::compile_cache cache(argv[1]);
-    const cudrv::compile_result r =
-        cache.compile(cudrv::program(argv[3], argv[4]), cudrv::code_kind::cubin, {.arch = "sm_90"});
+    const cudrv::compile_result r = cache.compile(cudrv::program(argv[3], argv[4]), cudrv::code_kind::cubin,
+                                                  {.arch = "sm_90", .toolkit_headers = toolkit});
     const auto s = cache.stats();
+    if (toolkit) {
+      std::printf("toolkit=%s:%s ", cudrv::find_toolkit_headers().found_by.c_str(),
+                  cudrv::find_toolkit_headers().cccl.c_str());
+    }
     std::printf("hits=%llu misses=%llu corrupt=%llu store_failures=%llu bytes=%zu\n",
                 static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),
                 static_cast<unsigned long long>(s.corrupt_entries),

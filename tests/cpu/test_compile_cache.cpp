@@ -461,10 +461,10 @@ TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[comp
     CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 5));
     CHECK(cache.stats().uncacheable == 2);
   }
-  SECTION("precompiled headers and timing files") {
+  SECTION("explicit precompiled header files and timing files") {
     const auto prog = saxpy_program();
     fs::create_directories(dir.path / "pch");
-    cudrv::compile_options pch{.arch = "sm_90", .extra_options = {"-pch", "-pch-dir=" + (dir.path / "pch").string()}};
+    cudrv::compile_options pch{.arch = "sm_90", .extra_options = {"--create-pch=" + (dir.path / "pch" / "s.pch").string()}};
     (void)cache.compile(prog, cudrv::code_kind::ptx, pch, float_expr);
     cudrv::compile_options timed{.arch = "sm_90", .extra_options = {"-time=" + (dir.path / "time.csv").string()}};
     (void)cache.compile(prog, cudrv::code_kind::ptx, timed, float_expr);
