@@ -228,9 +228,10 @@ class copy_batch_3d {
   template <class T, class U>
   copy_batch_3d& add(pitched_span<T> dst, pitched_span<U> src, const copy_attributes& attributes = {}) {
     detail::check_copy_types<T, U>();
-    add_checked({{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                 {src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
-                 attributes});
+    // Named types, not bare braces: nvcc's host code wraps a braced argument in parentheses.
+    add_checked(batch_copy_3d_op{detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
+                                 detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
+                                 attributes});
     return *this;
   }
   /// @brief The number of copies.

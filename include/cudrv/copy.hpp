@@ -190,8 +190,10 @@ void copy(Dst&& dst, Src&& src, std::size_t count) {
 template <class T, class U>
 void copy(pitched_span<T> dst, pitched_span<U> src, stream_ref s) {
   detail::check_copy_types<T, U>();
-  detail::copy_pitched({dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                       {src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, s.native_handle(), true);
+  // The layouts are named: nvcc's host code turns a bare braced argument into "({...})", which g++
+  // then reads as a statement expression.
+  detail::copy_pitched(detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
+                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, s.native_handle(), true);
 }
 
 /// @brief Copies a pitched 2D or 3D array synchronously (cuMemcpy2DUnaligned / cuMemcpy3D).
@@ -199,8 +201,10 @@ void copy(pitched_span<T> dst, pitched_span<U> src, stream_ref s) {
 template <class T, class U>
 void copy(pitched_span<T> dst, pitched_span<U> src) {
   detail::check_copy_types<T, U>();
-  detail::copy_pitched({dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                       {src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, nullptr, false);
+  // The layouts are named: nvcc's host code turns a bare braced argument into "({...})", which g++
+  // then reads as a statement expression.
+  detail::copy_pitched(detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
+                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, nullptr, false);
 }
 
 /// @brief Copies all elements of @p src, memory of context @p src_ctx, to the start of @p dst, memory
