@@ -21,7 +21,12 @@
 #include <thread>
 #include <vector>
 
+#include "support/scratch.hpp"
 #include "support/test_support.hpp"
+
+using cudrv::test::cwd_guard;
+using cudrv::test::env_guard;
+using cudrv::test::temp_dir;
 
 extern char** environ;
 
@@ -46,48 +51,6 @@ cudrv::program saxpy_program(std::string header = "#define OFFSET 0\n") {
 
 const cudrv::compile_options sm90{.arch = "sm_90"};
 const std::vector<std::string> float_expr{"saxpy<float>"};
-
-// A directory under the temporary directory, removed with its content at scope exit.
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "cudrv-cache-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-  [[nodiscard]] std::string str() const { return path.string(); }
-};
-
-// Sets (or unsets, for nullopt) an environment variable for the scope.
-class env_guard {
- public:
-  env_guard(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      old_ = old;
-    }
-    set(value);
-  }
-  env_guard(const env_guard&) = delete;
-  env_guard& operator=(const env_guard&) = delete;
-  ~env_guard() { set(old_); }
-
- private:
-  void set(const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name_, value->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
 
 std::vector<fs::path> files_in(const fs::path& dir, std::string_view suffix) {
   std::vector<fs::path> out;
@@ -330,21 +293,6 @@ TEST_CASE("compile_cache: compile errors are not cached", "[compile_cache]") {
                   cudrv::invalid_argument_error);
   CHECK(cache.stats().misses == 2);
 }
-
-// Runs the scope in another working directory (NVRTC resolves relative program names against it).
-class cwd_guard {
- public:
-  explicit cwd_guard(const fs::path& dir) : old_(fs::current_path()) { fs::current_path(dir); }
-  cwd_guard(const cwd_guard&) = delete;
-  cwd_guard& operator=(const cwd_guard&) = delete;
-  ~cwd_guard() {
-    std::error_code ec;
-    fs::current_path(old_, ec);
-  }
-
- private:
-  fs::path old_;
-};
 
 // The value a probe kernel stores (`*p = VALUE;`), read back from its PTX: "mov.u32 %r1, <VALUE>;".
 bool stores(const cudrv::compile_result& r, int value) {

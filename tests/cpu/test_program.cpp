@@ -19,7 +19,10 @@
 #include <vector>
 
 #include "support/catch_support.hpp"
+#include "support/scratch.hpp"
 #include "support/test_support.hpp"
+
+using cudrv::test::temp_dir;
 
 using cudrv::test::catch_as;
 using cudrv::test::is_cuda_elf;
@@ -45,21 +48,6 @@ __global__ void saxpy(T a, const T* x, T* y, int n) {
 
 
 
-// A directory under the temporary directory, removed with its content at scope exit.
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "cudrv-program-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 }  // namespace
 

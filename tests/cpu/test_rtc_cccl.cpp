@@ -22,7 +22,11 @@
 
 #include "support/catch_support.hpp"
 #include "support/cccl_kernels.hpp"
+#include "support/scratch.hpp"
 #include "support/test_support.hpp"
+
+using cudrv::test::cwd_guard;
+using cudrv::test::temp_dir;
 
 extern char** environ;
 
@@ -35,35 +39,6 @@ namespace fs = std::filesystem;
 namespace {
 
 const cudrv::compile_options sm90_cccl{.arch = "sm_90", .toolkit_headers = true};
-
-struct temp_dir {
-  fs::path path;
-  temp_dir() {
-    std::string pattern = (fs::temp_directory_path() / "cudrv-rtccl-XXXXXX").string();
-    REQUIRE(::mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  temp_dir(const temp_dir&) = delete;
-  temp_dir& operator=(const temp_dir&) = delete;
-  ~temp_dir() {
-    std::error_code ec;
-    fs::remove_all(path, ec);
-  }
-};
-
-class cwd_guard {
- public:
-  explicit cwd_guard(const fs::path& dir) : old_(fs::current_path()) { fs::current_path(dir); }
-  cwd_guard(const cwd_guard&) = delete;
-  cwd_guard& operator=(const cwd_guard&) = delete;
-  ~cwd_guard() {
-    std::error_code ec;
-    fs::current_path(old_, ec);
-  }
-
- private:
-  fs::path old_;
-};
 
 void write_all(const fs::path& p, const std::string& text) { std::ofstream(p, std::ios::trunc) << text; }
 

@@ -12,7 +12,10 @@
 #include <vector>
 
 #include "support/memory_support.hpp"
+#include "support/scratch.hpp"
 #include "support/test_support.hpp"
+
+using cudrv::test::temp_dir;
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
@@ -34,19 +37,6 @@ constexpr const char* ops_header = R"(
 struct times { template <class T> __device__ static T apply(T x, T k) { return x * k; } };
 struct plus { template <class T> __device__ static T apply(T x, T k) { return x + k; } };
 )";
-
-struct temp_dir {
-  std::filesystem::path path;
-  temp_dir() {
-    path = std::filesystem::temp_directory_path() /
-           ("cudrv-gpu-rtc-" + std::to_string(::getpid()) + "-" + std::to_string(cudrv::test::test_seed()));
-    std::filesystem::create_directories(path);
-  }
-  ~temp_dir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-};
 
 template <class T>
 void check_transform(const cudrv::library& lib, const cudrv::compile_result& compiled, const std::string& expression,
