@@ -27,6 +27,8 @@
 #include <string>
 #include <vector>
 
+#include "support/scratch.hpp"
+
 namespace {
 
 int world_rank() {
@@ -50,30 +52,7 @@ std::vector<int> all_gather(int value, MPI_Comm comm = MPI_COMM_WORLD) {
   return all;
 }
 
-// Sets (or, with nullopt, unsets) an environment variable for the scope and restores it afterwards.
-class scoped_env {
- public:
-  scoped_env(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) {
-      old_ = old;
-    }
-    set(value);
-  }
-  scoped_env(const scoped_env&) = delete;
-  scoped_env& operator=(const scoped_env&) = delete;
-  ~scoped_env() { set(old_); }
-
- private:
-  void set(const std::optional<std::string>& value) {
-    if (value) {
-      ::setenv(name_, value->c_str(), 1);
-    } else {
-      ::unsetenv(name_);
-    }
-  }
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using scoped_env = cudrv::test::env_guard;  // sets or unsets a variable for the scope
 
 // The launcher variables, all unset for the scope.
 struct no_launcher_variables {
