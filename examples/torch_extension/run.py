@@ -23,9 +23,12 @@ import argparse
 import gc
 import importlib
 import json
+import math
 import os
 import pathlib
+import shutil
 import statistics
+import subprocess
 import sys
 import time
 import traceback
@@ -127,7 +130,11 @@ def build_extensions(args, torch, cpp_extension):
     stamp = int(library.stat().st_mtime)
     cflags = ["-std=c++20", "-O2", f"-DCUDRV_TORCH_LIBRARY_STAMP={stamp}"] + cudrv_definitions(build)
     # cudrv loads libcuda, NVRTC and nvJitLink at run time: only the static library and dl are linked.
-    ldflags = [str(library), "-ldl"]
+    # libstdc++ is named as the shared library the process already has (PyTorch loads it). Without it,
+    # on the GPU machine (Ubuntu 24.04, g++ 13.3, torch 2.11) the extension came out with no NEEDED entry
+    # for libstdc++ and libstdc++'s own code inside it: a second copy of the standard library whose locale
+    # state mixed with the process's, and the first std::istream use in libcudrv.a crashed (SIGSEGV).
+    ldflags = [str(library), "-ldl", "-l:libstdc++.so.6"]
     for sub in ("cudrv", "plain"):
         (ext_dir / sub).mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
@@ -138,10 +145,24 @@ def build_extensions(args, torch, cpp_extension):
     t1 = time.perf_counter()
     plain_ext = cpp_extension.load(
         name="cudrv_torch_plain_op", sources=[str(HERE / "plain_op.cu")], extra_cflags=["-O2"],
-        extra_cuda_cflags=["-O3", "-fmad=false"], extra_include_paths=[str(HERE)],
+        extra_cuda_cflags=["-O3", "-fmad=false"], extra_ldflags=["-l:libstdc++.so.6"],
+        extra_include_paths=[str(HERE)],
         build_directory=str(ext_dir / "plain"), with_cuda=True, verbose=args.verbose)
     t2 = time.perf_counter()
+    for ext in (cudrv_ext, plain_ext):
+        check_shared_libstdcxx(ext)
     return cudrv_ext, plain_ext, (t1 - t0, t2 - t1, ext_dir)
+
+
+def check_shared_libstdcxx(ext):
+    """Refuses an extension linked with a static copy of libstdc++ (see build_extensions)."""
+    readelf = shutil.which("readelf")
+    if readelf is None:
+        return
+    dynamic = subprocess.run([readelf, "-d", ext.__file__], capture_output=True, text=True, check=False).stdout
+    if "libstdc++.so" not in dynamic:
+        raise RuntimeError(f"{ext.__file__} was linked without the shared libstdc++ (a static copy would mix "
+                           "with the one PyTorch loaded): check `g++ -print-file-name=libstdc++.so`")
 
 
 # ------------------------------------------------------------------------------------------------
@@ -166,7 +187,7 @@ def check_compile(torch, ext):
 def check_against_torch(torch, ext, plain, quick):
     gen = torch.Generator(device="cuda")
     gen.manual_seed(20261127)
-    shapes = [(1,), (255,), (4097,), (3, 5, 7), (1 << 20,)] + ([] if quick else [(1 << 24) + 3])
+    shapes = [(1,), (255,), (4097,), (3, 5, 7), (1 << 20,)] + ([] if quick else [((1 << 24) + 3,)])
     worst = 0.0
     bitwise = True
     for shape in shapes:
@@ -187,7 +208,7 @@ def check_against_torch(torch, ext, plain, quick):
                                         f"(max {(other - out).abs().max().item():g})")
         worst = max(worst, (out - ref).abs().max().item())
         bitwise = bitwise and torch.equal(out, ref)
-    return (f"{len(shapes)} shapes up to {max(s[0] for s in shapes)} elements, random alpha and beta: "
+    return (f"{len(shapes)} shapes up to {max(math.prod(s) for s in shapes)} elements, random alpha and beta: "
             f"cudrv == plain <<<>>> bit for bit; vs alpha * x + beta * y in PyTorch max |diff| {worst:g}"
             f"{' (bit for bit)' if bitwise else ''}")
 
