@@ -23,4 +23,10 @@ fi
 cmake -S . -B "$build" -DCUDRV_TSAN=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo -DCUDRV_BUILD_EXAMPLES=OFF \
   -DCUDRV_BUILD_BENCHMARKS=OFF -DCUDRV_BUILD_DOCS=OFF "${launcher[@]}" ${CMAKE_ARGS:-}
 cmake --build "$build" -j "${JOBS:-2}" --target cudrv cudrv_stress cudrv_test_fake_cuda cudrv_fake_driver_tests
+# The sanitizer's runtime (GCC's libtsan.so), copied next to the build for a machine that lacks it:
+# scripts/gpu-suite.sh puts $build/tsan-runtime on LD_LIBRARY_PATH.
+runtime=$(${CXX:-c++} -print-file-name=libtsan.so.2)
+if [ -f "$runtime" ]; then
+  mkdir -p "$build/tsan-runtime" && cp -L "$runtime" "$build/tsan-runtime/"
+fi
 echo "build-tsan: $build/tests/cudrv_stress (run it with TSAN_OPTIONS=suppressions=$PWD/tests/stress/tsan.supp)"
