@@ -21,6 +21,7 @@
 //                   compile cache shared by the threads, so hits and misses race; then load and launch
 //                   the result and check it (--verify-compiled launch, the default), or only check that
 //                   the PTX defines the kernel (text: for a driver that does not run kernels)
+// Every operation runs in an NVTX range named after its kind, each thread's stream is named.
 // The affine kernel is compiled once at start with NVRTC through the same shared compile cache.
 // Every kernel's output is poisoned before it runs and checked on the host against a host reference.
 //
@@ -29,6 +30,7 @@
 // is no CUDA driver or device: the program says SKIPPED and does nothing); 1 on a usage error; 3 when
 // an operation failed, a result did not match or a destruction reported an error.
 #include <cudrv/cudrv.hpp>
+#include <cudrv/nvtx.hpp>
 
 #include <unistd.h>
 
@@ -244,7 +246,10 @@ struct worker {
   std::mt19937_64 rng;
   cudrv::stream s;
 
-  worker(shared_state& shared, counters& cnt, std::uint64_t seed) : sh(shared), c(cnt), rng(seed), s(shared.dev) {}
+  worker(shared_state& shared, counters& cnt, std::uint64_t seed, int index)
+      : sh(shared), c(cnt), rng(seed), s(shared.dev) {
+    cudrv::nvtx::name(s, "stress thread " + std::to_string(index));
+  }
 
   unsigned u32() { return static_cast<unsigned>(rng()); }
   std::size_t size() { return 1 + rng() % (1u << 16); }
@@ -432,12 +437,14 @@ struct worker {
            sh.ops.fetch_add(1, std::memory_order_relaxed) < sh.opt.max_ops) {
       const int k = kinds[static_cast<std::size_t>(rng() % kinds.size())];
       try {
+        const cudrv::nvtx::range op_range{kind_names[static_cast<std::size_t>(k)]};  // NVTX from every thread
         run_one(k);
       } catch (const std::exception& e) {
         c.fail(k, true, e.what());
         // The thread's stream may hold the failed work: start again on a fresh one.
         try {
           s = cudrv::stream(sh.dev);
+          cudrv::nvtx::name(s, "stress thread (replacement)");
         } catch (...) {
         }
       }
@@ -592,7 +599,7 @@ int main(int argc, char** argv) {
       threads.emplace_back([&, t] {
         counters& c = per_thread[static_cast<std::size_t>(t)];
         try {
-          worker w(*sh, c, opt.seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1));
+          worker w(*sh, c, opt.seed + 0x9e3779b97f4a7c15ull * static_cast<std::uint64_t>(t + 1), t);
           w.loop();
         } catch (const std::exception& e) {
           c.fail(k_stream, true, std::string("thread setup: ") + e.what());
