@@ -21,7 +21,7 @@
 # The last line of the output (and of $OUT/summary.txt) counts everything the suite ran, each ctest
 # test, sanitizer pass, cudrv-query view, example and benchmark once: "N passed, N failed, N skipped";
 # $OUT/failures.txt names the failures. The exit status is 0 only when none failed.
-# Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer] [--only tests|examples|scaleout]
+# Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer] [--only tests|examples|scaleout|stress]
 #   --only tests: ctest -L gpu -LE multigpu, the test binary's sanitizer passes and cudrv-query's views
 #   (without --only, ctest -L gpu runs the multigpu-labelled tests too; they skip on one GPU);
 #   --only examples: the examples (and the benchmarks unless --no-bench). Together, the two parts are
@@ -35,6 +35,12 @@
 #   (strong: $SCALING_CELLS cells in all, default 64M; weak: that many per rank), written to
 #   $OUT/scaling.jsonl for scripts/plot-scaling.py. The multi-GPU tests (label multigpu) belong to this
 #   part, not to --only tests. The whole suite on a machine of several GPUs is all three parts.
+#   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
+#   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
+#   60), then, when the ThreadSanitizer build exists ($BUILD_TSAN, default ./build-tsan, made by
+#   scripts/build-tsan.sh), its cudrv_stress for $STRESS_TSAN_SECONDS s (default 30) against the driver
+#   (suppressions: tests/stress/tsan.supp) and for 10 s against the stand-in driver; a TSan run fails on a
+#   non-zero exit status or any report.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 build=${BUILD:-$root/build}
@@ -45,6 +51,7 @@ sanitize=1
 tests=1
 examples=1
 scaleout=0
+stress=1
 only=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -54,10 +61,11 @@ while [ $# -gt 0 ]; do
       shift
       only=${1:-}
       case ${1:-} in
-        tests) examples=0; bench=0 ;;
-        examples) tests=0 ;;
-        scaleout) tests=0; examples=0; scaleout=1 ;;
-        *) echo "gpu-suite: --only takes tests, examples or scaleout" >&2; exit 2 ;;
+        tests) examples=0; bench=0; stress=0 ;;
+        examples) tests=0; stress=0 ;;
+        scaleout) tests=0; examples=0; scaleout=1; stress=0 ;;
+        stress) tests=0; examples=0; bench=0 ;;
+        *) echo "gpu-suite: --only takes tests, examples, scaleout or stress" >&2; exit 2 ;;
       esac ;;
     *) echo "gpu-suite: unknown option $1" >&2; exit 2 ;;
   esac
@@ -432,6 +440,56 @@ if [ "$scaleout" = 1 ]; then
     done
     echo "== heat_halo scaling (scaling.jsonl)" | tee -a "$out/summary.txt"
     cat "$out/scaling.jsonl" | tee -a "$out/summary.txt"
+  fi
+fi
+
+if [ "$stress" = 1 ]; then
+  # The stress program: threads x seconds of streams, events, pools, launches, graphs and cached
+  # compiles, every result checked; exit status 3 on any error or mismatch.
+  stress_threads=${STRESS_THREADS:-16}
+  stress_bin=$build/tests/cudrv_stress
+  echo "== cudrv_stress: $stress_threads threads x ${STRESS_SECONDS:-60} s" | tee -a "$out/summary.txt"
+  if [ -x "$stress_bin" ]; then
+    "$stress_bin" --threads "$stress_threads" --seconds "${STRESS_SECONDS:-60}" > "$out/stress.log" 2>&1
+    rc=$?
+    grep '^{' "$out/stress.log" | tail -n 1 > "$out/stress.json"
+    tail -n 16 "$out/stress.log" | tee -a "$out/summary.txt"
+    echo "exit code $rc" | tee -a "$out/summary.txt"
+    record "cudrv_stress" "$rc"
+  else
+    echo "-- cudrv_stress: not built" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
+  fi
+  # The same under ThreadSanitizer (host code of cudrv and the program instrumented), reports counted.
+  # tsan_run <title> <log> <what to record> <seconds> [arguments...]: halt_on_error=0 keeps the run
+  # going after a report, so that all are counted; exitcode 66 marks a run that had any.
+  build_tsan=${BUILD_TSAN:-$root/build-tsan}
+  tsan_run() {
+    local title=$1 log=$2 what=$3 seconds=$4
+    shift 4
+    echo "== ThreadSanitizer: cudrv_stress $title, $stress_threads threads x $seconds s" | tee -a "$out/summary.txt"
+    LD_LIBRARY_PATH="$build_tsan/tsan-runtime${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+      TSAN_OPTIONS="suppressions=$root/tests/stress/tsan.supp halt_on_error=0 exitcode=66 print_suppressions=1 second_deadlock_stack=1" \
+      "$build_tsan/tests/cudrv_stress" --threads "$stress_threads" --seconds "$seconds" "$@" > "$out/$log" 2>&1
+    local code=$? reports
+    reports=$(grep -c "WARNING: ThreadSanitizer" "$out/$log")
+    tail -n 14 "$out/$log" | grep -v "^$" | tee -a "$out/summary.txt"
+    grep -E "^FATAL: ThreadSanitizer|ThreadSanitizer: reported|Matched [0-9]+ suppressions|^ *[0-9]+ (race|thread|mutex|deadlock|called_from_lib|signal):" \
+      "$out/$log" | head -n 12 | tee -a "$out/summary.txt"
+    echo "exit code $code, $reports ThreadSanitizer reports" | tee -a "$out/summary.txt"
+    if [ "$code" = 0 ] && [ "$reports" != 0 ]; then code=66; fi
+    record "$what" "$code"
+  }
+  if [ -x "$build_tsan/tests/cudrv_stress" ]; then
+    tsan_run "against the driver" stress-tsan.log "cudrv_stress under ThreadSanitizer" "${STRESS_TSAN_SECONDS:-30}"
+    if [ -f "$build_tsan/tests/libcudrv_test_fake_cuda.so" ]; then
+      CUDRV_LIBCUDA="$build_tsan/tests/libcudrv_test_fake_cuda.so" tsan_run "against the stand-in driver" \
+        stress-tsan-fake.log "cudrv_stress under ThreadSanitizer, stand-in driver" 10 --device 1 \
+        --verify-compiled text --kinds stream,event,alloc_default,alloc_pool,compile
+    fi
+  else
+    echo "-- ThreadSanitizer: $build_tsan/tests/cudrv_stress not built (scripts/build-tsan.sh)" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
   fi
 fi
 

@@ -837,6 +837,29 @@ CUresult CUDAAPI fake_cuEventRecord(CUevent e, CUstream h) {
   return CUDA_SUCCESS;
 }
 
+// Events complete at once here (the fake runs no work); a synchronisation lands pageable copies
+// (the stress program's event kind: tests/stress/stress.cpp).
+CUresult CUDAAPI fake_cuEventQuery(CUevent e) {
+  FAKE_ENTER();
+  return e != nullptr ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_HANDLE);
+}
+
+CUresult CUDAAPI fake_cuEventSynchronize(CUevent e) {
+  FAKE_ENTER();
+  if (e == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  land_dma();
+  return CUDA_SUCCESS;
+}
+
+// Pools keep nothing for reuse here: trimming has nothing to return.
+CUresult CUDAAPI fake_cuMemPoolTrimTo(CUmemoryPool pool, std::size_t) {
+  FAKE_ENTER();
+  count("pool_trims");
+  return pool != nullptr ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_VALUE);
+}
+
 CUresult CUDAAPI fake_cuMemAlloc(CUdeviceptr* p, std::size_t size) {
   FAKE_ENTER();
   if (current() == nullptr) {
@@ -2876,6 +2899,8 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
     FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim), FAKE_SYMBOL(cuMemPrefetchAsync),
     FAKE_SYMBOL(cuMemAdvise),
+    // events waited on, pools trimmed (the stress program)
+    FAKE_SYMBOL(cuEventQuery), FAKE_SYMBOL(cuEventSynchronize), FAKE_SYMBOL(cuMemPoolTrimTo),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
