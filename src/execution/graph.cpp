@@ -99,6 +99,10 @@ std::string describe_node(CUgraphNode node) {
 
 [[noreturn]] void throw_launch_failure_in_graph(CUresult status, const launch_config& c, CUkernel kernel,
                                                const kernel_signature* sig) {
+  if (detail::is_context_lost(status)) [[unlikely]] {
+    detail::throw_driver_error(status, "cuGraphKernelNodeSetAttribute",
+                               "kernel node of '" + kernel_name_noexcept(kernel, sig) + "'");
+  }
   throw launch_error(error_source::driver, status, "cuGraphKernelNodeSetAttribute", kernel_name_noexcept(kernel, sig),
                      std::string("the driver refused a launch attribute of the kernel node (") +
                          (c.has_cluster() ? "cluster dimensions" : c.cooperative ? "cooperative" : "priority") +
@@ -783,6 +787,9 @@ void graph_exec::update(graph_ref g) const {
   CUgraphExecUpdateResultInfo info{};
   CUresult status = CUDA_SUCCESS;
   in_context(ctx_, [&] { status = detail::drv::cuGraphExecUpdate(handle_, g.native_handle(), &info); });
+  if (detail::is_context_lost(status)) [[unlikely]] {
+    detail::throw_driver_error(status, "cuGraphExecUpdate", {});
+  }
   if (status != CUDA_SUCCESS) {
     std::string what = std::string(detail::update_reason(info.result)) + "; " + detail::describe_node(info.errorNode);
     if (info.errorFromNode != nullptr) {

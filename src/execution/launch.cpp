@@ -215,6 +215,10 @@ std::string diagnose(CUresult status, CUstream stream, const launch_config& c, C
 
 [[noreturn]] void throw_launch_failure(CUresult status, const char* api, CUstream stream, const launch_config& c,
                                        CUkernel kernel, const kernel_signature* sig) {
+  if (is_context_lost(status)) [[unlikely]] {
+    // An earlier kernel faulted (or this is a forked child): nothing to diagnose in this launch.
+    throw_driver_error(status, api, "launching kernel '" + kernel_name_noexcept(kernel, sig) + "'");
+  }
   std::string diagnosis = diagnose(status, stream, c, kernel);
   throw launch_error(error_source::driver, status, api, kernel_name_noexcept(kernel, sig), std::move(diagnosis));
 }
