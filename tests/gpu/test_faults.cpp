@@ -340,3 +340,31 @@ TEST_CASE("fork: a child of a process that initialised CUDA gets fork_error, the
   s.synchronize();
   CHECK(back == data);
 }
+
+TEST_CASE("limits: a kernel node whose block exceeds the device's limit names the limit, at add or instantiate",
+          "[gpu][oom][driver_error]") {
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::object_code code =
+      cudrv::program("saxpy.cu", saxpy_source).compile(cudrv::code_kind::cubin, {.arch = dev.arch()}).code;
+  cudrv::library lib(code, dev);
+  auto saxpy = lib.get_kernel<void(float, const float*, float*, int)>("saxpy");
+  cudrv::device_buffer<float> x(dev, 4096);
+  const int limit = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK);
+  const unsigned too_many = static_cast<unsigned>(limit) * 2;
+  auto e = catch_as<cudrv::launch_error>([&] {
+    cudrv::graph g;
+    {
+      cudrv::graph_builder b(g, dev);
+      cudrv::launch(b, {.grid = 1, .block = too_many}, saxpy, 1.0f, x.get(), x.get(), 4096);
+    }
+    cudrv::graph_exec exec = g.instantiate(dev);
+  });
+  REQUIRE(e.has_value());
+  INFO("what(): " << e->what());
+  CHECK(e->kernel_name() == "saxpy");
+  CHECK(contains(e->what(), std::to_string(too_many)));
+  CHECK(contains(e->what(), std::to_string(limit)));
+  CHECK(errors.count() == 0);
+}
