@@ -142,8 +142,9 @@ void throw_allocation_failure(CUresult status, const char* api, const allocation
         text += "; the pool's usage could not be read";
       }
     }
-  } catch (const error&) {
-    // the figures are best effort (a driver that lacks an entry point): the failure is reported regardless
+  } catch (...) {
+    // the figures are best effort (a driver that lacks an entry point, no memory for the text): the
+    // failure is reported regardless
   }
   throw out_of_memory_error(status, api, std::move(text), f);
 }
