@@ -284,7 +284,8 @@ void device::reset_primary_context() const {
         [&] { return device_context(handle_) + ", after cuDevicePrimaryCtxReset"; });
   c.slots[index].store(after, std::memory_order_release);
   detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d = handle_] { return drv::cuDevicePrimaryCtxRelease(d); });
-  if (was_current && after != before) {
+  if (was_current) {
+    // The caller had it current: so it stays, also where the reset left no context current.
     check(drv::cuCtxSetCurrent(after), "cuCtxSetCurrent", [&] { return device_context(handle_); });
   }
   keep_freed_pool_memory(handle_);  // the reset gave the default pool its driver defaults again

@@ -234,6 +234,18 @@ TEST_CASE("faults: an object that outlives a primary-context reset frees nothing
   CHECK(round_trip_works(dev, seed));
 }
 
+TEST_CASE("faults: a reset keeps the primary context current where the caller had it current", "[fake-driver][faults]") {
+  fault_fake f;
+  const cudrv::device dev(1);
+  dev.set_current();
+  dev.reset_primary_context();
+  CHECK(cudrv::context_ref::current().native_handle() == dev.primary_context().native_handle());
+  CHECK(f.primary(1) == dev.primary_context().native_handle());
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed);
+  CHECK(round_trip_works(dev, seed));
+}
+
 TEST_CASE("faults: resetting a device whose primary context cudrv never used leaves it inactive", "[fake-driver][faults]") {
   fault_fake f;
   const cudrv::device dev(1);
