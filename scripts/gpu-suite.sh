@@ -170,7 +170,9 @@ if [ "$sanitize" = 1 ]; then
   # 1. Memory errors and leaks over the whole binary but the NCCL cases. The [bad-input], [bad_input] and
   #    [driver_error] cases make the driver refuse calls on purpose, so API errors are not counted in this
   #    pass; the [misuse] cases destroy a context before what was made in it, which the sanitizer counts
-  #    as leaks, so they are left out (ctest runs them). The [nccl] cases run in pass 1b: NCCL starts the
+  #    as leaks, so they are left out (ctest runs them), and so are the [sticky_fault] case (a deliberate
+  #    out-of-bounds write, in a child process it starts) and the [fork] case (a child that exits without
+  #    freeing what it inherited). The [nccl] cases run in pass 1b: NCCL starts the
   #    CUDA runtime it carries, whose exit handler releases the primary context before the test files'
   #    static libraries are unloaded, and the sanitizer would count their module globals as leaked.
   # leak_pass <title> <log name> <what to record> <program and arguments...>: memcheck with leak checking,
@@ -186,8 +188,8 @@ if [ "$sanitize" = 1 ]; then
     record "$what" "$code"
     grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/$log" | tee -a "$out/summary.txt"
   }
-  leak_pass "whole binary but ~[misuse]~[nccl] (API errors the tests provoke on purpose not counted)" \
-    sanitizer-memcheck.log "memcheck of cudrv_gpu_tests" "$build/tests/cudrv_gpu_tests" "~[misuse]~[nccl]"
+  leak_pass "whole binary but ~[misuse]~[nccl]~[sticky_fault]~[fork] (API errors the tests provoke on purpose not counted)" \
+    sanitizer-memcheck.log "memcheck of cudrv_gpu_tests" "$build/tests/cudrv_gpu_tests" "~[misuse]~[nccl]~[sticky_fault]~[fork]"
   # 1b. The NCCL cases on their own, memory errors and leaks (API errors: see pass 2).
   leak_pass "[nccl] (NCCL's probing API errors not counted)" sanitizer-memcheck-nccl.log \
     "memcheck of cudrv_gpu_tests [nccl]" "$build/tests/cudrv_gpu_tests" "[nccl]"
@@ -199,9 +201,9 @@ if [ "$sanitize" = 1 ]; then
   #    cudaFuncGetAttributes at communicator creation and gets cudaErrorNoKernelImageForDevice for the
   #    architectures it was not built for; those failing calls are NCCL's, not cudrv's (passes 1b and 3
   #    check the NCCL cases for memory errors and leaks).
-  echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]~[nccl]" | tee -a "$out/summary.txt"
+  echo "== compute-sanitizer memcheck --error-exitcode, API errors reported, ~[bad-input]~[bad_input]~[driver_error]~[nccl]~[sticky_fault]~[fork]" | tee -a "$out/summary.txt"
   compute-sanitizer --tool memcheck "${san_procs[@]}" --error-exitcode 99 \
-    "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]~[nccl]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
+    "$build/tests/cudrv_gpu_tests" "~[bad-input]~[bad_input]~[driver_error]~[nccl]~[sticky_fault]~[fork]" -d yes > "$out/sanitizer-api-errors.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"
   record "memcheck with API errors of cudrv_gpu_tests" "$rc"

@@ -34,9 +34,10 @@ namespace detail {
 /// report to the destruction handler, when the context went first (the driver freed them with it).
 struct context_token {
   CUcontext handle = nullptr;   ///< The context.
-  unsigned long long id = 0;    ///< Its unique id; 0 for a context that lives as long as the process.
-  /// @brief The token of @p ctx: id 0 for a primary context that cudrv retains for the process
-  /// (nothing can destroy it) or when the driver cannot tell, else the driver's unique id.
+  unsigned long long id = 0;    ///< Its unique id; 0 when the driver cannot tell (taken to live as long as the process).
+  /// @brief The token of @p ctx: for a primary context that cudrv retains for the process, its device
+  /// and reset generation (only device::reset_primary_context can end it; no driver call), else the
+  /// driver's unique id, or 0 when the driver cannot tell.
   static context_token of(CUcontext ctx) noexcept;
   /// @brief Whether the context still exists (always true for id 0). Never throws.
   [[nodiscard]] bool alive() const noexcept { return id == 0 || alive_by_id(); }

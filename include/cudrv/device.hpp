@@ -136,6 +136,30 @@ class device {
   [[nodiscard]] unsigned int primary_context_flags() const;
   /// @brief Sets the flags the primary context is (or will be) created with (cuDevicePrimaryCtxSetFlags).
   void set_primary_context_flags(context_flags flags) const;
+  /// @brief Resets the primary context (cuDevicePrimaryCtxReset), the recovery from a sticky fault
+  /// (@ref context_fault_error): everything made in it is destroyed by the driver (memory, streams,
+  /// events, pools' memory, executable graphs, loaded modules), and the context is usable again,
+  /// empty. cudrv then activates it again and keeps its process-wide reference, so `primary_context()`
+  /// returns the usable context (whose handle may have the same value as before).
+  ///
+  /// Destroy the cudrv objects made in the primary context *before* the reset. One still alive after
+  /// it frees nothing when destroyed (its memory or handle went with the reset, and may be handed out
+  /// again) and tells the destruction handler (`CUDA_ERROR_CONTEXT_IS_DESTROYED`); views of it
+  /// (and the @ref default_stream, which cudrv makes again on next use) must not be used. Libraries
+  /// and their kernels stay valid: the driver loads the code again in the new context. Other
+  /// libraries or threads of the process that use this primary context lose their objects too, which
+  /// is why the driver leaves the reset to the application.
+  ///
+  /// @code
+  /// try {
+  ///   faulty.launch(s, cfg, out);
+  ///   s.synchronize();
+  /// } catch (const cudrv::context_fault_error&) {
+  ///   s.reset(); out.reset();             // drop what was made in the context first
+  ///   dev.reset_primary_context();
+  /// }
+  /// @endcode
+  void reset_primary_context() const;
 
   /// @brief Devices compare by ordinal.
   [[nodiscard]] friend bool operator==(const device& a, const device& b) noexcept { return a.handle_ == b.handle_; }

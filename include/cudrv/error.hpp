@@ -4,6 +4,7 @@
 
 #include <cuda.h>
 
+#include <cstddef>
 #include <exception>
 #include <stdexcept>
 #include <string>
@@ -73,6 +74,10 @@ class error : public std::runtime_error {
   [[nodiscard]] const std::string& api() const noexcept { return api_; }
   /// @brief Where the call failed (device, stream, sizes); may be empty.
   [[nodiscard]] const std::string& context() const noexcept { return context_; }
+  /// @brief Whether this is a sticky fault reported by the driver (see @ref cudrv::is_sticky): the
+  /// context the call ran in is unusable until it is reset. The error is then a
+  /// @ref context_fault_error, unless a more specific type (a @ref launch_error) carries it.
+  [[nodiscard]] bool is_sticky() const noexcept;
 
  private:
   error_source source_;
@@ -83,17 +88,109 @@ class error : public std::runtime_error {
   std::string context_;
 };
 
-/// @brief A device or host allocation failed for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
-class out_of_memory_error : public error {
- public:
-  using error::error;
-};
-
 /// @brief The CUDA driver cannot be used: libcuda.so.1 was not found, it is a stub, it is too old
 /// for this machine's kernel module, or it sees no device.
 class driver_unavailable_error : public error {
  public:
   using error::error;
+};
+
+/// @brief A device or host allocation failed for lack of memory (`CUDA_ERROR_OUT_OF_MEMORY`).
+///
+/// When cudrv made the allocation it records the figures of the moment: the bytes asked for, the
+/// bytes free where the memory was to come from (`cuMemGetInfo` in the allocation's context, or the
+/// host's available physical memory for pinned memory) and, for a pool, what the pool reserved from
+/// the system and what of it was in use. A figure cudrv could not read safely (no context of the
+/// device was current, and cudrv makes none current that the user did not name) is
+/// @ref unknown_bytes; the message then says why. See @ref reliability, "Out of memory and limits".
+///
+/// @code
+/// try {
+///   cudrv::device_buffer<std::byte> b(dev, std::size_t(1) << 40);
+/// } catch (const cudrv::out_of_memory_error& e) {
+///   std::cerr << e.requested_bytes() << " asked, " << e.free_bytes() << " free\n";
+/// }
+/// @endcode
+class out_of_memory_error : public error {
+ public:
+  /// @brief A figure that was not known or could not be read safely.
+  static constexpr std::size_t unknown_bytes = static_cast<std::size_t>(-1);
+
+  /// @brief The memory figures at the time of the failure (@ref unknown_bytes where unknown).
+  struct figures {
+    std::size_t requested = unknown_bytes;      ///< Bytes the allocation asked for.
+    std::size_t free = unknown_bytes;           ///< Bytes free where the memory was to come from.
+    std::size_t total = unknown_bytes;          ///< Total bytes there.
+    std::size_t pool_reserved = unknown_bytes;  ///< For a pool: bytes it holds from the system.
+    std::size_t pool_used = unknown_bytes;      ///< For a pool: bytes of it in use.
+  };
+
+  using error::error;
+  /// @brief Builds the error of a failed driver allocation with the figures of the moment.
+  /// @param code the status (`CUDA_ERROR_OUT_OF_MEMORY`)
+  /// @param api the call that failed, e.g. `cuMemAlloc`
+  /// @param context where it failed, with the figures in words
+  /// @param numbers the same figures as numbers
+  out_of_memory_error(CUresult code, std::string api, std::string context, const figures& numbers)
+      : error(code, std::move(api), std::move(context)), figures_(numbers) {}
+
+  /// @brief Bytes the failed allocation asked for, or @ref unknown_bytes.
+  [[nodiscard]] std::size_t requested_bytes() const noexcept { return figures_.requested; }
+  /// @brief Bytes free at the time of the failure where the memory was to come from (the device,
+  /// or the host for pinned memory), or @ref unknown_bytes when it could not be read safely.
+  [[nodiscard]] std::size_t free_bytes() const noexcept { return figures_.free; }
+  /// @brief Total bytes there, or @ref unknown_bytes.
+  [[nodiscard]] std::size_t total_bytes() const noexcept { return figures_.total; }
+  /// @brief For a pool allocation: bytes the pool held from the system (`CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT`),
+  /// else @ref unknown_bytes.
+  [[nodiscard]] std::size_t pool_reserved_bytes() const noexcept { return figures_.pool_reserved; }
+  /// @brief For a pool allocation: bytes of the pool in use (`CU_MEMPOOL_ATTR_USED_MEM_CURRENT`),
+  /// else @ref unknown_bytes.
+  [[nodiscard]] std::size_t pool_used_bytes() const noexcept { return figures_.pool_used; }
+  /// @brief All the figures at once.
+  [[nodiscard]] const figures& memory_figures() const noexcept { return figures_; }
+
+ private:
+  figures figures_{};
+};
+
+/// @brief Whether a driver status is *sticky*: a fault in a kernel (an illegal address or
+/// instruction, a misaligned access, a device-side assert, a hardware stack error, a timeout...)
+/// after which the context it happened in is unusable, and every later call in it returns the same
+/// code. The CUDA documentation says of these codes that the context "cannot be used anymore" or
+/// that "the process must be terminated". See @ref reliability, "Sticky faults and recovery".
+[[nodiscard]] bool is_sticky(CUresult code) noexcept;
+
+/// @brief A sticky fault (@ref is_sticky): a kernel faulted and the context it ran in is unusable.
+///
+/// `what()` says so and names the recovery: destroy every cudrv object made in that context (their
+/// destructors free nothing and never throw), call @ref device::reset_primary_context, and go on
+/// with new objects. Catch it to recover, or let it end the process.
+///
+/// @code
+/// try {
+///   stream.synchronize();
+/// } catch (const cudrv::context_fault_error& e) {
+///   objects.clear();                 // everything made in the faulted context
+///   dev.reset_primary_context();     // the context is usable again, empty
+/// }
+/// @endcode
+class context_fault_error : public error {
+ public:
+  using error::error;
+};
+
+/// @brief This process was forked after its parent initialised CUDA, and CUDA cannot be used in the
+/// child: the driver's state belongs to the parent. Thrown by the first cudrv call in the child that
+/// would reach the driver; objects inherited from the parent are destroyed without calling it. Run
+/// CUDA in the child by `exec`-ing a program, or fork before the first cudrv call. See
+/// @ref reliability, "fork()".
+class fork_error : public driver_unavailable_error {
+ public:
+  /// @brief Builds the error.
+  /// @param api the call the child made, e.g. `cuMemAlloc`
+  /// @param context where it was made (may be empty)
+  fork_error(std::string api, std::string context);
 };
 
 /// @brief The device or the installed driver does not support the request (`CUDA_ERROR_NOT_SUPPORTED`,

@@ -301,6 +301,9 @@ kernel library_base::get_kernel(const std::string& requested) const {
     }
     throw error(status, "cuLibraryGetKernel", std::move(message));
   }
+  if (detail::is_context_lost(status)) [[unlikely]] {
+    detail::throw_driver_error(status, "cuLibraryGetKernel", "kernel '" + name + "'");
+  }
   if (status == CUDA_ERROR_NO_BINARY_FOR_GPU || status == CUDA_ERROR_INVALID_PTX || status == CUDA_ERROR_INVALID_IMAGE ||
       status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
     // Under lazy loading (jit_options::eager = false) the image is compiled and checked here.
@@ -597,7 +600,7 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
       log = text(state->info_log);
     }
     if (status == CUDA_ERROR_NOT_INITIALIZED || status == CUDA_ERROR_NO_DEVICE || status == CUDA_ERROR_OUT_OF_MEMORY ||
-        status == CUDA_ERROR_DEINITIALIZED) {
+        status == CUDA_ERROR_DEINITIALIZED || detail::is_context_lost(status)) {
       detail::throw_driver_error(status, "cuLibraryLoadData", context);
     }
     throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),

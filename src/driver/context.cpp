@@ -152,9 +152,22 @@ primary_context::~primary_context() { reset(); }
 
 namespace detail {
 
+namespace {
+// Tokens of the primary contexts cudrv retains carry this bit, the device and the context's reset
+// generation instead of a driver id (the driver's ids are counters that never reach it): checking them
+// needs no driver call, and a reset by device::reset_primary_context makes them dead.
+constexpr unsigned long long primary_token_bit = 1ull << 63;
+constexpr unsigned long long primary_token(int device, unsigned generation) noexcept {
+  return primary_token_bit | (static_cast<unsigned long long>(static_cast<unsigned>(device)) << 32) | generation;
+}
+}  // namespace
+
 context_token context_token::of(CUcontext ctx) noexcept {
-  if (ctx == nullptr || is_retained_primary_context(ctx)) {
+  if (ctx == nullptr) {
     return {ctx, 0};
+  }
+  if (const int device = retained_primary_context_device(ctx); device >= 0) {
+    return {ctx, primary_token(device, primary_context_generation(device))};
   }
   unsigned long long id = 0;
   try {
@@ -168,6 +181,10 @@ context_token context_token::of(CUcontext ctx) noexcept {
 }
 
 bool context_token::alive_by_id() const noexcept {
+  if ((id & primary_token_bit) != 0) {
+    const int device = static_cast<int>((id >> 32) & 0x7fffffffu);
+    return id == primary_token(device, primary_context_generation(device));
+  }
   try {
     unsigned long long now = 0;
     return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;

@@ -24,6 +24,10 @@ std::string device_context(CUdevice dev) { return "device " + std::to_string(sta
 struct primary_context_cache {
   int count = 0;
   std::unique_ptr<std::atomic<CUcontext>[]> slots;
+  // How many times device::reset_primary_context reset each device's primary context: the tokens of
+  // objects made in it carry the generation, so that after a reset (which may give the context the same
+  // handle) their destruction frees nothing that the driver may have handed out again.
+  std::unique_ptr<std::atomic<unsigned>[]> generations;
   std::mutex mutex;
 };
 
@@ -36,6 +40,7 @@ primary_context_cache& cache() {
     auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
     p->count = count;
     p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
+    p->generations = std::make_unique<std::atomic<unsigned>[]>(static_cast<std::size_t>(p->count));
     cache_if_made.store(p, std::memory_order_release);
     return p;
   }();
@@ -65,17 +70,27 @@ void keep_freed_pool_memory(CUdevice dev) noexcept {
 }  // namespace
 
 namespace detail {
-bool is_retained_primary_context(CUcontext ctx) noexcept {
+int retained_primary_context_device(CUcontext ctx) noexcept {
   const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
   if (c == nullptr || ctx == nullptr) {
-    return false;
+    return -1;
   }
   for (int i = 0; i < c->count; ++i) {
     if (c->slots[static_cast<std::size_t>(i)].load(std::memory_order_acquire) == ctx) {
-      return true;
+      return i;
     }
   }
-  return false;
+  return -1;
+}
+
+bool is_retained_primary_context(CUcontext ctx) noexcept { return retained_primary_context_device(ctx) >= 0; }
+
+unsigned primary_context_generation(int device) noexcept {
+  const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
+  if (c == nullptr || device < 0 || device >= c->count) {
+    return 0;
+  }
+  return c->generations[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
 }
 }  // namespace detail
 
@@ -243,6 +258,37 @@ unsigned int device::primary_context_flags() const {
   check(drv::cuDevicePrimaryCtxGetState(handle_, &flags, &active), "cuDevicePrimaryCtxGetState",
         [&] { return device_context(handle_); });
   return flags;
+}
+
+void device::reset_primary_context() const {
+  primary_context_cache& c = cache();
+  if (handle_ < 0 || handle_ >= c.count) [[unlikely]] {
+    throw error(CUDA_ERROR_INVALID_DEVICE, "cudrv::device::reset_primary_context",
+                "device " + std::to_string(static_cast<int>(handle_)) + " of " + std::to_string(c.count) + " visible");
+  }
+  const auto index = static_cast<std::size_t>(handle_);
+  std::lock_guard<std::mutex> lock(c.mutex);
+  CUcontext before = c.slots[index].load(std::memory_order_acquire);
+  CUcontext current = nullptr;
+  const bool was_current = before != nullptr && drv::cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == before;
+  check(drv::cuDevicePrimaryCtxReset(handle_), "cuDevicePrimaryCtxReset", [&] { return device_context(handle_); });
+  // From here on, tokens taken before the reset no longer name a live context.
+  c.generations[index].fetch_add(1, std::memory_order_acq_rel);
+  if (before == nullptr) {
+    return;  // cudrv held no reference: the context stays inactive until something retains it
+  }
+  // A reset keeps the references (cudrv's among them) but leaves the context inactive; a retain makes it
+  // usable again. The extra reference is given back at once, so cudrv still holds exactly one.
+  CUcontext after = nullptr;
+  check(drv::cuDevicePrimaryCtxRetain(&after, handle_), "cuDevicePrimaryCtxRetain",
+        [&] { return device_context(handle_) + ", after cuDevicePrimaryCtxReset"; });
+  c.slots[index].store(after, std::memory_order_release);
+  detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d = handle_] { return drv::cuDevicePrimaryCtxRelease(d); });
+  if (was_current) {
+    // The caller had it current: so it stays, also where the reset left no context current.
+    check(drv::cuCtxSetCurrent(after), "cuCtxSetCurrent", [&] { return device_context(handle_); });
+  }
+  keep_freed_pool_memory(handle_);  // the reset gave the default pool its driver defaults again
 }
 
 void device::set_primary_context_flags(context_flags flags) const {

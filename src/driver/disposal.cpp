@@ -1,5 +1,6 @@
 // cudrv's disposal thread: see disposal.hpp.
 #include "driver/disposal.hpp"
+#include "driver/driver_api.hpp"
 
 #include <atomic>
 #include <condition_variable>
@@ -49,6 +50,9 @@ disposal_queue& disposals() {
 }  // namespace
 
 bool dispose_on_disposal_thread(disposal_fn destroy, void* object) noexcept {
+  if (in_forked_child()) [[unlikely]] {
+    return true;  // the parent's object, and no disposal thread in the child: left alone
+  }
   try {
     disposal_queue& q = disposals();
     std::lock_guard lock(q.mutex);
@@ -69,7 +73,7 @@ bool dispose_on_disposal_thread(disposal_fn destroy, void* object) noexcept {
 void await_disposals() noexcept {
   try {
     disposal_queue& q = disposals();
-    if (q.outstanding.load(std::memory_order_acquire) == 0 || on_disposal_thread) [[likely]] {
+    if (q.outstanding.load(std::memory_order_acquire) == 0 || on_disposal_thread || in_forked_child()) [[likely]] {
       return;
     }
     std::unique_lock lock(q.mutex);

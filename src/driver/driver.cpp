@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 #include <link.h>
+#include <pthread.h>
 
 #include <cstdlib>
 #include <mutex>
@@ -92,6 +93,31 @@ driver_state load_driver() {
 
 std::atomic<PFN_cuGetErrorString_v6000> error_string_fn{nullptr};
 
+// --- fork() ------------------------------------------------------------------------------------------
+// A child forked after cuInit must not call the driver: its state (contexts, memory mappings, the
+// driver's threads) belongs to the parent, and calls hang, crash or act on the parent's objects. The
+// child handler, registered once the driver is initialised, swaps every entry point for a stub that
+// returns forked_child_status without reaching the driver: checked calls throw fork_error, and the
+// destructors of the parent's objects do nothing. The normal path is unchanged (the same cached
+// pointer, loaded the same way).
+std::atomic<bool> forked{false};
+
+template <class Pfn>
+struct forked_stub;
+template <class... Args>
+struct forked_stub<CUresult(CUDAAPI*)(Args...)> {
+  static CUresult CUDAAPI call(Args...) noexcept { return forked_child_status; }
+};
+
+void on_fork_child() noexcept {
+  forked.store(true, std::memory_order_release);
+  error_string_fn.store(nullptr, std::memory_order_release);  // descriptions come from cudrv's table
+#define CUDRV_STUB_ENTRY(name, ver)                                            \
+  drv::name##_entry.fn.store(&forked_stub<PFN_##name##_v##ver>::call, std::memory_order_release);
+  CUDRV_DRIVER_ENTRY_POINTS(CUDRV_STUB_ENTRY)
+#undef CUDRV_STUB_ENTRY
+}
+
 driver_state& state() {
   // Never destroyed: destructors of static cudrv objects may still call the driver at exit.
   static driver_state* s = [] {
@@ -101,12 +127,17 @@ driver_state& state() {
           reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(loaded->library, "cuGetErrorString")),
           std::memory_order_release);
     }
+    if (loaded->usable) {
+      pthread_atfork(nullptr, nullptr, &on_fork_child);  // cuInit ran: a child may no longer use CUDA
+    }
     return loaded;
   }();
   return *s;
 }
 
 }  // namespace
+
+bool in_forked_child() noexcept { return forked.load(std::memory_order_acquire); }
 
 const char* driver_error_string(CUresult code) noexcept {
   auto fn = error_string_fn.load(std::memory_order_acquire);
@@ -119,6 +150,9 @@ const char* driver_error_string(CUresult code) noexcept {
 
 void ensure_driver() {
   const driver_state& s = state();
+  if (in_forked_child()) [[unlikely]] {
+    throw fork_error("cuInit", {});
+  }
   if (!s.usable) [[unlikely]] {
     CUresult code = s.library == nullptr ? CUDA_ERROR_NOT_INITIALIZED : s.init_status;
     throw driver_unavailable_error(error_source::driver, code, error_name(code), s.reason,
@@ -163,7 +197,7 @@ namespace cudrv::driver {
 
 bool available() noexcept {
   try {
-    return detail::state().usable;
+    return detail::state().usable && !detail::in_forked_child();
   } catch (...) {
     return false;
   }
@@ -179,6 +213,9 @@ int version() noexcept {
 
 std::string unavailable_reason() noexcept {
   try {
+    if (detail::in_forked_child()) {
+      return "this process was forked after its parent initialised CUDA; CUDA cannot be used in the child";
+    }
     return detail::state().reason;
   } catch (...) {
     return "unknown";

@@ -39,6 +39,7 @@
   X(cuDevicePrimaryCtxRelease, 11000)         \
   X(cuDevicePrimaryCtxGetState, 7000)         \
   X(cuDevicePrimaryCtxSetFlags, 11000)        \
+  X(cuDevicePrimaryCtxReset, 11000)           \
   X(cuCtxCreate, 3020)                        \
   X(cuCtxDestroy, 4000)                       \
   X(cuCtxGetCurrent, 4000)                    \
@@ -303,9 +304,24 @@ namespace cudrv::detail {
 // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (36), by value: CUDA 12.0/12.1 headers do not name it.
 inline constexpr CUresult call_requires_newer_driver = static_cast<CUresult>(36);
 
+// The status the entry points return in a child process forked after the parent initialised CUDA
+// (driver.cpp swaps every entry point for a stub returning it): no CUresult has this value.
+// throw_driver_error turns it into fork_error; report_destruction_error ignores it, so the destructors
+// of objects inherited from the parent do nothing in the child.
+inline constexpr CUresult forked_child_status = static_cast<CUresult>(0x7f0f0c01);
+
+// Whether this process is a child forked after CUDA was initialised (see forked_child_status).
+bool in_forked_child() noexcept;
+
 // Whether ctx is a primary context that cudrv retains for the rest of the process (device.cpp):
-// such a context cannot be destroyed while the process runs. Never throws; no driver call.
+// such a context cannot be destroyed while the process runs, except by device::reset_primary_context.
+// Never throws; no driver call.
 bool is_retained_primary_context(CUcontext ctx) noexcept;
+
+// The device of a primary context cudrv retains (-1 for any other context), and how many times
+// device::reset_primary_context reset it (its generation). Never throws; no driver call.
+int retained_primary_context_device(CUcontext ctx) noexcept;
+unsigned primary_context_generation(int device) noexcept;
 
 // Loads the driver and runs cuInit once; throws driver_unavailable_error when that failed.
 void ensure_driver();
@@ -316,6 +332,13 @@ void* resolve_entry_point(const char* symbol, int api_version);
 
 // The driver's description of a code, once the driver is loaded; nullptr before or without it.
 const char* driver_error_string(CUresult code) noexcept;
+
+// Whether a failed call's status says nothing about the call itself: a sticky fault of an earlier kernel
+// (the context is unusable) or a forked child. Such a status is thrown as itself (context_fault_error,
+// fork_error) through throw_driver_error, never diagnosed as the call's own failure.
+inline bool is_context_lost(CUresult status) noexcept {
+  return status == forked_child_status || cudrv::is_sticky(status);
+}
 
 // Throws the cudrv::error subtype that matches a failed driver call.
 [[noreturn]] void throw_driver_error(CUresult status, const char* api, std::string context);
@@ -351,6 +374,8 @@ inline void destroy_noexcept(const char* api, Fn&& fn) noexcept {
     if (status != CUDA_SUCCESS) [[unlikely]] {
       report_destruction_error(status, api);
     }
+  } catch (const fork_error&) {
+    // a forked child: the parent's object is left alone
   } catch (const error& e) {
     get_destruction_error_handler()(e);
   } catch (...) {

@@ -39,6 +39,15 @@ std::string compose(const std::string& api, const std::string& name, const std::
 }
 
 void default_destruction_handler(const error& e) noexcept {
+  // After a sticky fault every object of the context fails to destroy the same way: one line says it.
+  static std::atomic<bool> sticky_printed{false};
+  if (e.is_sticky()) {
+    if (!sticky_printed.exchange(true)) {
+      std::fprintf(stderr, "cudrv: error during destruction: %s (further destruction errors of sticky faults are not "
+                           "printed)\n", e.what());
+    }
+    return;
+  }
   std::fprintf(stderr, "cudrv: error during destruction: %s\n", e.what());
 }
 
@@ -63,9 +72,51 @@ std::string error_description(CUresult code) {
   return "unknown CUDA error code " + std::to_string(static_cast<int>(code));
 }
 
+namespace {
+// What every sticky fault's message adds: the context is gone, and how to go on.
+constexpr const char* sticky_note =
+    " -- a sticky fault: the context this call ran in is unusable, and every later call in it fails the same "
+    "way. To recover, destroy every cudrv object made in that context (their destructors free nothing and do "
+    "not throw), call cudrv::device::reset_primary_context() (for a cudrv::context, destroy it and create a "
+    "new one), then create new objects; see the Reliability page, \"Sticky faults and recovery\"";
+
+std::string compose_message(error_source source, int code, const std::string& api, const std::string& name,
+                            const std::string& description, const std::string& context) {
+  std::string out = compose(api, name, description, context);
+  if (source == error_source::driver && is_sticky(static_cast<CUresult>(code))) {
+    out += sticky_note;
+  }
+  return out;
+}
+}  // namespace
+
+bool is_sticky(CUresult code) noexcept {
+  // By value: older headers lack some of the names (CUDA_ERROR_CONTAINED, CUDA_ERROR_TENSOR_MEMORY_LEAK).
+  switch (static_cast<int>(code)) {
+    case 226:  // CUDA_ERROR_CONTAINED
+    case 700:  // CUDA_ERROR_ILLEGAL_ADDRESS
+    case 702:  // CUDA_ERROR_LAUNCH_TIMEOUT
+    case 710:  // CUDA_ERROR_ASSERT
+    case 714:  // CUDA_ERROR_HARDWARE_STACK_ERROR
+    case 715:  // CUDA_ERROR_ILLEGAL_INSTRUCTION
+    case 716:  // CUDA_ERROR_MISALIGNED_ADDRESS
+    case 717:  // CUDA_ERROR_INVALID_ADDRESS_SPACE
+    case 718:  // CUDA_ERROR_INVALID_PC
+    case 719:  // CUDA_ERROR_LAUNCH_FAILED
+    case 721:  // CUDA_ERROR_TENSOR_MEMORY_LEAK
+    case 810:  // CUDA_ERROR_MPS_CLIENT_TERMINATED
+    case 911:  // CUDA_ERROR_EXTERNAL_DEVICE
+      return true;
+    default:
+      return false;
+  }
+}
+
+bool error::is_sticky() const noexcept { return source_ == error_source::driver && cudrv::is_sticky(result()); }
+
 error::error(error_source source, int code, std::string name, std::string description, std::string api,
              std::string context)
-    : std::runtime_error(compose(api, name, description, context)),
+    : std::runtime_error(compose_message(source, code, api, name, description, context)),
       source_(source),
       code_(code),
       name_(std::move(name)),
@@ -80,6 +131,13 @@ error::error(CUresult code, std::string api, std::string context)
 invalid_argument_error::invalid_argument_error(std::string api, std::string message)
     : error(error_source::cudrv, CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", std::move(message),
             std::move(api), {}) {}
+
+fork_error::fork_error(std::string api, std::string context)
+    : driver_unavailable_error(
+          error_source::cudrv, CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED",
+          "this process was forked after its parent initialised CUDA; the driver's state belongs to the parent and "
+          "CUDA cannot be used in the child (exec a program that uses CUDA, or fork before the first cudrv call)",
+          std::move(api), std::move(context)) {}
 
 namespace {
 std::string describe_exception(const std::exception_ptr& original) {
@@ -142,6 +200,12 @@ destruction_error_handler get_destruction_error_handler() noexcept {
 namespace detail {
 
 void throw_driver_error(CUresult status, const char* api, std::string context) {
+  if (status == forked_child_status) {
+    throw fork_error(api, std::move(context));
+  }
+  if (is_sticky(status)) {
+    throw context_fault_error(status, api, std::move(context));
+  }
   switch (static_cast<int>(status)) {
     case CUDA_ERROR_OUT_OF_MEMORY:
       throw out_of_memory_error(status, api, std::move(context));
@@ -160,8 +224,8 @@ void throw_driver_error(CUresult status, const char* api, std::string context) {
 }
 
 void report_destruction_error(CUresult status, const char* api) noexcept {
-  if (status == CUDA_ERROR_DEINITIALIZED) {
-    return;  // the driver is shutting down at process exit: nothing left to free
+  if (status == CUDA_ERROR_DEINITIALIZED || status == forked_child_status) {
+    return;  // the driver is shutting down at process exit, or the parent's objects in a forked child
   }
   try {
     get_destruction_error_handler()(error(status, api, {}));

@@ -14,6 +14,7 @@
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
 #include "streams/nvtx_support.hpp"
 #include "streams/stream_support.hpp"
@@ -97,8 +98,31 @@ std::string describe_node(CUgraphNode node) {
 
 }  // namespace
 
+// When the node the driver blamed for a failed instantiation is a kernel node, throws the launch_error
+// a launch with its configuration would have: the limit it exceeds, with the numbers. Returns otherwise.
+void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode node, CUcontext ctx) {
+  CUgraphNodeType type{};
+  CUDA_KERNEL_NODE_PARAMS params{};
+  if (node == nullptr || drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+      drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS) {
+    return;
+  }
+  launch_config c;
+  c.grid = {params.gridDimX, params.gridDimY, params.gridDimZ};
+  c.block = {params.blockDimX, params.blockDimY, params.blockDimZ};
+  c.dynamic_shared_memory = params.sharedMemBytes;
+  std::string name = kernel_name_noexcept(params.kern, nullptr);
+  throw launch_error(error_source::driver, status, api, std::move(name),
+                     "kernel node " + describe_node(node) + ": " +
+                         diagnose_launch(status, params.ctx != nullptr ? params.ctx : ctx, c, params.kern));
+}
+
 [[noreturn]] void throw_launch_failure_in_graph(CUresult status, const launch_config& c, CUkernel kernel,
                                                const kernel_signature* sig) {
+  if (detail::is_context_lost(status)) [[unlikely]] {
+    detail::throw_driver_error(status, "cuGraphKernelNodeSetAttribute",
+                               "kernel node of '" + kernel_name_noexcept(kernel, sig) + "'");
+  }
   throw launch_error(error_source::driver, status, "cuGraphKernelNodeSetAttribute", kernel_name_noexcept(kernel, sig),
                      std::string("the driver refused a launch attribute of the kernel node (") +
                          (c.has_cluster() ? "cluster dimensions" : c.cooperative ? "cooperative" : "priority") +
@@ -135,12 +159,16 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
   CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(c, kernel, b.context().native_handle(), args, sig);
   auto deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
-  check(drv::cuGraphAddKernelNode(&node, b.target().native_handle(), deps.data(), deps.size(), &params), api, [&] {
+  const CUresult added = drv::cuGraphAddKernelNode(&node, b.target().native_handle(), deps.data(), deps.size(), &params);
+  if (added != CUDA_SUCCESS) [[unlikely]] {
     std::string name = kernel_name_noexcept(kernel, sig);
-    return "kernel '" + name + "', grid " + std::to_string(c.grid.x) + "x" + std::to_string(c.grid.y) + "x" +
-           std::to_string(c.grid.z) + ", block " + std::to_string(c.block.x) + "x" + std::to_string(c.block.y) + "x" +
-           std::to_string(c.block.z);
-  });
+    if (is_context_lost(added) || added == CUDA_ERROR_OUT_OF_MEMORY) {
+      throw_driver_error(added, api, "kernel '" + name + "'");
+    }
+    // As a refused launch: the limit exceeded, named with the numbers.
+    throw launch_error(error_source::driver, added, api, std::move(name),
+                       diagnose_launch(added, b.context().native_handle(), c, kernel));
+  }
   auto set = [&](CUkernelNodeAttrID id, const CUkernelNodeAttrValue& value) {
     CUresult status = drv::cuGraphKernelNodeSetAttribute(node, id, &value);
     if (status != CUDA_SUCCESS) {
@@ -584,7 +612,12 @@ graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flag
       why = "the driver does not support this instantiation (a graph with memory allocation nodes can have only "
             "one executable at a time)";
     }
-    detail::check(status != CUDA_SUCCESS ? status : CUDA_ERROR_INVALID_VALUE, "cuGraphInstantiateWithParams",
+    const CUresult failed = status != CUDA_SUCCESS ? status : CUDA_ERROR_INVALID_VALUE;
+    if (!detail::is_context_lost(failed) && failed != CUDA_ERROR_OUT_OF_MEMORY) {
+      detail::throw_if_kernel_node_refused(failed, "cuGraphInstantiateWithParams", params.hErrNode_out,
+                                           ctx.native_handle());
+    }
+    detail::check(failed, "cuGraphInstantiateWithParams",
                   [&] { return std::string(why) + "; " + detail::describe_node(params.hErrNode_out); });
   }
   return graph_exec::from_native_handle(exec, ctx);
@@ -783,6 +816,9 @@ void graph_exec::update(graph_ref g) const {
   CUgraphExecUpdateResultInfo info{};
   CUresult status = CUDA_SUCCESS;
   in_context(ctx_, [&] { status = detail::drv::cuGraphExecUpdate(handle_, g.native_handle(), &info); });
+  if (detail::is_context_lost(status)) [[unlikely]] {
+    detail::throw_driver_error(status, "cuGraphExecUpdate", {});
+  }
   if (status != CUDA_SUCCESS) {
     std::string what = std::string(detail::update_reason(info.result)) + "; " + detail::describe_node(info.errorNode);
     if (info.errorFromNode != nullptr) {

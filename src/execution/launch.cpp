@@ -6,6 +6,7 @@
 
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "execution/launch_support.hpp"
 #include "streams/nvtx_support.hpp"
 
 namespace cudrv::detail {
@@ -33,10 +34,8 @@ std::string describe_config(const launch_config& c) {
   return out;
 }
 
-// Compares a refused launch with the device's and the kernel's limits. Best effort: a query that
-// fails only drops the checks that need it. Never throws.
+// diagnose_launch (launch_support.hpp) for a launch on a stream, whose context it finds first.
 std::string diagnose(CUresult status, CUstream stream, const launch_config& c, CUkernel kernel) noexcept {
-  std::vector<std::string> problems;
   try {
     CUcontext ctx = nullptr;
     if (stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
@@ -48,6 +47,17 @@ std::string diagnose(CUresult status, CUstream stream, const launch_config& c, C
     } else if (drv::cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS || ctx == nullptr) {
       return "the stream is invalid (destroyed?)";
     }
+    return diagnose_launch(status, ctx, c, kernel);
+  } catch (...) {
+    return {};
+  }
+}
+
+}  // namespace
+
+std::string diagnose_launch(CUresult status, CUcontext ctx, const launch_config& c, CUkernel kernel) noexcept {
+  std::vector<std::string> problems;
+  try {
     CUdevice dev = 0;
     bool have_device = false;
     run_in_context(ctx, "cuCtxGetDevice", [&] { have_device = drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS; });
@@ -213,8 +223,14 @@ std::string diagnose(CUresult status, CUstream stream, const launch_config& c, C
   }
 }
 
+namespace {
+
 [[noreturn]] void throw_launch_failure(CUresult status, const char* api, CUstream stream, const launch_config& c,
                                        CUkernel kernel, const kernel_signature* sig) {
+  if (is_context_lost(status)) [[unlikely]] {
+    // An earlier kernel faulted (or this is a forked child): nothing to diagnose in this launch.
+    throw_driver_error(status, api, "launching kernel '" + kernel_name_noexcept(kernel, sig) + "'");
+  }
   std::string diagnosis = diagnose(status, stream, c, kernel);
   throw launch_error(error_source::driver, status, api, kernel_name_noexcept(kernel, sig), std::move(diagnosis));
 }

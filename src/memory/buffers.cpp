@@ -1,4 +1,6 @@
 // Device, pinned, managed and pitched allocations, host registration, pointer attributes.
+#include <unistd.h>
+
 #include <cstdio>
 #include <limits>
 #include <string>
@@ -46,21 +48,6 @@ int current_device_or_unresolved() noexcept {
   return unresolved_device;
 }
 
-std::string device_of(CUcontext ctx) {
-  CUdevice dev = -1;
-  quiet_context_scope scope(ctx);
-  if (drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS) {
-    return "context " + format_address(reinterpret_cast<std::uintptr_t>(ctx));
-  }
-  std::size_t free = 0;
-  std::size_t total = 0;
-  std::string out = "device " + std::to_string(static_cast<int>(dev));
-  if (drv::cuMemGetInfo(&free, &total) == CUDA_SUCCESS) {
-    out += " (" + format_bytes(free) + " free of " + format_bytes(total) + ")";
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string format_bytes(std::size_t bytes) {
@@ -84,6 +71,82 @@ std::string format_address(std::uintptr_t address) {
   char buffer[32];
   std::snprintf(buffer, sizeof(buffer), "0x%llx", static_cast<unsigned long long>(address));
   return buffer;
+}
+
+namespace {
+// Free and total memory where an allocation failed, into f; a sentence saying what was read (or why not).
+std::string read_free_memory(const allocation_site& site, out_of_memory_error::figures& f) {
+  std::size_t free = 0;
+  std::size_t total = 0;
+  if (site.host) {
+    const long page = sysconf(_SC_PAGESIZE);
+    const long available = sysconf(_SC_AVPHYS_PAGES);
+    const long physical = sysconf(_SC_PHYS_PAGES);
+    if (page <= 0 || available < 0 || physical <= 0) {
+      return "the host's free memory could not be read";
+    }
+    f.free = static_cast<std::size_t>(available) * static_cast<std::size_t>(page);
+    f.total = static_cast<std::size_t>(physical) * static_cast<std::size_t>(page);
+    return format_bytes(f.free) + " of host memory free of " + format_bytes(f.total) +
+           " (pinned memory is also limited by the locked-memory limit, ulimit -l)";
+  }
+  CUdevice dev = -1;
+  CUresult status = CUDA_ERROR_INVALID_CONTEXT;
+  if (site.context != nullptr) {
+    quiet_context_scope scope(site.context);  // the context the allocation named
+    if (drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+      status = drv::cuMemGetInfo(&free, &total);
+    }
+  } else if (site.device >= 0) {
+    // Only a context that is current already: cudrv makes none current that the user did not name.
+    CUcontext current = nullptr;
+    if (drv::cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr &&
+        drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS && dev == site.device) {
+      status = drv::cuMemGetInfo(&free, &total);
+    } else {
+      return "device " + std::to_string(site.device) + "'s free memory was not read: no context of it is current, "
+             "and cudrv makes none current that was not named";
+    }
+  }
+  const std::string on = dev >= 0 ? "device " + std::to_string(static_cast<int>(dev)) : std::string("the device");
+  if (status != CUDA_SUCCESS) {
+    return on + "'s free memory could not be read (cuMemGetInfo: " + error_name(status) + ")";
+  }
+  f.free = free;
+  f.total = total;
+  return on + " (" + format_bytes(free) + " free of " + format_bytes(total) + ")";
+}
+}  // namespace
+
+void throw_allocation_failure(CUresult status, const char* api, const allocation_site& site, std::string where) {
+  if (status != CUDA_ERROR_OUT_OF_MEMORY) {
+    throw_driver_error(status, api, std::move(where));
+  }
+  out_of_memory_error::figures f;
+  f.requested = site.bytes;
+  std::string text = std::move(where);
+  try {
+    if (site.host || site.context != nullptr || site.device >= 0) {
+      text += (text.empty() ? "" : "; ") + read_free_memory(site, f);
+    }
+    if (site.pool != nullptr) {
+      cuuint64_t reserved = 0;
+      cuuint64_t used = 0;
+      if (drv::cuMemPoolGetAttribute(site.pool, CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT, &reserved) == CUDA_SUCCESS &&
+          drv::cuMemPoolGetAttribute(site.pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS) {
+        f.pool_reserved = static_cast<std::size_t>(reserved);
+        f.pool_used = static_cast<std::size_t>(used);
+        text += "; the pool holds " + format_bytes(f.pool_reserved) + " from the system, " +
+                format_bytes(f.pool_used) + " of it in use (memory_pool::trim_to gives the rest back)";
+      } else {
+        text += "; the pool's usage could not be read";
+      }
+    }
+  } catch (...) {
+    // the figures are best effort (a driver that lacks an entry point, no memory for the text): the
+    // failure is reported regardless
+  }
+  throw out_of_memory_error(status, api, std::move(text), f);
 }
 
 quiet_context_scope::quiet_context_scope(CUcontext ctx) noexcept {
@@ -181,8 +244,9 @@ device_allocation device_allocation::allocate(CUcontext ctx, std::size_t count, 
     return out;
   }
   context_guard guard{context_ref(ctx)};
-  check(drv::cuMemAlloc(&out.address, bytes), "cuMemAlloc",
-        [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
+  check_allocation(drv::cuMemAlloc(&out.address, bytes), "cuMemAlloc", [&] {
+    return std::pair{allocation_site{.bytes = bytes, .context = ctx}, format_bytes(bytes) + " requested"};
+  });
   out.bytes = bytes;
   out.device = current_device_or_unresolved();
   return out;
@@ -244,18 +308,28 @@ device_allocation device_allocation::allocate_async(CUstream stream, stream_stat
   std::size_t bytes = checked_bytes(api, count, element_size);
   if (bytes != 0) {
     auto where = [&] {
+      // The stream names its context (the legacy default stream the current one).
       CUcontext ctx = nullptr;
-      std::string text = format_bytes(bytes) + " requested on stream " +
-                         format_address(reinterpret_cast<std::uintptr_t>(stream));
-      if (drv::cuStreamGetCtx(stream, &ctx) == CUDA_SUCCESS && ctx != nullptr) {
-        text += ", " + device_of(ctx);
+      if (drv::cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
+        ctx = nullptr;
       }
-      return text;
+      CUmemoryPool from = pool;
+      if (from == nullptr && ctx != nullptr) {
+        quiet_context_scope scope(ctx);
+        CUdevice dev = -1;
+        if (drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS || drv::cuDeviceGetMemPool(&from, dev) != CUDA_SUCCESS) {
+          from = nullptr;  // the device's current pool, which cuMemAllocAsync used
+        }
+      }
+      return std::pair{allocation_site{.bytes = bytes, .context = ctx, .pool = from},
+                       format_bytes(bytes) + " requested on stream " +
+                           format_address(reinterpret_cast<std::uintptr_t>(stream))};
     };
     if (pool != nullptr) {
-      check(drv::cuMemAllocFromPoolAsync(&out.address, bytes, pool, stream), "cuMemAllocFromPoolAsync", where);
+      check_allocation(drv::cuMemAllocFromPoolAsync(&out.address, bytes, pool, stream), "cuMemAllocFromPoolAsync",
+                       where);
     } else {
-      check(drv::cuMemAllocAsync(&out.address, bytes, stream), "cuMemAllocAsync", where);
+      check_allocation(drv::cuMemAllocAsync(&out.address, bytes, stream), "cuMemAllocAsync", where);
     }
     out.bytes = bytes;
   }
@@ -442,8 +516,11 @@ device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t
   device_allocation out;
   out.context = context_token::of(ctx);
   context_guard guard{context_ref(ctx)};
-  check(drv::cuMemAllocPitch(&out.address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
-    return std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " on " + device_of(ctx);
+  check_allocation(drv::cuMemAllocPitch(&out.address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
+    const std::size_t asked = width_bytes <= std::numeric_limits<std::size_t>::max() / rows ? width_bytes * rows
+                                                                                             : out_of_memory_error::unknown_bytes;
+    return std::pair{allocation_site{.bytes = asked, .context = ctx},
+                     std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " requested"};
   });
   out.bytes = *pitch * rows;
   out.device = current_device_or_unresolved();
@@ -467,8 +544,9 @@ host_allocation host_allocation::allocate_pinned(CUcontext ctx, std::size_t coun
   }
   context_guard guard{context_ref(ctx)};
   void* pointer = nullptr;
-  check(drv::cuMemHostAlloc(&pointer, bytes, flags), "cuMemHostAlloc",
-        [&] { return format_bytes(bytes) + " of pinned host memory requested"; });
+  check_allocation(drv::cuMemHostAlloc(&pointer, bytes, flags), "cuMemHostAlloc", [&] {
+    return std::pair{allocation_site{.bytes = bytes, .host = true}, format_bytes(bytes) + " of pinned host memory requested"};
+  });
   return {pointer, bytes, token};
 }
 
@@ -487,8 +565,9 @@ host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t cou
   }
   context_guard guard{context_ref(ctx)};
   CUdeviceptr address = 0;
-  check(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged",
-        [&] { return format_bytes(bytes) + " requested on " + device_of(ctx); });
+  check_allocation(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged", [&] {
+    return std::pair{allocation_site{.bytes = bytes, .context = ctx}, format_bytes(bytes) + " of managed memory requested"};
+  });
   return {reinterpret_cast<void*>(address), bytes, token, current_device_or_unresolved()};
 }
 

@@ -172,8 +172,16 @@ void* pool_memory_resource::do_allocate_async(std::size_t bytes, std::size_t ali
   const CUstream h = s.native_handle();
   detail::require_stream(h, "cudrv::pool_memory_resource::allocate_async");
   CUdeviceptr p = 0;
-  check(drv::cuMemAllocFromPoolAsync(&p, bytes, pool_.native_handle(), h), "cuMemAllocFromPoolAsync",
-        [&] { return where(bytes, h); });
+  detail::check_allocation(drv::cuMemAllocFromPoolAsync(&p, bytes, pool_.native_handle(), h), "cuMemAllocFromPoolAsync",
+                           [&] {
+                             CUcontext ctx = nullptr;  // the stream names it (the legacy stream: the current one)
+                             if (drv::cuStreamGetCtx(h, &ctx) != CUDA_SUCCESS) {
+                               ctx = nullptr;
+                             }
+                             return std::pair{detail::allocation_site{.bytes = bytes, .context = ctx,
+                                                                      .pool = pool_.native_handle()},
+                                              where(bytes, h)};
+                           });
   return reinterpret_cast<void*>(p);
 }
 

@@ -19,6 +19,30 @@ std::string format_bytes(std::size_t bytes);
 // "0x7f12345000"
 std::string format_address(std::uintptr_t address);
 
+// Where a failed allocation was to take its memory from, for the figures of out_of_memory_error.
+struct allocation_site {
+  std::size_t bytes = 0;          // requested
+  CUcontext context = nullptr;    // named by the caller (made current quietly to read free memory), or null
+  int device = -1;                // without a context: read free memory only if a context of it is current
+  bool host = false;              // pinned host memory: the host's available physical memory
+  CUmemoryPool pool = nullptr;    // a pool: its reserved and used bytes
+};
+
+// Throws the error of a failed allocation call (status != CUDA_SUCCESS): for CUDA_ERROR_OUT_OF_MEMORY an
+// out_of_memory_error with the figures of the moment, read without making current a context nobody
+// named; any other status as check() would. where describes the request.
+[[noreturn]] void throw_allocation_failure(CUresult status, const char* api, const allocation_site& site,
+                                           std::string where);
+
+// check() for allocation calls: the site and the description are built only on failure.
+template <class SiteFn>
+inline void check_allocation(CUresult status, const char* api, SiteFn&& site_and_where) {
+  if (status != CUDA_SUCCESS) [[unlikely]] {
+    auto [site, where] = site_and_where();
+    throw_allocation_failure(status, api, site, std::move(where));
+  }
+}
+
 // Throws invalid_argument_error unless c copies at least one byte between two non-null views large
 // enough for it.
 void check_linear(const char* api, const linear_copy& c);

@@ -286,7 +286,16 @@ physical_allocation::physical_allocation(std::size_t bytes, const physical_alloc
                                   ": fabric handles need an IMEX channel this process can open "
                                   "(/dev/nvidia-caps-imex-channels/channel*)");
   }
-  check(status, "cuMemCreate", [&] { return format_bytes(bytes) + " on " + describe(properties.location); });
+  detail::check_allocation(status, "cuMemCreate", [&] {
+    const physical_location& at = properties.location;
+    detail::allocation_site site{.bytes = bytes};
+    if (at.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+      site.device = at.id;  // free memory is read only in a context of it that is current
+    } else {
+      site.host = true;
+    }
+    return std::pair{site, format_bytes(bytes) + " on " + describe(at)};
+  });
   handle_ = handle;
   size_ = bytes;
   granularity_ = gran;
@@ -381,10 +390,14 @@ address_range::address_range(std::size_t bytes, address_range_options options) :
   require_multiple(api, "the fixed address", static_cast<std::size_t>(options.fixed_address), page, "host page size");
   auto state = std::make_unique<detail::address_reservation>();
   CUdeviceptr address = 0;
-  check(drv::cuMemAddressReserve(&address, bytes, options.alignment, options.fixed_address, 0), "cuMemAddressReserve", [&] {
-    return format_bytes(bytes) + ", alignment " + std::to_string(options.alignment) + ", hint " +
-           format_address(options.fixed_address);
-  });
+  detail::check_allocation(drv::cuMemAddressReserve(&address, bytes, options.alignment, options.fixed_address, 0),
+                           "cuMemAddressReserve", [&] {
+                             // Address space, not memory: no free figure applies.
+                             return std::pair{detail::allocation_site{.bytes = bytes},
+                                              format_bytes(bytes) + " of address space, alignment " +
+                                                  std::to_string(options.alignment) + ", hint " +
+                                                  format_address(options.fixed_address)};
+                           });
   state->address = address;
   state->size = bytes;
   address_ = address;

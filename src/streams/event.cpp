@@ -85,9 +85,9 @@ CUevent create_event(CUcontext ctx, event_flags flags) {
 }
 }  // namespace
 
-// A device's primary context is one cudrv retains for the process: its token needs no id.
+// A device's primary context is one cudrv retains for the process: its token names the device and its reset generation.
 event::event(const cudrv::device& dev, event_flags flags)
-    : event_base(nullptr), context_{dev.primary_context().native_handle(), 0} {
+    : event_base(nullptr), context_(detail::context_token::of(dev.primary_context().native_handle())) {
   handle_ = create_event(context_.handle, flags);
 }
 

@@ -525,15 +525,24 @@ stream_ref device::default_stream() const {
   struct slots {
     std::mutex mutex;
     std::vector<stream*> streams;
+    std::vector<unsigned> generations;  // of the primary context each stream was made in
   };
   static auto* all = new slots;  // never destroyed: the streams live until the process ends
   std::lock_guard lock(all->mutex);
   const auto index = static_cast<std::size_t>(ordinal());
   if (all->streams.size() <= index) {
     all->streams.resize(index + 1, nullptr);
+    all->generations.resize(index + 1, 0);
+  }
+  const unsigned generation = detail::primary_context_generation(ordinal());
+  if (all->streams[index] != nullptr && all->generations[index] != generation) {
+    // reset_primary_context destroyed the stream with the context: forget the handle, make a new one
+    (void)all->streams[index]->release();
+    delete std::exchange(all->streams[index], nullptr);
   }
   if (all->streams[index] == nullptr) {
     all->streams[index] = new stream(*this, stream_options{.non_blocking = false});
+    all->generations[index] = generation;
   }
   return *all->streams[index];
 }

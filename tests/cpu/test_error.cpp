@@ -28,6 +28,8 @@ static_assert(std::is_base_of_v<cudrv::error, cudrv::driver_unavailable_error>);
 static_assert(std::is_base_of_v<cudrv::error, cudrv::not_supported_error>);
 static_assert(std::is_base_of_v<cudrv::error, cudrv::invalid_argument_error>);
 static_assert(std::is_base_of_v<cudrv::error, cudrv::host_callback_error>);
+static_assert(std::is_base_of_v<cudrv::error, cudrv::context_fault_error>);
+static_assert(std::is_base_of_v<cudrv::driver_unavailable_error, cudrv::fork_error>);
 
 TEST_CASE("error_name gives the symbolic name of every kind of code", "[driverless][error]") {
   CUDRV_REQUIRE_DRIVERLESS();
@@ -129,6 +131,18 @@ TEST_CASE("error subtypes are caught through the base and keep their fields", "[
   CHECK(thrown(cudrv::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")) == "CUDA_ERROR_OUT_OF_MEMORY|same");
   CHECK(thrown(cudrv::not_supported_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAdvise")) == "CUDA_ERROR_NOT_SUPPORTED|same");
   CHECK(thrown(cudrv::driver_unavailable_error(CUDA_ERROR_NO_DEVICE, "cuInit")) == "CUDA_ERROR_NO_DEVICE|same");
+  CHECK(thrown(cudrv::context_fault_error(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize")) == "CUDA_ERROR_ILLEGAL_ADDRESS|same");
+  CHECK(thrown(cudrv::fork_error("cuMemAlloc", {})) == "CUDA_ERROR_NOT_INITIALIZED|same");
+  // The figures of an out-of-memory error travel with it; unknown ones say so.
+  const cudrv::out_of_memory_error oom(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "4 KiB requested",
+                                       {.requested = 4096, .free = 1024, .total = 2048});
+  CHECK(oom.requested_bytes() == 4096);
+  CHECK(oom.free_bytes() == 1024);
+  CHECK(oom.total_bytes() == 2048);
+  CHECK(oom.pool_reserved_bytes() == cudrv::out_of_memory_error::unknown_bytes);
+  CHECK(oom.pool_used_bytes() == cudrv::out_of_memory_error::unknown_bytes);
+  CHECK(cudrv::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc").requested_bytes() ==
+        cudrv::out_of_memory_error::unknown_bytes);
 
   // Catchable as std::runtime_error / std::exception with the same message.
   try {
@@ -150,9 +164,26 @@ TEST_CASE("failed driver calls map to the matching error subtype", "[driverless]
   CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_NO_DEVICE); }).has_value());
   CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_STUB_LIBRARY); }).has_value());
   CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH); }).has_value());
+  // Sticky faults: the context is unusable, whatever the call was.
+  for (CUresult code : {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ASSERT, CUDA_ERROR_MISALIGNED_ADDRESS}) {
+    auto e = catch_as<cudrv::context_fault_error>([&] { raise(code); });
+    REQUIRE(e.has_value());
+    CHECK(e->is_sticky());
+    CHECK(e->result() == code);
+    CHECK(contains(e->what(), "reset_primary_context"));
+  }
+  // A forked child: the stubs' status (detail::forked_child_status of src/driver/driver_api.hpp) is a
+  // fork_error, catchable as driver_unavailable_error.
+  const auto forked_child_status = static_cast<CUresult>(0x7f0f0c01);
+  auto forked = catch_as<cudrv::driver_unavailable_error>([&] { raise(forked_child_status); });
+  REQUIRE(forked.has_value());
+  CHECK(catch_as<cudrv::fork_error>([&] { raise(forked_child_status); }).has_value());
+  CHECK(forked->api() == "cuTest");
+  CHECK(contains(forked->what(), "forked"));
+  CHECK(forked->source() == cudrv::error_source::cudrv);
 
   // Anything else is a plain cudrv::error (not one of the subtypes).
-  for (CUresult code : {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_LAUNCH_FAILED}) {
+  for (CUresult code : {CUDA_ERROR_INVALID_VALUE, CUDA_ERROR_INVALID_HANDLE, CUDA_ERROR_NOT_READY}) {
     auto e = catch_as<cudrv::error>([&] { raise(code); });
     REQUIRE(e.has_value());
     CHECK(e->result() == code);
@@ -166,6 +197,7 @@ TEST_CASE("failed driver calls map to the matching error subtype", "[driverless]
     } catch (const cudrv::not_supported_error&) {
     } catch (const cudrv::driver_unavailable_error&) {
     } catch (const cudrv::host_callback_error&) {
+    } catch (const cudrv::context_fault_error&) {
     } catch (const cudrv::error&) {
       is_subtype = false;
     }

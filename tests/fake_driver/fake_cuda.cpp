@@ -110,6 +110,11 @@ struct state_t {
   std::vector<CUmemoryPool> pools;
   std::vector<unsigned long long> pool_threshold;
   bool initialized = false;
+  std::map<std::size_t, std::size_t> pool_trimmed_to;  // by pool index: the last cuMemPoolTrimTo
+  // Sticky faults and injected allocation failures (fake_cuda_make_sticky, fake_cuda_fail_allocations).
+  CUresult sticky = CUDA_SUCCESS;  // set: every entry point but the few below returns it
+  CUresult allocation_failure = CUDA_SUCCESS;
+  long long allocation_failures_left = 0;
 };
 
 state_t& st() {
@@ -142,11 +147,27 @@ std::string hex(const void* p) {
 }
 
 // Every entry point starts here: calls from the callback thread are refused, as by the real driver.
-#define FAKE_ENTER()                                        \
+// After a sticky fault (fake_cuda_make_sticky) every call returns the fault's code, as the real
+// driver does in the faulted context, except those that start with FAKE_ENTER_ALWAYS: device queries,
+// the current-context calls and the primary-context calls (cuDevicePrimaryCtxReset is the recovery).
+#define FAKE_ENTER_ALWAYS()                                 \
   std::lock_guard<std::recursive_mutex> lock_(st().mutex);  \
   if (on_callback_thread) {                                 \
     count("not_permitted");                                 \
     return CUDA_ERROR_NOT_PERMITTED;                        \
+  }
+#define FAKE_ENTER()                                        \
+  FAKE_ENTER_ALWAYS();                                      \
+  if (st().sticky != CUDA_SUCCESS) {                        \
+    count("sticky_refusals");                               \
+    return st().sticky;                                     \
+  }
+// Allocation entry points: the failure fake_cuda_fail_allocations asked for, while any is left.
+#define FAKE_INJECTED_ALLOCATION_FAILURE()                  \
+  if (st().allocation_failures_left > 0) {                  \
+    --st().allocation_failures_left;                        \
+    count("injected_allocation_failures");                  \
+    return fail(st().allocation_failure);                   \
   }
 
 CUresult fail(CUresult r) noexcept {
@@ -370,13 +391,13 @@ CUresult CUDAAPI fake_cuGetErrorString(CUresult, const char** s) {
 }
 
 CUresult CUDAAPI fake_cuDeviceGetCount(int* n) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   *n = static_cast<int>(st().devices.size());
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuDeviceGet(CUdevice* d, int ordinal) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (ordinal < 0 || ordinal >= static_cast<int>(st().devices.size())) {
     return fail(CUDA_ERROR_INVALID_DEVICE);
   }
@@ -385,13 +406,13 @@ CUresult CUDAAPI fake_cuDeviceGet(CUdevice* d, int ordinal) {
 }
 
 CUresult CUDAAPI fake_cuDeviceGetName(char* name, int len, CUdevice d) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   std::snprintf(name, static_cast<std::size_t>(len), "Fake GPU %d (sm_%d)", d, st().devices[static_cast<std::size_t>(d)]);
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuDeviceTotalMem(std::size_t* bytes, CUdevice) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   *bytes = std::size_t{16} << 30;
   return CUDA_SUCCESS;
 }
@@ -403,7 +424,7 @@ CUresult CUDAAPI fake_cuDeviceTotalMem(std::size_t* bytes, CUdevice) {
 bool fabric_without_imex = false;
 
 CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (d < 0 || d >= static_cast<int>(st().devices.size())) {
     return fail(CUDA_ERROR_INVALID_DEVICE);
   }
@@ -546,13 +567,28 @@ CUresult CUDAAPI fake_cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice d) 
 
 std::size_t pool_index(CUmemoryPool p) { return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p) - 0x9000); }
 
+std::size_t pool_usage(CUmemoryPool p, bool reserved);  // below, with the pools' allocations
+
 CUresult CUDAAPI fake_cuMemPoolGetAttribute(CUmemoryPool p, CUmemPool_attribute a, void* v) {
   FAKE_ENTER();
   if (a == CU_MEMPOOL_ATTR_RELEASE_THRESHOLD) {
     *static_cast<cuuint64_t*>(v) = st().pool_threshold[pool_index(p)];
     return CUDA_SUCCESS;
   }
+  if (a == CU_MEMPOOL_ATTR_USED_MEM_CURRENT || a == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT) {
+    *static_cast<cuuint64_t*>(v) = pool_usage(p, a == CU_MEMPOOL_ATTR_RESERVED_MEM_CURRENT);
+    return CUDA_SUCCESS;
+  }
   return fail(CUDA_ERROR_NOT_SUPPORTED);
+}
+
+// cuMemPoolTrimTo: the reserve shrinks to what is used or what is kept, whichever is larger.
+CUresult CUDAAPI fake_cuMemPoolTrimTo(CUmemoryPool p, std::size_t keep) {
+  FAKE_ENTER();
+  count("pool_trims");
+  st().pool_trimmed_to[pool_index(p)] = keep;
+  note("pool_trim " + hex(p) + " to " + std::to_string(keep));
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute a, void* v) {
@@ -565,7 +601,7 @@ CUresult CUDAAPI fake_cuMemPoolSetAttribute(CUmemoryPool p, CUmemPool_attribute 
 }
 
 CUresult CUDAAPI fake_cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   state_t& s = st();
   const auto i = static_cast<std::size_t>(d);
   count("primary_retain:" + std::to_string(d));
@@ -582,21 +618,42 @@ CUresult CUDAAPI fake_cuDevicePrimaryCtxRetain(CUcontext* c, CUdevice d) {
 }
 
 CUresult CUDAAPI fake_cuDevicePrimaryCtxRelease(CUdevice d) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   state_t& s = st();
   const auto i = static_cast<std::size_t>(d);
   if (s.primary_refs[i] == 0) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
-  if (--s.primary_refs[i] == 0) {
+  if (--s.primary_refs[i] == 0 && s.primary[i] != nullptr) {
     destroy_context(s.primary[i]);
     s.primary[i] = nullptr;
   }
   return CUDA_SUCCESS;
 }
 
+// Destroys everything made in the primary context and leaves it inactive, its references kept (the
+// next retain activates it again, usually at the same address, which make_context hands out LIFO).
+// The recovery from a sticky fault: clears it.
+CUresult CUDAAPI fake_cuDevicePrimaryCtxReset(CUdevice d) {
+  FAKE_ENTER_ALWAYS();
+  state_t& s = st();
+  const auto i = static_cast<std::size_t>(d);
+  if (i >= s.devices.size()) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (s.primary[i] != nullptr) {
+    std::erase(ctx_stack, reinterpret_cast<CUcontext>(s.primary[i]));
+    destroy_context(s.primary[i]);
+    s.primary[i] = nullptr;
+  }
+  s.sticky = CUDA_SUCCESS;
+  count("primary_resets");
+  note("primary_reset " + std::to_string(d));
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI fake_cuDevicePrimaryCtxGetState(CUdevice d, unsigned* flags, int* active) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   *flags = 0;
   *active = st().primary[static_cast<std::size_t>(d)] != nullptr ? 1 : 0;
   return CUDA_SUCCESS;
@@ -624,13 +681,13 @@ CUresult CUDAAPI fake_cuCtxDestroy(CUcontext c) {
 }
 
 CUresult CUDAAPI fake_cuCtxGetCurrent(CUcontext* c) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   *c = current();
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuCtxSetCurrent(CUcontext c) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (c != nullptr && (!known_context(as_ctx(c)) || !as_ctx(c)->alive)) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -646,7 +703,7 @@ CUresult CUDAAPI fake_cuCtxSetCurrent(CUcontext c) {
 }
 
 CUresult CUDAAPI fake_cuCtxPopCurrent(CUcontext* c) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (ctx_stack.empty()) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -656,7 +713,7 @@ CUresult CUDAAPI fake_cuCtxPopCurrent(CUcontext* c) {
 }
 
 CUresult CUDAAPI fake_cuCtxGetDevice(CUdevice* d) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (current() == nullptr) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -665,7 +722,7 @@ CUresult CUDAAPI fake_cuCtxGetDevice(CUdevice* d) {
 }
 
 CUresult CUDAAPI fake_cuCtxGetId(CUcontext c, unsigned long long* id) {
-  FAKE_ENTER();
+  FAKE_ENTER_ALWAYS();
   if (!known_context(as_ctx(c)) || !as_ctx(c)->alive) {
     return fail(CUDA_ERROR_CONTEXT_IS_DESTROYED);
   }
@@ -853,15 +910,10 @@ CUresult CUDAAPI fake_cuEventSynchronize(CUevent e) {
   return CUDA_SUCCESS;
 }
 
-// Pools keep nothing for reuse here: trimming has nothing to return.
-CUresult CUDAAPI fake_cuMemPoolTrimTo(CUmemoryPool pool, std::size_t) {
-  FAKE_ENTER();
-  count("pool_trims");
-  return pool != nullptr ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_VALUE);
-}
 
 CUresult CUDAAPI fake_cuMemAlloc(CUdeviceptr* p, std::size_t size) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   if (current() == nullptr) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -884,6 +936,7 @@ CUresult CUDAAPI fake_cuMemFree(CUdeviceptr p) {
 
 CUresult CUDAAPI fake_cuMemAllocAsync(CUdeviceptr* p, std::size_t size, CUstream h) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   fake_context* c = stream_context(h);
   if (!usable_stream(h) || c == nullptr) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
@@ -1211,6 +1264,7 @@ CUresult CUDAAPI fake_cuMemPoolGetAccess(CUmemAccess_flags* f, CUmemoryPool p, C
 
 CUresult CUDAAPI fake_cuMemHostAlloc(void** out, std::size_t size, unsigned flags) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   if (current() == nullptr) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -1234,6 +1288,7 @@ CUresult CUDAAPI fake_cuMemFreeHost(void* p) {
 
 CUresult CUDAAPI fake_cuMemAllocManaged(CUdeviceptr* out, std::size_t size, unsigned flags) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   if (current() == nullptr) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
@@ -1618,6 +1673,27 @@ std::map<CUdeviceptr, std::size_t>& ipc_mappings() {  // cuIpcOpenMemHandle: add
   return *m;
 }
 
+// A pool's usage: the live allocations made from it; its reserve keeps whole 32 MiB chunks of them, or
+// what the last trim kept when that is larger.
+std::size_t pool_usage(CUmemoryPool p, bool reserved) {
+  std::size_t used = 0;
+  for (const auto& [address, index] : pool_of_allocation()) {
+    auto live = st().live.find(address);
+    if (index == pool_index(p) && live != st().live.end()) {
+      used += live->second.size;
+    }
+  }
+  if (!reserved) {
+    return used;
+  }
+  constexpr std::size_t chunk = std::size_t{32} << 20;
+  std::size_t out = (used + chunk - 1) / chunk * chunk;
+  if (auto t = st().pool_trimmed_to.find(pool_index(p)); t != st().pool_trimmed_to.end()) {
+    out = std::max(std::min(out, t->second), used);
+  }
+  return out;
+}
+
 fake_pool* created_pool(CUmemoryPool p) {
   auto it = pool_info().find(pool_index(p));
   return it != pool_info().end() && it->second.alive ? &it->second : nullptr;
@@ -1708,6 +1784,7 @@ CUresult CUDAAPI fake_cuMemPoolDestroy(CUmemoryPool p) {
 // an imported pool cannot allocate.
 CUresult CUDAAPI fake_cuMemAllocFromPoolAsync(CUdeviceptr* p, std::size_t size, CUmemoryPool pool, CUstream h) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   fake_context* c = stream_context(h);
   if (!usable_stream(h) || c == nullptr) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
@@ -1984,6 +2061,7 @@ CUresult CUDAAPI fake_cuMemAddressFree(CUdeviceptr ptr, std::size_t size) {
 CUresult CUDAAPI fake_cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
                                   unsigned long long flags) {
   FAKE_ENTER();
+  FAKE_INJECTED_ALLOCATION_FAILURE();
   vmm_t& v = vmm();
   if (flags != 0 || prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || size == 0 || size % v.minimum != 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
@@ -2899,8 +2977,9 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
     FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim), FAKE_SYMBOL(cuMemPrefetchAsync),
     FAKE_SYMBOL(cuMemAdvise),
-    // events waited on, pools trimmed (the stress program)
-    FAKE_SYMBOL(cuEventQuery), FAKE_SYMBOL(cuEventSynchronize), FAKE_SYMBOL(cuMemPoolTrimTo),
+    // events waited on (the stress program); sticky faults and out of memory (issue 19)
+    FAKE_SYMBOL(cuEventQuery), FAKE_SYMBOL(cuEventSynchronize), FAKE_SYMBOL(cuDevicePrimaryCtxReset),
+    FAKE_SYMBOL(cuMemPoolTrimTo),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -3092,4 +3171,33 @@ FAKE_EXPORT long long fake_cuda_live_texture_objects() {
     n += m->alive ? 1 : 0;
   }
   return n + static_cast<long long>(arrays().textures.size() + arrays().surfaces.size());
+}
+
+// --- sticky faults and out of memory (issue 19) -------------------------------------------------------
+
+/// Puts the fake in the state of a faulted context: every later call (but device queries, the current-
+/// and primary-context calls) returns @p code until cuDevicePrimaryCtxReset.
+FAKE_EXPORT void fake_cuda_make_sticky(CUresult code) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  st().sticky = code;
+}
+
+/// Makes the next @p calls allocation entry points (cuMemAlloc, cuMemAllocAsync, cuMemAllocFromPoolAsync,
+/// cuMemHostAlloc, cuMemAllocManaged, cuMemCreate) return @p code.
+FAKE_EXPORT void fake_cuda_fail_allocations(CUresult code, long long calls) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  st().allocation_failure = code;
+  st().allocation_failures_left = calls;
+}
+
+/// The handle of device @p d's primary context while it is active, else null.
+FAKE_EXPORT void* fake_cuda_primary_context(int d) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  return st().primary[static_cast<std::size_t>(d)];
+}
+
+/// The references held on device @p d's primary context.
+FAKE_EXPORT int fake_cuda_primary_refs(int d) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  return st().primary_refs[static_cast<std::size_t>(d)];
 }
