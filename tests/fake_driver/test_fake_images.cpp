@@ -53,7 +53,8 @@ TEST_CASE("fake driver: a refused image never reaches cuLibraryLoadData", "[fake
       {cudrv::code_kind::cubin, scale_ptx(), "not an ELF file"},
       {cudrv::code_kind::fatbin, fatbin, "body of 256 bytes exceeds the image size 48"},
       {cudrv::code_kind::fatbin, cubin, "fatbin magic"},
-      {cudrv::code_kind::ptx, cubin, "is not text"},
+      {cudrv::code_kind::ptx, cubin, "is it a binary image?"},
+      {cudrv::code_kind::ptx, "\x01\x02 .version 8.0", "byte 0x01 at offset 0 is not text"},
       {cudrv::code_kind::ptx, scale_ptx() + std::string("\0garbage", 8), "NUL byte"},
   };
   for (const auto& b : bad) {
