@@ -1,6 +1,6 @@
 // cudrv-query: what is collected about the driver and the devices, and how it is turned into output.
 //
-// The tool works in steps so that each can be tested on its own: the command line (main.cpp) picks
+// The tool works in steps so that each can be tested on its own: the command line (cli.cpp) picks
 // a view and the devices; collect() fills a system_info from the driver and NVML; the p2p and bench
 // steps add their parts; print_text() and to_json() turn the result into output. Only the collecting
 // steps call the driver, so the output code is tested on machines without a GPU.
