@@ -289,6 +289,27 @@ class load_error : public jit_error {
   using jit_error::jit_error;
 };
 
+/// @brief cudrv refused a PTX, cubin or fatbin image before the driver or nvJitLink saw it: the bytes
+/// are not the format their @ref code_kind says, or an offset or size in its headers points outside
+/// the image (a truncated or corrupted file). @ref error::source is @ref error_source::cudrv, the code
+/// `CUDA_ERROR_INVALID_IMAGE`, and the message says what is wrong, e.g. `cubin: section header table
+/// at offset 4096 + 640 bytes exceeds the image size 2048 (truncated?)`. The log is empty.
+///
+/// @code
+/// try {
+///   cudrv::library lib(cudrv::object_code::from_file("kernels.cubin"));
+/// } catch (const cudrv::invalid_image_error& e) {
+///   std::cerr << e.what() << '\n';   // the file is damaged: rebuild it
+/// }
+/// @endcode
+class invalid_image_error : public load_error {
+ public:
+  /// @brief Builds the error.
+  /// @param api the cudrv function that refused the image, e.g. `cudrv::library`
+  /// @param message what is wrong with the image (which image, which header, which offsets)
+  invalid_image_error(std::string api, std::string message);
+};
+
 /// @brief A kernel launch was refused, by cudrv before the driver call (wrong argument count or
 /// sizes) or by the driver. For a driver refusal cudrv compares the request with the device's and
 /// the kernel's limits and names the limit exceeded with the numbers, e.g. `block of 1024 threads

@@ -283,8 +283,9 @@ class library : public library_base {
  public:
   /// @brief Loads @p code (ptx, cubin or fatbin), eagerly into the current context if one is current.
   /// @throws invalid_argument_error for an empty image or a kind that must be linked first (ltoir,
-  ///   object, library); load_error when the driver refuses the image (the message says why and
-  ///   carries the JIT log); driver_unavailable_error without a driver
+  ///   object, library); invalid_image_error (a load_error) when the image fails the checks of
+  ///   @ref object_code::validate, before the driver sees it; load_error when the driver refuses the
+  ///   image (the message says why and carries the JIT log); driver_unavailable_error without a driver
   explicit library(const object_code& code, const jit_options& options = {});
   /// @brief Loads @p code, eagerly into @p ctx (which later parameter queries use too).
   library(const object_code& code, context_ref ctx, const jit_options& options = {});

@@ -104,6 +104,8 @@ class linker {
   /// @return `*this`, to chain adds
   /// @throws invalid_argument_error for an empty input, an LTO-IR input without
   ///   @ref link_options::link_time_optimization, after @ref link or on an empty linker
+  /// @throws invalid_image_error when a PTX, cubin or fatbin input fails the checks of
+  ///   @ref object_code::validate, before nvJitLink sees it
   /// @throws link_error when nvJitLink refuses the input (wrong type, bad PTX, wrong architecture)
   linker& add(const object_code& code);
   /// @brief Adds a file, its kind taken from the extension (see @ref object_code::from_file).

@@ -71,6 +71,20 @@ class object_code {
   /// @brief The name given at construction or the file name; used in messages.
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
 
+  /// @brief Checks, without any driver, that the bytes are a whole image of their kind; @ref library
+  /// and @ref linker::add make the same checks before the driver or nvJitLink sees the bytes.
+  ///
+  /// PTX: text (no control characters, NUL bytes only as padding at the end) that starts with a
+  /// `.version` directive after comments. cubin: a little-endian ELF64 file for EM_CUDA (190) whose
+  /// program and section header tables, segments and sections lie inside the bytes, with sane entry
+  /// sizes. fatbin: the fatbin magic, a header and body inside the bytes, and every entry's header and
+  /// payload inside the body (an uncompressed cubin entry is checked as a cubin). The other kinds are
+  /// not checked (nvJitLink reads them). The checks read only headers: an image that passes can still
+  /// be refused by the driver (a wrong architecture, bad PTX syntax).
+  /// @throws invalid_image_error saying what is wrong, e.g. `cubin: section header table at offset
+  ///   4096 + 640 bytes (10 entries) exceeds the image size 2048 (truncated?)`
+  void validate() const;
+
   /// @brief Writes the bytes to a file (replacing it).
   /// @throws invalid_argument_error when the file cannot be written
   void write_to_file(const std::string& path) const;

@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
+#include <ctime>
 #include <random>
 #include <optional>
 #include <string_view>
@@ -24,6 +25,8 @@
 #include <utility>
 
 #include "cudrv/error.hpp"
+#include "code/compile_cache_entry.hpp"
+#include "code/image_check.hpp"
 #include "code/rtc_loader.hpp"
 #include "code/toolkit_headers.hpp"
 
@@ -156,7 +159,13 @@ std::string make_key(const program& prog, code_kind target, const std::vector<st
   return key;
 }
 
-std::string make_entry(std::string_view key, const compile_result& r) {
+}  // namespace
+
+namespace detail {
+
+std::uint32_t cache_format_version() noexcept { return format_version; }
+
+std::string encode_cache_payload(const compile_result& r) {
   std::string payload;
   put_int<std::uint32_t>(payload, static_cast<std::uint32_t>(r.code.kind()));
   put(payload, r.code.bytes());
@@ -166,10 +175,14 @@ std::string make_entry(std::string_view key, const compile_result& r) {
     put(payload, expr);
     put(payload, lowered);
   }
+  return payload;
+}
+
+std::string encode_cache_entry(std::string_view key, std::string_view payload, std::uint32_t version) {
   std::string entry;
   entry.reserve(fixed_header + key.size() + payload.size() + checksum_size);
   entry.append(magic, sizeof magic);
-  put_int<std::uint32_t>(entry, format_version);
+  put_int<std::uint32_t>(entry, version);
   put_int<std::uint32_t>(entry, 0);
   put_int<std::uint64_t>(entry, key.size());
   put_int<std::uint64_t>(entry, payload.size());
@@ -179,14 +192,12 @@ std::string make_entry(std::string_view key, const compile_result& r) {
   return entry;
 }
 
-enum class lookup_outcome { hit, miss, corrupt };
-
 // Checks an entry's frame and checksum and, when its key is ours, decodes its payload.
-lookup_outcome decode_entry(std::string_view entry, std::string_view key, const std::string& name,
-                            compile_result& out) {
+cache_entry_status decode_cache_entry(std::string_view entry, std::string_view key, const std::string& name,
+                                      compile_result& out) {
   if (entry.size() < fixed_header + checksum_size ||
       entry.substr(0, sizeof magic) != std::string_view(magic, sizeof magic)) {
-    return lookup_outcome::corrupt;
+    return cache_entry_status::corrupt;
   }
   reader header{entry.substr(sizeof magic, fixed_header - sizeof magic)};
   const auto version = header.get_int<std::uint32_t>();
@@ -195,14 +206,14 @@ lookup_outcome decode_entry(std::string_view entry, std::string_view key, const 
   const auto payload_size = header.get_int<std::uint64_t>();
   const std::size_t body = entry.size() - fixed_header - checksum_size;
   if (version != format_version || key_size > body || payload_size != body - key_size) {
-    return lookup_outcome::corrupt;
+    return cache_entry_status::corrupt;
   }
   reader tail{entry.substr(entry.size() - checksum_size)};
   if (tail.get_int<std::uint64_t>() != hash64(entry.substr(0, entry.size() - checksum_size), checksum_seed)) {
-    return lookup_outcome::corrupt;
+    return cache_entry_status::corrupt;
   }
   if (entry.substr(fixed_header, key_size) != key) {
-    return lookup_outcome::miss;  // another key with the same hash: never a wrong result
+    return cache_entry_status::other_key;  // another key with the same hash: never a wrong result
   }
   reader payload{entry.substr(fixed_header + key_size, payload_size)};
   const auto kind = payload.get_int<std::uint32_t>();
@@ -216,12 +227,21 @@ lookup_outcome decode_entry(std::string_view entry, std::string_view key, const 
     r.lowered_names.emplace_back(expr, lowered);
   }
   if (!payload.ok || !payload.in.empty() || kind > static_cast<std::uint32_t>(code_kind::library)) {
-    return lookup_outcome::corrupt;
+    return cache_entry_status::corrupt;
+  }
+  // An entry is loaded by the driver as it is: one whose image fails the checks made before loading
+  // (written by a buggy or foreign writer that got the checksum right) is corrupt, never a hit.
+  if (!image_problem(static_cast<code_kind>(kind), code).empty()) {
+    return cache_entry_status::corrupt;
   }
   r.code = object_code(static_cast<code_kind>(kind), std::string(code), name);
   out = std::move(r);
-  return lookup_outcome::hit;
+  return cache_entry_status::hit;
 }
+
+}  // namespace detail
+
+namespace {
 
 // --- files ---------------------------------------------------------------------------------------
 
@@ -326,6 +346,29 @@ bool is_cache_file(std::string_view name) {
          name.ends_with(temp_suffix) && is_hex(name.substr(1, 32));
 }
 
+// Temporary files older than this are left over by a process that died while storing (a live writer
+// renames its file within the time of one write and fsync).
+constexpr long stale_temp_seconds = 600;
+
+// Removes the leftover temporary files of crashed writers. They are never read (only *.entry files
+// are), so this only reclaims their space.
+void remove_stale_temporaries(const std::string& directory) noexcept {
+  DIR* dir = ::opendir(directory.c_str());
+  if (dir == nullptr) {
+    return;
+  }
+  const std::time_t now = std::time(nullptr);
+  while (const dirent* e = ::readdir(dir)) {
+    const std::string_view name = e->d_name;
+    struct stat st {};
+    if (name.ends_with(temp_suffix) && is_cache_file(name) && ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+        S_ISREG(st.st_mode) && now - st.st_mtime > stale_temp_seconds) {
+      ::unlinkat(::dirfd(dir), e->d_name, 0);
+    }
+  }
+  ::closedir(dir);
+}
+
 std::string env(const char* name) {
   const char* v = std::getenv(name);
   return v != nullptr ? v : "";
@@ -342,14 +385,18 @@ struct compile_cache::state {
   std::atomic<std::uint64_t> store_failures{0};
   std::atomic<std::uint64_t> uncacheable{0};
   std::atomic<std::uint64_t> temp_counter{0};
+  std::atomic<bool> swept{false};  // leftover temporary files removed (by the first store)
 
   // Writes the entry through a unique temporary file renamed over the final name.
   bool store(const std::string& hex, const std::string& path, std::string_view key,
              const compile_result& result) noexcept {
     try {
-      const std::string entry = make_entry(key, result);
+      const std::string entry = detail::encode_cache_entry(key, detail::encode_cache_payload(result));
       if (!make_directories(directory)) {
         return false;
+      }
+      if (!swept.exchange(true)) {
+        remove_stale_temporaries(directory);
       }
       const std::string temp = directory + "/." + hex + "." + std::to_string(::getpid()) + "." +
                                std::to_string(temp_counter.fetch_add(1)) + "." + std::to_string(process_nonce()) +
@@ -832,15 +879,15 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
   struct stat st {};
   if (read_file(path, entry, st)) {
     compile_result cached;
-    switch (decode_entry(entry, key, prog.name(), cached)) {
-      case lookup_outcome::hit:
+    switch (detail::decode_cache_entry(entry, key, prog.name(), cached)) {
+      case detail::cache_entry_status::hit:
         s.hits.fetch_add(1, std::memory_order_relaxed);
         return cached;
-      case lookup_outcome::corrupt:
+      case detail::cache_entry_status::corrupt:
         s.corrupt_entries.fetch_add(1, std::memory_order_relaxed);
         remove_if_same(path, st);
         break;
-      case lookup_outcome::miss:
+      case detail::cache_entry_status::other_key:
         break;
     }
   }

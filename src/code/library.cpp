@@ -16,6 +16,7 @@
 #include "code/kernel_support.hpp"
 #include "memory/memory_support.hpp"
 #include "code/code_metadata.hpp"
+#include "code/image_check.hpp"
 
 #include <atomic>
 
@@ -404,66 +405,6 @@ std::string library_base::name() const { return state_ != nullptr ? state_->name
 
 namespace {
 
-template <class T>
-T read_le(const std::string& bytes, std::size_t offset) {
-  T value{};
-  std::memcpy(&value, bytes.data() + offset, sizeof(T));
-  return value;
-}
-
-// Structural checks of a cubin or fatbin before the driver sees it: the driver can hang or crash on
-// a truncated image (seen with a truncated cubin and cuLibraryLoadData, driver 580). Returns what is
-// wrong, or "" when the image looks whole.
-std::string check_image(const object_code& code) {
-  const std::string& b = code.bytes();
-  const std::size_t size = b.size();
-  if (code.kind() == code_kind::cubin) {
-    if (size < 64 || b.compare(0, 4, "\x7f" "ELF") != 0) {
-      return "it is not an ELF file (a cubin starts with 0x7f 'ELF')";
-    }
-    if (b[4] != 2) {
-      return "it is not a 64-bit ELF file";
-    }
-    const auto machine = read_le<std::uint16_t>(b, 18);
-    if (machine != 190) {
-      return "it is an ELF file for machine " + std::to_string(machine) + ", not a CUDA cubin (EM_CUDA = 190)";
-    }
-    const auto phoff = read_le<std::uint64_t>(b, 32);
-    const auto shoff = read_le<std::uint64_t>(b, 40);
-    const auto phentsize = read_le<std::uint16_t>(b, 54);
-    const auto phnum = read_le<std::uint16_t>(b, 56);
-    const auto shentsize = read_le<std::uint16_t>(b, 58);
-    const auto shnum = read_le<std::uint16_t>(b, 60);
-    auto fits = [&](std::uint64_t offset, std::uint64_t bytes) { return offset <= size && bytes <= size - offset; };
-    if (!fits(phoff, std::uint64_t(phentsize) * phnum) || !fits(shoff, std::uint64_t(shentsize) * shnum) ||
-        (shnum > 0 && shentsize < 64)) {
-      return "its program or section header table lies beyond its " + std::to_string(size) + " bytes (truncated?)";
-    }
-    for (std::uint16_t i = 0; i < shnum; ++i) {
-      const std::size_t h = shoff + std::size_t(i) * shentsize;
-      const auto type = read_le<std::uint32_t>(b, h + 4);
-      const auto offset = read_le<std::uint64_t>(b, h + 24);
-      const auto bytes = read_le<std::uint64_t>(b, h + 32);
-      if (type != 8 /* SHT_NOBITS */ && type != 0 && !fits(offset, bytes)) {
-        return "section " + std::to_string(i) + " lies beyond its " + std::to_string(size) + " bytes (truncated?)";
-      }
-    }
-    return {};
-  }
-  if (code.kind() == code_kind::fatbin) {
-    if (size < 16 || read_le<std::uint32_t>(b, 0) != 0xBA55ED50u) {
-      return "it does not start with the fatbin magic 0xBA55ED50";
-    }
-    const auto header = read_le<std::uint16_t>(b, 6);
-    const auto body = read_le<std::uint64_t>(b, 8);
-    if (header < 16 || header > size || body > size - header) {
-      return "its header announces " + std::to_string(std::uint64_t(header) + body) + " bytes, but it has " +
-             std::to_string(size) + " (truncated?)";
-    }
-  }
-  return {};
-}
-
 // Loads the library into ctx and every kernel's code with it, so that a bad image fails now rather
 // than at first use under the driver's lazy loading. Returns the first failure.
 CUresult load_now(CUlibrary lib, CUcontext ctx) {
@@ -520,14 +461,12 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
     throw invalid_argument_error(api, "jit_options::target is " + std::to_string(*options.target) +
                                           "; give a compute capability as major * 10 + minor, e.g. 90");
   }
-  if (code.kind() == code_kind::ptx && code.bytes().find('\0') != std::string::npos) {
-    throw invalid_argument_error(api, "the PTX text '" + code.name() + "' contains a NUL byte: is it a binary image?");
-  }
-  if (std::string wrong = check_image(code); !wrong.empty()) {
-    std::string what = "the " + std::string(to_string(code.kind())) + " image" +
-                       (code.name().empty() ? std::string() : " '" + code.name() + "'") + " is malformed: " + wrong;
-    throw load_error(error_source::cudrv, CUDA_ERROR_INVALID_IMAGE, error_name(CUDA_ERROR_INVALID_IMAGE),
-                     error_description(CUDA_ERROR_INVALID_IMAGE), api, std::move(what), {});
+  // The driver trusts the offsets and sizes in an image: a truncated cubin made cuLibraryLoadData
+  // hang or crash (driver 580). Garbage is refused here, typed, before the driver sees it.
+  if (std::string problem = detail::image_problem(code.kind(), code.bytes()); !problem.empty()) {
+    throw invalid_image_error(api, "the " + std::string(to_string(code.kind())) + " image" +
+                                       (code.name().empty() ? std::string() : " '" + code.name() + "'") +
+                                       " is malformed: " + problem);
   }
   if (options.eager && ctx == nullptr) {
     detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "cudrv/error.hpp"
+#include "code/image_check.hpp"
 #include "code/rtc_loader.hpp"
 
 namespace cudrv {
@@ -180,6 +181,9 @@ linker& linker::add(const object_code& code) {
   if (code.kind() == code_kind::ltoir && !lto_) {
     throw invalid_argument_error(api_name,
                                  "input " + what + " is LTO-IR, which needs link_options::link_time_optimization");
+  }
+  if (std::string problem = detail::image_problem(code.kind(), code.bytes()); !problem.empty()) {
+    throw invalid_image_error(api_name, "input " + what + " is malformed: " + problem);
   }
   const detail::nvjitlink_api& api = detail::nvjitlink();
   if (nvJitLinkResult s = api.nvJitLinkAddData(native(handle_), input_type(code.kind()), code.data(), code.size(),

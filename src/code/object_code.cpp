@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cudrv/error.hpp"
+#include "code/image_check.hpp"
 
 namespace cudrv {
 
@@ -68,6 +69,14 @@ object_code object_code::from_file(const std::string& path) {
             "' from its extension (known: .ptx .cubin .fatbin .ltoir .o .a); pass a cudrv::code_kind");
   }
   return from_file(path, kind);
+}
+
+void object_code::validate() const {
+  if (std::string problem = detail::image_problem(kind_, bytes_); !problem.empty()) {
+    throw invalid_image_error("cudrv::object_code::validate",
+                              "the " + std::string(to_string(kind_)) + " image" +
+                                  (name_.empty() ? std::string() : " '" + name_ + "'") + " is malformed: " + problem);
+  }
 }
 
 void object_code::write_to_file(const std::string& path) const {

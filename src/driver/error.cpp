@@ -183,6 +183,10 @@ jit_error::jit_error(error_source source, int code, std::string name, std::strin
             context_with_log(std::move(context), log)),
       log_(std::move(log)) {}
 
+invalid_image_error::invalid_image_error(std::string api, std::string message)
+    : load_error(error_source::cudrv, CUDA_ERROR_INVALID_IMAGE, "CUDA_ERROR_INVALID_IMAGE", std::move(message),
+                 std::move(api), {}, {}) {}
+
 launch_error::launch_error(error_source source, CUresult code, std::string api, std::string kernel_name,
                            std::string diagnosis)
     : error(source, static_cast<int>(code), error_name(code), error_description(code), std::move(api),

@@ -624,3 +624,118 @@ TEST_CASE("compile_cache: a hit is fast", "[compile_cache]") {
   WARN("compile_cache: miss (NVRTC compile + store) " << us(miss).count() << " us, hit " << us(per_hit).count()
                                                        << " us (mean of " << hits << ")");
 }
+
+// --- corrupted inputs (issue 19): entries that look valid but are not, and crashed writers ---------
+
+#if defined(CUDRV_TEST_INTERNALS)
+#include <algorithm>
+
+#include "code/compile_cache_entry.hpp"
+
+namespace {
+
+// The key and payload of an entry file (header: magic, version, reserved, key size, payload size).
+std::pair<std::string, std::string> split_entry(const std::string& entry) {
+  std::uint64_t key_size = 0;
+  std::uint64_t payload_size = 0;
+  std::memcpy(&key_size, entry.data() + 16, sizeof key_size);
+  std::memcpy(&payload_size, entry.data() + 24, sizeof payload_size);
+  REQUIRE(32 + key_size + payload_size + 8 == entry.size());
+  return {entry.substr(32, key_size), entry.substr(32 + key_size, payload_size)};
+}
+
+}  // namespace
+
+TEST_CASE("compile_cache: entries with a valid checksum but a wrong version or a broken image are recompiled",
+          "[compile_cache]") {
+  temp_dir dir;
+  cudrv::compile_cache cache(dir.str());
+  const auto prog = saxpy_program();
+  const auto good = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+  const fs::path entry = files_in(dir.path, ".entry").at(0);
+  const std::string original = read_all(entry);
+  const auto [key, payload] = split_entry(original);
+  // The encoder is the one the cache uses: re-encoding gives the file back.
+  REQUIRE(cudrv::detail::encode_cache_entry(key, payload) == original);
+
+  auto replace_and_check = [&](const char* what, const std::string& bytes, std::uint64_t corrupt) {
+    INFO(what);
+    write_all(entry, bytes);
+    const auto r = cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+    check_same(r, good);
+    CHECK(cache.stats().corrupt_entries == corrupt);
+    CHECK(read_all(entry) == original);  // recompiled and stored again
+  };
+  const std::uint32_t version = cudrv::detail::cache_format_version();
+  replace_and_check("the previous format version", cudrv::detail::encode_cache_entry(key, payload, version - 1), 1);
+  replace_and_check("a future format version", cudrv::detail::encode_cache_entry(key, payload, version + 1), 2);
+
+  // A writer that got the frame and checksum right around a truncated cubin: never handed out.
+  cudrv::compile_result cut = good;
+  cut.code = cudrv::object_code(cudrv::code_kind::cubin, good.code.bytes().substr(0, good.code.size() / 2), "cut");
+  replace_and_check("a truncated cubin inside",
+                    cudrv::detail::encode_cache_entry(key, cudrv::detail::encode_cache_payload(cut)), 3);
+  // A crash after the file grew but before its data reached the disk leaves zeros.
+  std::string zeroed = original;
+  std::fill(zeroed.begin() + static_cast<std::ptrdiff_t>(zeroed.size() / 2), zeroed.end(), '\0');
+  replace_and_check("the second half zeros", zeroed, 4);
+  CHECK(cache.stats().hits == 0);
+}
+
+TEST_CASE("compile_cache: temporary files of a crashed writer are never read, and old ones are removed",
+          "[compile_cache]") {
+  temp_dir dir;
+  const auto prog = saxpy_program();
+  std::string entry_bytes;
+  std::string hex;
+  {
+    cudrv::compile_cache first(dir.str());
+    (void)first.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+    const fs::path entry = files_in(dir.path, ".entry").at(0);
+    entry_bytes = read_all(entry);
+    hex = entry.filename().string().substr(0, 32);
+    fs::remove(entry);
+  }
+  // What a writer killed mid-write leaves: a temporary file of the same key, whole or cut short.
+  const fs::path old_whole = dir.path / ("." + hex + ".4242.0.17.tmp");
+  const fs::path old_cut = dir.path / ("." + hex + ".4242.1.17.tmp");
+  const fs::path fresh = dir.path / ("." + hex + ".4343.0.18.tmp");
+  write_all(old_whole, entry_bytes);
+  write_all(old_cut, entry_bytes.substr(0, entry_bytes.size() / 3));
+  write_all(fresh, entry_bytes.substr(0, 10));
+  const auto an_hour_ago = fs::file_time_type::clock::now() - std::chrono::hours(1);
+  fs::last_write_time(old_whole, an_hour_ago);
+  fs::last_write_time(old_cut, an_hour_ago);
+
+  cudrv::compile_cache cache(dir.str());
+  (void)cache.compile(prog, cudrv::code_kind::cubin, sm90, float_expr);
+  CHECK(cache.stats().hits == 0);  // a temporary file is never an entry
+  CHECK(cache.stats().misses == 1);
+  CHECK(cache.stats().corrupt_entries == 0);
+  CHECK(read_all(files_in(dir.path, ".entry").at(0)) == entry_bytes);
+  CHECK_FALSE(fs::exists(old_whole));  // left by a dead writer long ago: removed by the first store
+  CHECK_FALSE(fs::exists(old_cut));
+  CHECK(fs::exists(fresh));  // may belong to a live writer: left alone
+}
+
+TEST_CASE("compile_cache: the fuzz seeds are entries of the current format", "[compile_cache]") {
+  // fuzz/make_seeds.py writes entry files itself; these checks keep it in step with the format.
+  auto seed = [](const char* name) {
+    const std::string bytes = read_all(fs::path(CUDRV_TEST_FUZZ_CORPUS) / "fuzz_cache_entry" / name);
+    REQUIRE(bytes.size() > 1);
+    return bytes.substr(1);  // the mode byte
+  };
+  cudrv::compile_result r;
+  REQUIRE(cudrv::detail::decode_cache_entry(seed("entry_ptx"), "fuzz seed key", "seed", r) ==
+          cudrv::detail::cache_entry_status::hit);
+  CHECK(r.code.kind() == cudrv::code_kind::ptx);
+  CHECK(r.lowered_names == std::vector<std::pair<std::string, std::string>>{{"k", "k"}});
+  CHECK(cudrv::detail::decode_cache_entry(seed("entry_cubin"), "fuzz seed key", "seed", r) ==
+        cudrv::detail::cache_entry_status::hit);
+  CHECK(r.code.kind() == cudrv::code_kind::cubin);
+  CHECK(cudrv::detail::decode_cache_entry(seed("entry_cubin"), "another key", "seed", r) ==
+        cudrv::detail::cache_entry_status::other_key);
+  CHECK(cudrv::detail::decode_cache_entry(seed("entry_old_version"), "fuzz seed key", "seed", r) ==
+        cudrv::detail::cache_entry_status::corrupt);
+}
+#endif  // CUDRV_TEST_INTERNALS

@@ -82,7 +82,7 @@ TEST_CASE("library: images refused before the driver, each with what to fix", "[
   // Truncated cubins: cut inside the section headers, and inside a section's data.
   for (std::size_t keep : {cubin.size() - 1, cubin.size() / 2, std::size_t(80)}) {
     INFO("kept " << keep << " of " << cubin.size() << " bytes");
-    auto e = require_error<cudrv::load_error>([&] {
+    auto e = require_error<cudrv::invalid_image_error>([&] {
       cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, cubin.bytes().substr(0, keep), "cut.cubin"));
     });
     CHECK(e.source() == cudrv::error_source::cudrv);
@@ -98,7 +98,7 @@ TEST_CASE("library: images refused before the driver, each with what to fix", "[
   host_elf[19] = 0;
   auto wrong_machine = require_error<cudrv::load_error>(
       [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::cubin, host_elf, "host.o")); });
-  CHECK(contains(wrong_machine.what(), "machine 62, not a CUDA cubin"));
+  CHECK(contains(wrong_machine.what(), "ELF machine 62 is not EM_CUDA (190): not a CUDA cubin"));
 
   auto bad_fatbin = require_error<cudrv::load_error>(
       [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::fatbin, std::string(64, '\0'), "x.fatbin")); });
@@ -108,9 +108,9 @@ TEST_CASE("library: images refused before the driver, each with what to fix", "[
   fat += std::string(100, '\0');
   auto short_fatbin = require_error<cudrv::load_error>(
       [&] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::fatbin, fat, "short.fatbin")); });
-  CHECK(contains(short_fatbin.what(), "announces 4112 bytes, but it has 116"));
+  CHECK(contains(short_fatbin.what(), "header of 16 bytes + body of 4096 bytes exceeds the image size 116"));
 
-  auto nul_ptx = require_error<cudrv::invalid_argument_error>(
+  auto nul_ptx = require_error<cudrv::invalid_image_error>(
       [] { cudrv::library lib(cudrv::object_code(cudrv::code_kind::ptx, std::string("abc\0def", 7), "bin.ptx")); });
   CHECK(contains(nul_ptx.what(), "NUL byte"));
 

@@ -1057,6 +1057,7 @@ fake_kernel* as_kernel(CUkernel k) { return reinterpret_cast<fake_kernel*>(k); }
 CUresult CUDAAPI fake_cuLibraryLoadData(CUlibrary* out, const void* image, CUjit_option*, void**, unsigned,
                                         CUlibraryOption*, void**, unsigned) {
   FAKE_ENTER();
+  count("library_load_calls");  // every call, refused or not (tests/fake_driver/test_fake_images.cpp)
   auto lib = std::make_unique<fake_library>();
   parse_ptx(static_cast<const char*>(image), *lib);
   if (lib->kernels.empty() && lib->target == 0) {

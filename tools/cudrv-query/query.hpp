@@ -1,6 +1,6 @@
 // cudrv-query: what is collected about the driver and the devices, and how it is turned into output.
 //
-// The tool works in steps so that each can be tested on its own: the command line (main.cpp) picks
+// The tool works in steps so that each can be tested on its own: the command line (cli.cpp) picks
 // a view and the devices; collect() fills a system_info from the driver and NVML; the p2p and bench
 // steps add their parts; print_text() and to_json() turn the result into output. Only the collecting
 // steps call the driver, so the output code is tested on machines without a GPU.
@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <variant>
 #include <vector>
 
 #include "attributes.hpp"
@@ -254,6 +255,30 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
 
 /// The JSON document of a view, serialised (two-space indent, a final newline).
 [[nodiscard]] std::string to_json(const system_info& info, view v, const failure* error);
+
+// --- the command line (cli.cpp) ---------------------------------------------------------------------
+
+/// What a command line asks for, once parsed.
+struct command_line {
+  view v = view::summary;              ///< --details, --p2p, --bench, or the summary
+  std::vector<std::string> selectors;  ///< -d values, each a valid selector (whether it matches is checked later)
+  bool json = false;                   ///< --json
+  std::string color = "auto";          ///< --color: auto, always or never
+  bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
+};
+
+/// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write
+/// their text on @p out and return exit_ok; a usage error writes one line on @p err and returns
+/// exit_usage. Otherwise returns the command line. --version reads the driver's version (loading it).
+[[nodiscard]] std::variant<command_line, int> parse_command_line(int argc, const char* const* argv, std::ostream& out,
+                                                                 std::ostream& err);
+
+/// Runs a parsed command line: collects, prints the view on @p out (text or JSON) and failures on
+/// @p err, and returns the exit status. @p out_is_terminal decides --color=auto.
+[[nodiscard]] int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_is_terminal);
+
+/// parse_command_line() then run(): the whole of cudrv-query; returns the exit status.
+[[nodiscard]] int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err, bool out_is_terminal);
 
 /// "13.0" for 13000, "12.9" for 12090; "unknown" for 0.
 [[nodiscard]] std::string format_cuda_version(int version);

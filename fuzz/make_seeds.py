@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets (fuzz/corpus/<target>/), a handful of small files each.
+
+    python3 fuzz/make_seeds.py [--nvcc PATH]
+
+fuzz_image seeds start with the kind byte (0 PTX, 1 cubin, 2 fatbin; fuzz_image.cpp). The cubin and
+fatbins are compiled by nvcc from a one-kernel program when nvcc is found; else the committed ones are
+kept. fuzz_cache_entry seeds start with the mode byte (0: the rest is an entry file, 1: the rest is a
+payload that the target frames with a valid header and checksum; fuzz_cache_entry.cpp); the entry
+files are written in the format of src/code/compile_cache.cpp (its checksum is computed here too, and
+tests/cpu/test_image_check.cpp checks that the seed still decodes as a valid entry). fuzz_query_args
+seeds are command lines, one argument per NUL-terminated string.
+"""
+import argparse
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+M64 = (1 << 64) - 1
+
+KERNEL = r'''extern "C" __global__ void scale(float* x, float a, int n) {
+  int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i < n) x[i] *= a;
+}
+'''
+
+PTX = b"""//
+// A hand-written module: one kernel, two parameters.
+//
+.version 8.0
+.target sm_90
+.address_size 64
+
+.visible .entry k(.param .u64 p, .param .align 4 .b8 s[12])
+{
+  ret;
+}
+"""
+
+# --- the checksum of compile_cache.cpp (hash64, multiply-fold) ------------------------------------
+K0, K1, K2, K3 = 0xa0761d6478bd642f, 0xe7037ed1a0b428db, 0x8ebc6af09c88c6e3, 0x589965cc75374cc3
+CHECKSUM_SEED = 0x5be0cd19137e2179
+FORMAT_VERSION = 3
+
+
+def mum(a, b):
+    r = (a & M64) * (b & M64)
+    return (r & M64) ^ (r >> 64)
+
+
+def hash64(data, seed):
+    n = len(data)
+    h = mum(seed ^ K0, n ^ K1)
+    p = 0
+    while n - p >= 16:
+        a, b = struct.unpack_from("<QQ", data, p)
+        h ^= mum(a ^ K1, b ^ h ^ K2)
+        p += 16
+    tail = data[p:] + bytes(16 - (n - p))
+    a, b = struct.unpack_from("<QQ", tail, 0)
+    h ^= mum(a ^ K2, b ^ h ^ K3)
+    return mum(h ^ K3, h ^ K0 ^ seed)
+
+
+def string(b):
+    return struct.pack("<Q", len(b)) + b
+
+
+def payload(kind, code, log=b"", names=()):
+    out = struct.pack("<I", kind) + string(code) + string(log) + struct.pack("<Q", len(names))
+    for expr, lowered in names:
+        out += string(expr) + string(lowered)
+    return out
+
+
+def entry(key, body, version=FORMAT_VERSION):
+    head = b"CUDRVNVC" + struct.pack("<IIQQ", version, 0, len(key), len(body)) + key + body
+    return head + struct.pack("<Q", hash64(head, CHECKSUM_SEED))
+
+
+def write(target, name, data):
+    with open(os.path.join(CORPUS, target, name), "wb") as f:
+        f.write(data)
+
+
+def compile_images(nvcc):
+    """(cubin, fatbin, compressed fatbin) from nvcc, or None when nvcc is missing."""
+    if nvcc is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.cu")
+        with open(src, "w") as f:
+            f.write(KERNEL)
+        out = {}
+        for name, args in (("k.cubin", ["-cubin", "-arch=sm_90"]),
+                           ("k.fatbin", ["-fatbin", "-gencode", "arch=compute_90,code=[sm_90,compute_90]"]),
+                           ("kc.fatbin", ["-fatbin", "-gencode", "arch=compute_90,code=[sm_90,compute_90]",
+                                          "-Xfatbin", "-compress-all"])):
+            subprocess.run([nvcc, *args, "-o", os.path.join(tmp, name), src], check=True)
+            with open(os.path.join(tmp, name), "rb") as f:
+                out[name] = f.read()
+        return out["k.cubin"], out["k.fatbin"], out["kc.fatbin"]
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--nvcc", default=shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
+                        if os.path.exists("/usr/local/cuda/bin/nvcc") else None))
+    args = parser.parse_args()
+    for target in ("fuzz_image", "fuzz_cache_entry", "fuzz_query_args"):
+        os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
+
+    images = compile_images(args.nvcc)
+    if images is not None:
+        cubin, fatbin, compressed = images
+        write("fuzz_image", "cubin_scale", b"\x01" + cubin)
+        write("fuzz_image", "fatbin_scale", b"\x02" + fatbin)
+        write("fuzz_image", "fatbin_compressed", b"\x02" + compressed)
+        write("fuzz_image", "cubin_truncated", b"\x01" + cubin[:300])
+    else:
+        with open(os.path.join(CORPUS, "fuzz_image", "cubin_scale"), "rb") as f:
+            cubin = f.read()[1:]
+    write("fuzz_image", "ptx_entry", b"\x00" + PTX)
+    write("fuzz_image", "ptx_padded", b"\x00" + PTX + b"\0\0\0\0")
+
+    key = b"fuzz seed key"
+    write("fuzz_cache_entry", "entry_ptx", b"\x00" + entry(key, payload(0, PTX, b"", ((b"k", b"k"),))))
+    write("fuzz_cache_entry", "entry_cubin", b"\x00" + entry(key, payload(1, cubin, b"warning: none\n")))
+    write("fuzz_cache_entry", "entry_old_version", b"\x00" + entry(key, payload(0, PTX), version=2))
+    write("fuzz_cache_entry", "payload_ptx", b"\x01" + payload(0, PTX, b"log", ((b"k<int>", b"_Z1kIiEvv"),)))
+    write("fuzz_cache_entry", "payload_ltoir", b"\x01" + payload(3, b"\x7fNVVM-ish bytes"))
+
+    for name, argv in (("summary_json", ["--json"]),
+                       ("details_devices", ["--details", "-d", "0,GPU-8f3a", "-d", "0000:c1:00.0"]),
+                       ("bench_sizes", ["--bench", "--bench-size", "64M", "--bench-iterations", "3",
+                                        "--bench-trials", "2", "--no-progress", "--json"]),
+                       ("p2p_color", ["--p2p", "--color", "always", "-d", "MIG-1234"]),
+                       ("help", ["--help"]),
+                       ("bad_option", ["--details", "--p2p", "--bench-size", "1x"])):
+        write("fuzz_query_args", name, b"".join(a.encode() + b"\0" for a in argv))
+
+
+if __name__ == "__main__":
+    main()
