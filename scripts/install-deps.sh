@@ -2,7 +2,10 @@
 # Installs what cudrv needs to build, test and document itself on Debian or Ubuntu, when missing:
 # cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11, Python's jsonschema (the cudrv-query tests
 # validate its JSON with it) and Open MPI (headers, library and mpirun: the cudrv::mpi component and its
-# tests under mpiexec). The CUDA toolkit (with NCCL's header, nccl.h) must already be installed; this
+# tests under mpiexec); for CI's extra build trees (.ci/run, docs/reliability.md): clang (Debian's clang++),
+# libclang-rt-dev (clang's compiler-rt: libFuzzer and the sanitizer runtimes, libclang_rt.fuzzer*.a) and
+# llvm (llvm-symbolizer, which names the frames of clang-built sanitizer reports). g++'s own sanitizer
+# runtimes (libasan, libubsan) come with g++. The CUDA toolkit (with NCCL's header, nccl.h) must already be installed; this
 # script only checks for it.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
@@ -94,12 +97,17 @@ present() {
     libopenmpi-dev) have_cmd mpicc || have_header mpi.h ;;
     # A python3 whose venv module can make an environment with pip.
     python3-venv) have_python_module ensurepip ;;
+    clang) have_cmd clang++ ;;
+    # libFuzzer's archive, in clang's resource folder (lib/linux/libclang_rt.fuzzer-x86_64.a up to LLVM 15,
+    # lib/<target>/libclang_rt.fuzzer.a later).
+    libclang-rt-dev) have_cmd clang++ && compgen -G "$(clang++ -print-resource-dir)/lib/*/libclang_rt.fuzzer*.a" >/dev/null ;;
+    llvm) have_cmd llvm-symbolizer ;;
     *) return 1 ;;
   esac
 }
 
 packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin
-          python3-venv)
+          python3-venv clang libclang-rt-dev llvm)
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then
@@ -155,7 +163,7 @@ if [[ -z "$cmake_version" ]] || ! printf '3.25\n%s\n' "$cmake_version" | sort -V
   or the Kitware APT repository https://apt.kitware.com)"
 fi
 
-say "ok: CUDA toolkit at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')"
+say "ok: CUDA toolkit at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /'), $(clang++ -dumpversion 2>/dev/null | sed 's/^/clang++ /')"
 if [[ "$cuda_root" != /usr/local/cuda && "${CUDAToolkit_ROOT:-}" != "$cuda_root" ]]; then
   say "note: the toolkit is not at /usr/local/cuda; export CUDAToolkit_ROOT=$cuda_root before running cmake"
 fi

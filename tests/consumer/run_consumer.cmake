@@ -40,6 +40,13 @@ endif()
 if(BUILD_TYPE)
   list(APPEND configure_args "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
 endif()
+# The flags cudrv's own tree was configured with (CI's sanitizer tree: -fsanitize=...): the consumer, and
+# cudrv under add_subdirectory, are built with the same ones; and through the same compiler launcher.
+foreach(var CXX_COMPILER_LAUNCHER CXX_FLAGS EXE_LINKER_FLAGS SHARED_LINKER_FLAGS)
+  if(NOT "${${var}}" STREQUAL "")
+    list(APPEND configure_args "-DCMAKE_${var}=${${var}}")
+  endif()
+endforeach()
 if(CUDA_TOOLKIT_ROOT)
   list(APPEND configure_args "-DCUDAToolkit_ROOT=${CUDA_TOOLKIT_ROOT}")
 endif()

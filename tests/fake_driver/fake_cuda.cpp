@@ -91,6 +91,7 @@ struct state_t {
   std::vector<bool> unavailable;
   std::vector<std::unique_ptr<fake_context>> contexts;
   std::vector<fake_context*> free_contexts;  // destroyed: their addresses are handed out again
+  std::map<CUevent, fake_context*> events;    // live events and their context (which frees them)
   std::vector<fake_context*> primary;         // per device, null when inactive
   std::vector<int> primary_refs;
   std::vector<int> primary_retains_total;
@@ -244,6 +245,13 @@ void destroy_context(fake_context* c) {
       }
     }
   }
+  std::erase_if(s.events, [&](const auto& e) {  // a context takes its events with it
+    if (e.second != c) {
+      return false;
+    }
+    delete reinterpret_cast<int*>(e.first);
+    return true;
+  });
   s.free_contexts.push_back(c);
   count("contexts_destroyed");
 }
@@ -876,11 +884,15 @@ CUresult CUDAAPI fake_cuEventCreate(CUevent* e, unsigned) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
   *e = reinterpret_cast<CUevent>(new int(0));
+  st().events[*e] = as_ctx(current());
   return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuEventDestroy(CUevent e) {
   FAKE_ENTER();
+  if (st().events.erase(e) == 0) {  // unknown, or gone with its context
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
   delete reinterpret_cast<int*>(e);
   return CUDA_SUCCESS;
 }
@@ -1328,11 +1340,16 @@ std::array<cuuint64_t, 4>* graph_memory_of(CUdevice d) {
   return &pst().graph_memory[d];  // zero-initialised on first use
 }
 
+bool injected_failure(const char* api);  // fake_cuda_vmm_fail, below
+
 CUresult CUDAAPI fake_cuDeviceGetGraphMemAttribute(CUdevice d, CUgraphMem_attribute a, void* v) {
   FAKE_ENTER();
   auto* m = graph_memory_of(d);
   if (m == nullptr) {
     return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (injected_failure("cuDeviceGetGraphMemAttribute")) {  // as for an attribute this driver does not know
+    return fail(CUDA_ERROR_INVALID_VALUE);
   }
   if (static_cast<int>(a) < 0 || static_cast<int>(a) > 3) {
     return fail(CUDA_ERROR_INVALID_VALUE);
@@ -3107,7 +3124,8 @@ FAKE_EXPORT int fake_cuda_is_live(CUdeviceptr p) {
 }
 
 /// Virtual memory: the n-th next call of the entry point `api` fails (cuMemAddressReserve, cuMemCreate,
-/// cuMemMap, cuMemSetAccess) with CUDA_ERROR_OUT_OF_MEMORY.
+/// cuMemMap, cuMemSetAccess) with CUDA_ERROR_OUT_OF_MEMORY; cuDeviceGetGraphMemAttribute with
+/// CUDA_ERROR_INVALID_VALUE.
 FAKE_EXPORT void fake_cuda_vmm_fail(const char* api, long long nth) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   vmm().fail_in[api] = nth;

@@ -34,8 +34,14 @@ void* operator new(std::size_t size) {
   }
   throw std::bad_alloc();
 }
+// The nothrow forms too: every form that pairs with the replaced delete must come from the same malloc
+// (AddressSanitizer's own nothrow new would otherwise meet std::free: alloc-dealloc-mismatch).
+void* operator new(std::size_t size, const std::nothrow_t&) noexcept {
+  return fail_allocations ? nullptr : std::malloc(size != 0 ? size : 1);
+}
 void operator delete(void* p) noexcept { std::free(p); }
 void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, const std::nothrow_t&) noexcept { std::free(p); }
 
 namespace {
 

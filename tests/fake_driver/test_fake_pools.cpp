@@ -407,9 +407,11 @@ TEST_CASE("fake driver: graph memory attributes, resetting the high watermarks, 
   }
   CHECK(f.counter("made_current:0") == 0);
 
-  // An attribute the driver does not know: its error, typed.
+  // The driver refuses an attribute (as one it does not know; a value outside CUgraphMem_attribute's
+  // enumerators cannot be passed, that is undefined behaviour): its error, typed.
+  cudrv::test::fake_hook<void(const char*, long long)>("fake_cuda_vmm_fail")("cuDeviceGetGraphMemAttribute", 1);
   auto e = catch_as<cudrv::error>(
-      [&] { (void)cudrv::graph_memory_attribute(d1, static_cast<CUgraphMem_attribute>(17)); });
+      [&] { (void)cudrv::graph_memory_attribute(d1, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH); });
   REQUIRE(e);
   CHECK(e->api() == "cuDeviceGetGraphMemAttribute");
   CHECK(contains(e->what(), "device 1"));
