@@ -76,6 +76,7 @@ struct variant {
   std::string expression;
   cudrv::typed_kernel<gemm_fn> kernel;
   int bm = 0, bn = 0, bk = 0, stages = 0, cluster = 0, producer_regs = 0, consumer_regs = 0;
+  bool overlap = false;
   std::size_t shared_bytes = 0;
   int registers = 0;
   int local_bytes = 0;
@@ -96,12 +97,14 @@ cudrv::launch_config config_of(const variant& v, unsigned clusters) {
 
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<gemm_fn>(expression));
-  if (std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.stages,
-                  &v.cluster, &v.producer_regs, &v.consumer_regs) != 7 ||
+  char overlap[8] = "";
+  if (std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d, %7[a-z]>", &v.bm, &v.bn, &v.bk,
+                  &v.stages, &v.cluster, &v.producer_regs, &v.consumer_regs, overlap) != 8 ||
       m_multiple % static_cast<std::size_t>(v.bm * v.cluster) != 0 ||
       n_multiple % static_cast<std::size_t>(v.bn) != 0 || k_multiple % static_cast<std::size_t>(v.bk) != 0) {
     throw std::logic_error("hopper_gemm: unexpected name expression " + expression);
   }
+  v.overlap = std::string(overlap) == "true";
   // The ring of stages, 1 KiB of slack to align it to 1024 bytes, and two mbarriers per stage.
   v.shared_bytes = static_cast<std::size_t>(v.stages) * static_cast<std::size_t>(v.bm + v.bn) *
                        static_cast<std::size_t>(v.bk) * 2 +
@@ -247,7 +250,7 @@ std::string describe(const variant& v, const configuration& c) {
 bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<variant>& variants,
                const std::vector<configuration>& configs, const example::reference::cublas* cublas, const shape& s) {
   const double flops = 2.0 * static_cast<double>(s.m) * static_cast<double>(s.n) * static_cast<double>(s.k);
-  const int repetitions = flops > 5e11 ? 20 : 50;
+  const int repetitions = flops > 5e11 ? 20 : flops > 1e10 ? 50 : 5;  // test sizes: a few (the sanitizer)
   const int m = static_cast<int>(s.m), n = static_cast<int>(s.n), k = static_cast<int>(s.k);
   std::printf("hopper_gemm: M = %d, N = %d, K = %d: C = A * B^T, BF16 in and out, FP32 accumulation, inputs "
               "uniform in [-1, 1), %.4g GFLOP per product\n",

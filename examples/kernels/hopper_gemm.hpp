@@ -185,8 +185,10 @@ __device__ __forceinline__ void tile_coordinates(int tile, int tiles_m, int tile
 // BM = 128 rows (two consumer warpgroups of 64), BN = 256 columns (one m64n256 wgmma per k16 step),
 // BK = 64 bf16 (one 128-byte swizzled row per tile row), STAGES deep, CLUSTER blocks per cluster
 // along M (1 or 2). PRODUCER_REGS / CONSUMER_REGS: the registers each warpgroup keeps after
-// setmaxnreg (128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536).
-template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, int CONSUMER_REGS>
+// setmaxnreg (128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536). OVERLAP: a consumer keeps one K
+// block's wgmma group in flight while it waits for the next stage (wgmma.wait_group 1, releasing the
+// stage before), instead of waiting for each group to finish (wait_group 0).
+template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, int CONSUMER_REGS, bool OVERLAP>
 __global__ void __launch_bounds__(384, 1)
 hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constant__ tensor_map_param b_map,
             unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
@@ -276,7 +278,21 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
     for (int i = 0; i < 128; ++i) {
       d[i] = 0.0f;
     }
+    // This warp's reads of a stage are done: release it in every block of the cluster.
+    auto release = [&](int s) {
+      if (lane == 0) {
+        if (CLUSTER == 1) {
+          mbarrier_arrive(empty_bars + 8 * s);
+        } else {
+#pragma unroll
+          for (int r = 0; r < CLUSTER; ++r) {
+            mbarrier_arrive_cluster(empty_bars + 8 * s, static_cast<u32>(r));
+          }
+        }
+      }
+    };
     int stage = 0;
+    int previous = 0;
     u32 phase = 0;
     for (int tile = cluster_id; tile < tiles; tile += clusters) {
       int tm, tn;
@@ -294,22 +310,25 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
                            (kb > 0 || kk > 0) ? 1 : 0);
         }
         wgmma_commit();
-        wgmma_wait<0>();
-        // This warp's reads of the stage are done: release it in every block of the cluster.
-        if (lane == 0) {
-          if (CLUSTER == 1) {
-            mbarrier_arrive(empty_bars + 8 * stage);
-          } else {
-#pragma unroll
-            for (int r = 0; r < CLUSTER; ++r) {
-              mbarrier_arrive_cluster(empty_bars + 8 * stage, static_cast<u32>(r));
-            }
+        if (OVERLAP) {
+          // Keep this K block's MMAs in flight; wait for the previous block's and release its stage.
+          wgmma_wait<1>();
+          if (kb > 0) {
+            release(previous);
           }
+        } else {
+          wgmma_wait<0>();
+          release(stage);
         }
+        previous = stage;
         if (++stage == STAGES) {
           stage = 0;
           phase ^= 1;
         }
+      }
+      if (OVERLAP) {
+        wgmma_wait<0>();
+        release(previous);
       }
       // Epilogue. Accumulator layout of m64nNk16: thread (warp w, lane l) holds rows 16 w + l / 4 and
       // 16 w + l / 4 + 8, columns 8 j + 2 (l % 4) + {0, 1}, in d[4 j + {0, 1}] and d[4 j + {2, 3}].
@@ -332,11 +351,12 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
 )CUDA";
 
 /// The instantiations example_hopper_gemm uses, hopper_gemm<BM, BN, BK, STAGES, CLUSTER, PRODUCER_REGS,
-/// CONSUMER_REGS>: 128 x 256 x 64 tiles, four stages (4 x 48 KiB of shared memory), without and with
-/// a cluster of two blocks sharing B by multicast.
+/// CONSUMER_REGS, OVERLAP>: 128 x 256 x 64 tiles, four stages (4 x 48 KiB of shared memory), without
+/// and with a cluster of two blocks sharing B by multicast, and with one wgmma group kept in flight.
 inline const std::vector<std::string> name_expressions{
-    "hopper_gemm<128, 256, 64, 4, 1, 40, 232>",
-    "hopper_gemm<128, 256, 64, 4, 2, 40, 232>",
+    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, false>",
+    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, false>",
+    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, true>",
 };
 
 /// wgmma and setmaxnreg exist only on the arch-specific target sm_90a.
