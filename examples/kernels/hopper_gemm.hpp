@@ -29,7 +29,7 @@
 //
 // Persistent schedule: the grid holds as many clusters as fit on the device at once (the host asks
 // the driver), and cluster c computes tiles c, c + clusters, c + 2 * clusters, ... of an order that
-// walks GROUP_M rows of cluster tiles column by column (grouped rasterization), so that the clusters
+// walks group_m (an argument) rows of cluster tiles column by column (grouped rasterization), so that the clusters
 // resident at the same time share panels of A and B in L2. The producer runs ahead into the next tile
 // while the consumers store the current one. A grid of one cluster per tile is the non-persistent
 // schedule, with the same code.
@@ -175,7 +175,8 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   return r;
 }
 
-template <int CLUSTER>
+// The tile of C (row tm of cluster tiles, column tn) that is `tile` in the grouped order: group_m rows
+// of cluster tiles walked column by column, then the next group_m rows.
 __device__ __forceinline__ void tile_coordinates(int tile, int tiles_m, int tiles_n, int group_m, int& tm, int& tn) {
   const int per_group = group_m * tiles_n;
   const int group = tile / per_group;
@@ -248,7 +249,7 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
       u32 phase = 0;
       for (int tile = cluster_id; tile < tiles; tile += clusters) {
         int tm, tn;
-        tile_coordinates<CLUSTER>(tile, tiles_m, tiles_n, group_m, tm, tn);
+        tile_coordinates(tile, tiles_m, tiles_n, group_m, tm, tn);
         const int m0 = (tm * CLUSTER + static_cast<int>(rank)) * BM;
         const int n0 = tn * BN;
         for (int kb = 0; kb < k_blocks; ++kb) {
@@ -298,7 +299,7 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
     u32 phase = 0;
     for (int tile = cluster_id; tile < tiles; tile += clusters) {
       int tm, tn;
-      tile_coordinates<CLUSTER>(tile, tiles_m, tiles_n, group_m, tm, tn);
+      tile_coordinates(tile, tiles_m, tiles_n, group_m, tm, tn);
       const int m0 = (tm * CLUSTER + static_cast<int>(rank)) * BM;
       const int n0 = tn * BN;
       for (int kb = 0; kb < k_blocks; ++kb) {
