@@ -1,6 +1,7 @@
 // The reference example_sgemm is measured against: cuBLAS SGEMM in pedantic FP32 (CUBLAS_PEDANTIC_MATH:
-// no tensor cores, no TF32, no reduced-precision tricks), loaded at run time with dlopen so that
-// neither cudrv nor the example links cuBLAS. Only <cublas_v2.h> is used at build time, for the types,
+// no tensor cores, no TF32, no reduced-precision tricks), and example_hopper_gemm's: cuBLAS GemmEx on
+// BF16 with FP32 accumulation (CUBLAS_DEFAULT_MATH, tensor cores), loaded at run time with dlopen so
+// that neither cudrv nor the examples link cuBLAS. Only <cublas_v2.h> is used at build time, for the types,
 // the enums and the prototypes (the function pointer types are taken from them with decltype).
 //
 // The runtime's cudaStream_t and the driver's CUstream are the same type, so the product is enqueued on
@@ -17,7 +18,7 @@
 
 namespace example::reference {
 
-/// A cuBLAS handle in pedantic FP32 mode, with the library it came from: the handle is destroyed,
+/// A cuBLAS handle in a given math mode (pedantic FP32 by default), with the library it came from: the handle is destroyed,
 /// then the library closed, by the destructor. Neither copied nor moved (one per example).
 ///
 /// Loading never throws: when no cuBLAS can be loaded (or a function is missing, or the handle cannot
@@ -25,8 +26,8 @@ namespace example::reference {
 /// without the reference. Calls on an available handle throw std::runtime_error on a cuBLAS error.
 class cublas {
  public:
-  /// Tries libcublas.so.13, libcublas.so.12, then libcublas.so.
-  cublas() {
+  /// Tries libcublas.so.13, libcublas.so.12, then libcublas.so, and sets the handle's math mode.
+  explicit cublas(cublasMath_t math = CUBLAS_PEDANTIC_MATH) {
     for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
       library_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
       if (library_ != nullptr) {
@@ -50,6 +51,7 @@ class cublas {
     // Optional: better messages and the version, when the library has them.
     status_string_ = reinterpret_cast<decltype(status_string_)>(::dlsym(library_, "cublasGetStatusString"));
     get_version_ = reinterpret_cast<decltype(get_version_)>(::dlsym(library_, "cublasGetVersion_v2"));
+    gemm_ex_ = reinterpret_cast<gemm_ex_fn>(::dlsym(library_, "cublasGemmEx"));
 
     cublasHandle_t handle = nullptr;
     if (const cublasStatus_t s = create_(&handle); s != CUBLAS_STATUS_SUCCESS) {
@@ -58,8 +60,9 @@ class cublas {
       return;
     }
     handle_ = handle;
-    if (const cublasStatus_t s = set_math_mode_(handle_, CUBLAS_PEDANTIC_MATH); s != CUBLAS_STATUS_SUCCESS) {
-      reason_ = library_name_ + ": cublasSetMathMode(CUBLAS_PEDANTIC_MATH) failed: " + status_name(s);
+    if (const cublasStatus_t s = set_math_mode_(handle_, math); s != CUBLAS_STATUS_SUCCESS) {
+      reason_ = library_name_ + ": cublasSetMathMode(" + std::to_string(static_cast<int>(math)) +
+                ") failed: " + status_name(s);
       close();
       return;
     }
@@ -94,6 +97,25 @@ class cublas {
   void sgemm_row_major(int m, int n, int k, float alpha, const float* a, const float* b, float beta,
                        float* c) const {
     check(sgemm_(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, n, a, k, &beta, c, n), "cublasSgemm_v2");
+  }
+
+  /// Whether the library has cublasGemmEx (for bf16_gemm_tn).
+  [[nodiscard]] bool has_gemm_ex() const noexcept { return gemm_ex_ != nullptr; }
+
+  /// C = A * B^T in BF16 with FP32 accumulation (cublasGemmEx, CUBLAS_COMPUTE_32F) for row-major A
+  /// (m x k), B (n x k) and C (m x n), leading dimensions k, k and n; the elements are the bits of
+  /// bf16 values. Read column-major, A is A^T (k x m), B is B^T (k x n) and C is C^T (n x m), so this
+  /// asks for C^T = (B^T)^T * A^T: op T on B, op N on A, the "TN" case. Throws std::runtime_error
+  /// when the library has no cublasGemmEx.
+  void bf16_gemm_tn(int m, int n, int k, const void* a, const void* b, void* c) const {
+    if (gemm_ex_ == nullptr) {
+      throw std::runtime_error("cuBLAS: " + library_name_ + " has no cublasGemmEx");
+    }
+    const float alpha = 1.0f;
+    const float beta = 0.0f;
+    check(gemm_ex_(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k, &beta,
+                   c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmEx");
   }
 
  private:
@@ -141,6 +163,11 @@ class cublas {
   decltype(&cublasSgemm_v2) sgemm_ = nullptr;
   decltype(&cublasGetStatusString) status_string_ = nullptr;
   decltype(&cublasGetVersion_v2) get_version_ = nullptr;
+  // cublasGemmEx's C entry point (C++ sees overloads of the name, so decltype cannot pick one).
+  using gemm_ex_fn = cublasStatus_t (*)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                        const void*, const void*, cudaDataType, int, const void*, cudaDataType, int,
+                                        const void*, void*, cudaDataType, int, cublasComputeType_t, cublasGemmAlgo_t);
+  gemm_ex_fn gemm_ex_ = nullptr;
 };
 
 }  // namespace example::reference

@@ -12,6 +12,7 @@
 #include "kernels/heat.hpp"
 #include "kernels/heat_halo.hpp"
 #include "kernels/histogram.hpp"
+#include "kernels/hopper_gemm.hpp"
 #include "kernels/integer_sum.hpp"
 #include "kernels/monte_carlo_pi.hpp"
 #include "kernels/overlap.hpp"
@@ -44,7 +45,7 @@ const std::vector<example_source>& all_examples() {
       CUDRV_EXAMPLE_SOURCE(transpose),  CUDRV_EXAMPLE_SOURCE(sgemm),     CUDRV_EXAMPLE_SOURCE(histogram),
       CUDRV_EXAMPLE_SOURCE(heat),       CUDRV_EXAMPLE_SOURCE(monte_carlo_pi), CUDRV_EXAMPLE_SOURCE(overlap),
       CUDRV_EXAMPLE_SOURCE(pdl),        CUDRV_EXAMPLE_SOURCE(integer_sum), CUDRV_EXAMPLE_SOURCE(heat_halo),
-      CUDRV_EXAMPLE_SOURCE(texture_resize),
+      CUDRV_EXAMPLE_SOURCE(texture_resize), CUDRV_EXAMPLE_SOURCE(hopper_gemm),
   };
   return all;
 }
@@ -81,6 +82,10 @@ TEST_CASE("every example kernel compiles with NVRTC for sm_90 without spills or 
         CHECK((*it)[3] == "0");
       }
       CHECK(kernels > 0);
+      // ptxas's C7508-style notes: a setmaxnreg it ignored, or wgmma it had to serialise (accumulators
+      // moved between the asynchronous MMAs) would silently cost the Hopper GEMM its speed.
+      CHECK(r.log.find("setmaxnreg") == std::string::npos);
+      CHECK(r.log.find("serialized") == std::string::npos);
     }
   }
 }
