@@ -34,6 +34,21 @@
 #include <type_traits>
 #endif
 
+#if !defined(CUDRV_DISABLE_NVTX)
+namespace cudrv::detail {
+/// @brief Runs NVTX's one-time initialisation (`nvtxInitialize`) once for the process, under a C++
+/// static (internal). NVTX's C layer fills its table of function pointers on the first call with
+/// plain stores, so two threads making their first NVTX call at once race on the table; cudrv's
+/// calls, ranges and marks pass through this first, which orders the table before them.
+void nvtx_initialize() noexcept;
+/// @brief nvtx_initialize(), then a guard check only (internal).
+inline void nvtx_ready() noexcept {
+  static const bool ready = (nvtx_initialize(), true);
+  static_cast<void>(ready);
+}
+}  // namespace cudrv::detail
+#endif
+
 /// @brief NVTX annotations in the cudrv domain, built on the toolkit's NVTX C++ API (`nvtx3`).
 ///
 /// Everything here is a thin layer over `nvtx3`: the attribute types are `nvtx3`'s own, and the
@@ -218,13 +233,13 @@ template <class D = domain>
 class [[maybe_unused]] range {
  public:
   /// @brief Pushes a range with the attributes @p attr.
-  explicit range(const event_attributes& attr) noexcept : range_(attr) {}
+  explicit range(const event_attributes& attr) noexcept : range_((detail::nvtx_ready(), attr)) {}
   /// @brief Pushes a range whose attributes are built from @p args (message, colour, category,
   /// payload, in any order).
   template <class... Args>
-  explicit range(const Args&... args) noexcept : range_(event_attributes{args...}) {}
+  explicit range(const Args&... args) noexcept : range_((detail::nvtx_ready(), event_attributes{args...})) {}
   /// @brief Pushes a range without attributes.
-  range() noexcept : range_(event_attributes{}) {}
+  range() noexcept : range_((detail::nvtx_ready(), event_attributes{})) {}
   range(const range&) = delete;
   range& operator=(const range&) = delete;
   range(range&&) = delete;
@@ -251,6 +266,7 @@ class [[maybe_unused]] range {
 /// @endcode
 template <class D = domain, class... Args>
 void mark(const Args&... args) noexcept {
+  detail::nvtx_ready();
   nvtx3::mark_in<D>(args...);
 }
 

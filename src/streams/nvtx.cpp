@@ -31,8 +31,18 @@ bool nvtx_auto_resolve() noexcept {
   return state == nvtx_auto_on;
 }
 
+void nvtx_initialize() noexcept {
+  // Once, under a C++ static: every later caller synchronises with its guard, so NVTX's table of
+  // function pointers, filled by this first call, is never read while it is written.
+  static const bool initialized = (nvtxInitialize(nullptr), true);
+  static_cast<void>(initialized);
+}
+
 namespace {
-const nvtx3::domain& cudrv_domain() noexcept { return nvtx3::domain::get<nvtx::domain>(); }
+const nvtx3::domain& cudrv_domain() noexcept {
+  nvtx_ready();
+  return nvtx3::domain::get<nvtx::domain>();
+}
 }  // namespace
 
 void nvtx_auto_push(const char* prefix, std::string_view detail) noexcept {
@@ -86,24 +96,28 @@ void require_handle(Handle handle, const char* what) {
 
 void name(const device& dev, std::string_view label) {
   const std::string text(label);
+  detail::nvtx_ready();
   nvtxNameCuDeviceA(dev.native_handle(), text.c_str());
 }
 
 void name(context_ref ctx, std::string_view label) {
   require_handle(ctx.native_handle(), "context");
   const std::string text(label);
+  detail::nvtx_ready();
   nvtxNameCuContextA(ctx.native_handle(), text.c_str());
 }
 
 void name(stream_ref s, std::string_view label) {
   require_handle(s.native_handle(), "stream");
   const std::string text(label);
+  detail::nvtx_ready();
   nvtxNameCuStreamA(s.native_handle(), text.c_str());
 }
 
 void name(event_ref ev, std::string_view label) {
   require_handle(ev.native_handle(), "event");
   const std::string text(label);
+  detail::nvtx_ready();
   nvtxNameCuEventA(ev.native_handle(), text.c_str());
 }
 
