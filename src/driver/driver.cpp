@@ -106,7 +106,7 @@ template <class Pfn>
 struct forked_stub;
 template <class... Args>
 struct forked_stub<CUresult(CUDAAPI*)(Args...)> {
-  static CUresult CUDAAPI call(Args...) noexcept { return forked_child_status; }
+  static CUresult CUDAAPI call(Args...) { return forked_child_status; }  // the exact PFN type: no noexcept
 };
 
 void on_fork_child() noexcept {
