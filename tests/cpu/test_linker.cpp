@@ -147,18 +147,27 @@ TEST_CASE("linker: an unresolved symbol throws link_error whose log names it", "
   }
 }
 
-TEST_CASE("linker: a garbage input throws link_error naming the input", "[linker]") {
+TEST_CASE("linker: a garbage input is refused naming the input", "[linker]") {
   cudrv::linker lk({.arch = "sm_90", .link_time_optimization = true});
-  for (auto kind : {cudrv::code_kind::cubin, cudrv::code_kind::ptx, cudrv::code_kind::ltoir}) {
+  // PTX and cubin garbage fails cudrv's image checks, before nvJitLink sees it.
+  for (auto kind : {cudrv::code_kind::cubin, cudrv::code_kind::ptx}) {
     const cudrv::object_code garbage(kind, std::string(64, '\x5a'), "garbage.bin");
-    auto e = catch_as<cudrv::link_error>([&] { lk.add(garbage); });
+    auto e = catch_as<cudrv::invalid_image_error>([&] { lk.add(garbage); });
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
-    CHECK(e->api() == "nvJitLinkAddData");
+    CHECK(e->api() == "cudrv::linker::add");
     CHECK(contains(e->what(), "garbage.bin"));
-    CHECK(contains(e->what(), std::string(cudrv::to_string(kind))));
-    CHECK_FALSE(e->log().empty());
+    CHECK(contains(e->what(), std::string(cudrv::to_string(kind)) + ": "));
   }
+  // LTO-IR is nvJitLink's to read: its refusal carries its log.
+  const cudrv::object_code garbage(cudrv::code_kind::ltoir, std::string(64, '\x5a'), "garbage.bin");
+  auto e = catch_as<cudrv::link_error>([&] { lk.add(garbage); });
+  REQUIRE(e.has_value());
+  INFO("what(): " << e->what());
+  CHECK(e->api() == "nvJitLinkAddData");
+  CHECK(contains(e->what(), "garbage.bin"));
+  CHECK(contains(e->what(), "ltoir"));
+  CHECK_FALSE(e->log().empty());
 }
 
 TEST_CASE("linker: input and lifecycle errors are refused before nvJitLink is called", "[linker]") {
