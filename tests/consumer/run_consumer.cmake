@@ -47,6 +47,10 @@ foreach(var CXX_COMPILER_LAUNCHER CXX_FLAGS EXE_LINKER_FLAGS SHARED_LINKER_FLAGS
     list(APPEND configure_args "-DCMAKE_${var}=${${var}}")
   endif()
 endforeach()
+if(BUILD_TYPE AND NOT "${CXX_FLAGS_BUILD_TYPE}" STREQUAL "")  # CMAKE_CXX_FLAGS_<BUILD_TYPE>
+  string(TOUPPER "${BUILD_TYPE}" build_type_upper)
+  list(APPEND configure_args "-DCMAKE_CXX_FLAGS_${build_type_upper}=${CXX_FLAGS_BUILD_TYPE}")
+endif()
 if(CUDA_TOOLKIT_ROOT)
   list(APPEND configure_args "-DCUDAToolkit_ROOT=${CUDA_TOOLKIT_ROOT}")
 endif()
