@@ -136,11 +136,16 @@ class device {
   [[nodiscard]] unsigned int primary_context_flags() const;
   /// @brief Sets the flags the primary context is (or will be) created with (cuDevicePrimaryCtxSetFlags).
   void set_primary_context_flags(context_flags flags) const;
-  /// @brief Resets the primary context (cuDevicePrimaryCtxReset), the recovery from a sticky fault
-  /// (@ref context_fault_error): everything made in it is destroyed by the driver (memory, streams,
-  /// events, pools' memory, executable graphs, loaded modules), and the context is usable again,
-  /// empty. cudrv then activates it again and keeps its process-wide reference, so `primary_context()`
-  /// returns the usable context (whose handle may have the same value as before).
+  /// @brief Resets the primary context (cuDevicePrimaryCtxReset): everything made in it is destroyed
+  /// by the driver (memory, streams, events, pools' memory, executable graphs, loaded modules), and the
+  /// context is usable again, empty. cudrv then activates it again and keeps its process-wide
+  /// reference, so `primary_context()` returns the usable context (whose handle may have the same value
+  /// as before).
+  ///
+  /// After a sticky fault (@ref context_fault_error) this is the in-process recovery only where the
+  /// driver allows one: driver 580.159.04 keeps the process poisoned after an illegal address (the
+  /// reset succeeds, the retain after it fails with the same code), and this call then throws
+  /// context_fault_error again; the recovery is a new process (see @ref reliability).
   ///
   /// Destroy the cudrv objects made in the primary context *before* the reset. One still alive after
   /// it frees nothing when destroyed (its memory or handle went with the reset, and may be handed out

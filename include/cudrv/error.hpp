@@ -164,15 +164,21 @@ class out_of_memory_error : public error {
 /// @brief A sticky fault (@ref is_sticky): a kernel faulted and the context it ran in is unusable.
 ///
 /// `what()` says so and names the recovery: destroy every cudrv object made in that context (their
-/// destructors free nothing and never throw), call @ref device::reset_primary_context, and go on
-/// with new objects. Catch it to recover, or let it end the process.
+/// destructors free nothing and never throw), then end the process and start a new one (the CUDA
+/// documentation says these faults need a new process; driver 580.159.04 keeps the process poisoned
+/// after an illegal address). Where a driver recovers the context, @ref device::reset_primary_context
+/// does it; where it does not, that call throws this error again.
 ///
 /// @code
 /// try {
 ///   stream.synchronize();
 /// } catch (const cudrv::context_fault_error& e) {
-///   objects.clear();                 // everything made in the faulted context
-///   dev.reset_primary_context();     // the context is usable again, empty
+///   objects.clear();                 // everything made in the faulted context: no throw, no hang
+///   try {
+///     dev.reset_primary_context();   // usable again, empty, where the driver allows it
+///   } catch (const cudrv::context_fault_error&) {
+///     std::exit(restart_me);         // the process stays poisoned: let the supervisor start another
+///   }
 /// }
 /// @endcode
 class context_fault_error : public error {

@@ -76,9 +76,12 @@ namespace {
 // What every sticky fault's message adds: the context is gone, and how to go on.
 constexpr const char* sticky_note =
     " -- a sticky fault: the context this call ran in is unusable, and every later call in it fails the same "
-    "way. To recover, destroy every cudrv object made in that context (their destructors free nothing and do "
-    "not throw), call cudrv::device::reset_primary_context() (for a cudrv::context, destroy it and create a "
-    "new one), then create new objects; see the Reliability page, \"Sticky faults and recovery\"";
+    "way; the CUDA documentation says the process must be terminated and relaunched. To recover, destroy every "
+    "cudrv object made in that context (their destructors free nothing and do not throw), then end this process "
+    "and start a new one (run work that may fault in a worker process). cudrv::device::reset_primary_context() "
+    "asks the driver for a reset instead, but a driver that keeps the process poisoned (580.159.04 does, after "
+    "an illegal address) answers it with this error again; see the Reliability page, \"Sticky faults and "
+    "recovery\"";
 
 std::string compose_message(error_source source, int code, const std::string& api, const std::string& name,
                             const std::string& description, const std::string& context) {
