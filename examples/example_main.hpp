@@ -11,10 +11,13 @@
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -108,6 +111,34 @@ inline double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   const std::size_t n = values.size();
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+/// "3.012 ms (3.020 3.012)": the best of the rounds' times, then every round's, for a table row.
+inline std::string format_rounds(const std::vector<double>& ms) {
+  std::string text;
+  char buffer[32];
+  for (const double t : ms) {
+    std::snprintf(buffer, sizeof buffer, "%s%.3f", text.empty() ? "" : " ", t);
+    text += buffer;
+  }
+  std::snprintf(buffer, sizeof buffer, "%8.3f ms (", ms.empty() ? 0.0 : *std::min_element(ms.begin(), ms.end()));
+  return buffer + text + ")";
+}
+
+/// FNV-1a over the bit patterns of the elements (floats, BF16 words...): equal hashes of two results
+/// mean that they are equal bit for bit.
+template <class T>
+std::uint64_t hash_bits(const std::vector<T>& v) {
+  using word = std::conditional_t<sizeof(T) == 2, std::uint16_t,
+                                  std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>>;
+  static_assert(sizeof(word) == sizeof(T), "elements of 2, 4 or 8 bytes");
+  std::uint64_t h = 1469598103934665603ull;
+  for (const T& x : v) {
+    word bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    h = (h ^ bits) * 1099511628211ull;
+  }
+  return h;
 }
 
 /// Runs work(stream) once to warm up, then `repetitions` times between two events each, and returns the

@@ -164,14 +164,6 @@ std::vector<std::uint16_t> random_bf16(std::size_t count, random_source& rng) {
   return v;
 }
 
-std::uint64_t hash_bits(const std::vector<std::uint16_t>& v) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a
-  for (const std::uint16_t x : v) {
-    h = (h ^ x) * 1099511628211ull;
-  }
-  return h;
-}
-
 // Sampled entries of A * B^T in double, from the BF16 inputs.
 struct host_reference {
   std::vector<std::size_t> rows, cols;
@@ -329,7 +321,7 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     cudrv::copy(c, dc, stream);
     stream.synchronize();
     checks.push_back(check(c, s, host, cublas != nullptr ? &cublas_c : nullptr, rms));
-    hashes.push_back(hash_bits(c));
+    hashes.push_back(example::hash_bits(c));
   }
 
   std::vector<std::vector<double>> config_ms(configs.size());
@@ -349,24 +341,14 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
       config_ms[i].push_back(example::time_ms(dev, stream, repetitions, [&](cudrv::stream_ref st) { launch(configs[i], st); }));
       cudrv::copy(c, dc, stream);
       stream.synchronize();
-      stable[i] = stable[i] && hash_bits(c) == hashes[i];
+      stable[i] = stable[i] && example::hash_bits(c) == hashes[i];
     }
   }
-  auto times = [](const std::vector<double>& ms) {
-    std::string text;
-    char buffer[32];
-    for (const double t : ms) {
-      std::snprintf(buffer, sizeof buffer, "%s%.3f", text.empty() ? "" : " ", t);
-      text += buffer;
-    }
-    std::snprintf(buffer, sizeof buffer, "%8.3f ms (", *std::min_element(ms.begin(), ms.end()));
-    return buffer + text + ")";
-  };
 
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", times(cublas_ms).c_str(), cublas_tflops);
+    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(), cublas_tflops);
   }
   bool ok = true;
   std::size_t best = configs.size();
@@ -387,7 +369,7 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     }
     best_ms[i] = *std::min_element(config_ms[i].begin(), config_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-52s %s %7.1f TFLOP/s", name.c_str(), times(config_ms[i]).c_str(), tflops);
+    std::printf("  %-52s %s %7.1f TFLOP/s", name.c_str(), example::format_rounds(config_ms[i]).c_str(), tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
     }

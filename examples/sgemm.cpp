@@ -107,16 +107,6 @@ double fp32_peak_tflops(const cudrv::device& dev) {
   return sms * lanes * 2.0 * hz / 1e12;
 }
 
-std::uint64_t hash_bits(const std::vector<float>& v) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a over the 32-bit patterns
-  for (const float x : v) {
-    std::uint32_t bits = 0;
-    std::memcpy(&bits, &x, sizeof bits);
-    h = (h ^ bits) * 1099511628211ull;
-  }
-  return h;
-}
-
 // The host's references for one size: sampled entries of A * B in double, and A (B x) for a random x.
 struct host_reference {
   std::vector<std::size_t> rows, cols;
@@ -257,7 +247,7 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
     cudrv::copy(c, dc, stream);
     stream.synchronize();
     checks.push_back(check(c, size, host, cublas.available() ? &cublas_c : nullptr, bound));
-    hashes.push_back(hash_bits(c));
+    hashes.push_back(example::hash_bits(c));
   }
 
   // Time: cuBLAS and every variant that passed, interleaved, in rounds; each round's figure is a median.
@@ -280,26 +270,15 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
       // The timed runs rewrote the poisoned C: it must be bit for bit the checked result.
       cudrv::copy(c, dc, stream);
       stream.synchronize();
-      stable[i] = stable[i] && hash_bits(c) == hashes[i];
+      stable[i] = stable[i] && example::hash_bits(c) == hashes[i];
     }
   }
-  // "3.012 ms (3.020 3.012)": the better round, then every round's median.
-  auto times = [](const std::vector<double>& ms) {
-    std::string text;
-    char buffer[32];
-    for (const double t : ms) {
-      std::snprintf(buffer, sizeof buffer, "%s%.3f", text.empty() ? "" : " ", t);
-      text += buffer;
-    }
-    std::snprintf(buffer, sizeof buffer, "%8.3f ms (", *std::min_element(ms.begin(), ms.end()));
-    return buffer + text + ")";
-  };
 
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
     std::printf("  %-30s %s %7.2f TFLOP/s  %.3f x FP32 peak\n", "cuBLAS SGEMM (pedantic FP32)",
-                times(cublas_ms).c_str(), cublas_tflops, cublas_tflops / peak);
+                example::format_rounds(cublas_ms).c_str(), cublas_tflops, cublas_tflops / peak);
   }
   bool ok = true;
   std::size_t best = variants.size();
@@ -324,7 +303,7 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
     }
     best_ms[i] = *std::min_element(variant_ms[i].begin(), variant_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), times(variant_ms[i]).c_str(), tflops);
+    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(), tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
     }
