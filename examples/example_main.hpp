@@ -113,6 +113,19 @@ inline double median(std::vector<double> values) {
   return n % 2 == 1 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
 }
 
+/// A reproducible generator (splitmix64) for example data: next() gives 64 random bits, uniform() a value
+/// in [-1, 1) with 24 random bits (exact in float).
+struct random_source {
+  std::uint64_t state;  ///< the seed, then the generator's state
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  double uniform() { return static_cast<double>(next() >> 40) * 0x1p-23 - 1.0; }
+};
+
 /// "3.012 ms (3.020 3.012)": the best of the rounds' times, then every round's, for a table row.
 inline std::string format_rounds(const std::vector<double>& ms) {
   std::string text;

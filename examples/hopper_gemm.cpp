@@ -134,16 +134,7 @@ struct configuration {
   int group_m;
 };
 
-// Reproducible uniform values in [-1, 1) (splitmix64).
-struct random_source {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-};
+using example::random_source;
 
 // BF16 <-> float: a bf16 is the upper half of a float's bits.
 float bf16_to_float(std::uint16_t h) {

@@ -85,17 +85,7 @@ variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const 
   return v;
 }
 
-// Reproducible uniform values in [-1, 1) (splitmix64; 24 random bits, exact in float).
-struct random_source {
-  std::uint64_t state;
-  std::uint64_t next() {
-    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-  }
-  double uniform() { return static_cast<double>(next() >> 40) * 0x1p-23 - 1.0; }
-};
+using example::random_source;
 
 // The FP32 FFMA peak from the device attributes: SMs x FP32 lanes per SM x 2 flops x clock. 128 lanes
 // per SM from compute capability 8.6 on (and 6.1); 64 on 6.0, 7.x and 8.0.
