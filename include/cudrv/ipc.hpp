@@ -108,7 +108,9 @@ void pool_export_pointer(void* data_out, CUdeviceptr address, std::size_t bytes,
 /// @ref unix_socket::send_value, a pipe or shared memory.
 struct pointer_export {
   CUmemPoolPtrExportData data;  ///< The driver's opaque 64 bytes.
-  std::uint64_t bytes;          ///< The allocation's size in bytes.
+  /// @brief The allocation's size in bytes, as the exporter claims it: the importer checks it against the
+  /// extent the driver maps (@ref imported_memory_pool::import_pointer).
+  std::uint64_t bytes;
 };
 static_assert(std::is_trivially_copyable_v<pointer_export>);
 
@@ -227,7 +229,13 @@ class imported_memory_pool : public memory_pool_base {
 
   /// @brief Imports one allocation the other process exported (cuMemPoolImportPointer), typed as
   /// elements of @p T. The buffer keeps this pool alive.
-  /// @throws invalid_argument_error when the pool is empty or the size is not a multiple of sizeof(T)
+  ///
+  /// The size that comes with the export is the other process's word: once the allocation is mapped, it
+  /// is checked against the extent the driver mapped (cuMemGetAddressRange). A smaller claim (a prefix)
+  /// is taken as it is; a larger one would let copies and spans over the buffer reach memory that was
+  /// never shared, and is refused, with the allocation unmapped again.
+  /// @throws invalid_argument_error when the pool is empty, the size is not a multiple of sizeof(T), or
+  ///   the claimed size exceeds what the driver mapped (the error names both figures)
   template <class T>
   [[nodiscard]] imported_buffer<T> import_pointer(const pointer_export& exported) const {
     return imported_buffer<T>(detail::imported_allocation::import(state_for("cudrv::imported_memory_pool::import_pointer"),
@@ -258,7 +266,9 @@ class imported_memory_pool : public memory_pool_base {
 /// with its size. Trivially copyable: send it over any channel.
 struct ipc_memory_handle {
   CUipcMemHandle handle;  ///< The driver's opaque 64 bytes.
-  std::uint64_t bytes;    ///< The allocation's size in bytes.
+  /// @brief The allocation's size in bytes, as the exporter claims it: checked against the extent the
+  /// driver maps (@ref ipc_mapped_buffer).
+  std::uint64_t bytes;
 };
 static_assert(std::is_trivially_copyable_v<ipc_memory_handle>);
 
@@ -296,8 +306,11 @@ class ipc_mapped_buffer {
   using value_type = T;           ///< The element type.
   using size_type = std::size_t;  ///< Sizes in elements.
 
-  /// @brief Maps the memory named by @p handle (cuIpcOpenMemHandle), in @p dev's primary context.
-  /// @throws invalid_argument_error when the size is not a multiple of sizeof(T)
+  /// @brief Maps the memory named by @p handle (cuIpcOpenMemHandle), in @p dev's primary context. The
+  /// handle's size, the other process's word, is checked against the extent the driver mapped
+  /// (cuMemGetAddressRange); a larger claim is refused and the memory unmapped.
+  /// @throws invalid_argument_error when the size is not a multiple of sizeof(T), or exceeds what the
+  ///   driver mapped (the error names both figures)
   ipc_mapped_buffer(const cudrv::device& dev, const ipc_memory_handle& handle)
       : map_(detail::ipc_mapping::open(dev, &handle.handle, handle.bytes, sizeof(T))) {}
   ipc_mapped_buffer(const ipc_mapped_buffer&) = delete;

@@ -98,6 +98,48 @@ CUresult arm_pointer_export(CUmemoryPool pool, CUmemAllocationHandleType type) n
   return status;
 }
 
+// What another process claims of a shared allocation is checked against what the driver mapped: the
+// import's extent (cuMemGetAddressRange, exact for pool imports and legacy IPC mappings on driver
+// 580.159.04: the exporter's allocation size, starting at the imported address). A claim larger than the
+// mapping would let cudrv's own copy checks, and every span over the buffer, reach past it into memory
+// the exporter never shared.
+struct mapped_extent {
+  CUresult status = CUDA_ERROR_NOT_FOUND;  // of cuMemGetAddressRange (NOT_FOUND: the entry point is missing)
+  std::size_t available = 0;               // bytes from the address to the end of its mapping
+};
+
+// Asks the driver for the extent at address; allocates nothing, so that the caller can unmap before
+// anything else can fail.
+mapped_extent extent_of(CUdeviceptr address) noexcept {
+  mapped_extent out;
+  CUdeviceptr base = 0;
+  std::size_t extent = 0;
+  try {
+    out.status = drv::cuMemGetAddressRange(&base, &extent, address);
+  } catch (...) {  // the entry point did not resolve
+    return out;
+  }
+  if (out.status == CUDA_SUCCESS && address >= base && address - base <= extent) {
+    out.available = extent - static_cast<std::size_t>(address - base);
+  }
+  return out;
+}
+
+// The refusal of a claim that does not fit what was mapped (which the caller has unmapped already).
+[[noreturn]] void refuse_claim(const char* api, const char* what, CUdeviceptr address, std::size_t claimed,
+                               const mapped_extent& mapped) {
+  if (mapped.status != CUDA_SUCCESS) {
+    throw invalid_argument_error(api, std::string("the driver gave no extent for the ") + what + " at " +
+                                          detail::format_address(address) + " (cuMemGetAddressRange: " +
+                                          error_name(mapped.status) + "), so the exporting process's claim of " +
+                                          std::to_string(claimed) + " bytes cannot be checked; it was unmapped");
+  }
+  throw invalid_argument_error(api, std::string("the exporting process claims ") + std::to_string(claimed) +
+                                        " bytes, but the driver mapped " + std::to_string(mapped.available) +
+                                        " bytes for the " + what + " at " + detail::format_address(address) +
+                                        " (cuMemGetAddressRange); the claim is refused and the memory unmapped");
+}
+
 }  // namespace
 
 bool supports_shareable_pools(const device& dev, shareable_handle_type type) {
@@ -277,6 +319,11 @@ imported_allocation imported_allocation::import(const std::shared_ptr<imported_p
     return format_bytes(bytes) + " on device " + std::to_string(pool->device) +
            " (the export data must come from an allocation of the pool this process imported)";
   });
+  if (const mapped_extent mapped = extent_of(out.address); mapped.status != CUDA_SUCCESS || bytes > mapped.available) {
+    const CUdeviceptr p = out.address;
+    destroy_noexcept("cuMemFree", [p] { return drv::cuMemFree(p); });
+    refuse_claim(api, "imported allocation", p, bytes, mapped);
+  }
   out.bytes = bytes;
   out.pool = pool;
   return out;
@@ -342,6 +389,11 @@ ipc_mapping ipc_mapping::open(const device& dev, const void* handle, std::size_t
     return format_bytes(bytes) + " on " + device_text(dev) +
            " (the driver refuses a handle opened twice in one process, or in the process that exported it)";
   });
+  if (const mapped_extent mapped = extent_of(out.address); mapped.status != CUDA_SUCCESS || bytes > mapped.available) {
+    const CUdeviceptr p = out.address;
+    destroy_noexcept("cuIpcCloseMemHandle", [p] { return drv::cuIpcCloseMemHandle(p); });
+    refuse_claim(api, "IPC mapping", p, bytes, mapped);
+  }
   out.bytes = bytes;
   return out;
 }

@@ -1013,6 +1013,26 @@ CUresult CUDAAPI fake_cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, std::size_
 
 std::map<CUdeviceptr, std::size_t>& pool_of_allocation();  // IPC section below
 
+// The allocation holding p: its start and size, as the real driver reports them (exact sizes, also for pool
+// imports and IPC mappings, on driver 580.159.04).
+CUresult CUDAAPI fake_cuMemGetAddressRange(CUdeviceptr* base, std::size_t* size, CUdeviceptr p) {
+  FAKE_ENTER();
+  count("address_range_queries");
+  if (auto it = st().live.upper_bound(p); it != st().live.begin()) {
+    --it;
+    if (p < it->first + it->second.size) {
+      if (base != nullptr) {
+        *base = it->first;
+      }
+      if (size != nullptr) {
+        *size = it->second.size;
+      }
+      return CUDA_SUCCESS;
+    }
+  }
+  return fail(CUDA_ERROR_NOT_FOUND);
+}
+
 CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr p) {
   FAKE_ENTER();
   count("pointer_queries");
@@ -2971,7 +2991,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuStreamGetCaptureInfo), FAKE_SYMBOL(cuLaunchHostFunc), FAKE_SYMBOL(cuEventCreate),
     FAKE_SYMBOL(cuEventDestroy), FAKE_SYMBOL(cuEventRecord), FAKE_SYMBOL(cuMemAlloc), FAKE_SYMBOL(cuMemFree),
     FAKE_SYMBOL(cuMemAllocAsync), FAKE_SYMBOL(cuMemFreeAsync), FAKE_SYMBOL(cuMemcpy), FAKE_SYMBOL(cuMemcpyAsync),
-    FAKE_SYMBOL(cuPointerGetAttributes), FAKE_SYMBOL(cuLibraryLoadData), FAKE_SYMBOL(cuLibraryUnload),
+    FAKE_SYMBOL(cuPointerGetAttributes), FAKE_SYMBOL(cuMemGetAddressRange), FAKE_SYMBOL(cuLibraryLoadData), FAKE_SYMBOL(cuLibraryUnload),
     FAKE_SYMBOL(cuLibraryGetKernel), FAKE_SYMBOL(cuLibraryGetKernelCount), FAKE_SYMBOL(cuLibraryEnumerateKernels),
     FAKE_SYMBOL(cuLibraryGetModule), FAKE_SYMBOL(cuKernelGetFunction), FAKE_SYMBOL(cuFuncLoad),
     FAKE_SYMBOL(cuKernelGetName), FAKE_SYMBOL(cuKernelGetParamInfo), FAKE_SYMBOL(cuKernelGetAttribute),

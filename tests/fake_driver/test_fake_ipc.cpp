@@ -367,3 +367,66 @@ TEST_CASE("fake driver: fabric handles the device reports but the driver refuses
   CHECK(pool);
   CHECK(errors.count() == 0);
 }
+
+// The byte count that comes with an export is the peer's word: cudrv checks it against the extent the
+// driver mapped (cuMemGetAddressRange) before a buffer reports it, so neither cudrv's own copy checks nor a
+// span over the import can reach past the memory that was shared. Before the check, a 65,536-float copy
+// landed in a 1,000-float import (ASan: heap-buffer-overflow in the fake's memory).
+TEST_CASE("fake driver: an exporter's inflated byte count is refused against the driver's extent, nothing stays mapped",
+          "[fake-driver][ipc][hostile]") {
+  fake_ipc f;
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d1(1);
+  cudrv::stream s(d1);
+  constexpr std::size_t real = 1000;
+  constexpr std::size_t claimed = 65536;
+
+  SECTION("pool pointer export") {
+    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::device_buffer<float> data(pool, s, real);
+    cudrv::imported_memory_pool imported(d1, cudrv::export_pool_descriptor(pool));
+    cudrv::pointer_export lying = cudrv::export_pointer(data);
+    lying.bytes = claimed * sizeof(float);
+    const long long imports = f.counter("pointer_imports");
+    const long long frees = f.counter("frees");
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)imported.import_pointer<float>(lying); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), std::to_string(claimed * sizeof(float))));  // the claim
+    CHECK(contains(e->what(), std::to_string(real * sizeof(float))));     // and what the driver mapped
+    CHECK(contains(e->what(), "cuMemGetAddressRange"));
+    CHECK(f.counter("pointer_imports") == imports + 1);  // it was imported, then
+    CHECK(f.counter("frees") == frees + 1);              // freed again at once
+    // A claim within the mapping (a prefix) is taken as it is; the exact one too.
+    lying.bytes = 10 * sizeof(float);
+    cudrv::imported_buffer<float> prefix = imported.import_pointer<float>(lying);
+    CHECK(prefix.size() == 10);
+    lying.bytes = real * sizeof(float);
+    cudrv::imported_buffer<float> whole = imported.import_pointer<float>(lying);
+    CHECK(whole.size() == real);
+    // What cudrv then allows on the import is bounded by the real size.
+    std::vector<float> big(claimed, 1.f);
+    auto c = catch_as<cudrv::invalid_argument_error>([&] { cudrv::copy(whole, big, s); });
+    REQUIRE(c);
+    prefix.reset();
+    whole.reset();
+    data.reset();
+  }
+  SECTION("legacy IPC handle") {
+    cudrv::device_buffer<float> data(d1, real);
+    cudrv::ipc_memory_handle lying = cudrv::ipc_handle(data);
+    lying.bytes = claimed * sizeof(float);
+    const long long opened = f.counter("ipc_opened");
+    const long long closed = f.counter("ipc_closed");
+    auto e = catch_as<cudrv::invalid_argument_error>([&] { cudrv::ipc_mapped_buffer<float> m(d1, lying); });
+    REQUIRE(e);
+    CHECK(contains(e->what(), std::to_string(claimed * sizeof(float))));
+    CHECK(contains(e->what(), std::to_string(real * sizeof(float))));
+    CHECK(f.counter("ipc_opened") == opened + 1);
+    CHECK(f.counter("ipc_closed") == closed + 1);  // nothing stays mapped
+    lying.bytes = real * sizeof(float);
+    cudrv::ipc_mapped_buffer<float> m(d1, lying);
+    CHECK(m.size() == real);
+  }
+  s.synchronize();
+  CHECK(errors.count() == 0);
+}
