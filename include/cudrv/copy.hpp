@@ -138,6 +138,19 @@ linear_copy plan_copy(Dst& dst, Src& src, const std::size_t* count) {
 template <class V>
 concept linear_view_source = detail::linear_source<V>;
 
+/// @brief A `cudrv::linear_view_source` whose memory outlives the call it is passed to: a named object (a
+/// buffer, a `std::vector`, a span variable) or a view, even a temporary one (`buf.view().first(8)`,
+/// `std::span(v)`). What keeps the address past the call (a @ref cudrv::copy_batch, a graph's memcpy and
+/// memset nodes, their updates) takes these, so that a temporary owner made in the call, freed at the end
+/// of the statement, does not compile there.
+/// @code
+/// batch.add(dst, host);                               // compiles: host is a named std::vector
+/// batch.add(dst, std::vector<float>(n, 1.f));         // does not compile: freed before the copy runs
+/// @endcode
+template <class V>
+concept borrowed_linear_view =
+    linear_view_source<V> && (std::is_lvalue_reference_v<V> || detail::is_view_type<std::remove_cvref_t<V>>);
+
 /// @brief Copies all elements of @p src to the start of @p dst, ordered on @p s (cuMemcpyAsync).
 ///
 /// Works in every direction (host to device, device to host, device to device, host to host); the

@@ -393,21 +393,22 @@ kernel_node launch(graph_builder& builder, const launch_config& config, const K&
 }
 
 /// @brief Adds a memcpy node copying all of @p src to the start of @p dst: the same call and checks as
-/// the stream-ordered `cudrv::copy`.
+/// the stream-ordered `cudrv::copy`. The graph keeps both addresses, so a temporary owner does not
+/// compile here (`cudrv::borrowed_linear_view`).
 /// @return the new node (also the builder's only dependency from now on)
-template <linear_view_source Dst, linear_view_source Src>
+template <borrowed_linear_view Dst, borrowed_linear_view Src>
 memcpy_node copy(Dst&& dst, Src&& src, graph_builder& builder) {
   return detail::add_copy_node(builder, detail::plan_copy(dst, src, nullptr));
 }
 
 /// @brief Adds a memcpy node copying the first @p count elements of @p src.
-template <linear_view_source Dst, linear_view_source Src>
+template <borrowed_linear_view Dst, borrowed_linear_view Src>
 memcpy_node copy(Dst&& dst, Src&& src, std::size_t count, graph_builder& builder) {
   return detail::add_copy_node(builder, detail::plan_copy(dst, src, &count));
 }
 
 /// @brief Adds a memset node filling @p dst with @p value (elements of 1, 2 or 4 bytes).
-template <linear_view_source Dst>
+template <borrowed_linear_view Dst>
 memset_node fill(Dst&& dst, const detail::element_t<Dst>& value, graph_builder& builder) {
   using D = detail::element_t<Dst>;
   static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");

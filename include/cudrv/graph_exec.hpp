@@ -101,12 +101,12 @@ class graph_exec {
     detail::marshal(sink, kernel, detail::query_target{nullptr, ctx.native_handle()}, std::forward<Args>(args)...);
   }
   /// @brief Changes the source, destination and size of memcpy node @p node (same kinds of memory).
-  template <linear_view_source Dst, linear_view_source Src>
+  template <borrowed_linear_view Dst, borrowed_linear_view Src>
   void set_copy_node(memcpy_node node, context_ref ctx, Dst&& dst, Src&& src) const {
     set_copy_raw(node, ctx, detail::plan_copy(dst, src, nullptr));
   }
   /// @brief Changes the destination and value of memset node @p node (elements of 1, 2 or 4 bytes).
-  template <linear_view_source Dst>
+  template <borrowed_linear_view Dst>
   void set_fill_node(memset_node node, context_ref ctx, Dst&& dst, const detail::element_t<Dst>& value) const {
     using D = detail::element_t<Dst>;
     static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");

@@ -7,7 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <span>
+#include <span>  // also std::ranges::enable_borrowed_range (detail::is_view_type)
 #include <type_traits>
 
 namespace cudrv {
@@ -90,6 +90,15 @@ class device_span {
   CUdeviceptr address_ = 0;
   std::size_t size_ = 0;
 };
+
+namespace detail {
+/// @brief Whether @p D is a view whose memory lives elsewhere, so that keeping a temporary of it is
+/// safe: a @ref cudrv::device_span, or a borrowed range such as `std::span` (internal).
+template <class D>
+inline constexpr bool is_view_type = std::ranges::enable_borrowed_range<D>;
+template <class T>
+inline constexpr bool is_view_type<device_span<T>> = true;
+}  // namespace detail
 
 /// @brief A non-owning view of a pitched 2D or 3D array of @p T: `depth` slices of `height` rows of
 /// `width` elements, consecutive rows `pitch` bytes apart. The memory may be device, pinned,

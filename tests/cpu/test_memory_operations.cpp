@@ -9,7 +9,9 @@
 
 #include <array>
 #include <cstdint>
+#include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/test_support.hpp"
@@ -18,6 +20,35 @@ using cudrv::test::catch_as;
 using cudrv::test::contains;
 
 static_assert(std::is_trivially_copyable_v<cudrv::stream_memory_op>);
+
+// What keeps addresses past the call (a copy batch, a graph's memcpy and memset nodes and their updates)
+// refuses a temporary owner at compile time; a named object or a view, even a temporary view, is taken.
+template <class D, class S>
+concept batchable = requires(cudrv::copy_batch& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s)); };
+template <class D, class S>
+concept batchable_count =
+    requires(cudrv::copy_batch& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s), std::size_t{1}); };
+template <class D, class S>
+concept graph_copyable =
+    requires(cudrv::graph_builder& g, D&& d, S&& s) { cudrv::copy(std::forward<D>(d), std::forward<S>(s), g); };
+template <class D>
+concept graph_fillable = requires(cudrv::graph_builder& g, D&& d) { cudrv::fill(std::forward<D>(d), 1.f, g); };
+template <class D, class S>
+concept exec_copyable = requires(cudrv::graph_exec& e, cudrv::memcpy_node n, cudrv::context_ref c, D&& d, S&& s) {
+  e.set_copy_node(n, c, std::forward<D>(d), std::forward<S>(s));
+};
+using fvec = std::vector<float>;
+using dbuf = cudrv::device_buffer<float>;
+using dspan = cudrv::device_span<float>;
+static_assert(batchable<dbuf&, fvec&> && batchable<fvec&, const dbuf&> && batchable<dspan, std::span<const float>>);
+static_assert(batchable<dspan, const fvec&> && batchable_count<dbuf&, fvec&>);
+static_assert(!batchable<dbuf&, fvec> && !batchable<dbuf, fvec&> && !batchable<dspan, dbuf>);  // temporaries
+static_assert(!batchable_count<dbuf&, fvec> && !batchable_count<fvec, const dbuf&>);
+static_assert(!batchable<dspan, cudrv::pinned_buffer<float>>);
+static_assert(graph_copyable<dbuf&, fvec&> && graph_copyable<dspan, std::span<float>>);
+static_assert(!graph_copyable<dbuf&, fvec> && !graph_copyable<dbuf, const fvec&>);
+static_assert(graph_fillable<dbuf&> && graph_fillable<dspan> && !graph_fillable<dbuf>);
+static_assert(exec_copyable<dbuf&, fvec&> && !exec_copyable<dbuf&, fvec> && !exec_copyable<dbuf, fvec&>);
 static_assert(cudrv::stream_flag_value<std::uint32_t> && cudrv::stream_flag_value<std::uint64_t>);
 static_assert(!cudrv::stream_flag_value<int> && !cudrv::stream_flag_value<std::uint16_t>);
 
