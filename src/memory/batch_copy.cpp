@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "cudrv/error.hpp"
@@ -45,6 +46,16 @@ const char* order_name(source_access_order order) {
       return "any";
     default:
       return "stream";
+  }
+}
+
+// Makes room in v for one more element, growing geometrically as push_back would, so that the
+// push_back that follows cannot throw.
+template <class T>
+void make_room(std::vector<T>& v) {
+  static_assert(std::is_nothrow_copy_constructible_v<T>, "push_back into reserved room must not throw");
+  if (v.size() == v.capacity()) {
+    v.reserve(v.capacity() < 8 ? 8 : v.capacity() * 2);
   }
 }
 
@@ -237,23 +248,21 @@ void copy_batch::add_checked(const detail::linear_copy& c, const copy_attributes
   }
   check_attributes(api, attributes, size());
   const bool new_group = attrs_.empty() || !(attrs_.back() == attributes);
+  // The strong guarantee: room for the new entries is made first (which may throw, changing only
+  // capacities), then they are appended, which cannot throw. The five arrays never disagree, so no
+  // attribute entry is left without its first copy (the driver would get numAttrs = 1 and no index).
+  make_room(dsts_);
+  make_room(srcs_);
+  make_room(sizes_);
   if (new_group) {
+    make_room(attrs_);
+    make_room(attr_indices_);
     attrs_.push_back(attributes);
     attr_indices_.push_back(size());
   }
-  try {
-    dsts_.push_back(static_cast<CUdeviceptr>(c.dst));
-    srcs_.push_back(static_cast<CUdeviceptr>(c.src));
-    sizes_.push_back(c.bytes);
-  } catch (...) {  // out of host memory: leave the batch as it was
-    dsts_.resize(sizes_.size());
-    srcs_.resize(sizes_.size());
-    if (new_group) {
-      attrs_.pop_back();
-      attr_indices_.pop_back();
-    }
-    throw;
-  }
+  dsts_.push_back(static_cast<CUdeviceptr>(c.dst));
+  srcs_.push_back(static_cast<CUdeviceptr>(c.src));
+  sizes_.push_back(c.bytes);
 }
 
 void copy_batch_3d::add_checked(const batch_copy_3d_op& op) {
