@@ -663,6 +663,9 @@ class communicator_ref : public communicator_base {
   [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle, int rank, int size);
   /// @brief Views @p owner (an owner converts implicitly).
   communicator_ref(const communicator& owner) noexcept;  // NOLINT(google-explicit-constructor)
+  /// @brief A view of a temporary owner does not compile: the communicator is destroyed at the end of the
+  /// statement (`communicator_ref v = communicator::init_rank(...)` would dangle at once).
+  communicator_ref(const communicator&&) = delete;
 
  private:
   constexpr communicator_ref(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
@@ -790,7 +793,8 @@ class group {
 
 /// @brief Device memory registered with a communicator for zero-copy transfers (ncclCommRegister),
 /// deregistered (ncclCommDeregister) when the registration is destroyed. Move-only. Needs NCCL 2.19
-/// or newer. The communicator and the memory must outlive the registration.
+/// or newer. The communicator and the memory must outlive the registration: a temporary communicator
+/// or a temporary buffer does not compile here (a view of memory owned elsewhere, a `device_span`, does).
 ///
 /// @code
 /// cudrv::device_buffer<float> buf(dev, n);
@@ -812,6 +816,10 @@ class registration {
     handle_ = cudrv::detail::nccl_register(comm.native_handle(), d.data(), d.size_bytes());
     comm_ = comm.native_handle();
   }
+  /// @brief A temporary owner of the memory does not compile: it would be freed while registered.
+  template <class Data>
+    requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)
+  registration(communicator_ref comm, Data&& data) = delete;
   registration(const registration&) = delete;
   registration& operator=(const registration&) = delete;
   /// @brief Takes over @p other's registration; @p other becomes empty.

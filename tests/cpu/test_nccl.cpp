@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "support/test_support.hpp"
@@ -42,6 +44,21 @@ void refused(F&& f, const std::string& api, const std::string& part) {
 }  // namespace
 
 // --- compile-time mapping of element types -----------------------------------------------------------
+
+// What keeps a communicator or memory past the call refuses temporaries (at compile time): a registration
+// with a temporary buffer would deregister freed memory, one with a temporary communicator would call
+// ncclCommDeregister on a destroyed communicator, and a view of a temporary owner dangles at once.
+template <class C, class D>
+concept registrable = requires(C&& c, D&& d) { nccl::registration(std::forward<C>(c), std::forward<D>(d)); };
+static_assert(registrable<nccl::communicator&, cudrv::device_buffer<float>&>);
+static_assert(registrable<const nccl::communicator&, const cudrv::device_buffer<float>&>);
+static_assert(registrable<nccl::communicator_ref, cudrv::device_span<float>>);  // a view, even a temporary
+static_assert(!registrable<nccl::communicator&, cudrv::device_buffer<float>>);   // a temporary buffer
+static_assert(!registrable<nccl::communicator&, const cudrv::device_buffer<float>>);
+static_assert(!registrable<nccl::communicator, cudrv::device_buffer<float>&>);   // a temporary communicator
+static_assert(std::is_convertible_v<const nccl::communicator&, nccl::communicator_ref>);
+static_assert(!std::is_convertible_v<nccl::communicator, nccl::communicator_ref>);
+static_assert(!std::is_constructible_v<nccl::communicator_ref, nccl::communicator>);
 
 static_assert(nccl::data_type_of_v<float> == nccl::data_type::float32);
 static_assert(nccl::data_type_of_v<double> == nccl::data_type::float64);
