@@ -19,6 +19,7 @@
 #include <exception>
 #include <iterator>
 #include <mutex>
+#include <new>  // std::nothrow_t
 #include <optional>
 #include <thread>
 
@@ -236,10 +237,19 @@ class keep_current_context {
   explicit keep_current_context(CUcontext home = nullptr) : home_(home) {
     detail::check(detail::drv::cuCtxGetCurrent(&saved_), "cuCtxGetCurrent");
   }
+  // For destructors: when the current context cannot be read, nothing is restored afterwards (and
+  // nothing is thrown).
+  keep_current_context(CUcontext home, const std::nothrow_t&) noexcept : home_(home) {
+    try {
+      restore_ = detail::drv::cuCtxGetCurrent(&saved_) == CUDA_SUCCESS;
+    } catch (...) {
+      restore_ = false;
+    }
+  }
   keep_current_context(const keep_current_context&) = delete;
   keep_current_context& operator=(const keep_current_context&) = delete;
   ~keep_current_context() {
-    if (saved_ != nullptr && saved_ == home_) {
+    if (!restore_ || (saved_ != nullptr && saved_ == home_)) {
       return;
     }
     CUcontext now = nullptr;
@@ -252,6 +262,7 @@ class keep_current_context {
  private:
   CUcontext home_ = nullptr;
   CUcontext saved_ = nullptr;
+  bool restore_ = true;
 };
 
 ncclConfig_t make_config(const nccl::communicator_config& c) {
@@ -677,19 +688,24 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   }
   const nccl_api& a = api();
   const int n = static_cast<int>(ordinals.size());
+  // Everything that can fail is done before NCCL creates the communicators: once they exist, each is
+  // handed to its owner without a call that can throw, so none can leak.
+  std::vector<CUcontext> homes;
+  homes.reserve(devices.size());
+  for (const auto& d : devices) {
+    homes.push_back(d.primary_context().native_handle());
+  }
   std::vector<ncclComm_t> raw(ordinals.size(), nullptr);
-  // NCCL switches devices while it creates them and goes back to the device current before: make
-  // that the first device's primary context, so no other device's context is created or activated.
-  const CUcontext first = devices.front().primary_context().native_handle();
-  keep_current_context keep;
-  detail::check(detail::drv::cuCtxSetCurrent(first), "cuCtxSetCurrent");
-  ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
-        [&] { return std::to_string(n) + " devices"; });
   std::vector<communicator> out;
   out.reserve(raw.size());
+  // NCCL switches devices while it creates them and goes back to the device current before: make
+  // that the first device's primary context, so no other device's context is created or activated.
+  keep_current_context keep;
+  detail::check(detail::drv::cuCtxSetCurrent(homes.front()), "cuCtxSetCurrent");
+  ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
+        [&] { return std::to_string(n) + " devices"; });
   for (int i = 0; i < n; ++i) {
-    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n,
-                               devices[static_cast<std::size_t>(i)].primary_context().native_handle()));
+    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n, homes[static_cast<std::size_t>(i)]));  // no throw: reserved
   }
   return out;
 }
@@ -707,7 +723,7 @@ void communicator::reset() noexcept {
   }
   try {
     const nccl_api& a = api();
-    keep_current_context keep;
+    keep_current_context keep(nullptr, std::nothrow);  // the communicator goes even when the driver fails here
     // A communicator that reports an error cannot be finalized (that waits for peers): abort it.
     ncclResult_t async = ncclSuccess;
     if (ncclResult_t r = a.ncclCommGetAsyncError(c, &async); r != ncclSuccess) {
@@ -758,7 +774,7 @@ communicator::~communicator() {
   ncclComm_t c = std::exchange(handle_, nullptr);
   try {
     const nccl_api& a = api();
-    keep_current_context keep;
+    keep_current_context keep(nullptr, std::nothrow);
     if (ncclResult_t r = a.ncclCommAbort(c); r != ncclSuccess) {
       report(r, "ncclCommAbort", nullptr);
     }
@@ -772,12 +788,8 @@ communicator::~communicator() {
 void communicator::abort() {
   detail::nccl_check_handle(handle_, "cudrv::nccl::communicator::abort");
   const nccl_api& a = api();
-  std::optional<keep_current_context> keep;
-  try {
-    keep.emplace();
-  } catch (const error&) {
-    // Without the caller's context to restore, abort all the same: this is the fault path.
-  }
+  // Without the caller's context to restore, abort all the same: this is the fault path.
+  keep_current_context keep(nullptr, std::nothrow);
   ncclComm_t c = std::exchange(handle_, nullptr);
   ncheck(a.ncclCommAbort(c), "ncclCommAbort", nullptr, [] { return std::string(); });
 }
@@ -795,10 +807,10 @@ void group::end() {
   if (!open_) {
     throw invalid_argument_error("cudrv::nccl::group::end", "the group was already ended");
   }
-  open_ = false;
-  --open_groups;
   const nccl_api& a = api();
-  keep_current_context keep;
+  keep_current_context keep;  // may throw: the group is still open then, and the destructor ends it
+  open_ = false;              // closed by ncclGroupEnd, whatever it returns
+  --open_groups;
   ncheck(a.ncclGroupEnd(), "ncclGroupEnd", nullptr, [] { return std::string(); });
 }
 
@@ -810,7 +822,7 @@ group::~group() {
   --open_groups;
   try {
     const nccl_api& a = api();
-    keep_current_context keep;
+    keep_current_context keep(nullptr, std::nothrow);  // the group is ended even when the driver fails here
     if (ncclResult_t r = a.ncclGroupEnd(); r != ncclSuccess && r != ncclInProgress) {
       report(r, "ncclGroupEnd", nullptr);
     }
