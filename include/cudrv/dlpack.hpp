@@ -487,8 +487,10 @@ struct dlpack_buffer_traits<device_buffer<T>> {
   static constexpr bool supported = true;
   using element = T;
   static std::uintptr_t address(const device_buffer<T>& b) noexcept { return static_cast<std::uintptr_t>(b.data()); }
+  // The memory's own device, not the device of the context it was allocated in: a stream-ordered buffer
+  // from device 0's pool allocated on a device-1 stream lives on device 0.
   static DLDevice device(const device_buffer<T>& b) {
-    return {kDLCUDA, static_cast<std::int32_t>(b.context().device().ordinal())};
+    return {kDLCUDA, static_cast<std::int32_t>(b.properties().device_ordinal)};
   }
 };
 // Host-accessible buffers: the host pointer, and a device type whose device id is 0.
@@ -559,8 +561,10 @@ template <class M = dlpack_managed_default, class T>
 /// managed tensor: the deleter frees it, exactly once. @p shape (in elements; empty for 1-D) must
 /// hold as many elements as the buffer, which is checked before the buffer moves (on a refusal the
 /// caller keeps it). A stream-ordered device_buffer is freed on its own stream: `set_stream` it to
-/// the consumer's stream first when the consumer may drop the tensor with work still queued. kDLCUDA with the device ordinal of the buffer's context for
-/// a device_buffer, kDLCUDAManaged and kDLCUDAHost (device id 0) for the others.
+/// the consumer's stream first when the consumer may drop the tensor with work still queued. kDLCUDA with the device
+/// ordinal of the memory itself for a device_buffer (`properties().device_ordinal`: a pool's device, which
+/// need not be the device of the stream it was allocated on), kDLCUDAManaged and kDLCUDAHost (device id 0) for
+/// the others.
 /// @throws invalid_argument_error for an empty buffer or a shape of another size
 /// @code
 /// cudrv::device_buffer<__nv_bfloat16> w(dev, 64 * 32);

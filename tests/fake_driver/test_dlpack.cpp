@@ -128,4 +128,30 @@ TEST_CASE("fake driver: dlpack stream exchange records on the producer and waits
   CHECK_THROWS_AS(cudrv::dlpack_stream_exchange(producer, consumer), cudrv::invalid_argument_error);
 }
 
+// The device a tensor names is where its memory is, not the device of the stream it was allocated on:
+// before the fix, a buffer of device 0's pool allocated on a device-1 stream was exported as {kDLCUDA, 1},
+// and PyTorch or CuPy would have placed it on the wrong GPU.
+TEST_CASE("fake driver: dlpack names the memory's own device, not the allocating stream's", "[fake-driver][dlpack]") {
+  fake_probe f;
+  const cudrv::device d0(0);  // its contexts are unavailable in the fake; its pool is not
+  const cudrv::device d1(1);
+  cudrv::stream s1(d1);
+  cudrv::memory_pool pool0(d0);
+  cudrv::device_buffer<float> buf(pool0, s1, 32);
+  REQUIRE(buf.properties().device_ordinal == 0);
+  auto exported = cudrv::to_dlpack(std::move(buf));
+  REQUIRE(exported);
+  CHECK(exported->dl_tensor.device.device_type == kDLCUDA);
+  CHECK(exported->dl_tensor.device.device_id == 0);
+  // The same through a shared buffer, and the other way round: device 1's pool from a device-1 stream.
+  auto shared = std::make_shared<cudrv::device_buffer<float>>(pool0, s1, 8);
+  CHECK(cudrv::to_dlpack(shared)->dl_tensor.device.device_id == 0);
+  cudrv::device_buffer<float> own(s1, 8);
+  CHECK(cudrv::to_dlpack(std::move(own))->dl_tensor.device.device_id == 1);
+  exported.reset();
+  shared.reset();
+  s1.synchronize();
+  CHECK(f.counter("primary_retain:0") == 0);  // device 0's context was never needed
+}
+
 #endif
