@@ -2,6 +2,7 @@
 // context, and copies to and from them (cuMemcpy3DAsync).
 #include "cudrv/array.hpp"
 
+#include <bit>
 #include <cstdio>
 #include <string>
 
@@ -349,10 +350,10 @@ CUmipmappedArray create_mipmapped_array(CUcontext ctx, const array_description& 
   if (s.kind == array_kind::three_d && s.depth > largest) {
     largest = s.depth;
   }
-  unsigned int most = 1;
-  while ((largest >> most) != 0) {
-    ++most;
-  }
+  // A full chain halves the largest extent down to 1: floor(log2(largest)) + 1 levels. std::bit_width is
+  // defined for every extent (a shift loop ran forever from 2^63 on), so the count is checked at once,
+  // before the driver; the device's limits, which need its context, are checked next.
+  const auto most = static_cast<unsigned int>(std::bit_width(largest));
   if (levels == 0 || levels > most) {
     throw invalid_argument_error(api, "a mipmapped array of largest extent " + std::to_string(largest) + " has 1 to " +
                                           std::to_string(most) + " levels, not " + std::to_string(levels));

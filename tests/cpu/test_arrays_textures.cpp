@@ -196,6 +196,17 @@ TEST_CASE("array, copy and texture checks come before any driver call", "[driver
                    cudrv::mipmapped_array<float> m(fake_context, cudrv::array_shape::one_d(1000), 11);
                  }),
                  "1 to 10 levels, not 11"));
+  // Extents of 2^63 and more (a width of size_t(n - 1) with n == 0): the count is bounded at once (a shift
+  // loop that computed it never ended there).
+  CHECK(contains(refused([] {
+                   cudrv::mipmapped_array<float> m(fake_context, cudrv::array_shape::one_d(std::size_t{1} << 63), 65);
+                 }),
+                 "1 to 64 levels, not 65"));
+  CHECK(contains(refused([] {
+                   const std::size_t n = 0;
+                   cudrv::mipmapped_array<float> m(fake_context, cudrv::array_shape::two_d(4, n - 1), 0);
+                 }),
+                 "1 to 64 levels, not 0"));
   // A valid shape reaches the driver, which is missing.
   CHECK(catch_as<cudrv::driver_unavailable_error>(
       [] { cudrv::array<float> a(fake_context, cudrv::array_shape::two_d(4, 4)); }));

@@ -417,6 +417,23 @@ TEST_CASE("mipmapped arrays: levels halve, level views copy, the level count is 
       [&] { cudrv::mipmapped_array<float> bad(dev, cudrv::array_shape::two_d(40, 12), 0); });
   CHECK(e);
   CHECK(f.counter("mipmapped_arrays_created") == made);
+
+  // Extents of 2^63 and more: refused at once by the device's limits, as for a plain array (the level
+  // count was computed first, with a shift loop that never ended from 2^63 on: UBSan, a shift by 64).
+  const std::size_t n = 0;
+  for (const std::size_t huge : {std::size_t{1} << 63, std::size_t(n - 1), (std::size_t{1} << 63) + 5}) {
+    INFO("width " << huge);
+    e = catch_as<cudrv::invalid_argument_error>(
+        [&] { cudrv::mipmapped_array<float> bad(dev, cudrv::array_shape::one_d(huge), 1); });
+    REQUIRE(e);
+    CHECK(contains(message_of(e), "MIPMAPPED"));  // the limit named
+    e = catch_as<cudrv::invalid_argument_error>(
+        [&] { cudrv::mipmapped_array<float> bad(dev, cudrv::array_shape::two_d(8, huge), 64); });
+    REQUIRE(e);
+    auto plain = catch_as<cudrv::invalid_argument_error>([&] { cudrv::array<float> bad(dev, cudrv::array_shape::one_d(huge)); });
+    CHECK(plain);
+  }
+  CHECK(f.counter("mipmapped_arrays_created") == made);
 }
 
 TEST_CASE("texture objects: the sampler, resource and view descriptions the driver receives",
