@@ -1,6 +1,8 @@
 # Builds and runs tests/consumer against cudrv, as the cudrv_consumer_<MODE> tests: app (cudrv alone)
 # and coexist (cudrv next to the toolkit's CCCL and a target cudax::cudax, in one configure; built and
-# required when REQUIRE_CCCL is set, which the tests do when the toolkit has CCCL's package).
+# required when REQUIRE_CCCL is set, which the tests do when the toolkit has CCCL's package); app_dlpack
+# and app_cccl (cudrv::dlpack and cudrv::cccl alone; with REQUIRE_DLPACK and REQUIRE_CCCL_INTEROP, which
+# the tests set when cudrv's build defines those targets).
 #   MODE=install: `cmake --install` of the cudrv build tree into WORK_DIR/prefix, then
 #                 find_package(cudrv) with CMAKE_PREFIX_PATH pointing there.
 #   MODE=subdir:  add_subdirectory(<cudrv source dir>) from the consumer.
@@ -60,6 +62,12 @@ endif()
 if(REQUIRE_MPI)
   list(APPEND configure_args -DCUDRV_CONSUMER_REQUIRE_MPI=ON)
 endif()
+if(REQUIRE_DLPACK)
+  list(APPEND configure_args -DCUDRV_CONSUMER_REQUIRE_DLPACK=ON)
+endif()
+if(REQUIRE_CCCL_INTEROP)
+  list(APPEND configure_args -DCUDRV_CONSUMER_REQUIRE_CCCL_INTEROP=ON)
+endif()
 
 if(MODE STREQUAL "install")
   set(prefix "${WORK_DIR}/prefix")
@@ -96,6 +104,12 @@ endif()
 if(REQUIRE_MPI)
   list(APPEND targets app_mpi)
 endif()
+if(REQUIRE_DLPACK)
+  list(APPEND targets app_dlpack)
+endif()
+if(REQUIRE_CCCL_INTEROP)
+  list(APPEND targets app_cccl)
+endif()
 run("${CMAKE_COMMAND}" --build "${build}" --target ${targets} --parallel 2)
 set(binaries "${app}")
 if(REQUIRE_CCCL)
@@ -122,6 +136,23 @@ run("${app}")
 message(STATUS "${run_output}")
 if(NOT run_output MATCHES "driver available: (yes|no)")
   message(FATAL_ERROR "unexpected output from the consumer:\n${run_output}")
+endif()
+
+# The header-only interop targets: each program links cudrv::dlpack or cudrv::cccl alone, which must bring
+# the third-party headers and definitions it needs.
+if(REQUIRE_DLPACK)
+  run("${build}/app_dlpack")
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "cudrv consumer dlpack: float32 tensor of 2 x 3 on kDLCPU, released once")
+    message(FATAL_ERROR "unexpected output from app_dlpack:\n${run_output}")
+  endif()
+endif()
+if(REQUIRE_CCCL_INTEROP)
+  run("${build}/app_cccl")
+  message(STATUS "${run_output}")
+  if(NOT run_output MATCHES "cudrv consumer cccl: cuda::stream_ref of the legacy default stream, cuda::mr resources")
+    message(FATAL_ERROR "unexpected output from app_cccl:\n${run_output}")
+  endif()
 endif()
 
 # cudrv's mpi component: app_mpi links it (and so MPI); app, which links cudrv alone, must not need MPI.
