@@ -275,8 +275,8 @@ struct toolkit_header_dirs {
   std::string cccl{};
   /// @brief `CCCL_VERSION` of those headers, `major * 1000000 + minor * 1000 + patch` (3000001 for 3.0.1).
   int cccl_version = 0;
-  /// @brief Where they were found: `"CUDA_PATH"`, `"NVRTC"` (next to the loaded library) or `"build"`
-  /// (the toolkit cudrv was built with).
+  /// @brief Where they were found: `"CUDA_PATH"`, `"CUDA_HOME"`, `"NVRTC"` (next to the loaded library) or
+  /// `"build"` (the toolkit cudrv was built with).
   std::string found_by{};
 
   /// @brief The directories to search, in order: @ref cccl, then @ref include (once when equal).
@@ -286,8 +286,8 @@ struct toolkit_header_dirs {
 /// @brief Finds the CUDA toolkit's headers once per process (later calls return the same object).
 ///
 /// Looked for, in order, where a directory holds CCCL's `cuda/std/__cccl/version.h`: `$CUDA_PATH/include`
-/// when `CUDA_PATH` is set; the `include` directory next to the loaded NVRTC's `lib64`/`lib` (so the
-/// headers match the compiler); the toolkit cudrv was built with. In each, `include/cccl` (CUDA 13) is
+/// when `CUDA_PATH` is set; `$CUDA_HOME/include` when `CUDA_HOME` is set; the `include` directory next to
+/// the loaded NVRTC's `lib64`/`lib` (so the headers match the compiler); the toolkit cudrv was built with. In each, `include/cccl` (CUDA 13) is
 /// tried before `include` (CUDA 12).
 /// @throws library_unavailable_error naming every directory tried when none holds CCCL
 [[nodiscard]] const toolkit_header_dirs& find_toolkit_headers();
