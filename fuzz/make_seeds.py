@@ -9,7 +9,8 @@ kept. fuzz_cache_entry seeds start with the mode byte (0: the rest is an entry f
 payload that the target frames with a valid header and checksum; fuzz_cache_entry.cpp); the entry
 files are written in the format of src/code/compile_cache.cpp (its checksum is computed here too, and
 tests/cpu/test_image_check.cpp checks that the seed still decodes as a valid entry). fuzz_query_args
-seeds are command lines, one argument per NUL-terminated string.
+seeds are command lines, one argument per NUL-terminated string. fuzz_ipc_import seeds are six header bytes
+and the bytes they consume (fuzz_ipc_import.cpp).
 """
 import argparse
 import os
@@ -142,6 +143,19 @@ def main():
                        ("help", ["--help"]),
                        ("bad_option", ["--details", "--p2p", "--bench-size", "1x"])):
         write("fuzz_query_args", name, b"".join(a.encode() + b"\0" for a in argv))
+
+    # fuzz_ipc_import: op, which export, element type, how the bytes change, how the size is made, wrong
+    # message size (fuzz_ipc_import.cpp); then the bytes those consume.
+    def ipc(op, which, element, how, size_how, wrong=0, rest=b""):
+        return bytes((op, which, element, how, size_how, wrong)) + rest
+    write("fuzz_ipc_import", "pool_exact", ipc(0, 2, 1, 0, 0, rest=b"\x00"))
+    write("fuzz_ipc_import", "pool_inflated", ipc(0, 2, 1, 0, 1, rest=struct.pack(">Q", 65536 * 4)))
+    write("fuzz_ipc_import", "pool_prefix_bytes", ipc(0, 3, 0, 0, 0, rest=b"\xf0"))
+    write("fuzz_ipc_import", "pool_flipped", ipc(0, 1, 1, 2, 0, rest=bytes(8) + b"\x01" + bytes(64)))
+    write("fuzz_ipc_import", "legacy_exact", ipc(1, 2, 2, 0, 0, rest=b"\x00"))
+    write("fuzz_ipc_import", "legacy_huge", ipc(1, 0, 1, 0, 1, rest=struct.pack(">Q", M64)))
+    write("fuzz_ipc_import", "wrong_size", ipc(1, 1, 1, 0, 0, 0xff, rest=b"\x00"))
+    write("fuzz_ipc_import", "descriptor", ipc(2, 2, 1, 0, 0, rest=b"\x08" + struct.pack("<q", 0) + b"\x00"))
 
 
 if __name__ == "__main__":

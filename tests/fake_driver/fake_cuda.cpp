@@ -1921,11 +1921,16 @@ CUresult CUDAAPI fake_cuMemPoolImportPointer(CUdeviceptr* out, CUmemoryPool pool
   }
   fake_export_data d{};
   std::memcpy(&d, data->reserved, sizeof(d));
-  if (info->source < 0 || static_cast<std::size_t>(info->source) != d.pool || st().live.count(d.address) == 0) {
+  auto source = st().live.find(d.address);
+  auto source_pool = pool_of_allocation().find(d.address);
+  if (info->source < 0 || static_cast<std::size_t>(info->source) != d.pool || source == st().live.end() ||
+      source_pool == pool_of_allocation().end() || source_pool->second != d.pool) {
     return fail(CUDA_ERROR_INVALID_VALUE);  // not an allocation of the pool this handle imported
   }
-  *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(d.size));
-  st().live[*out] = {d.size, nullptr, info->device};
+  // The mapping has the allocation's real size, whatever the 64 bytes say (the real driver keeps it).
+  const std::size_t size = source->second.size;
+  *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
+  st().live[*out] = {size, nullptr, info->device};
   pool_of_allocation()[*out] = pool_index(pool);
   count("pointer_imports");
   return CUDA_SUCCESS;
@@ -1950,12 +1955,13 @@ CUresult CUDAAPI fake_cuIpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
   CUdeviceptr source = 0;
-  std::size_t size = 0;
   std::memcpy(&source, handle.reserved, sizeof(source));
-  std::memcpy(&size, handle.reserved + sizeof(source), sizeof(size));
-  if (out == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || st().live.count(source) == 0) {
-    return fail(CUDA_ERROR_INVALID_VALUE);
+  auto it = st().live.find(source);
+  if (out == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || it == st().live.end() || it->second.ctx == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // legacy IPC names cuMemAlloc memory
   }
+  // The mapping has the allocation's real size (the handle's other bytes are the driver's, not a size).
+  const std::size_t size = it->second.size;
   *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
   st().live[*out] = {size, as_ctx(current()), as_ctx(current())->device};
   ipc_mappings()[*out] = size;
@@ -3092,6 +3098,18 @@ FAKE_EXPORT CUresult cuDriverGetVersion(int* v) { return fake_cuDriverGetVersion
 FAKE_EXPORT CUresult cuGetErrorString(CUresult r, const char** s) { return fake_cuGetErrorString(r, s); }
 
 // --- what the tests read ----------------------------------------------------------------------------
+
+/// The size of the live allocation that holds @p address, or 0 when none does.
+FAKE_EXPORT std::size_t fake_cuda_allocation_size(CUdeviceptr address) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  if (auto it = st().live.upper_bound(address); it != st().live.begin()) {
+    --it;
+    if (address < it->first + it->second.size) {
+      return it->second.size - static_cast<std::size_t>(address - it->first);
+    }
+  }
+  return 0;
+}
 
 /// A counter by name ("failed_calls", "param_info_calls", "primary_retain:0", "launches", ...); 0 when
 /// it never moved.
