@@ -37,7 +37,9 @@ class timeout_error : public system_error {
 
 /// @brief What one @ref unix_socket::receive accepts.
 struct receive_options {
-  /// @brief How long to wait for the whole message; none: wait until it arrives or the peer closes.
+  /// @brief How long to wait for the whole message; none, or one too large to add to the clock
+  /// (`std::chrono::milliseconds::max()`): wait until it arrives or the peer closes; zero or negative:
+  /// no wait, so only a message already in the socket is received.
   std::optional<std::chrono::milliseconds> timeout = std::nullopt;
   /// @brief The largest payload accepted, in bytes; a larger message is read and discarded, then
   /// refused with a @ref system_error `EMSGSIZE` (a peer cannot make this process allocate without bound).
@@ -85,7 +87,8 @@ struct peer_credentials {
 /// carries descriptors the protocol did not announce, has every descriptor that arrived closed and
 /// is refused with a typed error; `SIGPIPE` is never raised; a peer that closed or died gives
 /// @ref peer_closed_error, never a hang; every operation takes an optional timeout
-/// (@ref timeout_error).
+/// (@ref timeout_error). Timeouts saturate: one too large to add to the clock
+/// (`std::chrono::milliseconds::max()`) waits as long as none, and a zero or negative one does not wait.
 ///
 /// @code
 /// auto [producer, consumer] = cudrv::unix_socket::pair();      // before fork(), or connect()/unix_listener

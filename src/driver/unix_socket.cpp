@@ -53,20 +53,36 @@ constexpr std::uint32_t frame_magic = 0x56524443u;  // "CDRV"
 
 using clock = std::chrono::steady_clock;
 
-// A deadline from an optional timeout; poll() timeouts derived from it.
-struct deadline {
-  std::optional<clock::time_point> at;
-  explicit deadline(std::optional<std::chrono::milliseconds> timeout) {
-    if (timeout) {
-      at = clock::now() + *timeout;
-    }
+// The one place a deadline is made from a timeout. It saturates: a timeout too large to add to the
+// clock's present time is no deadline at all (time_point::max()), and a negative or zero timeout is an
+// immediate deadline. `timeout` is compared in milliseconds before it is converted to the clock's finer
+// unit, since milliseconds::max() in nanoseconds overflows (steady_clock counts from boot: now >= 0).
+clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  const clock::time_point now = clock::now();
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    return now;
   }
-  // Milliseconds left for poll(): -1 for none, 0 once passed.
+  if (timeout >= std::chrono::floor<std::chrono::milliseconds>(clock::time_point::max() - now)) {
+    return clock::time_point::max();
+  }
+  return now + std::chrono::duration_cast<clock::duration>(timeout);
+}
+
+// A deadline from an optional timeout (none: time_point::max(), never reached); poll() timeouts derived
+// from it.
+struct deadline {
+  clock::time_point at;
+  explicit deadline(std::optional<std::chrono::milliseconds> timeout)
+      : at(timeout ? deadline_after(*timeout) : clock::time_point::max()) {}
+  [[nodiscard]] bool none() const { return at == clock::time_point::max(); }
+  [[nodiscard]] bool passed() const { return !none() && clock::now() >= at; }
+  // Milliseconds for one poll(): -1 for no deadline, 0 once passed, else the time left rounded up and
+  // capped at 2^30 ms (about 12 days; the caller polls again while the deadline is ahead).
   [[nodiscard]] int poll_ms() const {
-    if (!at) {
+    if (none()) {
       return -1;
     }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - clock::now()).count();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(at - clock::now()).count();
     return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
   }
 };
@@ -76,19 +92,22 @@ struct deadline {
                       what + " did not complete within " + std::to_string(timeout ? timeout->count() : 0) + " ms");
 }
 
-// Waits until fd is ready for events (POLLIN or POLLOUT); EINTR restarts with the time left. Readiness
-// includes POLLHUP and POLLERR: the following call then reports what happened.
+// Waits until fd is ready for events (POLLIN or POLLOUT); EINTR, and a poll() that ended before a
+// deadline further away than one poll can wait, restart with the time left. Readiness includes POLLHUP
+// and POLLERR: the following call then reports what happened.
 void wait_ready(int fd, short events, const deadline& d, const char* api, std::optional<std::chrono::milliseconds> timeout,
                 const std::string& what) {
   for (;;) {
     pollfd p{fd, events, 0};
-    const int ms = d.poll_ms();
-    const int r = ::poll(&p, 1, ms);
+    const int r = ::poll(&p, 1, d.poll_ms());
     if (r > 0) {
       return;
     }
     if (r == 0) {
-      throw_timeout(api, timeout, what);
+      if (d.passed()) {
+        throw_timeout(api, timeout, what);
+      }
+      continue;
     }
     if (errno != EINTR) {
       throw system_error(errno, "poll", api);
@@ -221,7 +240,7 @@ unix_socket unix_socket::connect(const std::string& path, std::optional<std::chr
     if (!absent || !wait) {
       throw system_error(e, "connect", path);
     }
-    if (d.poll_ms() == 0) {
+    if (d.passed()) {
       throw timeout_error(ETIMEDOUT, api,
                           "no listener at '" + path + "' within " + std::to_string(wait->count()) + " ms (last: " +
                               errno_name(e) + ")");

@@ -1,24 +1,32 @@
 // CPU tier: cudrv::file_descriptor and cudrv::unix_socket, the SCM_RIGHTS channel of <cudrv/ipc.hpp>.
 // Framing, payload sizes, descriptors that work in another process (fork), peers that close or die,
-// timeouts, truncated and unexpected descriptors (closed, never leaked), EINTR, listeners on paths.
+// timeouts (and timeouts too large or negative), truncated and unexpected descriptors (closed as they
+// arrive, never leaked), a receiver out of descriptor slots, EINTR, listeners on paths, a listener
+// whose backlog is full.
 #include <catch2/catch.hpp>
 
 #include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/time.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <limits>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -31,17 +39,37 @@ using namespace std::chrono_literals;
 
 namespace {
 
-// The number of open descriptors of this process.
+// The number of open descriptors of this process; INT_MAX when /proc/self/fd cannot be opened (a
+// full descriptor table), so that a comparison with an earlier count fails.
 int open_descriptors() {
-  int n = 0;
-  if (DIR* d = ::opendir("/proc/self/fd")) {
-    while (const dirent* e = ::readdir(d)) {
-      n += e->d_name[0] != '.' ? 1 : 0;
-    }
-    ::closedir(d);
+  DIR* d = ::opendir("/proc/self/fd");
+  if (d == nullptr) {
+    return std::numeric_limits<int>::max();
   }
+  int n = 0;
+  while (const dirent* e = ::readdir(d)) {
+    n += e->d_name[0] != '.' ? 1 : 0;
+  }
+  ::closedir(d);
   return n - 1;  // the directory's own descriptor
 }
+
+// A fresh directory under /tmp for a socket path, removed (with the socket file, if left) at the end.
+struct socket_dir {
+  std::string dir;
+  socket_dir() {
+    char name[] = "/tmp/cudrv-socket-XXXXXX";
+    REQUIRE(::mkdtemp(name) != nullptr);
+    dir = name;
+  }
+  ~socket_dir() {
+    (void)::unlink((dir + "/s.sock").c_str());
+    (void)::rmdir(dir.c_str());
+  }
+  [[nodiscard]] std::string path() const { return dir + "/s.sock"; }
+  socket_dir(const socket_dir&) = delete;
+  socket_dir& operator=(const socket_dir&) = delete;
+};
 
 std::vector<std::byte> pattern(std::size_t n, std::uint64_t seed) {
   auto bytes = cudrv::test::random_bytes(n, seed);
@@ -437,4 +465,104 @@ TEST_CASE("unix_listener and connect join processes through a path", "[cpu][ipc]
     CHECK(wait_for(pid) == 0);
   }
   ::rmdir(dir_template);
+}
+
+TEST_CASE("unix_socket timeouts saturate: milliseconds::max() waits and a negative timeout expires at once",
+          "[cpu][ipc][socket]") {
+  constexpr auto forever = std::chrono::milliseconds::max();
+  SECTION("receive") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    std::thread sender([&, &a = a] {
+      std::this_thread::sleep_for(100ms);
+      a.send_value(7);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    std::optional<cudrv::received_message> m;
+    auto e = catch_as<cudrv::timeout_error>([&, &b = b] { m = b.receive({.timeout = forever}); });
+    sender.join();
+    INFO((e ? e->what() : "no timeout"));
+    CHECK_FALSE(e);
+    REQUIRE(m);
+    CHECK(m->as<int>() == 7);
+    CHECK(std::chrono::steady_clock::now() - start >= 90ms);
+  }
+  SECTION("send") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    const auto data = pattern(std::size_t{8} << 20, 12);  // more than the socket buffer holds
+    std::optional<cudrv::received_message> m;
+    std::thread reader([&, &a = a] {
+      std::this_thread::sleep_for(100ms);
+      try {
+        m = a.receive({.timeout = 20s});
+      } catch (const cudrv::error&) {
+      }
+    });
+    auto e = catch_as<cudrv::timeout_error>([&, &b = b] { b.send(data, {}, forever); });
+    if (e) {
+      b.shutdown();  // the reader is left with half a message: end it
+    }
+    reader.join();
+    INFO((e ? e->what() : "no timeout"));
+    CHECK_FALSE(e);
+    REQUIRE(m);
+    CHECK(m->payload == data);
+  }
+  SECTION("accept and connect") {
+    const socket_dir dir;
+    const std::string path = dir.path();
+    std::optional<cudrv::unix_socket> client;
+    std::thread late_listener([&] {
+      std::this_thread::sleep_for(100ms);
+      try {
+        cudrv::unix_listener listener(path);
+        cudrv::unix_socket s = listener.accept(5s);
+        (void)s.receive({.timeout = 5s});
+      } catch (const cudrv::error&) {
+      }
+    });
+    auto c = catch_as<cudrv::timeout_error>([&] { client = cudrv::unix_socket::connect(path, forever); });
+    if (client) {
+      client->send_value(1);
+    }
+    late_listener.join();
+    INFO((c ? c->what() : "no timeout"));
+    CHECK_FALSE(c);
+    CHECK(client.has_value());
+
+    cudrv::unix_listener listener(path);
+    std::thread late_client([&] {
+      std::this_thread::sleep_for(100ms);
+      try {
+        (void)cudrv::unix_socket::connect(path, 5s);
+      } catch (const cudrv::error&) {
+      }
+    });
+    std::optional<cudrv::unix_socket> accepted;
+    auto a = catch_as<cudrv::timeout_error>([&] { accepted = listener.accept(forever); });
+    late_client.join();
+    INFO((a ? a->what() : "no timeout"));
+    CHECK_FALSE(a);
+    CHECK(accepted.has_value());
+  }
+  SECTION("a negative timeout expires at once") {
+    auto [a, b] = cudrv::unix_socket::pair();
+    const socket_dir dir;
+    const std::string path = dir.path();
+    for (const auto timeout : {std::chrono::milliseconds(-1), std::chrono::milliseconds::min()}) {
+      INFO(timeout.count() << " ms");
+      const auto start = std::chrono::steady_clock::now();
+      CHECK(catch_as<cudrv::timeout_error>([&, &b = b] { (void)b.receive({.timeout = timeout}); }));
+      CHECK(catch_as<cudrv::timeout_error>([&] { (void)cudrv::unix_socket::connect(path, timeout); }));
+      {
+        cudrv::unix_listener listener(path);
+        CHECK(catch_as<cudrv::timeout_error>([&] { (void)listener.accept(timeout); }));
+      }
+      CHECK(std::chrono::steady_clock::now() - start < 1s);
+    }
+    // A send that finds the buffer full gives up at once too.
+    const auto big = pattern(std::size_t{8} << 20, 13);
+    const auto start = std::chrono::steady_clock::now();
+    CHECK(catch_as<cudrv::timeout_error>([&, &a = a] { a.send(big, {}, -5ms); }));
+    CHECK(std::chrono::steady_clock::now() - start < 1s);
+  }
 }
