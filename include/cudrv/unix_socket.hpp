@@ -119,9 +119,14 @@ class unix_socket {
   /// one in each process (clear close-on-exec on the child's, e.g. with `dup2`, before an `exec`).
   [[nodiscard]] static std::pair<unix_socket, unix_socket> pair();
   /// @brief Connects to the @ref unix_listener at @p path (a leading `@` names an abstract socket, which
-  /// has no file). With @p wait, a listener that does not exist yet is waited for, up to @p wait.
+  /// has no file). @p wait bounds the whole connect: a listener that does not exist yet, and one whose
+  /// backlog is full (it has not accepted the connections already queued), are retried every few
+  /// milliseconds until it is over. Without @p wait, neither is waited for: the connect never blocks.
+  /// The connected socket is blocking, like those of @ref pair and @ref unix_listener::accept.
   /// @throws invalid_argument_error for an empty path or one longer than 107 bytes;
-  /// @ref timeout_error when no listener appeared within @p wait; @ref system_error otherwise
+  /// @ref timeout_error when no listener appeared, or the backlog stayed full, within @p wait;
+  /// @ref system_error `EAGAIN` without @p wait when the listener's backlog is full, `ENOENT` or
+  /// `ECONNREFUSED` without @p wait when there is no listener, and for other failures
   [[nodiscard]] static unix_socket connect(const std::string& path,
                                            std::optional<std::chrono::milliseconds> wait = std::nullopt);
   /// @brief Adopts a connected `AF_UNIX`, `SOCK_STREAM` socket (for instance, one inherited across `exec`).

@@ -138,12 +138,21 @@ sockaddr_un make_address(const std::string& path, socklen_t& length, const char*
   return addr;
 }
 
-file_descriptor new_socket(const char* api) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+file_descriptor new_socket(const char* api, int flags = 0) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
   if (fd < 0) {
     throw system_error(errno, "socket", api);
   }
   return file_descriptor::from_native_handle(fd);
+}
+
+// Clears O_NONBLOCK on a connection made non-blocking for connect or accept: its I/O uses MSG_DONTWAIT
+// and poll anyway, and a caller of native_handle() gets an ordinary blocking socket.
+void make_blocking(const file_descriptor& fd, const char* api) {
+  const int flags = ::fcntl(fd.native_handle(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.native_handle(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw system_error(errno, "fcntl(F_SETFL)", api);
+  }
 }
 
 // Takes ownership of every descriptor of the SCM_RIGHTS control messages in msg.
@@ -217,35 +226,42 @@ unix_socket unix_socket::connect(const std::string& path, std::optional<std::chr
   socklen_t length = 0;
   const sockaddr_un addr = make_address(path, length, api);
   const deadline d(wait);
+  const auto waited = [&] { return std::to_string(wait ? wait->count() : 0) + " ms"; };
   for (;;) {
-    file_descriptor fd = new_socket(api);
-    int r = ::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length);
-    while (r != 0 && errno == EINTR) {
-      // The connection goes on in the background: wait for it, then read its outcome.
-      pollfd p{fd.native_handle(), POLLOUT, 0};
-      if (::poll(&p, 1, d.poll_ms()) == 0) {
-        throw_timeout(api, wait, "connecting to '" + path + "'");
-      }
+    // Non-blocking: a blocking connect to a listener whose backlog is full sleeps until the listener
+    // accepts, which may be never. AF_UNIX answers EAGAIN instead, and that is retried below.
+    file_descriptor fd = new_socket(api, SOCK_NONBLOCK);
+    int e = ::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length) == 0 ? 0 : errno;
+    if (e == EINPROGRESS || e == EINTR) {
+      // The connection goes on in the background (not seen for AF_UNIX; handled as for any socket):
+      // wait until it is writable, then read its outcome.
+      wait_ready(fd.native_handle(), POLLOUT, d, api, wait, "connecting to '" + path + "'");
       int err = 0;
       socklen_t len = sizeof(err);
-      ::getsockopt(fd.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-      r = err == 0 ? 0 : -1;
-      errno = err;
+      e = ::getsockopt(fd.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : errno;
     }
-    if (r == 0) {
+    if (e == 0) {
+      make_blocking(fd, api);
       return unix_socket(std::move(fd));
     }
-    const int e = errno;
     const bool absent = e == ENOENT || e == ECONNREFUSED;
-    if (!absent || !wait) {
+    const bool full = e == EAGAIN || e == EWOULDBLOCK;
+    if (full && !wait) {
+      throw system_error(EAGAIN, api,
+                         "the listener at '" + path + "' takes no connection now: its backlog is full (it does not "
+                         "accept fast enough); a connect with a wait retries until then");
+    }
+    if (!(absent || full) || !wait) {
       throw system_error(e, "connect", path);
     }
     if (d.passed()) {
       throw timeout_error(ETIMEDOUT, api,
-                          "no listener at '" + path + "' within " + std::to_string(wait->count()) + " ms (last: " +
-                              errno_name(e) + ")");
+                          absent ? "no listener at '" + path + "' within " + waited() + " (last: " + errno_name(e) + ")"
+                                 : "the listener at '" + path + "' took no connection within " + waited() +
+                                       ": its backlog stayed full");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5, std::max(1, d.poll_ms()))));
+    const int left = d.poll_ms();
+    std::this_thread::sleep_for(std::chrono::milliseconds(left < 0 ? 5 : std::clamp(left, 1, 5)));
   }
 }
 
@@ -487,12 +503,11 @@ unix_socket unix_listener::accept(std::optional<std::chrono::milliseconds> timeo
   const deadline d(timeout);
   for (;;) {
     wait_ready(fd_.native_handle(), POLLIN, d, api, timeout, "waiting for a connection on '" + path_ + "'");
-    const int fd = ::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) {
-      // The connection is used with explicit MSG_DONTWAIT and poll: make it blocking like connect()'s.
-      const int flags = ::fcntl(fd, F_GETFL);
-      (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-      return unix_socket::from_native_handle(file_descriptor::from_native_handle(fd));
+    file_descriptor fd =
+        file_descriptor::from_native_handle(::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd) {
+      make_blocking(fd, api);  // like connect()'s
+      return unix_socket::from_native_handle(std::move(fd));
     }
     const int e = errno;
     if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK || e == ECONNABORTED) {

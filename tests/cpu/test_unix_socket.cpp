@@ -54,6 +54,46 @@ int open_descriptors() {
   return n - 1;  // the directory's own descriptor
 }
 
+// A thread joined on the way out of the scope, after `stop` (which must make the thread return soon,
+// e.g. by shutting a socket down) when the scope is left by an exception (a failed REQUIRE).
+template <class Stop>
+class scoped_thread {
+ public:
+  template <class Fn>
+  scoped_thread(Fn&& fn, Stop stop) : thread_(std::forward<Fn>(fn)), stop_(std::move(stop)) {}
+  ~scoped_thread() {
+    if (thread_.joinable()) {
+      stop_();
+      thread_.join();
+    }
+  }
+  void join() { thread_.join(); }
+  scoped_thread(const scoped_thread&) = delete;
+  scoped_thread& operator=(const scoped_thread&) = delete;
+
+ private:
+  std::thread thread_;
+  Stop stop_;
+};
+template <class Fn, class Stop>
+scoped_thread(Fn&&, Stop) -> scoped_thread<Stop>;
+
+// Connects a raw non-blocking socket to path: 0, or the errno (EAGAIN when the backlog is full).
+int raw_connect(const std::string& path, std::vector<cudrv::file_descriptor>& keep) {
+  cudrv::file_descriptor fd = cudrv::file_descriptor::from_native_handle(
+      ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  REQUIRE(fd);
+  sockaddr_un addr{};
+  addr.sun_family = AF_UNIX;
+  REQUIRE(path.size() < sizeof(addr.sun_path));
+  std::memcpy(addr.sun_path, path.data(), path.size());
+  if (::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return errno;
+  }
+  keep.push_back(std::move(fd));
+  return 0;
+}
+
 // A fresh directory under /tmp for a socket path, removed (with the socket file, if left) at the end.
 struct socket_dir {
   std::string dir;
@@ -465,6 +505,80 @@ TEST_CASE("unix_listener and connect join processes through a path", "[cpu][ipc]
     CHECK(wait_for(pid) == 0);
   }
   ::rmdir(dir_template);
+}
+
+TEST_CASE("unix_socket::connect is bounded when the listener's backlog is full", "[cpu][ipc][socket]") {
+  const socket_dir dir;
+  const std::string path = dir.path();
+  std::optional<cudrv::unix_listener> listener(std::in_place, path, 0);  // never accepts
+  std::vector<cudrv::file_descriptor> queued;
+  int last = 0;
+  for (int i = 0; i < 64 && last == 0; ++i) {
+    last = raw_connect(path, queued);
+  }
+  REQUIRE(last == EAGAIN);  // the backlog is full
+
+  // A connect that does not return within 5 s fails the test; closing the listener then releases it.
+  std::atomic<bool> returned{false};
+  bool rescued = false;
+  const auto bounded = [&](auto&& fn) {
+    returned = false;
+    scoped_thread worker(
+        [&] {
+          fn();
+          returned = true;
+        },
+        [] {});
+    if (!cudrv::test::wait_until([&] { return returned.load(); }, 5s)) {
+      rescued = true;
+      listener.reset();
+    }
+    worker.join();
+  };
+  SECTION("with a wait: timeout_error when the wait is over") {
+    std::optional<cudrv::timeout_error> e;
+    auto elapsed = std::chrono::steady_clock::duration::zero();
+    bounded([&] {
+      const auto start = std::chrono::steady_clock::now();
+      e = catch_as<cudrv::timeout_error>([&] { (void)cudrv::unix_socket::connect(path, 200ms); });
+      elapsed = std::chrono::steady_clock::now() - start;
+    });
+    CHECK_FALSE(rescued);
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->code() == ETIMEDOUT);
+    CHECK(contains(e->what(), "backlog"));
+    CHECK(elapsed >= 195ms);
+    CHECK(elapsed < 5s);
+  }
+  SECTION("without a wait: EAGAIN at once") {
+    std::optional<cudrv::system_error> e;
+    auto elapsed = std::chrono::steady_clock::duration::zero();
+    bounded([&] {
+      const auto start = std::chrono::steady_clock::now();
+      e = catch_as<cudrv::system_error>([&] { (void)cudrv::unix_socket::connect(path); });
+      elapsed = std::chrono::steady_clock::now() - start;
+    });
+    CHECK_FALSE(rescued);
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->code() == EAGAIN);
+    CHECK(contains(e->what(), "backlog is full"));
+    CHECK(elapsed < 1s);
+  }
+  SECTION("with a wait, the listener accepting later: connected, and the socket is blocking") {
+    std::optional<cudrv::unix_socket> c;
+    std::thread acceptor([&] {
+      std::this_thread::sleep_for(100ms);
+      cudrv::unix_socket s = listener->accept(5s);
+      s.send_value(5);
+    });
+    bounded([&] { c = cudrv::unix_socket::connect(path, 10s); });
+    acceptor.join();
+    CHECK_FALSE(rescued);
+    REQUIRE(c);
+    CHECK((::fcntl(c->native_handle(), F_GETFL) & O_NONBLOCK) == 0);
+  }
 }
 
 TEST_CASE("unix_socket timeouts saturate: milliseconds::max() waits and a negative timeout expires at once",
