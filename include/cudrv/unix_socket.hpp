@@ -44,8 +44,12 @@ struct receive_options {
   /// @brief The largest payload accepted, in bytes; a larger message is read and discarded, then
   /// refused with a @ref system_error `EMSGSIZE` (a peer cannot make this process allocate without bound).
   std::size_t max_payload = std::size_t{64} << 20;
-  /// @brief The most file descriptors accepted; a message with more is refused with a
-  /// @ref system_error `EMSGSIZE` after every descriptor that arrived has been closed.
+  /// @brief The most file descriptors accepted (capped at @ref unix_socket::max_descriptors); a message
+  /// that announces more is refused with a @ref system_error `EMSGSIZE` after every descriptor that
+  /// arrived has been closed. It also bounds what a peer can make this process hold: no more than this
+  /// many are kept while a message arrives; descriptors beyond them, and any attached to the payload's
+  /// bytes (never announced), are closed as they arrive and counted, and the message is refused with
+  /// `EPROTO` naming the counts.
   std::size_t max_descriptors = 16;
 };
 
@@ -159,7 +163,9 @@ class unix_socket {
   /// @brief Receives one whole message.
   /// @throws peer_closed_error when the peer closed the socket before or during the message;
   /// @ref timeout_error; @ref system_error `EMSGSIZE` for a message over the limits of @p options,
-  /// `EPROTO` for bytes that are not a message of this protocol
+  /// `EPROTO` for bytes that are not a message of this protocol or a message whose descriptors are not
+  /// the ones its header announced (every descriptor that came with it closed). A refused message is
+  /// read to its end: the next receive starts at the next message.
   [[nodiscard]] received_message receive(const receive_options& options = {}) const;
 
   /// @brief The process at the other end (`SO_PEERCRED`): check it before trusting what it sends.

@@ -155,22 +155,6 @@ void make_blocking(const file_descriptor& fd, const char* api) {
   }
 }
 
-// Takes ownership of every descriptor of the SCM_RIGHTS control messages in msg.
-void collect_descriptors(msghdr& msg, std::vector<file_descriptor>& out) {
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-      continue;
-    }
-    const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const unsigned char* data = CMSG_DATA(c);
-    for (std::size_t i = 0; i < n; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
-      out.push_back(file_descriptor::from_native_handle(fd));
-    }
-  }
-}
-
 }  // namespace
 
 // --- system_error, file_descriptor ------------------------------------------------------------------
@@ -338,15 +322,80 @@ void unix_socket::send(std::span<const std::byte> payload, std::span<const int> 
 
 namespace {
 
-// Reads exactly `bytes` bytes into `into` (or discards them when into is null), collecting any
-// descriptors that arrive with them; `started` says whether part of the message was read already.
-// Returns whether a control message was truncated (MSG_CTRUNC).
-bool read_exact(int fd, void* into, std::size_t bytes, std::size_t max_fds, std::vector<file_descriptor>& fds,
-                const deadline& d, std::optional<std::chrono::milliseconds> timeout, bool started) {
+// "1 file descriptor", "2 file descriptors".
+std::string count_of(std::size_t n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+enum class message_part { header, payload };
+
+// What one receive saw of the descriptors that came with its message. The kernel hands the descriptors
+// of one sendmsg to the first recvmsg that reads one of its bytes, as many as that recvmsg's control
+// buffer has room for; it closes the rest itself and says so with MSG_CTRUNC. A sender that follows the
+// protocol attaches them to the header's first byte.
+struct arrivals {
+  std::size_t keep_at_most = 0;  // of those that come with the header; the others are closed at once
+  std::size_t with_header = 0;   // arrived with the header's bytes, kept or closed
+  std::size_t with_payload = 0;  // arrived with the payload's bytes: never announced, closed at once
+  bool discarded = false;        // a recvmsg's buffer was full and the kernel discarded more (MSG_CTRUNC)
+};
+
+// Handles the descriptors one recvmsg received: each is owned at once; those of the header are kept in
+// `kept` while there is room (seen.keep_at_most), every other one is closed as soon as it is counted.
+void take_descriptors(msghdr& msg, message_part where, std::vector<file_descriptor>& kept, arrivals& seen) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) {
+      continue;
+    }
+    const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(c);
+    for (std::size_t i = 0; i < n; ++i) {
+      int raw = -1;
+      std::memcpy(&raw, data + i * sizeof(int), sizeof(int));
+      file_descriptor fd = file_descriptor::from_native_handle(raw);
+      if (where == message_part::header) {
+        ++seen.with_header;
+        if (kept.size() < seen.keep_at_most) {
+          kept.push_back(std::move(fd));
+        }
+      } else {
+        ++seen.with_payload;
+      }
+    }  // each `fd` not moved into `kept` was closed at the end of its iteration
+  }
+}
+
+// How many descriptors the kernel installs into one recvmsg with this control buffer at most (its own
+// arithmetic: the room left after the control messages placed before SCM_RIGHTS, less one header).
+std::size_t descriptor_room(msghdr& msg, std::size_t control_size) {
+  std::size_t used = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+      used += CMSG_ALIGN(c->cmsg_len);
+    }
+  }
+  return control_size > used + sizeof(cmsghdr) ? (control_size - used - sizeof(cmsghdr)) / sizeof(int) : 0;
+}
+
+// The number of descriptors of the SCM_RIGHTS control messages in msg.
+std::size_t rights_count(msghdr& msg) {
+  std::size_t n = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(0)) {
+      n += (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    }
+  }
+  return n;
+}
+
+// Reads exactly `bytes` bytes of the message's `where` into `into` (or discards them when into is
+// null), handling the descriptors that arrive with them (take_descriptors).
+void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::size_t max_fds,
+                std::vector<file_descriptor>& kept, arrivals& seen, const deadline& d,
+                std::optional<std::chrono::milliseconds> timeout) {
   const char* api = "cudrv::unix_socket::receive";
   std::vector<unsigned char> control(CMSG_SPACE(std::max<std::size_t>(max_fds, 1) * sizeof(int)));
   unsigned char scratch[1 << 14];
-  bool truncated = false;
   std::size_t done = 0;
   while (done < bytes) {
     iovec iov{};
@@ -375,18 +424,35 @@ bool read_exact(int fd, void* into, std::size_t bytes, std::size_t max_fds, std:
       }
       throw system_error(e, "recvmsg", api);
     }
-    collect_descriptors(msg, fds);
-    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
-      truncated = true;
+    if ((msg.msg_flags & MSG_CTRUNC) != 0 && rights_count(msg) >= descriptor_room(msg, control.size())) {
+      seen.discarded = true;
     }
+    take_descriptors(msg, where, kept, seen);
     if (n == 0) {
       throw peer_closed_error(ENOTCONN, api,
-                              started || done > 0 ? "the peer closed the socket in the middle of a message"
-                                                  : "the peer closed the socket");
+                              where == message_part::payload || done > 0 ? "the peer closed the socket in the middle of a message"
+                                                                        : "the peer closed the socket");
     }
     done += static_cast<std::size_t>(n);
   }
-  return truncated;
+}
+
+// The refusal of a message whose descriptors are not the ones its header announced.
+std::string unannounced_text(std::uint32_t announced, const arrivals& seen) {
+  const std::size_t extra = seen.with_header > announced ? seen.with_header - announced : 0;
+  const std::size_t unannounced = extra + seen.with_payload;
+  std::string text = "the message announced " + count_of(announced, "file descriptor") + "; " +
+                     std::to_string(seen.with_header) + " arrived with its header";
+  if (seen.with_payload > 0) {
+    text += " and " + std::to_string(seen.with_payload) + " with its payload";
+  }
+  if (unannounced > 0) {
+    text += ": " + std::to_string(unannounced) + " unannounced ones arrived and were closed";
+  }
+  if (seen.discarded) {
+    text += "; the peer attached more than this receive has room for (the kernel discarded the rest, MSG_CTRUNC)";
+  }
+  return text + "; the message is refused and every descriptor that came with it was closed";
 }
 
 }  // namespace
@@ -398,10 +464,12 @@ received_message unix_socket::receive(const receive_options& options) const {
   const deadline d(options.timeout);
   received_message out;
   frame_header header{};
-  // Every descriptor that arrives is owned by `out.descriptors` at once: on any error below they are
-  // closed with it, never leaked into the process.
-  bool truncated = read_exact(fd_.native_handle(), &header, sizeof(header), max_fds, out.descriptors, d,
-                              options.timeout, false);
+  arrivals seen;
+  seen.keep_at_most = max_fds;
+  // The descriptors kept are owned by `out.descriptors` at once: on any error below they are closed
+  // with it, never leaked into the process; no more than max_fds are ever kept.
+  read_exact(fd_.native_handle(), &header, sizeof(header), message_part::header, max_fds, out.descriptors, seen, d,
+             options.timeout);
   if (header.magic != frame_magic) {
     throw system_error(EPROTO, api, "the bytes received are not a cudrv::unix_socket message (the peer must send with "
                                     "cudrv::unix_socket::send)");
@@ -412,25 +480,21 @@ received_message unix_socket::receive(const receive_options& options) const {
   }
   // Read (or discard) the payload even when the message is refused, so that the next receive starts at
   // the next message.
-  std::vector<file_descriptor> stray;
-  truncated |= read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(),
-                          static_cast<std::size_t>(header.payload), max_fds, stray, d, options.timeout, true);
+  read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(), static_cast<std::size_t>(header.payload),
+             message_part::payload, max_fds, out.descriptors, seen, d, options.timeout);
   if (too_large) {
     throw system_error(EMSGSIZE, api,
                        "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
                            std::to_string(options.max_payload) + " (receive_options::max_payload)");
   }
-  if (header.descriptors > max_fds || truncated) {
+  if (header.descriptors > max_fds) {
     throw system_error(EMSGSIZE, api,
-                       "the message carried " + std::to_string(header.descriptors) +
-                           " file descriptors; this receive accepts at most " + std::to_string(max_fds) +
+                       "the message announced " + count_of(header.descriptors, "file descriptor") +
+                           "; this receive accepts at most " + std::to_string(max_fds) +
                            " (receive_options::max_descriptors); those that arrived were closed");
   }
-  if (!stray.empty() || out.descriptors.size() != header.descriptors) {
-    throw system_error(EPROTO, api,
-                       "the message announced " + std::to_string(header.descriptors) + " file descriptors and " +
-                           std::to_string(out.descriptors.size() + stray.size()) +
-                           " arrived; they were all closed");
+  if (seen.with_payload > 0 || seen.with_header != header.descriptors || seen.discarded) {
+    throw system_error(EPROTO, api, unannounced_text(header.descriptors, seen));
   }
   return out;
 }

@@ -54,6 +54,86 @@ int open_descriptors() {
   return n - 1;  // the directory's own descriptor
 }
 
+// The highest descriptor number open in this process (RLIMIT_NOFILE bounds numbers, not counts).
+int highest_descriptor() {
+  DIR* d = ::opendir("/proc/self/fd");
+  REQUIRE(d != nullptr);
+  const int own = ::dirfd(d);
+  int highest = -1;
+  while (const dirent* e = ::readdir(d)) {
+    if (e->d_name[0] != '.') {
+      const int fd = std::atoi(e->d_name);
+      highest = fd != own ? std::max(highest, fd) : highest;
+    }
+  }
+  ::closedir(d);
+  return highest;
+}
+
+// Lowers the soft RLIMIT_NOFILE for a scope and restores the limit on the way out, however the scope
+// is left.
+class nofile_limit {
+ public:
+  explicit nofile_limit(rlim_t soft) {
+    REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved_) == 0);
+    REQUIRE(soft <= saved_.rlim_max);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = soft;
+    REQUIRE(::setrlimit(RLIMIT_NOFILE, &lowered) == 0);
+  }
+  ~nofile_limit() { (void)::setrlimit(RLIMIT_NOFILE, &saved_); }
+  nofile_limit(const nofile_limit&) = delete;
+  nofile_limit& operator=(const nofile_limit&) = delete;
+
+ private:
+  rlimit saved_{};
+};
+
+// Sends n bytes in one sendmsg with `copies` copies of descriptor fd attached (a peer that does not
+// follow the protocol). Returns 0, or the errno of the failure. ETOOMANYREFS (too many descriptors in
+// flight, for a user without CAP_SYS_RESOURCE) is waited out: the receiver drains them.
+int send_raw(int sock, const void* bytes, std::size_t n, int fd, int copies) {
+  iovec iov{const_cast<void*>(bytes), n};
+  std::vector<unsigned char> control(copies > 0 ? CMSG_SPACE(sizeof(int) * static_cast<std::size_t>(copies)) : 0);
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  if (copies > 0) {
+    msg.msg_control = control.data();
+    msg.msg_controllen = control.size();
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * static_cast<std::size_t>(copies));
+    for (int i = 0; i < copies; ++i) {
+      std::memcpy(CMSG_DATA(c) + sizeof(int) * static_cast<std::size_t>(i), &fd, sizeof(int));
+    }
+  }
+  for (int tries = 0;; ++tries) {
+    const ssize_t r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    if (r == static_cast<ssize_t>(n)) {
+      return 0;
+    }
+    if (r >= 0) {
+      return EIO;  // a short write of a blocking socket: not expected for the few bytes sent here
+    }
+    if (errno == ETOOMANYREFS && tries < 10000) {
+      std::this_thread::sleep_for(1ms);
+      continue;
+    }
+    if (errno != EINTR) {
+      return errno;
+    }
+  }
+}
+
+// Bytes waiting in a socket's receive queue.
+int unread_bytes(int sock) {
+  int n = -1;
+  REQUIRE(::ioctl(sock, FIONREAD, &n) == 0);
+  return n;
+}
+
 // A thread joined on the way out of the scope, after `stop` (which must make the thread return soon,
 // e.g. by shutting a socket down) when the scope is left by an exception (a failed REQUIRE).
 template <class Stop>
@@ -505,6 +585,99 @@ TEST_CASE("unix_listener and connect join processes through a path", "[cpu][ipc]
     CHECK(wait_for(pid) == 0);
   }
   ::rmdir(dir_template);
+}
+
+TEST_CASE("unannounced descriptors are closed as they arrive and counted; the message is refused",
+          "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  const cudrv::file_descriptor extra = memfd_with("x");
+  const int before = open_descriptors();
+  const int sock = a.native_handle();
+  std::optional<cudrv::system_error> error;
+  const auto receive_in_thread = [&, &b = b](cudrv::receive_options options) {
+    return scoped_thread(
+        [&, &b = b, options] {
+          try {
+            (void)b.receive(options);
+          } catch (const cudrv::system_error& e) {
+            error = e;
+          }
+        },
+        [&b = b] { ::shutdown(b.native_handle(), SHUT_RDWR); });
+  };
+  // What the receiver holds once it has read everything sent so far: given up to 2 s to come down to
+  // `bound` (its last recvmsg's descriptors handled); without the bound, kept ones never come down.
+  const auto held_while_receiving = [&, &b = b](int bound) {
+    REQUIRE(cudrv::test::wait_until([&] { return unread_bytes(b.native_handle()) == 0; }));
+    (void)cudrv::test::wait_until([&] { return open_descriptors() - before <= bound; }, 2s);
+    return open_descriptors() - before;
+  };
+
+  SECTION("sixteen on each byte of a 200-byte payload, in a table with room for about 200") {
+    // The report: 3,200 descriptors were all kept until the payload was read, filled the table, and
+    // the error then said the message carried 0.
+    int held = 0;
+    {
+      const nofile_limit limit(static_cast<rlim_t>(highest_descriptor() + 200));
+      auto receiver = receive_in_thread({.timeout = 30s});
+      const raw_header h{.descriptors = 0, .payload = 200};
+      REQUIRE(send_raw(sock, &h, sizeof(h), -1, 0) == 0);
+      for (int i = 0; i < 199; ++i) {
+        REQUIRE(send_raw(sock, "p", 1, extra.native_handle(), 16) == 0);
+      }
+      held = held_while_receiving(0);
+      REQUIRE(send_raw(sock, "p", 1, extra.native_handle(), 16) == 0);
+      receiver.join();
+    }
+    CHECK(held == 0);
+    REQUIRE(error);
+    INFO(error->what());
+    CHECK(error->code() == EPROTO);
+    CHECK(contains(error->what(), "announced 0 file descriptors"));
+    CHECK(contains(error->what(), "3200 unannounced"));
+  }
+  SECTION("sixteen on each of the 16 header bytes: at most max_descriptors are kept") {
+    int held = 0;
+    {
+      auto receiver = receive_in_thread({.timeout = 30s, .max_descriptors = 4});
+      const raw_header h{.descriptors = 0, .payload = 0};
+      const auto* bytes = reinterpret_cast<const unsigned char*>(&h);
+      for (std::size_t i = 0; i + 1 < sizeof(h); ++i) {
+        REQUIRE(send_raw(sock, bytes + i, 1, extra.native_handle(), 16) == 0);
+      }
+      held = held_while_receiving(4);
+      REQUIRE(send_raw(sock, bytes + sizeof(h) - 1, 1, extra.native_handle(), 16) == 0);
+      receiver.join();
+    }
+    CHECK(held <= 4);
+    REQUIRE(error);
+    INFO(error->what());
+    CHECK(error->code() == EPROTO);
+    CHECK(contains(error->what(), "announced 0 file descriptors"));
+    // Each recvmsg has room for 4 (the kernel discards the other 12 of each byte, MSG_CTRUNC).
+    CHECK(contains(error->what(), "64 unannounced"));
+    CHECK(contains(error->what(), "MSG_CTRUNC"));
+  }
+  SECTION("announced ones with the header, more with the payload") {
+    {
+      auto receiver = receive_in_thread({.timeout = 30s});
+      const raw_header h{.descriptors = 2, .payload = 3};
+      REQUIRE(send_raw(sock, &h, sizeof(h), extra.native_handle(), 2) == 0);
+      REQUIRE(send_raw(sock, "abc", 3, extra.native_handle(), 5) == 0);
+      receiver.join();
+    }
+    REQUIRE(error);
+    INFO(error->what());
+    CHECK(error->code() == EPROTO);
+    CHECK(contains(error->what(), "announced 2 file descriptors"));
+    CHECK(contains(error->what(), "5 unannounced"));
+  }
+  CHECK(open_descriptors() == before);
+  // The refused message was read to its end: the next one arrives intact.
+  a.send(pattern(7, 11), {extra.native_handle()});
+  cudrv::received_message next = b.receive({.timeout = 5s});
+  CHECK(next.payload == pattern(7, 11));
+  CHECK(next.descriptors.size() == 1);
 }
 
 TEST_CASE("unix_socket::connect is bounded when the listener's backlog is full", "[cpu][ipc][socket]") {
