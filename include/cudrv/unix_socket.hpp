@@ -49,7 +49,9 @@ struct receive_options {
   /// arrived has been closed. It also bounds what a peer can make this process hold: no more than this
   /// many are kept while a message arrives; descriptors beyond them, and any attached to the payload's
   /// bytes (never announced), are closed as they arrive and counted, and the message is refused with
-  /// `EPROTO` naming the counts.
+  /// `EPROTO` naming the counts. Descriptors the kernel could not install because this process has no
+  /// free descriptor slot give `EMFILE` (`ENFILE` when the system's file table is full), naming the
+  /// `RLIMIT_NOFILE` soft limit: raise that or close descriptors; this setting does not help there.
   std::size_t max_descriptors = 16;
 };
 
@@ -164,8 +166,9 @@ class unix_socket {
   /// @throws peer_closed_error when the peer closed the socket before or during the message;
   /// @ref timeout_error; @ref system_error `EMSGSIZE` for a message over the limits of @p options,
   /// `EPROTO` for bytes that are not a message of this protocol or a message whose descriptors are not
-  /// the ones its header announced (every descriptor that came with it closed). A refused message is
-  /// read to its end: the next receive starts at the next message.
+  /// the ones its header announced (every descriptor that came with it closed), `EMFILE` or `ENFILE`
+  /// when this process (or the system) had no free slot for the message's descriptors. A refused
+  /// message is read to its end: the next receive starts at the next message.
   [[nodiscard]] received_message receive(const receive_options& options = {}) const;
 
   /// @brief The process at the other end (`SO_PEERCRED`): check it before trusting what it sends.

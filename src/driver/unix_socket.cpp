@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -338,6 +339,8 @@ struct arrivals {
   std::size_t with_header = 0;   // arrived with the header's bytes, kept or closed
   std::size_t with_payload = 0;  // arrived with the payload's bytes: never announced, closed at once
   bool discarded = false;        // a recvmsg's buffer was full and the kernel discarded more (MSG_CTRUNC)
+  int no_slot = 0;               // EMFILE or ENFILE: the kernel could not install the header's descriptors
+  bool no_slot_with_payload = false;  // nor some attached to the payload's bytes
 };
 
 // Handles the descriptors one recvmsg received: each is owned at once; those of the header are kept in
@@ -388,6 +391,19 @@ std::size_t rights_count(msghdr& msg) {
   return n;
 }
 
+// Why the kernel installed fewer descriptors than a recvmsg had room for: this process's descriptor
+// table is full (EMFILE) or the system's file table (ENFILE). Asked with a duplicate of `fd`, closed at
+// once, before any received descriptor is closed; EMFILE when the duplicate succeeds (another thread
+// closed a descriptor meanwhile).
+int no_slot_errno(int fd) {
+  const int probe = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (probe >= 0) {
+    (void)::close(probe);
+    return EMFILE;
+  }
+  return errno == ENFILE ? ENFILE : EMFILE;
+}
+
 // Reads exactly `bytes` bytes of the message's `where` into `into` (or discards them when into is
 // null), handling the descriptors that arrive with them (take_descriptors).
 void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::size_t max_fds,
@@ -424,8 +440,16 @@ void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::
       }
       throw system_error(e, "recvmsg", api);
     }
-    if ((msg.msg_flags & MSG_CTRUNC) != 0 && rights_count(msg) >= descriptor_room(msg, control.size())) {
-      seen.discarded = true;
+    if ((msg.msg_flags & MSG_CTRUNC) != 0) {
+      // Truncated: either the buffer was full (the peer attached more than it has room for), or the
+      // kernel stopped installing before that because this process (or the system) has no free slot.
+      if (rights_count(msg) >= descriptor_room(msg, control.size())) {
+        seen.discarded = true;
+      } else if (where == message_part::payload) {
+        seen.no_slot_with_payload = true;
+      } else if (seen.no_slot == 0) {
+        seen.no_slot = no_slot_errno(fd);
+      }
     }
     take_descriptors(msg, where, kept, seen);
     if (n == 0) {
@@ -435,6 +459,19 @@ void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::
     }
     done += static_cast<std::size_t>(n);
   }
+}
+
+// The refusal of a message whose descriptors could not be installed: no free slot.
+std::string no_slot_text(int e, std::uint32_t announced) {
+  rlimit limit{};
+  std::string soft = "unknown";
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    soft = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur);
+  }
+  const std::string why = e == ENFILE ? "the system's file table is full (ENFILE; this process's RLIMIT_NOFILE soft limit is " + soft + ")"
+                                      : "the process has no free descriptor slot (RLIMIT_NOFILE soft limit " + soft + ")";
+  return why + ": the kernel could not install the file descriptors of the message (it announced " +
+         std::to_string(announced) + "); those that arrived were closed and the message is refused";
 }
 
 // The refusal of a message whose descriptors are not the ones its header announced.
@@ -451,6 +488,9 @@ std::string unannounced_text(std::uint32_t announced, const arrivals& seen) {
   }
   if (seen.discarded) {
     text += "; the peer attached more than this receive has room for (the kernel discarded the rest, MSG_CTRUNC)";
+  }
+  if (seen.no_slot_with_payload) {
+    text += "; more came with its payload that the kernel could not install (no free descriptor slot)";
   }
   return text + "; the message is refused and every descriptor that came with it was closed";
 }
@@ -482,6 +522,9 @@ received_message unix_socket::receive(const receive_options& options) const {
   // the next message.
   read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(), static_cast<std::size_t>(header.payload),
              message_part::payload, max_fds, out.descriptors, seen, d, options.timeout);
+  if (seen.no_slot != 0) {
+    throw system_error(seen.no_slot, api, no_slot_text(seen.no_slot, header.descriptors));
+  }
   if (too_large) {
     throw system_error(EMSGSIZE, api,
                        "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
@@ -493,7 +536,7 @@ received_message unix_socket::receive(const receive_options& options) const {
                            "; this receive accepts at most " + std::to_string(max_fds) +
                            " (receive_options::max_descriptors); those that arrived were closed");
   }
-  if (seen.with_payload > 0 || seen.with_header != header.descriptors || seen.discarded) {
+  if (seen.with_payload > 0 || seen.no_slot_with_payload || seen.with_header != header.descriptors || seen.discarded) {
     throw system_error(EPROTO, api, unannounced_text(header.descriptors, seen));
   }
   return out;

@@ -680,6 +680,50 @@ TEST_CASE("unannounced descriptors are closed as they arrive and counted; the me
   CHECK(next.descriptors.size() == 1);
 }
 
+TEST_CASE("a receiver without a free descriptor slot gets EMFILE naming the limit (not a size error)",
+          "[cpu][ipc][socket]") {
+  auto [a, b] = cudrv::unix_socket::pair();
+  const cudrv::file_descriptor sent = memfd_with("m");
+  const int before = open_descriptors();
+  std::optional<cudrv::system_error> none_free;
+  std::optional<cudrv::system_error> one_free;
+  const rlim_t limit = static_cast<rlim_t>(highest_descriptor() + 8);
+  {
+    const nofile_limit lowered(limit);
+    std::vector<cudrv::file_descriptor> filler;  // closed before the limit is restored
+    for (;;) {
+      const int fd = ::fcntl(sent.native_handle(), F_DUPFD_CLOEXEC, 0);
+      if (fd < 0) {
+        REQUIRE(errno == EMFILE);
+        break;
+      }
+      filler.push_back(cudrv::file_descriptor::from_native_handle(fd));
+      REQUIRE(filler.size() < limit);  // the limit was taken
+    }
+    a.send(pattern(8, 1), {sent.native_handle(), sent.native_handle()});
+    none_free = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s}); });
+    // One slot free: the kernel installs one of three, then stops.
+    filler.pop_back();
+    a.send(pattern(8, 2), {sent.native_handle(), sent.native_handle(), sent.native_handle()});
+    one_free = catch_as<cudrv::system_error>([&, &b = b] { (void)b.receive({.timeout = 5s}); });
+  }
+  for (const auto* e : {&none_free, &one_free}) {
+    REQUIRE(e->has_value());
+    INFO((*e)->what());
+    CHECK((*e)->code() == EMFILE);
+    CHECK((*e)->name() == "EMFILE");
+    CHECK(contains((*e)->what(), "no free descriptor slot"));
+    CHECK(contains((*e)->what(), "RLIMIT_NOFILE soft limit " + std::to_string(limit)));
+    CHECK(contains((*e)->what(), "closed"));
+    CHECK_FALSE(contains((*e)->what(), "max_descriptors"));
+  }
+  CHECK(open_descriptors() == before);
+  a.send(pattern(9, 3), {sent.native_handle()});
+  cudrv::received_message next = b.receive({.timeout = 5s});
+  CHECK(next.payload == pattern(9, 3));
+  CHECK(next.descriptors.size() == 1);
+}
+
 TEST_CASE("unix_socket::connect is bounded when the listener's backlog is full", "[cpu][ipc][socket]") {
   const socket_dir dir;
   const std::string path = dir.path();
