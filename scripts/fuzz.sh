@@ -6,7 +6,7 @@
 #
 #   -t SECONDS  how long each target runs (default 600: ten minutes)
 #   -j JOBS     libFuzzer worker processes per target (default 1)
-#   TARGET      fuzz_image, fuzz_cache_entry, fuzz_query_args (default: all three)
+#   TARGET      fuzz_image, fuzz_cache_entry, fuzz_query_args, fuzz_socket_frames (default: all four)
 #
 # Environment: BUILD the build tree (default ./build-fuzz, configured here when it has no cache;
 # CMAKE_ARGS are added to that configure, e.g. a compiler launcher), CXX the compiler (default
@@ -31,7 +31,7 @@ done
 shift $((OPTIND - 1))
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(fuzz_image fuzz_cache_entry fuzz_query_args)
+  targets=(fuzz_image fuzz_cache_entry fuzz_query_args fuzz_socket_frames)
 fi
 if ! [[ $seconds =~ ^[0-9]+$ && $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: -t needs whole seconds and -j a positive count" >&2
