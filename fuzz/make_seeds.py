@@ -9,8 +9,10 @@ kept. fuzz_cache_entry seeds start with the mode byte (0: the rest is an entry f
 payload that the target frames with a valid header and checksum; fuzz_cache_entry.cpp); the entry
 files are written in the format of src/code/compile_cache.cpp (its checksum is computed here too, and
 tests/cpu/test_image_check.cpp checks that the seed still decodes as a valid entry). fuzz_query_args
-seeds are command lines, one argument per NUL-terminated string. fuzz_ipc_import seeds are six header bytes
-and the bytes they consume (fuzz_ipc_import.cpp).
+seeds are command lines, one argument per NUL-terminated string. fuzz_socket_frames seeds are scripts of
+what a peer sends (two option bytes, then tagged chunks; fuzz_socket_frames.cpp): well-formed messages
+and the hostile cases the receiver must refuse. fuzz_ipc_import seeds are six header bytes and the bytes
+they consume (fuzz_ipc_import.cpp).
 """
 import argparse
 import os
@@ -83,6 +85,42 @@ def entry(key, body, version=FORMAT_VERSION):
     return head + struct.pack("<Q", hash64(head, CHECKSUM_SEED))
 
 
+# --- fuzz_socket_frames scripts (the chunk kinds of fuzz_socket_frames.cpp) ----------------------
+FRAME_MAGIC = 0x56524443
+
+
+def options(max_descriptors=4, timeout=0, max_payload_byte=255):
+    """Byte 0: max_descriptors (0..8) and the timeout choice (0 none, 1 0 ms, 2 -1 ms, 3 max); byte 1:
+    max_payload (255: the default, else 4 x the byte)."""
+    return bytes([max_descriptors | timeout << 4, max_payload_byte])
+
+
+def tag(kind, fds=0, flags=0):
+    return bytes([kind | fds << 2 | flags << 5])
+
+
+def raw(data, fds=0):
+    return tag(0, fds) + bytes([len(data)]) + data
+
+
+def header(announced, payload, fds=0):
+    if payload < 1 << 16:
+        return tag(1, fds) + bytes([announced]) + struct.pack("<H", payload)
+    return tag(1, fds, 1) + bytes([announced]) + struct.pack("<Q", payload)
+
+
+def message(payload, fds=0):
+    return tag(2, fds) + bytes([len(payload)]) + payload
+
+
+def dribble(data, fds=0):
+    return tag(3, fds) + bytes([len(data)]) + data
+
+
+def frame(announced, payload_size, magic=FRAME_MAGIC):
+    return struct.pack("<IIQ", magic, announced, payload_size)
+
+
 def write(target, name, data):
     with open(os.path.join(CORPUS, target, name), "wb") as f:
         f.write(data)
@@ -112,7 +150,7 @@ def main():
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                         if os.path.exists("/usr/local/cuda/bin/nvcc") else None))
     args = parser.parse_args()
-    for target in ("fuzz_image", "fuzz_cache_entry", "fuzz_query_args"):
+    for target in ("fuzz_image", "fuzz_cache_entry", "fuzz_query_args", "fuzz_socket_frames"):
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
 
     images = compile_images(args.nvcc)
@@ -143,6 +181,18 @@ def main():
                        ("help", ["--help"]),
                        ("bad_option", ["--details", "--p2p", "--bench-size", "1x"])):
         write("fuzz_query_args", name, b"".join(a.encode() + b"\0" for a in argv))
+
+    for name, script in (
+            ("messages", options(4) + message(b"first", 2) + message(b"") + message(b"third, 3 fds", 3)),
+            ("too_many_then_valid", options(1, 1) + message(b"five descriptors", 5) + message(b"next", 1)),
+            ("too_large_then_valid", options(2, 2, 2) + message(bytes(100)) + message(b"fits")),
+            ("payload_descriptors", options(8) + header(0, 8) + dribble(b"12345678", 3) + message(b"after")),
+            ("header_dribbled", options(3, 3) + dribble(frame(2, 4), 2) + raw(b"body")),
+            ("announced_missing", options(4) + header(2, 3) + raw(b"abc") + message(b"ok", 1)),
+            ("foreign_bytes", options(4) + raw(b"not a frame....." * 2, 1) + message(b"x")),
+            ("closed_mid_message", options(4) + header(1, 1000, 1) + raw(b"only ten b")),
+            ("huge_payload", options(4, 0, 1) + header(0, (1 << 64) - 1) + raw(bytes(32)))):
+        write("fuzz_socket_frames", name, script)
 
     # fuzz_ipc_import: op, which export, element type, how the bytes change, how the size is made, wrong
     # message size (fuzz_ipc_import.cpp); then the bytes those consume.

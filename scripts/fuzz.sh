@@ -6,7 +6,8 @@
 #
 #   -t SECONDS  how long each target runs (default 600: ten minutes)
 #   -j JOBS     libFuzzer worker processes per target (default 1)
-#   TARGET      fuzz_image, fuzz_cache_entry, fuzz_query_args (default: all three)
+#   TARGET      fuzz_image, fuzz_cache_entry, fuzz_query_args, fuzz_socket_frames, fuzz_ipc_import
+#               (default: all five)
 #
 # Environment: BUILD the build tree (default ./build-fuzz, configured here when it has no cache;
 # CMAKE_ARGS are added to that configure, e.g. a compiler launcher), CXX the compiler (default
@@ -24,14 +25,14 @@ while getopts "t:j:h" opt; do
   case $opt in
     t) seconds=$OPTARG ;;
     j) jobs=$OPTARG ;;
-    h) sed -n '2,19p' "$0"; exit 0 ;;
+    h) sed -n '2,20p' "$0"; exit 0 ;;
     *) echo "usage: $0 [-t SECONDS] [-j JOBS] [TARGET...]" >&2; exit 2 ;;
   esac
 done
 shift $((OPTIND - 1))
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(fuzz_image fuzz_cache_entry fuzz_query_args)
+  targets=(fuzz_image fuzz_cache_entry fuzz_query_args fuzz_socket_frames fuzz_ipc_import)
 fi
 if ! [[ $seconds =~ ^[0-9]+$ && $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: -t needs whole seconds and -j a positive count" >&2

@@ -37,13 +37,21 @@ class timeout_error : public system_error {
 
 /// @brief What one @ref unix_socket::receive accepts.
 struct receive_options {
-  /// @brief How long to wait for the whole message; none: wait until it arrives or the peer closes.
+  /// @brief How long to wait for the whole message; none, or one too large to add to the clock
+  /// (`std::chrono::milliseconds::max()`): wait until it arrives or the peer closes; zero or negative:
+  /// no wait, so only a message already in the socket is received.
   std::optional<std::chrono::milliseconds> timeout = std::nullopt;
   /// @brief The largest payload accepted, in bytes; a larger message is read and discarded, then
   /// refused with a @ref system_error `EMSGSIZE` (a peer cannot make this process allocate without bound).
   std::size_t max_payload = std::size_t{64} << 20;
-  /// @brief The most file descriptors accepted; a message with more is refused with a
-  /// @ref system_error `EMSGSIZE` after every descriptor that arrived has been closed.
+  /// @brief The most file descriptors accepted (capped at @ref unix_socket::max_descriptors); a message
+  /// that announces more is refused with a @ref system_error `EMSGSIZE` after every descriptor that
+  /// arrived has been closed. It also bounds what a peer can make this process hold: no more than this
+  /// many are kept while a message arrives; descriptors beyond them, and any attached to the payload's
+  /// bytes (never announced), are closed as they arrive and counted, and the message is refused with
+  /// `EPROTO` naming the counts. Descriptors the kernel could not install because this process has no
+  /// free descriptor slot give `EMFILE` (`ENFILE` when the system's file table is full), naming the
+  /// `RLIMIT_NOFILE` soft limit: raise that or close descriptors; this setting does not help there.
   std::size_t max_descriptors = 16;
 };
 
@@ -85,7 +93,8 @@ struct peer_credentials {
 /// carries descriptors the protocol did not announce, has every descriptor that arrived closed and
 /// is refused with a typed error; `SIGPIPE` is never raised; a peer that closed or died gives
 /// @ref peer_closed_error, never a hang; every operation takes an optional timeout
-/// (@ref timeout_error).
+/// (@ref timeout_error). Timeouts saturate: one too large to add to the clock
+/// (`std::chrono::milliseconds::max()`) waits as long as none, and a zero or negative one does not wait.
 ///
 /// @code
 /// auto [producer, consumer] = cudrv::unix_socket::pair();      // before fork(), or connect()/unix_listener
@@ -116,9 +125,14 @@ class unix_socket {
   /// one in each process (clear close-on-exec on the child's, e.g. with `dup2`, before an `exec`).
   [[nodiscard]] static std::pair<unix_socket, unix_socket> pair();
   /// @brief Connects to the @ref unix_listener at @p path (a leading `@` names an abstract socket, which
-  /// has no file). With @p wait, a listener that does not exist yet is waited for, up to @p wait.
+  /// has no file). @p wait bounds the whole connect: a listener that does not exist yet, and one whose
+  /// backlog is full (it has not accepted the connections already queued), are retried every few
+  /// milliseconds until it is over. Without @p wait, neither is waited for: the connect never blocks.
+  /// The connected socket is blocking, like those of @ref pair and @ref unix_listener::accept.
   /// @throws invalid_argument_error for an empty path or one longer than 107 bytes;
-  /// @ref timeout_error when no listener appeared within @p wait; @ref system_error otherwise
+  /// @ref timeout_error when no listener appeared, or the backlog stayed full, within @p wait;
+  /// @ref system_error `EAGAIN` without @p wait when the listener's backlog is full, `ENOENT` or
+  /// `ECONNREFUSED` without @p wait when there is no listener, and for other failures
   [[nodiscard]] static unix_socket connect(const std::string& path,
                                            std::optional<std::chrono::milliseconds> wait = std::nullopt);
   /// @brief Adopts a connected `AF_UNIX`, `SOCK_STREAM` socket (for instance, one inherited across `exec`).
@@ -151,7 +165,10 @@ class unix_socket {
   /// @brief Receives one whole message.
   /// @throws peer_closed_error when the peer closed the socket before or during the message;
   /// @ref timeout_error; @ref system_error `EMSGSIZE` for a message over the limits of @p options,
-  /// `EPROTO` for bytes that are not a message of this protocol
+  /// `EPROTO` for bytes that are not a message of this protocol or a message whose descriptors are not
+  /// the ones its header announced (every descriptor that came with it closed), `EMFILE` or `ENFILE`
+  /// when this process (or the system) had no free slot for the message's descriptors. A refused
+  /// message is read to its end: the next receive starts at the next message.
   [[nodiscard]] received_message receive(const receive_options& options = {}) const;
 
   /// @brief The process at the other end (`SO_PEERCRED`): check it before trusting what it sends.

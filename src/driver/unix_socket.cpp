@@ -4,6 +4,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -53,20 +54,36 @@ constexpr std::uint32_t frame_magic = 0x56524443u;  // "CDRV"
 
 using clock = std::chrono::steady_clock;
 
-// A deadline from an optional timeout; poll() timeouts derived from it.
-struct deadline {
-  std::optional<clock::time_point> at;
-  explicit deadline(std::optional<std::chrono::milliseconds> timeout) {
-    if (timeout) {
-      at = clock::now() + *timeout;
-    }
+// The one place a deadline is made from a timeout. It saturates: a timeout too large to add to the
+// clock's present time is no deadline at all (time_point::max()), and a negative or zero timeout is an
+// immediate deadline. `timeout` is compared in milliseconds before it is converted to the clock's finer
+// unit, since milliseconds::max() in nanoseconds overflows (steady_clock counts from boot: now >= 0).
+clock::time_point deadline_after(std::chrono::milliseconds timeout) {
+  const clock::time_point now = clock::now();
+  if (timeout <= std::chrono::milliseconds::zero()) {
+    return now;
   }
-  // Milliseconds left for poll(): -1 for none, 0 once passed.
+  if (timeout >= std::chrono::floor<std::chrono::milliseconds>(clock::time_point::max() - now)) {
+    return clock::time_point::max();
+  }
+  return now + std::chrono::duration_cast<clock::duration>(timeout);
+}
+
+// A deadline from an optional timeout (none: time_point::max(), never reached); poll() timeouts derived
+// from it.
+struct deadline {
+  clock::time_point at;
+  explicit deadline(std::optional<std::chrono::milliseconds> timeout)
+      : at(timeout ? deadline_after(*timeout) : clock::time_point::max()) {}
+  [[nodiscard]] bool none() const { return at == clock::time_point::max(); }
+  [[nodiscard]] bool passed() const { return !none() && clock::now() >= at; }
+  // Milliseconds for one poll(): -1 for no deadline, 0 once passed, else the time left rounded up and
+  // capped at 2^30 ms (about 12 days; the caller polls again while the deadline is ahead).
   [[nodiscard]] int poll_ms() const {
-    if (!at) {
+    if (none()) {
       return -1;
     }
-    const auto left = std::chrono::ceil<std::chrono::milliseconds>(*at - clock::now()).count();
+    const auto left = std::chrono::ceil<std::chrono::milliseconds>(at - clock::now()).count();
     return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
   }
 };
@@ -76,19 +93,22 @@ struct deadline {
                       what + " did not complete within " + std::to_string(timeout ? timeout->count() : 0) + " ms");
 }
 
-// Waits until fd is ready for events (POLLIN or POLLOUT); EINTR restarts with the time left. Readiness
-// includes POLLHUP and POLLERR: the following call then reports what happened.
+// Waits until fd is ready for events (POLLIN or POLLOUT); EINTR, and a poll() that ended before a
+// deadline further away than one poll can wait, restart with the time left. Readiness includes POLLHUP
+// and POLLERR: the following call then reports what happened.
 void wait_ready(int fd, short events, const deadline& d, const char* api, std::optional<std::chrono::milliseconds> timeout,
                 const std::string& what) {
   for (;;) {
     pollfd p{fd, events, 0};
-    const int ms = d.poll_ms();
-    const int r = ::poll(&p, 1, ms);
+    const int r = ::poll(&p, 1, d.poll_ms());
     if (r > 0) {
       return;
     }
     if (r == 0) {
-      throw_timeout(api, timeout, what);
+      if (d.passed()) {
+        throw_timeout(api, timeout, what);
+      }
+      continue;
     }
     if (errno != EINTR) {
       throw system_error(errno, "poll", api);
@@ -119,27 +139,20 @@ sockaddr_un make_address(const std::string& path, socklen_t& length, const char*
   return addr;
 }
 
-file_descriptor new_socket(const char* api) {
-  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+file_descriptor new_socket(const char* api, int flags = 0) {
+  const int fd = ::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | flags, 0);
   if (fd < 0) {
     throw system_error(errno, "socket", api);
   }
   return file_descriptor::from_native_handle(fd);
 }
 
-// Takes ownership of every descriptor of the SCM_RIGHTS control messages in msg.
-void collect_descriptors(msghdr& msg, std::vector<file_descriptor>& out) {
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
-      continue;
-    }
-    const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    const unsigned char* data = CMSG_DATA(c);
-    for (std::size_t i = 0; i < n; ++i) {
-      int fd = -1;
-      std::memcpy(&fd, data + i * sizeof(int), sizeof(int));
-      out.push_back(file_descriptor::from_native_handle(fd));
-    }
+// Clears O_NONBLOCK on a connection made non-blocking for connect or accept: its I/O uses MSG_DONTWAIT
+// and poll anyway, and a caller of native_handle() gets an ordinary blocking socket.
+void make_blocking(const file_descriptor& fd, const char* api) {
+  const int flags = ::fcntl(fd.native_handle(), F_GETFL);
+  if (flags < 0 || ::fcntl(fd.native_handle(), F_SETFL, flags & ~O_NONBLOCK) != 0) {
+    throw system_error(errno, "fcntl(F_SETFL)", api);
   }
 }
 
@@ -198,35 +211,42 @@ unix_socket unix_socket::connect(const std::string& path, std::optional<std::chr
   socklen_t length = 0;
   const sockaddr_un addr = make_address(path, length, api);
   const deadline d(wait);
+  const auto waited = [&] { return std::to_string(wait ? wait->count() : 0) + " ms"; };
   for (;;) {
-    file_descriptor fd = new_socket(api);
-    int r = ::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length);
-    while (r != 0 && errno == EINTR) {
-      // The connection goes on in the background: wait for it, then read its outcome.
-      pollfd p{fd.native_handle(), POLLOUT, 0};
-      if (::poll(&p, 1, d.poll_ms()) == 0) {
-        throw_timeout(api, wait, "connecting to '" + path + "'");
-      }
+    // Non-blocking: a blocking connect to a listener whose backlog is full sleeps until the listener
+    // accepts, which may be never. AF_UNIX answers EAGAIN instead, and that is retried below.
+    file_descriptor fd = new_socket(api, SOCK_NONBLOCK);
+    int e = ::connect(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length) == 0 ? 0 : errno;
+    if (e == EINPROGRESS || e == EINTR) {
+      // The connection goes on in the background (not seen for AF_UNIX; handled as for any socket):
+      // wait until it is writable, then read its outcome.
+      wait_ready(fd.native_handle(), POLLOUT, d, api, wait, "connecting to '" + path + "'");
       int err = 0;
       socklen_t len = sizeof(err);
-      ::getsockopt(fd.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len);
-      r = err == 0 ? 0 : -1;
-      errno = err;
+      e = ::getsockopt(fd.native_handle(), SOL_SOCKET, SO_ERROR, &err, &len) == 0 ? err : errno;
     }
-    if (r == 0) {
+    if (e == 0) {
+      make_blocking(fd, api);
       return unix_socket(std::move(fd));
     }
-    const int e = errno;
     const bool absent = e == ENOENT || e == ECONNREFUSED;
-    if (!absent || !wait) {
+    const bool full = e == EAGAIN || e == EWOULDBLOCK;
+    if (full && !wait) {
+      throw system_error(EAGAIN, api,
+                         "the listener at '" + path + "' takes no connection now: its backlog is full (it does not "
+                         "accept fast enough); a connect with a wait retries until then");
+    }
+    if (!(absent || full) || !wait) {
       throw system_error(e, "connect", path);
     }
-    if (d.poll_ms() == 0) {
+    if (d.passed()) {
       throw timeout_error(ETIMEDOUT, api,
-                          "no listener at '" + path + "' within " + std::to_string(wait->count()) + " ms (last: " +
-                              errno_name(e) + ")");
+                          absent ? "no listener at '" + path + "' within " + waited() + " (last: " + errno_name(e) + ")"
+                                 : "the listener at '" + path + "' took no connection within " + waited() +
+                                       ": its backlog stayed full");
     }
-    std::this_thread::sleep_for(std::chrono::milliseconds(std::min(5, std::max(1, d.poll_ms()))));
+    const int left = d.poll_ms();
+    std::this_thread::sleep_for(std::chrono::milliseconds(left < 0 ? 5 : std::clamp(left, 1, 5)));
   }
 }
 
@@ -303,15 +323,95 @@ void unix_socket::send(std::span<const std::byte> payload, std::span<const int> 
 
 namespace {
 
-// Reads exactly `bytes` bytes into `into` (or discards them when into is null), collecting any
-// descriptors that arrive with them; `started` says whether part of the message was read already.
-// Returns whether a control message was truncated (MSG_CTRUNC).
-bool read_exact(int fd, void* into, std::size_t bytes, std::size_t max_fds, std::vector<file_descriptor>& fds,
-                const deadline& d, std::optional<std::chrono::milliseconds> timeout, bool started) {
+// "1 file descriptor", "2 file descriptors".
+std::string count_of(std::size_t n, const std::string& what) {
+  return std::to_string(n) + " " + what + (n == 1 ? "" : "s");
+}
+
+enum class message_part { header, payload };
+
+// What one receive saw of the descriptors that came with its message. The kernel hands the descriptors
+// of one sendmsg to the first recvmsg that reads one of its bytes, as many as that recvmsg's control
+// buffer has room for; it closes the rest itself and says so with MSG_CTRUNC. A sender that follows the
+// protocol attaches them to the header's first byte.
+struct arrivals {
+  std::size_t keep_at_most = 0;  // of those that come with the header; the others are closed at once
+  std::size_t with_header = 0;   // arrived with the header's bytes, kept or closed
+  std::size_t with_payload = 0;  // arrived with the payload's bytes: never announced, closed at once
+  bool discarded = false;        // a recvmsg's buffer was full and the kernel discarded more (MSG_CTRUNC)
+  int no_slot = 0;               // EMFILE or ENFILE: the kernel could not install the header's descriptors
+  bool no_slot_with_payload = false;  // nor some attached to the payload's bytes
+};
+
+// Handles the descriptors one recvmsg received: each is owned at once; those of the header are kept in
+// `kept` while there is room (seen.keep_at_most), every other one is closed as soon as it is counted.
+void take_descriptors(msghdr& msg, message_part where, std::vector<file_descriptor>& kept, arrivals& seen) {
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS || c->cmsg_len < CMSG_LEN(0)) {
+      continue;
+    }
+    const std::size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    const unsigned char* data = CMSG_DATA(c);
+    for (std::size_t i = 0; i < n; ++i) {
+      int raw = -1;
+      std::memcpy(&raw, data + i * sizeof(int), sizeof(int));
+      file_descriptor fd = file_descriptor::from_native_handle(raw);
+      if (where == message_part::header) {
+        ++seen.with_header;
+        if (kept.size() < seen.keep_at_most) {
+          kept.push_back(std::move(fd));
+        }
+      } else {
+        ++seen.with_payload;
+      }
+    }  // each `fd` not moved into `kept` was closed at the end of its iteration
+  }
+}
+
+// How many descriptors the kernel installs into one recvmsg with this control buffer at most (its own
+// arithmetic: the room left after the control messages placed before SCM_RIGHTS, less one header).
+std::size_t descriptor_room(msghdr& msg, std::size_t control_size) {
+  std::size_t used = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) {
+      used += CMSG_ALIGN(c->cmsg_len);
+    }
+  }
+  return control_size > used + sizeof(cmsghdr) ? (control_size - used - sizeof(cmsghdr)) / sizeof(int) : 0;
+}
+
+// The number of descriptors of the SCM_RIGHTS control messages in msg.
+std::size_t rights_count(msghdr& msg) {
+  std::size_t n = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS && c->cmsg_len >= CMSG_LEN(0)) {
+      n += (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    }
+  }
+  return n;
+}
+
+// Why the kernel installed fewer descriptors than a recvmsg had room for: this process's descriptor
+// table is full (EMFILE) or the system's file table (ENFILE). Asked with a duplicate of `fd`, closed at
+// once, before any received descriptor is closed; EMFILE when the duplicate succeeds (another thread
+// closed a descriptor meanwhile).
+int no_slot_errno(int fd) {
+  const int probe = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (probe >= 0) {
+    (void)::close(probe);
+    return EMFILE;
+  }
+  return errno == ENFILE ? ENFILE : EMFILE;
+}
+
+// Reads exactly `bytes` bytes of the message's `where` into `into` (or discards them when into is
+// null), handling the descriptors that arrive with them (take_descriptors).
+void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::size_t max_fds,
+                std::vector<file_descriptor>& kept, arrivals& seen, const deadline& d,
+                std::optional<std::chrono::milliseconds> timeout) {
   const char* api = "cudrv::unix_socket::receive";
   std::vector<unsigned char> control(CMSG_SPACE(std::max<std::size_t>(max_fds, 1) * sizeof(int)));
   unsigned char scratch[1 << 14];
-  bool truncated = false;
   std::size_t done = 0;
   while (done < bytes) {
     iovec iov{};
@@ -340,18 +440,59 @@ bool read_exact(int fd, void* into, std::size_t bytes, std::size_t max_fds, std:
       }
       throw system_error(e, "recvmsg", api);
     }
-    collect_descriptors(msg, fds);
     if ((msg.msg_flags & MSG_CTRUNC) != 0) {
-      truncated = true;
+      // Truncated: either the buffer was full (the peer attached more than it has room for), or the
+      // kernel stopped installing before that because this process (or the system) has no free slot.
+      if (rights_count(msg) >= descriptor_room(msg, control.size())) {
+        seen.discarded = true;
+      } else if (where == message_part::payload) {
+        seen.no_slot_with_payload = true;
+      } else if (seen.no_slot == 0) {
+        seen.no_slot = no_slot_errno(fd);
+      }
     }
+    take_descriptors(msg, where, kept, seen);
     if (n == 0) {
       throw peer_closed_error(ENOTCONN, api,
-                              started || done > 0 ? "the peer closed the socket in the middle of a message"
-                                                  : "the peer closed the socket");
+                              where == message_part::payload || done > 0 ? "the peer closed the socket in the middle of a message"
+                                                                        : "the peer closed the socket");
     }
     done += static_cast<std::size_t>(n);
   }
-  return truncated;
+}
+
+// The refusal of a message whose descriptors could not be installed: no free slot.
+std::string no_slot_text(int e, std::uint32_t announced) {
+  rlimit limit{};
+  std::string soft = "unknown";
+  if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
+    soft = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur);
+  }
+  const std::string why = e == ENFILE ? "the system's file table is full (ENFILE; this process's RLIMIT_NOFILE soft limit is " + soft + ")"
+                                      : "the process has no free descriptor slot (RLIMIT_NOFILE soft limit " + soft + ")";
+  return why + ": the kernel could not install the file descriptors of the message (it announced " +
+         std::to_string(announced) + "); those that arrived were closed and the message is refused";
+}
+
+// The refusal of a message whose descriptors are not the ones its header announced.
+std::string unannounced_text(std::uint32_t announced, const arrivals& seen) {
+  const std::size_t extra = seen.with_header > announced ? seen.with_header - announced : 0;
+  const std::size_t unannounced = extra + seen.with_payload;
+  std::string text = "the message announced " + count_of(announced, "file descriptor") + "; " +
+                     std::to_string(seen.with_header) + " arrived with its header";
+  if (seen.with_payload > 0) {
+    text += " and " + std::to_string(seen.with_payload) + " with its payload";
+  }
+  if (unannounced > 0) {
+    text += ": " + std::to_string(unannounced) + " unannounced ones arrived and were closed";
+  }
+  if (seen.discarded) {
+    text += "; the peer attached more than this receive has room for (the kernel discarded the rest, MSG_CTRUNC)";
+  }
+  if (seen.no_slot_with_payload) {
+    text += "; more came with its payload that the kernel could not install (no free descriptor slot)";
+  }
+  return text + "; the message is refused and every descriptor that came with it was closed";
 }
 
 }  // namespace
@@ -363,10 +504,12 @@ received_message unix_socket::receive(const receive_options& options) const {
   const deadline d(options.timeout);
   received_message out;
   frame_header header{};
-  // Every descriptor that arrives is owned by `out.descriptors` at once: on any error below they are
-  // closed with it, never leaked into the process.
-  bool truncated = read_exact(fd_.native_handle(), &header, sizeof(header), max_fds, out.descriptors, d,
-                              options.timeout, false);
+  arrivals seen;
+  seen.keep_at_most = max_fds;
+  // The descriptors kept are owned by `out.descriptors` at once: on any error below they are closed
+  // with it, never leaked into the process; no more than max_fds are ever kept.
+  read_exact(fd_.native_handle(), &header, sizeof(header), message_part::header, max_fds, out.descriptors, seen, d,
+             options.timeout);
   if (header.magic != frame_magic) {
     throw system_error(EPROTO, api, "the bytes received are not a cudrv::unix_socket message (the peer must send with "
                                     "cudrv::unix_socket::send)");
@@ -377,25 +520,24 @@ received_message unix_socket::receive(const receive_options& options) const {
   }
   // Read (or discard) the payload even when the message is refused, so that the next receive starts at
   // the next message.
-  std::vector<file_descriptor> stray;
-  truncated |= read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(),
-                          static_cast<std::size_t>(header.payload), max_fds, stray, d, options.timeout, true);
+  read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(), static_cast<std::size_t>(header.payload),
+             message_part::payload, max_fds, out.descriptors, seen, d, options.timeout);
+  if (seen.no_slot != 0) {
+    throw system_error(seen.no_slot, api, no_slot_text(seen.no_slot, header.descriptors));
+  }
   if (too_large) {
     throw system_error(EMSGSIZE, api,
                        "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
                            std::to_string(options.max_payload) + " (receive_options::max_payload)");
   }
-  if (header.descriptors > max_fds || truncated) {
+  if (header.descriptors > max_fds) {
     throw system_error(EMSGSIZE, api,
-                       "the message carried " + std::to_string(header.descriptors) +
-                           " file descriptors; this receive accepts at most " + std::to_string(max_fds) +
+                       "the message announced " + count_of(header.descriptors, "file descriptor") +
+                           "; this receive accepts at most " + std::to_string(max_fds) +
                            " (receive_options::max_descriptors); those that arrived were closed");
   }
-  if (!stray.empty() || out.descriptors.size() != header.descriptors) {
-    throw system_error(EPROTO, api,
-                       "the message announced " + std::to_string(header.descriptors) + " file descriptors and " +
-                           std::to_string(out.descriptors.size() + stray.size()) +
-                           " arrived; they were all closed");
+  if (seen.with_payload > 0 || seen.no_slot_with_payload || seen.with_header != header.descriptors || seen.discarded) {
+    throw system_error(EPROTO, api, unannounced_text(header.descriptors, seen));
   }
   return out;
 }
@@ -468,12 +610,11 @@ unix_socket unix_listener::accept(std::optional<std::chrono::milliseconds> timeo
   const deadline d(timeout);
   for (;;) {
     wait_ready(fd_.native_handle(), POLLIN, d, api, timeout, "waiting for a connection on '" + path_ + "'");
-    const int fd = ::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-    if (fd >= 0) {
-      // The connection is used with explicit MSG_DONTWAIT and poll: make it blocking like connect()'s.
-      const int flags = ::fcntl(fd, F_GETFL);
-      (void)::fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
-      return unix_socket::from_native_handle(file_descriptor::from_native_handle(fd));
+    file_descriptor fd =
+        file_descriptor::from_native_handle(::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    if (fd) {
+      make_blocking(fd, api);  // like connect()'s
+      return unix_socket::from_native_handle(std::move(fd));
     }
     const int e = errno;
     if (e == EINTR || e == EAGAIN || e == EWOULDBLOCK || e == ECONNABORTED) {
