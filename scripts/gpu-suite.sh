@@ -28,7 +28,7 @@
 #   the whole suite, for machines whose calls are too short for all of it at once.
 #   --only scaleout: what needs several GPUs, over every GPU of the machine (N, from nvidia-smi; N >= 2,
 #   or it says so and stops): the tests of one process over all GPUs (also under memcheck), the
-#   multi-rank NCCL tests with mpirun -np N, the fault path (one rank killed; --detect-seconds
+#   GPU tests tagged [needs-2-gpus] (also under memcheck), the multi-rank NCCL tests with mpirun -np N, the fault path (one rank killed; --detect-seconds
 #   $FAULT_DETECT_SECONDS, default 20), the IPC tests and example across two GPUs, cudrv-query --p2p,
 #   bench_nccl with N ranks (sweep and host cost) and in one process (peer copies), the MPI programs with
 #   N ranks and example_multi_gpu, and (unless --no-bench) the heat_halo scaling runs from 1 to N ranks
@@ -396,6 +396,14 @@ if [ "$scaleout" = 1 ]; then
     echo "exit code $rc" | tee -a "$out/summary.txt"
     record "memcheck of cudrv_multigpu_tests over $ngpu GPUs" "$rc"
     grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/multigpu-memcheck.log" | tee -a "$out/summary.txt"
+  fi
+  step "GPU tests that need two devices ([needs-2-gpus])" two-gpu-tests.log 300 "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
+  grep -E "test cases|assertions" "$out/two-gpu-tests.log" | tee -a "$out/summary.txt"
+  if [ "$sanitize" = 1 ]; then
+    step "compute-sanitizer memcheck: GPU tests that need two devices" two-gpu-memcheck.log 300 \
+      compute-sanitizer --tool memcheck "${san_procs[@]}" --leak-check full --error-exitcode 99 \
+      "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
+    grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/two-gpu-memcheck.log" | tee -a "$out/summary.txt"
   fi
   step "IPC tests: producer on device 0, consumer on device 1" ipc-tests.log 300 "$build/tests/cudrv_gpu_tests" "[ipc]"
   grep -E "test cases|assertions|producer death" "$out/ipc-tests.log" | tee -a "$out/summary.txt"

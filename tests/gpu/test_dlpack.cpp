@@ -134,4 +134,41 @@ TEST_CASE("dlpack: the stream exchange orders the consumer after the producer", 
   CHECK(errors.count() == 0);
 }
 
+// The device a tensor names is where its memory is: a buffer of device 0's pool allocated on a device-1
+// stream lives on device 0, and was exported as {kDLCUDA, 1} before the fix, which would have sent PyTorch
+// or CuPy to the wrong GPU.
+TEST_CASE("dlpack: a pool buffer allocated on another device's stream names the pool's device",
+          "[gpu][dlpack][needs-2-gpus]") {
+  CUDRV_REQUIRE_GPUS(2);
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d0(0);
+  const cudrv::device d1(1);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed);
+  const std::size_t n = (1 << 16) + 7;
+  const auto reference = random_vector<float>(n, seed);
+  {
+    cudrv::stream s1(d1);
+    cudrv::memory_pool pool0(d0);
+    cudrv::device_buffer<float> buf(pool0, s1, n);
+    cudrv::copy(buf, reference, s1);
+    s1.synchronize();
+    REQUIRE(cudrv::get_pointer_attributes(buf.data()).device_ordinal == 0);  // the driver's word
+    const CUdeviceptr address = buf.data();
+    auto exported = cudrv::to_dlpack(std::move(buf));
+    CHECK(exported->dl_tensor.device.device_type == kDLCUDA);
+    CHECK(exported->dl_tensor.device.device_id == 0);
+    CHECK_THROWS_AS(cudrv::from_dlpack<float>(std::move(exported), cudrv::dlpack_requirements::device(1)),
+                    cudrv::invalid_argument_error);
+    REQUIRE(exported);
+    auto tensor = cudrv::from_dlpack<float>(std::move(exported), cudrv::dlpack_requirements::device(0, true));
+    CHECK(tensor.view().data() == address);
+    std::vector<float> back(n, poison_value<float>());
+    cudrv::copy(std::span(back), tensor.view().span());
+    CHECK(mismatch(back, reference).empty());
+  }  // the tensor frees the buffer on its own stream (s1), which it keeps alive
+  CHECK(errors.count() == 0);
+  INFO(errors.messages());
+}
+
 #endif

@@ -306,6 +306,53 @@ void run_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& cont
   }
 }
 
+// The consumer of a lying producer: the sizes that came with the exports are inflated. Each import must
+// be refused with a typed error naming both figures; imported again with the true sizes (sent alongside, as
+// a test's second opinion), the memory is filled over exactly its size, which the parent checks.
+void run_lied_to_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& control) {
+  try {
+    cudrv::received_message m = data.receive({.timeout = step_timeout});
+    const handover h = m.as<handover>();
+    const std::uint64_t true_bytes = h.n * sizeof(float);
+    const cudrv::device dev(h.producer_device);
+    cudrv::stream s(dev);
+    cudrv::imported_memory_pool pool(dev, m.descriptors.at(0));
+    std::string verdict;
+    auto refused = [&](const char* what, auto&& attempt, std::uint64_t claimed) {
+      try {
+        attempt();
+        verdict += std::string(what) + ": accepted an inflated size; ";
+      } catch (const cudrv::invalid_argument_error& e) {
+        const std::string text = e.what();
+        if (text.find(std::to_string(claimed)) == std::string::npos ||
+            text.find(std::to_string(true_bytes)) == std::string::npos) {
+          verdict += std::string(what) + ": the refusal does not name both figures: " + text + "; ";
+        }
+      }
+    };
+    refused("pool", [&] { (void)pool.import_pointer<float>(h.in); }, h.in.bytes);
+    refused("legacy", [&] { cudrv::ipc_mapped_buffer<float> b(dev, h.legacy); }, h.legacy.bytes);
+    cudrv::pointer_export in_true = h.in;
+    in_true.bytes = true_bytes;
+    cudrv::ipc_memory_handle legacy_true = h.legacy;
+    legacy_true.bytes = true_bytes;
+    {
+      cudrv::imported_buffer<float> in = pool.import_pointer<float>(in_true);
+      cudrv::ipc_mapped_buffer<float> legacy(dev, legacy_true);
+      cudrv::fill(in, 7.0f, s);       // over exactly what was shared
+      cudrv::fill(legacy, 9.0f, s);
+      s.synchronize();
+    }
+    pool.reset();
+    control.send_value(verdict.empty() ? make_report(finished, matched, "both inflated sizes refused")
+                                       : make_report(finished, differed, verdict));
+  } catch (const cudrv::error& e) {
+    control.send_value(make_report(finished, typed_error, std::string("cudrv::error: ") + e.what()));
+  } catch (const std::exception& e) {
+    control.send_value(make_report(finished, other_error, std::string("exception: ") + e.what()));
+  }
+}
+
 // The producer child of the death tests: fills, hands over (unless told to die first), then waits to be killed.
 void run_producer(const cudrv::unix_socket& data, const cudrv::unix_socket& control) {
   const cudrv::device dev(env_int("CUDRV_IPC_PRODUCER_DEVICE", 0));
@@ -357,6 +404,8 @@ TEST_CASE("ipc child process", "[.][ipc-child]") {
     run_consumer(data, control);
   } else if (std::string(role) == "producer") {
     run_producer(data, control);
+  } else if (std::string(role) == "lied_to_consumer") {
+    run_lied_to_consumer(data, control);
   }
 }
 
@@ -563,6 +612,66 @@ TEST_CASE("IPC exports in one process: handles, descriptors and the typed refusa
     }
     pooled.reset();
     s.synchronize();
+  }
+  CHECK(errors.count() == 0);
+  INFO(errors.messages());
+}
+
+// A producer that lies about the sizes (issue 30): before the check, a consumer given an inflated size ran a
+// kernel over it with CUDA_SUCCESS, and the producer's next allocation, never exported, was overwritten.
+// Now the consumer refuses both imports (pool pointer and legacy handle), and what it writes with the true
+// sizes stays inside them: the neighbouring allocations keep every element.
+TEST_CASE("a lying producer: inflated sizes are refused, the producer's other memory is untouched", "[gpu][ipc]") {
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  if (!ipc_available(dev)) {
+    return;
+  }
+  cudrv::test::destruction_error_counter errors;
+  constexpr std::size_t n = 1000;
+  constexpr std::size_t neighbour_n = 1 << 20;
+  child_guard children;
+  {
+    cudrv::stream s(dev);
+    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::device_buffer<float> shared(pool, s, n);
+    cudrv::device_buffer<float> neighbour(pool, s, neighbour_n);  // never exported
+    cudrv::device_buffer<float> legacy(dev, n);
+    cudrv::device_buffer<float> legacy_neighbour(dev, neighbour_n);
+    for (auto* b : {&shared, &neighbour, &legacy, &legacy_neighbour}) {
+      cudrv::fill(*b, -1.0f, s);
+    }
+    s.synchronize();
+
+    auto [mine, theirs] = cudrv::unix_socket::pair();
+    children.pids.push_back(spawn_child("lied_to_consumer", theirs.native_handle(), theirs.native_handle(), {}));
+    theirs.reset();
+    handover h{};
+    h.in = cudrv::export_pointer(shared);
+    h.legacy = cudrv::ipc_handle(legacy);
+    h.in.bytes = (n + neighbour_n) * sizeof(float);      // the lie: reaches over the neighbour
+    h.legacy.bytes = (n + neighbour_n) * sizeof(float);
+    h.n = n;
+    h.producer_device = dev.ordinal();
+    {
+      cudrv::file_descriptor fd = cudrv::export_pool_descriptor(pool);
+      mine.send_value(h, {fd.native_handle()});
+    }
+    const report r = expect_report(mine, finished);
+    INFO("consumer: " << r.text);
+    CHECK(r.status == matched);
+    CHECK(wait_child(children.pids[0], step_timeout) == 0);
+
+    auto all_equal = [&](const cudrv::device_buffer<float>& b, float v) {
+      std::vector<float> got(b.size(), 0.0f);
+      cudrv::copy(std::span(got), b.view(), s);
+      s.synchronize();
+      return std::count(got.begin(), got.end(), v) == static_cast<std::ptrdiff_t>(got.size());
+    };
+    CHECK(all_equal(shared, 7.0f));              // the consumer wrote all it was given
+    CHECK(all_equal(legacy, 9.0f));
+    CHECK(all_equal(neighbour, -1.0f));          // and nothing past it
+    CHECK(all_equal(legacy_neighbour, -1.0f));
   }
   CHECK(errors.count() == 0);
   INFO(errors.messages());

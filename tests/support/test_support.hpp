@@ -213,6 +213,18 @@ inline bool driverless() {
     }                                                                                         \
   } while (0)
 
+/// Starts a GPU test case that needs @p n devices: skips it, saying so ("SKIPPED: needs ..."), where no
+/// GPU is usable or fewer than @p n are visible. ctest counts the message as a skip.
+#define CUDRV_REQUIRE_GPUS(n)                                                                          \
+  do {                                                                                                 \
+    CUDRV_REQUIRE_GPU();                                                                               \
+    if (::cudrv::device_count() < (n)) {                                                               \
+      std::cout << "SKIPPED: needs " << (n) << " devices (this machine has " << ::cudrv::device_count() \
+                << ")" << std::endl;                                                                   \
+      return;                                                                                          \
+    }                                                                                                  \
+  } while (0)
+
 /// Starts a [driverless] test case: they need a process in which no driver can be loaded. ctest runs
 /// them with CUDRV_LIBCUDA=/nonexistent/libcuda.so.1; run by hand on a machine with a driver they
 /// end early with a message instead of failing.
