@@ -23,6 +23,13 @@ using cudrv::test::contains;
 
 namespace {
 
+// The structural checks alone: the addresses here are made up, and where a driver is loaded (a GPU machine
+// running the CPU tier) the memory check (dlpack_requirements::check_memory) would refuse them.
+cudrv::dlpack_requirements unchecked(cudrv::dlpack_requirements r = {}) {
+  r.check_memory = false;
+  return r;
+}
+
 // An owner whose destruction is counted: what an exported tensor keeps alive.
 struct counted_owner {
   std::shared_ptr<int> owner;
@@ -91,7 +98,7 @@ void round_trip(DLDataType expected) {
   CHECK(t.shape != shape);  // copied into the manager context
   CHECK(owner.count() == 0);
   {
-    auto imported = cudrv::from_dlpack<T>(std::move(exported), cudrv::dlpack_requirements::host(true));
+    auto imported = cudrv::from_dlpack<T>(std::move(exported), unchecked(cudrv::dlpack_requirements::host(true)));
     CHECK_FALSE(exported);
     const auto& v = imported.view();
     CHECK(v.get() == host.get());
@@ -175,7 +182,7 @@ std::string refusal(handmade<M>* h, cudrv::dlpack_requirements req = {}) {
   const int before = handmade<M>::deleted;
   std::string message;
   try {
-    auto t = cudrv::from_dlpack<T>(&h->managed, req);
+    auto t = cudrv::from_dlpack<T>(&h->managed, unchecked(req));
     FAIL("the tensor was accepted");
   } catch (const cudrv::invalid_argument_error& e) {
     message = e.what();
@@ -193,17 +200,17 @@ void refusals() {
     CHECK(contains(msg, "kDLCPU"));
     CHECK(contains(msg, "accepted here: kDLCUDA"));
     msg = refusal<float>(H::make(f32, {4}, fake_device_address, {static_cast<DLDeviceType>(4), 0}),
-                         cudrv::dlpack_requirements::host());
+                         unchecked(cudrv::dlpack_requirements::host()));
     CHECK(contains(msg, "another DLPack device type (device type 4)"));
     CHECK(contains(msg, "kDLCPU, kDLCUDAHost, kDLCUDAManaged"));
   }
   SECTION("device ordinal") {
     auto msg = refusal<float>(H::make(f32, {4}, fake_device_address, {kDLCUDA, 1}),
-                              cudrv::dlpack_requirements::device(0));
+                              unchecked(cudrv::dlpack_requirements::device(0)));
     CHECK(contains(msg, "CUDA device 1, not on device 0"));
     // Managed memory carries device id 0 and is not checked against the ordinal.
     auto ok = cudrv::from_dlpack<float>(&H::make(f32, {4}, fake_device_address, {kDLCUDAManaged, 0})->managed,
-                                        cudrv::dlpack_requirements::device(3));
+                                        unchecked(cudrv::dlpack_requirements::device(3)));
     CHECK(ok.view().device().device_type == kDLCUDAManaged);
   }
   SECTION("data type code, bits and lanes") {
@@ -232,7 +239,7 @@ void refusals() {
     // An aligned byte offset moves the view's address.
     auto* g = H::make(f32, {4}, fake_device_address);
     g->managed.dl_tensor.byte_offset = 256;
-    auto t = cudrv::from_dlpack<float>(&g->managed);
+    auto t = cudrv::from_dlpack<float>(&g->managed, unchecked());
     CHECK(t.view().address() == fake_device_address + 256);
   }
   SECTION("negative strides") {
@@ -268,17 +275,17 @@ void refusals() {
   SECTION("null data with elements") {
     auto msg = refusal<float>(H::make(f32, {3}, 0));
     CHECK(contains(msg, "null data pointer but 3 elements"));
-    auto empty = cudrv::from_dlpack<float>(&H::make(f32, {0, 5}, 0)->managed);  // zero elements: fine
+    auto empty = cudrv::from_dlpack<float>(&H::make(f32, {0, 5}, 0)->managed, unchecked());  // zero elements: fine
     CHECK(empty.size() == 0);
   }
   SECTION("non-contiguous strides: a strided view, or refused where contiguity is required") {
     auto* h = H::make(f32, {3, 4}, fake_device_address);
     h->set_strides({1, 3});  // column-major
-    auto msg = refusal<float>(h, cudrv::dlpack_requirements::device(0, true));
+    auto msg = refusal<float>(h, unchecked(cudrv::dlpack_requirements::device(0, true)));
     CHECK(contains(msg, "not compact row-major"));
     h = H::make(f32, {3, 4}, fake_device_address);
     h->set_strides({1, 3});
-    auto t = cudrv::from_dlpack<float>(&h->managed, cudrv::dlpack_requirements::device(0));
+    auto t = cudrv::from_dlpack<float>(&h->managed, unchecked(cudrv::dlpack_requirements::device(0)));
     CHECK_FALSE(t.view().is_contiguous());
     CHECK(t.view().stride(0) == 1);
     CHECK(t.view().stride(1) == 3);
@@ -286,12 +293,12 @@ void refusals() {
     // Extent-1 dimensions and broadcast-free compact strides count as contiguous.
     h = H::make(f32, {3, 1, 4}, fake_device_address);
     h->set_strides({4, 99, 1});
-    auto c = cudrv::from_dlpack<float>(&h->managed, cudrv::dlpack_requirements::device(0, true));
+    auto c = cudrv::from_dlpack<float>(&h->managed, unchecked(cudrv::dlpack_requirements::device(0, true)));
     CHECK(c.view().span().size() == 12);
   }
   SECTION("null strides mean compact row-major") {
     auto t = cudrv::from_dlpack<const float>(&H::make(f32, {2, 3, 4}, fake_device_address)->managed,
-                                             cudrv::dlpack_requirements::device(0, true));
+                                             unchecked(cudrv::dlpack_requirements::device(0, true)));
     CHECK(t.view().strides().empty());
     CHECK(t.view().stride(0) == 12);
     CHECK(t.view().stride(1) == 4);
@@ -345,7 +352,7 @@ TEST_CASE("dlpack: strides and shape survive the round trip", "[dlpack]") {
   counted_owner owner;
   cudrv::strided_view<float> cm(host.data(), shape, column_major, {kDLCPU, 0});
   CHECK_FALSE(cm.is_contiguous());
-  auto t = cudrv::from_dlpack<float>(cudrv::to_dlpack(cm, owner.take()), cudrv::dlpack_requirements::host());
+  auto t = cudrv::from_dlpack<float>(cudrv::to_dlpack(cm, owner.take()), unchecked(cudrv::dlpack_requirements::host()));
   const auto& v = t.view();
   REQUIRE(v.ndim() == 2);
   CHECK(v.extent(0) == 4);
@@ -364,7 +371,7 @@ TEST_CASE("dlpack: strides and shape survive the round trip", "[dlpack]") {
   // A zero-dimensional tensor (a scalar): no shape, no strides, one element.
   float scalar = 3.5f;
   auto s = cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(&scalar, {}, {}, {kDLCPU, 0}), nullptr),
-                                     cudrv::dlpack_requirements::host());
+                                     unchecked(cudrv::dlpack_requirements::host()));
   CHECK(s.view().ndim() == 0);
   CHECK(s.size() == 1);
   CHECK(*s.get() == 3.5f);
@@ -384,8 +391,8 @@ TEST_CASE("dlpack: the deleter runs exactly once on every path", "[dlpack]") {
   }
   SECTION("moved-from wrappers call nothing; move assignment deletes the overwritten tensor") {
     counted_owner a, b;
-    auto ta = cudrv::from_dlpack<int>(export_counted(a), cudrv::dlpack_requirements::host());
-    auto tb = cudrv::from_dlpack<int>(export_counted(b), cudrv::dlpack_requirements::host());
+    auto ta = cudrv::from_dlpack<int>(export_counted(a), unchecked(cudrv::dlpack_requirements::host()));
+    auto tb = cudrv::from_dlpack<int>(export_counted(b), unchecked(cudrv::dlpack_requirements::host()));
     auto moved = std::move(ta);
     CHECK_FALSE(ta);
     CHECK(ta.view().get() == nullptr);
@@ -400,13 +407,13 @@ TEST_CASE("dlpack: the deleter runs exactly once on every path", "[dlpack]") {
   }
   SECTION("release hands the tensor on; reset deletes now") {
     counted_owner a, b;
-    auto ta = cudrv::from_dlpack<int>(export_counted(a), cudrv::dlpack_requirements::host());
+    auto ta = cudrv::from_dlpack<int>(export_counted(a), unchecked(cudrv::dlpack_requirements::host()));
     DLManagedTensor* raw = ta.release();
     CHECK_FALSE(ta);
     CHECK(a.count() == 0);
     raw->deleter(raw);
     CHECK(a.count() == 1);
-    auto tb = cudrv::from_dlpack<int>(export_counted(b), cudrv::dlpack_requirements::host());
+    auto tb = cudrv::from_dlpack<int>(export_counted(b), unchecked(cudrv::dlpack_requirements::host()));
     tb.reset();
     CHECK(b.count() == 1);
     tb.reset();
@@ -415,17 +422,17 @@ TEST_CASE("dlpack: the deleter runs exactly once on every path", "[dlpack]") {
   SECTION("a refused import: the raw-pointer form deletes, the dlpack_ptr form keeps it for another try") {
     counted_owner a, b;
     auto p = export_counted(a);
-    CHECK_THROWS_AS(cudrv::from_dlpack<float>(std::move(p), cudrv::dlpack_requirements::host()),
+    CHECK_THROWS_AS(cudrv::from_dlpack<float>(std::move(p), unchecked(cudrv::dlpack_requirements::host())),
                     cudrv::invalid_argument_error);
     REQUIRE(p);
     CHECK(a.count() == 0);
-    auto t = cudrv::from_dlpack<int>(std::move(p), cudrv::dlpack_requirements::host());
+    auto t = cudrv::from_dlpack<int>(std::move(p), unchecked(cudrv::dlpack_requirements::host()));
     CHECK_FALSE(p);
     CHECK(t.view().get() == host.data());
     t.reset();
     CHECK(a.count() == 1);
     DLManagedTensor* raw = export_counted(b).release();
-    CHECK_THROWS_AS(cudrv::from_dlpack<float>(raw, cudrv::dlpack_requirements::host()), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(cudrv::from_dlpack<float>(raw, unchecked(cudrv::dlpack_requirements::host())), cudrv::invalid_argument_error);
     CHECK(b.count() == 1);
   }
   SECTION("a refused export builds nothing and lets its owner go") {
@@ -470,9 +477,9 @@ TEST_CASE("dlpack: the read-only and copied flags", "[dlpack]") {
     auto p = cudrv::to_dlpack(cv, owner.take());
     CHECK((p->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0);
     CHECK((p->flags & DLPACK_FLAG_BITMASK_IS_COPIED) == 0);
-    CHECK_THROWS_WITH(cudrv::from_dlpack<float>(std::move(p), cudrv::dlpack_requirements::host()),
+    CHECK_THROWS_WITH(cudrv::from_dlpack<float>(std::move(p), unchecked(cudrv::dlpack_requirements::host())),
                       Catch::Contains("read-only") && Catch::Contains("const elements"));
-    auto t = cudrv::from_dlpack<const float>(std::move(p), cudrv::dlpack_requirements::host());
+    auto t = cudrv::from_dlpack<const float>(std::move(p), unchecked(cudrv::dlpack_requirements::host()));
     CHECK(t.read_only());
     CHECK_FALSE(t.copied());
   }
@@ -483,11 +490,11 @@ TEST_CASE("dlpack: the read-only and copied flags", "[dlpack]") {
     CHECK((p->flags & DLPACK_FLAG_BITMASK_IS_COPIED) != 0);
     CHECK(p->version.major == DLPACK_MAJOR_VERSION);
     CHECK(p->version.minor == DLPACK_MINOR_VERSION);
-    auto t = cudrv::from_dlpack<const float>(std::move(p), cudrv::dlpack_requirements::host());
+    auto t = cudrv::from_dlpack<const float>(std::move(p), unchecked(cudrv::dlpack_requirements::host()));
     CHECK(t.copied());
     auto q = cudrv::to_dlpack(v, nullptr);
     CHECK(q->flags == 0);
-    auto w = cudrv::from_dlpack<float>(std::move(q), cudrv::dlpack_requirements::host());  // writable
+    auto w = cudrv::from_dlpack<float>(std::move(q), unchecked(cudrv::dlpack_requirements::host()));  // writable
     w.get()[0] = 2.0f;
     CHECK(host[0] == 2.0f);
   }
@@ -496,7 +503,7 @@ TEST_CASE("dlpack: the read-only and copied flags", "[dlpack]") {
     CHECK_THROWS_WITH(cudrv::to_dlpack<DLManagedTensor>(v, nullptr, {.read_only = true}),
                       Catch::Contains("legacy DLManagedTensor has no flags"));
     auto legacy = cudrv::from_dlpack<float>(cudrv::to_dlpack<DLManagedTensor>(v, nullptr),
-                                            cudrv::dlpack_requirements::host());
+                                            unchecked(cudrv::dlpack_requirements::host()));
     CHECK_FALSE(legacy.read_only());
   }
 }

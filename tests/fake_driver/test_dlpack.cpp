@@ -154,4 +154,45 @@ TEST_CASE("fake driver: dlpack names the memory's own device, not the allocating
   CHECK(f.counter("primary_retain:0") == 0);  // device 0's context was never needed
 }
 
+// A tensor from foreign code is checked against the driver, not only against its own description: the
+// memory must be what the tensor says it is (device memory of the device it names), and every byte the
+// view reaches must lie in memory the driver knows.
+TEST_CASE("fake driver: dlpack import checks the tensor's memory against the driver", "[fake-driver][dlpack]") {
+  fake_probe f;
+  const cudrv::device d1(1);
+  cudrv::device_buffer<float> buf(d1, 64);
+  const auto address = static_cast<std::uintptr_t>(buf.data());
+  auto import = [&](std::uintptr_t at, std::int64_t n, DLDevice device, bool check = true) {
+    const std::int64_t shape[] = {n};
+    cudrv::dlpack_requirements req;
+    req.memory = cudrv::dlpack_memory::cuda | cudrv::dlpack_memory::cuda_host | cudrv::dlpack_memory::cuda_managed;
+    req.check_memory = check;
+    return cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(at, shape, {}, device), nullptr), req);
+  };
+  const long long queries = f.counter("pointer_queries");
+  CHECK(import(address, 64, {kDLCUDA, 1}).size() == 64);  // the whole buffer
+  CHECK(f.counter("pointer_queries") == queries + 1);     // one driver call
+  CHECK(import(address + 16 * sizeof(float), 48, {kDLCUDA, 1}).size() == 48);  // a tail
+
+  // The wrong device: the driver knows the memory as device 1's.
+  CHECK_THROWS_WITH(import(address, 64, {kDLCUDA, 0}),
+                    Catch::Contains("claims kDLCUDA 0") && Catch::Contains("device memory of device 1"));
+  // Past the allocation's end.
+  CHECK_THROWS_WITH(import(address, 65, {kDLCUDA, 1}), Catch::Contains("260 bytes") && Catch::Contains("only 256"));
+  CHECK_THROWS_WITH(import(address + 8 * sizeof(float), 57, {kDLCUDA, 1}), Catch::Contains("only 224"));
+  // Memory the driver does not know, and device memory claimed as pinned or managed.
+  std::vector<float> host(64);
+  CHECK_THROWS_WITH(import(reinterpret_cast<std::uintptr_t>(host.data()), 64, {kDLCUDA, 1}),
+                    Catch::Contains("memory the driver does not know"));
+  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAHost, 0}), Catch::Contains("claims kDLCUDAHost"));
+  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAManaged, 0}), Catch::Contains("claims kDLCUDAManaged"));
+  // Opting out keeps the structural checks only; host memory (kDLCPU) is not the driver's to check.
+  CHECK(import(address, 65, {kDLCUDA, 0}, false).size() == 65);
+  const std::int64_t shape[] = {64};
+  auto cpu = cudrv::from_dlpack<float>(
+      cudrv::to_dlpack(cudrv::strided_view<float>(host.data(), shape, {}, {kDLCPU, 0}), nullptr),
+      cudrv::dlpack_requirements::host());
+  CHECK(cpu.size() == 64);
+}
+
 #endif

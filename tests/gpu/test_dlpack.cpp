@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #if defined(CUDRV_TEST_DLPACK)
+#include <cudrv/cudrv.hpp>
 #include <cudrv/dlpack.hpp>
 
 #include <algorithm>
@@ -167,6 +168,56 @@ TEST_CASE("dlpack: a pool buffer allocated on another device's stream names the 
     cudrv::copy(std::span(back), tensor.view().span());
     CHECK(mismatch(back, reference).empty());
   }  // the tensor frees the buffer on its own stream (s1), which it keeps alive
+  CHECK(errors.count() == 0);
+  INFO(errors.messages());
+}
+
+// Tensors from foreign code are checked against the driver: device memory of the named device, pinned and
+// managed memory as such, and every byte the view reaches in memory the driver knows, including memory
+// mapped in pieces (a growable buffer's chunks, as PyTorch's expandable segments map them).
+TEST_CASE("dlpack: imports are checked against the driver, also over memory mapped in pieces", "[gpu][dlpack]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  auto import = [](std::uintptr_t at, std::int64_t n, DLDevice device) {
+    const std::int64_t shape[] = {n};
+    cudrv::dlpack_requirements req;
+    req.memory = cudrv::dlpack_memory::cuda | cudrv::dlpack_memory::cuda_host | cudrv::dlpack_memory::cuda_managed;
+    return cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(at, shape, {}, device), nullptr), req);
+  };
+  {
+    // Three chunks of the device's minimum granularity, mapped one after the other.
+    cudrv::growable_buffer<float> grow(dev, 1 << 24, {.chunk_bytes = 2u << 20});
+    grow.resize(3 * (2u << 20) / sizeof(float));
+    const auto address = static_cast<std::uintptr_t>(grow.data());
+    const auto n = static_cast<std::int64_t>(grow.size());
+    const auto attributes = cudrv::get_pointer_attributes(grow.data());
+    INFO("the driver's range at the start: " << attributes.range_size << " bytes");
+    CHECK(import(address, n, {kDLCUDA, 0}).size() == grow.size());  // across the chunks
+    CHECK(import(address + 100 * sizeof(float), n - 100, {kDLCUDA, 0}).size() == grow.size() - 100);
+    CHECK_THROWS_WITH(import(address, n + 1, {kDLCUDA, 0}), Catch::Contains("lie in kDLCUDA 0 memory"));
+  }
+  {
+    cudrv::device_buffer<float> buf(dev, 1000);
+    const auto address = static_cast<std::uintptr_t>(buf.data());
+    CHECK(import(address, 1000, {kDLCUDA, 0}).size() == 1000);
+    CHECK_THROWS_WITH(import(address, 1001, {kDLCUDA, 0}), Catch::Contains("only 4000"));
+    if (cudrv::device_count() > 1) {
+      CHECK_THROWS_WITH(import(address, 1000, {kDLCUDA, 1}), Catch::Contains("of device 0"));
+    }
+    CHECK_THROWS_WITH(import(address, 1000, {kDLCUDAHost, 0}), Catch::Contains("claims kDLCUDAHost"));
+    cudrv::pinned_buffer<float> pinned(dev, 1000);
+    const auto host = reinterpret_cast<std::uintptr_t>(pinned.data());
+    CHECK(import(host, 1000, {kDLCUDAHost, 0}).size() == 1000);
+    CHECK_THROWS_WITH(import(host, 1000, {kDLCUDA, 0}), Catch::Contains("pinned host memory"));
+    cudrv::managed_buffer<float> managed(dev, 1000);
+    const auto unified = reinterpret_cast<std::uintptr_t>(managed.data());
+    CHECK(import(unified, 1000, {kDLCUDAManaged, 0}).size() == 1000);
+    CHECK(import(unified, 1000, {kDLCUDA, 0}).size() == 1000);  // managed memory handed out as kDLCUDA
+    std::vector<float> pageable(1000);
+    CHECK_THROWS_WITH(import(reinterpret_cast<std::uintptr_t>(pageable.data()), 1000, {kDLCUDAHost, 0}),
+                      Catch::Contains("memory the driver does not know"));
+  }
   CHECK(errors.count() == 0);
   INFO(errors.messages());
 }
