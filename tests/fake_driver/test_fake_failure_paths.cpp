@@ -1,0 +1,43 @@
+// Failure paths the failure sweep (tests/failure_sweep) found handled wrongly, each made to fail on
+// purpose through the stand-in driver's failure injection (fake_cuda_inject_failure): the call is found
+// by name in a dry run of the same code, then made to fail. Device 1 of the fake is used (device 0 is
+// taken by another process).
+#include <catch2/catch.hpp>
+
+#include <cudrv/cudrv.hpp>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "fake_driver/fake_hooks.hpp"
+#include "support/test_support.hpp"
+
+using cudrv::test::catch_as;
+using cudrv::test::contains;
+
+TEST_CASE("failure injection: a buffer whose context cannot be made current to free it tells the handler, and is "
+          "freed", "[fake-driver][failure-injection]") {
+  cudrv::test::fake_probe f;
+  cudrv::test::fake_injection inject;
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d1(1);
+  cudrv::context ctx(d1);  // not current: freeing memory made in it switches to it
+  REQUIRE(cudrv::test::raw_current_context() == nullptr);
+
+  std::optional<cudrv::device_buffer<int>> dry(std::in_place, ctx, 16);
+  const long long k = inject.find([&] { dry.reset(); }, "cuCtxSetCurrent");
+  REQUIRE(k > 0);
+  REQUIRE(errors.count() == 0);
+
+  cudrv::device_buffer<int> b(ctx, 16);
+  const CUdeviceptr address = b.data();
+  inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+  b.reset();  // never throws
+  inject.disarm();
+  CHECK(inject.failed_api() == "cuCtxSetCurrent");
+  CHECK(errors.count() == 1);  // before: nothing was said, and the free ran in whatever context was current
+  CHECK(contains(errors.messages(), "cuCtxSetCurrent"));
+  CHECK_FALSE(f.is_live(address));  // freed all the same
+  CHECK(cudrv::test::raw_current_context() == nullptr);
+}
