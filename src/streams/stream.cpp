@@ -295,15 +295,20 @@ void enqueue_host_task(CUstream stream, stream_state* state, host_task* task) {
   // (also when this throws): it runs at every launch of the graph, and its failures go to the handler.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph graph = nullptr;
+  CUresult queried = CUDA_SUCCESS;
   try {
-    if (drv::cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr) != CUDA_SUCCESS) {
-      status = CU_STREAM_CAPTURE_STATUS_NONE;  // the launch below reports what is wrong with the stream
-    }
+    queried = drv::cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr);
   } catch (const not_supported_error&) {
     status = CU_STREAM_CAPTURE_STATUS_NONE;  // a driver without capture queries cannot be capturing through cudrv
   } catch (...) {
     discard(task);
     throw;
+  }
+  if (queried != CUDA_SUCCESS) {
+    // Not knowing whether the stream captures, the task cannot be given its owner (a capture graph
+    // runs it at every launch, a stream once): refuse rather than guess.
+    discard(task);
+    throw_driver_error(queried, "cuStreamGetCaptureInfo", describe(stream));
   }
   if (status == CU_STREAM_CAPTURE_STATUS_ACTIVE && graph != nullptr) {
     retain_in_graph(graph, task, &dispose_host_task_callback, describe(stream).c_str());

@@ -41,3 +41,27 @@ TEST_CASE("failure injection: a buffer whose context cannot be made current to f
   CHECK_FALSE(f.is_live(address));  // freed all the same
   CHECK(cudrv::test::raw_current_context() == nullptr);
 }
+
+TEST_CASE("failure injection: a host callable is refused, and destroyed, when the stream's capture state cannot be "
+          "read", "[fake-driver][failure-injection]") {
+  cudrv::test::fake_injection inject;
+  const cudrv::device d1(1);
+  cudrv::stream s(d1);
+  const long long k = inject.find([&] { s.enqueue([] {}); }, "cuStreamGetCaptureInfo");
+  REQUIRE(k > 0);
+  s.synchronize();
+
+  auto kept = std::make_shared<int>(0);
+  bool ran = false;
+  inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+  // Before, the failure was taken to mean "not capturing": on a capturing stream the callable would have
+  // been queued as a one-shot task into a graph that runs it at every launch.
+  auto e = catch_as<cudrv::error>([&] { s.enqueue([kept, &ran] { ran = true; }); });
+  inject.disarm();
+  REQUIRE(e);
+  CHECK(e->api() == "cuStreamGetCaptureInfo");
+  CHECK(e->result() == CUDA_ERROR_UNKNOWN);
+  s.synchronize();
+  CHECK_FALSE(ran);
+  CHECK(kept.use_count() == 1);  // the callable was destroyed, not leaked
+}
