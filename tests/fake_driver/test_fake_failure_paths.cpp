@@ -65,3 +65,26 @@ TEST_CASE("failure injection: a host callable is refused, and destroyed, when th
   CHECK_FALSE(ran);
   CHECK(kept.use_count() == 1);  // the callable was destroyed, not leaked
 }
+
+TEST_CASE("failure injection: a context that cannot give the caller's context back is destroyed, and its "
+          "constructor throws", "[fake-driver][failure-injection]") {
+  cudrv::test::fake_probe f;
+  cudrv::test::fake_injection inject;
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device d1(1);
+  REQUIRE(cudrv::test::raw_current_context() == nullptr);
+  const long long k = inject.find([&] { cudrv::context c(d1); }, "cuCtxPopCurrent");
+  REQUIRE(k > 0);
+  const long long destroyed = f.counter("contexts_destroyed");
+
+  inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+  // Before, the failure went to the destruction handler and the new context stayed current.
+  auto e = catch_as<cudrv::error>([&] { cudrv::context c(d1); });
+  inject.disarm();
+  REQUIRE(e);
+  CHECK(e->api() == "cuCtxPopCurrent");
+  CHECK(contains(e->what(), "device 1"));
+  CHECK(cudrv::test::raw_current_context() == nullptr);
+  CHECK(f.counter("contexts_destroyed") == destroyed + 1);
+  CHECK(errors.count() == 0);
+}
