@@ -88,3 +88,35 @@ TEST_CASE("failure injection: a context that cannot give the caller's context ba
   CHECK(f.counter("contexts_destroyed") == destroyed + 1);
   CHECK(errors.count() == 0);
 }
+
+TEST_CASE("failure injection: a host pool whose devices cannot be asked about access is refused, not made without "
+          "their access", "[fake-driver][failure-injection][pool]") {
+  cudrv::test::fake_probe f;
+  cudrv::test::fake_injection inject;
+  cudrv::test::destruction_error_counter errors;
+  // The pool asks each device whether it can use host pools (device 0, then device 1, which can).
+  const long long k =
+      inject.find([] { cudrv::memory_pool p(cudrv::memory_location::host()); }, "cuDeviceGetAttribute", 2);
+  REQUIRE(k > 0);
+  const long long created = f.counter("pools_created");
+  const long long destroyed = f.counter("pools_destroyed");
+
+  SECTION("a failure is thrown, and the pool destroyed") {
+    inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+    auto e = catch_as<cudrv::error>([] { cudrv::memory_pool p(cudrv::memory_location::host()); });
+    inject.disarm();
+    REQUIRE(e);
+    CHECK(e->api() == "cuDeviceGetAttribute");
+    CHECK(contains(e->what(), "device 1"));
+    CHECK(f.counter("pools_created") == created + 1);
+    CHECK(f.counter("pools_destroyed") == destroyed + 1);
+  }
+  SECTION("a driver that does not know the attribute has no device that could use the pool") {
+    inject.fail_call(k, CUDA_ERROR_INVALID_VALUE);
+    const std::size_t log_start = f.log().size();
+    cudrv::memory_pool p(cudrv::memory_location::host());
+    inject.disarm();
+    CHECK_FALSE(contains(f.log().substr(log_start), "pool_access"));
+  }
+  CHECK(errors.count() == 0);
+}
