@@ -120,3 +120,45 @@ TEST_CASE("failure injection: a host pool whose devices cannot be asked about ac
   }
   CHECK(errors.count() == 0);
 }
+
+TEST_CASE("failure injection: a reset of the primary context that cannot reactivate it leaves the device usable",
+          "[fake-driver][failure-injection][sticky]") {
+  cudrv::test::fake_probe f;
+  cudrv::test::fake_injection inject;
+  cudrv::test::destruction_error_counter errors;
+  auto* refs = cudrv::test::fake_hook<int(int)>("fake_cuda_primary_refs");
+  const cudrv::device d1(1);
+  (void)d1.primary_context();
+  REQUIRE(refs(1) == 1);
+
+  SECTION("the retain that follows the reset fails") {
+    const long long k = inject.find([&] { d1.reset_primary_context(); }, "cuDevicePrimaryCtxRetain");
+    REQUIRE(k > 0);
+    inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+    auto e = catch_as<cudrv::error>([&] { d1.reset_primary_context(); });
+    inject.disarm();
+    REQUIRE(e);
+    CHECK(e->api() == "cuDevicePrimaryCtxRetain");
+    // Before, cudrv kept the stale handle of the inactive context, and every later use of the device
+    // failed with CUDA_ERROR_INVALID_CONTEXT.
+    cudrv::stream s(d1);
+    cudrv::device_buffer<int> b(s, 16);
+    s.synchronize();
+    CHECK(refs(1) == 1);  // cudrv holds one reference again
+  }
+  SECTION("whether the context is current cannot be told") {
+    const long long k = inject.find([&] { d1.reset_primary_context(); }, "cuCtxGetCurrent");
+    REQUIRE(k > 0);
+    const long long resets = f.counter("primary_resets");
+    cudrv::context_guard current(d1.primary_context());
+    inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+    // Before, the failure was taken for "not current", and the reset left no context current.
+    auto e = catch_as<cudrv::error>([&] { d1.reset_primary_context(); });
+    inject.disarm();
+    REQUIRE(e);
+    CHECK(e->api() == "cuCtxGetCurrent");
+    CHECK(f.counter("primary_resets") == resets);  // nothing was reset
+    CHECK(cudrv::test::raw_current_context() == d1.primary_context().native_handle());
+  }
+  CHECK(errors.count() == 0);
+}
