@@ -36,13 +36,13 @@ std::atomic<primary_context_cache*> cache_if_made{nullptr};
 
 primary_context_cache& cache() {
   static primary_context_cache* c = [] {
-    const int count = device_count();     // may throw: nothing allocated yet
-    auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
+    const int count = device_count();  // may throw: nothing allocated yet
+    auto p = std::make_unique<primary_context_cache>();
     p->count = count;
     p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
     p->generations = std::make_unique<std::atomic<unsigned>[]>(static_cast<std::size_t>(p->count));
-    cache_if_made.store(p, std::memory_order_release);
-    return p;
+    cache_if_made.store(p.get(), std::memory_order_release);
+    return p.release();  // intentionally never destroyed: outlives static objects
   }();
   return *c;
 }

@@ -527,29 +527,32 @@ stream::~stream() { reset(); }
 // --- device::default_stream ---------------------------------------------------------------------------
 
 stream_ref device::default_stream() const {
+  struct slot {
+    stream* owner = nullptr;
+    unsigned generation = 0;  // of the primary context the stream was made in
+  };
   struct slots {
     std::mutex mutex;
-    std::vector<stream*> streams;
-    std::vector<unsigned> generations;  // of the primary context each stream was made in
+    std::vector<slot> streams;  // one vector: growing it either succeeds or changes nothing
   };
   static auto* all = new slots;  // never destroyed: the streams live until the process ends
   std::lock_guard lock(all->mutex);
   const auto index = static_cast<std::size_t>(ordinal());
   if (all->streams.size() <= index) {
-    all->streams.resize(index + 1, nullptr);
-    all->generations.resize(index + 1, 0);
+    all->streams.resize(index + 1);
   }
+  slot& s = all->streams[index];
   const unsigned generation = detail::primary_context_generation(ordinal());
-  if (all->streams[index] != nullptr && all->generations[index] != generation) {
+  if (s.owner != nullptr && s.generation != generation) {
     // reset_primary_context destroyed the stream with the context: forget the handle, make a new one
-    (void)all->streams[index]->release();
-    delete std::exchange(all->streams[index], nullptr);
+    (void)s.owner->release();
+    delete std::exchange(s.owner, nullptr);
   }
-  if (all->streams[index] == nullptr) {
-    all->streams[index] = new stream(*this, stream_options{.non_blocking = false});
-    all->generations[index] = generation;
+  if (s.owner == nullptr) {
+    s.owner = new stream(*this, stream_options{.non_blocking = false});
+    s.generation = generation;
   }
-  return *all->streams[index];
+  return *s.owner;
 }
 
 }  // namespace cudrv
