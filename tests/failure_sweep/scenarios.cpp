@@ -34,6 +34,17 @@ void expect(bool condition, const char* what) {
   }
 }
 
+// Whether the calling thread has no context current, asked as a user would who calls the driver next to
+// cudrv.
+bool no_context_current() {
+  auto get = reinterpret_cast<CUresult (*)(CUcontext*)>(cudrv::driver::get_entry_point("cuCtxGetCurrent", 4000));
+  CUcontext ctx = nullptr;
+  if (const CUresult status = get(&ctx); status != CUDA_SUCCESS) {
+    throw cudrv::error(status, "cuCtxGetCurrent (scenario)");
+  }
+  return ctx == nullptr;
+}
+
 // PTX as the stand-in driver reads it: two kernels and their parameters (no code runs), for sm_90.
 cudrv::object_code kernels_ptx() {
   return cudrv::object_code(cudrv::code_kind::ptx,
@@ -103,6 +114,7 @@ void primary_context_reset() {
 void contexts() {
   const cudrv::device d = dev();
   cudrv::context ctx(d);  // destroyed last: everything made in it goes first
+  expect(no_context_current(), "creating a context leaves the caller's context current");
   expect(ctx.device() == d, "context device");
   cudrv::stream s(ctx);
   cudrv::event e(ctx);

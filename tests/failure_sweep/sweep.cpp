@@ -691,12 +691,20 @@ struct options {
   bool list = false;
 };
 
+constexpr const char* usage_text =
+    "usage: cudrv_failure_sweep [--sample N] [--jobs N] [--timeout S] [--scenario NAME]...\n"
+    "                           [--kinds driver,oom,host] [--point K] [--verbose] [--list]\n"
+    "  --sample N     at most N points per scenario and kind, spread evenly (default: every point)\n"
+    "  --jobs N       runs at once (default 1)\n"
+    "  --timeout S    seconds a run may take before it counts as a hang (default 60)\n"
+    "  --scenario N   only this scenario (repeatable; --list names them)\n"
+    "  --kinds K,...  driver (CUDA_ERROR_UNKNOWN), oom (CUDA_ERROR_OUT_OF_MEMORY at allocations), host\n"
+    "                 (std::bad_alloc); default all three\n"
+    "  --point K      only call or allocation K\n"
+    "  --verbose      every run's outcome, with its output\n";
+
 [[noreturn]] void usage(const char* message) {
-  std::fprintf(stderr,
-               "cudrv_failure_sweep: %s\n"
-               "usage: cudrv_failure_sweep [--sample N] [--jobs N] [--timeout S] [--scenario NAME]...\n"
-               "                           [--kinds driver,oom,host] [--point K] [--verbose] [--list]\n",
-               message);
+  std::fprintf(stderr, "cudrv_failure_sweep: %s\n%s", message, usage_text);
   std::exit(2);
 }
 
@@ -738,6 +746,9 @@ options parse_options(int argc, char** argv) {
       o.verbose = true;
     } else if (a == "--list") {
       o.list = true;
+    } else if (a == "--help") {
+      std::printf("%s", usage_text);
+      std::exit(0);
     } else {
       usage(("unknown argument " + a).c_str());
     }
@@ -759,7 +770,11 @@ void leaks_on_purpose() {
   leaked = nullptr;  // the only pointer to it is gone
 }
 void aborts_on_purpose() { std::abort(); }
-void allocates_once() { delete new int(1); }
+int* volatile allocated = nullptr;
+void allocates_once() {
+  allocated = new int(1);  // through a volatile: the optimiser may not elide the allocation
+  delete allocated;
+}
 void makes_one_driver_call() { (void)cudrv::device_count(); }
 
 bool self_test(unsigned timeout) {
