@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -131,7 +132,11 @@ std::exception_ptr take_one(failure_sink* s) {
 // The default streams' sinks: one for the legacy default stream, one per thread for the per-thread
 // default stream.
 failure_sink* legacy_sink() noexcept {
-  static failure_sink* s = new failure_sink;  // never destroyed: callables may run during exit
+  // Never destroyed (callables may run during exit), and made in static storage: this is called where
+  // nothing may throw, so it must not allocate. Its own reference is never given back, so nothing
+  // deletes it.
+  alignas(failure_sink) static unsigned char storage[sizeof(failure_sink)];
+  static failure_sink* const s = new (storage) failure_sink;
   return s;
 }
 

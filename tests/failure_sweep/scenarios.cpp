@@ -228,6 +228,14 @@ void device_buffers() {
   expect(cudrv::get_pointer_attributes(ordered.data()).device_ordinal == 1, "pointer attributes");
   ordered.reset(other);
   other.synchronize();
+  {
+    // The legacy default stream stands for the current context, which the buffer remembers.
+    cudrv::context_guard current(d.primary_context());
+    const cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
+    cudrv::device_buffer<int> on_legacy(legacy, 16);
+    cudrv::fill(on_legacy, 3, legacy);
+    legacy.synchronize();
+  }
   cudrv::device_buffer<float> moved = std::move(plain);
   const std::size_t n = moved.size();
   auto adopted = cudrv::device_buffer<float>::from_native_handle(moved.release(), n, d.primary_context());

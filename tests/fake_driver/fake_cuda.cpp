@@ -130,10 +130,11 @@ state_t& st() {
 thread_local std::vector<CUcontext> ctx_stack;  // back(): the current context
 thread_local bool on_callback_thread = false;
 
-// Bookkeeping never fails a call (the tests make allocations fail on purpose).
-void count(const std::string& name, long long by = 1) noexcept {
+// Bookkeeping never fails a call (the tests make allocations fail on purpose): a name given as a literal
+// is copied only here, where a failed allocation is caught.
+void count(std::string_view name, long long by = 1) noexcept {
   try {
-    st().counters[name] += by;
+    st().counters[std::string(name)] += by;
   } catch (...) {
   }
 }
