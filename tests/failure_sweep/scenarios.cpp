@@ -8,10 +8,13 @@
 #include <cudrv/cudrv.hpp>
 
 #include <array>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -53,6 +56,12 @@ cudrv::object_code kernels_ptx() {
                             ".visible .entry scale(.param .u64 x, .param .f32 a, .param .u32 n)\n{\n  ret;\n}\n"
                             ".visible .entry touch(.param .u64 p)\n{\n  ret;\n}\n",
                             "sweep.ptx");
+}
+
+cudrv::jit_options jit_options_lazy() {
+  cudrv::jit_options o;
+  o.eager = false;  // the driver's lazy loading: each context loads the code at its first use
+  return o;
 }
 
 // --- devices and contexts ------------------------------------------------------------------------------
@@ -161,14 +170,40 @@ void streams() {
   (void)legacy;
 }
 
+// A callable that keeps a buffer alive until it has run (freed with it on cudrv's disposal thread), and
+// says when it is gone.
+struct keeps_buffer {
+  cudrv::device_buffer<int> buffer;
+  std::string label;
+  std::atomic<bool>* gone;
+  void operator()() const { (void)buffer.size(); }
+  keeps_buffer(cudrv::device_buffer<int> b, std::string l, std::atomic<bool>* g)
+      : buffer(std::move(b)), label(std::move(l)), gone(g) {}
+  keeps_buffer(keeps_buffer&& other) noexcept
+      : buffer(std::move(other.buffer)), label(std::move(other.label)), gone(std::exchange(other.gone, nullptr)) {}
+  keeps_buffer(const keeps_buffer&) = delete;
+  keeps_buffer& operator=(const keeps_buffer&) = delete;
+  keeps_buffer& operator=(keeps_buffer&&) = delete;
+  ~keeps_buffer() {
+    buffer.reset();
+    if (gone != nullptr) {
+      gone->store(true);
+    }
+  }
+};
+
 // A host callable that keeps a buffer alive, and one that throws: the buffer is freed on cudrv's
-// disposal thread, the exception comes back from synchronize.
+// disposal thread, the exception comes back from synchronize. The scenario waits until the first
+// callable is gone before its next driver call, so that the disposal thread's calls come at the same
+// place in every run (the sweep numbers the calls of all threads in the order they reach the driver).
 void host_callables() {
   const cudrv::device d = dev();
   cudrv::stream s(d);
-  cudrv::device_buffer<int> keep(d, 16);
-  std::string label = "a label long enough to allocate";
-  s.enqueue([b = std::move(keep), label] { (void)b.size(); });
+  std::atomic<bool> gone{false};
+  s.enqueue(keeps_buffer(cudrv::device_buffer<int>(d, 16), "a label long enough to allocate", &gone));
+  for (int i = 0; i < 20000 && !gone.load(); ++i) {  // at most about 20 s
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   s.synchronize();
   s.enqueue([] { throw std::runtime_error("a failing host callable"); });
   bool thrown = false;
@@ -191,6 +226,13 @@ void events() {
   expect(stop.is_done(), "done");
   expect(cudrv::elapsed_time(start, stop).count() >= 0.0f, "elapsed");
   expect(start.context() == d.primary_context(), "context");
+  {
+    cudrv::context_guard current(d.primary_context());  // the legacy default stream stands for it
+    cudrv::event on_legacy(d);
+    on_legacy.record(cudrv::stream_ref::legacy_default());
+    s.wait(on_legacy);
+    expect(on_legacy.is_done(), "legacy event done");
+  }
   cudrv::event moved = std::move(start);
   moved.reset();
 }
@@ -297,6 +339,10 @@ void memory_pools() {
   staging.data()[0] = 1;
   cudrv::memory_pool managed = cudrv::memory_pool::managed(d);
   cudrv::device_buffer<int> m(managed, s, 16);
+  cudrv::memory_pool near(cudrv::memory_location::nearest_host_numa(d));
+  cudrv::pool_buffer<double> numa(near, s, 8);
+  cudrv::memory_pool anywhere = cudrv::memory_pool::managed();
+  cudrv::device_buffer<char> a_bit(anywhere, s, 100);
   s.synchronize();
 }
 
@@ -435,6 +481,8 @@ void growable_buffers() {
   buf.shrink_to(4 * MiB / sizeof(float) + 1);
   buf.resize(10);
   buf.shrink_to_fit();
+  cudrv::growable_buffer<int> shared(d, 8 * MiB / sizeof(int), {.chunk_bytes = 2 * MiB, .peers = {cudrv::device(0)}});
+  shared.grow_to(3 * MiB / sizeof(int));
   cudrv::virtual_memory_resource mr(d);
   void* p = mr.allocate(MiB);
   mr.deallocate(p, MiB);
@@ -456,8 +504,11 @@ void arrays_and_textures() {
   cudrv::texture_object t(a, {.filter = cudrv::filter_mode::linear});
   cudrv::array<float> rw(d, cudrv::array_shape::two_d(8, 8), cudrv::array_flags::surface_load_store);
   cudrv::surface_object surface(rw);
+  cudrv::array<float> copy_of(d, cudrv::array_shape::two_d(33, 17));
+  cudrv::copy(copy_of, cudrv::array_region{}, a, cudrv::array_region{}, s);
   cudrv::device_buffer<float4> lin(d, 256);
   cudrv::texture_object linear(lin);
+  cudrv::texture_object pitched(cudrv::pitched_span<float4>{lin.data(), 16 * sizeof(float4), 16, 16, 1});
   cudrv::array<float> moved = std::move(rw);
   moved.reset();
 }
@@ -497,6 +548,14 @@ void libraries_and_launches() {
   expect(counter.read() == 1234, "global");
   (void)eager.module(d.primary_context());
   s.synchronize();
+  {
+    cudrv::context ctx(d);
+    cudrv::stream in_ctx(ctx);
+    cudrv::library there(kernels_ptx(), ctx);
+    cudrv::library lazier(kernels_ptx(), jit_options_lazy());
+    cudrv::launch(in_ctx, {.grid = 1, .block = 32}, lazier.get_kernel("touch"), x.get());
+    in_ctx.synchronize();
+  }
   cudrv::kernel kept = cudrv::library(kernels_ptx()).get_kernel("touch");  // keeps its library
   cudrv::launch(s, {.grid = 1, .block = 1}, kept, x.get());
   s.synchronize();
@@ -533,6 +592,12 @@ void green_contexts() {
   g.synchronize();
   done.reset();
   (void)g.id();
+  const cudrv::sm_split pair = cudrv::sm_resource::of(d).split_by_count(8, 2);
+  cudrv::green_context both(d, pair.groups);
+  const cudrv::green_context_ref view = both;
+  expect(view.context() == both.context(), "a view's context");
+  cudrv::stream t = both.create_stream({.priority = -1});
+  t.synchronize();
 }
 
 const scenario all_scenarios[] = {
