@@ -96,9 +96,9 @@ const char* kind_name(kind k) {
 // The allocation entry points, which the oom kind fails with CUDA_ERROR_OUT_OF_MEMORY.
 bool is_allocation_call(const std::string& api) {
   static const std::set<std::string> allocations = {
-      "cuMemAlloc",    "cuMemAllocAsync", "cuMemAllocFromPoolAsync", "cuMemHostAlloc",          "cuMemAllocManaged",
-      "cuMemCreate",   "cuMemAddressReserve", "cuArray3DCreate",    "cuMipmappedArrayCreate", "cuMemAllocPitch",
-      "cuMemPoolCreate"};
+      "cuMemAlloc",      "cuMemAllocAsync",     "cuMemAllocFromPoolAsync", "cuMemHostAlloc",
+      "cuMemAllocManaged", "cuMemAllocPitch",   "cuMemCreate",             "cuMemAddressReserve",
+      "cuMemPoolCreate", "cuArray3DCreate",     "cuMipmappedArrayCreate"};
   return allocations.count(api) != 0;
 }
 
@@ -216,7 +216,8 @@ void count_report(const cudrv::error& e) noexcept {
 
 [[noreturn]] void on_terminate() noexcept {
   const char* what = "no exception";
-  if (std::exception_ptr e = std::current_exception()) {
+  const std::exception_ptr e = std::current_exception();  // keeps what() valid to the end
+  if (e) {
     try {
       std::rethrow_exception(e);
     } catch (const std::exception& x) {
