@@ -823,6 +823,9 @@ int main(int argc, char** argv) {
     }
     return 0;
   }
+  if (const char* path = std::getenv("CUDRV_LIBCUDA"); path == nullptr || *path == '\0') {
+    usage("CUDRV_LIBCUDA must name the stand-in driver (libcudrv_test_fake_cuda.so of the build tree)");
+  }
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   const auto start = std::chrono::steady_clock::now();
   if (!self_test(opt.timeout)) {
