@@ -121,8 +121,9 @@ class context_ref : public context_base {
 
 /// @brief An owning context created with cuCtxCreate and destroyed with cuCtxDestroy.
 ///
-/// Creating it does not change the calling thread's current context; use @ref context_guard or
-/// the objects created in it to run work there. Objects created in the context (streams, events,
+/// Creating it does not change the calling thread's current context (`cuCtxCreate` makes the new
+/// context current; the constructor pops it again, and should that fail, destroys it and throws); use
+/// @ref context_guard or the objects created in it to run work there. Objects created in the context (streams, events,
 /// memory) should be destroyed before it: one that outlives it finds it gone, skips its own
 /// destruction (the driver freed it with the context) and tells the destruction handler.
 /// Converts to @ref context_ref; it is not one, so it cannot be overwritten through a `context_ref&`.

@@ -145,7 +145,9 @@ class device {
   /// After a sticky fault (@ref context_fault_error) this is the in-process recovery only where the
   /// driver allows one: driver 580.159.04 keeps the process poisoned after an illegal address (the
   /// reset succeeds, the retain after it fails with the same code), and this call then throws
-  /// context_fault_error again; the recovery is a new process (see @ref reliability).
+  /// context_fault_error again; the recovery is a new process (see @ref reliability). Whenever the
+  /// retain after the reset fails, cudrv gives its reference back and forgets the context's handle, so
+  /// that the next call needing the primary context retains (and activates) it afresh.
   ///
   /// Destroy the cudrv objects made in the primary context *before* the reset. One still alive after
   /// it frees nothing when destroyed (its memory or handle went with the reset, and may be handed out

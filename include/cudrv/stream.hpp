@@ -89,6 +89,10 @@ class stream_base {
   /// same default stream). For a stream cudrv does not own (a view of a raw handle) it goes to the
   /// destruction handler, as it does when the owning stream is destroyed first. The callable itself
   /// runs on a driver thread and must not call CUDA.
+  ///
+  /// On a capturing stream the callable becomes a host node of the capture graph instead, which owns
+  /// it. When the driver cannot say whether the stream captures (`cuStreamGetCaptureInfo` fails), the
+  /// call throws that error, and the callable is destroyed without having run.
   /// @code
   /// std::atomic<bool> ran{false};
   /// s.enqueue([&ran] { ran = true; });

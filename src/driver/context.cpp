@@ -101,9 +101,23 @@ context::context(const cudrv::device& dev, context_flags flags) : context_base(n
   }
   check(drv::cuCtxCreate(&handle_, static_cast<unsigned int>(flags), dev.native_handle()), "cuCtxCreate",
         [&] { return "device " + std::to_string(dev.ordinal()); });
-  // cuCtxCreate pushes the new context; pop it so the caller's context is current again.
+  // cuCtxCreate pushes the new context; pop it so the caller's context is current again. If that fails,
+  // the new context is destroyed (which pops it too) and the constructor throws: a context the caller did
+  // not make current must not stay current.
   CUcontext popped = nullptr;
-  detail::destroy_noexcept("cuCtxPopCurrent", [&popped] { return drv::cuCtxPopCurrent(&popped); });
+  CUresult status = CUDA_ERROR_UNKNOWN;
+  try {
+    status = drv::cuCtxPopCurrent(&popped);
+  } catch (...) {
+    reset();
+    throw;
+  }
+  if (status != CUDA_SUCCESS) {
+    reset();
+    detail::throw_driver_error(status, "cuCtxPopCurrent",
+                               "device " + std::to_string(dev.ordinal()) +
+                                   ", making the caller's context current again after cuCtxCreate");
+  }
 }
 
 context& context::operator=(context&& other) noexcept {

@@ -36,13 +36,13 @@ std::atomic<primary_context_cache*> cache_if_made{nullptr};
 
 primary_context_cache& cache() {
   static primary_context_cache* c = [] {
-    const int count = device_count();     // may throw: nothing allocated yet
-    auto* p = new primary_context_cache;  // intentionally never destroyed: outlives static objects
+    const int count = device_count();  // may throw: nothing allocated yet
+    auto p = std::make_unique<primary_context_cache>();
     p->count = count;
     p->slots = std::make_unique<std::atomic<CUcontext>[]>(static_cast<std::size_t>(p->count));
     p->generations = std::make_unique<std::atomic<unsigned>[]>(static_cast<std::size_t>(p->count));
-    cache_if_made.store(p, std::memory_order_release);
-    return p;
+    cache_if_made.store(p.get(), std::memory_order_release);
+    return p.release();  // intentionally never destroyed: outlives static objects
   }();
   return *c;
 }
@@ -269,8 +269,12 @@ void device::reset_primary_context() const {
   const auto index = static_cast<std::size_t>(handle_);
   std::lock_guard<std::mutex> lock(c.mutex);
   CUcontext before = c.slots[index].load(std::memory_order_acquire);
-  CUcontext current = nullptr;
-  const bool was_current = before != nullptr && drv::cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == before;
+  bool was_current = false;
+  if (before != nullptr) {  // asked before anything changes: a failure leaves the context as it was
+    CUcontext current = nullptr;
+    check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent", [&] { return device_context(handle_); });
+    was_current = current == before;
+  }
   check(drv::cuDevicePrimaryCtxReset(handle_), "cuDevicePrimaryCtxReset", [&] { return device_context(handle_); });
   // From here on, tokens taken before the reset no longer name a live context.
   c.generations[index].fetch_add(1, std::memory_order_acq_rel);
@@ -280,8 +284,16 @@ void device::reset_primary_context() const {
   // A reset keeps the references (cudrv's among them) but leaves the context inactive; a retain makes it
   // usable again. The extra reference is given back at once, so cudrv still holds exactly one.
   CUcontext after = nullptr;
-  check(drv::cuDevicePrimaryCtxRetain(&after, handle_), "cuDevicePrimaryCtxRetain",
-        [&] { return device_context(handle_) + ", after cuDevicePrimaryCtxReset"; });
+  const CUresult retained = drv::cuDevicePrimaryCtxRetain(&after, handle_);
+  if (retained != CUDA_SUCCESS) {
+    // cudrv's reference outlived the reset, but the handle it cached names an inactive context: forget
+    // both, so that the next use of the device retains (and activates) the context afresh, holding one
+    // reference again, instead of failing on the stale handle for the rest of the process.
+    c.slots[index].store(nullptr, std::memory_order_release);
+    detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d = handle_] { return drv::cuDevicePrimaryCtxRelease(d); });
+    detail::throw_driver_error(retained, "cuDevicePrimaryCtxRetain",
+                               device_context(handle_) + ", after cuDevicePrimaryCtxReset");
+  }
   c.slots[index].store(after, std::memory_order_release);
   detail::destroy_noexcept("cuDevicePrimaryCtxRelease", [d = handle_] { return drv::cuDevicePrimaryCtxRelease(d); });
   if (was_current) {

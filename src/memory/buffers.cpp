@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <string>
 
 #include "cudrv/device_buffer.hpp"
@@ -93,8 +94,8 @@ std::string read_free_memory(const allocation_site& site, out_of_memory_error::f
   CUdevice dev = -1;
   CUresult status = CUDA_ERROR_INVALID_CONTEXT;
   if (site.context != nullptr) {
-    quiet_context_scope scope(site.context);  // the context the allocation named
-    if (drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
+    quiet_context_scope scope(site.context, failed_switch::quiet);  // the context the allocation named
+    if (scope.active() && drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS) {
       status = drv::cuMemGetInfo(&free, &total);
     }
   } else if (site.device >= 0) {
@@ -149,15 +150,30 @@ void throw_allocation_failure(CUresult status, const char* api, const allocation
   throw out_of_memory_error(status, api, std::move(text), f);
 }
 
-quiet_context_scope::quiet_context_scope(CUcontext ctx) noexcept {
+quiet_context_scope::quiet_context_scope(CUcontext ctx, failed_switch on_failure) noexcept {
   if (ctx == nullptr) {
     return;
   }
+  const char* api = "cuCtxGetCurrent";
+  CUresult status = CUDA_ERROR_UNKNOWN;
   try {
-    if (drv::cuCtxGetCurrent(&previous_) == CUDA_SUCCESS && previous_ != ctx) {
-      switched_ = drv::cuCtxSetCurrent(ctx) == CUDA_SUCCESS;
+    status = drv::cuCtxGetCurrent(&previous_);
+    if (status == CUDA_SUCCESS && previous_ != ctx) {
+      api = "cuCtxSetCurrent";
+      status = drv::cuCtxSetCurrent(ctx);
+      switched_ = status == CUDA_SUCCESS;
     }
+  } catch (const error& e) {  // the entry point could not be resolved
+    active_ = false;
+    if (on_failure == failed_switch::report) {
+      get_destruction_error_handler()(e);
+    }
+    return;
   } catch (...) {
+  }
+  active_ = status == CUDA_SUCCESS;
+  if (!active_ && on_failure == failed_switch::report) {
+    report_destruction_error(status, api);
   }
 }
 
@@ -315,9 +331,10 @@ device_allocation device_allocation::allocate_async(CUstream stream, stream_stat
       }
       CUmemoryPool from = pool;
       if (from == nullptr && ctx != nullptr) {
-        quiet_context_scope scope(ctx);
+        quiet_context_scope scope(ctx, failed_switch::quiet);
         CUdevice dev = -1;
-        if (drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS || drv::cuDeviceGetMemPool(&from, dev) != CUDA_SUCCESS) {
+        if (!scope.active() || drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+            drv::cuDeviceGetMemPool(&from, dev) != CUDA_SUCCESS) {
           from = nullptr;  // the device's current pool, which cuMemAllocAsync used
         }
       }
@@ -430,7 +447,10 @@ void device_allocation::free_on(CUstream s, const char* api) {
   const context_token ctx = s == CU_STREAM_LEGACY ? default_stream_context(s, api) : context_token{};
   const CUdeviceptr a = address;
   {
-    quiet_context_scope scope(ctx.handle);
+    std::optional<context_guard> guard;  // a throwing call: a failed switch throws too
+    if (ctx.handle != nullptr) {
+      guard.emplace(context_ref(ctx.handle));
+    }
     check(drv::cuMemFreeAsync(a, s), "cuMemFreeAsync", [&] { return format_address(a); });
   }
   address = 0;
@@ -476,7 +496,10 @@ void device_allocation::set_stream(CUstream s, stream_state* new_owner, const ch
   }
   // Order the free, which will be queued on s, after the work queued on the previous stream so far.
   {
-    quiet_context_scope scope(context.handle);
+    std::optional<context_guard> guard;  // a throwing call: a failed switch throws too
+    if (context.handle != nullptr) {
+      guard.emplace(context_ref(context.handle));
+    }
     stream_ref(s).wait(stream_ref(stream));
   }
   retain_stream(new_owner);

@@ -75,8 +75,9 @@ std::string describe(memory_location where) {
 constexpr auto host_memory_pools_supported = static_cast<CUdevice_attribute>(144);
 
 // Grants every device that supports host pools of this kind read-write access to a new host pool (the
-// driver makes a host pool accessible from the host only). Devices whose driver cannot answer are
-// left out.
+// driver makes a host pool accessible from the host only). A driver that does not know the attribute
+// (CUDA_ERROR_INVALID_VALUE, or CUDA_ERROR_NOT_SUPPORTED: older than the host pools) has no such device;
+// any other failure throws, rather than leave a device silently without access.
 void grant_devices_access(CUmemoryPool pool, memory_location where) {
   int count = 0;
   check(drv::cuDeviceGetCount(&count), "cuDeviceGetCount");
@@ -86,7 +87,14 @@ void grant_devices_access(CUmemoryPool pool, memory_location where) {
   std::vector<CUmemAccessDesc> access;
   for (int ordinal = 0; ordinal < count; ++ordinal) {
     int yes = 0;
-    if (drv::cuDeviceGetAttribute(&yes, supported, static_cast<CUdevice>(ordinal)) == CUDA_SUCCESS && yes != 0) {
+    const CUresult asked = drv::cuDeviceGetAttribute(&yes, supported, static_cast<CUdevice>(ordinal));
+    if (asked != CUDA_ERROR_INVALID_VALUE && asked != CUDA_ERROR_NOT_SUPPORTED) {
+      check(asked, "cuDeviceGetAttribute", [&] {
+        return "device " + std::to_string(ordinal) + ", attribute " + std::to_string(static_cast<int>(supported)) +
+               " (whether it can access a pool on " + describe(where) + ")";
+      });
+    }
+    if (asked == CUDA_SUCCESS && yes != 0) {
       CUmemAccessDesc desc{};
       desc.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
       desc.location.id = ordinal;

@@ -65,18 +65,30 @@ std::string describe_copy(const linear_copy& c);
 // fabric handles need. Never throws.
 bool imex_channel_available() noexcept;
 
-// Makes ctx current for the scope, without throwing from the destructor; a no-op when ctx is
-// already current. For destructors and error paths, where a failed switch must not throw.
+// What a quiet_context_scope does when it cannot make its context current.
+enum class failed_switch {
+  report,  // tell the destruction handler (in destructors: the destruction goes on in the current context)
+  quiet,   // say nothing (error paths: the caller asks active() and leaves out what needs the context)
+};
+
+// Makes ctx current for the scope, never throwing; a no-op when ctx is null or already current. For
+// destructors and error paths, where a failed switch must not throw. A switch that fails (cuCtxGetCurrent
+// or cuCtxSetCurrent refused) leaves active() false and, with failed_switch::report, goes to the
+// destruction handler, so that a destroy call that then runs in the wrong context is never a silent one;
+// a failure to switch back at the end goes there too.
 class quiet_context_scope {
  public:
-  explicit quiet_context_scope(CUcontext ctx) noexcept;
+  explicit quiet_context_scope(CUcontext ctx, failed_switch on_failure = failed_switch::report) noexcept;
   quiet_context_scope(const quiet_context_scope&) = delete;
   quiet_context_scope& operator=(const quiet_context_scope&) = delete;
   ~quiet_context_scope();
+  // Whether the context asked for is current (true for none asked for).
+  [[nodiscard]] bool active() const noexcept { return active_; }
 
  private:
   CUcontext previous_ = nullptr;
   bool switched_ = false;
+  bool active_ = true;
 };
 
 // Makes the context of a stream current for the scope (nothing to do for the default streams,

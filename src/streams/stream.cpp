@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <exception>
 #include <mutex>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -131,7 +132,11 @@ std::exception_ptr take_one(failure_sink* s) {
 // The default streams' sinks: one for the legacy default stream, one per thread for the per-thread
 // default stream.
 failure_sink* legacy_sink() noexcept {
-  static failure_sink* s = new failure_sink;  // never destroyed: callables may run during exit
+  // Never destroyed (callables may run during exit), and made in static storage: this is called where
+  // nothing may throw, so it must not allocate. Its own reference is never given back, so nothing
+  // deletes it.
+  alignas(failure_sink) static unsigned char storage[sizeof(failure_sink)];
+  static failure_sink* const s = new (storage) failure_sink;
   return s;
 }
 
@@ -295,15 +300,20 @@ void enqueue_host_task(CUstream stream, stream_state* state, host_task* task) {
   // (also when this throws): it runs at every launch of the graph, and its failures go to the handler.
   CUstreamCaptureStatus status = CU_STREAM_CAPTURE_STATUS_NONE;
   CUgraph graph = nullptr;
+  CUresult queried = CUDA_SUCCESS;
   try {
-    if (drv::cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr) != CUDA_SUCCESS) {
-      status = CU_STREAM_CAPTURE_STATUS_NONE;  // the launch below reports what is wrong with the stream
-    }
+    queried = drv::cuStreamGetCaptureInfo(stream, &status, nullptr, &graph, nullptr, nullptr, nullptr);
   } catch (const not_supported_error&) {
     status = CU_STREAM_CAPTURE_STATUS_NONE;  // a driver without capture queries cannot be capturing through cudrv
   } catch (...) {
     discard(task);
     throw;
+  }
+  if (queried != CUDA_SUCCESS) {
+    // Not knowing whether the stream captures, the task cannot be given its owner (a capture graph
+    // runs it at every launch, a stream once): refuse rather than guess.
+    discard(task);
+    throw_driver_error(queried, "cuStreamGetCaptureInfo", describe(stream));
   }
   if (status == CU_STREAM_CAPTURE_STATUS_ACTIVE && graph != nullptr) {
     retain_in_graph(graph, task, &dispose_host_task_callback, describe(stream).c_str());
@@ -522,29 +532,32 @@ stream::~stream() { reset(); }
 // --- device::default_stream ---------------------------------------------------------------------------
 
 stream_ref device::default_stream() const {
+  struct slot {
+    stream* owner = nullptr;
+    unsigned generation = 0;  // of the primary context the stream was made in
+  };
   struct slots {
     std::mutex mutex;
-    std::vector<stream*> streams;
-    std::vector<unsigned> generations;  // of the primary context each stream was made in
+    std::vector<slot> streams;  // one vector: growing it either succeeds or changes nothing
   };
   static auto* all = new slots;  // never destroyed: the streams live until the process ends
   std::lock_guard lock(all->mutex);
   const auto index = static_cast<std::size_t>(ordinal());
   if (all->streams.size() <= index) {
-    all->streams.resize(index + 1, nullptr);
-    all->generations.resize(index + 1, 0);
+    all->streams.resize(index + 1);
   }
+  slot& s = all->streams[index];
   const unsigned generation = detail::primary_context_generation(ordinal());
-  if (all->streams[index] != nullptr && all->generations[index] != generation) {
+  if (s.owner != nullptr && s.generation != generation) {
     // reset_primary_context destroyed the stream with the context: forget the handle, make a new one
-    (void)all->streams[index]->release();
-    delete std::exchange(all->streams[index], nullptr);
+    (void)s.owner->release();
+    delete std::exchange(s.owner, nullptr);
   }
-  if (all->streams[index] == nullptr) {
-    all->streams[index] = new stream(*this, stream_options{.non_blocking = false});
-    all->generations[index] = generation;
+  if (s.owner == nullptr) {
+    s.owner = new stream(*this, stream_options{.non_blocking = false});
+    s.generation = generation;
   }
-  return *all->streams[index];
+  return *s.owner;
 }
 
 }  // namespace cudrv

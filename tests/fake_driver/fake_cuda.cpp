@@ -27,6 +27,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -52,6 +53,8 @@ struct fake_stream {
   unsigned long long id = 0;
   bool alive = false;
   int pending = 0;  // host functions queued and not finished
+  unsigned flags = 0;
+  int priority = 0;
 };
 
 struct fake_library {
@@ -106,6 +109,7 @@ struct state_t {
   std::thread worker;
   unsigned long long next_id = 1;
   std::vector<std::unique_ptr<fake_graph_node>> graph_nodes;  // never freed: handles stay unique
+  std::set<CUgraph> graphs;                                    // live graphs (fake_cuda_live_objects)
   std::map<std::string, long long> counters;
   std::string log;
   std::vector<CUmemoryPool> pools;
@@ -126,10 +130,11 @@ state_t& st() {
 thread_local std::vector<CUcontext> ctx_stack;  // back(): the current context
 thread_local bool on_callback_thread = false;
 
-// Bookkeeping never fails a call (the tests make allocations fail on purpose).
-void count(const std::string& name, long long by = 1) noexcept {
+// Bookkeeping never fails a call (the tests make allocations fail on purpose): a name given as a literal
+// is copied only here, where a failed allocation is caught.
+void count(std::string_view name, long long by = 1) noexcept {
   try {
-    st().counters[name] += by;
+    st().counters[std::string(name)] += by;
   } catch (...) {
   }
 }
@@ -147,15 +152,88 @@ std::string hex(const void* p) {
   return o.str();
 }
 
+// --- failure injection (fake_cuda_inject_failure) ------------------------------------------------------
+// Once armed, every entry-point call that passes FAKE_ENTER or FAKE_ENTER_ALWAYS counts, on any thread
+// (an entry point the fake calls from another, as cuGreenCtxStreamCreate does, counts once: only the
+// outermost call of a thread counts), and the k-th returns the armed code at once, before the entry
+// point does anything. The failure scenarios (tests/failure_sweep) use it to make each call cudrv makes
+// fail in turn; a trace of the names lets them say which call failed.
+struct injection_t {
+  bool armed = false;
+  long long calls = 0;            // counted since arming
+  long long fail_at = 0;          // the call that fails (0: none, count only)
+  CUresult code = CUDA_SUCCESS;
+  const char* failed_api = nullptr;  // the entry point that returned the injected code (its fake_ name)
+  bool tracing = false;
+  std::vector<const char*> trace;    // the names of the counted calls, while tracing
+};
+
+injection_t& injection() {
+  static auto* i = new injection_t;
+  return *i;
+}
+
+// While a thread runs inside the fake (an entry point, cuInit, cuGetProcAddress): what it allocates there
+// is the fake's, not the caller's (fake_cuda_in_entry_point, for the host-allocation injection).
+thread_local int entry_depth = 0;
+
+struct entry_scope {
+  entry_scope() noexcept { ++entry_depth; }
+  ~entry_scope() { --entry_depth; }
+  entry_scope(const entry_scope&) = delete;
+  entry_scope& operator=(const entry_scope&) = delete;
+};
+
+CUresult fail(CUresult r) noexcept;
+
+// In a sanitizer build, FAKE_CUDA_INJECTION_STACK=1 prints the stack of the call that gets the injected
+// failure (to find the code that handles it).
+extern "C" void __sanitizer_print_stack_trace() __attribute__((weak));
+
+// Counts a call (under st().mutex) and returns the injected code for the armed one, else CUDA_SUCCESS.
+CUresult injected_at_entry(const char* fn) noexcept {
+  injection_t& in = injection();
+  if (!in.armed || entry_depth != 1) {
+    return CUDA_SUCCESS;
+  }
+  ++in.calls;
+  if (in.tracing) {
+    try {
+      in.trace.push_back(fn);
+    } catch (...) {
+      in.tracing = false;  // no memory for the trace: it stops, the count goes on
+    }
+  }
+  if (in.calls != in.fail_at) {
+    return CUDA_SUCCESS;
+  }
+  in.failed_api = fn;
+  if (__sanitizer_print_stack_trace != nullptr && std::getenv("FAKE_CUDA_INJECTION_STACK") != nullptr) {
+    __sanitizer_print_stack_trace();
+  }
+  count("injected_failures");
+  try {
+    note(std::string("injected ") + fn + " call " + std::to_string(in.calls) + " code " +
+         std::to_string(static_cast<int>(in.code)));
+  } catch (...) {
+  }
+  return fail(in.code);
+}
+
 // Every entry point starts here: calls from the callback thread are refused, as by the real driver.
 // After a sticky fault (fake_cuda_make_sticky) every call returns the fault's code, as the real
 // driver does in the faulted context, except those that start with FAKE_ENTER_ALWAYS: device queries,
 // the current-context calls and the primary-context calls (cuDevicePrimaryCtxReset is the recovery).
-#define FAKE_ENTER_ALWAYS()                                 \
-  std::lock_guard<std::recursive_mutex> lock_(st().mutex);  \
-  if (on_callback_thread) {                                 \
-    count("not_permitted");                                 \
-    return CUDA_ERROR_NOT_PERMITTED;                        \
+// An injected failure (above) comes first.
+#define FAKE_ENTER_ALWAYS()                                                      \
+  std::lock_guard<std::recursive_mutex> lock_(st().mutex);                       \
+  entry_scope entry_scope_;                                                      \
+  if (const CUresult injected_ = injected_at_entry(__func__); injected_ != CUDA_SUCCESS) { \
+    return injected_;                                                            \
+  }                                                                              \
+  if (on_callback_thread) {                                                      \
+    count("not_permitted");                                                      \
+    return CUDA_ERROR_NOT_PERMITTED;                                             \
   }
 #define FAKE_ENTER()                                        \
   FAKE_ENTER_ALWAYS();                                      \
@@ -339,6 +417,7 @@ void parse_ptx(std::string_view ptx, fake_library& lib) {
 // --- the entry points -------------------------------------------------------------------------------
 
 CUresult CUDAAPI fake_cuInit(unsigned) {
+  entry_scope scope;  // not an entry point that counts: cudrv calls it once, while loading the driver
   state_t& s = st();
   std::lock_guard<std::recursive_mutex> lock(s.mutex);
   if (s.initialized) {
@@ -752,7 +831,7 @@ CUresult CUDAAPI fake_cuMemGetInfo(std::size_t* free, std::size_t* total) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream* out, unsigned, int) {
+CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream* out, unsigned flags, int priority) {
   FAKE_ENTER();
   state_t& s = st();
   if (current() == nullptr) {
@@ -770,6 +849,8 @@ CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream* out, unsigned, int) {
   str->id = s.next_id++;
   str->alive = true;
   str->pending = 0;
+  str->flags = flags;
+  str->priority = priority;
   *out = reinterpret_cast<CUstream>(str);
   count("streams_created");
   return CUDA_SUCCESS;
@@ -819,6 +900,24 @@ CUresult CUDAAPI fake_cuStreamGetCtx(CUstream h, CUcontext* c) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
   }
   *c = reinterpret_cast<CUcontext>(stream_context(h));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuStreamGetPriority(CUstream h, int* priority) {
+  FAKE_ENTER();
+  if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *priority = as_stream(h)->priority;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuStreamGetFlags(CUstream h, unsigned* flags) {
+  FAKE_ENTER();
+  if (h == CU_STREAM_LEGACY || h == CU_STREAM_PER_THREAD || !usable_stream(h)) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *flags = as_stream(h)->flags;
   return CUDA_SUCCESS;
 }
 
@@ -911,6 +1010,16 @@ CUresult CUDAAPI fake_cuEventRecord(CUevent e, CUstream h) {
 CUresult CUDAAPI fake_cuEventQuery(CUevent e) {
   FAKE_ENTER();
   return e != nullptr ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_HANDLE);
+}
+
+// Every pair of live events is 0.5 ms apart (the fake runs nothing to time).
+CUresult CUDAAPI fake_cuEventElapsedTime(float* ms, CUevent start, CUevent end) {
+  FAKE_ENTER();
+  if (ms == nullptr || st().events.count(start) == 0 || st().events.count(end) == 0) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *ms = 0.5f;
+  return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI fake_cuEventSynchronize(CUevent e) {
@@ -1031,6 +1140,61 @@ CUresult CUDAAPI fake_cuMemGetAddressRange(CUdeviceptr* base, std::size_t* size,
     }
   }
   return fail(CUDA_ERROR_NOT_FOUND);
+}
+
+// Fills of device memory land at once, stream-ordered or not (nothing runs concurrently here).
+template <class T>
+CUresult fill_device(CUdeviceptr d, T value, std::size_t n) {
+  if (n == 0 || !is_device(d) || !is_device(d + n * sizeof(T) - 1)) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  land_dma();
+  for (std::size_t i = 0; i < n; ++i) {
+    std::memcpy(reinterpret_cast<void*>(d + i * sizeof(T)), &value, sizeof(T));
+  }
+  count("memsets");
+  return CUDA_SUCCESS;
+}
+
+template <class T>
+CUresult fill_sync(CUdeviceptr d, T value, std::size_t n) {
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  return fill_device(d, value, n);
+}
+
+template <class T>
+CUresult fill_async(CUdeviceptr d, T value, std::size_t n, CUstream h) {
+  if (!usable_stream(h) || stream_context(h) == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  return fill_device(d, value, n);
+}
+
+CUresult CUDAAPI fake_cuMemsetD8(CUdeviceptr d, unsigned char v, std::size_t n) {
+  FAKE_ENTER();
+  return fill_sync(d, v, n);
+}
+CUresult CUDAAPI fake_cuMemsetD16(CUdeviceptr d, unsigned short v, std::size_t n) {
+  FAKE_ENTER();
+  return fill_sync(d, v, n);
+}
+CUresult CUDAAPI fake_cuMemsetD32(CUdeviceptr d, unsigned v, std::size_t n) {
+  FAKE_ENTER();
+  return fill_sync(d, v, n);
+}
+CUresult CUDAAPI fake_cuMemsetD8Async(CUdeviceptr d, unsigned char v, std::size_t n, CUstream h) {
+  FAKE_ENTER();
+  return fill_async(d, v, n, h);
+}
+CUresult CUDAAPI fake_cuMemsetD16Async(CUdeviceptr d, unsigned short v, std::size_t n, CUstream h) {
+  FAKE_ENTER();
+  return fill_async(d, v, n, h);
+}
+CUresult CUDAAPI fake_cuMemsetD32Async(CUdeviceptr d, unsigned v, std::size_t n, CUstream h) {
+  FAKE_ENTER();
+  return fill_async(d, v, n, h);
 }
 
 CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* attrs, void** data, CUdeviceptr p) {
@@ -1412,6 +1576,7 @@ CUresult CUDAAPI fake_cuDeviceGraphMemTrim(CUdevice d) {
 CUresult CUDAAPI fake_cuGraphCreate(CUgraph* g, unsigned) {
   FAKE_ENTER();
   *g = reinterpret_cast<CUgraph>(new int(0));
+  st().graphs.insert(*g);
   return CUDA_SUCCESS;
 }
 
@@ -1419,6 +1584,7 @@ CUresult CUDAAPI fake_cuGraphDestroy(CUgraph g) {
   FAKE_ENTER_ALWAYS();
   // The graph is the fake's own host memory: freed even where a faulted context refuses the call (the
   // real driver's state goes with the process), so that a sanitized run of the fault tests leaks nothing.
+  st().graphs.erase(g);
   delete reinterpret_cast<int*>(g);
   if (st().sticky != CUDA_SUCCESS) {
     count("sticky_refusals");
@@ -3030,6 +3196,10 @@ const symbol symbols[] = {
     // events waited on (the stress program); sticky faults and out of memory (issue 19)
     FAKE_SYMBOL(cuEventQuery), FAKE_SYMBOL(cuEventSynchronize), FAKE_SYMBOL(cuDevicePrimaryCtxReset),
     FAKE_SYMBOL(cuMemPoolTrimTo),
+    // fills, timing, stream queries (the failure sweep's scenarios)
+    FAKE_SYMBOL(cuMemsetD8), FAKE_SYMBOL(cuMemsetD16), FAKE_SYMBOL(cuMemsetD32), FAKE_SYMBOL(cuMemsetD8Async),
+    FAKE_SYMBOL(cuMemsetD16Async), FAKE_SYMBOL(cuMemsetD32Async), FAKE_SYMBOL(cuEventElapsedTime),
+    FAKE_SYMBOL(cuStreamGetPriority), FAKE_SYMBOL(cuStreamGetFlags),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -3066,6 +3236,7 @@ const versioned_symbol versioned_symbols[] = {
 
 FAKE_EXPORT CUresult cuGetProcAddress_v2(const char* name, void** fn, int, cuuint64_t,
                                          CUdriverProcAddressQueryResult* status) {
+  entry_scope scope;  // what it allocates is the fake's (the failure sweep's host allocations)
   for (const symbol& s : symbols) {
     if (std::strcmp(s.name, name) == 0 && !hidden(name)) {
       *fn = s.fn;
@@ -3263,4 +3434,130 @@ FAKE_EXPORT void* fake_cuda_primary_context(int d) {
 FAKE_EXPORT int fake_cuda_primary_refs(int d) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   return st().primary_refs[static_cast<std::size_t>(d)];
+}
+
+// --- failure injection and live objects (the failure sweep, tests/failure_sweep) --------------------------
+
+/// Arms the injection: entry-point calls are counted from now on (on every thread), and call @p k (from
+/// 1) returns @p code without doing anything; @p k = 0 only counts. @p trace keeps the name of each counted
+/// call (fake_cuda_trace_name). Re-arming starts a new count.
+FAKE_EXPORT void fake_cuda_inject_failure(long long k, CUresult code, int trace) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  injection_t& in = injection();
+  in.armed = true;
+  in.calls = 0;
+  in.fail_at = k;
+  in.code = code;
+  in.failed_api = nullptr;
+  in.tracing = trace != 0;
+  in.trace.clear();
+}
+
+/// Stops counting; returns the number of calls counted since the injection was armed.
+FAKE_EXPORT long long fake_cuda_disarm() {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  injection().armed = false;
+  return injection().calls;
+}
+
+/// The number of entry-point calls counted since the injection was armed (0 when it never was).
+FAKE_EXPORT long long fake_cuda_calls() {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  return injection().calls;
+}
+
+/// The entry point the armed failure was returned by (e.g. "cuMemAlloc"), or null while it has not been.
+FAKE_EXPORT const char* fake_cuda_injected_api() {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  const char* fn = injection().failed_api;
+  return fn != nullptr ? fn + 5 : nullptr;  // without "fake_"
+}
+
+/// The entry point of counted call @p k (from 1) while tracing, or null.
+FAKE_EXPORT const char* fake_cuda_trace_name(long long k) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  const auto& trace = injection().trace;
+  return k >= 1 && k <= static_cast<long long>(trace.size()) ? trace[static_cast<std::size_t>(k - 1)] + 5 : nullptr;
+}
+
+/// Whether the calling thread is inside the fake (an entry point, cuInit, cuGetProcAddress): what it
+/// allocates there is the fake's own.
+FAKE_EXPORT int fake_cuda_in_entry_point() { return entry_depth > 0 ? 1 : 0; }
+
+/// The context current on the calling thread, as the driver sees it (no entry point is counted).
+FAKE_EXPORT CUcontext fake_cuda_current_context() { return current(); }
+
+/// The driver-side objects alive now, one "kind count" line each, copied into buf as fake_cuda_log does;
+/// returns the text's length. Device allocations leave out the globals of loaded libraries (which the
+/// fake keeps for the process) and include IPC mappings; primary contexts count the references held on
+/// them, but for those of live green contexts (counted with them).
+FAKE_EXPORT std::size_t fake_cuda_live_objects(char* buf, std::size_t capacity) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  state_t& s = st();
+  long long globals = 0;
+  for (const auto& lib : s.libraries) {
+    for (const auto& [name, address] : lib->globals) {
+      globals += s.live.count(address) != 0 ? 1 : 0;
+    }
+  }
+  long long streams = 0, created_contexts = 0, primary_refs = 0, libraries = 0, pools = 0, greens_alive = 0;
+  long long arrays_alive = 0, mipmaps_alive = 0, pending = 0;
+  for (const auto& str : s.streams) {
+    streams += str->alive ? 1 : 0;
+    pending += str->pending;
+  }
+  for (const auto& c : s.contexts) {
+    created_contexts += (c->alive && !c->primary && c->green == nullptr) ? 1 : 0;
+  }
+  for (int r : s.primary_refs) {
+    primary_refs += r;
+  }
+  for (const auto& g : greens()) {
+    primary_refs -= g->alive ? 1 : 0;  // a green context's reference: counted with it
+  }
+  for (const auto& lib : s.libraries) {
+    libraries += lib->alive ? 1 : 0;
+  }
+  for (const auto& [index, info] : pool_info()) {
+    pools += info.alive ? 1 : 0;
+  }
+  for (const auto& g : greens()) {
+    greens_alive += g->alive ? 1 : 0;
+  }
+  for (const auto& a : arrays().arrays) {
+    arrays_alive += (a->alive && !a->level) ? 1 : 0;
+  }
+  for (const auto& m : arrays().mipmaps) {
+    mipmaps_alive += m->alive ? 1 : 0;
+  }
+  const std::pair<const char*, long long> kinds[] = {
+      {"device_allocations", static_cast<long long>(s.live.size()) - globals},
+      {"host_allocations", static_cast<long long>(pst().host.size())},
+      {"streams", streams},
+      {"pending_host_calls", pending},
+      {"events", static_cast<long long>(s.events.size())},
+      {"created_contexts", created_contexts},
+      {"primary_context_refs", primary_refs},
+      {"libraries", libraries},
+      {"pools", pools},
+      {"graphs", static_cast<long long>(s.graphs.size())},
+      {"arrays", arrays_alive},
+      {"mipmapped_arrays", mipmaps_alive},
+      {"textures", static_cast<long long>(arrays().textures.size())},
+      {"surfaces", static_cast<long long>(arrays().surfaces.size())},
+      {"vmm_reservations", static_cast<long long>(vmm().reservations.size())},
+      {"vmm_handles", static_cast<long long>(vmm().handles.size())},
+      {"vmm_mappings", static_cast<long long>(vmm().mappings.size())},
+      {"green_contexts", greens_alive},  // (IPC mappings are device allocations)
+  };
+  std::string text;
+  for (const auto& [kind, n] : kinds) {
+    text += std::string(kind) + " " + std::to_string(n) + "\n";
+  }
+  if (buf != nullptr && capacity > 0) {
+    const std::size_t n = std::min(capacity - 1, text.size());
+    std::memcpy(buf, text.data(), n);
+    buf[n] = '\0';
+  }
+  return text.size();
 }

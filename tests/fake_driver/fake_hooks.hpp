@@ -54,4 +54,48 @@ struct fake_probe {
   bool is_live(const void* address) const { return fake_is_live(reinterpret_cast<CUdeviceptr>(address)); }
 };
 
+/// The fake's failure injection (fake_cuda_inject_failure): makes one entry-point call fail, found by its
+/// name in a dry run of the same code. Disarms when it goes.
+///
+/// @code
+/// cudrv::test::fake_injection inject;
+/// const long long k = inject.find([&] { make_and_destroy(); }, "cuCtxSetCurrent");  // dry run, traced
+/// inject.fail_call(k, CUDA_ERROR_UNKNOWN);
+/// make_and_destroy();                                                                // call k fails
+/// CHECK(inject.failed_api() == "cuCtxSetCurrent");
+/// @endcode
+struct fake_injection {
+  void (*arm)(long long, CUresult, int) = fake_hook<void(long long, CUresult, int)>("fake_cuda_inject_failure");
+  long long (*disarm)() = fake_hook<long long()>("fake_cuda_disarm");
+  const char* (*trace_name)(long long) = fake_hook<const char*(long long)>("fake_cuda_trace_name");
+  const char* (*injected)() = fake_hook<const char*()>("fake_cuda_injected_api");
+
+  fake_injection() = default;
+  fake_injection(const fake_injection&) = delete;
+  fake_injection& operator=(const fake_injection&) = delete;
+  ~fake_injection() { disarm(); }
+
+  /// Runs @p f with every call counted and traced, and returns the position of the @p nth call (from 1)
+  /// of entry point @p api among them (0 when there is none).
+  template <class F>
+  long long find(F&& f, const std::string& api, int nth = 1) {
+    arm(0, CUDA_SUCCESS, 1);
+    f();
+    const long long calls = disarm();
+    for (long long k = 1; k <= calls; ++k) {
+      if (api == trace_name(k) && --nth == 0) {
+        return k;
+      }
+    }
+    return 0;
+  }
+  /// Call @p k (from 1) from now on returns @p code.
+  void fail_call(long long k, CUresult code) { arm(k, code, 0); }
+  /// The entry point that returned the injected code, "" while none has.
+  std::string failed_api() const {
+    const char* name = injected();
+    return name != nullptr ? name : "";
+  }
+};
+
 }  // namespace cudrv::test

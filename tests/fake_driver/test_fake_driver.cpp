@@ -311,6 +311,26 @@ TEST_CASE("fake driver: a failing launch under memory exhaustion throws, it does
   CHECK(threw);
 }
 
+// Found by the failure sweep: the legacy default stream's failure sink was allocated on its first use,
+// in a noexcept function, so that an allocation failure there terminated the program. (The sink exists
+// for the rest of the process once made: this case checks its first use when run alone, as ctest does.)
+TEST_CASE("fake driver: synchronizing the legacy default stream under memory exhaustion does not terminate",
+          "[fake-driver]") {
+  fake f;
+  cudrv::device d1(1);
+  cudrv::context_guard current(d1.primary_context());  // the legacy default stream stands for it
+  const cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
+  bool threw = false;
+  fail_allocations = true;  // every allocation fails from here
+  try {
+    legacy.synchronize();
+  } catch (...) {
+    threw = true;
+  }
+  fail_allocations = false;
+  CHECK_FALSE(threw);  // it completes: nothing it cannot do without is allocated
+}
+
 TEST_CASE("fake driver: node dependencies reach the driver as the nodes' own handles", "[fake-driver]") {
   fake f;
   const long long seen = f.counter("graph_deps_seen");
