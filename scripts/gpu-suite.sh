@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the GPU tier on a machine with a GPU, from a build tree made elsewhere (or here):
 #   1. ctest -L gpu (each test case in its own process, as CI-style runs do);
-#   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking, then the cases
+#   2. the whole GPU test binary under compute-sanitizer memcheck with leak checking (and the lying-producer
+#      IPC case once more with its consumer child instrumented), then the cases
 #      that provoke no driver refusal on purpose with API errors reported and --error-exitcode; the
 #      runtime-interop tests (cudrv_runtime_tests: the CUDA runtime and cuBLAS on cudrv objects) with
 #      both; the NCCL tests over all GPUs of one process and an MPI program with two ranks under memcheck;
@@ -193,6 +194,17 @@ if [ "$sanitize" = 1 ]; then
   # 1b. The NCCL cases on their own, memory errors and leaks (API errors: see pass 2).
   leak_pass "[nccl] (NCCL's probing API errors not counted)" sanitizer-memcheck-nccl.log \
     "memcheck of cudrv_gpu_tests [nccl]" "$build/tests/cudrv_gpu_tests" "[nccl]"
+
+  # 1c. The lying producer (issue 30) with its consumer child instrumented too (--target-processes all):
+  #     what the consumer writes over its imports, with the true sizes, must stay inside them; API errors
+  #     reported (the refusals happen in cudrv, after calls that succeed).
+  echo "== compute-sanitizer memcheck --target-processes all --leak-check full, API errors reported: the lying producer and its consumer" | tee -a "$out/summary.txt"
+  compute-sanitizer --tool memcheck --target-processes all --leak-check full --error-exitcode 99 \
+    "$build/tests/cudrv_gpu_tests" "a lying producer*" > "$out/sanitizer-lying-producer.log" 2>&1
+  rc=$?
+  echo "exit code $rc" | tee -a "$out/summary.txt"
+  record "memcheck of the lying producer, child included" "$rc"
+  grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/sanitizer-lying-producer.log" | tee -a "$out/summary.txt"
 
   # 2. API errors too, as users run the sanitizer in CI (--error-exitcode, API errors reported): every
   #    case that does not provoke a refusal on purpose must make no failing driver call at all.

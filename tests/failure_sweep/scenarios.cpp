@@ -11,6 +11,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -437,6 +438,46 @@ void batched_copies() {
   s.synchronize();
 }
 
+// A batch that lives on after an add failed (host memory ran out): the add must leave it exactly as it was
+// (the strong guarantee), so that later adds and both enqueue paths see consistent arrays. Copies alternate
+// between two attribute sets, so that each add starts a new attribute group, where a failure between the
+// group's two appends used to leave an attribute without its first copy (issue 30, 8).
+void copy_batch_reuse() {
+  const cudrv::device d = dev();
+  cudrv::stream s(d);
+  cudrv::device_buffer<int> src(d, 64);
+  cudrv::device_buffer<int> dst(d, 64);
+  const cudrv::copy_attributes during{.order = cudrv::source_access_order::during_api_call};
+  auto consistent = [](const cudrv::copy_batch& b) {
+    const auto idx = b.attribute_indices();
+    if (idx.size() != b.attributes().size() || (b.empty() != idx.empty()) || (!idx.empty() && idx[0] != 0)) {
+      return false;
+    }
+    for (std::size_t k = 0; k < idx.size(); ++k) {
+      if (idx[k] >= b.size() || (k > 0 && idx[k] <= idx[k - 1])) {
+        return false;
+      }
+    }
+    return b.destinations().size() == b.size() && b.sources().size() == b.size();
+  };
+  cudrv::copy_batch batch;
+  for (std::size_t i = 0; i < 24; ++i) {
+    const std::size_t copies = batch.size();
+    const std::size_t groups = batch.attributes().size();
+    try {
+      batch.add(dst.view().subspan(i, 1), src.view().subspan(i, 1), i % 2 == 0 ? cudrv::copy_attributes{} : during);
+    } catch (const std::bad_alloc&) {
+      expect(batch.size() == copies && batch.attributes().size() == groups, "a failed add changed the batch");
+    }
+    expect(consistent(batch), "the batch's attribute groups are inconsistent");
+  }
+  if (!batch.empty()) {
+    (void)cudrv::copy(batch, s);
+    (void)cudrv::copy(batch, s, cudrv::batch_copy_mode::fallback_loop);
+  }
+  s.synchronize();
+}
+
 void stream_memops() {
   const cudrv::device d = dev();
   cudrv::stream s(d);
@@ -616,6 +657,7 @@ const scenario all_scenarios[] = {
     {"ipc_pools", &ipc_pools, false, false},
     {"ipc_legacy", &ipc_legacy, false, false},
     {"batched_copies", &batched_copies, false, false},
+    {"copy_batch_reuse", &copy_batch_reuse, false, true},
     {"stream_memops", &stream_memops, false, false},
     {"virtual_memory", &virtual_memory, false, false},
     {"growable_buffers", &growable_buffers, false, false},
