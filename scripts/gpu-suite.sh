@@ -197,9 +197,12 @@ if [ "$sanitize" = 1 ]; then
 
   # 1c. The lying producer (issue 30) with its consumer child instrumented too (--target-processes all):
   #     what the consumer writes over its imports, with the true sizes, must stay inside them; API errors
-  #     reported (the refusals happen in cudrv, after calls that succeed).
-  echo "== compute-sanitizer memcheck --target-processes all --leak-check full, API errors reported: the lying producer and its consumer" | tee -a "$out/summary.txt"
-  compute-sanitizer --tool memcheck --target-processes all --leak-check full --error-exitcode 99 \
+  #     reported (the refusals happen in cudrv, after calls that succeed). Memory errors only: the tool
+  #     counts a pool import freed with cuMemFree as leaked, also in a program of raw driver calls (import,
+  #     cuMemFree, exit: "Leaked 4,000 bytes"; none with cuMemFreeAsync and a synchronisation; H200 and
+  #     H100, driver 580.159.04), which cudrv's imported_buffer does as the driver documents.
+  echo "== compute-sanitizer memcheck --target-processes all, API errors reported: the lying producer and its consumer" | tee -a "$out/summary.txt"
+  compute-sanitizer --tool memcheck --target-processes all --error-exitcode 99 \
     "$build/tests/cudrv_gpu_tests" "a lying producer*" > "$out/sanitizer-lying-producer.log" 2>&1
   rc=$?
   echo "exit code $rc" | tee -a "$out/summary.txt"

@@ -28,7 +28,6 @@
 #include <vector>
 
 #include "cudrv/device_buffer.hpp"
-#include "cudrv/driver.hpp"
 #include "cudrv/error.hpp"
 #include "cudrv/managed_buffer.hpp"
 #include "cudrv/pinned_buffer.hpp"
@@ -185,8 +184,8 @@ struct dlpack_requirements {
   /// @brief Check the memory against the driver (cuPointerGetAttributes), not only the description: the
   /// driver must know the address as memory of the tensor's kind (device, pinned host or managed), a
   /// kDLCUDA tensor's device id must be the memory's device, and every byte the view reaches must lie in
-  /// allocations the driver knows (contiguous ones, for memory mapped in pieces). One driver call for a
-  /// tensor within one allocation. Skipped for kDLCPU (pageable memory the driver does not track) and
+  /// allocations or mappings the driver knows (contiguous ones, for memory mapped in pieces). Two driver
+  /// calls for a tensor within one allocation. Skipped for kDLCPU (pageable memory the driver does not track) and
   /// where no driver can be loaded (then nothing in the process can touch CUDA memory).
   bool check_memory = true;
 
@@ -736,76 +735,6 @@ inline std::string dlpack_accepted(dlpack_memory accepted) {
   return s.empty() ? "none" : s;
 }
 
-// Checks, against the driver, the `bytes` bytes at `address` that a tensor of DLPack device `type` (kDLCUDA,
-// kDLCUDAHost or kDLCUDAManaged) and device id `id` reaches: the driver must know the memory as of that
-// kind (and a kDLCUDA tensor's id must be its device), and the bytes must lie in allocations it knows,
-// one after the other (a tensor in memory mapped in pieces spans several). Skipped without a driver.
-inline void dlpack_check_memory(const char* api, std::uintptr_t address, std::size_t bytes, std::int32_t type,
-                                std::int32_t id) {
-  if (!driver::available()) {
-    return;  // no driver: nothing in this process can touch CUDA memory
-  }
-  auto kind_of = [](const pointer_attributes& a) -> const char* {
-    if (!a.is_known()) {
-      return "memory the driver does not know";
-    }
-    if (a.is_managed) {
-      return "managed memory";
-    }
-    return a.memory_type == CU_MEMORYTYPE_HOST ? "pinned host memory" : "device memory";
-  };
-  auto fits = [&](const pointer_attributes& a) {
-    if (!a.is_known()) {
-      return false;
-    }
-    switch (type) {
-      case kDLCUDA:  // producers also hand out managed memory as kDLCUDA
-        return a.is_managed || (a.memory_type == CU_MEMORYTYPE_DEVICE && a.device_ordinal == id);
-      case kDLCUDAHost:
-        return !a.is_managed && a.memory_type == CU_MEMORYTYPE_HOST;
-      default:  // kDLCUDAManaged
-        return a.is_managed;
-    }
-  };
-  // What the driver knows of an address; one it refuses to describe (CUDA_ERROR_INVALID_VALUE for an
-  // address in no allocation) it does not know.
-  auto query = [](std::uintptr_t at) {
-    try {
-      return get_pointer_attributes(static_cast<CUdeviceptr>(at));
-    } catch (const error& e) {
-      if (e.source() != error_source::driver || e.result() != CUDA_ERROR_INVALID_VALUE) {
-        throw;
-      }
-      return pointer_attributes{};
-    }
-  };
-  const std::string claim = std::string(dlpack_device_name(type)) + (type == kDLCUDA ? " " + std::to_string(id) : "");
-  pointer_attributes a = query(address);
-  if (!fits(a)) {
-    dlpack_refuse(api, "the tensor claims " + claim + ", but the driver knows its address as " + kind_of(a) +
-                           (a.is_known() && !a.is_managed && a.memory_type == CU_MEMORYTYPE_DEVICE
-                                ? " of device " + std::to_string(a.device_ordinal)
-                                : std::string()));
-  }
-  // Every byte the view reaches, allocation after allocation (at most this many pieces).
-  constexpr std::size_t max_pieces = std::size_t{1} << 16;
-  const std::uintptr_t end = address + bytes;  // no overflow: checked by dlpack_check
-  std::uintptr_t covered = static_cast<std::uintptr_t>(a.range_start) + a.range_size;
-  for (std::size_t pieces = 1; covered < end; ++pieces) {
-    if (a.range_size == 0 || covered <= static_cast<std::uintptr_t>(a.range_start) || pieces >= max_pieces) {
-      dlpack_refuse(api, "the driver does not know the extent of the tensor's memory: " + std::to_string(bytes) +
-                             " bytes from its address, in more than " + std::to_string(pieces) + " allocations");
-    }
-    a = query(covered);
-    if (!fits(a) || static_cast<std::uintptr_t>(a.range_start) != covered) {
-      dlpack_refuse(api, "the tensor reaches " + std::to_string(bytes) + " bytes from its address, but only " +
-                             std::to_string(covered - address) + " of them lie in " + claim +
-                             " memory the driver knows (the rest is " + kind_of(a) + ")");
-    }
-    covered += a.range_size;
-  }
-}
-
 // Checks a DLTensor against T and the requirements; returns the view. Throws invalid_argument_error.
 template <class T>
 strided_view<T> dlpack_check(const DLTensor& t, const dlpack_requirements& req) {
@@ -878,7 +807,11 @@ strided_view<T> dlpack_check(const DLTensor& t, const dlpack_requirements& req) 
                            dlpack_dtype_name(want));
   }
   if (req.check_memory && type != kDLCPU && reach != 0) {
-    dlpack_check_memory(api, address, reach * sizeof(V), type, t.device.device_id);
+    const auto claimed = type == kDLCUDA       ? claimed_memory::device
+                         : type == kDLCUDAHost ? claimed_memory::pinned_host
+                                               : claimed_memory::managed;
+    check_claimed_memory(api, address, reach * sizeof(V), claimed, t.device.device_id,
+                         std::string(dlpack_device_name(type)) + (type == kDLCUDA ? " " + std::to_string(t.device.device_id) : ""));
   }
   return strided_view<T>(address, shape, strides, t.device);
 }

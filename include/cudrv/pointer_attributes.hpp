@@ -5,6 +5,8 @@
 #include <cuda.h>
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 namespace cudrv {
 
@@ -37,5 +39,24 @@ struct pointer_attributes {
 [[nodiscard]] pointer_attributes get_pointer_attributes(CUdeviceptr address);
 /// @brief The attributes of a host pointer (pinned, registered, managed, or pageable).
 [[nodiscard]] pointer_attributes get_pointer_attributes(const void* pointer);
+
+namespace detail {
+/// @brief What a description from foreign code says its memory is (internal).
+enum class claimed_memory {
+  device,       ///< device memory of one device
+  pinned_host,  ///< page-locked (allocated or registered) host memory
+  managed,      ///< managed memory
+};
+/// @brief Checks with the driver that the @p bytes bytes at @p address are memory of the @p kind claimed
+/// (of device @p device for device memory; managed memory passes for device memory too), in allocations
+/// or mappings the driver knows, one after the other (internal; cudrv::from_dlpack's memory check). The
+/// extents are the driver's own (cuMemGetAddressRange: each mapping of a reserved range on its own, so a
+/// view that reaches an unmapped part of a reservation is refused); at most 65,536 pieces are followed.
+/// Does nothing where no driver can be loaded.
+/// @param claim how the caller names the claim in messages ("kDLCUDA 0")
+/// @throws invalid_argument_error naming what the driver knows of the memory
+void check_claimed_memory(const char* api, std::uintptr_t address, std::size_t bytes, claimed_memory kind, int device,
+                          const std::string& claim);
+}  // namespace detail
 
 }  // namespace cudrv

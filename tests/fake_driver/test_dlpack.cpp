@@ -170,13 +170,15 @@ TEST_CASE("fake driver: dlpack import checks the tensor's memory against the dri
     return cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(at, shape, {}, device), nullptr), req);
   };
   const long long queries = f.counter("pointer_queries");
+  const long long ranges = f.counter("address_range_queries");
   CHECK(import(address, 64, {kDLCUDA, 1}).size() == 64);  // the whole buffer
-  CHECK(f.counter("pointer_queries") == queries + 1);     // one driver call
+  CHECK(f.counter("pointer_queries") == queries + 1);     // two driver calls: what it is, and its extent
+  CHECK(f.counter("address_range_queries") == ranges + 1);
   CHECK(import(address + 16 * sizeof(float), 48, {kDLCUDA, 1}).size() == 48);  // a tail
 
   // The wrong device: the driver knows the memory as device 1's.
   CHECK_THROWS_WITH(import(address, 64, {kDLCUDA, 0}),
-                    Catch::Contains("claims kDLCUDA 0") && Catch::Contains("device memory of device 1"));
+                    Catch::Contains("claims to be kDLCUDA 0") && Catch::Contains("device memory of device 1"));
   // Past the allocation's end.
   CHECK_THROWS_WITH(import(address, 65, {kDLCUDA, 1}), Catch::Contains("260 bytes") && Catch::Contains("only 256"));
   CHECK_THROWS_WITH(import(address + 8 * sizeof(float), 57, {kDLCUDA, 1}), Catch::Contains("only 224"));
@@ -184,8 +186,8 @@ TEST_CASE("fake driver: dlpack import checks the tensor's memory against the dri
   std::vector<float> host(64);
   CHECK_THROWS_WITH(import(reinterpret_cast<std::uintptr_t>(host.data()), 64, {kDLCUDA, 1}),
                     Catch::Contains("memory the driver does not know"));
-  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAHost, 0}), Catch::Contains("claims kDLCUDAHost"));
-  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAManaged, 0}), Catch::Contains("claims kDLCUDAManaged"));
+  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAHost, 0}), Catch::Contains("claims to be kDLCUDAHost"));
+  CHECK_THROWS_WITH(import(address, 64, {kDLCUDAManaged, 0}), Catch::Contains("claims to be kDLCUDAManaged"));
   // Opting out keeps the structural checks only; host memory (kDLCPU) is not the driver's to check.
   CHECK(import(address, 65, {kDLCUDA, 0}, false).size() == 65);
   const std::int64_t shape[] = {64};
