@@ -1,7 +1,9 @@
 // Memory that foreign code describes (a DLPack tensor), checked against what the driver knows of it.
 #include <cstdint>
+#include <optional>
 #include <string>
 
+#include "cudrv/context.hpp"
 #include "cudrv/driver.hpp"
 #include "cudrv/error.hpp"
 #include "cudrv/pointer_attributes.hpp"
@@ -12,15 +14,18 @@ namespace cudrv::detail {
 namespace {
 
 // What the driver knows of one address: its kind and device (cuPointerGetAttributes) and the extent of the
-// allocation or mapping that holds it (cuMemGetAddressRange). For memory mapped into a reserved range, the
-// attributes' range is the whole reservation, mapped or not (driver 580.159.04: an unmapped address in it
-// has memory type 0), while cuMemGetAddressRange gives each mapping on its own and CUDA_ERROR_NOT_FOUND
-// for an unmapped address (whose memory type is 0). Pinned host memory is not mapped so: its attributes'
-// range is its allocation.
+// allocation or mapping that holds it. For memory mapped into a reserved range, the attributes' range is the
+// whole reservation, mapped or not (driver 580.159.04: an unmapped address in it has memory type 0), while
+// cuMemGetAddressRange gives each mapping on its own and CUDA_ERROR_NOT_FOUND for an unmapped address; but
+// cuMemGetAddressRange needs a current context. It runs in the current one, or in the context that owns the
+// memory (the pointer's context attribute, null for pool and mapped memory); with neither, the attributes'
+// range stands, marked inexact, and the caller checks the last byte too. Pinned host memory is not mapped
+// into reservations: its attributes' range is its allocation.
 struct known_memory {
   pointer_attributes attributes{};
   std::uintptr_t start = 0;
   std::size_t size = 0;
+  bool exact = true;  // the extent is the allocation's or mapping's own
 };
 
 known_memory what_driver_knows(std::uintptr_t address) {
@@ -38,15 +43,27 @@ known_memory what_driver_knows(std::uintptr_t address) {
   }
   out.start = static_cast<std::uintptr_t>(out.attributes.range_start);
   out.size = out.attributes.range_size;
-  if (out.attributes.memory_type == CU_MEMORYTYPE_DEVICE || out.attributes.is_managed) {
-    // Device memory may be mapped into a reservation: its own extent is the mapping's. (Pinned host memory
-    // is never mapped so, and the attributes' range is its allocation.)
-    CUdeviceptr base = 0;
-    std::size_t size = 0;
-    if (drv::cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address)) == CUDA_SUCCESS) {
-      out.start = static_cast<std::uintptr_t>(base);
-      out.size = size;
-    }
+  if (out.attributes.memory_type != CU_MEMORYTYPE_DEVICE && !out.attributes.is_managed) {
+    return out;
+  }
+  CUcontext current = nullptr;
+  check(drv::cuCtxGetCurrent(&current), "cuCtxGetCurrent");
+  if (current == nullptr && out.attributes.context == nullptr) {
+    out.exact = false;
+    return out;
+  }
+  std::optional<context_guard> owner;  // the memory's own context, when none is current
+  if (current == nullptr) {
+    owner.emplace(context_ref(out.attributes.context));
+  }
+  CUdeviceptr base = 0;
+  std::size_t size = 0;
+  const CUresult status = drv::cuMemGetAddressRange(&base, &size, static_cast<CUdeviceptr>(address));
+  if (status == CUDA_SUCCESS) {
+    out.start = static_cast<std::uintptr_t>(base);
+    out.size = size;
+  } else {
+    out.exact = false;
   }
   return out;
 }
@@ -91,6 +108,16 @@ void check_claimed_memory(const char* api, std::uintptr_t address, std::size_t b
                  (first.is_known() && !first.is_managed && first.memory_type == CU_MEMORYTYPE_DEVICE
                       ? " of device " + std::to_string(first.device_ordinal)
                       : std::string()));
+  }
+  // Where the first extent is not exact (no context to ask cuMemGetAddressRange in), the last byte must be
+  // memory of the kind claimed too: a view into an unmapped part of a reservation ends there.
+  if (!m.exact && bytes > 1) {
+    const known_memory last = what_driver_knows(address + bytes - 1);
+    if (!fits(last.attributes, kind, device)) {
+      throw invalid_argument_error(api, "the memory reaches " + std::to_string(bytes) + " bytes from its address, but "
+                                            "its last byte does not lie in " + claim +
+                                            " memory the driver knows (it is " + kind_of(last.attributes) + ")");
+    }
   }
   // Every byte reached, piece after piece (at most this many pieces).
   constexpr std::size_t max_pieces = std::size_t{1} << 16;

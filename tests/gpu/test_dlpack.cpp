@@ -14,6 +14,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -191,21 +192,25 @@ TEST_CASE("dlpack: imports are checked against the driver, also over memory mapp
     req.memory = cudrv::dlpack_memory::cuda | cudrv::dlpack_memory::cuda_host | cudrv::dlpack_memory::cuda_managed;
     return cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(at, shape, {}, device), nullptr), req);
   };
-  {
-    // Three chunks of the device's minimum granularity, mapped one after the other.
+  // Three chunks of the device's minimum granularity, mapped one after the other, checked with no context
+  // current (the pointer attributes only: the memory names no context) and with one (each mapping's extent).
+  for (const bool with_context : {false, true}) {
+    INFO((with_context ? "with a context current" : "with no context current"));
+    std::optional<cudrv::context_guard> current;
+    if (with_context) {
+      current.emplace(dev.primary_context());
+    }
     cudrv::growable_buffer<float> grow(dev, 1 << 24, {.chunk_bytes = 2u << 20});
     grow.resize(3 * (2u << 20) / sizeof(float));
     const auto address = static_cast<std::uintptr_t>(grow.data());
     const auto n = static_cast<std::int64_t>(grow.size());
-    const auto attributes = cudrv::get_pointer_attributes(grow.data());
-    INFO("the driver's range at the start: " << attributes.range_size << " bytes");
     CHECK(import(address, n, {kDLCUDA, 0}).size() == grow.size());  // across the chunks
     CHECK(import(address + 100 * sizeof(float), n - 100, {kDLCUDA, 0}).size() == grow.size() - 100);
     // One element past what is mapped (the capacity: growth maps whole chunks) reaches the reservation's
-    // unmapped part, whose addresses the driver knows as part of the range but not as memory.
+    // unmapped part, which the pointer attributes count in the range but not as memory.
     const auto mapped = static_cast<std::int64_t>(grow.capacity());
     CHECK(import(address, mapped, {kDLCUDA, 0}).size() == grow.capacity());
-    CHECK_THROWS_WITH(import(address, mapped + 1, {kDLCUDA, 0}), Catch::Contains("lie in kDLCUDA 0 memory"));
+    CHECK_THROWS_WITH(import(address, mapped + 1, {kDLCUDA, 0}), Catch::Contains("kDLCUDA 0 memory the driver knows"));
   }
   {
     cudrv::device_buffer<float> buf(dev, 1000);
