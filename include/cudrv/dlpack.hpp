@@ -184,8 +184,8 @@ struct dlpack_requirements {
   /// @brief Check the memory against the driver (cuPointerGetAttributes), not only the description: the
   /// driver must know the address as memory of the tensor's kind (device, pinned host or managed), a
   /// kDLCUDA tensor's device id must be the memory's device, and every byte the view reaches must lie in
-  /// allocations or mappings the driver knows (contiguous ones, for memory mapped in pieces). Two driver
-  /// calls for a tensor within one allocation. Skipped for kDLCPU (pageable memory the driver does not track) and
+  /// allocations or mappings the driver knows (contiguous ones, for memory mapped in pieces). A few driver
+  /// calls for a tensor within one allocation (about a microsecond). Skipped for kDLCPU (pageable memory the driver does not track) and
   /// where no driver can be loaded (then nothing in the process can touch CUDA memory).
   bool check_memory = true;
 
