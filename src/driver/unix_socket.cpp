@@ -522,22 +522,26 @@ received_message unix_socket::receive(const receive_options& options) const {
   // the next message.
   read_exact(fd_.native_handle(), too_large ? nullptr : out.payload.data(), static_cast<std::size_t>(header.payload),
              message_part::payload, max_fds, out.descriptors, seen, d, options.timeout);
+  // A refused message's descriptors are closed before the error is made, so that its slots are free again
+  // by then (a process out of slots may need one to handle the error).
+  auto refuse = [&](int code, std::string text) {
+    out.descriptors.clear();
+    throw system_error(code, api, std::move(text));
+  };
   if (seen.no_slot != 0) {
-    throw system_error(seen.no_slot, api, no_slot_text(seen.no_slot, header.descriptors));
+    refuse(seen.no_slot, no_slot_text(seen.no_slot, header.descriptors));
   }
   if (too_large) {
-    throw system_error(EMSGSIZE, api,
-                       "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
-                           std::to_string(options.max_payload) + " (receive_options::max_payload)");
+    refuse(EMSGSIZE, "a message of " + std::to_string(header.payload) + " bytes; this receive accepts at most " +
+                         std::to_string(options.max_payload) + " (receive_options::max_payload)");
   }
   if (header.descriptors > max_fds) {
-    throw system_error(EMSGSIZE, api,
-                       "the message announced " + count_of(header.descriptors, "file descriptor") +
-                           "; this receive accepts at most " + std::to_string(max_fds) +
-                           " (receive_options::max_descriptors); those that arrived were closed");
+    refuse(EMSGSIZE, "the message announced " + count_of(header.descriptors, "file descriptor") +
+                         "; this receive accepts at most " + std::to_string(max_fds) +
+                         " (receive_options::max_descriptors); those that arrived were closed");
   }
   if (seen.with_payload > 0 || seen.no_slot_with_payload || seen.with_header != header.descriptors || seen.discarded) {
-    throw system_error(EPROTO, api, unannounced_text(header.descriptors, seen));
+    refuse(EPROTO, unannounced_text(header.descriptors, seen));
   }
   return out;
 }
