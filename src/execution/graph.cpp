@@ -14,6 +14,7 @@
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "execution/graph_support.hpp"
 #include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
 #include "streams/nvtx_support.hpp"
@@ -81,6 +82,7 @@ const char* update_reason(CUgraphExecUpdateResult r) {
   }
 }
 
+// A node and its kind, for error messages; a type cudrv has no name for is given as the driver's number.
 std::string describe_node(CUgraphNode node) {
   if (node == nullptr) {
     return "no node named";
@@ -88,15 +90,86 @@ std::string describe_node(CUgraphNode node) {
   std::ostringstream out;
   out << "node " << static_cast<const void*>(node);
   try {
-    static const char* names[] = {"kernel", "memcpy", "memset", "host", "child graph", "empty", "event record",
-                                  "event wait", "memory alloc", "memory free", "conditional", "other"};
-    out << " (" << names[static_cast<int>(graph_node_ref::from_native_handle(node).kind())] << ")";
+    CUgraphNodeType type{};
+    if (drv::cuGraphNodeGetType(node, &type) == CUDA_SUCCESS) {
+      const graph_node_kind kind = node_kind_of(type);
+      out << " (" << graph_node_kind_name(kind);
+      if (kind == graph_node_kind::other) {
+        out << ", CUgraphNodeType " << static_cast<int>(type);
+      }
+      out << ")";
+    }
   } catch (const error&) {
   }
   return out.str();
 }
 
 }  // namespace
+
+graph_node_kind node_kind_of(CUgraphNodeType type) noexcept {
+  switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      return graph_node_kind::kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      return graph_node_kind::memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      return graph_node_kind::memset;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      return graph_node_kind::host;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      return graph_node_kind::child_graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return graph_node_kind::empty;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      return graph_node_kind::event_record;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      return graph_node_kind::event_wait;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return graph_node_kind::mem_alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return graph_node_kind::mem_free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      return graph_node_kind::conditional;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      return graph_node_kind::batch_mem_op;
+    default:
+      return graph_node_kind::other;
+  }
+}
+
+const char* graph_node_kind_name(graph_node_kind kind) noexcept {
+  // Every enumerator has its case and there is no default label, so that -Wswitch (in -Wall) reports an
+  // enumerator added without a name; a value outside the enumerators falls through to the end.
+  switch (kind) {
+    case graph_node_kind::kernel:
+      return "kernel";
+    case graph_node_kind::memcpy:
+      return "memcpy";
+    case graph_node_kind::memset:
+      return "memset";
+    case graph_node_kind::host:
+      return "host";
+    case graph_node_kind::child_graph:
+      return "child graph";
+    case graph_node_kind::empty:
+      return "empty";
+    case graph_node_kind::event_record:
+      return "event record";
+    case graph_node_kind::event_wait:
+      return "event wait";
+    case graph_node_kind::mem_alloc:
+      return "memory alloc";
+    case graph_node_kind::mem_free:
+      return "memory free";
+    case graph_node_kind::conditional:
+      return "conditional";
+    case graph_node_kind::batch_mem_op:
+      return "batch memory operations";
+    case graph_node_kind::other:
+      return "other";
+  }
+  return "unknown kind";
+}
 
 // When the node the driver blamed for a failed instantiation is a kernel node, throws the launch_error
 // a launch with its configuration would have: the limit it exceeds, with the numbers. Returns otherwise.
@@ -277,34 +350,7 @@ void keep_captured_libraries(CUgraph graph) {
 graph_node_kind graph_node_ref::kind() const {
   CUgraphNodeType type{};
   detail::check(detail::drv::cuGraphNodeGetType(node_, &type), "cuGraphNodeGetType");
-  switch (type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL:
-      return graph_node_kind::kernel;
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-      return graph_node_kind::memcpy;
-    case CU_GRAPH_NODE_TYPE_MEMSET:
-      return graph_node_kind::memset;
-    case CU_GRAPH_NODE_TYPE_HOST:
-      return graph_node_kind::host;
-    case CU_GRAPH_NODE_TYPE_GRAPH:
-      return graph_node_kind::child_graph;
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-      return graph_node_kind::empty;
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      return graph_node_kind::event_record;
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      return graph_node_kind::event_wait;
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-      return graph_node_kind::mem_alloc;
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-      return graph_node_kind::mem_free;
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-      return graph_node_kind::conditional;
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-      return graph_node_kind::batch_mem_op;
-    default:
-      return graph_node_kind::other;
-  }
+  return detail::node_kind_of(type);
 }
 
 std::vector<graph_node_ref> graph_node_ref::dependencies() const {
