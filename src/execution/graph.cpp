@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "cudrv/device.hpp"
+#include "cudrv/driver.hpp"
 #include "cudrv/graph_exec.hpp"
 #include "cudrv/launch.hpp"
 #include "cudrv/stream_capture.hpp"
@@ -520,16 +521,27 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
                                             unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
   constexpr const char* api = "cudrv::graph::add_conditional";
   require_handle(api);
+  // What can be checked before the driver: the context, the kind, the number of bodies, and whether
+  // the installed driver knows the node (switch nodes and an if with an else body: CUDA 12.8).
+  if (ctx.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudrv::context); name the "
+                                      "context the conditional handle was made for");
+  }
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
+  const char* what = "if";
+  int needs = 12030;  // conditional nodes: CUDA 12.3 (cuGraphAddNode's entry point checks that one)
   switch (kind) {
     case conditional_kind::if_then:
       type = CU_GRAPH_COND_TYPE_IF;
       if (bodies != 1 && bodies != 2) {
         throw invalid_argument_error(api, "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
       }
+      what = bodies == 2 ? "if with an else body" : "if";
+      needs = bodies == 2 ? 12080 : 12030;
       break;
     case conditional_kind::while_loop:
       type = CU_GRAPH_COND_TYPE_WHILE;
+      what = "while";
       if (bodies != 1) {
         throw invalid_argument_error(api, "a while node has exactly 1 body, not " + std::to_string(bodies));
       }
@@ -541,10 +553,26 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
       throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                                 "switch nodes need CUDA 12.8 headers", api, {});
 #endif
+      what = "switch";
+      needs = 12080;
       if (bodies == 0) {
         throw invalid_argument_error(api, "a switch node needs at least 1 body");
       }
       break;
+    default:
+      throw invalid_argument_error(api, "conditional_kind " + std::to_string(static_cast<int>(kind)) +
+                                            " is none of if_then, while_loop, switch_cases");
+  }
+  const std::string node = "conditional node (" + std::string(what) + ", " + std::to_string(bodies) +
+                           (bodies == 1 ? " body)" : " bodies)");
+  if (const int installed = driver::version(); installed > 0 && installed < needs) {
+    // An older driver may answer CUDA_ERROR_INVALID_VALUE for a node type or body count it does not know,
+    // which would read as a refused handle below.
+    throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                              "a " + node + " needs a CUDA " + std::to_string(needs / 1000) + "." +
+                                  std::to_string(needs % 1000 / 10) + " driver; the installed driver supports CUDA " +
+                                  std::to_string(installed / 1000) + "." + std::to_string(installed % 1000 / 10),
+                              api, {});
   }
   CUgraphNodeParams params{};
   params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -553,23 +581,30 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
   params.conditional.size = bodies;
   params.conditional.ctx = ctx.native_handle();
   auto deps = detail::native_nodes(dependencies);
-  CUgraphNode node = nullptr;
-  CUresult status = detail::drv::cuGraphAddNode(&node, handle_, deps.data(), nullptr, deps.size(), &params);
-  if (status == CUDA_ERROR_NOT_SUPPORTED || status == CUDA_ERROR_INVALID_VALUE) {
+  CUgraphNode added = nullptr;
+  const CUresult status = detail::drv::cuGraphAddNode(&added, handle_, deps.data(), nullptr, deps.size(), &params);
+  if (status == CUDA_ERROR_NOT_SUPPORTED) {
     int cc = 0;
     try {
       cc = ctx.device().compute_capability().as_int();
     } catch (const error&) {
     }
     detail::check(status, "cuGraphAddNode", [&] {
-      return "conditional node (" + std::string(kind == conditional_kind::while_loop ? "while" : kind == conditional_kind::if_then ? "if" : "switch") +
-             ", " + std::to_string(bodies) + " bodies): the driver or device (compute capability " +
-             std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
-             ") does not support it; conditional nodes need CUDA 12.4 (switch 12.8) and compute capability 5.0+";
+      return node + ": the driver or device (compute capability " + std::to_string(cc / 10) + "." +
+             std::to_string(cc % 10) + ") does not support it; conditional nodes need compute capability 5.0+";
     });
   }
-  detail::check(status, "cuGraphAddNode");
-  conditional_node out{graph_node_ref::from_native_handle(node), {}};
+  if (status == CUDA_ERROR_INVALID_VALUE) {
+    // The driver knows the node (checked above): what it refuses is the handle (driver 580.159.04: a
+    // handle of another graph, one a second node tests, a value no cuGraphConditionalHandleCreate made).
+    detail::check(status, "cuGraphAddNode", [&] {
+      return node + ": the driver refused its conditional handle; a handle must come from make_conditional_handle "
+                    "of this graph (or of a graph this one is a body of), made for the same context, and only one "
+                    "conditional node may test it";
+    });
+  }
+  detail::check(status, "cuGraphAddNode", [&] { return node; });
+  conditional_node out{graph_node_ref::from_native_handle(added), {}};
   for (unsigned i = 0; i < bodies; ++i) {
     out.bodies.push_back(graph_ref::from_native_handle(params.conditional.phGraph_out[i]));
   }

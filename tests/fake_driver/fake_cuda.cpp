@@ -91,6 +91,7 @@ struct fake_graph_node {
   CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
   CUgraphConditionalHandle handle = 0;
   std::vector<int*> bodies;
+  std::vector<CUgraph> body_handles;  // the driver-owned array phGraph_out points to
 };
 
 struct state_t {
@@ -1592,6 +1593,7 @@ CUresult CUDAAPI fake_cuGraphCreate(CUgraph* g, unsigned) {
 void free_graph(int* g) {
   for (const auto& node : st().graph_nodes) {
     if (node->graph == g) {
+      node->body_handles.clear();
       for (int* body : std::exchange(node->bodies, {})) {
         st().body_parents.erase(body);
         free_graph(body);
@@ -1693,7 +1695,8 @@ CUresult CUDAAPI fake_cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph g,
 // graph or of a graph it is (transitively) a body of, and only one node may test a handle; anything else
 // is CUDA_ERROR_INVALID_VALUE, as the real driver answers (driver 580.159.04: a handle of another graph,
 // a handle a second node tests, a value no cuGraphConditionalHandleCreate returned). A driver older than
-// 12.8 knows neither switch nodes nor an if with an else body: CUDA_ERROR_INVALID_VALUE too.
+// 12.8 knows neither switch nodes nor an if with an else body: modelled as CUDA_ERROR_INVALID_VALUE too
+// (not measured).
 CUresult CUDAAPI fake_cuGraphConditionalHandleCreate(CUgraphConditionalHandle* h, CUgraph g, CUcontext ctx, unsigned,
                                                      unsigned) {
   FAKE_ENTER();
@@ -1741,8 +1744,9 @@ CUresult CUDAAPI fake_cuGraphAddNode(CUgraphNode* n, CUgraph g, const CUgraphNod
   for (unsigned i = 0; i < c.size; ++i) {
     node->bodies.push_back(new int(0));
     st().body_parents[node->bodies.back()] = reinterpret_cast<int*>(g);
-    c.phGraph_out[i] = reinterpret_cast<CUgraph>(node->bodies.back());
+    node->body_handles.push_back(reinterpret_cast<CUgraph>(node->bodies.back()));
   }
+  c.phGraph_out = node->body_handles.data();  // owned by the node, as the driver's array is
   count("conditional_nodes");
   return CUDA_SUCCESS;
 }
