@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -91,12 +92,12 @@ std::string describe_node(CUgraphNode node) {
   std::ostringstream out;
   out << "node " << static_cast<const void*>(node);
   try {
-    CUgraphNodeType type{};
-    if (drv::cuGraphNodeGetType(node, &type) == CUDA_SUCCESS) {
+    int type = 0;
+    if (node_type(node, type) == CUDA_SUCCESS) {
       const graph_node_kind kind = node_kind_of(type);
       out << " (" << graph_node_kind_name(kind);
       if (kind == graph_node_kind::other) {
-        out << ", CUgraphNodeType " << static_cast<int>(type);
+        out << ", CUgraphNodeType " << type;
       }
       out << ")";
     }
@@ -107,7 +108,15 @@ std::string describe_node(CUgraphNode node) {
 
 }  // namespace
 
-graph_node_kind node_kind_of(CUgraphNodeType type) noexcept {
+CUresult node_type(CUgraphNode node, int& type) {
+  static_assert(sizeof(CUgraphNodeType) == sizeof(int));
+  CUgraphNodeType written{};
+  const CUresult status = drv::cuGraphNodeGetType(node, &written);
+  std::memcpy(&type, &written, sizeof type);  // the bytes the driver wrote, never loaded as the enum
+  return status;
+}
+
+graph_node_kind node_kind_of(int type) noexcept {
   switch (type) {
     case CU_GRAPH_NODE_TYPE_KERNEL:
       return graph_node_kind::kernel;
@@ -175,9 +184,9 @@ const char* graph_node_kind_name(graph_node_kind kind) noexcept {
 // When the node the driver blamed for a failed instantiation is a kernel node, throws the launch_error
 // a launch with its configuration would have: the limit it exceeds, with the numbers. Returns otherwise.
 void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode node, CUcontext ctx) {
-  CUgraphNodeType type{};
+  int type = 0;
   CUDA_KERNEL_NODE_PARAMS params{};
-  if (node == nullptr || drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+  if (node == nullptr || node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
       drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS) {
     return;
   }
@@ -307,9 +316,9 @@ void keep_captured_libraries(CUgraph graph) {
   for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
          return drv::cuGraphGetNodes(graph, out, n);
        })) {
-    CUgraphNodeType type{};
+    int type = 0;
     CUDA_KERNEL_NODE_PARAMS params{};
-    if (drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+    if (node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
         drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
       continue;
     }
@@ -349,8 +358,8 @@ void keep_captured_libraries(CUgraph graph) {
 // --- graph_node_ref -------------------------------------------------------------------------------
 
 graph_node_kind graph_node_ref::kind() const {
-  CUgraphNodeType type{};
-  detail::check(detail::drv::cuGraphNodeGetType(node_, &type), "cuGraphNodeGetType");
+  int type = 0;
+  detail::check(detail::node_type(node_, type), "cuGraphNodeGetType");
   return detail::node_kind_of(type);
 }
 

@@ -79,6 +79,6 @@ TEST_CASE("graph node kinds: every enumerator has a name of its own, and no valu
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_CONDITIONAL) == graph_node_kind::conditional);
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL) == graph_node_kind::other);
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) == graph_node_kind::other);
-  CHECK(cudrv::detail::node_kind_of(static_cast<CUgraphNodeType>(99)) == graph_node_kind::other);
+  CHECK(cudrv::detail::node_kind_of(99) == graph_node_kind::other);
 }
 #endif

@@ -88,7 +88,7 @@ struct host_call {
 // handle it tests and the body graphs it owns.
 struct fake_graph_node {
   int* graph;
-  CUgraphNodeType type = CU_GRAPH_NODE_TYPE_EMPTY;
+  int type = CU_GRAPH_NODE_TYPE_EMPTY;  // an int: a test may set a type no enumerator has
   CUgraphConditionalHandle handle = 0;
   std::vector<int*> bodies;
   std::vector<CUgraph> body_handles;  // the driver-owned array phGraph_out points to
@@ -1656,7 +1656,7 @@ CUresult CUDAAPI fake_cuGraphNodeGetType(CUgraphNode n, CUgraphNodeType* type) {
   if (node == nullptr) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
-  *type = node->type;
+  std::memcpy(type, &node->type, sizeof(int));  // the bytes, as a driver writes them: no enum load
   return CUDA_SUCCESS;
 }
 
@@ -3458,7 +3458,7 @@ FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
 /// cannot make, or a type no cuda.h names yet).
 FAKE_EXPORT void fake_cuda_set_node_type(CUgraphNode n, int type) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
-  reinterpret_cast<fake_graph_node*>(n)->type = static_cast<CUgraphNodeType>(type);
+  reinterpret_cast<fake_graph_node*>(n)->type = type;
 }
 
 /// Sets device @p d's graph memory as a graph run would (used and reserved; the high marks follow).
