@@ -139,8 +139,8 @@ class batch_copy_error : public error {
 ///
 /// Each @ref add takes the same arguments as the stream-ordered `cudrv::copy` (views, buffers, host
 /// ranges; the element types must match) and checks the sizes at once: a copy of nothing, larger than
-/// its source or destination, or with a null view, throws @ref invalid_argument_error naming its index
-/// and is not added. The batch keeps addresses and sizes only: the memory must stay valid until the copies have run,
+/// its source or destination, with a null view, or whose source and destination overlap, throws
+/// @ref invalid_argument_error naming its index and is not added. The batch keeps addresses and sizes only: the memory must stay valid until the copies have run,
 /// and a temporary owner (`batch.add(dst, std::vector<float>(n))`) does not compile (`cudrv::borrowed_linear_view`).
 /// An @ref add that throws (a refused copy, or no host memory) leaves the batch as it was.
 /// Copies within a batch are not ordered among themselves; the batch as a whole is ordered on the stream.
@@ -160,14 +160,15 @@ class copy_batch {
   void reserve(std::size_t copies);
 
   /// @brief Adds a copy of all elements of @p src to the start of @p dst.
-  /// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
+  /// @throws invalid_argument_error when @p src is empty or larger than @p dst, a view is null, or the
+  ///   bytes copied overlap
   template <borrowed_linear_view Dst, borrowed_linear_view Src>
   copy_batch& add(Dst&& dst, Src&& src, const copy_attributes& attributes = {}) {
     add_checked(detail::plan_copy(dst, src, nullptr), attributes);
     return *this;
   }
   /// @brief Adds a copy of the first @p count elements of @p src to the start of @p dst.
-  /// @throws invalid_argument_error when @p count is 0 or exceeds either view
+  /// @throws invalid_argument_error when @p count is 0 or exceeds either view, or the bytes copied overlap
   template <borrowed_linear_view Dst, borrowed_linear_view Src>
   copy_batch& add(Dst&& dst, Src&& src, std::size_t count, const copy_attributes& attributes = {}) {
     add_checked(detail::plan_copy(dst, src, &count), attributes);

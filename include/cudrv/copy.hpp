@@ -160,14 +160,15 @@ concept borrowed_linear_view =
 /// cudrv::copy(dev_buf, host_vec, stream);                            // H2D
 /// cudrv::copy(std::span(out), dev_buf.view().first(10), stream);     // D2H of 10 elements
 /// @endcode
-/// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
+/// @throws invalid_argument_error when @p src is empty or larger than @p dst, a view is null, or the
+///   bytes copied overlap (the driver's copies are undefined for overlapping memory)
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, stream_ref s) {
   detail::copy_linear(detail::plan_copy(dst, src, nullptr), s.native_handle(), true);
 }
 
 /// @brief Copies the first @p count elements of @p src to the start of @p dst, ordered on @p s.
-/// @throws invalid_argument_error when @p count is 0 or exceeds either view
+/// @throws invalid_argument_error when @p count is 0 or exceeds either view, or the bytes copied overlap
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, std::size_t count, stream_ref s) {
   detail::copy_linear(detail::plan_copy(dst, src, &count), s.native_handle(), true);
@@ -177,14 +178,15 @@ void copy(Dst&& dst, Src&& src, std::size_t count, stream_ref s) {
 /// copy has completed (cuMemcpy, then a synchronisation of the legacy default stream, since
 /// cuMemcpy may return before a device-to-device or pageable host-to-device copy has landed). It
 /// runs in the context that owns the device memory involved, whatever context is current.
-/// @throws invalid_argument_error when @p src is empty or larger than @p dst, or a view is null
+/// @throws invalid_argument_error when @p src is empty or larger than @p dst, a view is null, or the
+///   bytes copied overlap (the driver's copies are undefined for overlapping memory)
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src) {
   detail::copy_linear(detail::plan_copy(dst, src, nullptr), nullptr, false);
 }
 
 /// @brief Copies the first @p count elements of @p src to the start of @p dst synchronously.
-/// @throws invalid_argument_error when @p count is 0 or exceeds either view
+/// @throws invalid_argument_error when @p count is 0 or exceeds either view, or the bytes copied overlap
 template <linear_view_source Dst, linear_view_source Src>
 void copy(Dst&& dst, Src&& src, std::size_t count) {
   detail::copy_linear(detail::plan_copy(dst, src, &count), nullptr, false);
@@ -227,7 +229,7 @@ void copy(pitched_span<T> dst, pitched_span<U> src) {
 /// cudrv::device d0(0), d1(1);
 /// cudrv::copy_peer(buf1, d1, buf0, d0, stream0);
 /// @endcode
-/// @throws invalid_argument_error when @p src is empty or larger than @p dst
+/// @throws invalid_argument_error when @p src is empty or larger than @p dst, or the bytes copied overlap
 template <linear_view_source Dst, linear_view_source Src>
 void copy_peer(Dst&& dst, context_ref dst_ctx, Src&& src, context_ref src_ctx, stream_ref s) {
   detail::copy_linear_peer(detail::plan_copy(dst, src, nullptr), dst_ctx.native_handle(), src_ctx.native_handle(),

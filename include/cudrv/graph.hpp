@@ -194,6 +194,13 @@ class graph_base {
   /// @param ctx the context of the kernels in the bodies
   /// @param bodies 1 for while, 1 or 2 (else) for if, the number of cases for switch
   /// @param dependencies the nodes the conditional node depends on
+  /// @throws invalid_argument_error for an empty @p ctx, a body count @p kind does not allow, or a @p kind
+  ///   that is none of the enumerators, before the driver is called
+  /// @throws not_supported_error for a switch node or an if with 2 bodies on a driver older than CUDA 12.8
+  ///   (before the driver is called), or when the driver or device does not support the node
+  /// @throws error with `CUDA_ERROR_INVALID_VALUE` when the driver refuses @p handle: it must come from
+  ///   @ref make_conditional_handle of this graph (or of a graph this one is a body of) for @p ctx, and
+  ///   only one conditional node may test it
   conditional_node add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
                                    unsigned bodies = 1, const std::vector<graph_node_ref>& dependencies = {}) const;
 

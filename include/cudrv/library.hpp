@@ -171,7 +171,8 @@ class library_base {
     return get_kernel(name).template as_owned<Signature>();
   }
   /// @brief Whether the library contains a kernel named @p name (a name as for @ref get_kernel):
-  /// answered from the image when cudrv read it, else by the driver.
+  /// answered from the image when cudrv read it (a cubin's entry functions: a `__device__` function of
+  /// a `-G` or `-rdc` image is none), else by the driver.
   [[nodiscard]] bool has_kernel(const std::string& name) const;
   /// @brief The names of all kernels in the library (CUDA 12.4+).
   [[nodiscard]] std::vector<std::string> kernel_names() const;

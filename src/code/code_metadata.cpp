@@ -254,20 +254,70 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
     data = b.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
     return true;
   };
+  // A NUL-terminated name at offset in a string table, or nothing when it does not fit.
+  auto name_at = [](std::string_view table, std::size_t offset) -> std::optional<std::string_view> {
+    if (offset >= table.size()) {
+      return std::nullopt;
+    }
+    const std::size_t end = table.find('\0', offset);
+    if (end == std::string_view::npos) {
+      return std::nullopt;
+    }
+    return table.substr(offset, end - offset);
+  };
   std::string_view names;
   if (!contents(shstrndx, names)) {
     return false;
   }
+  // The kernels are the function symbols marked as entries (STO_CUDA_ENTRY in st_other). A .nv.info.<name>
+  // section alone does not make one: -G cubins, and relocatable units and what nvJitLink links from them,
+  // carry one for __device__ functions too, which the driver does not give as kernels.
+  constexpr std::uint32_t sht_symtab = 2;
+  constexpr std::uint8_t stt_func = 2;
+  constexpr std::uint8_t sto_cuda_entry = 0x10;
+  constexpr std::size_t symbol_size = 24;  // Elf64_Sym: name u32, info u8, other u8, shndx u16, value, size
+  std::unordered_map<std::string, bool> entries;  // name -> its .nv.info section was read
+  bool symbols_seen = false;
+  for (std::size_t i = 0; i < shnum; ++i) {
+    if (*read_le<std::uint32_t>(b, header(i) + 4) != sht_symtab) {
+      continue;
+    }
+    const auto link = *read_le<std::uint32_t>(b, header(i) + 40);
+    std::string_view symbols;
+    std::string_view strings;
+    if (link >= shnum || !contents(i, symbols) || !contents(link, strings)) {
+      return false;
+    }
+    symbols_seen = true;
+    for (std::size_t o = 0; o + symbol_size <= symbols.size(); o += symbol_size) {
+      const auto info = static_cast<std::uint8_t>(symbols[o + 4]);
+      const auto other = static_cast<std::uint8_t>(symbols[o + 5]);
+      if ((info & 0xf) != stt_func || (other & sto_cuda_entry) == 0) {
+        continue;
+      }
+      const auto name = name_at(strings, *read_le<std::uint32_t>(symbols, o));
+      if (!name || name->empty()) {
+        return false;
+      }
+      entries.emplace(std::string(*name), false);
+    }
+  }
+  if (!symbols_seen) {
+    return false;  // no symbol table: which functions are kernels is the driver's to say
+  }
   constexpr std::string_view prefix = ".nv.info.";
   kernel_layouts found;
   for (std::size_t i = 0; i < shnum; ++i) {
-    const std::uint32_t name_offset = *read_le<std::uint32_t>(b, header(i));
-    if (name_offset >= names.size()) {
+    const auto name = name_at(names, *read_le<std::uint32_t>(b, header(i)));
+    if (!name) {
       return false;
     }
-    const std::string_view name = names.substr(name_offset, names.find('\0', name_offset) - name_offset);
-    if (!name.starts_with(prefix) || name.size() == prefix.size()) {
+    if (!name->starts_with(prefix) || name->size() == prefix.size()) {
       continue;
+    }
+    auto entry = entries.find(std::string(name->substr(prefix.size())));
+    if (entry == entries.end()) {
+      continue;  // a __device__ function's attributes
     }
     std::string_view data;
     if (!contents(i, data)) {
@@ -277,7 +327,13 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
     if (!read_info_section(data, params)) {
       return false;
     }
-    found.emplace(std::string(name.substr(prefix.size())), std::move(params));
+    entry->second = true;
+    found.emplace(entry->first, std::move(params));
+  }
+  for (const auto& [name, described] : entries) {
+    if (!described) {
+      return false;  // a kernel without its .nv.info section: its layout is the driver's to say
+    }
   }
   out = std::move(found);
   return true;

@@ -22,8 +22,10 @@ namespace cudrv::detail {
 // Kernel name -> parameters, in order.
 using kernel_layouts = std::unordered_map<std::string, std::vector<kernel_param>>;
 
-// The layouts of the kernels of a cubin (ELF), from its .nv.info.<kernel> sections. False when the
-// image is not a readable cubin or a record is malformed.
+// The layouts of the kernels of a cubin (ELF), from the .nv.info.<kernel> sections of its entry functions
+// (function symbols with STO_CUDA_ENTRY; the sections of __device__ functions, which -G and -rdc images
+// carry, are skipped). False when the image is not a readable cubin, has no symbol table, a record is
+// malformed, or an entry has no .nv.info section.
 bool read_cubin_layouts(std::string_view image, kernel_layouts& out);
 
 // The layouts of the kernels of a PTX text, from each .entry's parameter list. False when a

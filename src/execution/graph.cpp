@@ -4,16 +4,19 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
 #include "cudrv/device.hpp"
+#include "cudrv/driver.hpp"
 #include "cudrv/graph_exec.hpp"
 #include "cudrv/launch.hpp"
 #include "cudrv/stream_capture.hpp"
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "execution/graph_support.hpp"
 #include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
 #include "streams/nvtx_support.hpp"
@@ -81,6 +84,7 @@ const char* update_reason(CUgraphExecUpdateResult r) {
   }
 }
 
+// A node and its kind, for error messages; a type cudrv has no name for is given as the driver's number.
 std::string describe_node(CUgraphNode node) {
   if (node == nullptr) {
     return "no node named";
@@ -88,9 +92,15 @@ std::string describe_node(CUgraphNode node) {
   std::ostringstream out;
   out << "node " << static_cast<const void*>(node);
   try {
-    static const char* names[] = {"kernel", "memcpy", "memset", "host", "child graph", "empty", "event record",
-                                  "event wait", "memory alloc", "memory free", "conditional", "other"};
-    out << " (" << names[static_cast<int>(graph_node_ref::from_native_handle(node).kind())] << ")";
+    int type = 0;
+    if (node_type(node, type) == CUDA_SUCCESS) {
+      const graph_node_kind kind = node_kind_of(type);
+      out << " (" << graph_node_kind_name(kind);
+      if (kind == graph_node_kind::other) {
+        out << ", CUgraphNodeType " << type;
+      }
+      out << ")";
+    }
   } catch (const error&) {
   }
   return out.str();
@@ -98,12 +108,85 @@ std::string describe_node(CUgraphNode node) {
 
 }  // namespace
 
+CUresult node_type(CUgraphNode node, int& type) {
+  static_assert(sizeof(CUgraphNodeType) == sizeof(int));
+  CUgraphNodeType written{};
+  const CUresult status = drv::cuGraphNodeGetType(node, &written);
+  std::memcpy(&type, &written, sizeof type);  // the bytes the driver wrote, never loaded as the enum
+  return status;
+}
+
+graph_node_kind node_kind_of(int type) noexcept {
+  switch (type) {
+    case CU_GRAPH_NODE_TYPE_KERNEL:
+      return graph_node_kind::kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY:
+      return graph_node_kind::memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET:
+      return graph_node_kind::memset;
+    case CU_GRAPH_NODE_TYPE_HOST:
+      return graph_node_kind::host;
+    case CU_GRAPH_NODE_TYPE_GRAPH:
+      return graph_node_kind::child_graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY:
+      return graph_node_kind::empty;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
+      return graph_node_kind::event_record;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
+      return graph_node_kind::event_wait;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
+      return graph_node_kind::mem_alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE:
+      return graph_node_kind::mem_free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
+      return graph_node_kind::conditional;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
+      return graph_node_kind::batch_mem_op;
+    default:
+      return graph_node_kind::other;
+  }
+}
+
+const char* graph_node_kind_name(graph_node_kind kind) noexcept {
+  // Every enumerator has its case and there is no default label, so that -Wswitch (in -Wall) reports an
+  // enumerator added without a name; a value outside the enumerators falls through to the end.
+  switch (kind) {
+    case graph_node_kind::kernel:
+      return "kernel";
+    case graph_node_kind::memcpy:
+      return "memcpy";
+    case graph_node_kind::memset:
+      return "memset";
+    case graph_node_kind::host:
+      return "host";
+    case graph_node_kind::child_graph:
+      return "child graph";
+    case graph_node_kind::empty:
+      return "empty";
+    case graph_node_kind::event_record:
+      return "event record";
+    case graph_node_kind::event_wait:
+      return "event wait";
+    case graph_node_kind::mem_alloc:
+      return "memory alloc";
+    case graph_node_kind::mem_free:
+      return "memory free";
+    case graph_node_kind::conditional:
+      return "conditional";
+    case graph_node_kind::batch_mem_op:
+      return "batch memory operations";
+    case graph_node_kind::other:
+      return "other";
+  }
+  return "unknown kind";
+}
+
 // When the node the driver blamed for a failed instantiation is a kernel node, throws the launch_error
 // a launch with its configuration would have: the limit it exceeds, with the numbers. Returns otherwise.
 void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode node, CUcontext ctx) {
-  CUgraphNodeType type{};
+  int type = 0;
   CUDA_KERNEL_NODE_PARAMS params{};
-  if (node == nullptr || drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+  if (node == nullptr || node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
       drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS) {
     return;
   }
@@ -233,9 +316,9 @@ void keep_captured_libraries(CUgraph graph) {
   for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
          return drv::cuGraphGetNodes(graph, out, n);
        })) {
-    CUgraphNodeType type{};
+    int type = 0;
     CUDA_KERNEL_NODE_PARAMS params{};
-    if (drv::cuGraphNodeGetType(node, &type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
+    if (node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
         drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
       continue;
     }
@@ -275,36 +358,9 @@ void keep_captured_libraries(CUgraph graph) {
 // --- graph_node_ref -------------------------------------------------------------------------------
 
 graph_node_kind graph_node_ref::kind() const {
-  CUgraphNodeType type{};
-  detail::check(detail::drv::cuGraphNodeGetType(node_, &type), "cuGraphNodeGetType");
-  switch (type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL:
-      return graph_node_kind::kernel;
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-      return graph_node_kind::memcpy;
-    case CU_GRAPH_NODE_TYPE_MEMSET:
-      return graph_node_kind::memset;
-    case CU_GRAPH_NODE_TYPE_HOST:
-      return graph_node_kind::host;
-    case CU_GRAPH_NODE_TYPE_GRAPH:
-      return graph_node_kind::child_graph;
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-      return graph_node_kind::empty;
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      return graph_node_kind::event_record;
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      return graph_node_kind::event_wait;
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-      return graph_node_kind::mem_alloc;
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-      return graph_node_kind::mem_free;
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-      return graph_node_kind::conditional;
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-      return graph_node_kind::batch_mem_op;
-    default:
-      return graph_node_kind::other;
-  }
+  int type = 0;
+  detail::check(detail::node_type(node_, type), "cuGraphNodeGetType");
+  return detail::node_kind_of(type);
 }
 
 std::vector<graph_node_ref> graph_node_ref::dependencies() const {
@@ -474,16 +530,27 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
                                             unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
   constexpr const char* api = "cudrv::graph::add_conditional";
   require_handle(api);
+  // What can be checked before the driver: the context, the kind, the number of bodies, and whether
+  // the installed driver knows the node (switch nodes and an if with an else body: CUDA 12.8).
+  if (ctx.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudrv::context); name the "
+                                      "context the conditional handle was made for");
+  }
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
+  const char* what = "if";
+  int needs = 12030;  // conditional nodes: CUDA 12.3 (cuGraphAddNode's entry point checks that one)
   switch (kind) {
     case conditional_kind::if_then:
       type = CU_GRAPH_COND_TYPE_IF;
       if (bodies != 1 && bodies != 2) {
         throw invalid_argument_error(api, "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
       }
+      what = bodies == 2 ? "if with an else body" : "if";
+      needs = bodies == 2 ? 12080 : 12030;
       break;
     case conditional_kind::while_loop:
       type = CU_GRAPH_COND_TYPE_WHILE;
+      what = "while";
       if (bodies != 1) {
         throw invalid_argument_error(api, "a while node has exactly 1 body, not " + std::to_string(bodies));
       }
@@ -495,10 +562,26 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
       throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                                 "switch nodes need CUDA 12.8 headers", api, {});
 #endif
+      what = "switch";
+      needs = 12080;
       if (bodies == 0) {
         throw invalid_argument_error(api, "a switch node needs at least 1 body");
       }
       break;
+    default:
+      throw invalid_argument_error(api, "conditional_kind " + std::to_string(static_cast<int>(kind)) +
+                                            " is none of if_then, while_loop, switch_cases");
+  }
+  const std::string node = "conditional node (" + std::string(what) + ", " + std::to_string(bodies) +
+                           (bodies == 1 ? " body)" : " bodies)");
+  if (const int installed = driver::version(); installed > 0 && installed < needs) {
+    // An older driver may answer CUDA_ERROR_INVALID_VALUE for a node type or body count it does not know,
+    // which would read as a refused handle below.
+    throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                              "a " + node + " needs a CUDA " + std::to_string(needs / 1000) + "." +
+                                  std::to_string(needs % 1000 / 10) + " driver; the installed driver supports CUDA " +
+                                  std::to_string(installed / 1000) + "." + std::to_string(installed % 1000 / 10),
+                              api, {});
   }
   CUgraphNodeParams params{};
   params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
@@ -507,23 +590,30 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
   params.conditional.size = bodies;
   params.conditional.ctx = ctx.native_handle();
   auto deps = detail::native_nodes(dependencies);
-  CUgraphNode node = nullptr;
-  CUresult status = detail::drv::cuGraphAddNode(&node, handle_, deps.data(), nullptr, deps.size(), &params);
-  if (status == CUDA_ERROR_NOT_SUPPORTED || status == CUDA_ERROR_INVALID_VALUE) {
+  CUgraphNode added = nullptr;
+  const CUresult status = detail::drv::cuGraphAddNode(&added, handle_, deps.data(), nullptr, deps.size(), &params);
+  if (status == CUDA_ERROR_NOT_SUPPORTED) {
     int cc = 0;
     try {
       cc = ctx.device().compute_capability().as_int();
     } catch (const error&) {
     }
     detail::check(status, "cuGraphAddNode", [&] {
-      return "conditional node (" + std::string(kind == conditional_kind::while_loop ? "while" : kind == conditional_kind::if_then ? "if" : "switch") +
-             ", " + std::to_string(bodies) + " bodies): the driver or device (compute capability " +
-             std::to_string(cc / 10) + "." + std::to_string(cc % 10) +
-             ") does not support it; conditional nodes need CUDA 12.4 (switch 12.8) and compute capability 5.0+";
+      return node + ": the driver or device (compute capability " + std::to_string(cc / 10) + "." +
+             std::to_string(cc % 10) + ") does not support it; conditional nodes need compute capability 5.0+";
     });
   }
-  detail::check(status, "cuGraphAddNode");
-  conditional_node out{graph_node_ref::from_native_handle(node), {}};
+  if (status == CUDA_ERROR_INVALID_VALUE) {
+    // The driver knows the node (checked above): what it refuses is the handle (driver 580.159.04: a
+    // handle of another graph, one a second node tests, a value no cuGraphConditionalHandleCreate made).
+    detail::check(status, "cuGraphAddNode", [&] {
+      return node + ": the driver refused its conditional handle; a handle must come from make_conditional_handle "
+                    "of this graph (or of a graph this one is a body of), made for the same context, and only one "
+                    "conditional node may test it";
+    });
+  }
+  detail::check(status, "cuGraphAddNode", [&] { return node; });
+  conditional_node out{graph_node_ref::from_native_handle(added), {}};
   for (unsigned i = 0; i < bodies; ++i) {
     out.bodies.push_back(graph_ref::from_native_handle(params.conditional.phGraph_out[i]));
   }

@@ -31,6 +31,17 @@ void check_linear(const char* api, const linear_copy& c) {
     throw invalid_argument_error(api, std::string("the ") + (dst == 0 ? "destination" : "source") +
                                           " view is null (a moved-from or released buffer?)");
   }
+  // The driver's copies (cuMemcpy and cuMemcpyAsync, the peer copies, the batches, a graph's memcpy nodes)
+  // are undefined for overlapping memory. The host path would memmove, but a copy must not change meaning
+  // with the path it takes (a context current or not), so every path refuses. With unified addressing a
+  // range names the same memory in every context, so this holds for peer copies too.
+  if ((dst >= src ? dst - src : src - dst) < bytes) {
+    throw invalid_argument_error(api, std::string(dst == src ? "the source and the destination are the same memory"
+                                                             : "the source and destination ranges overlap") +
+                                          " (" + describe_copy(c) +
+                                          "); the driver's copies are undefined for overlapping memory: copy through "
+                                          "a separate buffer");
+  }
 }
 
 std::string describe_copy(const linear_copy& c) {

@@ -1,9 +1,15 @@
 // Graphs without a GPU: the types' shape, flags, and what is refused before any driver call.
 #include <catch2/catch.hpp>
 
+#include <set>
+#include <string>
 #include <type_traits>
 
 #include "support/test_support.hpp"
+
+#if defined(CUDRV_TEST_INTERNALS)
+#include "execution/graph_support.hpp"
+#endif
 
 using cudrv::test::catch_as;
 
@@ -45,3 +51,34 @@ TEST_CASE("graphs need a driver: a clear error without one, and empty handles ar
   CHECK(catch_as<cudrv::invalid_argument_error>(
       [] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
 }
+
+#if defined(CUDRV_TEST_INTERNALS)
+TEST_CASE("graph node kinds: every enumerator has a name of its own, and no value reads past a table",
+          "[graph]") {
+  using cudrv::graph_node_kind;
+  // The enumerators run from kernel (0) to other, the last; a kind added after other must extend this.
+  std::set<std::string> names;
+  for (int k = static_cast<int>(graph_node_kind::kernel); k <= static_cast<int>(graph_node_kind::other); ++k) {
+    const char* name = cudrv::detail::graph_node_kind_name(static_cast<graph_node_kind>(k));
+    INFO("graph_node_kind " << k);
+    REQUIRE(name != nullptr);
+    CHECK(std::string(name) != "unknown kind");
+    CHECK(names.insert(name).second);
+  }
+  CHECK(names.size() == 13);
+  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::batch_mem_op)) == "batch memory operations");
+  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::other)) == "other");
+  // Values no enumerator has (a cast) get a name too, read from no table.
+  for (int k : {static_cast<int>(graph_node_kind::other) + 1, 99, -1}) {
+    INFO("value " << k);
+    CHECK(std::string(cudrv::detail::graph_node_kind_name(static_cast<graph_node_kind>(k))) == "unknown kind");
+  }
+  // The driver's types map to the kinds; a type cudrv does not name (external semaphores, a type a newer
+  // driver adds) is other.
+  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) == graph_node_kind::batch_mem_op);
+  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_CONDITIONAL) == graph_node_kind::conditional);
+  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL) == graph_node_kind::other);
+  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) == graph_node_kind::other);
+  CHECK(cudrv::detail::node_kind_of(99) == graph_node_kind::other);
+}
+#endif

@@ -3,7 +3,10 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "support/catch_support.hpp"
 #include "support/test_support.hpp"
@@ -80,4 +83,32 @@ TEST_CASE("empty event and context views are refused", "[driverless][event][cont
   require_invalid_argument("context_guard(empty)", [&] { cudrv::context_guard guard(null_context); });
   require_invalid_argument("stream(empty context)", [&] { cudrv::stream s(null_context); });
   require_invalid_argument("event(empty context)", [&] { cudrv::event e(null_context); });
+}
+
+TEST_CASE("copies of overlapping ranges are refused before any driver call, on every linear path",
+          "[driverless][copy]") {
+  CUDRV_REQUIRE_DRIVERLESS();
+  std::vector<int> host(16, 7);
+  const std::span<int> all(host);
+  const cudrv::context_ref ctx(fake_context());
+  for (const auto& [dst_at, src_at] : {std::pair<std::size_t, std::size_t>{4, 0}, {0, 1}, {2, 2}}) {
+    INFO("destination at element " << dst_at << ", source at element " << src_at);
+    const std::span<int> dst = all.subspan(dst_at, 8);
+    const std::span<const int> src = all.subspan(src_at, 8);
+    for (const auto& e : {require_invalid_argument("synchronous", [&] { cudrv::copy(dst, src); }),
+                          require_invalid_argument("stream-ordered",
+                                                   [&] { cudrv::copy(dst, src, cudrv::stream_ref::legacy_default()); }),
+                          require_invalid_argument("first 5", [&] { cudrv::copy(dst, src, 5); }),
+                          require_invalid_argument("peer", [&] { cudrv::copy_peer(dst, ctx, src, ctx); }),
+                          require_invalid_argument("batch", [&] {
+                            cudrv::copy_batch batch;
+                            batch.add(dst, src);
+                          })}) {
+      INFO("what(): " << e.what());
+      CHECK((contains(e.what(), "overlap") || contains(e.what(), "the same memory")));
+    }
+  }
+  // Fewer elements than the distance between the starts: no overlap, and the check passes (the copy then
+  // needs the driver, which is missing here).
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { cudrv::copy(all.subspan(4, 8), std::span<const int>(all), 4); }));
 }

@@ -32,6 +32,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -82,9 +83,15 @@ struct host_call {
   void* data;
 };
 
-// A graph node: a distinct handle that remembers its graph (see fake_cuGraphAddEmptyNode).
+// A graph node: a distinct handle that remembers its graph (see fake_cuGraphAddEmptyNode), the type
+// cuGraphNodeGetType reports (fake_cuda_set_node_type changes it), and for a conditional node the
+// handle it tests and the body graphs it owns.
 struct fake_graph_node {
   int* graph;
+  int type = CU_GRAPH_NODE_TYPE_EMPTY;  // an int: a test may set a type no enumerator has
+  CUgraphConditionalHandle handle = 0;
+  std::vector<int*> bodies;
+  std::vector<CUgraph> body_handles;  // the driver-owned array phGraph_out points to
 };
 
 struct state_t {
@@ -110,6 +117,8 @@ struct state_t {
   unsigned long long next_id = 1;
   std::vector<std::unique_ptr<fake_graph_node>> graph_nodes;  // never freed: handles stay unique
   std::set<CUgraph> graphs;                                    // live graphs (fake_cuda_live_objects)
+  std::map<CUgraphConditionalHandle, int*> conditional_handles;  // handle -> the graph that made it
+  std::map<int*, int*> body_parents;                             // a conditional body -> its node's graph
   std::map<std::string, long long> counters;
   std::string log;
   std::vector<CUmemoryPool> pools;
@@ -1580,12 +1589,28 @@ CUresult CUDAAPI fake_cuGraphCreate(CUgraph* g, unsigned) {
   return CUDA_SUCCESS;
 }
 
+// Frees a graph and the bodies of its conditional nodes (their node handles stay, never reused).
+void free_graph(int* g) {
+  for (const auto& node : st().graph_nodes) {
+    if (node->graph == g) {
+      node->body_handles.clear();
+      for (int* body : std::exchange(node->bodies, {})) {
+        st().body_parents.erase(body);
+        free_graph(body);
+      }
+      node->graph = nullptr;
+    }
+  }
+  std::erase_if(st().conditional_handles, [g](const auto& entry) { return entry.second == g; });
+  delete g;
+}
+
 CUresult CUDAAPI fake_cuGraphDestroy(CUgraph g) {
   FAKE_ENTER_ALWAYS();
   // The graph is the fake's own host memory: freed even where a faulted context refuses the call (the
   // real driver's state goes with the process), so that a sanitized run of the fault tests leaks nothing.
   st().graphs.erase(g);
-  delete reinterpret_cast<int*>(g);
+  free_graph(reinterpret_cast<int*>(g));
   if (st().sticky != CUDA_SUCCESS) {
     count("sticky_refusals");
     return st().sticky;
@@ -1613,6 +1638,116 @@ CUgraphNode add_graph_node(CUgraph g, const CUgraphNode* deps, std::size_t count
 CUresult CUDAAPI fake_cuGraphAddEmptyNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps) {
   FAKE_ENTER();
   *n = add_graph_node(g, deps, count_deps);
+  return CUDA_SUCCESS;
+}
+
+fake_graph_node* known_node(CUgraphNode n) {
+  for (const auto& node : st().graph_nodes) {
+    if (node.get() == reinterpret_cast<fake_graph_node*>(n) && node->graph != nullptr) {
+      return node.get();
+    }
+  }
+  return nullptr;
+}
+
+CUresult CUDAAPI fake_cuGraphNodeGetType(CUgraphNode n, CUgraphNodeType* type) {
+  FAKE_ENTER();
+  const fake_graph_node* node = known_node(n);
+  if (node == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::memcpy(type, &node->type, sizeof(int));  // the bytes, as a driver writes them: no enum load
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, std::size_t* num) {
+  FAKE_ENTER();
+  std::size_t n = 0;
+  for (const auto& node : st().graph_nodes) {
+    if (node->graph == reinterpret_cast<int*>(g)) {
+      if (nodes != nullptr && n < *num) {
+        nodes[n] = reinterpret_cast<CUgraphNode>(node.get());
+      }
+      ++n;
+    }
+  }
+  *num = nodes != nullptr ? std::min(n, *num) : n;
+  return CUDA_SUCCESS;
+}
+
+// The fake runs no graph: every instantiation is refused, blaming the graph's last node (none for an
+// empty graph), as the driver blames the node it could not instantiate.
+CUresult CUDAAPI fake_cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  FAKE_ENTER();
+  *exec = nullptr;
+  p->hErrNode_out = nullptr;
+  for (const auto& node : st().graph_nodes) {
+    if (node->graph == reinterpret_cast<int*>(g)) {
+      p->hErrNode_out = reinterpret_cast<CUgraphNode>(node.get());
+    }
+  }
+  p->result_out = CUDA_GRAPH_INSTANTIATE_ERROR;
+  count("graph_instantiations_refused");
+  return fail(CUDA_ERROR_INVALID_VALUE);
+}
+
+// Conditional handles remember the graph that made them. A conditional node may test a handle of its own
+// graph or of a graph it is (transitively) a body of, and only one node may test a handle; anything else
+// is CUDA_ERROR_INVALID_VALUE, as the real driver answers (driver 580.159.04: a handle of another graph,
+// a handle a second node tests, a value no cuGraphConditionalHandleCreate returned). A driver older than
+// 12.8 knows neither switch nodes nor an if with an else body: modelled as CUDA_ERROR_INVALID_VALUE too
+// (not measured).
+CUresult CUDAAPI fake_cuGraphConditionalHandleCreate(CUgraphConditionalHandle* h, CUgraph g, CUcontext ctx, unsigned,
+                                                     unsigned) {
+  FAKE_ENTER();
+  if (!known_context(as_ctx(ctx)) || !as_ctx(ctx)->alive || st().graphs.count(g) + st().body_parents.count(reinterpret_cast<int*>(g)) == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *h = 0x5000 + st().next_id++;
+  st().conditional_handles[*h] = reinterpret_cast<int*>(g);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphAddNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, const CUgraphEdgeData*,
+                                     std::size_t count_deps, CUgraphNodeParams* p) {
+  FAKE_ENTER();
+  if (p->type != CU_GRAPH_NODE_TYPE_CONDITIONAL) {
+    return fail(CUDA_ERROR_NOT_SUPPORTED);  // the fake makes only conditional nodes this way
+  }
+  CUDA_CONDITIONAL_NODE_PARAMS& c = p->conditional;
+  const bool newer = c.type == CU_GRAPH_COND_TYPE_SWITCH || (c.type == CU_GRAPH_COND_TYPE_IF && c.size == 2);
+  if (newer && driver_version() < 12080) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const auto made = st().conditional_handles.find(c.handle);
+  if (made == st().conditional_handles.end() || !known_context(as_ctx(c.ctx)) || !as_ctx(c.ctx)->alive) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  bool ours = false;
+  for (int* graph = reinterpret_cast<int*>(g); graph != nullptr && !ours;) {
+    ours = graph == made->second;
+    auto parent = st().body_parents.find(graph);
+    graph = parent != st().body_parents.end() ? parent->second : nullptr;
+  }
+  bool tested = false;
+  for (const auto& node : st().graph_nodes) {
+    tested = tested || (node->graph != nullptr && node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && node->handle == c.handle);
+  }
+  const unsigned most = c.type == CU_GRAPH_COND_TYPE_SWITCH ? 1024u : c.type == CU_GRAPH_COND_TYPE_IF ? 2u : 1u;
+  if (!ours || tested || c.size == 0 || c.size > most) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *n = add_graph_node(g, deps, count_deps);
+  auto* node = reinterpret_cast<fake_graph_node*>(*n);
+  node->type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  node->handle = c.handle;
+  for (unsigned i = 0; i < c.size; ++i) {
+    node->bodies.push_back(new int(0));
+    st().body_parents[node->bodies.back()] = reinterpret_cast<int*>(g);
+    node->body_handles.push_back(reinterpret_cast<CUgraph>(node->bodies.back()));
+  }
+  c.phGraph_out = node->body_handles.data();  // owned by the node, as the driver's array is
+  count("conditional_nodes");
   return CUDA_SUCCESS;
 }
 
@@ -1850,6 +1985,7 @@ CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, con
     line += std::to_string(static_cast<int>(op)) + ";";
   }
   *node = add_graph_node(g, dep_nodes, deps);
+  reinterpret_cast<fake_graph_node*>(*node)->type = CU_GRAPH_NODE_TYPE_BATCH_MEM_OP;
   note(line);
   return CUDA_SUCCESS;
 }
@@ -3168,7 +3304,9 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuLibraryGetModule), FAKE_SYMBOL(cuKernelGetFunction), FAKE_SYMBOL(cuFuncLoad),
     FAKE_SYMBOL(cuKernelGetName), FAKE_SYMBOL(cuKernelGetParamInfo), FAKE_SYMBOL(cuKernelGetAttribute),
     FAKE_SYMBOL(cuLibraryGetGlobal), FAKE_SYMBOL(cuLaunchKernel), FAKE_SYMBOL(cuGraphCreate),
-    FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode),
+    FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode), FAKE_SYMBOL(cuGraphNodeGetType),
+    FAKE_SYMBOL(cuGraphGetNodes), FAKE_SYMBOL(cuGraphInstantiateWithParams), FAKE_SYMBOL(cuGraphConditionalHandleCreate),
+    FAKE_SYMBOL(cuGraphAddNode),
     // IPC (issue 17)
     FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemAllocFromPoolAsync),
     FAKE_SYMBOL(cuMemPoolExportToShareableHandle), FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
@@ -3314,6 +3452,13 @@ FAKE_EXPORT void fake_cuda_memops_need_current(int on) { memops_need_current.sto
 FAKE_EXPORT void fake_cuda_set_capturing(CUstream s) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   capturing_stream = s;
+}
+
+/// Makes cuGraphNodeGetType report @p type for node @p n (an external-semaphore node, say, which the fake
+/// cannot make, or a type no cuda.h names yet).
+FAKE_EXPORT void fake_cuda_set_node_type(CUgraphNode n, int type) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  reinterpret_cast<fake_graph_node*>(n)->type = type;
 }
 
 /// Sets device @p d's graph memory as a graph run would (used and reserved; the high marks follow).

@@ -9,9 +9,11 @@
 
 #include <cudrv/cudrv.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <span>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -144,6 +146,77 @@ TEST_CASE("copy_batch checks every copy when it is added, before any driver call
   cudrv::copy_batch none;
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::copy(none, f.stream); }));
   CHECK(counter("memcpy_batch") == batches);
+}
+
+TEST_CASE("copies of overlapping ranges are refused on every path that shares the linear checks, before the driver",
+          "[fake-driver][copy][batch-copy]") {
+  fixture f;
+  INFO("seed " << f.seed);
+  const std::vector<float> values = random_vector<float>(16, f.seed);
+  cudrv::device_buffer<float> d(f.dev, values.size());
+  cudrv::copy(d, values);
+  const auto all = d.view();
+  // The overlaps: the destination after the source, before it, and the same memory.
+  struct overlap {
+    std::size_t dst, src;
+    const char* says;
+  };
+  for (const overlap& o : {overlap{2, 0, "overlap"}, overlap{0, 5, "overlap"}, overlap{3, 3, "the same memory"}}) {
+    INFO("destination at element " << o.dst << ", source at element " << o.src);
+    const cudrv::device_span<float> dst = all.subspan(o.dst, 8);
+    const cudrv::device_span<const float> src = all.subspan(o.src, 8);
+    auto refused = [&](const char* api, auto&& copy) {
+      INFO(api);
+      const long long async_copies = counter("memcpy_async");
+      const long long refusals = counter("failed_calls");
+      const cudrv::invalid_argument_error e = cudrv::test::require_invalid_argument(api, copy);
+      CHECK(e.api() == api);
+      CHECK(contains(e.what(), o.says));
+      CHECK(contains(e.what(), "copy through a separate buffer"));
+      CHECK(counter("memcpy_async") == async_copies);
+      CHECK(counter("failed_calls") == refusals);
+    };
+    refused("cudrv::copy", [&] { cudrv::copy(dst, src, f.stream); });
+    refused("cudrv::copy", [&] { cudrv::copy(dst, src); });
+    refused("cudrv::copy", [&] { cudrv::copy(dst, src, 6, f.stream); });
+    refused("cudrv::copy_peer", [&] { cudrv::copy_peer(dst, f.dev, src, f.dev, f.stream); });
+    refused("cudrv::copy_peer", [&] { cudrv::copy_peer(dst, f.dev.primary_context(), src, f.dev.primary_context()); });
+    cudrv::copy_batch batch;
+    refused("cudrv::copy_batch::add", [&] { batch.add(dst, src); });
+    CHECK(batch.empty());
+    cudrv::graph g;
+    cudrv::graph_builder b(g, f.dev);
+    refused("cudrv::copy", [&] { (void)cudrv::copy(dst, src, b); });
+  }
+  f.stream.synchronize();
+  CHECK(mismatch(read_back(d), values).empty());  // nothing was copied
+  // Ranges that only touch are no overlap: the copy is made.
+  cudrv::copy(all.subspan(8, 8), cudrv::device_span<const float>(all.first(8)), f.stream);
+  f.stream.synchronize();
+  std::vector<float> expected = values;
+  std::copy(values.begin(), values.begin() + 8, expected.begin() + 8);
+  CHECK(mismatch(read_back(d), expected).empty());
+}
+
+TEST_CASE("a synchronous copy of overlapping pageable host ranges is refused too, not memmoved",
+          "[fake-driver][copy]") {
+  // No context is current and the memory is pageable: the copy would run on the host (memmove, which
+  // handles overlap), while with a context current it goes to cuMemcpy (undefined for overlap). The two
+  // must not differ: both refuse.
+  // (ctest runs each case in a process of its own, where nothing made a context current.)
+  REQUIRE(cudrv::driver::available());
+  std::vector<int> host(12);
+  for (std::size_t i = 0; i < host.size(); ++i) {
+    host[i] = static_cast<int>(i);
+  }
+  const std::vector<int> before = host;
+  const std::span<int> all(host);
+  auto e = cudrv::test::require_invalid_argument("overlapping host copy",
+                                                 [&] { cudrv::copy(all.subspan(1, 8), std::span<const int>(all.first(8))); });
+  CHECK(contains(e.what(), "overlap"));
+  CHECK(host == before);
+  cudrv::copy(all.subspan(6, 6), std::span<const int>(all.first(6)));  // touching, not overlapping: copied
+  CHECK(std::equal(host.begin() + 6, host.end(), before.begin()));
 }
 
 TEST_CASE("a copy the driver refuses is named by its index in the batch", "[fake-driver][batch-copy][driver_error]") {

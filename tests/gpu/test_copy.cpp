@@ -20,6 +20,7 @@
 #include <utility>
 #include <vector>
 
+#include "support/catch_support.hpp"
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
@@ -278,6 +279,45 @@ TEST_CASE("copy: explicit counts and partial copies leave the rest of the destin
   }
   INFO(errors.messages());
   CHECK(errors.count() == 0);
+}
+
+TEST_CASE("copy: overlapping device ranges are refused on every linear path, the memory untouched",
+          "[gpu][copy]") {
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  INFO("seed " << seed << " (CUDRV_TEST_SEED=" << seed << " replays it)");
+  constexpr std::size_t n = 4096;
+  const std::vector<std::uint32_t> data = random_vector<std::uint32_t>(n, seed);
+  cudrv::stream s(dev);
+  cudrv::device_buffer<std::uint32_t> d(dev, n);
+  cudrv::copy(d, data);
+  const auto all = d.view();
+  // cuMemcpyAsync of these ranges would be undefined: the copy engine may read bytes it already wrote.
+  for (const auto& [dst_at, src_at] : {std::pair<std::size_t, std::size_t>{1, 0}, {0, 1000}, {7, 7}}) {
+    INFO("destination at element " << dst_at << ", source at element " << src_at);
+    const cudrv::device_span<std::uint32_t> dst = all.subspan(dst_at, 2048);
+    const cudrv::device_span<const std::uint32_t> src = all.subspan(src_at, 2048);
+    cudrv::test::require_invalid_argument("stream-ordered", [&] { cudrv::copy(dst, src, s); });
+    cudrv::test::require_invalid_argument("synchronous", [&] { cudrv::copy(dst, src); });
+    cudrv::test::require_invalid_argument("peer", [&] { cudrv::copy_peer(dst, dev, src, dev, s); });
+    cudrv::copy_batch batch;
+    cudrv::test::require_invalid_argument("batch", [&] { batch.add(dst, src); });
+    cudrv::graph g;
+    cudrv::graph_builder b(g, dev);
+    cudrv::test::require_invalid_argument("graph memcpy node", [&] { (void)cudrv::copy(dst, src, b); });
+  }
+  s.synchronize();
+  std::vector<std::uint32_t> got(n);
+  cudrv::copy(got, d);
+  CHECK(mismatch(got, data).empty());
+  // Ranges that touch without sharing a byte are copied.
+  cudrv::copy(all.subspan(2048, 2048), cudrv::device_span<const std::uint32_t>(all.first(2048)), s);
+  s.synchronize();
+  cudrv::copy(got, d);
+  std::vector<std::uint32_t> expected = data;
+  std::copy(data.begin(), data.begin() + 2048, expected.begin() + 2048);
+  CHECK(mismatch(got, expected).empty());
 }
 
 TEST_CASE("copy: 2D pitched arrays, element by element", "[gpu][copy][pitched]") {

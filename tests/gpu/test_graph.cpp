@@ -307,6 +307,40 @@ TEST_CASE("conditional nodes: while runs until the device says stop, if/else and
   }
 }
 
+TEST_CASE("conditional nodes: a handle the driver refuses is said to be refused, not unsupported",
+          "[gpu][graph][conditional][driver_error]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  auto ctx = dev.primary_context();
+  // Driver 580.159.04 answers CUDA_ERROR_INVALID_VALUE for a handle of another graph and for a second
+  // node testing a handle; cudrv used to call every such answer "does not support it".
+  cudrv::graph g;
+  cudrv::graph other;
+  const auto own = g.make_conditional_handle(ctx);
+  const auto foreign = other.make_conditional_handle(ctx);
+  auto refused = [&](const char* what, auto&& add) {
+    INFO(what);
+    try {
+      add();
+      FAIL("added");
+    } catch (const cudrv::not_supported_error& e) {
+      FAIL("not_supported_error: " << e.what());
+    } catch (const cudrv::invalid_argument_error& e) {
+      FAIL("invalid_argument_error: " << e.what());
+    } catch (const cudrv::error& e) {
+      INFO("what(): " << e.what());
+      CHECK(e.result() == CUDA_ERROR_INVALID_VALUE);
+      CHECK(e.api() == "cuGraphAddNode");
+      CHECK(contains(e.what(), "refused its conditional handle"));
+      CHECK_FALSE(contains(e.what(), "does not support"));
+    }
+  };
+  refused("another graph's handle", [&] { (void)g.add_conditional(foreign, cudrv::conditional_kind::while_loop, ctx); });
+  (void)g.add_conditional(own, cudrv::conditional_kind::if_then, ctx);
+  refused("a handle tested already", [&] { (void)g.add_conditional(own, cudrv::conditional_kind::if_then, ctx); });
+  CHECK(g.node_count() == 1);
+}
+
 TEST_CASE("host nodes run, and the graph owns their callables", "[gpu][graph]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);

@@ -6,7 +6,9 @@
 #include <algorithm>
 #include <array>
 #include <cstdint>
+#include <fstream>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -115,6 +117,113 @@ TEST_CASE("kernels by name: a missing name lists the kernels", "[gpu][library][d
   CHECK(contains(e->what(), "no kernel named 'vector_sub'"));
   CHECK(contains(e->what(), "vector_add"));
   CHECK(contains(e->what(), "saxpy_sized"));
+}
+
+namespace {
+
+// Checks that the library's kernels are exactly @p kernels (has_kernel, get_kernel and the driver's
+// kernel_names agree) and that none of @p functions, __device__ functions of the image, is taken for one.
+void check_kernels_only(const cudrv::library& lib, std::vector<std::string> kernels,
+                        const std::vector<std::string>& functions) {
+  for (const std::string& k : kernels) {
+    INFO("kernel " << k);
+    CHECK(lib.has_kernel(k));
+    CHECK(lib.get_kernel(k).name() == k);
+  }
+  for (const std::string& f : functions) {
+    INFO("__device__ function " << f);
+    CHECK_FALSE(lib.has_kernel(f));  // said yes before the fix, for -G and -rdc images
+    auto e = catch_as<cudrv::error>([&] { (void)lib.get_kernel(f); });
+    REQUIRE(e);
+    INFO("what(): " << e->what());
+    CHECK(e->result() == CUDA_ERROR_NOT_FOUND);
+  }
+  CHECK_FALSE(lib.has_kernel("no_such_function"));
+  std::sort(kernels.begin(), kernels.end());
+  const std::vector<std::string> listed = lib.kernel_names();
+  INFO("kernel_names(): " << ::Catch::Detail::stringify(listed));
+  CHECK(listed == kernels);
+}
+
+// Runs entry (device_functions.cu) on 64 values with n = 50: each of the first 50 becomes 2x + 1 through
+// the __device__ function helper, the rest stay.
+void check_entry_runs(const cudrv::library& lib, const cudrv::device& dev) {
+  std::vector<float> values(64);
+  std::iota(values.begin(), values.end(), -10.0f);
+  cudrv::device_buffer<float> d(dev, values.size());
+  cudrv::copy(d, values);
+  cudrv::stream s(dev);
+  auto entry = lib.get_kernel<void(float*, int)>("entry");
+  cudrv::launch(s, {.grid = 1, .block = 64}, entry, d.get(), 50);
+  s.synchronize();
+  std::vector<float> out(values.size());
+  cudrv::copy(out, d);
+  std::vector<float> expected = values;
+  for (std::size_t i = 0; i < 50; ++i) {
+    expected[i] = 2.0f * values[i] + 1.0f;
+  }
+  CHECK(cudrv::test::mismatch(out, expected).empty());
+}
+
+std::string read_text(const char* path) {
+  std::ifstream in(path, std::ios::binary);
+  REQUIRE(in);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+}  // namespace
+
+TEST_CASE("__device__ functions of -G and -rdc images are not kernels: has_kernel, get_kernel and kernel_names agree",
+          "[gpu][library][driver_error]") {
+  CUDRV_REQUIRE_GPU();
+  const cudrv::device dev(0);
+  const std::string arch = dev.arch();
+  INFO("device " << dev.name() << " (" << arch << ")");
+  const std::string source = read_text(CUDRV_TEST_DEVICE_FUNCTIONS_CU);
+  SECTION("nvcc -G cubin, built at build time") {
+    const cudrv::library lib = cudrv::library::from_file(CUDRV_TEST_DEVICE_FUNCTIONS_DEBUG_CUBIN, dev.primary_context());
+    check_kernels_only(lib, {"entry", "noparams"}, {"helper"});
+    check_entry_runs(lib, dev);
+  }
+  SECTION("NVRTC -G cubin") {
+    auto compiled = cudrv::program("device_functions.cu", source).compile(cudrv::code_kind::cubin, {.arch = arch, .debug = true});
+    const cudrv::library lib(compiled.code, dev);
+    check_kernels_only(lib, {"entry", "noparams"}, {"helper"});
+    check_entry_runs(lib, dev);
+  }
+  SECTION("NVRTC -rdc cubin linked by nvJitLink") {
+    auto unit = cudrv::program("device_functions.cu", source)
+                    .compile(cudrv::code_kind::cubin, {.arch = arch, .relocatable_device_code = true});
+    cudrv::linker lk({.arch = arch});
+    const cudrv::library lib(lk.add(unit.code).link(), dev);
+    check_kernels_only(lib, {"entry", "noparams"}, {"helper"});
+    check_entry_runs(lib, dev);
+  }
+  SECTION("two -rdc units, the kernel's __device__ function in the other, linked by nvJitLink") {
+    const cudrv::compile_options rdc{.arch = arch, .relocatable_device_code = true};
+    auto caller = cudrv::program("caller.cu", R"(
+extern "C" __device__ float scale_by_two(float x);
+extern "C" __global__ void caller(float* out) { out[threadIdx.x] = scale_by_two(out[threadIdx.x]); }
+)").compile(cudrv::code_kind::cubin, rdc);
+    auto callee = cudrv::program("callee.cu", R"(
+extern "C" __device__ __noinline__ float scale_by_two(float x) { return 2.0f * x; }
+)").compile(cudrv::code_kind::cubin, rdc);
+    cudrv::linker lk({.arch = arch});
+    const cudrv::library lib(lk.add(caller.code).add(callee.code).link(), dev);
+    check_kernels_only(lib, {"caller"}, {"scale_by_two"});
+    std::vector<float> values = {1.5f, -2.0f, 3.25f, 0.0f};
+    cudrv::device_buffer<float> d(dev, values.size());
+    cudrv::copy(d, values);
+    cudrv::stream s(dev);
+    cudrv::launch(s, {.grid = 1, .block = static_cast<unsigned>(values.size())}, lib.get_kernel<void(float*)>("caller"),
+                  d.get());
+    s.synchronize();
+    std::vector<float> out(values.size());
+    cudrv::copy(out, d);
+    CHECK(out == std::vector<float>{3.0f, -4.0f, 6.5f, 0.0f});
+  }
 }
 
 TEST_CASE("parameter information from the driver", "[gpu][library][driver_error]") {

@@ -11,9 +11,12 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "support/memory_support.hpp"
@@ -185,6 +188,60 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
       exec.launch(s);
       s.synchronize();
     });
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("a child graph's node and a clone keep the source graph's libraries and host callables",
+          "[gpu][lifetimes][graph]") {
+  // cudrv hangs a graph's libraries and host callables on CUDA user objects of that graph. A child-graph
+  // node holds the driver's copy of the child, and a clone is a copy too: the copies carry the user
+  // objects' references (measured on driver 580.159.04), so nothing has to move them along. Here the
+  // library, the kernel and the source graph are all gone before the copy is instantiated and replayed.
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  cudrv::stream s(dev);
+  cudrv::test::destruction_error_counter errors;
+  enum class copy_kind { child_node, clone };
+  for (const copy_kind kind : {copy_kind::child_node, copy_kind::clone}) {
+    INFO((kind == copy_kind::child_node ? "a child-graph node" : "a clone"));
+    auto calls = std::make_shared<std::atomic<int>>(0);
+    const std::weak_ptr<std::atomic<int>> watch = calls;
+    std::atomic<int>* counter = calls.get();
+    std::optional<cudrv::graph_exec> exec;
+    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) {
+      std::optional<cudrv::graph> copy;
+      {
+        cudrv::graph source;
+        {
+          auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
+          cudrv::graph_builder builder(source, dev);
+          cudrv::launch(builder, config, add, a, b, c, n);
+          (void)source.add_host([owned = std::move(calls)] { owned->fetch_add(1); }, {builder.last()});
+        }  // the library and kernel objects are gone: the source graph holds the code and the callable
+        if (kind == copy_kind::child_node) {
+          copy.emplace();
+          (void)copy->add_child_graph(source);
+        } else {
+          copy.emplace(source.clone());
+        }
+      }  // the source graph is gone: only the copy holds them now
+      // What the source graph's end released is released by now: the driver drops user objects
+      // asynchronously, and cudrv unloads libraries and destroys callables on its disposal thread, which
+      // a device synchronisation waits for.
+      dev.synchronize();
+      std::this_thread::sleep_for(std::chrono::milliseconds(200));
+      dev.synchronize();
+      INFO("the host callable " << (watch.expired() ? "was destroyed" : "is alive") << " before the replay");
+      CHECK_FALSE(watch.expired());
+      exec.emplace(copy->instantiate(dev));  // a kernel of an unloaded library would fail here or at launch
+      copy.reset();
+      exec->launch(s);
+    });
+    CHECK(counter->load() == 1);  // the host node ran (the executable keeps the callable alive)
+    exec.reset();
+    dev.synchronize();
+    CHECK(cudrv::test::wait_until([&] { return watch.expired(); }, std::chrono::seconds(5)));
   }
   CHECK(errors.count() == 0);
 }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -59,10 +60,8 @@ class temp_file {
   std::string path_;
 };
 
-/// Runs @p argv (argv[0] searched on PATH) with the environment of this process, changed by
-/// @p set ("NAME=value") and @p unset ("NAME"); stdout and stderr are captured.
-inline process_result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
-                                  const std::vector<std::string>& unset = {}) {
+/// This process's environment, changed by @p set ("NAME=value") and @p unset ("NAME").
+inline std::vector<std::string> environment(const std::vector<std::string>& set, const std::vector<std::string>& unset) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -73,6 +72,14 @@ inline process_result run_process(const std::vector<std::string>& argv, const st
     if (!drop) env.push_back(entry);
   }
   for (const std::string& s : set) env.push_back(s);
+  return env;
+}
+
+/// Runs @p argv (argv[0] searched on PATH) with the environment of this process, changed by
+/// @p set ("NAME=value") and @p unset ("NAME"); stdout and stderr are captured.
+inline process_result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
+                                  const std::vector<std::string>& unset = {}) {
+  std::vector<std::string> env = environment(set, unset);
   std::vector<char*> envp;
   for (std::string& e : env) envp.push_back(e.data());
   envp.push_back(nullptr);
@@ -100,6 +107,47 @@ inline process_result run_process(const std::vector<std::string>& argv, const st
   waitpid(pid, &status, 0);
   r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.out = out.read();
+  r.err = err.read();
+  return r;
+}
+
+/// Runs cudrv-query with @p args, its stdout on descriptor @p stdout_fd of this process (a file open on
+/// /dev/full, the write end of a pipe), with SIGPIPE ignored in the child when @p ignore_sigpipe (an
+/// ignored signal stays ignored across exec); stderr is captured, out stays empty.
+inline process_result run_query_to(int stdout_fd, const std::vector<std::string>& args,
+                                   const std::vector<std::string>& set = {}, bool ignore_sigpipe = false) {
+  std::vector<std::string> env = environment(set, {});
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> argp;
+  for (std::string& a : argv) argp.push_back(a.data());
+  argp.push_back(nullptr);
+
+  temp_file err;
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_adddup2(&actions, stdout_fd, STDOUT_FILENO);
+  posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.path().c_str(), O_WRONLY | O_TRUNC, 0);
+  struct sigaction ignore {};
+  struct sigaction previous {};
+  ignore.sa_handler = SIG_IGN;
+  if (ignore_sigpipe) sigaction(SIGPIPE, &ignore, &previous);
+  pid_t pid = 0;
+  const int rc = posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  if (ignore_sigpipe) sigaction(SIGPIPE, &previous, nullptr);
+  posix_spawn_file_actions_destroy(&actions);
+  process_result r;
+  if (rc != 0) {
+    r.err = "posix_spawn(" + argv[0] + ") failed: error " + std::to_string(rc);
+    return r;
+  }
+  int status = 0;
+  waitpid(pid, &status, 0);
+  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
   r.err = err.read();
   return r;
 }

@@ -3,7 +3,16 @@
 #include <catch2/catch.hpp>
 
 #include <cuda.h>
+#include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <sstream>
+#include <streambuf>
+#include <string>
+#include <vector>
+
+#include "query.hpp"
 #include "query_test_support.hpp"
 
 using query_test::no_driver;
@@ -32,7 +41,7 @@ TEST_CASE("option --help lists the options, selectors, exit statuses and environ
     INFO(part);
     CHECK(contains(r.out, part));
   }
-  for (int status = 0; status <= 4; ++status) {
+  for (int status = 0; status <= 5; ++status) {
     INFO("exit status " << status);
     CHECK(contains(r.out, "\n  " + std::to_string(status) + "  "));
   }
@@ -149,4 +158,70 @@ TEST_CASE("environment values that are not UTF-8 still give a valid JSON documen
   CHECK(r.exit_code == 2);
   REQUIRE_SCHEMA_VALID(r.out);
   CHECK(query_test::parse(r.out)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd" "0");
+}
+
+// --- lost output: exit status 5 -------------------------------------------------------------------------
+
+TEST_CASE("output that cannot be written is exit status 5 and one line on stderr: /dev/full", "[query][cli]") {
+  const int full = open("/dev/full", O_WRONLY);
+  if (full < 0) {
+    WARN("no /dev/full on this machine: the case checks nothing");
+    return;
+  }
+  // Successful runs whose text is lost: --version, --help, and the JSON of a run without a driver would
+  // be status 2 (a failure keeps its status and its one line: checked last).
+  for (const std::vector<std::string>& args : {std::vector<std::string>{"--version"}, {"--help"}}) {
+    INFO("cudrv-query " << args.front());
+    auto r = query_test::run_query_to(full, args, {no_driver});
+    INFO("stderr: " << r.err);
+    CHECK(r.exit_code == 5);
+    require_one_error_line(r);
+    CHECK(r.err == "cudrv-query: the output could not be written: No space left on device\n");
+  }
+  auto failed = query_test::run_query_to(full, {"--json"}, {no_driver});
+  INFO("stderr: " << failed.err);
+  CHECK(failed.exit_code == 2);
+  require_one_error_line(failed);
+  CHECK(contains(failed.err, "no usable CUDA driver"));
+  close(full);
+}
+
+TEST_CASE("output into a pipe whose reader is gone, SIGPIPE ignored, is exit status 5", "[query][cli]") {
+  int fds[2] = {-1, -1};
+  REQUIRE(pipe(fds) == 0);
+  close(fds[0]);  // no reader: every write fails with EPIPE (the child ignores SIGPIPE)
+  auto r = query_test::run_query_to(fds[1], {"--version"}, {no_driver}, true);
+  close(fds[1]);
+  INFO("stderr: " << r.err);
+  CHECK(r.exit_code == 5);
+  require_one_error_line(r);
+  CHECK(r.err == "cudrv-query: the output could not be written: Broken pipe\n");
+}
+
+namespace {
+// A stream buffer that takes nothing: every write fails, as on a full disk.
+struct refusing_buffer : std::streambuf {
+  int_type overflow(int_type) override { return traits_type::eof(); }
+  std::streamsize xsputn(const char*, std::streamsize) override { return 0; }
+};
+}  // namespace
+
+TEST_CASE("run() in-process: a stream that refuses the output gives exit_output_error, a usage error keeps its status",
+          "[query][cli]") {
+  refusing_buffer refusing;
+  std::ostream out(&refusing);
+  std::ostringstream err;
+  const char* version[] = {"cudrv-query", "--version"};
+  errno = 0;  // the stream buffer sets none: the line then gives no reason
+  CHECK(cudrv_query::run(2, version, out, err, false) == cudrv_query::exit_output_error);
+  CHECK(err.str() == "cudrv-query: the output could not be written\n");
+
+  // A failed run keeps its status and its one line, whether or not out took anything.
+  std::ostream out2(&refusing);
+  std::ostringstream err2;
+  const char* bad[] = {"cudrv-query", "--no-such-option"};
+  CHECK(cudrv_query::run(2, bad, out2, err2, false) == cudrv_query::exit_usage);
+  INFO("stderr: " << err2.str());
+  CHECK(query_test::line_count(err2.str()) == 1);
+  CHECK_FALSE(contains(err2.str(), "could not be written"));
 }

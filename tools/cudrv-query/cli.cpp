@@ -7,7 +7,9 @@
 // Nothing here exits the process: --help, --version and usage errors return their status, so that
 // the fuzz target fuzz/fuzz_query_args.cpp can call parse_command_line() and run() in-process.
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <new>
 #include <ostream>
@@ -49,6 +51,7 @@ constexpr const char* footer_text =
     "  2  no usable CUDA driver (libcuda.so.1 not found, or cuInit failed)\n"
     "  3  the CUDA driver sees no device\n"
     "  4  a CUDA error occurred while querying or measuring\n"
+    "  5  the output could not be written (a full disk, a closed pipe)\n"
     "\n"
     "Environment:\n"
     "  CUDA_VISIBLE_DEVICES  selects and orders the visible devices; the ordinals printed are CUDA's\n"
@@ -60,6 +63,43 @@ constexpr const char* footer_text =
     "\n"
     "JSON: --json prints one document (schema_version 1, docs/cudrv-query.schema.json) for every view,\n"
     "also when the run fails (status, exit_code and error say why).";
+
+/// The system's reason for a failed write, when errno holds one a write gives (a full disk, a pipe
+/// without a reader, a closed descriptor); nullptr for anything else, which a later call may have left.
+const char* write_failure_reason(int e) {
+  switch (e) {
+    case EPIPE:
+    case ENOSPC:
+    case EDQUOT:
+    case EFBIG:
+    case EIO:
+    case EBADF:
+    case ECONNRESET:
+      return std::strerror(e);
+    default:
+      return nullptr;
+  }
+}
+
+/// Flushes @p out and returns @p status, or exit_output_error with one line on @p err when a run that
+/// succeeded lost its output: a write that failed (a full disk, a pipe whose reader is gone while
+/// SIGPIPE is ignored) leaves the stream failed, whether it failed in an earlier flush (CLI11 ends
+/// --help and --version with std::endl) or in this one. A run that failed already keeps its status and
+/// its one line.
+int check_output(std::ostream& out, std::ostream& err, int status) {
+  if (out.good()) {
+    errno = 0;  // a failure of this flush leaves its own reason
+  }
+  out.flush();
+  if (out.good() || status != exit_ok) {
+    return status;
+  }
+  const char* reason = write_failure_reason(errno);
+  err << "cudrv-query: the output could not be written" << (reason != nullptr ? std::string(": ") + reason : "")
+      << '\n';
+  err.flush();
+  return exit_output_error;
+}
 
 /// Prints the outcome and returns the exit status.
 int finish(std::ostream& out, std::ostream& err, const system_info& info, view v, bool json, const text_style& style,
@@ -80,8 +120,7 @@ int finish(std::ostream& out, std::ostream& err, const system_info& info, view v
   } else if (error == nullptr || error->status == exit_ok) {
     print_text(out, info, v, style);
   }
-  out.flush();
-  return error != nullptr ? error->status : exit_ok;
+  return check_output(out, err, error != nullptr ? error->status : exit_ok);
 }
 
 // --version: the tool (its headers), the linked library, the driver's CUDA version (loading the
@@ -237,7 +276,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
 int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err, bool out_is_terminal) {
   std::variant<command_line, int> parsed = parse_command_line(argc, argv, out, err);
   if (const int* status = std::get_if<int>(&parsed)) {
-    return *status;
+    return check_output(out, err, *status);  // --help and --version print on out too
   }
   return run(std::get<command_line>(parsed), out, err, out_is_terminal);
 }

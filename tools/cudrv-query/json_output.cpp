@@ -131,6 +131,8 @@ const char* status_name(exit_status s) {
       return "no_device";
     case exit_cuda_error:
       return "cuda_error";
+    case exit_output_error:  // never in a document: decided after the document failed to be written
+      return "output_error";
   }
   return "cuda_error";
 }

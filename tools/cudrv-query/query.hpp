@@ -28,6 +28,7 @@ enum exit_status : int {
   exit_no_driver = 2,   ///< no usable CUDA driver (libcuda.so.1 missing, or cuInit failed)
   exit_no_device = 3,   ///< the driver works but sees no device
   exit_cuda_error = 4,  ///< a CUDA (or other) error while querying or measuring
+  exit_output_error = 5,  ///< the run succeeded but its output could not be written (a full disk, a closed pipe)
 };
 
 /// The version of the JSON documents; bumped when a key changes meaning or goes away (new keys may
@@ -274,10 +275,12 @@ struct command_line {
                                                                  std::ostream& err);
 
 /// Runs a parsed command line: collects, prints the view on @p out (text or JSON) and failures on
-/// @p err, and returns the exit status. @p out_is_terminal decides --color=auto.
+/// @p err, and returns the exit status: exit_output_error, with one line on @p err, when the run
+/// succeeded but @p out failed (checked after a flush). @p out_is_terminal decides --color=auto.
 [[nodiscard]] int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_is_terminal);
 
-/// parse_command_line() then run(): the whole of cudrv-query; returns the exit status.
+/// parse_command_line() then run(): the whole of cudrv-query; returns the exit status (exit_output_error
+/// also when the text of --help or --version could not be written).
 [[nodiscard]] int run(int argc, const char* const* argv, std::ostream& out, std::ostream& err, bool out_is_terminal);
 
 /// "13.0" for 13000, "12.9" for 12090; "unknown" for 0.
