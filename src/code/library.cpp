@@ -279,7 +279,11 @@ kernel library_base::get_kernel(const std::string& requested) const {
   require_handle("cudrv::library::get_kernel");
   const std::string& name = symbol_of(state_, requested);
   CUkernel handle = nullptr;
-  CUresult status = detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
+  // Where the image lists its kernels, a name that is none of them is refused as the driver refuses a
+  // missing one: the driver hands out a handle for a __device__ function of a -G or -rdc image (driver
+  // 580.159.04, lazily loaded library), which no launch could use.
+  const bool not_a_kernel = state_ != nullptr && state_->layouts_known && state_->layouts.count(name) == 0;
+  CUresult status = not_a_kernel ? CUDA_ERROR_NOT_FOUND : detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
     std::string message = "no kernel named '" + requested + "' in " + detail::describe_library(state_);
     try {

@@ -317,6 +317,9 @@ TEST_CASE("conditional nodes: a handle the driver refuses is said to be refused,
   cudrv::graph g;
   cudrv::graph other;
   const auto own = g.make_conditional_handle(ctx);
+  // Handles are numbered per graph (measured: another graph's first handle was accepted as g's own first),
+  // so the foreign handle is one whose number g has not handed out.
+  (void)other.make_conditional_handle(ctx);
   const auto foreign = other.make_conditional_handle(ctx);
   auto refused = [&](const char* what, auto&& add) {
     INFO(what);
