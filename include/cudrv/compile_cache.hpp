@@ -81,6 +81,9 @@ class compile_cache {
     std::uint64_t corrupt_entries = 0;  ///< Entries found truncated or corrupted, removed (also misses).
     std::uint64_t store_failures = 0;   ///< Results that could not be stored.
     std::uint64_t uncacheable = 0;      ///< Compilations whose inputs the key cannot hold, never cached (also misses).
+    /// Compilations that bypassed the cache because its directory is another user's or writable by its
+    /// group or others (also misses; the first is reported on stderr).
+    std::uint64_t untrusted_directory = 0;
   };
 
   /// @brief A cache in @p directory, which is created on the first store if needed.
