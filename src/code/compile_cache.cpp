@@ -586,6 +586,7 @@ struct disk_scan {
   std::string refusal;   // why the compilation cannot be cached; empty when it can
   std::vector<std::string> seen_files;     // canonical paths scanned
   std::vector<std::string> seen_headers;   // named headers scanned
+  std::vector<std::string>* looked_at = nullptr;  // when set, every path looked at (for the fuzz target)
   std::size_t bytes = 0;
   static constexpr std::size_t max_files = 4096;
   static constexpr std::size_t max_bytes = std::size_t{256} << 20;
@@ -610,6 +611,53 @@ bool has(const std::vector<std::string>& v, std::string_view x) {
 
 void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir);
 
+// Puts the state of the file at path into the key (absent, not a regular file, unreadable, or its
+// canonical path, size and digest) and scans a header found there for its own includes.
+void key_file(disk_scan& scan, const std::string& path) {
+  put(scan.key, path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
+    return;
+  }
+  char* real = ::realpath(path.c_str(), nullptr);
+  const std::string canonical = real != nullptr ? real : path;
+  std::free(real);
+  std::string contents;
+  struct stat read_st {};
+  // The size is bounded before reading: a huge (or sparse) file is never allocated.
+  const std::uint64_t budget = disk_scan::max_bytes - std::min(scan.bytes, disk_scan::max_bytes);
+  const read_status status = read_file(AT_FDCWD, path.c_str(), true, budget, contents, read_st);
+  if (status == read_status::not_regular) {
+    put_int<std::uint32_t>(scan.key, 1);  // replaced by a directory or device since the stat
+    return;
+  }
+  if (status == read_status::not_opened) {
+    put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
+    return;
+  }
+  scan.bytes += contents.size();
+  if (status == read_status::too_large || scan.seen_files.size() >= disk_scan::max_files ||
+      scan.bytes > disk_scan::max_bytes) {
+    scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
+                   std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+    return;
+  }
+  put_int<std::uint32_t>(scan.key, 3);
+  put(scan.key, canonical);
+  put_int<std::uint64_t>(scan.key, contents.size());
+  put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
+  put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
+  if (!has(scan.seen_files, canonical)) {
+    scan.seen_files.push_back(canonical);
+    scan_text(scan, contents, directory_of(path));
+  }
+}
+
 void scan_include(disk_scan& scan, std::string_view name, const std::string& own_dir) {
   if (!scan.refusal.empty() || name.empty()) {
     return;
@@ -625,8 +673,11 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
   std::vector<std::string> candidates;
   std::vector<std::string> toolkit_candidates;  // found under the toolkit's directories: keyed by its identity
   if (name.front() == '/') {
+    // NVRTC opens an absolute name as it is and, when it is not there, still joins it to the
+    // directories it searches ("./" + "/abs/x.h", measured for a pre-include).
     candidates.emplace_back(name);
-  } else {
+  }
+  {
     std::vector<std::string> dirs;
     if (!own_dir.empty()) {
       dirs.push_back(own_dir);
@@ -645,6 +696,10 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
       (has(scan.toolkit_dirs, d) ? toolkit_candidates : candidates).push_back(std::move(candidate));
     }
   }
+  if (scan.looked_at != nullptr) {
+    scan.looked_at->insert(scan.looked_at->end(), toolkit_candidates.begin(), toolkit_candidates.end());
+    scan.looked_at->insert(scan.looked_at->end(), candidates.begin(), candidates.end());
+  }
   for (const auto& path : toolkit_candidates) {
     // The toolkit's headers are neither read nor followed: the key holds the toolkit's identity
     // (toolkit_identity) and whether this name exists there.
@@ -653,47 +708,9 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
     put_int<std::uint32_t>(scan.key, ::stat(path.c_str(), &st) == 0 ? 4 : 0);
   }
   for (const auto& path : candidates) {
-    put(scan.key, path);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
-      continue;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
-      continue;
-    }
-    char* real = ::realpath(path.c_str(), nullptr);
-    const std::string canonical = real != nullptr ? real : path;
-    std::free(real);
-    std::string contents;
-    struct stat read_st {};
-    // The size is bounded before reading: a huge (or sparse) file is never allocated.
-    const std::uint64_t budget = disk_scan::max_bytes - std::min(scan.bytes, disk_scan::max_bytes);
-    const read_status status = read_file(AT_FDCWD, path.c_str(), true, budget, contents, read_st);
-    if (status == read_status::not_regular) {
-      put_int<std::uint32_t>(scan.key, 1);  // replaced by a directory or device since the stat
-      continue;
-    }
-    if (status == read_status::not_opened) {
-      put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
-      continue;
-    }
-    scan.bytes += contents.size();
-    if (status == read_status::too_large || scan.seen_files.size() >= disk_scan::max_files ||
-        scan.bytes > disk_scan::max_bytes) {
-      scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
-                     std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+    key_file(scan, path);
+    if (!scan.refusal.empty()) {
       return;
-    }
-    put_int<std::uint32_t>(scan.key, 3);
-    put(scan.key, canonical);
-    put_int<std::uint64_t>(scan.key, contents.size());
-    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
-    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
-    if (!has(scan.seen_files, canonical)) {
-      scan.seen_files.push_back(canonical);
-      scan_text(scan, contents, directory_of(path));
     }
   }
 }
@@ -1021,20 +1038,31 @@ void toolkit_identity(disk_scan& scan) {
   }
 }
 
-// The key part for the headers on disk, or a refusal (an empty key part and a reason).
-std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal) {
+// The key part for the headers on disk, or a refusal (an empty key part and a reason). looked_at, when
+// not null, receives every path the scan looked at.
+std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal,
+                             std::vector<std::string>* looked_at = nullptr) {
   if (const std::string_view o = unkeyable_option(option_list); !o.empty()) {
     refusal = "the option " + std::string(o) + " reads or writes files outside the key";
     return {};
   }
   disk_scan scan;
   scan.prog = &prog;
+  scan.looked_at = looked_at;
   read_search_options(scan, option_list);
   if (!scan.refusal.empty()) {
     refusal = std::move(scan.refusal);
     return {};
   }
   toolkit_identity(scan);
+  // NVRTC stats the program's name on disk (measured), so a file there is keyed like a header.
+  put(scan.key, "program file");
+  if (!prog.name().empty()) {
+    if (scan.looked_at != nullptr) {
+      scan.looked_at->push_back(prog.name());
+    }
+    key_file(scan, prog.name());
+  }
   for (const auto& f : scan.pre_includes) {
     scan_include(scan, f, std::string());
   }
@@ -1044,6 +1072,16 @@ std::string scan_disk_inputs(const program& prog, const std::vector<std::string>
 }
 
 }  // namespace
+
+namespace detail {
+
+cache_disk_inputs scan_cache_disk_inputs(const program& prog, const std::vector<std::string>& option_list) {
+  cache_disk_inputs out;
+  (void)scan_disk_inputs(prog, option_list, out.refusal, &out.paths);
+  return out;
+}
+
+}  // namespace detail
 
 compile_result compile_cache::compile(const program& prog, code_kind target, const compile_options& options,
                                       const std::vector<std::string>& name_expressions) {
