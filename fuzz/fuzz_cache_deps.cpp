@@ -576,18 +576,24 @@ int check_one(const std::uint8_t* data, std::size_t size) {
     recorded = nullptr;
   }
   std::set<std::string> keyed;
+  std::set<std::string> keyed_directories;  // every directory above a keyed path
   for (const auto& p : scan.paths) {
-    keyed.insert(resolve(p));
+    std::string r = resolve(p);
+    keyed.insert(r);
+    r = r.substr(0, r.find(" ("));
+    for (std::size_t slash = r.rfind('/'); slash != std::string::npos && slash > 0; slash = r.rfind('/', slash - 1)) {
+      keyed_directories.insert(r.substr(0, slash));
+    }
   }
   for (const auto& p : seen) {
     const std::string r = resolve(p);
-    struct stat st {};
     if (r.compare(0, workspace.size() + 1, workspace + "/") != 0 || keyed.count(r) != 0 ||
-        p == "__nv_nvrtc_builtin_header.h" || p == "__nv_name_map" ||
-        (::fstatat(AT_FDCWD, p.c_str(), &st, 0) == 0 && S_ISDIR(st.st_mode))) {
+        keyed_directories.count(r.substr(0, r.find(" ("))) != 0 || p == "__nv_nvrtc_builtin_header.h" ||
+        p == "__nv_name_map") {
       // NVRTC stats its built-in header's name and "__nv_name_map" in the current directory but uses
       // neither file when one is there (measured: a planted #error in either is never seen); and it
-      // stats directories (the current one, ".") whose headers are what it reads, each of them keyed.
+      // stats the directories it searches (the current one, ".", a named header's directory), whose
+      // files it then looks for: what it reads there is what the key must hold, and does.
       continue;
     }
     std::string list;
