@@ -270,8 +270,8 @@ constexpr std::uint64_t max_entry_size = std::uint64_t{1} << 30;
 
 enum class read_status {
   ok,           // out holds the file's bytes (fewer if it shrank while read)
-  not_opened,   // absent, unreadable, or a symbolic link where none is followed
-  not_regular,  // a directory, FIFO, socket or device: never read
+  not_opened,   // absent or unreadable
+  not_regular,  // a directory, FIFO, socket, device, or a symbolic link where none is followed: never read
   too_large,    // larger than the bound: never read
 };
 
@@ -280,6 +280,15 @@ enum class read_status {
 // link. st receives the identity of what was opened; the size is checked before allocating.
 read_status read_file(int dir_fd, const char* path, bool follow, std::uint64_t max_size, std::string& out,
                       struct stat& st) {
+  if (!follow) {
+    // Not even opened unless it is a regular file: opening a device can do something.
+    if (::fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return read_status::not_opened;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return read_status::not_regular;  // a symbolic link, FIFO, socket, device or directory
+    }
+  }
   file_descriptor fd(::openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
   if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
     return read_status::not_opened;
