@@ -587,13 +587,14 @@ int check_one(const std::uint8_t* data, std::size_t size) {
   }
   for (const auto& p : seen) {
     const std::string r = resolve(p);
+    struct stat st {};
     if (r.compare(0, workspace.size() + 1, workspace + "/") != 0 || keyed.count(r) != 0 ||
         keyed_directories.count(r.substr(0, r.find(" ("))) != 0 || p == "__nv_nvrtc_builtin_header.h" ||
-        p == "__nv_name_map") {
+        p == "__nv_name_map" || (::fstatat(AT_FDCWD, p.c_str(), &st, 0) == 0 && S_ISDIR(st.st_mode))) {
       // NVRTC stats its built-in header's name and "__nv_name_map" in the current directory but uses
       // neither file when one is there (measured: a planted #error in either is never seen); and it
-      // stats the directories it searches (the current one, ".", a named header's directory), whose
-      // files it then looks for: what it reads there is what the key must hold, and does.
+      // stats directories (the current one, ".", a named header's, present or not), whose files it
+      // then looks for, each of those checked here: what it reads there is what the key must hold.
       continue;
     }
     std::string list;
