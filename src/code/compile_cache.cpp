@@ -593,7 +593,7 @@ struct disk_scan {
   const program* prog = nullptr;
   std::string key;       // what was found, appended to the cache key
   std::string refusal;   // why the compilation cannot be cached; empty when it can
-  std::vector<std::string> seen_files;     // canonical paths scanned
+  std::vector<std::string> seen_files;     // canonical paths scanned, each with the directory it was opened through
   std::vector<std::string> seen_headers;   // named headers scanned
   std::vector<std::string>* looked_at = nullptr;  // when set, every path looked at (for the fuzz target)
   std::size_t bytes = 0;
@@ -661,9 +661,12 @@ void key_file(disk_scan& scan, const std::string& path) {
   put_int<std::uint64_t>(scan.key, contents.size());
   put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
   put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
-  if (!has(scan.seen_files, canonical)) {
-    scan.seen_files.push_back(canonical);
-    scan_text(scan, contents, directory_of(path));
+  // A header's includes are looked for from the directory it was opened through (a link's, not its
+  // target's), so one file reached through two directories is scanned from each.
+  const std::string own_dir = directory_of(path);
+  if (std::string seen = canonical + '\n' + own_dir; !has(scan.seen_files, seen)) {
+    scan.seen_files.push_back(std::move(seen));
+    scan_text(scan, contents, own_dir);
   }
 }
 

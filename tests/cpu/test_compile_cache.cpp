@@ -684,6 +684,24 @@ TEST_CASE("compile_cache: include options with the blanks NVRTC strips key the h
   CHECK(cache.stats().hits + cache.stats().misses + cache.stats().uncacheable > 0);
 }
 
+TEST_CASE("compile_cache: a header reached through a link and directly is scanned from both directories",
+          "[compile_cache]") {
+  // NVRTC looks for a header's includes in the directory it opened the header through: inc/alias.h, a
+  // link to sub/h3.h, includes "h0.h" from inc/, and sub/h3.h itself from inc/sub/. The scan read the
+  // file once (by its canonical path), from inc/ only, and never keyed inc/sub/h0.h (fuzz_cache_deps).
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  const fs::path inc = dir.path / "inc";
+  fs::create_directories(inc / "sub");
+  fs::create_directories(dir.path / "work");
+  cwd_guard cwd(dir.path / "work");
+  write_all(inc / "sub" / "h3.h", "#include \"h0.h\"\n");
+  fs::create_symlink("sub/h3.h", inc / "alias.h");
+  write_all(inc / "h0.h", "// nothing here\n");
+  const cudrv::program prog("probe.cu", std::string("#include \"alias.h\"\n#include \"sub/h3.h\"\n") + val_kernel);
+  check_edit_is_seen(cache, prog, {.arch = "sm_90", .include_paths = {inc.string()}}, inc / "sub" / "h0.h");
+}
+
 TEST_CASE("compile_cache: a directive after a comment or spelled with a digraph is keyed", "[compile_cache]") {
   // `/* generated */ #include "val.h"` is a directive; the scan skipped every line not starting with '#'.
   temp_dir dir;
