@@ -7,9 +7,11 @@
 // there and, when one is, its canonical path, size and digest. If every path NVRTC stats or opens is
 // among them, the same key means NVRTC sees the same files, hence compiles the same bytes: a hit can
 // never be stale. So one NVRTC compilation checks a program, where compiling twice around an edit
-// checks only the edit made. One input in 32 does that too, end to end: compile through a cache,
-// edit every header on disk (and create the absent ones the program asks for), compile through the
-// cache again and compare a hit, byte for byte, with a fresh compilation.
+// checks only the edit made. (Paths NVRTC stats without ever reading them are exempt, each with its
+// reason, below.) One input in 32 (FUZZ_CACHE_DEPS_END_TO_END=N: one in N) is also checked end to
+// end: compile through a cache, edit every header on disk (and create absent ones the program may
+// ask for), compile through the cache again and compare a hit, byte for byte, with a fresh
+// compilation.
 //
 // What NVRTC looks at is recorded by interposing the C library functions libnvrtc imports for files
 // (open, openat, fopen, fopen64, __xstat, __lxstat, stat, lstat, access, opendir, realpath), which the
@@ -447,7 +449,10 @@ void edit_everything(const generated& g) {
       struct stat st {};
       if (::lstat(p.c_str(), &st) != 0) {
         if (FILE* f = std::fopen(p.c_str(), "wb")) {
-          const std::string t = "extern \"C\" __device__ int created_" + std::to_string(id++) + " = 5;\n";
+          const std::string g = "C_" + std::to_string(id);
+          const std::string t = "#ifndef " + g + "\n#define " + g + "\nextern \"C\" __device__ int created_" +
+                                std::to_string(id) + " = 5;\n#endif\n";
+          ++id;
           std::fwrite(t.data(), 1, t.size(), f);
           std::fclose(f);
         }
@@ -530,7 +535,13 @@ namespace {
 
 int check_one(const std::uint8_t* data, std::size_t size) {
   input in{data, size};
-  const bool full = in.pick(32) == 0;
+  // One input in 32 runs end to end (FUZZ_CACHE_DEPS_END_TO_END=N: one in N, 1 for all).
+  static const std::size_t one_in = [] {
+    const char* v = std::getenv("FUZZ_CACHE_DEPS_END_TO_END");
+    const long n = v != nullptr ? std::strtol(v, nullptr, 10) : 32;
+    return static_cast<std::size_t>(n >= 1 && n <= 256 ? n : 32);
+  }();
+  const bool full = in.pick(one_in) == 0;
   const generated g = generate(in);
   lay_out(g);
   if (::chdir((workspace + "/cwd").c_str()) != 0) {
@@ -610,9 +621,14 @@ int check_one(const std::uint8_t* data, std::size_t size) {
     ++end_to_end;
     fs::remove_all(workspace + "/cache");
     cudrv::compile_cache cache(workspace + "/cache");
-    (void)cache.compile(prog, cudrv::code_kind::ptx, g.options);
-    edit_everything(g);
-    const auto again = cache.compile(prog, cudrv::code_kind::ptx, g.options);
+    cudrv::compile_result again;
+    try {
+      (void)cache.compile(prog, cudrv::code_kind::ptx, g.options);
+      edit_everything(g);
+      again = cache.compile(prog, cudrv::code_kind::ptx, g.options);
+    } catch (const cudrv::compile_error&) {
+      return 0;  // the full compilation, or the edited headers, do not compile: nothing is cached
+    }
     if (cache.stats().hits == 1) {
       ++hits_checked;
       cudrv::compile_result fresh;
