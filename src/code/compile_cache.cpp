@@ -597,6 +597,8 @@ struct disk_scan {
   std::vector<std::string> seen_headers;   // named headers scanned
   std::vector<std::string>* looked_at = nullptr;  // when set, every path looked at (for the fuzz target)
   std::size_t bytes = 0;
+  std::size_t depth = 0;  // headers (named or on disk) being scanned, one inside the other
+  static constexpr std::size_t max_depth = 200;
   static constexpr std::size_t max_files = 4096;
   static constexpr std::size_t max_bytes = std::size_t{256} << 20;
 };
@@ -662,11 +664,20 @@ void key_file(disk_scan& scan, const std::string& path) {
   put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
   put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
   // A header's includes are looked for from the directory it was opened through (a link's, not its
-  // target's), so one file reached through two directories is scanned from each.
+  // target's), so one file reached through two directories is scanned from each; the directories are
+  // compared canonically (sub/../sub and sub are one), so a header including itself ends.
   const std::string own_dir = directory_of(path);
-  if (std::string seen = canonical + '\n' + own_dir; !has(scan.seen_files, seen)) {
+  char* real_dir = ::realpath(own_dir.c_str(), nullptr);
+  std::string seen = canonical + '\n' + (real_dir != nullptr ? real_dir : own_dir);
+  std::free(real_dir);
+  if (!has(scan.seen_files, seen)) {
     scan.seen_files.push_back(std::move(seen));
+    if (++scan.depth > disk_scan::max_depth) {
+      scan.refusal = "its includes nest deeper than " + std::to_string(disk_scan::max_depth);
+      return;
+    }
     scan_text(scan, contents, own_dir);
+    --scan.depth;
   }
 }
 
@@ -679,7 +690,12 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
   for (const auto& h : scan.prog->headers()) {
     if (h.name == name && !has(scan.seen_headers, h.name)) {
       scan.seen_headers.push_back(h.name);
+      if (++scan.depth > disk_scan::max_depth) {
+        scan.refusal = "its includes nest deeper than " + std::to_string(disk_scan::max_depth);
+        return;
+      }
       scan_text(scan, h.source, directory_of(h.name));
+      --scan.depth;
     }
   }
   std::vector<std::string> candidates;

@@ -702,6 +702,30 @@ TEST_CASE("compile_cache: a header reached through a link and directly is scanne
   check_edit_is_seen(cache, prog, {.arch = "sm_90", .include_paths = {inc.string()}}, inc / "sub" / "h0.h");
 }
 
+TEST_CASE("compile_cache: headers that include themselves by ever longer paths end the scan", "[compile_cache]") {
+  // h.h includes "sub/../h.h": the same file from the same directory, spelled longer each time. Keyed
+  // by the spelled directory, the scan recursed until the stack overflowed (fuzz_cache_deps); named
+  // headers that include one another in a chain longer than the depth bound are refused, not recursed.
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  fs::create_directories(dir.path / "sub");
+  cwd_guard cwd(dir.path);
+  const cudrv::program prog("probe.cu", std::string("#include \"h.h\"\n") + val_kernel);
+  write_all(dir.path / "h.h", "#pragma once\n#include \"sub/../h.h\"\n#include \"val.h\"\n");
+  check_edit_is_seen(cache, prog, sm90, dir.path / "val.h");
+  CHECK(cache.stats().uncacheable == 0);
+
+  std::vector<cudrv::header> chain;
+  for (int i = 0; i < 1000; ++i) {
+    chain.push_back({"c" + std::to_string(i) + ".h", "#include \"c" + std::to_string(i + 1) + ".h\"\n"});
+  }
+  chain.push_back({"c1000.h", "#define VAL 7\n"});
+  const cudrv::program deep("deep.cu", std::string("#include \"c0.h\"\n") + val_kernel, chain);
+  const auto before = cache.stats().uncacheable;
+  CHECK(stores(cache.compile(deep, cudrv::code_kind::ptx, sm90), 7));
+  CHECK(cache.stats().uncacheable == before + 1);
+}
+
 TEST_CASE("compile_cache: a directive after a comment or spelled with a digraph is keyed", "[compile_cache]") {
   // `/* generated */ #include "val.h"` is a directive; the scan skipped every line not starting with '#'.
   temp_dir dir;
