@@ -16,6 +16,7 @@ they consume (fuzz_ipc_import.cpp).
 """
 import argparse
 import os
+import random
 import shutil
 import struct
 import subprocess
@@ -150,7 +151,7 @@ def main():
     parser.add_argument("--nvcc", default=shutil.which("nvcc") or ("/usr/local/cuda/bin/nvcc"
                         if os.path.exists("/usr/local/cuda/bin/nvcc") else None))
     args = parser.parse_args()
-    for target in ("fuzz_image", "fuzz_cache_entry", "fuzz_query_args", "fuzz_socket_frames"):
+    for target in ("fuzz_image", "fuzz_cache_entry", "fuzz_cache_deps", "fuzz_query_args", "fuzz_socket_frames"):
         os.makedirs(os.path.join(CORPUS, target), exist_ok=True)
 
     images = compile_images(args.nvcc)
@@ -172,6 +173,13 @@ def main():
     write("fuzz_cache_entry", "entry_old_version", b"\x00" + entry(key, payload(0, PTX), version=2))
     write("fuzz_cache_entry", "payload_ptx", b"\x01" + payload(0, PTX, b"log", ((b"k<int>", b"_Z1kIiEvv"),)))
     write("fuzz_cache_entry", "payload_ltoir", b"\x01" + payload(3, b"\x7fNVVM-ish bytes"))
+
+    # fuzz_cache_deps: every byte chooses (a line's trick, a name, a directory, an option's blanks), and
+    # bytes past the end read as zeros, which generate nothing: seeds of random bytes start the fuzzer
+    # on programs with several includes, files and options.
+    rng = random.Random(31)
+    for i in range(16):
+        write("fuzz_cache_deps", "random_%02d" % i, bytes(rng.randrange(256) for _ in range(384)))
 
     for name, argv in (("summary_json", ["--json"]),
                        ("details_devices", ["--details", "-d", "0,GPU-8f3a", "-d", "0000:c1:00.0"]),

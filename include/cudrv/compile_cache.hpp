@@ -23,15 +23,18 @@ namespace cudrv {
 ///
 /// Headers on disk: NVRTC looks for an include in the directory of the program's name, the current
 /// directory, the include paths (@ref compile_options::include_paths, `-I`) and, from a header found
-/// on disk, that header's directory. Before every lookup the cache reads every include directive (and
-/// `__has_include`) of the source, the named headers and the headers found, in every branch of `#if`,
-/// and puts into the key, for each directory that could be searched, whether the file exists there
-/// and, when it does, its path, size and a 128-bit digest of its contents. Editing, adding, removing
-/// or shadowing a header therefore changes the key. A compilation whose includes cannot be told
-/// before compiling (`#include MACRO`), or that names precompiled-header files (`--use-pch`,
-/// `--create-pch`) or writes a timing file (`-time`), is never cached and is counted in
-/// @ref statistics::uncacheable; automatic PCH (`-pch`) is cached like any option. A header edited
-/// while NVRTC runs leaves that result unstored.
+/// on disk, that header's directory. Before every lookup the cache reads the include options as NVRTC
+/// reads them (blanks around an option and after `-I` dropped) and finds every include of the source,
+/// the named headers and the headers found as a superset of the preprocessor's (every `#`, `%:` or
+/// `??=` followed on its line by `include`, past blanks and comments, wherever it stands; every
+/// `__has_include`), and puts into the key, for each directory that could be searched, and for the
+/// file at the program's name, whether the file exists there and, when it does, its path, size and a
+/// 128-bit digest of its contents. Editing, adding, removing or shadowing a header therefore changes
+/// the key. A compilation whose includes cannot be told before compiling (`#include MACRO`), whose
+/// include options the cache cannot be sure NVRTC reads as written (a path starting with a blank or
+/// `=`), or that names precompiled-header files (`--use-pch`, `--create-pch`) or writes a timing file
+/// (`-time`), is never cached and is counted in @ref statistics::uncacheable; automatic PCH (`-pch`)
+/// is cached like any option. A header edited while NVRTC runs leaves that result unstored.
 ///
 /// The CUDA toolkit's headers (CCCL: CUB, Thrust, `cuda/std`; and the toolkit's include directory,
 /// as @ref find_toolkit_headers finds them, whether through @ref compile_options::toolkit_headers or
@@ -52,6 +55,14 @@ namespace cudrv {
 /// concurrent writers of one key, threads or processes, leave one valid entry. A failure to store
 /// (a read-only directory, a full disk) never fails the compilation; it is counted in
 /// @ref statistics::store_failures.
+///
+/// Trust: whoever can write the directory chooses the code a hit returns, so on every compile the
+/// directory is opened and checked: one that another user owns, or that its group or others may write,
+/// is not used (the compilation goes to NVRTC, is counted in @ref statistics::untrusted_directory, and
+/// the first one of a cache object is reported on stderr); entries are opened relative to it without
+/// following links or blocking, and only a regular file of the user, writable by nobody else, of at
+/// most 1 GiB (checked before anything is allocated) is read. The checksum finds accidents, not
+/// attackers. docs/runtime-compilation.md, "What the cache trusts", says what an attacker can do.
 ///
 /// The directory is created (mode 0700, parents included) on the first store. @ref from_environment
 /// chooses it as follows:
@@ -81,6 +92,9 @@ class compile_cache {
     std::uint64_t corrupt_entries = 0;  ///< Entries found truncated or corrupted, removed (also misses).
     std::uint64_t store_failures = 0;   ///< Results that could not be stored.
     std::uint64_t uncacheable = 0;      ///< Compilations whose inputs the key cannot hold, never cached (also misses).
+    /// Compilations that bypassed the cache because its directory is another user's or writable by its
+    /// group or others (also misses; the first is reported on stderr).
+    std::uint64_t untrusted_directory = 0;
   };
 
   /// @brief A cache in @p directory, which is created on the first store if needed.

@@ -14,6 +14,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cctype>
 #include <cstring>
@@ -263,11 +264,40 @@ class file_descriptor {
   int fd_;
 };
 
-// Reads a whole file; false when it cannot be opened or read. st receives its identity.
-bool read_file(const std::string& path, std::string& out, struct stat& st) {
-  file_descriptor fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
-  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
-    return false;
+// The largest entry file a lookup reads: the file's size is checked before anything is allocated,
+// so a huge (or huge and sparse) file in the directory costs one fstat.
+constexpr std::uint64_t max_entry_size = std::uint64_t{1} << 30;
+
+enum class read_status {
+  ok,           // out holds the file's bytes (fewer if it shrank while read)
+  not_opened,   // absent or unreadable
+  not_regular,  // a directory, FIFO, socket, device, or a symbolic link where none is followed: never read
+  too_large,    // larger than the bound: never read
+};
+
+// Reads the regular file at path (relative to dir_fd) whole, opened without blocking (a FIFO put in
+// place of a file cannot stall the caller) and, unless follow, without following a final symbolic
+// link. st receives the identity of what was opened; the size is checked before allocating.
+read_status read_file(int dir_fd, const char* path, bool follow, std::uint64_t max_size, std::string& out,
+                      struct stat& st) {
+  if (!follow) {
+    // Not even opened unless it is a regular file: opening a device can do something.
+    if (::fstatat(dir_fd, path, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      return read_status::not_opened;
+    }
+    if (!S_ISREG(st.st_mode)) {
+      return read_status::not_regular;  // a symbolic link, FIFO, socket, device or directory
+    }
+  }
+  file_descriptor fd(::openat(dir_fd, path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | (follow ? 0 : O_NOFOLLOW)));
+  if (fd.get() < 0 || ::fstat(fd.get(), &st) != 0) {
+    return read_status::not_opened;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return read_status::not_regular;
+  }
+  if (st.st_size < 0 || static_cast<std::uint64_t>(st.st_size) > max_size) {
+    return read_status::too_large;
   }
   out.resize(static_cast<std::size_t>(st.st_size));
   std::size_t done = 0;
@@ -282,15 +312,16 @@ bool read_file(const std::string& path, std::string& out, struct stat& st) {
     }
     done += static_cast<std::size_t>(n);
   }
-  return true;
+  return read_status::ok;
 }
 
-// Removes the file at path only if it is still the one that was read (another process may have
-// replaced it with a valid entry in the meantime).
-void remove_if_same(const std::string& path, const struct stat& read_st) noexcept {
+// Removes the entry name in dir_fd only if it is still the file that was read (another process may
+// have replaced it with a valid entry in the meantime).
+void remove_if_same(int dir_fd, const char* name, const struct stat& read_st) noexcept {
   struct stat now {};
-  if (::stat(path.c_str(), &now) == 0 && now.st_dev == read_st.st_dev && now.st_ino == read_st.st_ino) {
-    ::unlink(path.c_str());
+  if (::fstatat(dir_fd, name, &now, AT_SYMLINK_NOFOLLOW) == 0 && now.st_dev == read_st.st_dev &&
+      now.st_ino == read_st.st_ino) {
+    ::unlinkat(dir_fd, name, 0);
   }
 }
 
@@ -309,6 +340,49 @@ bool make_directories(const std::string& dir) {
     }
   }
   return ::stat(dir.c_str(), &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+// Why a directory or an entry, as fstat describes it, cannot be trusted: another user owns it, or
+// its group or others may write it (so another user could have put or changed what it holds).
+// Empty when it is the effective user's and writable by nobody else.
+std::string untrusted_because(const struct stat& st) {
+  if (st.st_uid != ::geteuid()) {
+    return "it is owned by uid " + std::to_string(st.st_uid) + ", not by this process's user (uid " +
+           std::to_string(::geteuid()) + ")";
+  }
+  if ((st.st_mode & (S_IWGRP | S_IWOTH)) != 0) {
+    char mode[8];
+    std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
+    return std::string("its group or others may write it (mode ") + mode + ")";
+  }
+  return {};
+}
+
+// The cache directory, opened: entries are then opened relative to the descriptor, so the directory
+// checked is the one used even if the path is changed meanwhile.
+struct opened_directory {
+  int fd = -1;          // >= 0: opened and trusted
+  std::string refusal;  // not empty: opened but not trusted (why)
+};
+
+opened_directory open_directory(const std::string& path) {
+  opened_directory d;
+  const int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) {
+    return d;  // absent (created by the first store) or unusable (a store fails)
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    ::close(fd);
+    return d;
+  }
+  d.refusal = untrusted_because(st);
+  if (!d.refusal.empty()) {
+    ::close(fd);
+    return d;
+  }
+  d.fd = fd;
+  return d;
 }
 
 bool write_all(int fd, std::string_view data) {
@@ -352,22 +426,28 @@ constexpr long stale_temp_seconds = 600;
 
 // Removes the leftover temporary files of crashed writers. They are never read (only *.entry files
 // are), so this only reclaims their space.
-void remove_stale_temporaries(const std::string& directory) noexcept {
-  DIR* dir = ::opendir(directory.c_str());
+void remove_stale_temporaries(int dir_fd) noexcept {
+  const int fd = ::dup(dir_fd);
+  DIR* dir = fd >= 0 ? ::fdopendir(fd) : nullptr;
   if (dir == nullptr) {
+    if (fd >= 0) {
+      ::close(fd);
+    }
     return;
   }
   const std::time_t now = std::time(nullptr);
   while (const dirent* e = ::readdir(dir)) {
     const std::string_view name = e->d_name;
     struct stat st {};
-    if (name.ends_with(temp_suffix) && is_cache_file(name) && ::fstatat(::dirfd(dir), e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+    if (name.ends_with(temp_suffix) && is_cache_file(name) && ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
         S_ISREG(st.st_mode) && now - st.st_mtime > stale_temp_seconds) {
-      ::unlinkat(::dirfd(dir), e->d_name, 0);
+      ::unlinkat(dir_fd, e->d_name, 0);
     }
   }
   ::closedir(dir);
 }
+
+enum class cache_lookup { absent, hit, corrupt };
 
 std::string env(const char* name) {
   const char* v = std::getenv(name);
@@ -384,30 +464,53 @@ struct compile_cache::state {
   std::atomic<std::uint64_t> corrupt_entries{0};
   std::atomic<std::uint64_t> store_failures{0};
   std::atomic<std::uint64_t> uncacheable{0};
+  std::atomic<std::uint64_t> untrusted_directory{0};
   std::atomic<std::uint64_t> temp_counter{0};
   std::atomic<bool> swept{false};  // leftover temporary files removed (by the first store)
+  std::atomic<bool> warned{false};  // the untrusted directory reported on stderr
 
-  // Writes the entry through a unique temporary file renamed over the final name.
-  bool store(const std::string& hex, const std::string& path, std::string_view key,
-             const compile_result& result) noexcept {
+  // Tells, once per cache, that the directory is not used and why.
+  void warn_untrusted(const std::string& why) noexcept {
+    if (!warned.exchange(true)) {
+      std::fprintf(stderr, "cudrv: compile_cache: not using %s, because %s; compiling without the cache\n",
+                   directory.c_str(), why.c_str());
+    }
+  }
+
+  // Writes the entry through a unique temporary file renamed over the final name, in the directory
+  // dir_fd (created first when it is -1; a directory that turns out untrusted is not written).
+  bool store(int dir_fd, const std::string& hex, std::string_view key, const compile_result& result) noexcept {
     try {
       const std::string entry = detail::encode_cache_entry(key, detail::encode_cache_payload(result));
-      if (!make_directories(directory)) {
-        return false;
+      opened_directory created;
+      if (dir_fd < 0) {
+        if (!make_directories(directory)) {
+          return false;
+        }
+        created = open_directory(directory);
+        if (!created.refusal.empty()) {
+          warn_untrusted(created.refusal);  // replaced between the lookup and now: a store failure
+        }
+        if (created.fd < 0) {
+          return false;
+        }
+        dir_fd = created.fd;
       }
+      const file_descriptor created_fd(created.fd);
       if (!swept.exchange(true)) {
-        remove_stale_temporaries(directory);
+        remove_stale_temporaries(dir_fd);
       }
-      const std::string temp = directory + "/." + hex + "." + std::to_string(::getpid()) + "." +
+      const std::string temp = "." + hex + "." + std::to_string(::getpid()) + "." +
                                std::to_string(temp_counter.fetch_add(1)) + "." + std::to_string(process_nonce()) +
                                std::string(temp_suffix);
-      file_descriptor fd(::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600));
+      const std::string name = hex + std::string(entry_suffix);
+      file_descriptor fd(::openat(dir_fd, temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600));
       if (fd.get() < 0) {
         return false;
       }
       const bool written = write_all(fd.get(), entry) && ::fsync(fd.get()) == 0 && fd.close();
-      if (!written || ::rename(temp.c_str(), path.c_str()) != 0) {
-        ::unlink(temp.c_str());
+      if (!written || ::renameat(dir_fd, temp.c_str(), dir_fd, name.c_str()) != 0) {
+        ::unlinkat(dir_fd, temp.c_str(), 0);
         return false;
       }
       return true;
@@ -490,9 +593,12 @@ struct disk_scan {
   const program* prog = nullptr;
   std::string key;       // what was found, appended to the cache key
   std::string refusal;   // why the compilation cannot be cached; empty when it can
-  std::vector<std::string> seen_files;     // canonical paths scanned
+  std::vector<std::string> seen_files;     // canonical paths scanned, each with the directory it was opened through
   std::vector<std::string> seen_headers;   // named headers scanned
+  std::vector<std::string>* looked_at = nullptr;  // when set, every path looked at (for the fuzz target)
   std::size_t bytes = 0;
+  std::size_t depth = 0;  // headers (named or on disk) being scanned, one inside the other
+  static constexpr std::size_t max_depth = 200;
   static constexpr std::size_t max_files = 4096;
   static constexpr std::size_t max_bytes = std::size_t{256} << 20;
 };
@@ -516,6 +622,65 @@ bool has(const std::vector<std::string>& v, std::string_view x) {
 
 void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir);
 
+// Puts the state of the file at path into the key (absent, not a regular file, unreadable, or its
+// canonical path, size and digest) and scans a header found there for its own includes.
+void key_file(disk_scan& scan, const std::string& path) {
+  put(scan.key, path);
+  struct stat st {};
+  if (::stat(path.c_str(), &st) != 0) {
+    put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
+    return;
+  }
+  if (!S_ISREG(st.st_mode)) {
+    put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
+    return;
+  }
+  char* real = ::realpath(path.c_str(), nullptr);
+  const std::string canonical = real != nullptr ? real : path;
+  std::free(real);
+  std::string contents;
+  struct stat read_st {};
+  // The size is bounded before reading: a huge (or sparse) file is never allocated.
+  const std::uint64_t budget = disk_scan::max_bytes - std::min(scan.bytes, disk_scan::max_bytes);
+  const read_status status = read_file(AT_FDCWD, path.c_str(), true, budget, contents, read_st);
+  if (status == read_status::not_regular) {
+    put_int<std::uint32_t>(scan.key, 1);  // replaced by a directory or device since the stat
+    return;
+  }
+  if (status == read_status::not_opened) {
+    put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
+    return;
+  }
+  scan.bytes += contents.size();
+  if (status == read_status::too_large || scan.seen_files.size() >= disk_scan::max_files ||
+      scan.bytes > disk_scan::max_bytes) {
+    scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
+                   std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+    return;
+  }
+  put_int<std::uint32_t>(scan.key, 3);
+  put(scan.key, canonical);
+  put_int<std::uint64_t>(scan.key, contents.size());
+  put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
+  put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
+  // A header's includes are looked for from the directory it was opened through (a link's, not its
+  // target's), so one file reached through two directories is scanned from each; the directories are
+  // compared canonically (sub/../sub and sub are one), so a header including itself ends.
+  const std::string own_dir = directory_of(path);
+  char* real_dir = ::realpath(own_dir.c_str(), nullptr);
+  std::string seen = canonical + '\n' + (real_dir != nullptr ? real_dir : own_dir);
+  std::free(real_dir);
+  if (!has(scan.seen_files, seen)) {
+    scan.seen_files.push_back(std::move(seen));
+    if (++scan.depth > disk_scan::max_depth) {
+      scan.refusal = "its includes nest deeper than " + std::to_string(disk_scan::max_depth);
+      return;
+    }
+    scan_text(scan, contents, own_dir);
+    --scan.depth;
+  }
+}
+
 void scan_include(disk_scan& scan, std::string_view name, const std::string& own_dir) {
   if (!scan.refusal.empty() || name.empty()) {
     return;
@@ -525,14 +690,22 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
   for (const auto& h : scan.prog->headers()) {
     if (h.name == name && !has(scan.seen_headers, h.name)) {
       scan.seen_headers.push_back(h.name);
+      if (++scan.depth > disk_scan::max_depth) {
+        scan.refusal = "its includes nest deeper than " + std::to_string(disk_scan::max_depth);
+        return;
+      }
       scan_text(scan, h.source, directory_of(h.name));
+      --scan.depth;
     }
   }
   std::vector<std::string> candidates;
   std::vector<std::string> toolkit_candidates;  // found under the toolkit's directories: keyed by its identity
   if (name.front() == '/') {
+    // NVRTC opens an absolute name as it is and, when it is not there, still joins it to the
+    // directories it searches ("./" + "/abs/x.h", measured for a pre-include).
     candidates.emplace_back(name);
-  } else {
+  }
+  {
     std::vector<std::string> dirs;
     if (!own_dir.empty()) {
       dirs.push_back(own_dir);
@@ -551,6 +724,10 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
       (has(scan.toolkit_dirs, d) ? toolkit_candidates : candidates).push_back(std::move(candidate));
     }
   }
+  if (scan.looked_at != nullptr) {
+    scan.looked_at->insert(scan.looked_at->end(), toolkit_candidates.begin(), toolkit_candidates.end());
+    scan.looked_at->insert(scan.looked_at->end(), candidates.begin(), candidates.end());
+  }
   for (const auto& path : toolkit_candidates) {
     // The toolkit's headers are neither read nor followed: the key holds the toolkit's identity
     // (toolkit_identity) and whether this name exists there.
@@ -559,127 +736,152 @@ void scan_include(disk_scan& scan, std::string_view name, const std::string& own
     put_int<std::uint32_t>(scan.key, ::stat(path.c_str(), &st) == 0 ? 4 : 0);
   }
   for (const auto& path : candidates) {
-    put(scan.key, path);
-    struct stat st {};
-    if (::stat(path.c_str(), &st) != 0) {
-      put_int<std::uint32_t>(scan.key, 0);  // absent (a file created there later changes the key)
-      continue;
-    }
-    if (!S_ISREG(st.st_mode)) {
-      put_int<std::uint32_t>(scan.key, 1);  // a directory or device: not a header NVRTC reads
-      continue;
-    }
-    char* real = ::realpath(path.c_str(), nullptr);
-    const std::string canonical = real != nullptr ? real : path;
-    std::free(real);
-    std::string contents;
-    struct stat read_st {};
-    if (!read_file(path, contents, read_st)) {
-      put_int<std::uint32_t>(scan.key, 2);  // unreadable, for NVRTC too
-      continue;
-    }
-    scan.bytes += contents.size();
-    if (scan.seen_files.size() >= disk_scan::max_files || scan.bytes > disk_scan::max_bytes) {
-      scan.refusal = "it may read more than " + std::to_string(disk_scan::max_files) + " headers or " +
-                     std::to_string(disk_scan::max_bytes >> 20) + " MiB from disk";
+    key_file(scan, path);
+    if (!scan.refusal.empty()) {
       return;
     }
-    put_int<std::uint32_t>(scan.key, 3);
-    put(scan.key, canonical);
-    put_int<std::uint64_t>(scan.key, contents.size());
-    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_hi));
-    put_int<std::uint64_t>(scan.key, hash64(contents, name_seed_lo));
-    if (!has(scan.seen_files, canonical)) {
-      scan.seen_files.push_back(canonical);
-      scan_text(scan, contents, directory_of(path));
-    }
   }
 }
 
-bool is_space(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
+// Blanks inside a line: what may stand between '#', the directive's name and its operand.
+bool is_blank(char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\f' || c == '\v'; }
 
-// The operand of an include: "name" or <name>; empty (and a refusal) when it is anything else.
-std::string_view include_operand(disk_scan& scan, std::string_view rest, std::string_view directive) {
-  std::size_t i = 0;
-  while (i < rest.size() && is_space(rest[i])) {
-    ++i;
-  }
-  const char open = i < rest.size() ? rest[i] : '\0';
-  const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
-  const std::size_t end = close != '\0' ? rest.find(close, i + 1) : std::string_view::npos;
-  if (end == std::string_view::npos) {
-    scan.refusal = "an include whose header the cache cannot tell before compiling (" + std::string(directive) + " " +
-                   std::string(rest.substr(i, std::min<std::size_t>(rest.size() - i, 60))) + ")";
-    return {};
-  }
-  return rest.substr(i + 1, end - i - 1);
-}
+bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_'; }
 
-void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir) {
-  // Directives: a line whose first non-blank character is '#' (continuations joined).
-  std::size_t pos = 0;
-  while (pos < text.size() && scan.refusal.empty()) {
-    std::size_t end = pos;
-    std::string line;
-    for (;;) {
-      const std::size_t nl = text.find('\n', end);
-      const std::size_t stop = nl == std::string_view::npos ? text.size() : nl;
-      std::string_view piece = text.substr(end, stop - end);
-      if (!piece.empty() && piece.back() == '\r') {
-        piece.remove_suffix(1);
-      }
-      if (!piece.empty() && piece.back() == '\\' && nl != std::string_view::npos) {
-        line.append(piece.substr(0, piece.size() - 1));
-        end = nl + 1;
-        continue;
-      }
-      line.append(piece);
-      end = nl == std::string_view::npos ? text.size() : nl + 1;
-      break;
-    }
-    pos = end;
-    std::string_view l = line;
-    std::size_t i = 0;
-    while (i < l.size() && is_space(l[i])) {
-      ++i;
-    }
-    if (i >= l.size() || l[i] != '#') {
+// Translation phase 2: every backslash-newline removed (a newline being "\n", "\r\n" or a lone "\r",
+// so that the scan joins at least every line NVRTC joins).
+std::string splice_lines(std::string_view text) {
+  std::string out;
+  out.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text[i] == '\\' && i + 1 < text.size() && (text[i + 1] == '\n' || text[i + 1] == '\r')) {
+      i += text[i + 1] == '\r' && i + 2 < text.size() && text[i + 2] == '\n' ? 2 : 1;
       continue;
     }
-    ++i;
-    while (i < l.size() && is_space(l[i])) {
+    out += text[i];
+  }
+  return out;
+}
+
+// The index of the first character at or after i that is neither a blank nor inside a comment (a
+// block comment may span lines: it is one blank). A line comment ends the line, so the end of the
+// text or of the line is returned. With newlines, line ends are skipped too.
+std::size_t skip_blanks(std::string_view t, std::size_t i, bool newlines) {
+  while (i < t.size()) {
+    if (is_blank(t[i]) || (newlines && t[i] == '\n')) {
       ++i;
+    } else if (t.compare(i, 2, "/*") == 0) {
+      const std::size_t close = t.find("*/", i + 2);
+      i = close == std::string_view::npos ? t.size() : close + 2;
+    } else if (t.compare(i, 2, "//") == 0 && !newlines) {
+      const std::size_t nl = t.find('\n', i);
+      return nl == std::string_view::npos ? t.size() : nl;
+    } else if (t.compare(i, 2, "//") == 0) {
+      const std::size_t nl = t.find('\n', i);
+      i = nl == std::string_view::npos ? t.size() : nl + 1;
+    } else {
+      break;
     }
-    std::size_t word_end = i;
-    while (word_end < l.size() && (std::isalnum(static_cast<unsigned char>(l[word_end])) != 0 || l[word_end] == '_')) {
+  }
+  return i;
+}
+
+// The header name at t[i]: "name" or <name>, closed on the same line; nullopt (and a refusal naming
+// what) when it is anything else, such as a macro.
+std::optional<std::string_view> header_name(disk_scan& scan, std::string_view t, std::size_t i, std::string_view what) {
+  const char open = i < t.size() ? t[i] : '\0';
+  const char close = open == '"' ? '"' : open == '<' ? '>' : '\0';
+  if (close != '\0') {
+    const std::size_t end = t.find_first_of(close == '"' ? std::string_view("\"\n") : std::string_view(">\n"), i + 1);
+    if (end != std::string_view::npos && t[end] == close) {
+      return t.substr(i + 1, end - i - 1);
+    }
+  }
+  const std::size_t line_end = std::min(t.find('\n', i), t.size());
+  scan.refusal = "an include whose header the cache cannot tell before compiling (" + std::string(what) + " " +
+                 std::string(t.substr(i, std::min<std::size_t>(line_end - i, 60))) + ")";
+  return std::nullopt;
+}
+
+// The identifier that ends at t[end] (exclusive), skipping blanks, comments and '(' before it.
+std::string_view identifier_before(std::string_view t, std::size_t end) {
+  while (end > 0 && (is_blank(t[end - 1]) || t[end - 1] == '\n' || t[end - 1] == '(')) {
+    --end;
+  }
+  std::size_t begin = end;
+  while (begin > 0 && is_identifier_char(t[begin - 1])) {
+    --begin;
+  }
+  return t.substr(begin, end - begin);
+}
+
+// Every include the text may make, as a superset of what NVRTC's preprocessor does: the scan needs
+// no line structure, comments or #if, so it cannot miss a directive for reading them differently.
+// After the lines are spliced, every '#' (or its digraph "%:" or trigraph "??=") followed, on the same
+// line and past blanks and comments, by include, include_next or import is an include, wherever it
+// stands (after a comment, in a skipped branch, even in a comment or a string, which only adds a
+// candidate); its operand must be a header name, or the compilation is not cached. Every
+// __has_include and __has_include_next followed by '(' is a candidate too; one that is not (a macro
+// defined as __has_include, say) is refused unless it is the operand of defined, #ifdef or #ifndef.
+void scan_text(disk_scan& scan, std::string_view text, const std::string& own_dir) {
+  const std::string spliced = splice_lines(text);
+  const std::string_view t = spliced;
+  for (std::size_t i = 0; i < t.size() && scan.refusal.empty(); ++i) {
+    std::size_t after = 0;
+    if (t[i] == '#') {
+      after = i + 1;
+    } else if (t.compare(i, 2, "%:") == 0) {
+      after = i + 2;
+    } else if (t.compare(i, 3, "?\?=") == 0) {
+      after = i + 3;
+    } else {
+      continue;
+    }
+    const std::size_t word = skip_blanks(t, after, false);
+    std::size_t word_end = word;
+    while (word_end < t.size() && is_identifier_char(t[word_end])) {
       ++word_end;
     }
-    const std::string_view word = l.substr(i, word_end - i);
-    if (word == "include" || word == "include_next" || word == "import") {
-      const std::string_view name = include_operand(scan, l.substr(word_end), word);
-      scan_include(scan, name, own_dir);
+    const std::string_view directive = t.substr(word, word_end - word);
+    if (directive == "include" || directive == "include_next" || directive == "import") {
+      if (const auto name = header_name(scan, t, skip_blanks(t, word_end, false), "#" + std::string(directive))) {
+        scan_include(scan, *name, own_dir);
+      }
     }
   }
-  // __has_include("x") / __has_include(<x>) anywhere (in #if, #elif): the answer depends on the files.
-  for (std::string_view probe : {std::string_view("__has_include_next"), std::string_view("__has_include")}) {
-    std::size_t at = 0;
-    while (scan.refusal.empty() && (at = text.find(probe, at)) != std::string_view::npos) {
-      at += probe.size();
-      if (probe == "__has_include" && text.substr(at, 5) == "_next") {
-        continue;  // counted by the first pass
+  constexpr std::string_view probe = "__has_include";
+  for (std::size_t at = 0; scan.refusal.empty() && (at = t.find(probe, at)) != std::string_view::npos;) {
+    const std::size_t begin = at;
+    at += probe.size();
+    if (t.compare(at, 5, "_next") == 0) {
+      at += 5;
+    }
+    if ((begin > 0 && is_identifier_char(t[begin - 1])) || (at < t.size() && is_identifier_char(t[at]))) {
+      continue;  // part of another identifier
+    }
+    const std::size_t paren = skip_blanks(t, at, true);
+    if (paren < t.size() && t[paren] == '(') {
+      if (const auto name = header_name(scan, t, skip_blanks(t, paren + 1, true), t.substr(begin, at - begin))) {
+        scan_include(scan, *name, own_dir);
       }
-      std::size_t i = at;
-      while (i < text.size() && (is_space(text[i]) || text[i] == '\n')) {
-        ++i;
-      }
-      if (i >= text.size() || text[i] != '(') {
-        continue;  // `#ifdef __has_include`: asks whether the feature exists, not for a file
-      }
-      const std::size_t close = text.find(')', i);
-      const std::string_view inside = text.substr(i + 1, close == std::string_view::npos ? 0 : close - i - 1);
-      scan_include(scan, include_operand(scan, inside, probe), own_dir);
+      continue;
+    }
+    const std::string_view before = identifier_before(t, begin);
+    if (before != "defined" && before != "ifdef" && before != "ifndef" && before != "elifdef" && before != "elifndef") {
+      scan.refusal = "__has_include used other than as __has_include(header) or as the operand of defined";
     }
   }
+}
+
+// The blanks NVRTC drops around every option (" -I<dir>\t" is -I<dir>).
+constexpr std::string_view option_blanks = " \t\n\r\f\v";
+
+std::string_view trim_option(std::string_view o) {
+  const std::size_t first = o.find_first_not_of(option_blanks);
+  if (first == std::string_view::npos) {
+    return {};
+  }
+  return o.substr(first, o.find_last_not_of(option_blanks) - first + 1);
 }
 
 // The options that name files NVRTC reads or writes besides headers: explicit precompiled headers (a
@@ -687,51 +889,83 @@ void scan_text(disk_scan& scan, std::string_view text, const std::string& own_di
 // (written). Such compilations are not cached. Automatic PCH (-pch and its flags) only speeds up the
 // compilation in this process and is cached like any other option.
 std::string_view unkeyable_option(const std::vector<std::string>& options) {
-  for (std::string_view o : options) {
+  for (const std::string& option : options) {
+    const std::string_view o = trim_option(option);
     for (std::string_view flag : {"-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
                                   "--time", "-fdevice-time-trace", "--fdevice-time-trace"}) {
       if (o.starts_with(flag)) {
-        return o;
+        return option;
       }
     }
   }
   return {};
 }
 
-// Fills scan from the final option list: include paths and pre-includes, in the order given.
+// Fills scan from the final option list: include paths and pre-includes, in the order given, read as
+// NVRTC 13 reads them (measured): blanks around an option are dropped; -I<dir>, -I=<dir>, -I <dir>
+// (blanks after -I dropped, spaces only), --include-path=<dir>, -include=<file>, --pre-include=<file>,
+// and each flag alone takes the next option as its value. A value the cache cannot be sure NVRTC reads
+// as written (one that starts with a blank or '=', or holds a control character) makes the
+// compilation uncacheable, as does an option that starts like one of these but is none of them.
 void read_search_options(disk_scan& scan, const std::vector<std::string>& options) {
   bool source_dir = true;
   std::vector<std::string> paths;
-  for (std::size_t i = 0; i < options.size(); ++i) {
-    std::string_view o = options[i];
-    auto value = [&](std::string_view flag) -> std::optional<std::string> {
-      if (o == flag) {
-        if (i + 1 < options.size()) {
-          return options[++i];
-        }
-        return std::string();
-      }
-      if (o.starts_with(flag)) {
-        std::string_view v = o.substr(flag.size());
-        if (!v.empty() && v.front() == '=') {
-          v.remove_prefix(1);
-        } else if (flag.size() > 2) {
-          return std::nullopt;  // a longer option that starts with this one
-        }
-        return std::string(v);
-      }
-      return std::nullopt;
-    };
+  for (std::size_t i = 0; i < options.size() && scan.refusal.empty(); ++i) {
+    const std::string_view o = trim_option(options[i]);
     if (o == "-no-source-include" || o == "--no-source-include") {
       source_dir = false;
-    } else if (auto dir = value("--include-path"); dir) {
-      paths.push_back(*dir);
-    } else if (auto dir2 = value("-I"); dir2) {
-      paths.push_back(*dir2);
-    } else if (auto file = value("--pre-include"); file) {
-      scan.pre_includes.push_back(*file);
-    } else if (auto file2 = value("-include"); file2) {
-      scan.pre_includes.push_back(*file2);
+      continue;
+    }
+    bool is_path = true;
+    bool short_flag = false;
+    std::string_view rest;
+    if (o.starts_with("--include-path")) {
+      rest = o.substr(14);
+    } else if (o.starts_with("--pre-include")) {
+      rest = o.substr(13);
+      is_path = false;
+    } else if (o.starts_with("-include")) {
+      rest = o.substr(8);
+      is_path = false;
+    } else if (o.starts_with("-I")) {
+      rest = o.substr(2);
+      short_flag = true;
+    } else {
+      continue;
+    }
+    std::string_view value;
+    if (rest.empty()) {
+      if (i + 1 == options.size()) {
+        continue;  // a flag without a value: nothing is searched
+      }
+      value = options[++i];
+      if (trim_option(value) != value) {
+        scan.refusal = "the option " + std::string(o) + " takes the next option, \"" + std::string(value) +
+                       "\", whose blanks the cache cannot be sure NVRTC drops";
+        break;
+      }
+    } else if (rest.front() == '=') {
+      value = rest.substr(1);
+    } else if (short_flag) {
+      value = rest.substr(std::min(rest.find_first_not_of(' '), rest.size()));
+    } else {
+      scan.refusal = "the option \"" + std::string(options[i]) + "\" starts like an include option but is none";
+      break;
+    }
+    const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+    });
+    if (!value.empty() && (control || option_blanks.find(value.front()) != std::string_view::npos || value.front() == '=')) {
+      scan.refusal = "the option \"" + std::string(options[i]) + "\" names a path the cache cannot be sure NVRTC reads as written";
+      break;
+    }
+    if (value.empty()) {
+      continue;
+    }
+    if (is_path) {
+      paths.emplace_back(value);
+    } else {
+      scan.pre_includes.emplace_back(value);
     }
   }
   if (source_dir) {
@@ -832,16 +1066,31 @@ void toolkit_identity(disk_scan& scan) {
   }
 }
 
-// The key part for the headers on disk, or a refusal (an empty key part and a reason).
-std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal) {
+// The key part for the headers on disk, or a refusal (an empty key part and a reason). looked_at, when
+// not null, receives every path the scan looked at.
+std::string scan_disk_inputs(const program& prog, const std::vector<std::string>& option_list, std::string& refusal,
+                             std::vector<std::string>* looked_at = nullptr) {
   if (const std::string_view o = unkeyable_option(option_list); !o.empty()) {
     refusal = "the option " + std::string(o) + " reads or writes files outside the key";
     return {};
   }
   disk_scan scan;
   scan.prog = &prog;
+  scan.looked_at = looked_at;
   read_search_options(scan, option_list);
+  if (!scan.refusal.empty()) {
+    refusal = std::move(scan.refusal);
+    return {};
+  }
   toolkit_identity(scan);
+  // NVRTC stats the program's name on disk (measured), so a file there is keyed like a header.
+  put(scan.key, "program file");
+  if (!prog.name().empty()) {
+    if (scan.looked_at != nullptr) {
+      scan.looked_at->push_back(prog.name());
+    }
+    key_file(scan, prog.name());
+  }
   for (const auto& f : scan.pre_includes) {
     scan_include(scan, f, std::string());
   }
@@ -851,6 +1100,16 @@ std::string scan_disk_inputs(const program& prog, const std::vector<std::string>
 }
 
 }  // namespace
+
+namespace detail {
+
+cache_disk_inputs scan_cache_disk_inputs(const program& prog, const std::vector<std::string>& option_list) {
+  cache_disk_inputs out;
+  (void)scan_disk_inputs(prog, option_list, out.refusal, &out.paths);
+  return out;
+}
+
+}  // namespace detail
 
 compile_result compile_cache::compile(const program& prog, code_kind target, const compile_options& options,
                                       const std::vector<std::string>& name_expressions) {
@@ -873,36 +1132,65 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
     return prog.compile(target, options, name_expressions);
   }
   const std::string hex = hex128(key);
-  const std::string path = s.directory + "/" + hex + std::string(entry_suffix);
-
-  std::string entry;
-  struct stat st {};
-  if (read_file(path, entry, st)) {
-    compile_result cached;
-    switch (detail::decode_cache_entry(entry, key, prog.name(), cached)) {
-      case detail::cache_entry_status::hit:
-        s.hits.fetch_add(1, std::memory_order_relaxed);
-        return cached;
-      case detail::cache_entry_status::corrupt:
-        s.corrupt_entries.fetch_add(1, std::memory_order_relaxed);
-        remove_if_same(path, st);
-        break;
-      case detail::cache_entry_status::other_key:
-        break;
-    }
-  }
-  s.misses.fetch_add(1, std::memory_order_relaxed);
+  const std::string name = hex + std::string(entry_suffix);
   compile_options resolved = options;
   if (resolved.arch.empty()) {
     resolved.arch = option_list.front().substr(std::string_view("-arch=").size());
   }
+
+  // Only a directory of this user that nobody else may write is read or written: anything else could
+  // hold entries another user made, or be changed by one.
+  const opened_directory dir = open_directory(s.directory);
+  const file_descriptor dir_fd(dir.fd);
+  if (!dir.refusal.empty()) {
+    s.untrusted_directory.fetch_add(1, std::memory_order_relaxed);
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    s.warn_untrusted(dir.refusal);
+    return prog.compile(target, resolved, name_expressions);
+  }
+  if (dir_fd.get() >= 0) {
+    std::string entry;
+    struct stat st {};
+    cache_lookup found = cache_lookup::absent;
+    compile_result cached;
+    try {
+      const read_status status = read_file(dir_fd.get(), name.c_str(), false, max_entry_size, entry, st);
+      if (status == read_status::ok && untrusted_because(st).empty()) {
+        switch (detail::decode_cache_entry(entry, key, prog.name(), cached)) {
+          case detail::cache_entry_status::hit:
+            found = cache_lookup::hit;
+            break;
+          case detail::cache_entry_status::corrupt:
+            found = cache_lookup::corrupt;
+            break;
+          case detail::cache_entry_status::other_key:
+            break;
+        }
+      } else if (status != read_status::not_opened) {
+        // Not a regular file, too large, or another user's or writable by others: never read, and
+        // replaced by the store below.
+        found = cache_lookup::corrupt;
+      }
+    } catch (const std::bad_alloc&) {
+      found = cache_lookup::absent;  // an entry too large for the memory left: compiled instead
+    }
+    if (found == cache_lookup::hit) {
+      s.hits.fetch_add(1, std::memory_order_relaxed);
+      return cached;
+    }
+    if (found == cache_lookup::corrupt) {
+      s.corrupt_entries.fetch_add(1, std::memory_order_relaxed);
+      remove_if_same(dir_fd.get(), name.c_str(), st);
+    }
+  }
+  s.misses.fetch_add(1, std::memory_order_relaxed);
   compile_result result = prog.compile(target, resolved, name_expressions);
   // A header edited while NVRTC ran could have been read in either version: store only when the files
   // are still those of the key.
   std::string refusal_after;
   if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty()) {
     s.store_failures.fetch_add(1, std::memory_order_relaxed);
-  } else if (!s.store(hex, path, key, result)) {
+  } else if (!s.store(dir_fd.get(), hex, key, result)) {
     s.store_failures.fetch_add(1, std::memory_order_relaxed);
   }
   return result;
@@ -912,7 +1200,7 @@ compile_cache::statistics compile_cache::stats() const noexcept {
   const state& s = *state_;
   return {s.hits.load(std::memory_order_relaxed), s.misses.load(std::memory_order_relaxed),
           s.corrupt_entries.load(std::memory_order_relaxed), s.store_failures.load(std::memory_order_relaxed),
-          s.uncacheable.load(std::memory_order_relaxed)};
+          s.uncacheable.load(std::memory_order_relaxed), s.untrusted_directory.load(std::memory_order_relaxed)};
 }
 
 void compile_cache::clear() {

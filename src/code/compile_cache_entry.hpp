@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "cudrv/program.hpp"
 
@@ -31,5 +32,14 @@ enum class cache_entry_status {
 // never throws but std::bad_alloc.
 cache_entry_status decode_cache_entry(std::string_view entry, std::string_view key, const std::string& name,
                                       compile_result& out);
+
+// What the key of compiling prog with option_list (the final NVRTC options) holds of the disk: every
+// path the scan looked at, found or not, or why the compilation is not cached. For the differential
+// fuzz target fuzz/fuzz_cache_deps.cpp, which checks it against the paths NVRTC opens.
+struct cache_disk_inputs {
+  std::string refusal;             // not empty: uncacheable, and why
+  std::vector<std::string> paths;  // as the scan spelled them
+};
+cache_disk_inputs scan_cache_disk_inputs(const program& prog, const std::vector<std::string>& option_list);
 
 }  // namespace cudrv::detail

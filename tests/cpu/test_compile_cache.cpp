@@ -5,11 +5,13 @@
 #include <cudrv/compile_cache.hpp>
 #include <cudrv/program.hpp>
 
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
@@ -625,6 +627,251 @@ TEST_CASE("compile_cache: a hit is fast", "[compile_cache]") {
                                                        << " us (mean of " << hits << ")");
 }
 
+// --- issue 31: what NVRTC reads, and a directory that others can write -----------------------------
+
+namespace {
+
+// A kernel storing VAL, which only the header val.h defines.
+constexpr const char* val_kernel = "extern \"C\" __global__ void k(int* p) { *p = VAL; }\n";
+
+// Compiles prog with options through cache around an edit of header (VAL 1111, then 2222): the second
+// compilation must see the edit, whether it is a miss or a hit.
+void check_edit_is_seen(cudrv::compile_cache& cache, const cudrv::program& prog, const cudrv::compile_options& options,
+                        const fs::path& header) {
+  write_all(header, "#define VAL 1111\n");
+  CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, options), 1111));
+  write_all(header, "#define VAL 2222\n");
+  const auto after = cache.compile(prog, cudrv::code_kind::ptx, options);
+  CHECK(stores(after, 2222));
+  CHECK(stores(prog.compile(cudrv::code_kind::ptx, options), 2222));  // what NVRTC itself reads
+}
+
+}  // namespace
+
+TEST_CASE("compile_cache: include options with the blanks NVRTC strips key the headers NVRTC reads",
+          "[compile_cache]") {
+  // NVRTC drops blanks around an option and after -I, so "-I <dir>" searches <dir>; the cache keyed
+  // " <dir>", found no header there and served the first entry after an edit.
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  const fs::path inc = dir.path / "inc";
+  fs::create_directories(dir.path / "work");
+  fs::create_directories(inc);
+  cwd_guard cwd(dir.path / "work");  // no val.h here or next to the program
+  const cudrv::program prog("probe.cu", std::string("#include \"val.h\"\n") + val_kernel);
+  SECTION("\"-I <dir>\"") {
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .extra_options = {"-I " + inc.string()}}, inc / "val.h");
+  }
+  SECTION("\"-I<dir> \"") {
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .extra_options = {"-I" + inc.string() + " "}}, inc / "val.h");
+  }
+  SECTION("\" -I<dir>\" and \"--include-path=<dir>\\t\"") {
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .extra_options = {" -I" + inc.string()}}, inc / "val.h");
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .extra_options = {"--include-path=" + inc.string() + "\t"}},
+                       inc / "val.h");
+  }
+  SECTION("include_paths = {\" <dir>\"}, written -I <dir>") {
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .include_paths = {" " + inc.string()}}, inc / "val.h");
+  }
+  SECTION("\"--pre-include=<file> \"") {
+    const cudrv::program pre("pre.cu", val_kernel);
+    check_edit_is_seen(cache, pre, {.arch = "sm_90", .extra_options = {"--pre-include=" + (inc / "val.h").string() + " "}},
+                       inc / "val.h");
+  }
+  SECTION("\"-I\" and the directory as the next option") {
+    check_edit_is_seen(cache, prog, {.arch = "sm_90", .extra_options = {"-I", inc.string()}}, inc / "val.h");
+  }
+  CHECK(cache.stats().hits + cache.stats().misses + cache.stats().uncacheable > 0);
+}
+
+TEST_CASE("compile_cache: a header reached through a link and directly is scanned from both directories",
+          "[compile_cache]") {
+  // NVRTC looks for a header's includes in the directory it opened the header through: inc/alias.h, a
+  // link to sub/h3.h, includes "h0.h" from inc/, and sub/h3.h itself from inc/sub/. The scan read the
+  // file once (by its canonical path), from inc/ only, and never keyed inc/sub/h0.h (fuzz_cache_deps).
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  const fs::path inc = dir.path / "inc";
+  fs::create_directories(inc / "sub");
+  fs::create_directories(dir.path / "work");
+  cwd_guard cwd(dir.path / "work");
+  write_all(inc / "sub" / "h3.h", "#include \"h0.h\"\n");
+  fs::create_symlink("sub/h3.h", inc / "alias.h");
+  write_all(inc / "h0.h", "// nothing here\n");
+  const cudrv::program prog("probe.cu", std::string("#include \"alias.h\"\n#include \"sub/h3.h\"\n") + val_kernel);
+  check_edit_is_seen(cache, prog, {.arch = "sm_90", .include_paths = {inc.string()}}, inc / "sub" / "h0.h");
+}
+
+TEST_CASE("compile_cache: headers that include themselves by ever longer paths end the scan", "[compile_cache]") {
+  // h.h includes "sub/../h.h": the same file from the same directory, spelled longer each time. Keyed
+  // by the spelled directory, the scan recursed until the stack overflowed (fuzz_cache_deps); named
+  // headers that include one another in a chain longer than the depth bound are refused, not recursed.
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  fs::create_directories(dir.path / "sub");
+  cwd_guard cwd(dir.path);
+  const cudrv::program prog("probe.cu", std::string("#include \"h.h\"\n") + val_kernel);
+  write_all(dir.path / "h.h", "#pragma once\n#include \"sub/../h.h\"\n#include \"val.h\"\n");
+  check_edit_is_seen(cache, prog, sm90, dir.path / "val.h");
+  CHECK(cache.stats().uncacheable == 0);
+
+  std::vector<cudrv::header> chain;
+  for (int i = 0; i < 1000; ++i) {
+    chain.push_back({"c" + std::to_string(i) + ".h", "#include \"c" + std::to_string(i + 1) + ".h\"\n"});
+  }
+  chain.push_back({"c1000.h", "#define VAL 7\n"});
+  const cudrv::program deep("deep.cu", std::string("#include \"c0.h\"\n") + val_kernel, chain);
+  const auto before = cache.stats().uncacheable;
+  CHECK(stores(cache.compile(deep, cudrv::code_kind::ptx, sm90), 7));
+  CHECK(cache.stats().uncacheable == before + 1);
+}
+
+TEST_CASE("compile_cache: a directive after a comment or spelled with a digraph is keyed", "[compile_cache]") {
+  // `/* generated */ #include "val.h"` is a directive; the scan skipped every line not starting with '#'.
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  cwd_guard cwd(dir.path);
+  for (const std::string directive :
+       {"/* generated */ #include \"val.h\"\n", "/* a comment\n   over lines */ #include \"val.h\"\n",
+        "#/**/include/**/\"val.h\"\n", "%:include \"val.h\"\n", "#inc\\\nlude \"va\\\nl.h\"\n"}) {
+    INFO(directive);
+    const cudrv::program prog("probe.cu", directive + val_kernel);
+    check_edit_is_seen(cache, prog, sm90, dir.path / "val.h");
+  }
+}
+
+namespace {
+
+// The entry file of prog's compilation for sm90 PTX in an empty cache directory: compiled once, found,
+// then removed, so the caller can put something else under that name.
+fs::path entry_path_of(const fs::path& cache_dir, const cudrv::program& prog) {
+  cudrv::compile_cache probe(cache_dir.string());
+  (void)probe.compile(prog, cudrv::code_kind::ptx, sm90);
+  const auto entries = files_in(cache_dir, ".entry");
+  REQUIRE(entries.size() == 1);
+  fs::remove(entries[0]);
+  return entries[0];
+}
+
+const cudrv::program val_program("probe.cu", "extern \"C\" __global__ void k(int* p) { *p = 5150; }\n");
+
+}  // namespace
+
+TEST_CASE("compile_cache: a directory writable by group or others is not used", "[compile_cache]") {
+  temp_dir dir;
+  for (const ::mode_t mode : {0777, 0770, 0722, 01777}) {
+    INFO("mode " << std::oct << mode);
+    fs::remove_all(dir.path / "cache");
+    fs::create_directories(dir.path / "cache");
+    REQUIRE(::chmod((dir.path / "cache").c_str(), mode) == 0);
+    cudrv::compile_cache cache((dir.path / "cache").string());
+    const auto fresh = val_program.compile(cudrv::code_kind::ptx, sm90);
+    for (int i = 0; i < 2; ++i) {
+      check_same(cache.compile(val_program, cudrv::code_kind::ptx, sm90), fresh);
+    }
+    CHECK(cache.stats().hits == 0);
+    CHECK(cache.stats().misses == 2);
+    CHECK(cache.stats().untrusted_directory == 2);
+    CHECK(cache.stats().store_failures == 0);
+    CHECK(files_in(dir.path / "cache", ".entry").empty());  // nothing stored there either
+  }
+}
+
+TEST_CASE("compile_cache: a directory owned by another user is not used", "[compile_cache]") {
+  if (::geteuid() != 0) {
+    WARN("not root: cannot give a directory to another user; skipped");
+    return;
+  }
+  temp_dir dir;
+  const fs::path cache_dir = dir.path / "cache";
+  fs::create_directories(cache_dir);
+  REQUIRE(::chmod(cache_dir.c_str(), 0700) == 0);
+  REQUIRE(::chown(cache_dir.c_str(), 4242, 4242) == 0);
+  cudrv::compile_cache cache(cache_dir.string());
+  (void)cache.compile(val_program, cudrv::code_kind::ptx, sm90);
+  (void)cache.compile(val_program, cudrv::code_kind::ptx, sm90);
+  CHECK(cache.stats().hits == 0);
+  CHECK(cache.stats().untrusted_directory == 2);
+  CHECK(files_in(cache_dir, ".entry").empty());
+}
+
+TEST_CASE("compile_cache: a FIFO at an entry's path does not block compile", "[compile_cache]") {
+  temp_dir dir;
+  const fs::path entry = entry_path_of(dir.path, val_program);
+  REQUIRE(::mkfifo(entry.c_str(), 0600) == 0);
+  cudrv::compile_cache cache(dir.str());
+  std::atomic<bool> done{false};
+  std::optional<cudrv::compile_result> result;
+  std::thread t([&] {
+    result = cache.compile(val_program, cudrv::code_kind::ptx, sm90);
+    done = true;
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (!done && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  const bool blocked = !done;
+  if (blocked) {
+    // Let the blocked open return (a writer appears and goes), so the thread can be joined.
+    const int fd = ::open(entry.c_str(), O_WRONLY | O_NONBLOCK);
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+  t.join();
+  CHECK_FALSE(blocked);
+  REQUIRE(result.has_value());
+  check_same(*result, val_program.compile(cudrv::code_kind::ptx, sm90));
+  CHECK(cache.stats().hits == 0);
+  CHECK(cache.stats().corrupt_entries == 1);  // not a regular file: removed, and the entry stored
+  CHECK(fs::is_regular_file(fs::symlink_status(entry)));
+}
+
+TEST_CASE("compile_cache: a huge sparse entry is refused before anything is allocated", "[compile_cache]") {
+  temp_dir dir;
+  const fs::path entry = entry_path_of(dir.path, val_program);
+  {
+    const int fd = ::open(entry.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    const bool grown = ::ftruncate(fd, off_t{1} << 40) == 0;  // 1 TiB, no block written
+    ::close(fd);
+    if (!grown) {
+      WARN("the file system refuses a 1 TiB sparse file; skipped");
+      return;
+    }
+  }
+  cudrv::compile_cache cache(dir.str());
+  std::optional<cudrv::compile_result> r;
+  CHECK_NOTHROW(r = cache.compile(val_program, cudrv::code_kind::ptx, sm90));
+  REQUIRE(r.has_value());
+  check_same(*r, val_program.compile(cudrv::code_kind::ptx, sm90));
+  CHECK(cache.stats().hits == 0);
+  CHECK(cache.stats().corrupt_entries == 1);
+  CHECK(fs::file_size(entry) < 4096);  // replaced by the real entry
+}
+
+TEST_CASE("compile_cache: a huge sparse header on disk does not make the scan allocate", "[compile_cache]") {
+  temp_dir dir;
+  cudrv::compile_cache cache((dir.path / "cache").string());
+  cwd_guard cwd(dir.path);
+  {
+    const int fd = ::open((dir.path / "huge.h").c_str(), O_WRONLY | O_CREAT | O_EXCL, 0600);
+    REQUIRE(fd >= 0);
+    const bool grown = ::ftruncate(fd, off_t{1} << 40) == 0;
+    ::close(fd);
+    if (!grown) {
+      WARN("the file system refuses a 1 TiB sparse file; skipped");
+      return;
+    }
+  }
+  // Never included by NVRTC (#if 0), but a candidate the scan looks at.
+  const cudrv::program prog("probe.cu", "#if 0\n#include \"huge.h\"\n#endif\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n");
+  std::optional<cudrv::compile_result> r;
+  CHECK_NOTHROW(r = cache.compile(prog, cudrv::code_kind::ptx, sm90));
+  REQUIRE(r.has_value());
+  CHECK(cache.stats().uncacheable == 1);
+}
+
 // --- corrupted inputs (issue 19): entries that look valid but are not, and crashed writers ---------
 
 #if defined(CUDRV_TEST_INTERNALS)
@@ -680,6 +927,59 @@ TEST_CASE("compile_cache: entries with a valid checksum but a wrong version or a
   std::fill(zeroed.begin() + static_cast<std::ptrdiff_t>(zeroed.size() / 2), zeroed.end(), '\0');
   replace_and_check("the second half zeros", zeroed, 4);
   CHECK(cache.stats().hits == 0);
+}
+
+TEST_CASE("compile_cache: a forged entry under the right name is not served", "[compile_cache]") {
+  // Another user who can write the directory writes an entry of this key holding their own code: the
+  // name and key are computable from public inputs, and the checksum is no secret.
+  temp_dir dir;
+  const cudrv::program victim("victim.cu", "extern \"C\" __global__ void k(int* p) { *p = 1111; }\n");
+  const cudrv::program other("other.cu", "extern \"C\" __global__ void k(int* p) { *p = 6666; }\n");
+  const fs::path cache_dir = dir.path / "cache";
+  fs::create_directories(cache_dir);
+  REQUIRE(::chmod(cache_dir.c_str(), 0700) == 0);
+  std::string forged;
+  fs::path victim_entry;
+  {
+    cudrv::compile_cache setup(cache_dir.string());
+    (void)setup.compile(victim, cudrv::code_kind::ptx, sm90);
+    victim_entry = files_in(cache_dir, ".entry").at(0);
+    const auto [key, payload] = split_entry(read_all(victim_entry));
+    const auto evil = other.compile(cudrv::code_kind::ptx, sm90);
+    forged = cudrv::detail::encode_cache_entry(key, cudrv::detail::encode_cache_payload(evil));
+    fs::remove(victim_entry);
+  }
+  SECTION("in a directory others can write") {
+    REQUIRE(::chmod(cache_dir.c_str(), 0777) == 0);
+    write_all(victim_entry, forged);
+  }
+  SECTION("owned by another user, in the user's own directory (as root)") {
+    if (::geteuid() != 0) {
+      WARN("not root: cannot give a file to another user; skipped");
+      return;
+    }
+    write_all(victim_entry, forged);
+    REQUIRE(::chown(victim_entry.c_str(), 4242, 4242) == 0);
+  }
+  SECTION("writable by others, in the user's own directory") {
+    write_all(victim_entry, forged);
+    REQUIRE(::chmod(victim_entry.c_str(), 0666) == 0);
+  }
+  SECTION("a symbolic link to a file elsewhere") {
+    write_all(dir.path / "elsewhere.entry", forged);
+    fs::create_symlink(dir.path / "elsewhere.entry", victim_entry);
+  }
+  cudrv::compile_cache cache(cache_dir.string());
+  const auto r = cache.compile(victim, cudrv::code_kind::ptx, sm90);
+  CHECK(stores(r, 1111));
+  CHECK_FALSE(stores(r, 6666));
+  CHECK(cache.stats().hits == 0);
+  // In the user's own directory, the forged file is replaced by the real entry, served from then on.
+  if (cache.stats().untrusted_directory == 0) {
+    CHECK(fs::is_regular_file(fs::symlink_status(victim_entry)));
+    CHECK(stores(cache.compile(victim, cudrv::code_kind::ptx, sm90), 1111));
+    CHECK(cache.stats().hits == 1);
+  }
 }
 
 TEST_CASE("compile_cache: temporary files of a crashed writer are never read, and old ones are removed",
