@@ -5,6 +5,7 @@
 
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "code/launch_attributes.hpp"
 
 namespace cudrv {
 namespace detail {
@@ -111,27 +112,6 @@ std::size_t block_size_trampoline(int block_size) {
 }
 
 }  // namespace
-
-void fill_launch_config(const launch_config& config, CUlaunchConfig& out, CUlaunchAttribute* attrs) {
-  out = {};
-  out.gridDimX = config.grid.x;
-  out.gridDimY = config.grid.y;
-  out.gridDimZ = config.grid.z;
-  out.blockDimX = config.block.x;
-  out.blockDimY = config.block.y;
-  out.blockDimZ = config.block.z;
-  out.sharedMemBytes = static_cast<unsigned>(config.dynamic_shared_memory);
-  out.attrs = attrs;
-  out.numAttrs = 0;
-  if (config.has_cluster()) {
-    attrs[0] = {};
-    attrs[0].id = CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION;
-    attrs[0].value.clusterDim.x = config.cluster.x;
-    attrs[0].value.clusterDim.y = config.cluster.y;
-    attrs[0].value.clusterDim.z = config.cluster.z;
-    out.numAttrs = 1;
-  }
-}
 
 void throw_shared_memory_too_large(const launch_config& c, CUkernel kernel, const kernel_signature* sig) {
   throw launch_error(error_source::cudrv, CUDA_ERROR_INVALID_VALUE, "cudrv::launch", kernel_name_noexcept(kernel, sig),
@@ -406,9 +386,8 @@ int kernel_base::max_potential_cluster_size(const device& dev, const launch_conf
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   launch_config without_cluster = config;
   without_cluster.cluster = dims(0, 0, 0);
-  CUlaunchConfig lc;
-  CUlaunchAttribute attrs[1];
-  detail::fill_launch_config(without_cluster, lc, attrs);
+  detail::launch_attribute_array attrs;
+  const CUlaunchConfig lc = detail::native_launch_config(without_cluster, attrs);
   int size = 0;
   detail::run_in_context(dev.primary_context().native_handle(), "cuOccupancyMaxPotentialClusterSize", [&] {
     check(detail::drv::cuOccupancyMaxPotentialClusterSize(&size, f, &lc), "cuOccupancyMaxPotentialClusterSize",
@@ -424,9 +403,8 @@ int kernel_base::max_active_clusters(const device& dev, const launch_config& con
   }
   require_32bit_shared(config, "cudrv::kernel::max_active_clusters");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
-  CUlaunchConfig lc;
-  CUlaunchAttribute attrs[1];
-  detail::fill_launch_config(config, lc, attrs);
+  detail::launch_attribute_array attrs;
+  const CUlaunchConfig lc = detail::native_launch_config(config, attrs);
   int clusters = 0;
   detail::run_in_context(dev.primary_context().native_handle(), "cuOccupancyMaxActiveClusters", [&] {
     check(detail::drv::cuOccupancyMaxActiveClusters(&clusters, f, &lc), "cuOccupancyMaxActiveClusters", [&] {

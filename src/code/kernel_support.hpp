@@ -38,10 +38,6 @@ CUfunction function_in_primary_context(CUkernel kernel, CUdevice dev);
 
 [[noreturn]] void throw_shared_memory_too_large(const launch_config& c, CUkernel kernel, const kernel_signature* sig);
 
-// A CUlaunchConfig for config (grid, block, shared memory, and the cluster as attrs[0] when set);
-// attrs must have room for one attribute. Stream and other attributes are left to the caller.
-void fill_launch_config(const launch_config& config, CUlaunchConfig& out, CUlaunchAttribute* attrs);
-
 // Throws launch_error when the launch's dynamic shared memory does not fit the 32 bits of a launch
 // (the stream launch and the graph kernel node share the check).
 inline void check_shared_memory_fits(const launch_config& c, CUkernel kernel, const kernel_signature* sig) {

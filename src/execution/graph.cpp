@@ -16,6 +16,7 @@
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "code/launch_attributes.hpp"
 #include "execution/graph_support.hpp"
 #include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
@@ -200,7 +201,7 @@ void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode 
                          diagnose_launch(status, params.ctx != nullptr ? params.ctx : ctx, c, params.kern));
 }
 
-[[noreturn]] void throw_launch_failure_in_graph(CUresult status, const launch_config& c, CUkernel kernel,
+[[noreturn]] void throw_launch_failure_in_graph(CUresult status, CUlaunchAttributeID refused, CUkernel kernel,
                                                const kernel_signature* sig) {
   if (detail::is_context_lost(status)) [[unlikely]] {
     detail::throw_driver_error(status, "cuGraphKernelNodeSetAttribute",
@@ -208,8 +209,7 @@ void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode 
   }
   throw launch_error(error_source::driver, status, "cuGraphKernelNodeSetAttribute", kernel_name_noexcept(kernel, sig),
                      std::string("the driver refused a launch attribute of the kernel node (") +
-                         (c.has_cluster() ? "cluster dimensions" : c.cooperative ? "cooperative" : "priority") +
-                         "); the node was removed");
+                         launch_attribute_name(refused) + "); the node was removed");
 }
 
 CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kernel, CUcontext ctx, void** args,
@@ -252,29 +252,14 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
     throw launch_error(error_source::driver, added, api, std::move(name),
                        diagnose_launch(added, b.context().native_handle(), c, kernel));
   }
-  auto set = [&](CUkernelNodeAttrID id, const CUkernelNodeAttrValue& value) {
-    CUresult status = drv::cuGraphKernelNodeSetAttribute(node, id, &value);
+  launch_attribute_array attrs;
+  const unsigned count = write_launch_attributes(c, attrs);
+  for (unsigned i = 0; i < count; ++i) {
+    const CUresult status = drv::cuGraphKernelNodeSetAttribute(node, attrs[i].id, &attrs[i].value);
     if (status != CUDA_SUCCESS) {
       drv::cuGraphDestroyNode(node);  // leave no half-configured node behind
-      throw_launch_failure_in_graph(status, c, kernel, sig);
+      throw_launch_failure_in_graph(status, attrs[i].id, kernel, sig);
     }
-  };
-  if (c.has_cluster()) {
-    CUkernelNodeAttrValue v{};
-    v.clusterDim.x = c.cluster.x;
-    v.clusterDim.y = c.cluster.y;
-    v.clusterDim.z = c.cluster.z;
-    set(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION, v);
-  }
-  if (c.cooperative) {
-    CUkernelNodeAttrValue v{};
-    v.cooperative = 1;
-    set(CU_LAUNCH_ATTRIBUTE_COOPERATIVE, v);
-  }
-  if (c.priority) {
-    CUkernelNodeAttrValue v{};
-    v.priority = *c.priority;
-    set(CU_LAUNCH_ATTRIBUTE_PRIORITY, v);
   }
   if (sig != nullptr && sig->library != nullptr) {
     try {

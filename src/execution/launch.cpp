@@ -6,6 +6,7 @@
 
 #include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
+#include "code/launch_attributes.hpp"
 #include "execution/launch_support.hpp"
 #include "streams/nvtx_support.hpp"
 
@@ -256,28 +257,9 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
     }
     return;
   }
-  CUlaunchAttribute attrs[4];
-  CUlaunchConfig lc;
-  fill_launch_config(c, lc, attrs);
+  launch_attribute_array attrs;
+  CUlaunchConfig lc = native_launch_config(c, attrs);
   lc.hStream = stream;
-  if (c.cooperative) {
-    attrs[lc.numAttrs] = {};
-    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_COOPERATIVE;
-    attrs[lc.numAttrs].value.cooperative = 1;
-    ++lc.numAttrs;
-  }
-  if (c.programmatic_stream_serialization) {
-    attrs[lc.numAttrs] = {};
-    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION;
-    attrs[lc.numAttrs].value.programmaticStreamSerializationAllowed = 1;
-    ++lc.numAttrs;
-  }
-  if (c.priority) {
-    attrs[lc.numAttrs] = {};
-    attrs[lc.numAttrs].id = CU_LAUNCH_ATTRIBUTE_PRIORITY;
-    attrs[lc.numAttrs].value.priority = *c.priority;
-    ++lc.numAttrs;
-  }
   CUresult status = drv::cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(kernel), args, nullptr);
   if (status != CUDA_SUCCESS) [[unlikely]] {
     throw_launch_failure(status, "cuLaunchKernelEx", stream, c, kernel, sig);

@@ -3278,6 +3278,96 @@ CUresult CUDAAPI fake_cuGreenCtxGetId(CUgreenCtx h, unsigned long long* id) {
   return CUDA_SUCCESS;
 }
 
+// --- launch attributes: what the stream launch, the graph kernel node and the occupancy queries hand over ---
+// cuLaunchKernelEx, cuGraphAddKernelNode with cuGraphKernelNodeSetAttribute, and the two cluster
+// occupancy queries record the shape and the launch attributes they were given, by entry point
+// (fake_cuda_launch_attributes); a kernel node's attributes collect until the next kernel node is added.
+struct launch_record {
+  std::array<unsigned, 7> shape{};  // grid x, y, z, block x, y, z, dynamic shared memory
+  std::vector<CUlaunchAttribute> attributes;
+};
+std::map<std::string, launch_record>& launch_records() {
+  static std::map<std::string, launch_record> records;
+  return records;
+}
+
+void record_launch_config(const char* api, const CUlaunchConfig& c) {
+  launch_record& r = launch_records()[api];
+  r.shape = {c.gridDimX, c.gridDimY, c.gridDimZ, c.blockDimX, c.blockDimY, c.blockDimZ, c.sharedMemBytes};
+  r.attributes.assign(c.attrs, c.attrs + c.numAttrs);
+}
+
+CUresult CUDAAPI fake_cuLaunchKernelEx(const CUlaunchConfig* config, CUfunction f, void** args, void** extra) {
+  FAKE_ENTER();
+  record_launch_config("cuLaunchKernelEx", *config);
+  return fake_cuLaunchKernel(f, config->gridDimX, config->gridDimY, config->gridDimZ, config->blockDimX,
+                             config->blockDimY, config->blockDimZ, config->sharedMemBytes, config->hStream, args,
+                             extra);
+}
+
+CUresult CUDAAPI fake_cuGraphAddKernelNode(CUgraphNode* n, CUgraph g, const CUgraphNode* deps, std::size_t count_deps,
+                                           const CUDA_KERNEL_NODE_PARAMS* p) {
+  FAKE_ENTER();
+  if (p->kern == nullptr && p->func == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *n = add_graph_node(g, deps, count_deps);
+  reinterpret_cast<fake_graph_node*>(*n)->type = CU_GRAPH_NODE_TYPE_KERNEL;
+  launch_record& r = launch_records()["cuGraphKernelNodeSetAttribute"];
+  r.shape = {p->gridDimX, p->gridDimY, p->gridDimZ, p->blockDimX, p->blockDimY, p->blockDimZ, p->sharedMemBytes};
+  r.attributes.clear();
+  count("kernel_nodes");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphKernelNodeSetAttribute(CUgraphNode n, CUkernelNodeAttrID id,
+                                                    const CUkernelNodeAttrValue* value) {
+  FAKE_ENTER();
+  const fake_graph_node* node = known_node(n);
+  if (node == nullptr || node->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  CUlaunchAttribute a{};
+  a.id = id;
+  a.value = *value;
+  launch_records()["cuGraphKernelNodeSetAttribute"].attributes.push_back(a);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphDestroyNode(CUgraphNode n) {
+  FAKE_ENTER();
+  fake_graph_node* node = known_node(n);
+  if (node == nullptr || !node->bodies.empty()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);  // the fake removes no conditional node
+  }
+  --*node->graph;
+  if (node->type == CU_GRAPH_NODE_TYPE_KERNEL) {
+    count("destroyed_kernel_nodes");
+  }
+  node->graph = nullptr;  // the handle stays unique, as every node's
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction, const CUlaunchConfig* config) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  record_launch_config("cuOccupancyMaxActiveClusters", *config);
+  *clusters = 4;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuOccupancyMaxPotentialClusterSize(int* size, CUfunction, const CUlaunchConfig* config) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  record_launch_config("cuOccupancyMaxPotentialClusterSize", *config);
+  *size = 8;
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3307,6 +3397,10 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode), FAKE_SYMBOL(cuGraphNodeGetType),
     FAKE_SYMBOL(cuGraphGetNodes), FAKE_SYMBOL(cuGraphInstantiateWithParams), FAKE_SYMBOL(cuGraphConditionalHandleCreate),
     FAKE_SYMBOL(cuGraphAddNode),
+    // launch attributes: the extended launch, kernel nodes, cluster occupancy (issue 32)
+    FAKE_SYMBOL(cuLaunchKernelEx), FAKE_SYMBOL(cuGraphAddKernelNode), FAKE_SYMBOL(cuGraphKernelNodeSetAttribute),
+    FAKE_SYMBOL(cuGraphDestroyNode), FAKE_SYMBOL(cuOccupancyMaxActiveClusters),
+    FAKE_SYMBOL(cuOccupancyMaxPotentialClusterSize),
     // IPC (issue 17)
     FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemAllocFromPoolAsync),
     FAKE_SYMBOL(cuMemPoolExportToShareableHandle), FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
@@ -3705,4 +3799,24 @@ FAKE_EXPORT std::size_t fake_cuda_live_objects(char* buf, std::size_t capacity) 
     buf[n] = '\0';
   }
   return text.size();
+}
+
+// --- launch attributes: what the tests read -----------------------------------------------------------
+
+/// What the last call of @p api (cuLaunchKernelEx, cuOccupancyMaxActiveClusters,
+/// cuOccupancyMaxPotentialClusterSize, or cuGraphKernelNodeSetAttribute for the last kernel node) was
+/// given: its shape into @p shape (grid x, y, z, block x, y, z, dynamic shared memory) and up to
+/// @p capacity launch attributes into @p out, in the order received. Returns the number of attributes,
+/// -1 when @p api was never called.
+FAKE_EXPORT int fake_cuda_launch_attributes(const char* api, unsigned* shape, CUlaunchAttribute* out, int capacity) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  const auto found = launch_records().find(api);
+  if (found == launch_records().end()) {
+    return -1;
+  }
+  const launch_record& r = found->second;
+  std::copy(r.shape.begin(), r.shape.end(), shape);
+  const int n = static_cast<int>(r.attributes.size());
+  std::copy_n(r.attributes.begin(), std::min(n, capacity), out);
+  return n;
 }
