@@ -229,22 +229,21 @@ std::optional<std::pair<std::size_t, std::size_t>> parse_parameter(std::string_v
 
 }  // namespace
 
-bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
-  if (b.size() < 64 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1) {
-    return false;  // not a little-endian ELF64
-  }
-  const auto shoff = *read_le<std::uint64_t>(b, 40);
-  const auto shentsize = *read_le<std::uint16_t>(b, 58);
-  const auto shnum = *read_le<std::uint16_t>(b, 60);
-  const auto shstrndx = *read_le<std::uint16_t>(b, 62);
-  if (shentsize < 64 || shstrndx >= shnum || shoff > b.size() || std::uint64_t(shentsize) * shnum > b.size() - shoff) {
-    return false;
-  }
-  // A section's name offset, and its bytes in the file. Only the sections read are bounds-checked:
-  // others, such as the NOBITS .nv.shared.<kernel> of a kernel with static shared memory, have a size
-  // that no bytes of the file back.
-  auto header = [&](std::size_t index) { return static_cast<std::size_t>(shoff) + index * shentsize; };
-  auto contents = [&](std::size_t index, std::string_view& data) {
+namespace {
+
+// The section headers of a little-endian ELF64 image whose header table fits the file. Only the
+// sections read are bounds-checked: others, such as the NOBITS .nv.shared.<kernel> of a kernel with
+// static shared memory, have a size that no bytes of the file back.
+struct elf_sections {
+  std::string_view b;
+  std::uint64_t shoff = 0;
+  std::uint16_t shentsize = 0;
+  std::uint16_t shnum = 0;
+
+  // Where section index's header starts.
+  std::size_t header(std::size_t index) const { return static_cast<std::size_t>(shoff) + index * shentsize; }
+  // Section index's bytes in the file; false when they do not fit it.
+  bool contents(std::size_t index, std::string_view& data) const {
     const std::size_t h = header(index);
     const auto offset = *read_le<std::uint64_t>(b, h + 24);
     const auto size = *read_le<std::uint64_t>(b, h + 32);
@@ -253,39 +252,39 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
     }
     data = b.substr(static_cast<std::size_t>(offset), static_cast<std::size_t>(size));
     return true;
-  };
-  // A NUL-terminated name at offset in a string table, or nothing when it does not fit.
-  auto name_at = [](std::string_view table, std::size_t offset) -> std::optional<std::string_view> {
-    if (offset >= table.size()) {
-      return std::nullopt;
-    }
-    const std::size_t end = table.find('\0', offset);
-    if (end == std::string_view::npos) {
-      return std::nullopt;
-    }
-    return table.substr(offset, end - offset);
-  };
-  std::string_view names;
-  if (!contents(shstrndx, names)) {
-    return false;
   }
-  // The kernels are the function symbols marked as entries (STO_CUDA_ENTRY in st_other). A .nv.info.<name>
-  // section alone does not make one: -G cubins, and relocatable units and what nvJitLink links from them,
-  // carry one for __device__ functions too, which the driver does not give as kernels.
+};
+
+// A NUL-terminated name at offset in a string table, or nothing when it does not fit.
+std::optional<std::string_view> name_at(std::string_view table, std::size_t offset) {
+  if (offset >= table.size()) {
+    return std::nullopt;
+  }
+  const std::size_t end = table.find('\0', offset);
+  if (end == std::string_view::npos) {
+    return std::nullopt;
+  }
+  return table.substr(offset, end - offset);
+}
+
+// The kernels are the function symbols marked as entries (STO_CUDA_ENTRY in st_other). A .nv.info.<name>
+// section alone does not make one: -G cubins, and relocatable units and what nvJitLink links from them,
+// carry one for __device__ functions too, which the driver does not give as kernels. Adds the entries
+// of every symbol table to entries (each not yet described); false for a malformed table or none.
+bool read_entry_names(const elf_sections& elf, std::unordered_map<std::string, bool>& entries) {
   constexpr std::uint32_t sht_symtab = 2;
   constexpr std::uint8_t stt_func = 2;
   constexpr std::uint8_t sto_cuda_entry = 0x10;
   constexpr std::size_t symbol_size = 24;  // Elf64_Sym: name u32, info u8, other u8, shndx u16, value, size
-  std::unordered_map<std::string, bool> entries;  // name -> its .nv.info section was read
   bool symbols_seen = false;
-  for (std::size_t i = 0; i < shnum; ++i) {
-    if (*read_le<std::uint32_t>(b, header(i) + 4) != sht_symtab) {
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    if (*read_le<std::uint32_t>(elf.b, elf.header(i) + 4) != sht_symtab) {
       continue;
     }
-    const auto link = *read_le<std::uint32_t>(b, header(i) + 40);
+    const auto link = *read_le<std::uint32_t>(elf.b, elf.header(i) + 40);
     std::string_view symbols;
     std::string_view strings;
-    if (link >= shnum || !contents(i, symbols) || !contents(link, strings)) {
+    if (link >= elf.shnum || !elf.contents(i, symbols) || !elf.contents(link, strings)) {
       return false;
     }
     symbols_seen = true;
@@ -302,13 +301,16 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
       entries.emplace(std::string(*name), false);
     }
   }
-  if (!symbols_seen) {
-    return false;  // no symbol table: which functions are kernels is the driver's to say
-  }
+  return symbols_seen;  // no symbol table: which functions are kernels is the driver's to say
+}
+
+// The layouts of the .nv.info.<kernel> sections of the entries (marking each entry described) into
+// found; false for a malformed section or name.
+bool read_entry_layouts(const elf_sections& elf, std::string_view names, std::unordered_map<std::string, bool>& entries,
+                        kernel_layouts& found) {
   constexpr std::string_view prefix = ".nv.info.";
-  kernel_layouts found;
-  for (std::size_t i = 0; i < shnum; ++i) {
-    const auto name = name_at(names, *read_le<std::uint32_t>(b, header(i)));
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    const auto name = name_at(names, *read_le<std::uint32_t>(elf.b, elf.header(i)));
     if (!name) {
       return false;
     }
@@ -320,7 +322,7 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
       continue;  // a __device__ function's attributes
     }
     std::string_view data;
-    if (!contents(i, data)) {
+    if (!elf.contents(i, data)) {
       return false;
     }
     std::vector<kernel_param> params;
@@ -329,6 +331,34 @@ bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
     }
     entry->second = true;
     found.emplace(entry->first, std::move(params));
+  }
+  return true;
+}
+
+}  // namespace
+
+bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
+  if (b.size() < 64 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1) {
+    return false;  // not a little-endian ELF64
+  }
+  const elf_sections elf{b, *read_le<std::uint64_t>(b, 40), *read_le<std::uint16_t>(b, 58),
+                         *read_le<std::uint16_t>(b, 60)};
+  const auto shstrndx = *read_le<std::uint16_t>(b, 62);
+  if (elf.shentsize < 64 || shstrndx >= elf.shnum || elf.shoff > b.size() ||
+      std::uint64_t(elf.shentsize) * elf.shnum > b.size() - elf.shoff) {
+    return false;
+  }
+  std::string_view names;
+  if (!elf.contents(shstrndx, names)) {
+    return false;
+  }
+  std::unordered_map<std::string, bool> entries;  // name -> its .nv.info section was read
+  if (!read_entry_names(elf, entries)) {
+    return false;
+  }
+  kernel_layouts found;
+  if (!read_entry_layouts(elf, names, entries, found)) {
+    return false;
   }
   for (const auto& [name, described] : entries) {
     if (!described) {

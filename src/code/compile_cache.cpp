@@ -901,6 +901,70 @@ std::string_view unkeyable_option(const std::vector<std::string>& options) {
   return {};
 }
 
+// The value of the include option o (options[i], trimmed), given after its flag as rest or, for a flag
+// alone, as the next option (i then moves to it). Empty for a flag without a value, and, with
+// scan.refusal set, for a value the cache cannot be sure NVRTC reads as written.
+std::string_view include_option_value(disk_scan& scan, const std::vector<std::string>& options, std::size_t& i,
+                                      std::string_view o, std::string_view rest, bool short_flag) {
+  std::string_view value;
+  if (rest.empty()) {
+    if (i + 1 == options.size()) {
+      return {};  // a flag without a value: nothing is searched
+    }
+    value = options[++i];
+    if (trim_option(value) != value) {
+      scan.refusal = "the option " + std::string(o) + " takes the next option, \"" + std::string(value) +
+                     "\", whose blanks the cache cannot be sure NVRTC drops";
+      return {};
+    }
+  } else if (rest.front() == '=') {
+    value = rest.substr(1);
+  } else if (short_flag) {
+    value = rest.substr(std::min(rest.find_first_not_of(' '), rest.size()));
+  } else {
+    scan.refusal = "the option \"" + std::string(options[i]) + "\" starts like an include option but is none";
+    return {};
+  }
+  const bool control = std::any_of(value.begin(), value.end(), [](char c) {
+    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
+  });
+  if (!value.empty() && (control || option_blanks.find(value.front()) != std::string_view::npos || value.front() == '=')) {
+    scan.refusal = "the option \"" + std::string(options[i]) + "\" names a path the cache cannot be sure NVRTC reads as written";
+    return {};
+  }
+  return value;
+}
+
+// The directories scan searches, in NVRTC's order: the source's directory (unless -no-source-include),
+// ".", then the include paths given (without trailing slashes, each once); and which of them are the
+// toolkit's header directories.
+void add_search_dirs(disk_scan& scan, bool source_dir, std::vector<std::string> paths) {
+  if (source_dir) {
+    scan.search_dirs.push_back(directory_of(scan.prog->name()));
+  }
+  if (!has(scan.search_dirs, ".")) {
+    scan.search_dirs.push_back(".");
+  }
+  for (auto& p : paths) {
+    while (p.size() > 1 && p.back() == '/') {
+      p.pop_back();
+    }
+    if (!p.empty() && !has(scan.search_dirs, p)) {
+      scan.search_dirs.push_back(std::move(p));
+    }
+  }
+  if (const toolkit_header_dirs* tk = detail::toolkit_headers_if_found()) {
+    for (const auto& d : scan.search_dirs) {
+      char* real = ::realpath(d.c_str(), nullptr);
+      const std::string canonical = real != nullptr ? real : d;
+      std::free(real);
+      if (canonical == tk->cccl || canonical == tk->include) {
+        scan.toolkit_dirs.push_back(d);
+      }
+    }
+  }
+}
+
 // Fills scan from the final option list: include paths and pre-includes, in the order given, read as
 // NVRTC 13 reads them (measured): blanks around an option are dropped; -I<dir>, -I=<dir>, -I <dir>
 // (blanks after -I dropped, spaces only), --include-path=<dir>, -include=<file>, --pre-include=<file>,
@@ -933,34 +997,9 @@ void read_search_options(disk_scan& scan, const std::vector<std::string>& option
     } else {
       continue;
     }
-    std::string_view value;
-    if (rest.empty()) {
-      if (i + 1 == options.size()) {
-        continue;  // a flag without a value: nothing is searched
-      }
-      value = options[++i];
-      if (trim_option(value) != value) {
-        scan.refusal = "the option " + std::string(o) + " takes the next option, \"" + std::string(value) +
-                       "\", whose blanks the cache cannot be sure NVRTC drops";
-        break;
-      }
-    } else if (rest.front() == '=') {
-      value = rest.substr(1);
-    } else if (short_flag) {
-      value = rest.substr(std::min(rest.find_first_not_of(' '), rest.size()));
-    } else {
-      scan.refusal = "the option \"" + std::string(options[i]) + "\" starts like an include option but is none";
-      break;
-    }
-    const bool control = std::any_of(value.begin(), value.end(), [](char c) {
-      return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-    });
-    if (!value.empty() && (control || option_blanks.find(value.front()) != std::string_view::npos || value.front() == '=')) {
-      scan.refusal = "the option \"" + std::string(options[i]) + "\" names a path the cache cannot be sure NVRTC reads as written";
-      break;
-    }
+    const std::string_view value = include_option_value(scan, options, i, o, rest, short_flag);
     if (value.empty()) {
-      continue;
+      continue;  // nothing searched, or refused (which ends the loop)
     }
     if (is_path) {
       paths.emplace_back(value);
@@ -968,30 +1007,7 @@ void read_search_options(disk_scan& scan, const std::vector<std::string>& option
       scan.pre_includes.emplace_back(value);
     }
   }
-  if (source_dir) {
-    scan.search_dirs.push_back(directory_of(scan.prog->name()));
-  }
-  if (!has(scan.search_dirs, ".")) {
-    scan.search_dirs.push_back(".");
-  }
-  for (auto& p : paths) {
-    while (p.size() > 1 && p.back() == '/') {
-      p.pop_back();
-    }
-    if (!p.empty() && !has(scan.search_dirs, p)) {
-      scan.search_dirs.push_back(std::move(p));
-    }
-  }
-  if (const toolkit_header_dirs* tk = detail::toolkit_headers_if_found()) {
-    for (const auto& d : scan.search_dirs) {
-      char* real = ::realpath(d.c_str(), nullptr);
-      const std::string canonical = real != nullptr ? real : d;
-      std::free(real);
-      if (canonical == tk->cccl || canonical == tk->include) {
-        scan.toolkit_dirs.push_back(d);
-      }
-    }
-  }
+  add_search_dirs(scan, source_dir, std::move(paths));
 }
 
 // The top-level entries of the toolkit's header directories ("cub", "cuda", "thrust", "cuda_runtime.h",
@@ -1099,6 +1115,37 @@ std::string scan_disk_inputs(const program& prog, const std::vector<std::string>
   return std::move(scan.key);
 }
 
+// The entry name in dir_fd for key (of the program named program_name): a hit (its result into
+// cached), absent (none, another key's, or one too large for the memory left), or corrupt (not an
+// entry, or a file the cache must not trust); st is what was read, for removing it.
+cache_lookup look_up_entry(int dir_fd, const std::string& name, const std::string& key,
+                           const std::string& program_name, compile_result& cached, struct stat& st) {
+  std::string entry;
+  cache_lookup found = cache_lookup::absent;
+  try {
+    const read_status status = read_file(dir_fd, name.c_str(), false, max_entry_size, entry, st);
+    if (status == read_status::ok && untrusted_because(st).empty()) {
+      switch (detail::decode_cache_entry(entry, key, program_name, cached)) {
+        case detail::cache_entry_status::hit:
+          found = cache_lookup::hit;
+          break;
+        case detail::cache_entry_status::corrupt:
+          found = cache_lookup::corrupt;
+          break;
+        case detail::cache_entry_status::other_key:
+          break;
+      }
+    } else if (status != read_status::not_opened) {
+      // Not a regular file, too large, or another user's or writable by others: never read, and
+      // replaced by the store that follows.
+      found = cache_lookup::corrupt;
+    }
+  } catch (const std::bad_alloc&) {
+    found = cache_lookup::absent;  // an entry too large for the memory left: compiled instead
+  }
+  return found;
+}
+
 }  // namespace
 
 namespace detail {
@@ -1149,31 +1196,9 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
     return prog.compile(target, resolved, name_expressions);
   }
   if (dir_fd.get() >= 0) {
-    std::string entry;
     struct stat st {};
-    cache_lookup found = cache_lookup::absent;
     compile_result cached;
-    try {
-      const read_status status = read_file(dir_fd.get(), name.c_str(), false, max_entry_size, entry, st);
-      if (status == read_status::ok && untrusted_because(st).empty()) {
-        switch (detail::decode_cache_entry(entry, key, prog.name(), cached)) {
-          case detail::cache_entry_status::hit:
-            found = cache_lookup::hit;
-            break;
-          case detail::cache_entry_status::corrupt:
-            found = cache_lookup::corrupt;
-            break;
-          case detail::cache_entry_status::other_key:
-            break;
-        }
-      } else if (status != read_status::not_opened) {
-        // Not a regular file, too large, or another user's or writable by others: never read, and
-        // replaced by the store below.
-        found = cache_lookup::corrupt;
-      }
-    } catch (const std::bad_alloc&) {
-      found = cache_lookup::absent;  // an entry too large for the memory left: compiled instead
-    }
+    const cache_lookup found = look_up_entry(dir_fd.get(), name, key, prog.name(), cached, st);
     if (found == cache_lookup::hit) {
       s.hits.fetch_add(1, std::memory_order_relaxed);
       return cached;

@@ -109,7 +109,9 @@ std::string table_problem(const char* what, std::uint64_t offset, std::uint64_t 
   return {};
 }
 
-std::string cubin_problem(std::string_view b) {
+// The ELF identification and file header of a cubin: magic, size, class, data encoding, version,
+// machine and header size.
+std::string cubin_header_problem(std::string_view b) {
   const std::uint64_t size = b.size();
   if (size < 4 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) {
     return "cubin: it does not start with the ELF magic 0x7f 'E' 'L' 'F': it is not an ELF file";
@@ -139,6 +141,49 @@ std::string cubin_problem(std::string_view b) {
     return "cubin: ELF header size " + std::to_string(ehsize) + " is not between " + std::to_string(elf64_header) +
            " and the image size " + std::to_string(size);
   }
+  return {};
+}
+
+// A segment of the program header table (which fits the image) whose bytes exceed the image.
+std::string segments_problem(std::string_view b, std::uint64_t phoff, std::uint64_t phentsize, std::uint64_t phnum) {
+  const std::uint64_t size = b.size();
+  for (std::uint64_t i = 0; i < phnum; ++i) {
+    const std::uint64_t h = phoff + i * phentsize;
+    const auto offset = read_le<std::uint64_t>(b, h + 8);
+    const auto file_size = read_le<std::uint64_t>(b, h + 32);
+    if (!fits(offset, file_size, size)) {
+      return "cubin: segment " + std::to_string(i) + " " + extent(offset, file_size) + " exceeds the image size " +
+             std::to_string(size) + " (truncated?)";
+    }
+  }
+  return {};
+}
+
+// A section of the section header table (which fits the image) whose bytes exceed the image; null and
+// NOBITS sections have none, nor section 0 under extended numbering.
+std::string sections_problem(std::string_view b, std::uint64_t shoff, std::uint64_t shentsize, std::uint64_t shnum) {
+  const std::uint64_t size = b.size();
+  for (std::uint64_t i = 0; i < shnum; ++i) {
+    const std::uint64_t h = shoff + i * shentsize;
+    const auto type = read_le<std::uint32_t>(b, h + 4);
+    const auto offset = read_le<std::uint64_t>(b, h + 24);
+    const auto bytes = read_le<std::uint64_t>(b, h + 32);
+    if (i == 0 && read_le<std::uint16_t>(b, 60) == 0) {
+      continue;  // the extended-numbering section 0: its size is the section count
+    }
+    if (type != sht_null && type != sht_nobits && !fits(offset, bytes, size)) {
+      return "cubin: section " + std::to_string(i) + " (type " + std::to_string(type) + ") " + extent(offset, bytes) +
+             " exceeds the image size " + std::to_string(size) + " (truncated?)";
+    }
+  }
+  return {};
+}
+
+std::string cubin_problem(std::string_view b) {
+  if (std::string p = cubin_header_problem(b); !p.empty()) {
+    return p;
+  }
+  const std::uint64_t size = b.size();
   const auto phoff = read_le<std::uint64_t>(b, 32);
   const auto shoff = read_le<std::uint64_t>(b, 40);
   const std::uint64_t phentsize = read_le<std::uint16_t>(b, 54);
@@ -173,29 +218,10 @@ std::string cubin_problem(std::string_view b) {
     return "cubin: the section name table index " + std::to_string(shstrndx) + " is not below the section count " +
            std::to_string(shnum);
   }
-  for (std::uint64_t i = 0; i < phnum; ++i) {
-    const std::uint64_t h = phoff + i * phentsize;
-    const auto offset = read_le<std::uint64_t>(b, h + 8);
-    const auto file_size = read_le<std::uint64_t>(b, h + 32);
-    if (!fits(offset, file_size, size)) {
-      return "cubin: segment " + std::to_string(i) + " " + extent(offset, file_size) + " exceeds the image size " +
-             std::to_string(size) + " (truncated?)";
-    }
+  if (std::string p = segments_problem(b, phoff, phentsize, phnum); !p.empty()) {
+    return p;
   }
-  for (std::uint64_t i = 0; i < shnum; ++i) {
-    const std::uint64_t h = shoff + i * shentsize;
-    const auto type = read_le<std::uint32_t>(b, h + 4);
-    const auto offset = read_le<std::uint64_t>(b, h + 24);
-    const auto bytes = read_le<std::uint64_t>(b, h + 32);
-    if (i == 0 && read_le<std::uint16_t>(b, 60) == 0) {
-      continue;  // the extended-numbering section 0: its size is the section count
-    }
-    if (type != sht_null && type != sht_nobits && !fits(offset, bytes, size)) {
-      return "cubin: section " + std::to_string(i) + " (type " + std::to_string(type) + ") " + extent(offset, bytes) +
-             " exceeds the image size " + std::to_string(size) + " (truncated?)";
-    }
-  }
-  return {};
+  return sections_problem(b, shoff, shentsize, shnum);
 }
 
 // --- fatbin ------------------------------------------------------------------------------------------

@@ -441,9 +441,9 @@ CUresult load_now(CUlibrary lib, CUcontext ctx) {
   return status;
 }
 
-// Loads code; eagerly into ctx when given, else into the current context if one is current, else
-// into none (cudrv never picks a context). The state starts with one reference.
-std::unique_ptr<detail::library_state> load_library(const object_code& code, CUcontext ctx, const jit_options& options) {
+// Refuses, typed, what cannot be loaded: code kinds that need linking, an empty image, jit_options out
+// of range, and an image whose structure is malformed.
+void check_loadable(const object_code& code, const jit_options& options) {
   constexpr const char* api = "cudrv::library";
   if (code.kind() == code_kind::ltoir || code.kind() == code_kind::object || code.kind() == code_kind::library) {
     throw invalid_argument_error(api, "cannot load " + std::string(to_string(code.kind())) + " code ('" + code.name() +
@@ -472,31 +472,23 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
                                        (code.name().empty() ? std::string() : " '" + code.name() + "'") +
                                        " is malformed: " + problem);
   }
-  if (options.eager && ctx == nullptr) {
-    detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
-  }
-  auto state = std::make_unique<detail::library_state>();
-  state->name = code.name();
-  state->lazy = !options.eager;
-  state->layouts_known = detail::read_kernel_layouts(code.kind(), code.bytes(), state->layouts);
-  state->kind = code.kind();
-  state->image_size = code.size();
-  const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
-  state->log_capacity = capacity;
-  state->info_log = std::make_unique<char[]>(capacity);   // zero-filled
-  state->error_log = std::make_unique<char[]>(capacity);
-  CUjit_option* keys = state->jit_keys;
-  void** values = state->jit_values;
+}
+
+// Writes the JIT options of a load into state's jit_keys and jit_values (the log buffers of state, then
+// what options sets); returns how many.
+unsigned write_jit_options(detail::library_state& state, const jit_options& options) {
+  CUjit_option* keys = state.jit_keys;
+  void** values = state.jit_values;
   unsigned n = 0;
   auto add = [&](CUjit_option key, std::uintptr_t value) {
     keys[n] = key;
     values[n] = reinterpret_cast<void*>(value);
     ++n;
   };
-  add(CU_JIT_INFO_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state->info_log.get()));
-  add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, capacity);
-  add(CU_JIT_ERROR_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state->error_log.get()));
-  add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, capacity);
+  add(CU_JIT_INFO_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state.info_log.get()));
+  add(CU_JIT_INFO_LOG_BUFFER_SIZE_BYTES, state.log_capacity);
+  add(CU_JIT_ERROR_LOG_BUFFER, reinterpret_cast<std::uintptr_t>(state.error_log.get()));
+  add(CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES, state.log_capacity);
   if (options.verbose) {
     add(CU_JIT_LOG_VERBOSE, 1);
   }
@@ -515,39 +507,75 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
   if (options.target) {
     add(CU_JIT_TARGET, static_cast<std::uintptr_t>(*options.target));
   }
-  CUresult status =
-      detail::drv::cuLibraryLoadData(&state->handle, code.data(), keys, values, n, nullptr, nullptr, 0);
-  if (status == CUDA_SUCCESS && options.eager && ctx != nullptr) {
-    try {
-      state->context = detail::context_token::of(ctx);
-      status = load_now(state->handle, ctx);
-    } catch (...) {
-      status = CUDA_ERROR_UNKNOWN;
-      CUlibrary h = std::exchange(state->handle, nullptr);
-      detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
-      throw;
-    }
-    if (status != CUDA_SUCCESS) {
-      CUlibrary h = std::exchange(state->handle, nullptr);
-      detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
-    }
+  return n;
+}
+
+// Loads the loaded library of state into ctx now (load_now); on failure the library is unloaded (its
+// handle null), and the failure returned or rethrown.
+CUresult load_eagerly(detail::library_state& state, CUcontext ctx) {
+  CUresult status = CUDA_SUCCESS;
+  try {
+    state.context = detail::context_token::of(ctx);
+    status = load_now(state.handle, ctx);
+  } catch (...) {
+    CUlibrary h = std::exchange(state.handle, nullptr);
+    detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
+    throw;
   }
   if (status != CUDA_SUCCESS) {
-    std::string context = detail::load_failure_advice(status, code.kind(), code.size());
-    if (!code.name().empty()) {
-      context = "'" + code.name() + "': " + context;
-    }
-    auto text = [&](const std::unique_ptr<char[]>& buffer) { return std::string(buffer.get(), strnlen(buffer.get(), capacity)); };
-    std::string log = text(state->error_log);
-    if (log.empty()) {
-      log = text(state->info_log);
-    }
-    if (status == CUDA_ERROR_NOT_INITIALIZED || status == CUDA_ERROR_NO_DEVICE || status == CUDA_ERROR_OUT_OF_MEMORY ||
-        status == CUDA_ERROR_DEINITIALIZED || detail::is_context_lost(status)) {
-      detail::throw_driver_error(status, "cuLibraryLoadData", context);
-    }
-    throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
-                     "cuLibraryLoadData", std::move(context), std::move(log));
+    CUlibrary h = std::exchange(state.handle, nullptr);
+    detail::destroy_noexcept("cuLibraryUnload", [h] { return detail::drv::cuLibraryUnload(h); });
+  }
+  return status;
+}
+
+// Throws the error of a failed load of code: a driver_error for the driver's own state, else a
+// load_error with advice and the JIT's log from state.
+[[noreturn]] void throw_load_failure(CUresult status, const object_code& code, const detail::library_state& state) {
+  std::string context = detail::load_failure_advice(status, code.kind(), code.size());
+  if (!code.name().empty()) {
+    context = "'" + code.name() + "': " + context;
+  }
+  auto text = [&](const std::unique_ptr<char[]>& buffer) {
+    return std::string(buffer.get(), strnlen(buffer.get(), state.log_capacity));
+  };
+  std::string log = text(state.error_log);
+  if (log.empty()) {
+    log = text(state.info_log);
+  }
+  if (status == CUDA_ERROR_NOT_INITIALIZED || status == CUDA_ERROR_NO_DEVICE || status == CUDA_ERROR_OUT_OF_MEMORY ||
+      status == CUDA_ERROR_DEINITIALIZED || detail::is_context_lost(status)) {
+    detail::throw_driver_error(status, "cuLibraryLoadData", context);
+  }
+  throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
+                   "cuLibraryLoadData", std::move(context), std::move(log));
+}
+
+// Loads code; eagerly into ctx when given, else into the current context if one is current, else
+// into none (cudrv never picks a context). The state starts with one reference.
+std::unique_ptr<detail::library_state> load_library(const object_code& code, CUcontext ctx, const jit_options& options) {
+  check_loadable(code, options);
+  if (options.eager && ctx == nullptr) {
+    detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
+  }
+  auto state = std::make_unique<detail::library_state>();
+  state->name = code.name();
+  state->lazy = !options.eager;
+  state->layouts_known = detail::read_kernel_layouts(code.kind(), code.bytes(), state->layouts);
+  state->kind = code.kind();
+  state->image_size = code.size();
+  const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
+  state->log_capacity = capacity;
+  state->info_log = std::make_unique<char[]>(capacity);   // zero-filled
+  state->error_log = std::make_unique<char[]>(capacity);
+  const unsigned n = write_jit_options(*state, options);
+  CUresult status = detail::drv::cuLibraryLoadData(&state->handle, code.data(), state->jit_keys, state->jit_values, n,
+                                                   nullptr, nullptr, 0);
+  if (status == CUDA_SUCCESS && options.eager && ctx != nullptr) {
+    status = load_eagerly(*state, ctx);
+  }
+  if (status != CUDA_SUCCESS) {
+    throw_load_failure(status, code, *state);
   }
   detail::register_library(state.get());
   return state;

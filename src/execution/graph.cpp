@@ -511,44 +511,45 @@ conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned
   return conditional_handle(h);
 }
 
-conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
-                                            unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
-  constexpr const char* api = "cudrv::graph::add_conditional";
-  require_handle(api);
-  // What can be checked before the driver: the context, the kind, the number of bodies, and whether
-  // the installed driver knows the node (switch nodes and an if with an else body: CUDA 12.8).
-  if (ctx.native_handle() == nullptr) {
-    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudrv::context); name the "
-                                      "context the conditional handle was made for");
-  }
+namespace {
+
+// What a conditional node of one kind and number of bodies is to the driver: its type, what messages
+// call it, and the CUDA version a driver needs for it.
+struct conditional_shape {
   CUgraphConditionalNodeType type = CU_GRAPH_COND_TYPE_IF;
   const char* what = "if";
   int needs = 12030;  // conditional nodes: CUDA 12.3 (cuGraphAddNode's entry point checks that one)
+};
+
+// The shape of a conditional node of kind with bodies; refuses, typed, a number of bodies the kind
+// cannot have and a kind cudrv does not know.
+conditional_shape conditional_shape_of(conditional_kind kind, unsigned bodies, const char* api) {
+  conditional_shape shape;
   switch (kind) {
     case conditional_kind::if_then:
-      type = CU_GRAPH_COND_TYPE_IF;
+      shape.type = CU_GRAPH_COND_TYPE_IF;
       if (bodies != 1 && bodies != 2) {
         throw invalid_argument_error(api, "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
       }
-      what = bodies == 2 ? "if with an else body" : "if";
-      needs = bodies == 2 ? 12080 : 12030;
+      shape.what = bodies == 2 ? "if with an else body" : "if";
+      shape.needs = bodies == 2 ? 12080 : 12030;
       break;
     case conditional_kind::while_loop:
-      type = CU_GRAPH_COND_TYPE_WHILE;
-      what = "while";
+      shape.type = CU_GRAPH_COND_TYPE_WHILE;
+      shape.what = "while";
       if (bodies != 1) {
         throw invalid_argument_error(api, "a while node has exactly 1 body, not " + std::to_string(bodies));
       }
       break;
     case conditional_kind::switch_cases:
 #if CUDA_VERSION >= 12080
-      type = CU_GRAPH_COND_TYPE_SWITCH;
+      shape.type = CU_GRAPH_COND_TYPE_SWITCH;
 #else
       throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                                 "switch nodes need CUDA 12.8 headers", api, {});
 #endif
-      what = "switch";
-      needs = 12080;
+      shape.what = "switch";
+      shape.needs = 12080;
       if (bodies == 0) {
         throw invalid_argument_error(api, "a switch node needs at least 1 body");
       }
@@ -557,26 +558,25 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
       throw invalid_argument_error(api, "conditional_kind " + std::to_string(static_cast<int>(kind)) +
                                             " is none of if_then, while_loop, switch_cases");
   }
-  const std::string node = "conditional node (" + std::string(what) + ", " + std::to_string(bodies) +
-                           (bodies == 1 ? " body)" : " bodies)");
+  return shape;
+}
+
+// Refuses, as not supported, a node (described as node) that the installed driver is older than needs
+// for. An older driver may answer CUDA_ERROR_INVALID_VALUE for a node type or body count it does not
+// know, which would read as a refused handle.
+void require_driver_for(const std::string& node, int needs, const char* api) {
   if (const int installed = driver::version(); installed > 0 && installed < needs) {
-    // An older driver may answer CUDA_ERROR_INVALID_VALUE for a node type or body count it does not know,
-    // which would read as a refused handle below.
     throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
                               "a " + node + " needs a CUDA " + std::to_string(needs / 1000) + "." +
                                   std::to_string(needs % 1000 / 10) + " driver; the installed driver supports CUDA " +
                                   std::to_string(installed / 1000) + "." + std::to_string(installed % 1000 / 10),
                               api, {});
   }
-  CUgraphNodeParams params{};
-  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
-  params.conditional.handle = handle.native_handle();
-  params.conditional.type = type;
-  params.conditional.size = bodies;
-  params.conditional.ctx = ctx.native_handle();
-  auto deps = detail::native_nodes(dependencies);
-  CUgraphNode added = nullptr;
-  const CUresult status = detail::drv::cuGraphAddNode(&added, handle_, deps.data(), nullptr, deps.size(), &params);
+}
+
+// Throws the error of a cuGraphAddNode that refused a conditional node (described as node), made for
+// ctx, with what the code says about its cause; returns on success.
+void check_conditional_added(CUresult status, const std::string& node, context_ref ctx) {
   if (status == CUDA_ERROR_NOT_SUPPORTED) {
     int cc = 0;
     try {
@@ -589,7 +589,7 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
     });
   }
   if (status == CUDA_ERROR_INVALID_VALUE) {
-    // The driver knows the node (checked above): what it refuses is the handle (driver 580.159.04: a
+    // The driver knows the node (checked before): what it refuses is the handle (driver 580.159.04: a
     // handle of another graph, one a second node tests, a value no cuGraphConditionalHandleCreate made).
     detail::check(status, "cuGraphAddNode", [&] {
       return node + ": the driver refused its conditional handle; a handle must come from make_conditional_handle "
@@ -598,6 +598,34 @@ conditional_node graph_base::add_conditional(conditional_handle handle, conditio
     });
   }
   detail::check(status, "cuGraphAddNode", [&] { return node; });
+}
+
+}  // namespace
+
+conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
+                                            unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
+  constexpr const char* api = "cudrv::graph::add_conditional";
+  require_handle(api);
+  // What can be checked before the driver: the context, the kind, the number of bodies, and whether
+  // the installed driver knows the node (switch nodes and an if with an else body: CUDA 12.8).
+  if (ctx.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the context is empty (a moved-from or released cudrv::context); name the "
+                                      "context the conditional handle was made for");
+  }
+  const conditional_shape shape = conditional_shape_of(kind, bodies, api);
+  const std::string node = "conditional node (" + std::string(shape.what) + ", " + std::to_string(bodies) +
+                           (bodies == 1 ? " body)" : " bodies)");
+  require_driver_for(node, shape.needs, api);
+  CUgraphNodeParams params{};
+  params.type = CU_GRAPH_NODE_TYPE_CONDITIONAL;
+  params.conditional.handle = handle.native_handle();
+  params.conditional.type = shape.type;
+  params.conditional.size = bodies;
+  params.conditional.ctx = ctx.native_handle();
+  auto deps = detail::native_nodes(dependencies);
+  CUgraphNode added = nullptr;
+  const CUresult status = detail::drv::cuGraphAddNode(&added, handle_, deps.data(), nullptr, deps.size(), &params);
+  check_conditional_added(status, node, ctx);
   conditional_node out{graph_node_ref::from_native_handle(added), {}};
   for (unsigned i = 0; i < bodies; ++i) {
     out.bodies.push_back(graph_ref::from_native_handle(params.conditional.phGraph_out[i]));
