@@ -436,6 +436,12 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
     CHECK(potential >= 8);
     const int active = clusters.max_active_clusters(dev, {.grid = 128, .block = 128, .cluster = 2});
     CHECK(active > 0);
+    // The occupancy queries hand the driver every attribute a launch would (one translation): those
+    // that do not shape residency leave the answer as it was, and the driver accepts them there.
+    CHECK(clusters.max_active_clusters(dev, {.grid = 128, .block = 128, .cluster = 2, .priority = 0}) == active);
+    CHECK(clusters.max_active_clusters(
+              dev, {.grid = 128, .block = 128, .cluster = 2, .programmatic_stream_serialization = true}) == active);
+    CHECK(clusters.max_potential_cluster_size(dev, {.grid = 128, .block = 128, .priority = 0}) == potential);
     CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
   }
 }
