@@ -3,6 +3,8 @@
 /// (`cuMemcpyBatchAsync`, `cuMemcpy3DBatchAsync`, CUDA 12.8+), with per-copy attributes, the index of
 /// the copy that failed in the error, and a fallback (a loop of single copies) for drivers without the
 /// entry point. See @ref cudrv::batch_copy and @ref cudrv::batch_copy_3d.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

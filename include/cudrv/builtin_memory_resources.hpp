@@ -3,6 +3,8 @@
 /// memory_resource.hpp (@ref cudrv::memory_resource): device memory (cuMemAlloc), pinned host memory
 /// (cuMemHostAlloc), managed memory (cuMemAllocManaged) and memory from a pool of any kind
 /// (cuMemAllocFromPoolAsync).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -5,6 +5,8 @@
 /// A copy takes views (or anything that gives one: buffers, `std::span`, `std::vector`,
 /// `std::array`) and copies whole elements. Sizes are checked before any driver call: a copy larger
 /// than its source or its destination, or of nothing at all, throws @ref cudrv::invalid_argument_error.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

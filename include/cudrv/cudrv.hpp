@@ -1,5 +1,7 @@
 /// @file cudrv.hpp
 /// @brief The umbrella header: includes every public cudrv header.
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include "cudrv/batch_copy.hpp"

@@ -2,6 +2,8 @@
 /// @brief CUDA graphs built explicitly: @ref cudrv::graph (owning `CUgraph`), its view
 /// @ref cudrv::graph_ref, node handles, conditional nodes, and @ref cudrv::graph_builder, the target
 /// that `cudrv::launch`, `cudrv::copy` and `cudrv::fill` accept in place of a stream.
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -2,6 +2,8 @@
 /// @brief @ref cudrv::host_accessible_pool_buffer : owning, stream-ordered, host-accessible memory from
 /// a pinned-host, host NUMA or managed @ref cudrv::memory_pool (cuMemAllocFromPoolAsync /
 /// cuMemFreeAsync). Memory from a device pool is a @ref cudrv::device_buffer.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

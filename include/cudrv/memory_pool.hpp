@@ -2,6 +2,8 @@
 /// @brief Stream-ordered memory pools: the non-owning @ref cudrv::memory_pool_ref, the owning
 /// @ref cudrv::memory_pool (device, pinned host, host NUMA and managed pools), each device's default and
 /// current pools, and the memory the device keeps for graphs.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>
