@@ -7,7 +7,8 @@
 #   /// Layer: memory (docs/design.md, "Source layers").
 # (the generated <cudrv/version.hpp> in its template, cmake/version.hpp.in); a header without that line
 # fails. docs/design.md lists the public headers by layer ("Public headers by layer"): the table must
-# name every header under the layer the header names, and nothing else.
+# name every header under the layer the header names, and nothing else. A source must be named after the
+# header whose code it holds, in that header's layer (check_source_name below).
 #   cmake -DSOURCE_DIR=<cudrv source dir> -P check_layers.cmake
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "SOURCE_DIR is not set")
@@ -76,6 +77,40 @@ function(check_includes shown path rank layer)
   set(edges ${edges} PARENT_SCOPE)
 endfunction()
 
+# A source is named after the header whose code it holds (docs/design.md, "Names and files"):
+# src/<layer>/X.cpp after the public <cudrv/X.hpp> (or <cudrv/detail/X.hpp>), or X_<part>.cpp when that
+# header's code is split, in the folder of the header's layer; or after a private X.hpp beside it.
+function(check_source_name file layer)
+  get_filename_component(stem "${file}" NAME_WE)
+  if(EXISTS "${SOURCE_DIR}/src/${layer}/${stem}.hpp")
+    return()
+  endif()
+  set(candidate "${stem}")
+  set(tried_all OFF)
+  while(NOT tried_all)
+    foreach(header "${candidate}.hpp" "detail/${candidate}.hpp")
+      public_rank("${header}" rank)
+      if(NOT rank EQUAL -1)
+        list(GET layers ${rank} header_layer)
+        if(NOT header_layer STREQUAL layer)
+          string(APPEND failures "  src/${file}: holds the code of <cudrv/${header}>, a header of the layer "
+                                 "${header_layer}: it belongs in src/${header_layer}/\n")
+          set(failures "${failures}" PARENT_SCOPE)
+        endif()
+        return()
+      endif()
+    endforeach()
+    if(candidate MATCHES "_[^_]+$")
+      string(REGEX REPLACE "_[^_]+$" "" candidate "${candidate}")
+    else()
+      set(tried_all ON)
+    endif()
+  endwhile()
+  string(APPEND failures "  src/${file}: named after no header (a public <cudrv/${stem}.hpp>, one whose name "
+                         "begins ${stem} before a '_', or a private ${stem}.hpp beside it)\n")
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+
 file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}/src" "${SOURCE_DIR}/src/*")
 list(LENGTH files count)
 if(count EQUAL 0)
@@ -90,6 +125,9 @@ foreach(file IN LISTS files)
     continue()
   endif()
   check_includes("src/${file}" "${SOURCE_DIR}/src/${file}" ${rank} ${layer})
+  if(file MATCHES "\\.cpp$")
+    check_source_name("${file}" ${layer})
+  endif()
 endforeach()
 
 file(GLOB_RECURSE headers RELATIVE "${SOURCE_DIR}/include/cudrv" "${SOURCE_DIR}/include/cudrv/*.hpp")
