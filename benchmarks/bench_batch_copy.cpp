@@ -113,7 +113,7 @@ int main(int argc, char** argv) {
     std::vector<row> rows;
     for (const direction& d : directions) {
       std::vector<CUdeviceptr> dsts, srcs;
-      cudrv::copy_batch batch;
+      cudrv::batch_copy batch;
       batch.reserve(copies);
       for (std::size_t i = 0; i < copies; ++i) {
         dsts.push_back(d.dst + offsets[i]);

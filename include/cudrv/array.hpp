@@ -6,6 +6,8 @@
 /// An array is typed on its element (`cudrv::array<float4>`: four float channels); the channel format
 /// and count are derived from the type at compile time (`cudrv::array_element_traits`).
 /// `cudrv::array<>` (element `void`) is the untyped form, whose format is given at run time.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -2,7 +2,9 @@
 /// @brief Batched copies: many copies described once and enqueued with one driver call
 /// (`cuMemcpyBatchAsync`, `cuMemcpy3DBatchAsync`, CUDA 12.8+), with per-copy attributes, the index of
 /// the copy that failed in the error, and a fallback (a loop of single copies) for drivers without the
-/// entry point. See @ref cudrv::copy_batch and @ref cudrv::copy_batch_3d.
+/// entry point. See @ref cudrv::batch_copy and @ref cudrv::batch_copy_3d.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>
@@ -145,17 +147,17 @@ class batch_copy_error : public error {
 /// An @ref add that throws (a refused copy, or no host memory) leaves the batch as it was.
 /// Copies within a batch are not ordered among themselves; the batch as a whole is ordered on the stream.
 /// @code
-/// cudrv::copy_batch batch;
+/// cudrv::batch_copy batch;
 /// for (std::size_t i = 0; i < n; ++i) {
 ///   batch.add(dst[i], src[i]);                       // device to device, checked here
 /// }
 /// batch.add(host_out, dev_result, {.prefer_overlap_with_compute = true});
 /// cudrv::batch_copy_path path = cudrv::copy(batch, stream);   // one cuMemcpyBatchAsync (CUDA 12.8+)
 /// @endcode
-class copy_batch {
+class batch_copy {
  public:
   /// @brief An empty batch.
-  copy_batch() = default;
+  batch_copy() = default;
   /// @brief Reserves room for @p copies copies.
   void reserve(std::size_t copies);
 
@@ -163,14 +165,14 @@ class copy_batch {
   /// @throws invalid_argument_error when @p src is empty or larger than @p dst, a view is null, or the
   ///   bytes copied overlap
   template <borrowed_linear_view Dst, borrowed_linear_view Src>
-  copy_batch& add(Dst&& dst, Src&& src, const copy_attributes& attributes = {}) {
+  batch_copy& add(Dst&& dst, Src&& src, const copy_attributes& attributes = {}) {
     add_checked(detail::plan_copy(dst, src, nullptr), attributes);
     return *this;
   }
   /// @brief Adds a copy of the first @p count elements of @p src to the start of @p dst.
   /// @throws invalid_argument_error when @p count is 0 or exceeds either view, or the bytes copied overlap
   template <borrowed_linear_view Dst, borrowed_linear_view Src>
-  copy_batch& add(Dst&& dst, Src&& src, std::size_t count, const copy_attributes& attributes = {}) {
+  batch_copy& add(Dst&& dst, Src&& src, std::size_t count, const copy_attributes& attributes = {}) {
     add_checked(detail::plan_copy(dst, src, &count), attributes);
     return *this;
   }
@@ -204,7 +206,7 @@ class copy_batch {
   std::vector<std::size_t> attr_indices_;
 };
 
-/// @brief One copy of a @ref cudrv::copy_batch_3d (a pitched source and destination, in bytes, and its attributes).
+/// @brief One copy of a @ref cudrv::batch_copy_3d (a pitched source and destination, in bytes, and its attributes).
 struct batch_copy_3d_op {
   detail::pitched_layout dst;   ///< The destination layout (address, pitch, row bytes, rows, slices).
   detail::pitched_layout src;   ///< The source layout; its extent is what is copied.
@@ -217,19 +219,19 @@ struct batch_copy_3d_op {
 /// @ref add takes the pitched views of the stream-ordered pitched `cudrv::copy` and checks them at once
 /// the same way (non-empty extent, pitches at least a row, the source fits the destination, non-null).
 /// @code
-/// cudrv::copy_batch_3d batch;
+/// cudrv::batch_copy_3d batch;
 /// batch.add(image_a.view(), host_a);   // pitched_span<float> each
 /// batch.add(image_b.view(), host_b);
 /// cudrv::copy(batch, stream);
 /// @endcode
-class copy_batch_3d {
+class batch_copy_3d {
  public:
   /// @brief An empty batch.
-  copy_batch_3d() = default;
+  batch_copy_3d() = default;
   /// @brief Adds a copy of the extent of @p src (`width` × `height` × `depth` elements) to @p dst.
   /// @throws invalid_argument_error as the stream-ordered pitched `cudrv::copy`
   template <class T, class U>
-  copy_batch_3d& add(pitched_span<T> dst, pitched_span<U> src, const copy_attributes& attributes = {}) {
+  batch_copy_3d& add(pitched_span<T> dst, pitched_span<U> src, const copy_attributes& attributes = {}) {
     detail::check_copy_types<T, U>();
     // Named types, not bare braces: nvcc's host code wraps a braced argument in parentheses.
     add_checked(batch_copy_3d_op{detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
@@ -262,12 +264,18 @@ class copy_batch_3d {
 ///   with @ref batch_copy_mode::driver_batch
 /// @throws not_supported_error with @ref batch_copy_mode::driver_batch when the driver lacks the entry point
 /// @throws batch_copy_error when the driver refuses a copy (@ref batch_copy_error::failed_index says which)
-batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode = batch_copy_mode::automatic);
+batch_copy_path copy(const batch_copy& batch, stream_ref s, batch_copy_mode mode = batch_copy_mode::automatic);
 
 /// @brief Enqueues every copy of @p batch on @p s: one `cuMemcpy3DBatchAsync` where the driver has it
 /// (CUDA 12.8+), else one `cuMemcpy2DAsync` / `cuMemcpy3DAsync` per copy (as the pitched `cudrv::copy`).
 /// Returns the path taken; the rules are those of the linear batch.
 /// @throws as the linear batch
-batch_copy_path copy(const copy_batch_3d& batch, stream_ref s, batch_copy_mode mode = batch_copy_mode::automatic);
+batch_copy_path copy(const batch_copy_3d& batch, stream_ref s, batch_copy_mode mode = batch_copy_mode::automatic);
+
+/// @brief The former name of @ref batch_copy, kept for one release (deprecated: the feature is named
+/// `batch_copy` in its header, types, source, tests and docs).
+using copy_batch [[deprecated("use cudrv::batch_copy")]] = batch_copy;
+/// @brief The former name of @ref batch_copy_3d, kept for one release (deprecated).
+using copy_batch_3d [[deprecated("use cudrv::batch_copy_3d")]] = batch_copy_3d;
 
 }  // namespace cudrv

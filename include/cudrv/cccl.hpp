@@ -10,6 +10,8 @@
 /// `LIBCUDACXX_ENABLE_EXPERIMENTAL_MEMORY_RESOURCE` defined before the first CCCL header: this header
 /// defines it when it is not, and `cudrv::cccl` defines it for the whole target (so that a CCCL
 /// header included before this one sees it too).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #if !__has_include(<cuda/memory_resource>) || !__has_include(<cuda/stream_ref>)

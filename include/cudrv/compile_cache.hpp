@@ -1,5 +1,7 @@
 /// @file compile_cache.hpp
 /// @brief A persistent on-disk cache of NVRTC compilations: @ref cudrv::compile_cache.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cstdint>

@@ -1,6 +1,8 @@
 /// @file context.hpp
 /// @brief CUDA contexts: the non-owning @ref cudrv::context_ref, the owning @ref cudrv::context and
 /// @ref cudrv::primary_context, and the scoped @ref cudrv::context_guard.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

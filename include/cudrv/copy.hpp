@@ -5,6 +5,8 @@
 /// A copy takes views (or anything that gives one: buffers, `std::span`, `std::vector`,
 /// `std::array`) and copies whole elements. Sizes are checked before any driver call: a copy larger
 /// than its source or its destination, or of nothing at all, throws @ref cudrv::invalid_argument_error.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>
@@ -140,7 +142,7 @@ concept linear_view_source = detail::linear_source<V>;
 
 /// @brief A `cudrv::linear_view_source` whose memory outlives the call it is passed to: a named object (a
 /// buffer, a `std::vector`, a span variable) or a view, even a temporary one (`buf.view().first(8)`,
-/// `std::span(v)`). What keeps the address past the call (a @ref cudrv::copy_batch, a graph's memcpy and
+/// `std::span(v)`). What keeps the address past the call (a @ref cudrv::batch_copy, a graph's memcpy and
 /// memset nodes, their updates) takes these, so that a temporary owner made in the call, freed at the end
 /// of the statement, does not compile there.
 /// @code

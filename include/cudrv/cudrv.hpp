@@ -1,5 +1,7 @@
 /// @file cudrv.hpp
 /// @brief The umbrella header: includes every public cudrv header.
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include "cudrv/batch_copy.hpp"
@@ -28,12 +30,12 @@
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
 #include "cudrv/memory_resource.hpp"
-#include "cudrv/memory_resources.hpp"
+#include "cudrv/builtin_memory_resources.hpp"
 #include "cudrv/object_code.hpp"
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
 #include "cudrv/pointer_attributes.hpp"
-#include "cudrv/pool_buffer.hpp"
+#include "cudrv/host_accessible_pool_buffer.hpp"
 #include "cudrv/program.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"

@@ -1,6 +1,8 @@
 /// @file device.hpp
 /// @brief CUDA devices: the value type @ref cudrv::device, typed attributes, and the range of all
 /// devices.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,8 @@
 /// @file device_buffer.hpp
 /// @brief @ref cudrv::device_buffer : owning device memory, allocated synchronously (cuMemAlloc) or
 /// stream-ordered from a pool (cuMemAllocAsync / cuMemAllocFromPoolAsync).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

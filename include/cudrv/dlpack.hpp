@@ -8,6 +8,8 @@
 /// `<dlpack/dlpack.h>` (link the CMake target `cudrv::dlpack`, which adds the folder CMake found).
 /// With a DLPack 0.x header only the legacy struct is available; with 1.0 or newer, both.
 /// Header-only: nothing here is compiled into libcudrv. See docs/interop.md.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

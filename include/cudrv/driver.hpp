@@ -6,6 +6,8 @@
 /// resolved the first time it is used, once, at the API version cudrv was written against, so a
 /// binary built with a newer toolkit keeps working on an older driver for every call that driver
 /// has. The environment variable `CUDRV_LIBCUDA` names a different library file to load.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <string>

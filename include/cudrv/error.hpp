@@ -1,5 +1,7 @@
 /// @file error.hpp
 /// @brief The exception hierarchy of cudrv and the handler for errors met during destruction.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

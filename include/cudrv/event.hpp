@@ -1,6 +1,8 @@
 /// @file event.hpp
 /// @brief CUDA events: the non-owning @ref cudrv::event_ref, the owning @ref cudrv::event, and
 /// @ref cudrv::elapsed_time.
+///
+/// Layer: streams (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

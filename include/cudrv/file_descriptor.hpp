@@ -2,6 +2,8 @@
 /// @brief @ref cudrv::file_descriptor, an owning POSIX file descriptor (closed on destruction), and
 /// @ref cudrv::system_error, the error of a failed operating-system call. Used by
 /// <cudrv/unix_socket.hpp> and the shareable handles of <cudrv/ipc.hpp>. No CUDA call.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <string>

@@ -2,6 +2,8 @@
 /// @brief CUDA graphs built explicitly: @ref cudrv::graph (owning `CUgraph`), its view
 /// @ref cudrv::graph_ref, node handles, conditional nodes, and @ref cudrv::graph_builder, the target
 /// that `cudrv::launch`, `cudrv::copy` and `cudrv::fill` accept in place of a stream.
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>
@@ -40,7 +42,9 @@ enum class graph_node_kind {
   mem_alloc,     ///< Allocates memory owned by the graph.
   mem_free,      ///< Frees memory allocated by a graph.
   conditional,   ///< Runs a body graph depending on a value set by device code.
-  batch_mem_op,  ///< Stream memory operations: waits and writes of flags (see stream_memory_ops.hpp).
+  stream_memory_ops,  ///< Stream memory operations: waits and writes of flags (see stream_memory_ops.hpp).
+  /// @brief The former name of @ref stream_memory_ops, kept for one release (deprecated).
+  batch_mem_op [[deprecated("use graph_node_kind::stream_memory_ops")]] = stream_memory_ops,
   other,         ///< Any other node type (external semaphores, ...).
 };
 
@@ -93,7 +97,10 @@ using event_record_node = typed_graph_node<graph_node_kind::event_record>;  ///<
 using event_wait_node = typed_graph_node<graph_node_kind::event_wait>;      ///< An event-wait node.
 using mem_alloc_node = typed_graph_node<graph_node_kind::mem_alloc>;        ///< A memory-allocation node.
 using mem_free_node = typed_graph_node<graph_node_kind::mem_free>;          ///< A memory-free node.
-using batch_mem_op_node = typed_graph_node<graph_node_kind::batch_mem_op>;  ///< A batch-memory-operation node.
+/// @brief A stream-memory-operations node.
+using stream_memory_ops_node = typed_graph_node<graph_node_kind::stream_memory_ops>;
+/// @brief The former name of @ref stream_memory_ops_node, kept for one release (deprecated).
+using batch_mem_op_node [[deprecated("use cudrv::stream_memory_ops_node")]] = stream_memory_ops_node;
 
 /// @brief The kinds of conditional node.
 enum class conditional_kind {
@@ -429,9 +436,9 @@ memset_node fill(Dst&& dst, const detail::element_t<Dst>& value, graph_builder& 
 // --- stream memory operations as graph nodes (stream_memory_ops.hpp) ---------------------------------
 
 namespace detail {
-/// @brief Adds a batch-memory-operation node of @p count operations after the builder's dependencies,
+/// @brief Adds a stream-memory-operations node of @p count operations after the builder's dependencies,
 /// in its context, and advances it (internal).
-batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* ops, std::size_t count);
+stream_memory_ops_node add_memory_ops_node(graph_builder& b, const stream_memory_op* ops, std::size_t count);
 }  // namespace detail
 
 /// @brief Adds a node that waits until the first element of @p flag meets @p options.condition with
@@ -448,8 +455,8 @@ batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* 
 /// @return the new node (also the builder's only dependency from now on)
 template <class T>
   requires stream_flag_value<std::remove_const_t<T>>
-batch_mem_op_node wait_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<std::remove_const_t<T>> value,
-                             wait_options options = {}) {
+stream_memory_ops_node wait_value(graph_builder& builder, device_span<T> flag,
+                                  std::type_identity_t<std::remove_const_t<T>> value, wait_options options = {}) {
   const stream_memory_op op = stream_memory_op::wait(flag, value, options);
   return detail::add_memory_ops_node(builder, &op, 1);
 }
@@ -459,19 +466,19 @@ batch_mem_op_node wait_value(graph_builder& builder, device_span<T> flag, std::t
 /// @return the new node (also the builder's only dependency from now on)
 template <class T>
   requires stream_flag_value<T>
-batch_mem_op_node write_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<T> value) {
+stream_memory_ops_node write_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<T> value) {
   const stream_memory_op op = stream_memory_op::write(flag, value);
   return detail::add_memory_ops_node(builder, &op, 1);
 }
 
 /// @brief Adds one node running @p ops in order (`cuGraphAddBatchMemOpNode`; at most 255 operations).
 /// @return the new node (also the builder's only dependency from now on)
-inline batch_mem_op_node batch_memory_ops(graph_builder& builder, std::span<const stream_memory_op> ops) {
+inline stream_memory_ops_node batch_memory_ops(graph_builder& builder, std::span<const stream_memory_op> ops) {
   return detail::add_memory_ops_node(builder, ops.data(), ops.size());
 }
 
 /// @brief As the span form, for a braced list.
-inline batch_mem_op_node batch_memory_ops(graph_builder& builder, std::initializer_list<stream_memory_op> ops) {
+inline stream_memory_ops_node batch_memory_ops(graph_builder& builder, std::initializer_list<stream_memory_op> ops) {
   return detail::add_memory_ops_node(builder, ops.begin(), ops.size());
 }
 

@@ -1,5 +1,7 @@
 /// @file graph_exec.hpp
 /// @brief Executable graphs: @ref cudrv::graph_exec (instantiate, upload, launch, update).
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -4,6 +4,8 @@
 /// group (@ref cudrv::green_context, viewed by @ref cudrv::green_context_ref), with streams in them.
 ///
 /// See the page "Green contexts" (docs/green-contexts.md) for the split rules and a worked example.
+///
+/// Layer: streams (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -2,6 +2,8 @@
 /// @brief @ref cudrv::growable_buffer : device memory that grows in place. A large address range is
 /// reserved once; physical chunks are mapped into it as the buffer grows and released as it shrinks, so
 /// the address never moves and nothing is copied.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,8 @@
 /// @file host_registration.hpp
 /// @brief @ref cudrv::host_registration : page-locks existing host memory for its lifetime
 /// (cuMemHostRegister / cuMemHostUnregister).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

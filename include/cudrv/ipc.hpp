@@ -5,6 +5,8 @@
 /// legacy IPC of plain cuMemAlloc memory (@ref cudrv::ipc_memory_handle, @ref cudrv::ipc_mapped_buffer).
 /// The descriptors travel over <cudrv/unix_socket.hpp>; IPC events (<cudrv/event.hpp>) order the work
 /// of the two processes. See @ref ipc.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

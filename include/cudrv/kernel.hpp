@@ -1,6 +1,8 @@
 /// @file kernel.hpp
 /// @brief Kernels: non-owning views of a `CUkernel` with attributes, occupancy and parameter
 /// information (@ref cudrv::kernel_ref), and their typed form (@ref cudrv::typed_kernel_ref).
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,8 @@
 /// @file launch.hpp
 /// @brief Kernel launches (cudrv::launch) on a stream, with arguments marshalled on the stack,
 /// checked at compile time (typed kernels) or against the kernel's parameter layout (untyped kernels).
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

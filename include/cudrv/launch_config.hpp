@@ -1,6 +1,8 @@
 /// @file launch_config.hpp
 /// @brief The shape and options of a kernel launch: grid, block, dynamic shared memory, clusters,
 /// cooperative launch, programmatic stream serialization and priority.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cstddef>

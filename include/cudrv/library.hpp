@@ -1,6 +1,8 @@
 /// @file library.hpp
 /// @brief Loaded device code: @ref cudrv::library (owning, context-independent `CUlibrary`) and its
 /// view @ref cudrv::library_ref, with kernels, globals and managed variables.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

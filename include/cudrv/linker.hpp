@@ -1,5 +1,7 @@
 /// @file linker.hpp
 /// @brief Run-time linking of device code with nvJitLink: @ref cudrv::linker and its options.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <optional>

@@ -1,5 +1,7 @@
 /// @file managed_buffer.hpp
 /// @brief @ref cudrv::managed_buffer : owning managed (unified) memory with attach, prefetch and advise.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -2,6 +2,8 @@
 /// @brief Where memory lives (@ref cudrv::memory_location : a device, the host, a host NUMA node), how
 /// a pool allocates it (@ref cudrv::memory_allocation_type), and what a buffer or resource knows about
 /// its memory without asking the driver (@ref cudrv::memory_properties).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -2,6 +2,8 @@
 /// @brief Stream-ordered memory pools: the non-owning @ref cudrv::memory_pool_ref, the owning
 /// @ref cudrv::memory_pool (device, pinned host, host NUMA and managed pools), each device's default and
 /// current pools, and the memory the device keeps for graphs.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>
@@ -151,12 +153,12 @@ class memory_pool_ref : public memory_pool_base {
 /// (`memory_pool(memory_location::host())`, needs a CUDA 12.6 driver), host memory on one NUMA node
 /// (`memory_pool(memory_location::host_numa(n))`, e.g. the node nearest a GPU), and managed memory
 /// (@ref managed, CUDA 13). Device memory is allocated with @ref device_buffer; host and managed memory
-/// with @ref pool_buffer, which the host can read and write.
+/// with @ref host_accessible_pool_buffer, which the host can read and write.
 /// @code
 /// cudrv::memory_pool pool(dev, {.max_size = 256 << 20});   // keeps freed memory until trimmed
 /// cudrv::device_buffer<int> a(pool, stream, 1000);
 /// cudrv::memory_pool staging(cudrv::memory_location::nearest_host_numa(dev));
-/// cudrv::pool_buffer<int> h(staging, stream, 1000);         // host memory next to dev
+/// cudrv::host_accessible_pool_buffer<int> h(staging, stream, 1000);         // host memory next to dev
 /// @endcode
 class memory_pool : public memory_pool_base {
  public:

@@ -1,6 +1,8 @@
 /// @file memory_resource.hpp
 /// @brief @ref cudrv::memory_resource : the one interface behind which every kind of cudrv allocation
 /// (device, pinned, managed, pool, virtual memory) sits, for allocators that want to take any of them.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cstddef>

@@ -7,6 +7,8 @@
 /// Not part of the umbrella header and not of `libcudrv`: link `cudrv::mpi` (CMake:
 /// `find_package(cudrv COMPONENTS mpi)`), which links MPI. This header includes `<mpi.h>`.
 /// See @ref scale-out for the whole model.
+///
+/// Layer: scaleout (docs/design.md, "Source layers").
 
 #include <cudrv/device.hpp>
 #include <cudrv/error.hpp>

@@ -7,6 +7,8 @@
 /// NCCL is loaded at run time, like the driver: the first call that needs it opens `libnccl.so.2`
 /// with `dlopen` (or the file named by `CUDRV_LIBNCCL`), so nothing links libnccl and a machine without
 /// NCCL gets a @ref cudrv::library_unavailable_error that says so. This header does not include `<nccl.h>`.
+///
+/// Layer: scaleout (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

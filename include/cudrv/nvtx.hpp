@@ -14,6 +14,8 @@
 /// `<nvtx3/nvtx3.hpp>` is not included, so no NVTX code ends up in the program. The attribute types
 /// (@ref cudrv::nvtx::rgb, @ref cudrv::nvtx::payload, ...) are then empty stand-ins with the same
 /// constructors: code written with the `cudrv::nvtx` names compiles either way.
+///
+/// Layer: streams (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

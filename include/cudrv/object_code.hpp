@@ -1,5 +1,7 @@
 /// @file object_code.hpp
 /// @brief Device code held in host memory: PTX, cubin, fatbin, LTO-IR, host objects and archives.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cstddef>

@@ -1,5 +1,7 @@
 /// @file pinned_buffer.hpp
 /// @brief @ref cudrv::pinned_buffer : owning page-locked host memory (cuMemHostAlloc).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,8 @@
 /// @file pitched_buffer.hpp
 /// @brief @ref cudrv::pitched_buffer : owning device memory for 2D/3D arrays with padded rows
 /// (cuMemAllocPitch).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,7 @@
 /// @file pointer_attributes.hpp
 /// @brief @ref cudrv::pointer_attributes : what the driver knows about an address (cuPointerGetAttributes).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,7 @@
 /// @file program.hpp
 /// @brief Run-time compilation of CUDA C++ with NVRTC: @ref cudrv::program, its options and results.
+///
+/// Layer: code (docs/design.md, "Source layers").
 #pragma once
 
 #include <cstddef>

@@ -1,6 +1,8 @@
 /// @file span.hpp
 /// @brief Typed, non-owning views of memory: @ref cudrv::device_span for device-addressable memory and
 /// @ref cudrv::pitched_span for pitched 2D/3D layouts. Sizes are in elements.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,5 +1,7 @@
 /// @file stream.hpp
 /// @brief CUDA streams: the non-owning @ref cudrv::stream_ref and the owning @ref cudrv::stream.
+///
+/// Layer: streams (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -1,6 +1,8 @@
 /// @file stream_capture.hpp
 /// @brief Stream capture into a graph: @ref cudrv::stream_capture, a scope that always ends the
 /// capture, and the capture status of a stream.
+///
+/// Layer: execution (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

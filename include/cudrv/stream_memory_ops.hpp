@@ -6,6 +6,8 @@
 ///
 /// Read the page "Memory operations" before enqueueing a wait: a kernel whose code is loaded lazily
 /// (at its first launch) can deadlock against a stream that is blocked in a wait.
+///
+/// Layer: streams (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

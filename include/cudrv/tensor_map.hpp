@@ -8,6 +8,8 @@
 /// with its own message naming the field, the dimension, the value given and the value allowed, e.g.
 /// `global_strides[1] = 1000 bytes must be a multiple of 16`. Dimensions are listed innermost first,
 /// as the driver lists them: a row-major `rows x cols` matrix has `global_dims = {cols, rows}`.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -14,6 +14,8 @@
 /// cudrv::launch(stream, cfg, k, tex, out.get(), n);          // typed: the owner converts
 /// cudrv::launch(stream, cfg, untyped, tex.view(), out.get(), n);  // untyped: pass the view
 /// @endcode
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

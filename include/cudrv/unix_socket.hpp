@@ -2,6 +2,8 @@
 /// @brief @ref cudrv::unix_socket and @ref cudrv::unix_listener, Unix-domain stream sockets that carry
 /// messages of bytes together with file descriptors (`SCM_RIGHTS`), the channel that hands the
 /// shareable handles of <cudrv/ipc.hpp> to another process. No CUDA call.
+///
+/// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
 #include <chrono>

@@ -3,6 +3,8 @@
 /// allocations (@ref cudrv::physical_allocation), mappings of one into the other with access rights per
 /// device (@ref cudrv::memory_mapping), granularity queries, and @ref cudrv::virtual_memory_resource,
 /// which hands out memory built from all three through the @ref cudrv::memory_resource interface.
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -142,7 +142,7 @@ graph_node_kind node_kind_of(int type) noexcept {
     case CU_GRAPH_NODE_TYPE_CONDITIONAL:
       return graph_node_kind::conditional;
     case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-      return graph_node_kind::batch_mem_op;
+      return graph_node_kind::stream_memory_ops;
     default:
       return graph_node_kind::other;
   }
@@ -174,8 +174,8 @@ const char* graph_node_kind_name(graph_node_kind kind) noexcept {
       return "memory free";
     case graph_node_kind::conditional:
       return "conditional";
-    case graph_node_kind::batch_mem_op:
-      return "batch memory operations";
+    case graph_node_kind::stream_memory_ops:
+      return "stream memory operations";
     case graph_node_kind::other:
       return "other";
   }

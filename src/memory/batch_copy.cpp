@@ -182,7 +182,7 @@ void require_pitched_entry() { require_built_with_12080("cuMemcpy3DBatchAsync");
 #endif
 
 // The attribute entry that applies to copy i (the last entry whose first copy is at most i).
-const copy_attributes& attributes_of(const copy_batch& batch, std::size_t i) {
+const copy_attributes& attributes_of(const batch_copy& batch, std::size_t i) {
   const auto idx = batch.attribute_indices();
   std::size_t k = idx.size() - 1;
   while (idx[k] > i) {
@@ -191,14 +191,14 @@ const copy_attributes& attributes_of(const copy_batch& batch, std::size_t i) {
   return batch.attributes()[k];
 }
 
-std::string describe_linear(const copy_batch& batch, std::size_t i) {
+std::string describe_linear(const batch_copy& batch, std::size_t i) {
   return index_of(i, batch.size()) + ": " +
          detail::describe_copy({static_cast<std::uintptr_t>(batch.destinations()[i]), 0,
                                 static_cast<std::uintptr_t>(batch.sources()[i]), 0, batch.sizes()[i]}) +
          ", source_access_order " + order_name(attributes_of(batch, i).order);
 }
 
-std::string describe_pitched(const copy_batch_3d& batch, std::size_t i) {
+std::string describe_pitched(const batch_copy_3d& batch, std::size_t i) {
   const batch_copy_3d_op& op = batch.operations()[i];
   return index_of(i, batch.size()) + ": source " + detail::describe_layout(op.src) + " at " +
          detail::format_address(op.src.address) + ", destination " + detail::describe_layout(op.dst) + " at " +
@@ -225,13 +225,13 @@ bool batch_copy_3d_supported() {
 #endif
 }
 
-void copy_batch::reserve(std::size_t copies) {
+void batch_copy::reserve(std::size_t copies) {
   dsts_.reserve(copies);
   srcs_.reserve(copies);
   sizes_.reserve(copies);
 }
 
-void copy_batch::clear() noexcept {
+void batch_copy::clear() noexcept {
   dsts_.clear();
   srcs_.clear();
   sizes_.clear();
@@ -239,8 +239,8 @@ void copy_batch::clear() noexcept {
   attr_indices_.clear();
 }
 
-void copy_batch::add_checked(const detail::linear_copy& c, const copy_attributes& attributes) {
-  const char* api = "cudrv::copy_batch::add";
+void batch_copy::add_checked(const detail::linear_copy& c, const copy_attributes& attributes) {
+  const char* api = "cudrv::batch_copy::add";
   try {
     detail::check_linear(api, c);
   } catch (const invalid_argument_error& e) {
@@ -265,8 +265,8 @@ void copy_batch::add_checked(const detail::linear_copy& c, const copy_attributes
   sizes_.push_back(c.bytes);
 }
 
-void copy_batch_3d::add_checked(const batch_copy_3d_op& op) {
-  const char* api = "cudrv::copy_batch_3d::add";
+void batch_copy_3d::add_checked(const batch_copy_3d_op& op) {
+  const char* api = "cudrv::batch_copy_3d::add";
   try {
     detail::check_pitched(api, op.dst, op.src);
   } catch (const invalid_argument_error& e) {
@@ -276,11 +276,11 @@ void copy_batch_3d::add_checked(const batch_copy_3d_op& op) {
   ops_.push_back(op);
 }
 
-batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode) {
-  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy_batch", [n = batch.size()] { return std::to_string(n) + " copies"; });
+batch_copy_path copy(const batch_copy& batch, stream_ref s, batch_copy_mode mode) {
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::batch_copy", [n = batch.size()] { return std::to_string(n) + " copies"; });
   const CUstream stream = s.native_handle();
   const batch_copy_path path =
-      choose_path("cudrv::copy(copy_batch)", batch.size(), mode, stream, &batch_copy_supported, &require_linear_entry);
+      choose_path("cudrv::copy(batch_copy)", batch.size(), mode, stream, &batch_copy_supported, &require_linear_entry);
   const std::size_t n = batch.size();
   auto* dsts = const_cast<CUdeviceptr*>(batch.destinations().data());  // the driver only reads them
   auto* srcs = const_cast<CUdeviceptr*>(batch.sources().data());
@@ -328,10 +328,10 @@ batch_copy_path copy(const copy_batch& batch, stream_ref s, batch_copy_mode mode
   return path;
 }
 
-batch_copy_path copy(const copy_batch_3d& batch, stream_ref s, batch_copy_mode mode) {
-  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::copy_batch_3d", [n = batch.size()] { return std::to_string(n) + " copies"; });
+batch_copy_path copy(const batch_copy_3d& batch, stream_ref s, batch_copy_mode mode) {
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::batch_copy_3d", [n = batch.size()] { return std::to_string(n) + " copies"; });
   const CUstream stream = s.native_handle();
-  const batch_copy_path path = choose_path("cudrv::copy(copy_batch_3d)", batch.size(), mode, stream,
+  const batch_copy_path path = choose_path("cudrv::copy(batch_copy_3d)", batch.size(), mode, stream,
                                            &batch_copy_3d_supported, &require_pitched_entry);
   const auto ops = batch.operations();
   const std::size_t n = ops.size();

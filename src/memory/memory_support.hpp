@@ -13,6 +13,16 @@
 
 namespace cudrv::detail {
 
+// count * element_size; invalid_argument_error naming api when the product overflows std::size_t.
+std::size_t checked_bytes(const char* api, std::size_t count, std::size_t element_size);
+
+// Throws invalid_argument_error naming api for a null context (a moved-from or released cudrv::context).
+void require_context(CUcontext ctx, const char* api);
+
+// The device of the current context (made current by the caller), or unresolved_device when the
+// driver cannot say: the device is then found from the context when asked.
+int current_device_or_unresolved() noexcept;
+
 // "1.50 GiB (1610612736 bytes)"
 std::string format_bytes(std::size_t bytes);
 

@@ -3,38 +3,40 @@
 #   driver < streams < memory < code < execution < scaleout
 # A library source under src/<layer>/ may include the private headers (src/<layer>/...) and the public
 # headers (<cudrv/...>) of its own layer and of the layers below it; a public header may include the
-# public headers of its own layer and below. Public headers are assigned to layers in the table below:
-# a new header must be added to it.
+# public headers of its own layer and below. A public header names its layer itself, in its file comment:
+#   /// Layer: memory (docs/design.md, "Source layers").
+# (the generated <cudrv/version.hpp> in its template, cmake/version.hpp.in); a header without that line
+# fails. docs/design.md lists the public headers by layer ("Public headers by layer"): the table must
+# name every header under the layer the header names, and nothing else. A source must be named after the
+# header whose code it holds, in that header's layer (check_source_name below).
 #   cmake -DSOURCE_DIR=<cudrv source dir> -P check_layers.cmake
 if(NOT SOURCE_DIR)
   message(FATAL_ERROR "SOURCE_DIR is not set")
 endif()
 set(layers driver streams memory code execution scaleout)
-set(public_driver context device device_attributes driver error span version)
-set(public_streams stream event nvtx stream_memory_ops green_context)
-set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer memory_pool pointer_attributes memory_resource
-    host_registration tensor_map detail/host_buffer batch_copy dlpack virtual_memory growable_buffer
-    array texture memory_location memory_resources pool_buffer)
-set(public_code object_code program compile_cache linker library kernel launch_config)
-set(public_execution launch graph graph_exec stream_capture cudrv)
-set(public_scaleout nccl mpi)
-list(APPEND public_driver file_descriptor unix_socket)  # issue 17, IPC
-list(APPEND public_memory ipc)
-list(APPEND public_memory cccl)  # issue 18, CCCL interop
 
-# The rank (index in layers) of a public header's layer, or -1.
+# The rank (index in layers) of the layer that public header <cudrv/${header}> names, or -1 when the
+# header does not exist or names no layer. Results are kept in a global property.
 function(public_rank header out)
-  string(REGEX REPLACE "\\.hpp$" "" stem "${header}")
-  set(rank 0)
-  foreach(layer IN LISTS layers)
-    list(FIND public_${layer} "${stem}" at)
-    if(NOT at EQUAL -1)
-      set(${out} ${rank} PARENT_SCOPE)
-      return()
+  get_property(known GLOBAL PROPERTY cudrv_layer_of_${header} SET)
+  if(known)
+    get_property(rank GLOBAL PROPERTY cudrv_layer_of_${header})
+    set(${out} ${rank} PARENT_SCOPE)
+    return()
+  endif()
+  set(rank -1)
+  set(path "${SOURCE_DIR}/include/cudrv/${header}")
+  if(NOT EXISTS "${path}" AND EXISTS "${SOURCE_DIR}/cmake/${header}.in")
+    set(path "${SOURCE_DIR}/cmake/${header}.in")  # generated into the build tree from this template
+  endif()
+  if(EXISTS "${path}")
+    file(STRINGS "${path}" lines REGEX "^/// Layer: [a-z]+" LIMIT_COUNT 1)
+    if(lines MATCHES "^/// Layer: ([a-z]+)")
+      list(FIND layers "${CMAKE_MATCH_1}" rank)
     endif()
-    math(EXPR rank "${rank} + 1")
-  endforeach()
-  set(${out} -1 PARENT_SCOPE)
+  endif()
+  set_property(GLOBAL PROPERTY cudrv_layer_of_${header} ${rank})
+  set(${out} ${rank} PARENT_SCOPE)
 endfunction()
 
 set(failures "")
@@ -49,7 +51,7 @@ function(check_includes shown path rank layer)
     if(target MATCHES "^cudrv/(.+)$")
       public_rank("${CMAKE_MATCH_1}" target_rank)
       if(target_rank EQUAL -1)
-        string(APPEND failures "  ${shown}: includes <${target}>, a public header in no layer (add it to check_layers.cmake)\n")
+        string(APPEND failures "  ${shown}: includes <${target}>, a public header that names no layer (a \"/// Layer:\" line)\n")
         continue()
       endif()
     elseif(target MATCHES "^([^/]+)/[^/]+$")
@@ -75,6 +77,40 @@ function(check_includes shown path rank layer)
   set(edges ${edges} PARENT_SCOPE)
 endfunction()
 
+# A source is named after the header whose code it holds (docs/design.md, "Names and files"):
+# src/<layer>/X.cpp after the public <cudrv/X.hpp> (or <cudrv/detail/X.hpp>), or X_<part>.cpp when that
+# header's code is split, in the folder of the header's layer; or after a private X.hpp beside it.
+function(check_source_name file layer)
+  get_filename_component(stem "${file}" NAME_WE)
+  if(EXISTS "${SOURCE_DIR}/src/${layer}/${stem}.hpp")
+    return()
+  endif()
+  set(candidate "${stem}")
+  set(tried_all OFF)
+  while(NOT tried_all)
+    foreach(header "${candidate}.hpp" "detail/${candidate}.hpp")
+      public_rank("${header}" rank)
+      if(NOT rank EQUAL -1)
+        list(GET layers ${rank} header_layer)
+        if(NOT header_layer STREQUAL layer)
+          string(APPEND failures "  src/${file}: holds the code of <cudrv/${header}>, a header of the layer "
+                                 "${header_layer}: it belongs in src/${header_layer}/\n")
+          set(failures "${failures}" PARENT_SCOPE)
+        endif()
+        return()
+      endif()
+    endforeach()
+    if(candidate MATCHES "_[^_]+$")
+      string(REGEX REPLACE "_[^_]+$" "" candidate "${candidate}")
+    else()
+      set(tried_all ON)
+    endif()
+  endwhile()
+  string(APPEND failures "  src/${file}: named after no header (a public <cudrv/${stem}.hpp>, one whose name "
+                         "begins ${stem} before a '_', or a private ${stem}.hpp beside it)\n")
+  set(failures "${failures}" PARENT_SCOPE)
+endfunction()
+
 file(GLOB_RECURSE files RELATIVE "${SOURCE_DIR}/src" "${SOURCE_DIR}/src/*")
 list(LENGTH files count)
 if(count EQUAL 0)
@@ -89,18 +125,52 @@ foreach(file IN LISTS files)
     continue()
   endif()
   check_includes("src/${file}" "${SOURCE_DIR}/src/${file}" ${rank} ${layer})
+  if(file MATCHES "\\.cpp$")
+    check_source_name("${file}" ${layer})
+  endif()
 endforeach()
 
 file(GLOB_RECURSE headers RELATIVE "${SOURCE_DIR}/include/cudrv" "${SOURCE_DIR}/include/cudrv/*.hpp")
 foreach(header IN LISTS headers)
   public_rank("${header}" rank)
   if(rank EQUAL -1)
-    string(APPEND failures "  include/cudrv/${header}: a public header in no layer (add it to check_layers.cmake)\n")
+    string(APPEND failures "  include/cudrv/${header}: a public header that names no layer (add \"/// Layer: <layer>\" to its file comment)\n")
     continue()
   endif()
   list(GET layers ${rank} layer)
   check_includes("include/cudrv/${header}" "${SOURCE_DIR}/include/cudrv/${header}" ${rank} ${layer})
 endforeach()
+
+# docs/design.md, "Public headers by layer": one row per layer, | `layer` | `a.hpp`, `b.hpp`, ... |
+set(design "${SOURCE_DIR}/docs/design.md")
+if(EXISTS "${design}")
+  file(STRINGS "${design}" rows REGEX "^\\| `[a-z]+` \\| `[a-z_/]+\\.hpp`")
+  set(listed "")
+  foreach(row IN LISTS rows)
+    string(REGEX MATCH "^\\| `([a-z]+)` \\|(.*)\\|$" _ "${row}")
+    set(row_layer "${CMAKE_MATCH_1}")
+    string(REGEX MATCHALL "`[a-z_/]+\\.hpp`" names "${CMAKE_MATCH_2}")
+    foreach(name IN LISTS names)
+      string(REPLACE "`" "" name "${name}")
+      list(APPEND listed "${name}")
+      public_rank("${name}" rank)
+      if(rank EQUAL -1)
+        string(APPEND failures "  docs/design.md: lists ${name} under ${row_layer}, but no such header names a layer\n")
+        continue()
+      endif()
+      list(GET layers ${rank} layer)
+      if(NOT layer STREQUAL row_layer)
+        string(APPEND failures "  docs/design.md: lists ${name} under ${row_layer}; the header says ${layer}\n")
+      endif()
+    endforeach()
+  endforeach()
+  foreach(header IN LISTS headers)
+    list(FIND listed "${header}" at)
+    if(at EQUAL -1)
+      string(APPEND failures "  docs/design.md: \"Public headers by layer\" does not list include/cudrv/${header}\n")
+    endif()
+  endforeach()
+endif()
 
 if(failures)
   message(FATAL_ERROR "layering violations:\n${failures}")

@@ -66,7 +66,7 @@ TEST_CASE("graph node kinds: every enumerator has a name of its own, and no valu
     CHECK(names.insert(name).second);
   }
   CHECK(names.size() == 13);
-  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::batch_mem_op)) == "batch memory operations");
+  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::stream_memory_ops)) == "stream memory operations");
   CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::other)) == "other");
   // Values no enumerator has (a cast) get a name too, read from no table.
   for (int k : {static_cast<int>(graph_node_kind::other) + 1, 99, -1}) {
@@ -75,7 +75,7 @@ TEST_CASE("graph node kinds: every enumerator has a name of its own, and no valu
   }
   // The driver's types map to the kinds; a type cudrv does not name (external semaphores, a type a newer
   // driver adds) is other.
-  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) == graph_node_kind::batch_mem_op);
+  CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_BATCH_MEM_OP) == graph_node_kind::stream_memory_ops);
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_CONDITIONAL) == graph_node_kind::conditional);
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL) == graph_node_kind::other);
   CHECK(cudrv::detail::node_kind_of(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) == graph_node_kind::other);

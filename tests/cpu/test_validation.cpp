@@ -101,7 +101,7 @@ TEST_CASE("copies of overlapping ranges are refused before any driver call, on e
                           require_invalid_argument("first 5", [&] { cudrv::copy(dst, src, 5); }),
                           require_invalid_argument("peer", [&] { cudrv::copy_peer(dst, ctx, src, ctx); }),
                           require_invalid_argument("batch", [&] {
-                            cudrv::copy_batch batch;
+                            cudrv::batch_copy batch;
                             batch.add(dst, src);
                           })}) {
       INFO("what(): " << e.what());

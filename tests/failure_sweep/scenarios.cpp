@@ -335,12 +335,12 @@ void memory_pools() {
   (void)def.release_threshold();
   expect(cudrv::current_memory_pool(d) == def, "current pool");
   cudrv::memory_pool host_pool(cudrv::memory_location::host());
-  cudrv::pool_buffer<int> staging(host_pool, s, 32);
+  cudrv::host_accessible_pool_buffer<int> staging(host_pool, s, 32);
   staging.data()[0] = 1;
   cudrv::memory_pool managed = cudrv::memory_pool::managed(d);
   cudrv::device_buffer<int> m(managed, s, 16);
   cudrv::memory_pool near(cudrv::memory_location::nearest_host_numa(d));
-  cudrv::pool_buffer<double> numa(near, s, 8);
+  cudrv::host_accessible_pool_buffer<double> numa(near, s, 8);
   cudrv::memory_pool anywhere = cudrv::memory_pool::managed();
   cudrv::device_buffer<char> a_bit(anywhere, s, 100);
   s.synchronize();
@@ -424,13 +424,13 @@ void batched_copies() {
     src.emplace_back(d, 64);
     dst.emplace_back(d, 64);
   }
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(dst[0], src[0]).add(dst[1], src[1]);
   batch.add(dst[2], src[2], 10, {.order = cudrv::source_access_order::during_api_call});
   expect(cudrv::copy(batch, s) == cudrv::batch_copy_path::driver_batch, "batch path");
   expect(cudrv::copy(batch, s, cudrv::batch_copy_mode::fallback_loop) == cudrv::batch_copy_path::fallback_loop,
          "loop path");
-  cudrv::copy_batch_3d batch3;
+  cudrv::batch_copy_3d batch3;
   batch3.add(cudrv::pitched_span<int>::dense(dst[0].view(), 8, 4, 2),
              cudrv::pitched_span<const int>::dense(src[0].view(), 8, 4, 2));
   (void)cudrv::copy(batch3, s);
@@ -442,13 +442,13 @@ void batched_copies() {
 // (the strong guarantee), so that later adds and both enqueue paths see consistent arrays. Copies alternate
 // between two attribute sets, so that each add starts a new attribute group, where a failure between the
 // group's two appends used to leave an attribute without its first copy (issue 30, 8).
-void copy_batch_reuse() {
+void batch_copy_reuse() {
   const cudrv::device d = dev();
   cudrv::stream s(d);
   cudrv::device_buffer<int> src(d, 64);
   cudrv::device_buffer<int> dst(d, 64);
   const cudrv::copy_attributes during{.order = cudrv::source_access_order::during_api_call};
-  auto consistent = [](const cudrv::copy_batch& b) {
+  auto consistent = [](const cudrv::batch_copy& b) {
     const auto idx = b.attribute_indices();
     if (idx.size() != b.attributes().size() || (b.empty() != idx.empty()) || (!idx.empty() && idx[0] != 0)) {
       return false;
@@ -460,7 +460,7 @@ void copy_batch_reuse() {
     }
     return b.destinations().size() == b.size() && b.sources().size() == b.size();
   };
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   for (std::size_t i = 0; i < 24; ++i) {
     const std::size_t copies = batch.size();
     const std::size_t groups = batch.attributes().size();
@@ -478,7 +478,7 @@ void copy_batch_reuse() {
   s.synchronize();
 }
 
-void stream_memops() {
+void stream_memory_ops() {
   const cudrv::device d = dev();
   cudrv::stream s(d);
   cudrv::device_buffer<std::uint32_t> flag(d, 2);
@@ -657,8 +657,8 @@ const scenario all_scenarios[] = {
     {"ipc_pools", &ipc_pools, false, false},
     {"ipc_legacy", &ipc_legacy, false, false},
     {"batched_copies", &batched_copies, false, false},
-    {"copy_batch_reuse", &copy_batch_reuse, false, true},
-    {"stream_memops", &stream_memops, false, false},
+    {"batch_copy_reuse", &batch_copy_reuse, false, true},
+    {"stream_memory_ops", &stream_memory_ops, false, false},
     {"virtual_memory", &virtual_memory, false, false},
     {"growable_buffers", &growable_buffers, false, false},
     {"arrays_and_textures", &arrays_and_textures, false, false},

@@ -52,7 +52,7 @@ TEST_CASE("a refused instantiation names the blamed node's kind, also for types 
       {CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT, "(other, CUgraphNodeType " + std::to_string(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) + ")"},
       {CU_GRAPH_NODE_TYPE_MEM_ALLOC, "(memory alloc)"},
       {CU_GRAPH_NODE_TYPE_MEM_FREE, "(memory free)"},
-      {CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "(batch memory operations)"},
+      {CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "(stream memory operations)"},
       {CU_GRAPH_NODE_TYPE_CONDITIONAL, "(conditional)"},
       {99, "(other, CUgraphNodeType 99)"},
   };
@@ -69,17 +69,17 @@ TEST_CASE("a refused instantiation names the blamed node's kind, also for types 
 }
 
 TEST_CASE("a refused instantiation blaming a real batch memory-operation node calls it that, not other",
-          "[fake-driver][graph][stream-memops]") {
+          "[fake-driver][graph][stream-memory-ops]") {
   cudrv::test::fake_probe f;
   const cudrv::device dev(1);
   cudrv::device_buffer<std::uint32_t> flag(dev, 1);
   cudrv::graph g;
   cudrv::graph_builder b(g, dev);
   const auto node = cudrv::write_value(b, flag.view(), 1u);
-  CHECK(cudrv::graph_node_ref(node).kind() == cudrv::graph_node_kind::batch_mem_op);
+  CHECK(cudrv::graph_node_ref(node).kind() == cudrv::graph_node_kind::stream_memory_ops);
   const cudrv::error e = refused_instantiation(g, dev);
   INFO("what(): " << e.what());
-  CHECK(contains(e.what(), "(batch memory operations)"));
+  CHECK(contains(e.what(), "(stream memory operations)"));
   CHECK_FALSE(contains(e.what(), "(other"));
 }
 

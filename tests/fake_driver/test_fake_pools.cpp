@@ -201,25 +201,25 @@ TEST_CASE("fake driver: bad pool requests are refused before the driver, the dri
   CHECK(contains(refused->what(), "host NUMA node 7"));
   CHECK(f.counter("pools_created") == created);
 
-  // pool_buffer takes only pools whose memory the host can access, and only described ones.
+  // host_accessible_pool_buffer takes only pools whose memory the host can access, and only described ones.
   cudrv::stream s(d1);
   cudrv::memory_pool device_pool(d1);
-  auto not_host = catch_as<cudrv::invalid_argument_error>([&] { cudrv::pool_buffer<int> b(device_pool, s, 4); });
+  auto not_host = catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(device_pool, s, 4); });
   REQUIRE(not_host);
   CHECK(contains(not_host->what(), "device_buffer(pool, stream, count)"));
   cudrv::memory_pool host_pool(cudrv::memory_location::host());
   auto unknown = catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::pool_buffer<int> b(cudrv::memory_pool_ref(host_pool.native_handle()), s, 4); });
+      [&] { cudrv::host_accessible_pool_buffer<int> b(cudrv::memory_pool_ref(host_pool.native_handle()), s, 4); });
   REQUIRE(unknown);
   CHECK(contains(unknown->what(), "unknown"));
   cudrv::memory_pool gone(std::move(host_pool));
-  auto empty = catch_as<cudrv::invalid_argument_error>([&] { cudrv::pool_buffer<int> b(host_pool, s, 4); });
+  auto empty = catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(host_pool, s, 4); });
   REQUIRE(empty);
   CHECK(contains(empty->what(), "moved-from"));
   CHECK(f.counter("pool_allocations") == 0);
 }
 
-TEST_CASE("fake driver: pool_buffer is host-accessible, stream-ordered memory that keeps its stream alive",
+TEST_CASE("fake driver: host_accessible_pool_buffer is host-accessible, stream-ordered memory that keeps its stream alive",
           "[fake-driver][pool]") {
   fake_driver f;
   report_counter reports;
@@ -232,7 +232,7 @@ TEST_CASE("fake driver: pool_buffer is host-accessible, stream-ordered memory th
   std::optional<cudrv::stream> s(std::in_place, d1);
   const CUstream raw = s->native_handle();
   log_since log(f);
-  std::optional<cudrv::pool_buffer<int>> h(std::in_place, staging, *s, data.size());
+  std::optional<cudrv::host_accessible_pool_buffer<int>> h(std::in_place, staging, *s, data.size());
   REQUIRE(bool(*h));
   CHECK(h->size() == data.size());
   CHECK(h->size_bytes() == data.size() * sizeof(int));
@@ -274,7 +274,7 @@ TEST_CASE("fake driver: pool_buffer is host-accessible, stream-ordered memory th
   CHECK(f.counter("pointer_queries") == 0);  // the properties came from the pool, not from the driver
 }
 
-TEST_CASE("fake driver: pool_buffer moves, set_stream, reset on a stream, release and adoption",
+TEST_CASE("fake driver: host_accessible_pool_buffer moves, set_stream, reset on a stream, release and adoption",
           "[fake-driver][pool]") {
   fake_driver f;
   report_counter reports;
@@ -284,9 +284,9 @@ TEST_CASE("fake driver: pool_buffer moves, set_stream, reset on a stream, releas
   cudrv::memory_pool managed = cudrv::memory_pool::managed(d1);
   log_since log(f);
 
-  cudrv::pool_buffer<double> x(managed, a, 8);
+  cudrv::host_accessible_pool_buffer<double> x(managed, a, 8);
   CHECK(x.properties() == cudrv::memory_properties{1, true, true});  // managed memory preferring device 1
-  cudrv::pool_buffer<double> y(std::move(x));
+  cudrv::host_accessible_pool_buffer<double> y(std::move(x));
   CHECK_FALSE(bool(x));
   CHECK(x.properties() == cudrv::memory_properties{});
   CHECK_THROWS_AS((void)x.stream(), cudrv::invalid_argument_error);
@@ -297,13 +297,13 @@ TEST_CASE("fake driver: pool_buffer moves, set_stream, reset on a stream, releas
   CHECK(contains(log.text(), "free_async " + text_of(first) + " on " + text_of(a.native_handle())));
   CHECK_FALSE(bool(y));
 
-  cudrv::pool_buffer<double> z(managed, b, 4);
+  cudrv::host_accessible_pool_buffer<double> z(managed, b, 4);
   double* raw = z.release();
   CHECK_FALSE(bool(z));
-  cudrv::pool_buffer<double> adopted = cudrv::pool_buffer<double>::from_native_handle(raw, 4, b, managed);
+  cudrv::host_accessible_pool_buffer<double> adopted = cudrv::host_accessible_pool_buffer<double>::from_native_handle(raw, 4, b, managed);
   CHECK(adopted.data() == raw);
   CHECK(adopted.properties() == cudrv::memory_properties{1, true, true});
-  adopted = cudrv::pool_buffer<double>(managed, a, 0);  // frees raw on b; a zero-element buffer holds nothing
+  adopted = cudrv::host_accessible_pool_buffer<double>(managed, a, 0);  // frees raw on b; a zero-element buffer holds nothing
   CHECK(contains(log.text(), "free_async " + text_of(raw) + " on " + text_of(b.native_handle())));
   CHECK(adopted.empty());
   CHECK(adopted.properties() == cudrv::memory_properties{1, true, true});

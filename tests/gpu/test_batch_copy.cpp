@@ -91,7 +91,7 @@ TEST_CASE("1,000 copies through one batch land where single copies would, in eve
     INFO("mode " << mode_name(mode));
     SECTION(std::string("device to device, ") + mode_name(mode)) {
       cudrv::copy(dev_dst, poison, s);
-      cudrv::copy_batch batch;
+      cudrv::batch_copy batch;
       for (const auto& piece : p.pieces) {
         batch.add(dev_dst.view().subspan(piece.dst, piece.count), dev_src.view().subspan(piece.src, piece.count));
       }
@@ -102,7 +102,7 @@ TEST_CASE("1,000 copies through one batch land where single copies would, in eve
     }
     SECTION(std::string("pinned host to device, ") + mode_name(mode)) {
       cudrv::copy(dev_dst, poison, s);
-      cudrv::copy_batch batch;
+      cudrv::batch_copy batch;
       for (const auto& piece : p.pieces) {
         batch.add(dev_dst.view().subspan(piece.dst, piece.count), host_src.view().subspan(piece.src, piece.count));
       }
@@ -113,7 +113,7 @@ TEST_CASE("1,000 copies through one batch land where single copies would, in eve
     }
     SECTION(std::string("device to pinned host, ") + mode_name(mode)) {
       std::fill(host_dst.begin(), host_dst.end(), poison_value<std::uint32_t>());
-      cudrv::copy_batch batch;
+      cudrv::batch_copy batch;
       for (const auto& piece : p.pieces) {
         batch.add(host_dst.view().subspan(piece.dst, piece.count), dev_src.view().subspan(piece.src, piece.count));
       }
@@ -146,7 +146,7 @@ TEST_CASE("batched copies honour their attributes: a during_api_call source may 
     cudrv::device_buffer<std::int32_t> out(dev, 5 * 4096);
     cudrv::fill(out, poison_value<std::int32_t>(), s);
     std::vector<std::int32_t> ephemeral(b.begin(), b.end());  // pageable, overwritten right after the call
-    cudrv::copy_batch batch;
+    cudrv::batch_copy batch;
     batch.add(out.view().subspan(0, 4096), dev_a);
     batch.add(out.view().subspan(4096, 4096), ephemeral, {.order = cudrv::source_access_order::during_api_call});
     batch.add(out.view().subspan(2 * 4096, 4096), pinned_b,
@@ -184,7 +184,7 @@ TEST_CASE("pitched 2D and 3D copies through one batch match the pitched copy", "
     INFO("mode " << mode_name(mode));
     std::vector<cudrv::pitched_buffer<double>> images;
     std::vector<std::vector<double>> sources;
-    cudrv::copy_batch_3d up;
+    cudrv::batch_copy_3d up;
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
       const shape& sh = shapes[i];
       sources.push_back(random_vector<double>(sh.w * sh.h * sh.d, seed + i));
@@ -227,10 +227,10 @@ TEST_CASE("batched copies refuse what the driver would: empty batches, the legac
   cudrv::device dev(0);
   cudrv::stream s(dev);
   cudrv::device_buffer<int> a(dev, 256), b(dev, 256);
-  cudrv::test::require_invalid_argument("empty batch", [&] { (void)cudrv::copy(cudrv::copy_batch{}, s); });
+  cudrv::test::require_invalid_argument("empty batch", [&] { (void)cudrv::copy(cudrv::batch_copy{}, s); });
   cudrv::test::require_invalid_argument("larger than the destination",
-                                        [&] { cudrv::copy_batch().add(a.view().first(10), b); });
-  cudrv::copy_batch batch;
+                                        [&] { cudrv::batch_copy().add(a.view().first(10), b); });
+  cudrv::batch_copy batch;
   batch.add(a, b);
   dev.set_current();
   const auto legacy = cudrv::stream_ref::legacy_default();

@@ -301,7 +301,7 @@ TEST_CASE("copy: overlapping device ranges are refused on every linear path, the
     cudrv::test::require_invalid_argument("stream-ordered", [&] { cudrv::copy(dst, src, s); });
     cudrv::test::require_invalid_argument("synchronous", [&] { cudrv::copy(dst, src); });
     cudrv::test::require_invalid_argument("peer", [&] { cudrv::copy_peer(dst, dev, src, dev, s); });
-    cudrv::copy_batch batch;
+    cudrv::batch_copy batch;
     cudrv::test::require_invalid_argument("batch", [&] { batch.add(dst, src); });
     cudrv::graph g;
     cudrv::graph_builder b(g, dev);

@@ -1,4 +1,4 @@
-// GPU tier: pools of every kind (pinned host, host NUMA, managed), pool_buffer, buffer properties
+// GPU tier: pools of every kind (pinned host, host NUMA, managed), host_accessible_pool_buffer, buffer properties
 // checked against the driver's pointer attributes, graph memory and trimming, and the concrete memory
 // resources (device, pinned, managed, pool) behind cudrv::memory_resource.
 //
@@ -84,9 +84,9 @@ TEST_CASE("pinned host pool: host-written memory read by a kernel, a result the 
     cudrv::memory_pool pool(cudrv::memory_location::host());
     CHECK(pool.location() == cudrv::memory_location::host());
     CHECK(pool.access(dev) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);  // granted by cudrv at creation
-    cudrv::pool_buffer<float> a(pool, s, n);
-    cudrv::pool_buffer<float> b(pool, s, n);
-    cudrv::pool_buffer<float> c(pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> a(pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> b(pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> c(pool, s, n);
     CHECK(pool.used_current() >= 3 * n * sizeof(float));
     s.synchronize();  // the allocations have happened: the host may touch the memory
     check_vector_add(s, a.data(), b.data(), c.data(), n, seed);
@@ -140,7 +140,7 @@ TEST_CASE("host NUMA pool next to the device: shareable, host-written, copied th
     cudrv::memory_pool pool(*near, {.handle_type = handle});
     CHECK(pool.location() == *near);
     CHECK(pool.access(dev) == CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
-    cudrv::pool_buffer<std::uint32_t> h(pool, s, data.size());
+    cudrv::host_accessible_pool_buffer<std::uint32_t> h(pool, s, data.size());
     s.synchronize();
     std::copy(data.begin(), data.end(), h.begin());
     cudrv::device_buffer<std::uint32_t> d(s, data.size());
@@ -176,9 +176,9 @@ TEST_CASE("managed pool: memory the host writes, a kernel adds, the host reads",
   constexpr std::size_t n = 65537;
   {
     cudrv::stream s(dev);
-    cudrv::pool_buffer<float> a(*pool, s, n);
-    cudrv::pool_buffer<float> b(*pool, s, n);
-    cudrv::pool_buffer<float> c(*pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> a(*pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> b(*pool, s, n);
+    cudrv::host_accessible_pool_buffer<float> c(*pool, s, n);
     s.synchronize();
     check_vector_add(s, a.data(), b.data(), c.data(), n, seed);
     CHECK(cudrv::get_pointer_attributes(c.data()).is_managed);

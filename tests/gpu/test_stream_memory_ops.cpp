@@ -250,7 +250,7 @@ TEST_CASE("graph nodes wait for a flag, run a kernel and write a flag at every l
   cudrv::graph g;
   cudrv::graph_builder builder(g, dev);
   auto wait_node = cudrv::wait_value(builder, go.view(), 1u, {.condition = cudrv::wait_condition::geq});
-  CHECK(wait_node.kind() == cudrv::graph_node_kind::batch_mem_op);
+  CHECK(wait_node.kind() == cudrv::graph_node_kind::stream_memory_ops);
   cudrv::launch(builder, config, k.add, da.get(), db.get(), out.get(), n);
   if (wide) {
     cudrv::write_value(builder, done.view(), std::uint64_t{1} << 33);

@@ -1,6 +1,8 @@
 /// @file host_buffer.hpp
 /// @brief Internal: the state and the common part of the owning host-accessible buffers
 /// (@ref cudrv::pinned_buffer and @ref cudrv::managed_buffer).
+///
+/// Layer: memory (docs/design.md, "Source layers").
 #pragma once
 
 #include <cuda.h>

@@ -12,14 +12,14 @@
 
 namespace cudrv::detail {
 
-batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* ops, std::size_t count) {
+stream_memory_ops_node add_memory_ops_node(graph_builder& b, const stream_memory_op* ops, std::size_t count) {
   const char* api = "cudrv::batch_memory_ops(graph_builder)";
   if (count == 0) {
     throw invalid_argument_error(api, "the batch holds no operation");
   }
   if (count > 255) {
     throw invalid_argument_error(api, "the batch holds " + std::to_string(count) +
-                                          " operations; a batch-memory-operation node takes fewer than 256 (at most 255, as cuStreamBatchMemOp): split it");
+                                          " operations; a stream-memory-operations node takes fewer than 256 (at most 255, as cuStreamBatchMemOp): split it");
   }
   std::vector<CUstreamBatchMemOpParams> params(count);
   for (std::size_t i = 0; i < count; ++i) {
@@ -43,7 +43,7 @@ batch_mem_op_node add_memory_ops_node(graph_builder& b, const stream_memory_op* 
     }
     throw_memory_op_error(status, "cuGraphAddBatchMemOpNode", dev ? &*dev : nullptr, ops, count);
   }
-  auto result = batch_mem_op_node::from_native_handle(node);
+  auto result = stream_memory_ops_node::from_native_handle(node);
   b.advance(result);
   return result;
 }

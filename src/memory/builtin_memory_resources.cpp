@@ -1,6 +1,6 @@
 // The concrete memory resources: device (cuMemAlloc), pinned (cuMemHostAlloc), managed
 // (cuMemAllocManaged) and pool (cuMemAllocFromPoolAsync) memory behind cudrv::memory_resource.
-#include "cudrv/memory_resources.hpp"
+#include "cudrv/builtin_memory_resources.hpp"
 
 #include <string>
 #include <typeinfo>

@@ -1,8 +1,7 @@
-// CPU tier: what batched copies and stream memory operations decide before any driver call. A
-// copy_batch groups its attributes into the driver's runs (attrs / attrsIdxs) and checks each copy when
-// it is added; a stream_memory_op checks its flag and carries the driver's description of the operation.
-// Host ranges and made-up device addresses suffice: nothing here reaches the driver, except the
-// [driverless] cases, which check the typed error when there is no driver at all.
+// CPU tier: what batched copies decide before any driver call. A batch_copy groups its attributes into
+// the driver's runs (attrs / attrsIdxs) and checks each copy when it is added. Host ranges and made-up
+// device addresses suffice: nothing here reaches the driver, except the [driverless] case, which checks
+// the typed error when there is no driver at all.
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
@@ -19,15 +18,13 @@
 using cudrv::test::catch_as;
 using cudrv::test::contains;
 
-static_assert(std::is_trivially_copyable_v<cudrv::stream_memory_op>);
-
 // What keeps addresses past the call (a copy batch, a graph's memcpy and memset nodes and their updates)
 // refuses a temporary owner at compile time; a named object or a view, even a temporary view, is taken.
 template <class D, class S>
-concept batchable = requires(cudrv::copy_batch& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s)); };
+concept batchable = requires(cudrv::batch_copy& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s)); };
 template <class D, class S>
 concept batchable_count =
-    requires(cudrv::copy_batch& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s), std::size_t{1}); };
+    requires(cudrv::batch_copy& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s), std::size_t{1}); };
 template <class D, class S>
 concept graph_copyable =
     requires(cudrv::graph_builder& g, D&& d, S&& s) { cudrv::copy(std::forward<D>(d), std::forward<S>(s), g); };
@@ -49,17 +46,14 @@ static_assert(graph_copyable<dbuf&, fvec&> && graph_copyable<dspan, std::span<fl
 static_assert(!graph_copyable<dbuf&, fvec> && !graph_copyable<dbuf, const fvec&>);
 static_assert(graph_fillable<dbuf&> && graph_fillable<dspan> && !graph_fillable<dbuf>);
 static_assert(exec_copyable<dbuf&, fvec&> && !exec_copyable<dbuf&, fvec> && !exec_copyable<dbuf, fvec&>);
-static_assert(cudrv::stream_flag_value<std::uint32_t> && cudrv::stream_flag_value<std::uint64_t>);
-static_assert(!cudrv::stream_flag_value<int> && !cudrv::stream_flag_value<std::uint16_t>);
-
-TEST_CASE("copy_batch: one attribute entry per run of equal attributes, indices of the first copies",
-          "[memory_operations]") {
+TEST_CASE("batch_copy: one attribute entry per run of equal attributes, indices of the first copies",
+          "[batch_copy]") {
   std::vector<float> src(64), dst(64);
   const cudrv::copy_attributes fast{.order = cudrv::source_access_order::any};
   const cudrv::copy_attributes overlap{.prefer_overlap_with_compute = true};
   // runs: default x2, fast x3, default x1, overlap x2, fast x1
   const cudrv::copy_attributes plan[] = {{}, {}, fast, fast, fast, {}, overlap, overlap, fast};
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   for (std::size_t i = 0; i < std::size(plan); ++i) {
     batch.add(std::span(dst).subspan(i, 1), std::span(src).subspan(i, 1), plan[i]);
   }
@@ -80,13 +74,13 @@ TEST_CASE("copy_batch: one attribute entry per run of equal attributes, indices 
   CHECK(batch.attribute_indices().empty());
 }
 
-TEST_CASE("copy_batch and copy_batch_3d refuse bad copies when they are added", "[memory_operations]") {
+TEST_CASE("batch_copy and batch_copy_3d refuse bad copies when they are added", "[batch_copy]") {
   std::vector<int> small(3), large(9), none;
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(large, small);
   auto e = catch_as<cudrv::invalid_argument_error>([&] { batch.add(small, large); });
   REQUIRE(e);
-  CHECK(e->api() == "cudrv::copy_batch::add");
+  CHECK(e->api() == "cudrv::batch_copy::add");
   CHECK(contains(e->what(), "copy 1 of 2"));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { batch.add(large, none); }));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { batch.add(large, small, 4); }));
@@ -94,7 +88,7 @@ TEST_CASE("copy_batch and copy_batch_3d refuse bad copies when they are added", 
       [&] { batch.add(large, small, cudrv::copy_attributes{.source_hint = {static_cast<cudrv::location_kind>(9), 0}}); }));
   CHECK(batch.size() == 1);
 
-  cudrv::copy_batch_3d b3;
+  cudrv::batch_copy_3d b3;
   std::vector<double> host(100);
   const auto src = cudrv::pitched_span<double>::dense(host.data(), 10, 10);
   b3.add(src, cudrv::pitched_span<const double>(src));
@@ -108,41 +102,12 @@ TEST_CASE("copy_batch and copy_batch_3d refuse bad copies when they are added", 
   CHECK(b3.operations()[0].dst.pitch == 80);
 }
 
-TEST_CASE("stream_memory_op carries the driver's description of the operation", "[memory_operations]") {
-  const cudrv::device_span<std::uint32_t> flag32(CUdeviceptr{0x10000}, 2);
-  const cudrv::device_span<std::uint64_t> flag64(CUdeviceptr{0x20000}, 1);
-  const auto w = cudrv::stream_memory_op::wait(flag32, 41u, {.condition = cudrv::wait_condition::nor, .flush_remote_writes = true});
-  CHECK(w.native().waitValue.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32);
-  CHECK(w.native().waitValue.address == 0x10000);
-  CHECK(w.native().waitValue.value == 41u);
-  CHECK(w.native().waitValue.flags == (CU_STREAM_WAIT_VALUE_NOR | CU_STREAM_WAIT_VALUE_FLUSH));
-  const auto w64 = cudrv::stream_memory_op::wait(cudrv::device_span<const std::uint64_t>(flag64), std::uint64_t{1} << 40);
-  CHECK(w64.native().waitValue.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64);
-  CHECK(w64.native().waitValue.value64 == std::uint64_t{1} << 40);
-  CHECK(w64.native().waitValue.flags == CU_STREAM_WAIT_VALUE_GEQ);
-  const auto wr = cudrv::stream_memory_op::write(flag32.subspan(1), 7u);
-  CHECK(wr.native().writeValue.operation == CU_STREAM_MEM_OP_WRITE_VALUE_32);
-  CHECK(wr.native().writeValue.address == 0x10004);
-  CHECK(wr.native().writeValue.value == 7u);
-  CHECK(cudrv::stream_memory_op::barrier(cudrv::memory_barrier_scope::device).native().memoryBarrier.flags ==
-        CU_STREAM_MEMORY_BARRIER_TYPE_GPU);
-  CHECK(cudrv::stream_memory_op::flush_remote_writes().native().operation == CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES);
-
-  auto misaligned = catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)cudrv::stream_memory_op::write(cudrv::device_span<std::uint64_t>(CUdeviceptr{0x20004}, 1), 1); });
-  REQUIRE(misaligned);
-  CHECK(contains(misaligned->what(), "8 bytes"));
-  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::stream_memory_op::wait(flag32.first(0), 1u); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)cudrv::stream_memory_op::wait(flag32, 1u, {.condition = static_cast<cudrv::wait_condition>(5)}); }));
-}
-
-TEST_CASE("driverless: batch-copy probes and stream memory operations throw driver_unavailable_error",
-          "[memory_operations][driverless]") {
+TEST_CASE("driverless: the batch-copy probes throw driver_unavailable_error; adding a copy needs no driver",
+          "[batch_copy][driverless]") {
   CHECK(catch_as<cudrv::driver_unavailable_error>([] { (void)cudrv::batch_copy_supported(); }));
   CHECK(catch_as<cudrv::driver_unavailable_error>([] { (void)cudrv::batch_copy_3d_supported(); }));
   std::vector<int> a(4), b(4);
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(a, b);  // checks alone: no driver needed
   CHECK(batch.size() == 1);
 }

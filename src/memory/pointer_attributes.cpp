@@ -1,4 +1,7 @@
-// Memory that foreign code describes (a DLPack tensor), checked against what the driver knows of it.
+// Pointer attributes (<cudrv/pointer_attributes.hpp>): cuPointerGetAttributes, and the check of memory
+// that foreign code describes (a DLPack tensor) against what the driver knows of it.
+#include "cudrv/pointer_attributes.hpp"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -6,8 +9,40 @@
 #include "cudrv/context.hpp"
 #include "cudrv/driver.hpp"
 #include "cudrv/error.hpp"
-#include "cudrv/pointer_attributes.hpp"
 #include "driver/driver_api.hpp"
+#include "memory/memory_support.hpp"
+
+namespace cudrv {
+
+pointer_attributes get_pointer_attributes(CUdeviceptr address) {
+  pointer_attributes out{};
+  unsigned int memory_type = 0;
+  int ordinal = -2;
+  int managed = 0;
+  int mapped = 0;
+  CUpointer_attribute which[] = {
+      CU_POINTER_ATTRIBUTE_CONTEXT,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+      CU_POINTER_ATTRIBUTE_HOST_POINTER,   CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+      CU_POINTER_ATTRIBUTE_BUFFER_ID,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MAPPED,         CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+  };
+  void* data[] = {&out.context,     &memory_type,     &out.device_address, &out.host_pointer,
+                  &managed,         &ordinal,         &out.buffer_id,      &out.range_start,
+                  &out.range_size,  &mapped,          &out.pool};
+  detail::check(detail::drv::cuPointerGetAttributes(static_cast<unsigned int>(std::size(which)), which, data, address),
+                "cuPointerGetAttributes", [&] { return detail::format_address(static_cast<std::uintptr_t>(address)); });
+  out.memory_type = static_cast<CUmemorytype>(memory_type);
+  out.is_managed = managed != 0;
+  out.is_mapped = mapped != 0;
+  out.device_ordinal = (memory_type == 0 || ordinal < 0) ? -1 : ordinal;
+  return out;
+}
+
+pointer_attributes get_pointer_attributes(const void* pointer) {
+  return get_pointer_attributes(reinterpret_cast<CUdeviceptr>(pointer));
+}
+
+}  // namespace cudrv
 
 namespace cudrv::detail {
 

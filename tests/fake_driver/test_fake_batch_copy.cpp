@@ -1,10 +1,8 @@
-// Batched copies and stream memory operations against the stand-in driver (fake_cuda.cpp): the
-// descriptors cudrv hands the driver (attribute entries and their first copies, source access orders,
-// hints, pitched operands, memory operations), the index of the failing copy in the error, the fallback
-// taken when the driver lacks the batch entry points ([no-batch-copy]: FAKE_CUDA_HIDE hides them; its
-// own process), and
-// the typed errors for operations a device does not support. The fake's device memory is host memory,
-// so every copy really moves bytes and the results are checked against the sources.
+// Batched copies against the stand-in driver (fake_cuda.cpp): the descriptors cudrv hands the driver
+// (attribute entries and their first copies, source access orders, hints, pitched operands), the index
+// of the failing copy in the error, and the fallback taken when the driver lacks the batch entry points
+// ([no-batch-copy]: FAKE_CUDA_HIDE hides them; its own process). The fake's device memory is host
+// memory, so every copy really moves bytes and the results are checked against the sources.
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
@@ -36,13 +34,6 @@ std::string fake_log() { return cudrv::test::fake_log(); }
 // The log lines written since `before` (a length of the log).
 std::string log_since(std::size_t before) { return fake_log().substr(before); }
 
-// An address as the fake writes it in its log.
-std::string hex_address(CUdeviceptr p) {
-  std::ostringstream o;
-  o << reinterpret_cast<void*>(p);
-  return o.str();
-}
-
 std::string loc(CUmemLocationType type, int id) { return std::to_string(static_cast<int>(type)) + ":" + std::to_string(id); }
 
 template <class T>
@@ -69,7 +60,7 @@ struct fixture {
 
 }  // namespace
 
-TEST_CASE("copy_batch passes one descriptor per copy and one attribute entry per run of equal attributes",
+TEST_CASE("batch_copy passes one descriptor per copy and one attribute entry per run of equal attributes",
           "[fake-driver][batch-copy]") {
   fixture f;
   INFO("seed " << f.seed);
@@ -87,7 +78,7 @@ TEST_CASE("copy_batch passes one descriptor per copy and one attribute entry per
                                       .source_hint = cudrv::copy_location_hint::on(f.dev),
                                       .destination_hint = cudrv::copy_location_hint::on_host_numa(3),
                                       .prefer_overlap_with_compute = true};
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(dst[0], src[0]).add(dst[1], src[1]).add(dst[2], src[2]);
   batch.add(dst[3], src[3], during).add(dst[4], src[4], during);
   batch.add(dst[5], src[5], 10, hinted);  // the first 10 elements only
@@ -120,16 +111,16 @@ TEST_CASE("copy_batch passes one descriptor per copy and one attribute entry per
   }
 }
 
-TEST_CASE("copy_batch checks every copy when it is added, before any driver call", "[fake-driver][batch-copy]") {
+TEST_CASE("batch_copy checks every copy when it is added, before any driver call", "[fake-driver][batch-copy]") {
   fixture f;
   const long long batches = counter("memcpy_batch");
   cudrv::device_buffer<float> small(f.dev, 4), large(f.dev, 8);
   std::vector<float> empty;
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(large, small);
   auto e = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { batch.add(small, large); });
   REQUIRE(e);
-  CHECK(e->api() == "cudrv::copy_batch::add");
+  CHECK(e->api() == "cudrv::batch_copy::add");
   CHECK(contains(e->what(), "copy 1 of 2"));
   CHECK(contains(e->what(), "larger than the destination"));
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { batch.add(large, empty); }));
@@ -143,7 +134,7 @@ TEST_CASE("copy_batch checks every copy when it is added, before any driver call
   CHECK(batch.size() == 1);  // the refused copies were not added
   CHECK(batch.attributes().size() == 1);
 
-  cudrv::copy_batch none;
+  cudrv::batch_copy none;
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::copy(none, f.stream); }));
   CHECK(counter("memcpy_batch") == batches);
 }
@@ -181,8 +172,8 @@ TEST_CASE("copies of overlapping ranges are refused on every path that shares th
     refused("cudrv::copy", [&] { cudrv::copy(dst, src, 6, f.stream); });
     refused("cudrv::copy_peer", [&] { cudrv::copy_peer(dst, f.dev, src, f.dev, f.stream); });
     refused("cudrv::copy_peer", [&] { cudrv::copy_peer(dst, f.dev.primary_context(), src, f.dev.primary_context()); });
-    cudrv::copy_batch batch;
-    refused("cudrv::copy_batch::add", [&] { batch.add(dst, src); });
+    cudrv::batch_copy batch;
+    refused("cudrv::batch_copy::add", [&] { batch.add(dst, src); });
     CHECK(batch.empty());
     cudrv::graph g;
     cudrv::graph_builder b(g, f.dev);
@@ -231,7 +222,7 @@ TEST_CASE("a copy the driver refuses is named by its index in the batch", "[fake
     cudrv::device_buffer<int> gone(f.dev, 1000);
     stale = gone.data();
   }  // freed: the driver refuses its address
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(b[0], a[0]).add(b[1], a[1]).add(b[2], cudrv::device_span<int>(stale, 64)).add(b[3], a[3]);
   auto e = cudrv::test::catch_as<cudrv::batch_copy_error>([&] { (void)cudrv::copy(batch, f.stream); });
   REQUIRE(e);
@@ -251,7 +242,7 @@ TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by th
   cudrv::device_buffer<std::uint16_t> src(f.dev, data.size());
   cudrv::copy(src, data);
   std::vector<cudrv::device_buffer<std::uint16_t>> dst;
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   for (std::size_t i = 0; i < 3; ++i) {
     dst.push_back(poisoned_buffer<std::uint16_t>(f.dev, 1000));
     batch.add(dst[i], src.view().subspan(i * 1000, 1000), {.order = cudrv::source_access_order::during_api_call});
@@ -283,7 +274,7 @@ TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by th
 TEST_CASE("a capturing stream takes the loop, which captures as memcpy nodes", "[fake-driver][batch-copy]") {
   fixture f;
   cudrv::device_buffer<int> a(f.dev, 64), b(f.dev, 64);
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(b, a);
   auto* set_capturing = cudrv::test::fake_hook<void(CUstream)>("fake_cuda_set_capturing");
   set_capturing(f.stream.native_handle());
@@ -300,7 +291,7 @@ TEST_CASE("a capturing stream takes the loop, which captures as memcpy nodes", "
   CHECK(cudrv::copy(batch, f.stream) == cudrv::batch_copy_path::driver_batch);  // no longer capturing
 }
 
-TEST_CASE("copy_batch_3d passes pitched pointer operands in bytes; the fallback copies the same",
+TEST_CASE("batch_copy_3d passes pitched pointer operands in bytes; the fallback copies the same",
           "[fake-driver][batch-copy]") {
   fixture f;
   INFO("seed " << f.seed);
@@ -313,7 +304,7 @@ TEST_CASE("copy_batch_3d passes pitched pointer operands in bytes; the fallback 
     auto dst = poisoned_buffer<float>(f.dev, pitch_elems * dst_rows * d);
     const auto src_view = cudrv::pitched_span<float>::dense(src.view(), w, h, d);
     const cudrv::pitched_span<float> dst_view{dst.data(), pitch_elems * sizeof(float), pitch_elems, dst_rows, d};
-    cudrv::copy_batch_3d batch;
+    cudrv::batch_copy_3d batch;
     batch.add(dst_view, cudrv::pitched_span<const float>(src_view), {.prefer_overlap_with_compute = true});
     const std::size_t before = fake_log().size();
     const auto path = cudrv::copy(batch, f.stream, mode);
@@ -338,7 +329,7 @@ TEST_CASE("copy_batch_3d passes pitched pointer operands in bytes; the fallback 
     CHECK(mismatch(read_back(dst), want).empty());
   }
   // Checked when added, as the pitched cudrv::copy.
-  cudrv::copy_batch_3d batch;
+  cudrv::batch_copy_3d batch;
   const auto wide = cudrv::pitched_span<float>::dense(src.view(), w * h, 1, 1);
   const cudrv::pitched_span<float> narrow{src.data(), w * sizeof(float), w, h, d};
   auto e = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { batch.add(narrow, wide); });
@@ -355,7 +346,7 @@ TEST_CASE("the 3-D fallback names the copy that failed", "[fake-driver][batch-co
     cudrv::device_buffer<int> gone(f.dev, 999);
     stale = gone.data();
   }
-  cudrv::copy_batch_3d batch;
+  cudrv::batch_copy_3d batch;
   const auto good = cudrv::pitched_span<int>::dense(a.view(), 8, 8);
   batch.add(cudrv::pitched_span<int>::dense(b.view(), 8, 8), cudrv::pitched_span<const int>(good));
   batch.add(cudrv::pitched_span<int>{stale, 32, 8, 8, 1}, cudrv::pitched_span<const int>(good));
@@ -381,7 +372,7 @@ TEST_CASE("without the batch entry points the loop is taken, and forcing the bat
   cudrv::device_buffer<double> src(f.dev, data.size());
   cudrv::copy(src, data);
   auto dst = poisoned_buffer<double>(f.dev, 600);
-  cudrv::copy_batch batch;
+  cudrv::batch_copy batch;
   batch.add(dst, src);
   CHECK(cudrv::copy(batch, f.stream) == cudrv::batch_copy_path::fallback_loop);
   f.stream.synchronize();
@@ -392,172 +383,11 @@ TEST_CASE("without the batch entry points the loop is taken, and forcing the bat
       [&] { (void)cudrv::copy(batch, f.stream, cudrv::batch_copy_mode::driver_batch); });
   REQUIRE(e);
   CHECK(contains(e->what(), "cuMemcpyBatchAsync"));
-  cudrv::copy_batch_3d b3;
+  cudrv::batch_copy_3d b3;
   b3.add(cudrv::pitched_span<double>::dense(dst.view(), 10, 5), cudrv::pitched_span<const double>::dense(src.view(), 10, 5));
   CHECK(cudrv::copy(b3, f.stream) == cudrv::batch_copy_path::fallback_loop);
   CHECK(cudrv::test::catch_as<cudrv::not_supported_error>(
       [&] { (void)cudrv::copy(b3, f.stream, cudrv::batch_copy_mode::driver_batch); }));
   CHECK(counter("memcpy_batch") == 0);
   CHECK(counter("memcpy_3d_batch") == 0);
-}
-
-// --- stream memory operations ------------------------------------------------------------------------
-
-TEST_CASE("waits, writes and batches reach the driver as typed", "[fake-driver][stream-memops]") {
-  fixture f;
-  cudrv::device_buffer<std::uint32_t> flag32(f.dev, 2);
-  cudrv::device_buffer<std::uint64_t> flag64(f.dev, 1);
-  const auto support = cudrv::query_stream_memory_op_support(f.dev);
-  CHECK(support.wait_write_64);
-  CHECK_FALSE(support.wait_nor);
-  CHECK_FALSE(support.flush_remote_writes);
-
-  const std::string a32 = hex_address(flag32.data());
-  const std::string a64 = hex_address(flag64.data());
-  std::size_t before = fake_log().size();
-  cudrv::write_value(f.stream, flag32.view(), 7u);
-  cudrv::write_value(f.stream, flag64.view(), std::uint64_t{1} << 40);
-  cudrv::wait_value(f.stream, flag32.view(), 7u, {.condition = cudrv::wait_condition::eq});
-  cudrv::wait_value(f.stream, cudrv::device_span<const std::uint64_t>(flag64.view()), 5, {.condition = cudrv::wait_condition::bit_and});
-  CHECK(log_since(before) == "memop write32 " + a32 + " 7;\nmemop write64 " + a64 + " 1099511627776;\nmemop wait32 " + a32 +
-                                 " 7 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_EQ) + ";\nmemop wait64 " + a64 +
-                                 " 5 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_AND) + ";\n");
-  CHECK(read_back(flag32)[0] == 7u);
-  CHECK(read_back(flag64)[0] == std::uint64_t{1} << 40);
-
-  before = fake_log().size();
-  cudrv::batch_memory_ops(f.stream, {cudrv::stream_memory_op::wait(flag32.view(), 3u),
-                                     cudrv::stream_memory_op::write(flag32.view().subspan(1), 9u),
-                                     cudrv::stream_memory_op::barrier(cudrv::memory_barrier_scope::device)});
-  const std::string second = hex_address(flag32.data() + 4);
-  CHECK(log_since(before) == "batch_memop wait32 " + a32 + " 3 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_GEQ) +
-                                 ";write32 " + second + " 9;barrier " + std::to_string(CU_STREAM_MEMORY_BARRIER_TYPE_GPU) +
-                                 ";\n");
-  CHECK(read_back(flag32)[1] == 9u);
-}
-
-TEST_CASE("stream memory operations refuse bad flags before the driver", "[fake-driver][stream-memops]") {
-  fixture f;
-  cudrv::device_buffer<std::uint32_t> flag(f.dev, 4);
-  const std::size_t before = fake_log().size();
-  cudrv::test::require_invalid_argument("empty", [&] { cudrv::write_value(f.stream, flag.view().first(0), 1u); });
-  cudrv::test::require_invalid_argument(
-      "null", [&] { cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(CUdeviceptr{0}, 1), 1u); });
-  auto e = cudrv::test::require_invalid_argument("misaligned", [&] {
-    cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(flag.data() + 2, 1), 1u);
-  });
-  CHECK(contains(e.what(), "aligned"));
-  // cuda.h: "count ... Must be less than 256": 256 operations are refused before the driver.
-  std::vector<cudrv::stream_memory_op> many(256, cudrv::stream_memory_op::barrier());
-  auto m = cudrv::test::require_invalid_argument("256 operations", [&] { cudrv::batch_memory_ops(f.stream, many); });
-  CHECK(contains(m.what(), "at most 255"));
-  cudrv::test::require_invalid_argument("empty batch",
-                                        [&] { cudrv::batch_memory_ops(f.stream, std::span<const cudrv::stream_memory_op>()); });
-  CHECK(log_since(before).empty());
-}
-
-TEST_CASE("operations a device lacks give not_supported_error naming the attribute",
-          "[fake-driver][stream-memops][driver_error]") {
-  setenv("FAKE_CUDA_UNAVAILABLE", "", 1);  // device 0 (sm_80, no 64-bit operations) usable: read at cuInit
-  fixture f;
-  cudrv::device_buffer<std::uint32_t> flag(f.dev, 1);
-  auto nor = cudrv::test::catch_as<cudrv::not_supported_error>(
-      [&] { cudrv::wait_value(f.stream, flag.view(), 1u, {.condition = cudrv::wait_condition::nor}); });
-  REQUIRE(nor);
-  CHECK(contains(nor->what(), "CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR"));
-  CHECK(nor->api() == "cuStreamWaitValue32");
-  auto flush = cudrv::test::catch_as<cudrv::not_supported_error>(
-      [&] { cudrv::wait_value(f.stream, flag.view(), 1u, {.flush_remote_writes = true}); });
-  REQUIRE(flush);
-  CHECK(contains(flush->what(), "CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES"));
-
-  cudrv::device old(0);
-  try {
-    (void)old.primary_context();
-  } catch (const cudrv::error&) {
-    WARN("device 0 of the fake is held: FAKE_CUDA_UNAVAILABLE was read before this case; run it in its own process");
-    return;
-  }
-  const auto support = cudrv::query_stream_memory_op_support(old);
-  CHECK_FALSE(support.wait_write_64);
-  cudrv::stream s(old);
-  cudrv::device_buffer<std::uint64_t> wide(old, 1);
-  auto e = cudrv::test::catch_as<cudrv::not_supported_error>([&] { cudrv::write_value(s, wide.view(), 1); });
-  REQUIRE(e);
-  CHECK(contains(e->what(), "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS"));
-  CHECK(contains(e->what(), "device 0"));
-  auto b = cudrv::test::catch_as<cudrv::not_supported_error>(
-      [&] { cudrv::batch_memory_ops(s, {cudrv::stream_memory_op::wait(wide.view(), 2)}); });
-  REQUIRE(b);
-  CHECK(b->api() == "cuStreamBatchMemOp");
-  // 32-bit operations work there.
-  cudrv::device_buffer<std::uint32_t> narrow(old, 1);
-  cudrv::write_value(s, narrow.view(), 4u);
-  CHECK(read_back(narrow)[0] == 4u);
-
-  cudrv::graph g;
-  cudrv::graph_builder builder(g, old);
-  auto n = cudrv::test::catch_as<cudrv::not_supported_error>([&] { cudrv::wait_value(builder, wide.view(), 1); });
-  REQUIRE(n);
-  CHECK(n->api() == "cuGraphAddBatchMemOpNode");
-  CHECK(contains(n->what(), "CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS"));
-}
-
-TEST_CASE("memory-operation graph nodes run in the builder's context after its dependencies",
-          "[fake-driver][stream-memops]") {
-  fixture f;
-  cudrv::device_buffer<std::uint32_t> flag(f.dev, 1);
-  cudrv::device_buffer<std::uint64_t> wide(f.dev, 1);
-  cudrv::graph g;
-  cudrv::graph_builder b(g, f.dev);
-  const std::size_t before = fake_log().size();
-  const long long seen = counter("graph_deps_seen");
-  const long long bad = counter("graph_bad_deps");
-  auto first = cudrv::wait_value(b, flag.view(), 1u);
-  CHECK(b.last() == first);
-  cudrv::write_value(b, wide.view(), 2);
-  const cudrv::stream_memory_op ops[] = {cudrv::stream_memory_op::write(flag.view(), 0u),
-                                         cudrv::stream_memory_op::barrier()};
-  cudrv::batch_memory_ops(b, ops);
-  CHECK(log_since(before) == "graph_memop deps=0 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WAIT_VALUE_32) +
-                                 ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_64) +
-                                 ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_32) +
-                                 ";" + std::to_string(CU_STREAM_MEM_OP_BARRIER) + ";\n");
-  CHECK(counter("graph_deps_seen") == seen + 2);  // each node after the previous one, a node of this graph
-  CHECK(counter("graph_bad_deps") == bad);
-  CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::batch_memory_ops(b, std::span<const cudrv::stream_memory_op>()); }));
-}
-
-TEST_CASE("a batch of 255 memory operations, the driver's largest, reaches the driver", "[fake-driver][stream-memops]") {
-  fixture f;
-  std::vector<cudrv::stream_memory_op> most(255, cudrv::stream_memory_op::barrier());
-  cudrv::batch_memory_ops(f.stream, most);
-  f.stream.synchronize();
-  cudrv::graph g;
-  cudrv::graph_builder b(g, f.dev);
-  auto m = cudrv::test::require_invalid_argument("256 operations in a node", [&] {
-    (void)cudrv::batch_memory_ops(b, std::vector<cudrv::stream_memory_op>(256, cudrv::stream_memory_op::barrier()));
-  });
-  CHECK(contains(m.what(), "at most 255"));
-  (void)cudrv::batch_memory_ops(b, most);
-}
-
-TEST_CASE("stream memory operations retry in the stream's context where the driver wants it current, and restore "
-          "the caller's",
-          "[fake-driver][stream-memops]") {
-  fixture f;
-  cudrv::device_buffer<std::uint32_t> flag = poisoned_buffer<std::uint32_t>(f.dev, 2);
-  auto* need_current = cudrv::test::fake_hook<void(int)>("fake_cuda_memops_need_current");
-  struct restore {
-    void (*fn)(int);
-    ~restore() { fn(0); }
-  } off{need_current};
-  need_current(1);
-  cudrv::test::raw_set_current_context(nullptr);
-  cudrv::write_value(f.stream, flag.view().first(1), 7u);
-  cudrv::batch_memory_ops(f.stream, {cudrv::stream_memory_op::write(flag.view().subspan(1, 1), 9u)});
-  f.stream.synchronize();
-  CHECK(cudrv::test::raw_current_context() == nullptr);  // no context left current
-  CHECK(read_back(flag) == std::vector<std::uint32_t>{7u, 9u});
 }
