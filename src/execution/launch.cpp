@@ -320,11 +320,6 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
   }
 }
 
-void throw_extent_overflow(unsigned long long value, char axis) {
-  throw invalid_argument_error("cudrv::dims::checked", std::string("extent ") + axis + " = " + std::to_string(value) +
-                                                           " does not fit the 32 bits of a launch extent");
-}
-
 void throw_runtime_error(int code, const char* name, const char* description, const char* api, std::string context) {
   throw error(error_source::runtime, code, name != nullptr ? name : "cudaError " + std::to_string(code),
               description != nullptr ? description : "", api, std::move(context));
