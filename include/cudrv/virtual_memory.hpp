@@ -261,9 +261,11 @@ class physical_allocation : public physical_allocation_base {
   /// @brief Whether this object holds an allocation.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != 0; }
   /// @brief A view of the allocation.
-  operator physical_allocation_ref() const noexcept {  // NOLINT: implicit on purpose
+  operator physical_allocation_ref() const& noexcept {  // NOLINT: implicit on purpose
     return physical_allocation_ref(handle_, size_, granularity_);
   }
+  /// @brief Refused: a view of a temporary allocation would outlive it.
+  operator physical_allocation_ref() const&& = delete;
 
  private:
   physical_allocation(CUmemGenericAllocationHandle handle, std::size_t bytes, std::size_t gran) noexcept
@@ -521,7 +523,9 @@ class memory_mapping : public memory_mapping_base {
   /// @brief Whether this object holds a mapping.
   [[nodiscard]] explicit operator bool() const noexcept { return address_ != 0; }
   /// @brief A view of the mapping.
-  operator memory_mapping_ref() const noexcept { return memory_mapping_ref(address_, size_); }  // NOLINT: implicit on purpose
+  operator memory_mapping_ref() const& noexcept { return memory_mapping_ref(address_, size_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary mapping would outlive it.
+  operator memory_mapping_ref() const&& = delete;
 
  private:
   memory_mapping(CUdeviceptr address, std::size_t bytes) noexcept : memory_mapping_base(address, bytes) {}
