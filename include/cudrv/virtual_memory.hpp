@@ -499,6 +499,15 @@ class memory_mapping : public memory_mapping_base {
   /// @p range. (The CUDA 13 driver still requires @p allocation_offset to be 0.)
   memory_mapping(address_range_ref range, std::size_t offset, physical_allocation_ref allocation,
                  std::size_t allocation_offset, std::size_t bytes);
+  /// @brief Maps all of the owned @p allocation, which may be a temporary: the driver keeps mapped
+  /// memory until it is unmapped (an owner converts to its view only while named, hence this form).
+  memory_mapping(address_range_ref range, std::size_t offset, const physical_allocation& allocation)
+      : memory_mapping(range, offset, static_cast<physical_allocation_ref>(allocation)) {}
+  /// @brief Maps @p bytes of the owned @p allocation, which may be a temporary, from byte
+  /// @p allocation_offset, at byte @p offset of @p range.
+  memory_mapping(address_range_ref range, std::size_t offset, const physical_allocation& allocation,
+                 std::size_t allocation_offset, std::size_t bytes)
+      : memory_mapping(range, offset, static_cast<physical_allocation_ref>(allocation), allocation_offset, bytes) {}
   memory_mapping(const memory_mapping&) = delete;
   memory_mapping& operator=(const memory_mapping&) = delete;
   /// @brief Takes over @p other's mapping; @p other becomes empty.
