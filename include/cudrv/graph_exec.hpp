@@ -80,8 +80,10 @@ class graph_exec_base {
   graph_exec_base& operator=(const graph_exec_base&) noexcept = default;
   ~graph_exec_base() = default;
 
+  /// @brief The untyped work of @ref set_fill_node.
   void set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
                     std::size_t element_size) const;
+  /// @brief The untyped work of @ref set_copy_node.
   void set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const;
 
   CUgraphExec handle_;  ///< The executable; null only in an empty owner.
