@@ -380,6 +380,48 @@ TEST_CASE("contract: owners adopt, view, move and release a handle without the d
   round_trip<cudrv::memory_mapping, cudrv::memory_mapping_ref>(CUdeviceptr{0x50000}, std::size_t{1} << 21);
 }
 
+// Adopts made-up memory, views it while named (read-only through const), hands it back.
+template <class O, class Address, class... More>
+void memory_round_trip(Address address, std::size_t count, More... more) {
+  O owner = O::from_native_handle(address, count, more...);
+  REQUIRE(static_cast<bool>(owner));
+  CHECK(owner.data() == address);
+  CHECK(owner.view().size() == count);
+  const O& read_only = owner;
+  CHECK(read_only.view().data() == owner.view().data());
+  CHECK(std::is_const_v<std::remove_pointer_t<decltype(read_only.get())>> ==
+        std::is_pointer_v<decltype(read_only.data())>);  // host memory: const T* from a const buffer
+  CHECK(owner.release() == address);
+  CHECK_FALSE(static_cast<bool>(owner));
+}
+
+TEST_CASE("contract: buffers adopt, view and release memory without the driver", "[contract]") {
+  const auto no_context = cudrv::context_ref(CUcontext{});  // no context: nothing asks the driver
+  memory_round_trip<cudrv::device_buffer<float>>(CUdeviceptr{0x7000}, 16, no_context);
+  memory_round_trip<cudrv::ipc_mapped_buffer<float>>(CUdeviceptr{0x8000}, 8, no_context);
+  float host[4] = {};
+  memory_round_trip<cudrv::pinned_buffer<float>>(&host[0], 4, no_context);
+  memory_round_trip<cudrv::managed_buffer<float>>(&host[0], 4, no_context);
+
+  // A pitched buffer adopts with its pitch and extents.
+  auto pitched = cudrv::pitched_buffer<float>::from_native_handle(CUdeviceptr{0x9000}, 512, 100, 3, 2, no_context);
+  CHECK(pitched.pitch() == 512);
+  CHECK(pitched.width() == 100);
+  CHECK(pitched.height() == 3);
+  CHECK(pitched.depth() == 2);
+  const cudrv::pitched_span<const float> whole = std::as_const(pitched);
+  CHECK(whole.address == 0x9000);
+  CHECK(pitched.release() == 0x9000);
+  CHECK(pitched.pitch() == 0);
+
+  // A registration adopts a registered range, and hands it back.
+  auto registration = cudrv::host_registration::from_native_handle(&host[0], sizeof(host), no_context);
+  CHECK(registration.data() == &host[0]);
+  CHECK(registration.size_bytes() == sizeof(host));
+  CHECK(registration.release() == &host[0]);
+  CHECK_FALSE(static_cast<bool>(registration));
+}
+
 TEST_CASE("contract: an executable graph's view carries its handle and context", "[contract]") {
   const auto raw = reinterpret_cast<CUgraphExec>(std::uintptr_t{0x60});
   const auto ctx = cudrv::context_ref(reinterpret_cast<CUcontext>(std::uintptr_t{0x70}));
