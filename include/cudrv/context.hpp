@@ -155,7 +155,9 @@ class context : public context_base {
   /// @brief Whether this object holds a context (false after a move).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the context.
-  operator context_ref() const noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary context would outlive it.
+  operator context_ref() const&& = delete;
 
  private:
   explicit context(CUcontext handle) noexcept : context_base(handle) {}
@@ -201,7 +203,9 @@ class primary_context : public context_base {
   /// @brief Whether this object holds a reference (false after a move).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the context.
-  operator context_ref() const noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary context would outlive it.
+  operator context_ref() const&& = delete;
 
  private:
   primary_context(CUdevice dev, CUcontext handle) noexcept : context_base(handle), device_(dev) {}

@@ -166,9 +166,13 @@ class device_buffer {
   /// @brief A read-only view of all elements.
   [[nodiscard]] device_span<const T> view() const noexcept { return {alloc_.address, size()}; }
   /// @brief Converts to a view of all elements.
-  operator device_span<T>() noexcept { return view(); }
+  operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
-  operator device_span<const T>() const noexcept { return view(); }
+  operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<T>() && = delete;
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<const T>() const&& = delete;
 
   /// @brief Whether the buffer is freed on a stream (allocated stream-ordered).
   [[nodiscard]] bool is_stream_ordered() const noexcept { return alloc_.stream != nullptr; }

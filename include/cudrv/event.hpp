@@ -145,7 +145,9 @@ class event : public event_base {
   /// @brief Whether this object holds an event (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the event.
-  operator event_ref() const noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
+  operator event_ref() const& noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary event would outlive it.
+  operator event_ref() const&& = delete;
   /// @brief The context the event was created in.
   /// @throws invalid_argument_error when it is not known (adopted without a context) or the event is empty
   [[nodiscard]] context_ref context() const;

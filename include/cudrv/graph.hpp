@@ -301,7 +301,9 @@ class graph : public graph_base {
   /// @brief Whether the object owns a graph (false once moved from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the graph.
-  operator graph_ref() const noexcept { return graph_ref(handle_); }  // NOLINT: implicit on purpose
+  operator graph_ref() const& noexcept { return graph_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary graph would outlive it.
+  operator graph_ref() const&& = delete;
 
  private:
   graph(CUgraph handle, int) noexcept : graph_base(handle) {}

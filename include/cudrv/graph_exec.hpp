@@ -1,5 +1,6 @@
 /// @file graph_exec.hpp
-/// @brief Executable graphs: @ref cudrv::graph_exec (instantiate, upload, launch, update).
+/// @brief Executable graphs: the owner @ref cudrv::graph_exec and the view @ref cudrv::graph_exec_ref
+/// (instantiate, upload, launch, update).
 ///
 /// Layer: execution (docs/design.md, "Source layers").
 #pragma once
@@ -28,7 +29,101 @@ constexpr graph_instantiate_flags operator|(graph_instantiate_flags a, graph_ins
   return static_cast<graph_instantiate_flags>(static_cast<unsigned>(a) | static_cast<unsigned>(b));
 }
 
-/// @brief An executable graph (`CUgraphExec`), made by `graph_ref::instantiate`. Move-only.
+class graph_exec_ref;
+
+/// @brief The operations every executable-graph handle offers, shared by the view
+/// @ref cudrv::graph_exec_ref and the owner @ref cudrv::graph_exec. Not constructible or assignable on
+/// its own (see @ref cudrv::context_base).
+class graph_exec_base {
+ public:
+  /// @brief The `CUgraphExec` (null in an empty owner).
+  [[nodiscard]] CUgraphExec native_handle() const noexcept { return handle_; }
+  /// @brief The context it was instantiated in (null when not known: an adopted handle without one).
+  [[nodiscard]] context_ref context() const noexcept { return context_ref(ctx_); }
+
+  /// @brief Launches the graph on @p stream (`cuGraphLaunch`).
+  void launch(stream_ref stream) const;
+  /// @brief Uploads the graph's resources ahead of its first launch (`cuGraphUpload`).
+  void upload(stream_ref stream) const;
+  /// @brief Updates the executable to match @p g, which must have the same topology
+  /// (`cuGraphExecUpdate`).
+  /// @throws graph_update_error saying why the driver refused (topology, node type, function, ...)
+  ///   and naming the node involved
+  void update(graph_ref g) const;
+
+  /// @brief Changes the source, destination and size of memcpy node @p node (same kinds of memory).
+  template <borrowed_linear_view Dst, borrowed_linear_view Src>
+  void set_copy_node(memcpy_node node, context_ref ctx, Dst&& dst, Src&& src) const {
+    set_copy_raw(node, ctx, detail::plan_copy(dst, src, nullptr));
+  }
+  /// @brief Changes the destination and value of memset node @p node (elements of 1, 2 or 4 bytes).
+  template <borrowed_linear_view Dst>
+  void set_fill_node(memset_node node, context_ref ctx, Dst&& dst, const detail::element_t<Dst>& value) const {
+    using D = detail::element_t<Dst>;
+    static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");
+    static_assert(sizeof(D) == 1 || sizeof(D) == 2 || sizeof(D) == 4, "fill supports elements of 1, 2 or 4 bytes");
+    auto d = detail::to_linear(dst);
+    std::uint32_t pattern = 0;
+    std::memcpy(&pattern, &value, sizeof(D));
+    set_fill_raw(node, ctx, d.address, d.count, pattern, sizeof(D));
+  }
+
+  /// @brief Two handles are equal when they name the same executable (views and owners alike).
+  [[nodiscard]] friend bool operator==(const graph_exec_base& a, const graph_exec_base& b) noexcept {
+    return a.handle_ == b.handle_;
+  }
+
+ protected:
+  /// @brief Holds @p handle, instantiated in @p ctx (null: not known).
+  graph_exec_base(CUgraphExec handle, CUcontext ctx) noexcept : handle_(handle), ctx_(ctx) {}
+  /// @brief Copies the handle (for the view).
+  graph_exec_base(const graph_exec_base&) noexcept = default;
+  /// @brief Copies the handle (for the view).
+  graph_exec_base& operator=(const graph_exec_base&) noexcept = default;
+  ~graph_exec_base() = default;
+
+  /// @brief The untyped work of @ref set_fill_node.
+  void set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
+                    std::size_t element_size) const;
+  /// @brief The untyped work of @ref set_copy_node.
+  void set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const;
+
+  CUgraphExec handle_;  ///< The executable; null only in an empty owner.
+  CUcontext ctx_;       ///< The context updates run in; null: the current one.
+};
+
+/// @brief A non-owning view of an executable graph. Trivially copyable; never destroys it.
+///
+/// A view launches, uploads and updates like the owner; @ref graph_exec::set_kernel_node is the
+/// owner's alone, because the executable must keep the new kernel's library loaded and a view has
+/// nowhere to hold that reference.
+/// @code
+/// void replay(cudrv::graph_exec_ref exec, cudrv::stream_ref s) { exec.launch(s); }
+/// auto adopted = cudrv::graph_exec_ref::from_native_handle(raw, ctx);   // not owned
+/// @endcode
+class graph_exec_ref : public graph_exec_base {
+ public:
+  /// @brief Views @p handle; updates run in the context current at the call.
+  explicit graph_exec_ref(CUgraphExec handle) noexcept : graph_exec_base(handle, nullptr) {}
+  /// @brief Views @p handle, instantiated in @p ctx (updates run there).
+  graph_exec_ref(CUgraphExec handle, context_ref ctx) noexcept : graph_exec_base(handle, ctx.native_handle()) {}
+  graph_exec_ref(std::nullptr_t) = delete;
+  graph_exec_ref(int) = delete;
+  /// @brief Views the same executable as @p other.
+  graph_exec_ref(const graph_exec_ref& other) noexcept = default;
+  /// @brief Views the executable @p other views.
+  graph_exec_ref& operator=(const graph_exec_ref& other) noexcept = default;
+
+  /// @brief Views an existing executable without owning it (same as the constructor).
+  [[nodiscard]] static graph_exec_ref from_native_handle(CUgraphExec handle) noexcept { return graph_exec_ref(handle); }
+  /// @brief Views an existing executable instantiated in @p ctx, without owning it.
+  [[nodiscard]] static graph_exec_ref from_native_handle(CUgraphExec handle, context_ref ctx) noexcept {
+    return graph_exec_ref(handle, ctx);
+  }
+};
+
+/// @brief An executable graph (`CUgraphExec`), made by `graph_ref::instantiate`. Move-only; converts
+/// to @ref graph_exec_ref (from a named object only).
 ///
 /// It belongs to the context it was instantiated in: updates run there; launches run on the given
 /// stream.
@@ -42,7 +137,7 @@ constexpr graph_instantiate_flags operator|(graph_instantiate_flags a, graph_ins
 /// g2 = build_with_other_sizes();
 /// exec.update(g2);                // same topology, new parameters; throws graph_update_error otherwise
 /// @endcode
-class graph_exec {
+class graph_exec : public graph_exec_base {
  public:
   /// @brief Adopts a `CUgraphExec` instantiated in context @p ctx (updates run there).
   [[nodiscard]] static graph_exec from_native_handle(CUgraphExec handle, context_ref ctx) noexcept {
@@ -52,8 +147,8 @@ class graph_exec {
   graph_exec& operator=(const graph_exec&) = delete;
   /// @brief Takes over @p other's executable.
   graph_exec(graph_exec&& other) noexcept
-      : handle_(std::exchange(other.handle_, nullptr)),
-        ctx_(std::exchange(other.ctx_, {})),
+      : graph_exec_base(std::exchange(other.handle_, nullptr), std::exchange(other.ctx_, nullptr)),
+        token_(std::exchange(other.token_, {})),
         kept_(std::exchange(other.kept_, {})) {}
   /// @brief Destroys the current executable, then takes over @p other's.
   graph_exec& operator=(graph_exec&& other) noexcept;
@@ -61,26 +156,18 @@ class graph_exec {
   /// destroyed first (which destroyed the executable), nothing is destroyed and the handler is told.
   ~graph_exec();
 
-  /// @brief The `CUgraphExec`.
-  [[nodiscard]] CUgraphExec native_handle() const noexcept { return handle_; }
-  /// @brief The context it was instantiated in.
-  [[nodiscard]] context_ref context() const noexcept { return context_ref(ctx_.handle); }
   /// @brief Gives up ownership.
   [[nodiscard]] CUgraphExec release() noexcept;
   /// @brief Destroys the executable now; the object becomes empty.
   void reset() noexcept;
   /// @brief Whether the object owns an executable (false once moved from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
-
-  /// @brief Launches the graph on @p stream (`cuGraphLaunch`).
-  void launch(stream_ref stream) const;
-  /// @brief Uploads the graph's resources ahead of its first launch (`cuGraphUpload`).
-  void upload(stream_ref stream) const;
-  /// @brief Updates the executable to match @p g, which must have the same topology
-  /// (`cuGraphExecUpdate`).
-  /// @throws graph_update_error saying why the driver refused (topology, node type, function, ...)
-  ///   and naming the node involved
-  void update(graph_ref g) const;
+  /// @brief A view, valid while this executable lives.
+  operator graph_exec_ref() const& noexcept {  // NOLINT: implicit on purpose
+    return graph_exec_ref(handle_, context_ref(ctx_));
+  }
+  /// @brief Refused: a view of a temporary executable would outlive it.
+  operator graph_exec_ref() const&& = delete;
 
   /// @brief Changes the kernel, shape and arguments of kernel node @p node in this executable
   /// (`cuGraphExecKernelNodeSetParams`); the graph it came from is unchanged (and must still exist:
@@ -102,34 +189,14 @@ class graph_exec {
     };
     detail::marshal(sink, kernel, detail::query_target{nullptr, ctx.native_handle()}, std::forward<Args>(args)...);
   }
-  /// @brief Changes the source, destination and size of memcpy node @p node (same kinds of memory).
-  template <borrowed_linear_view Dst, borrowed_linear_view Src>
-  void set_copy_node(memcpy_node node, context_ref ctx, Dst&& dst, Src&& src) const {
-    set_copy_raw(node, ctx, detail::plan_copy(dst, src, nullptr));
-  }
-  /// @brief Changes the destination and value of memset node @p node (elements of 1, 2 or 4 bytes).
-  template <borrowed_linear_view Dst>
-  void set_fill_node(memset_node node, context_ref ctx, Dst&& dst, const detail::element_t<Dst>& value) const {
-    using D = detail::element_t<Dst>;
-    static_assert(!std::is_const_v<D>, "fill needs a view of non-const elements");
-    static_assert(sizeof(D) == 1 || sizeof(D) == 2 || sizeof(D) == 4, "fill supports elements of 1, 2 or 4 bytes");
-    auto d = detail::to_linear(dst);
-    std::uint32_t pattern = 0;
-    std::memcpy(&pattern, &value, sizeof(D));
-    set_fill_raw(node, ctx, d.address, d.count, pattern, sizeof(D));
-  }
 
  private:
-  void set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
-                    std::size_t element_size) const;
   void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
                       void** args, const detail::kernel_signature* signature);
-  void set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const;
 
-  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept : handle_(handle), ctx_(ctx) {}
+  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept : graph_exec_base(handle, ctx.handle), token_(ctx) {}
   friend class graph_base;
-  CUgraphExec handle_;
-  detail::context_token ctx_;
+  detail::context_token token_;  // the context's identity, checked before destruction
   std::vector<detail::library_state*> kept_;  // libraries of kernels set with set_kernel_node (references)
 };
 

@@ -317,9 +317,11 @@ class green_context : public green_context_base {
   /// @brief Whether this object holds a green context (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the green context, sharing its bookkeeping (streams made through it keep it alive).
-  operator green_context_ref() const noexcept {  // NOLINT: implicit on purpose
+  operator green_context_ref() const& noexcept {  // NOLINT: implicit on purpose
     return green_context_ref(handle_, context_, state_);
   }
+  /// @brief Refused: a view of a temporary green context would outlive it.
+  operator green_context_ref() const&& = delete;
 
  private:
   green_context(CUgreenCtx handle, CUcontext ctx, detail::green_context_state* state) noexcept

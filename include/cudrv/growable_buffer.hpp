@@ -200,9 +200,13 @@ class growable_buffer {
   /// @brief A read-only view of the elements in use.
   [[nodiscard]] device_span<const T> view() const noexcept { return {storage_.address(), size_}; }
   /// @brief Converts to a view of the elements in use.
-  operator device_span<T>() noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of the elements in use.
-  operator device_span<const T>() const noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<T>() && = delete;
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<const T>() const&& = delete;
 
  private:
   static std::size_t checked_bytes(std::size_t count) {

@@ -104,8 +104,15 @@ class host_accessible_pool_buffer {
   /// @throws invalid_argument_error for a moved-from stream
   void reset(stream_ref s) { alloc_.free_on(s.native_handle(), "cudrv::host_accessible_pool_buffer::reset"); }
 
-  /// @brief The memory, as a host pointer.
-  [[nodiscard]] T* data() const noexcept { return reinterpret_cast<T*>(alloc_.address); }
+  /// @brief The memory, as a host pointer (`data()` is the address in the space the memory is used
+  /// from: the host can access it).
+  [[nodiscard]] T* data() noexcept { return reinterpret_cast<T*>(alloc_.address); }
+  /// @brief The memory, as a host pointer to read-only elements.
+  [[nodiscard]] const T* data() const noexcept { return reinterpret_cast<const T*>(alloc_.address); }
+  /// @brief The typed pointer (here the same as @ref data).
+  [[nodiscard]] T* get() noexcept { return data(); }
+  /// @brief The typed pointer, to read-only elements.
+  [[nodiscard]] const T* get() const noexcept { return data(); }
   /// @brief The number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return alloc_.bytes / sizeof(T); }
   /// @brief The number of bytes.
@@ -114,16 +121,26 @@ class host_accessible_pool_buffer {
   [[nodiscard]] bool empty() const noexcept { return alloc_.bytes == 0; }
   /// @brief Whether the buffer holds memory (false when empty, moved-from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return alloc_.address != 0; }
-  /// @brief Element @p i, accessed from the host (unchecked, like `std::span`).
-  [[nodiscard]] T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  /// @brief Element @p i, accessed from the host (unchecked, like `std::vector`).
+  [[nodiscard]] T& operator[](std::size_t i) noexcept { return data()[i]; }
+  /// @brief Element @p i, read-only.
+  [[nodiscard]] const T& operator[](std::size_t i) const noexcept { return data()[i]; }
   /// @brief Iterator to the first element.
-  [[nodiscard]] T* begin() const noexcept { return data(); }
+  [[nodiscard]] T* begin() noexcept { return data(); }
+  /// @brief Iterator to the first element, read-only.
+  [[nodiscard]] const T* begin() const noexcept { return data(); }
   /// @brief Iterator past the last element.
-  [[nodiscard]] T* end() const noexcept { return data() + size(); }
+  [[nodiscard]] T* end() noexcept { return data() + size(); }
+  /// @brief Iterator past the last element, read-only.
+  [[nodiscard]] const T* end() const noexcept { return data() + size(); }
   /// @brief A host view of all elements.
-  [[nodiscard]] std::span<T> view() const noexcept { return {data(), size()}; }
+  [[nodiscard]] std::span<T> view() noexcept { return {data(), size()}; }
+  /// @brief A read-only host view of all elements.
+  [[nodiscard]] std::span<const T> view() const noexcept { return {data(), size()}; }
   /// @brief A device view of all elements (the same address), for kernels and copies.
-  [[nodiscard]] device_span<T> device_view() const noexcept { return {alloc_.address, size()}; }
+  [[nodiscard]] device_span<T> device_view() noexcept { return {alloc_.address, size()}; }
+  /// @brief A read-only device view of all elements (the same address).
+  [[nodiscard]] device_span<const T> device_view() const noexcept { return {alloc_.address, size()}; }
 
   /// @brief The stream the buffer will be freed on.
   /// @throws invalid_argument_error for an empty (moved-from or released) buffer

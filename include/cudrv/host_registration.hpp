@@ -74,12 +74,19 @@ class host_registration {
   /// @brief Unregisters the memory (errors go to the destruction handler).
   ~host_registration() { reg_.unregister(); }
 
+  /// @brief Adopts the registration of @p bytes bytes at @p pointer, made with cuMemHostRegister in
+  /// @p ctx; it will be ended with cuMemHostUnregister there. The memory stays the caller's.
+  [[nodiscard]] static host_registration from_native_handle(void* pointer, std::size_t bytes, context_ref ctx) noexcept {
+    return host_registration(detail::host_allocation{pointer, bytes, detail::context_token::of(ctx.native_handle())});
+  }
   /// @brief Gives up the registration; the caller must call cuMemHostUnregister on the returned pointer.
   [[nodiscard]] void* release() noexcept { return std::exchange(reg_, {}).pointer; }
   /// @brief Unregisters the memory now; the object becomes empty.
   void reset() noexcept { reg_.unregister(); }
-  /// @brief The registered address.
+  /// @brief The registered address (host memory: a host pointer).
   [[nodiscard]] void* data() const noexcept { return reg_.pointer; }
+  /// @brief The registered address (untyped: the registration knows no element type).
+  [[nodiscard]] void* get() const noexcept { return reg_.pointer; }
   /// @brief The registered size in bytes.
   [[nodiscard]] std::size_t size_bytes() const noexcept { return reg_.bytes; }
   /// @brief Whether this object holds a registration (false after a move or @ref release).
@@ -94,6 +101,7 @@ class host_registration {
   [[nodiscard]] CUdeviceptr device_address() const { return reg_.device_address("cudrv::host_registration::device_address"); }
 
  private:
+  explicit host_registration(detail::host_allocation reg) noexcept : reg_(reg) {}
   detail::host_allocation reg_;
 };
 

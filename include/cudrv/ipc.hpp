@@ -86,6 +86,12 @@ struct imported_allocation {
   void free() noexcept;
   // cuMemFreeAsync on s (which must complete before the exporting process frees the allocation).
   void free_on(CUstream s, const char* api);
+  // Gives the address up: nothing is freed; the pool reference is dropped.
+  CUdeviceptr release() noexcept {
+    pool.reset();
+    bytes = 0;
+    return std::exchange(address, 0);
+  }
 };
 
 /// @brief The untyped state of a legacy IPC mapping (internal).
@@ -132,8 +138,10 @@ template <class T>
   return out;
 }
 
+class imported_memory_pool;
+
 /// @brief Memory of an allocation imported from another process (cuMemPoolImportPointer), for
-/// `size()` elements of @p T; converts to @ref device_span. Move-only.
+/// `size()` elements of @p T; converts to @ref device_span (from a named object only). Move-only.
 ///
 /// It keeps its @ref imported_memory_pool alive: the pool is destroyed after the last buffer imported
 /// from it is freed, whatever order the objects go in. Its destructor frees the import (cuMemFree) in the
@@ -162,6 +170,20 @@ class imported_buffer {
   /// @brief Frees the import (errors go to the destruction handler), then drops the pool reference.
   ~imported_buffer() { alloc_.free(); }
 
+  /// @brief Adopts @p count elements at @p address, an allocation this process imported from @p pool
+  /// itself (cuMemPoolImportPointer on `pool.native_handle()`): it is freed with cuMemFree in the
+  /// pool's context, and keeps @p pool alive as an import made by @ref imported_memory_pool::import_pointer
+  /// does. Nothing is checked against the driver: the address must be such an import.
+  /// @throws invalid_argument_error when @p pool is empty
+  [[nodiscard]] static imported_buffer from_native_handle(CUdeviceptr address, std::size_t count,
+                                                          const imported_memory_pool& pool);
+  /// @brief Refused: the buffer keeps its pool, which a temporary owner cannot give.
+  static imported_buffer from_native_handle(CUdeviceptr, std::size_t, imported_memory_pool&&) = delete;
+  /// @brief Gives up ownership: the caller frees the returned address (cuMemFree, in the context of the
+  /// pool's device) before the exporting process frees the allocation. The buffer drops its pool
+  /// reference; a pool destroyed while the address is still imported is released by the driver once
+  /// the address is freed.
+  [[nodiscard]] CUdeviceptr release() noexcept { return alloc_.release(); }
   /// @brief Frees the import now; the buffer becomes empty.
   void reset() noexcept { alloc_.free(); }
   /// @brief Frees the import ordered on @p s (cuMemFreeAsync); the free must have completed before the
@@ -179,11 +201,17 @@ class imported_buffer {
   /// @brief Whether the buffer holds an import.
   [[nodiscard]] explicit operator bool() const noexcept { return alloc_.address != 0; }
   /// @brief A view of all elements.
-  [[nodiscard]] device_span<T> view() const noexcept { return {alloc_.address, size()}; }
+  [[nodiscard]] device_span<T> view() noexcept { return {alloc_.address, size()}; }
+  /// @brief A read-only view of all elements.
+  [[nodiscard]] device_span<const T> view() const noexcept { return {alloc_.address, size()}; }
   /// @brief Converts to a view of all elements.
-  operator device_span<T>() const noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
-  operator device_span<const T>() const noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<T>() && = delete;
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<const T>() const&& = delete;
 
  private:
   friend class imported_memory_pool;
@@ -246,6 +274,10 @@ class imported_memory_pool : public memory_pool_base {
   /// @brief The device the pool was imported for.
   [[nodiscard]] cudrv::device device() const;
 
+  /// @brief Adopts @p handle, a pool this process imported itself (cuMemPoolImportFromShareableHandle)
+  /// for @p dev: cudrv destroys it (cuMemPoolDestroy) after this object and the last buffer imported
+  /// from it. A null handle gives an empty owner.
+  [[nodiscard]] static imported_memory_pool from_native_handle(CUmemoryPool handle, const cudrv::device& dev);
   /// @brief Gives up ownership (the caller destroys the pool with cuMemPoolDestroy). Buffers imported
   /// from it stay valid and no longer destroy it.
   [[nodiscard]] CUmemoryPool release() noexcept;
@@ -257,12 +289,24 @@ class imported_memory_pool : public memory_pool_base {
   /// @brief Whether this object holds a pool.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the pool.
-  operator memory_pool_ref() const noexcept { return memory_pool_ref(handle_); }  // NOLINT: implicit on purpose
+  operator memory_pool_ref() const& noexcept { return memory_pool_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary imported pool would outlive it.
+  operator memory_pool_ref() const&& = delete;
 
  private:
+  imported_memory_pool() noexcept : memory_pool_base(nullptr) {}
+  template <class T>
+  friend class imported_buffer;
   const std::shared_ptr<detail::imported_pool_state>& state_for(const char* api) const;
   std::shared_ptr<detail::imported_pool_state> state_;
 };
+
+template <class T>
+imported_buffer<T> imported_buffer<T>::from_native_handle(CUdeviceptr address, std::size_t count,
+                                                          const imported_memory_pool& pool) {
+  return imported_buffer(detail::imported_allocation{
+      address, count * sizeof(T), pool.state_for("cudrv::imported_buffer::from_native_handle")});
+}
 
 /// @brief The handle of a cuMemAlloc allocation for another process (legacy IPC, cuIpcGetMemHandle),
 /// with its size. Trivially copyable: send it over any channel.
@@ -291,7 +335,7 @@ template <class T>
 
 /// @brief Another process's cuMemAlloc memory mapped into this one (cuIpcOpenMemHandle), for `size()`
 /// elements of @p T, unmapped with cuIpcCloseMemHandle on destruction. Move-only; converts to
-/// @ref device_span.
+/// @ref device_span (from a named object only).
 ///
 /// It is opened with `CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS` (the one flag the driver accepts): a process
 /// whose device is not the exporting one reaches the memory through peer access, enabled as needed.
@@ -330,6 +374,15 @@ class ipc_mapped_buffer {
   /// @brief Unmaps the memory (errors go to the destruction handler).
   ~ipc_mapped_buffer() { map_.close(); }
 
+  /// @brief Adopts @p count elements at @p address, memory another process's handle mapped into this
+  /// one with cuIpcOpenMemHandle while @p ctx was current; it will be unmapped with cuIpcCloseMemHandle
+  /// in @p ctx. Nothing is checked against the driver.
+  [[nodiscard]] static ipc_mapped_buffer from_native_handle(CUdeviceptr address, std::size_t count,
+                                                            context_ref ctx) noexcept {
+    return ipc_mapped_buffer(detail::ipc_mapping{address, count * sizeof(T), ctx.native_handle()});
+  }
+  /// @brief Gives up ownership: the caller unmaps the returned address (cuIpcCloseMemHandle).
+  [[nodiscard]] CUdeviceptr release() noexcept { return std::exchange(map_, {}).address; }
   /// @brief Unmaps now; the object becomes empty.
   void reset() noexcept { map_.close(); }
   /// @brief The device address in this process.
@@ -343,13 +396,20 @@ class ipc_mapped_buffer {
   /// @brief Whether the object holds a mapping.
   [[nodiscard]] explicit operator bool() const noexcept { return map_.address != 0; }
   /// @brief A view of all elements.
-  [[nodiscard]] device_span<T> view() const noexcept { return {map_.address, size()}; }
+  [[nodiscard]] device_span<T> view() noexcept { return {map_.address, size()}; }
+  /// @brief A read-only view of all elements.
+  [[nodiscard]] device_span<const T> view() const noexcept { return {map_.address, size()}; }
   /// @brief Converts to a view of all elements.
-  operator device_span<T>() const noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
-  operator device_span<const T>() const noexcept { return view(); }  // NOLINT: implicit on purpose
+  operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<T>() && = delete;
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator device_span<const T>() const&& = delete;
 
  private:
+  explicit ipc_mapped_buffer(detail::ipc_mapping map) noexcept : map_(map) {}
   detail::ipc_mapping map_;
 };
 

@@ -80,7 +80,11 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
     return {this->alloc_.resolved_device(), true, true};
   }
   /// @brief A device view of all elements (the same address).
-  [[nodiscard]] device_span<T> device_view() const noexcept {
+  [[nodiscard]] device_span<T> device_view() noexcept {
+    return {reinterpret_cast<CUdeviceptr>(this->alloc_.pointer), this->size()};
+  }
+  /// @brief A read-only device view of all elements (the same address).
+  [[nodiscard]] device_span<const T> device_view() const noexcept {
     return {reinterpret_cast<CUdeviceptr>(this->alloc_.pointer), this->size()};
   }
 

@@ -211,9 +211,11 @@ class memory_pool : public memory_pool_base {
   /// @brief Whether this object holds a pool (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the pool.
-  operator memory_pool_ref() const noexcept {  // NOLINT: implicit on purpose
+  operator memory_pool_ref() const& noexcept {  // NOLINT: implicit on purpose
     return memory_pool_ref(static_cast<const memory_pool_base&>(*this));
   }
+  /// @brief Refused: a view of a temporary pool would outlive it.
+  operator memory_pool_ref() const&& = delete;
 
  private:
   explicit memory_pool(CUmemoryPool handle) noexcept : memory_pool_base(handle) {}

@@ -324,6 +324,8 @@ void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdev
 void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream);
 void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream);
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
+int nccl_query_rank(ncclComm* comm);
+int nccl_query_size(ncclComm* comm);
 void nccl_deregister(ncclComm* comm, void* handle) noexcept;
 
 // A device span of what a collective is given: a device_span or a device_buffer.
@@ -389,17 +391,19 @@ class communicator_base {
  public:
   /// @brief The raw NCCL handle (`ncclComm_t`); null in an empty owner.
   [[nodiscard]] ncclComm* native_handle() const noexcept { return handle_; }
-  /// @brief This communicator's rank, from 0 to size() - 1 (known without an NCCL call).
-  /// @throws invalid_argument_error for an empty owner
+  /// @brief This communicator's rank, from 0 to size() - 1: known without an NCCL call, except for a
+  /// view adopted from a raw handle without its rank (then asked of NCCL, ncclCommUserRank, each time).
+  /// @throws invalid_argument_error for an empty owner or a view of a null handle
   [[nodiscard]] int rank() const {
     cudrv::detail::nccl_check_handle(handle_, "cudrv::nccl::communicator::rank");
-    return rank_;
+    return known_rank();
   }
-  /// @brief The number of ranks (known without an NCCL call).
-  /// @throws invalid_argument_error for an empty owner
+  /// @brief The number of ranks: known without an NCCL call, except for a view adopted from a raw
+  /// handle without its size (then asked of NCCL, ncclCommCount, each time).
+  /// @throws invalid_argument_error for an empty owner or a view of a null handle
   [[nodiscard]] int size() const {
     cudrv::detail::nccl_check_handle(handle_, "cudrv::nccl::communicator::size");
-    return size_;
+    return known_size();
   }
   /// @brief The device this rank runs on (`ncclCommCuDevice`).
   [[nodiscard]] cudrv::device device() const;
@@ -451,7 +455,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::broadcast");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", in.size(), out.size());
-    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, size_);
+    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
     cudrv::detail::nccl_broadcast(c, home_, in.data(), out.data(), in.size(),
                                   type_of(out), root, s.native_handle());
   }
@@ -464,7 +468,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::broadcast");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", b.size(), b.size());
-    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, size_);
+    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
     cudrv::detail::nccl_broadcast(c, home_, b.data(), b.data(), b.size(),
                                   type_of(b), root, s.native_handle());
   }
@@ -479,7 +483,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", in.size(), out.size());
-    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
+    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
     cudrv::detail::nccl_reduce(c, home_, in.data(), out.data(), in.size(),
                                type_of(out), effective(op), root, s.native_handle());
   }
@@ -492,7 +496,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", b.size(), b.size());
-    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, size_);
+    cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
     cudrv::detail::nccl_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b),
                                effective(op), root, s.native_handle());
   }
@@ -506,7 +510,7 @@ class communicator_base {
   void all_gather(const Send& send, Recv&& recv, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::all_gather");
     auto [in, out] = same_type_spans(send, recv);
-    cudrv::detail::nccl_check_gather("cudrv::nccl::communicator::all_gather", in.size(), out.size(), size_);
+    cudrv::detail::nccl_check_gather("cudrv::nccl::communicator::all_gather", in.size(), out.size(), known_size());
     cudrv::detail::nccl_all_gather(c, home_, in.data(), out.data(), in.size(),
                                    type_of(out), s.native_handle());
   }
@@ -519,9 +523,9 @@ class communicator_base {
   void all_gather(Buffer&& buffer, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::all_gather");
     auto b = cudrv::detail::nccl_span(buffer);
-    cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::all_gather", b.size(), size_);
-    const std::size_t part = b.size() / static_cast<std::size_t>(size_);
-    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(rank_), part).data(), b.data(), part,
+    cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::all_gather", b.size(), known_size());
+    const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
+    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(), b.data(), part,
                                    type_of(b), s.native_handle());
   }
 
@@ -535,7 +539,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce_scatter");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(),
-                                      size_);
+                                      known_size());
     cudrv::detail::nccl_reduce_scatter(c, home_, in.data(), out.data(),
                                        out.size(), type_of(out), effective(op), s.native_handle());
   }
@@ -548,9 +552,9 @@ class communicator_base {
   void reduce_scatter(Buffer&& buffer, reduction op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce_scatter");
     auto b = cudrv::detail::nccl_span(buffer);
-    cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), size_);
-    const std::size_t part = b.size() / static_cast<std::size_t>(size_);
-    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(), b.subspan(part * static_cast<std::size_t>(rank_), part).data(),
+    cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), known_size());
+    const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
+    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(), b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
                                        part, type_of(b), effective(op), s.native_handle());
   }
 
@@ -563,7 +567,7 @@ class communicator_base {
   void send(const Data& data, int peer, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::send");
     auto d = cudrv::detail::nccl_span(data);
-    cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::send", d.size(), peer, size_);
+    cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::send", d.size(), peer, known_size());
     cudrv::detail::nccl_send(c, home_, d.data(), d.size(), type_of(d), peer,
                              s.native_handle());
   }
@@ -575,7 +579,7 @@ class communicator_base {
   void recv(Data&& data, int peer, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::recv");
     auto d = cudrv::detail::nccl_span(data);
-    cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::recv", d.size(), peer, size_);
+    cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::recv", d.size(), peer, known_size());
     cudrv::detail::nccl_recv(c, home_, d.data(), d.size(), type_of(d), peer,
                              s.native_handle());
   }
@@ -602,8 +606,6 @@ class communicator_base {
   /// @brief Holds @p handle, @p rank, @p size and @p home unchanged.
   constexpr communicator_base(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
       : handle_(handle), rank_(rank), size_(size), home_(home) {}
-  /// @brief The home context of @p b (for the views of an owner).
-  static constexpr CUcontext home_of(const communicator_base& b) noexcept { return b.home_; }
   /// @brief Copies the handle (for the view).
   constexpr communicator_base(const communicator_base&) noexcept = default;
   /// @brief Copies the handle (for the view).
@@ -611,9 +613,9 @@ class communicator_base {
   ~communicator_base() = default;
   /// @brief The handle; null only in an empty owner.
   ncclComm* handle_;
-  /// @brief This rank.
+  /// @brief This rank; -1 when not known (a view adopted without it: asked of NCCL).
   int rank_;
-  /// @brief The number of ranks.
+  /// @brief The number of ranks; -1 when not known (a view adopted without it: asked of NCCL).
   int size_;
   /// @brief The primary context of the communicator's device when cudrv knows it (null otherwise): a
   /// collective called with it current leaves it current, so cudrv need not look again afterwards.
@@ -624,11 +626,14 @@ class communicator_base {
     cudrv::detail::nccl_check_handle(handle_, api);
     return handle_;
   }
+  // The rank and size, asked of NCCL when this view was adopted without them (the handle is not null).
+  int known_rank() const { return rank_ >= 0 ? rank_ : cudrv::detail::nccl_query_rank(handle_); }
+  int known_size() const { return size_ >= 1 ? size_ : cudrv::detail::nccl_query_size(handle_); }
   // The operation NCCL is asked for. On one rank the average of one value is that value, as is the sum:
   // NCCL 2.28's ncclAvg on a one-rank communicator leaves the elements past the last multiple of 2^18
   // unwritten (out of place), so cudrv asks for the sum there, which NCCL copies correctly.
-  [[nodiscard]] reduction effective(reduction op) const noexcept {
-    return op == reduction::avg && size_ == 1 ? reduction::sum : op;
+  [[nodiscard]] reduction effective(reduction op) const {
+    return op == reduction::avg && known_size() == 1 ? reduction::sum : op;
   }
   template <class T>
   static constexpr data_type type_of(device_span<T>) noexcept {
@@ -652,24 +657,26 @@ class communicator_base {
 ///   comm.all_reduce(grads, cudrv::nccl::reduction::avg, s);
 /// }
 /// ncclComm_t raw = framework_comm();
-/// auto view = cudrv::nccl::communicator_ref::from_native_handle(raw);   // asks NCCL for rank and size
+/// auto view = cudrv::nccl::communicator_ref::from_native_handle(raw);   // no NCCL call
 /// @endcode
 class communicator_ref : public communicator_base {
  public:
-  /// @brief Views @p handle; its rank and size are asked of NCCL (ncclCommUserRank, ncclCommCount).
-  /// @throws invalid_argument_error for a null handle
-  [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle);
-  /// @brief Views @p handle whose @p rank and @p size the caller knows: no NCCL call. The collectives'
-  /// checks use them.
-  /// @throws invalid_argument_error when size < 1 or rank is outside [0, size)
-  [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle, int rank, int size);
-  /// @brief Views @p owner (an owner converts implicitly).
-  communicator_ref(const communicator& owner) noexcept;  // NOLINT(google-explicit-constructor)
-  /// @brief A view of a temporary owner does not compile: the communicator is destroyed at the end of the
-  /// statement (`communicator_ref v = communicator::init_rank(...)` would dangle at once).
-  communicator_ref(const communicator&&) = delete;
+  /// @brief Views @p handle without an NCCL call; its rank and size are asked of NCCL
+  /// (ncclCommUserRank, ncclCommCount) where a call needs them, each time. A view of a null handle is
+  /// refused by every operation (invalid_argument_error).
+  [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle) noexcept {
+    return communicator_ref(handle, -1, -1);
+  }
+  /// @brief Views @p handle whose @p rank and @p size the caller knows: no NCCL call, ever; the
+  /// collectives' checks use them. Figures that cannot be a communicator's (size < 1, rank outside
+  /// [0, size)) are not kept: NCCL is asked where they are needed, as for the one-argument form.
+  [[nodiscard]] static communicator_ref from_native_handle(ncclComm* handle, int rank, int size) noexcept {
+    const bool known = size >= 1 && rank >= 0 && rank < size;
+    return communicator_ref(handle, known ? rank : -1, known ? size : -1);
+  }
 
  private:
+  friend class communicator;
   constexpr communicator_ref(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
       : communicator_base(handle, rank, size, home) {}
 };
@@ -746,6 +753,13 @@ class communicator : public communicator_base {
   [[nodiscard]] ncclComm* release() noexcept { return std::exchange(handle_, nullptr); }
   /// @brief Whether the owner holds a communicator.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view, valid while this communicator lives (an empty owner gives a view of a null handle).
+  operator communicator_ref() const& noexcept {  // NOLINT: implicit on purpose
+    return communicator_ref(handle_, rank_, size_, home_);
+  }
+  /// @brief Refused: the communicator is destroyed at the end of the statement
+  /// (`communicator_ref v = communicator::init_rank(...)` would dangle at once).
+  operator communicator_ref() const&& = delete;
 
  private:
   friend class communicator_base;
@@ -753,9 +767,6 @@ class communicator : public communicator_base {
       : communicator_base(handle, rank, size, home) {}
 };
 
-inline communicator_ref::communicator_ref(const communicator& owner) noexcept
-    : communicator_base(owner.native_handle(), owner.native_handle() != nullptr ? owner.rank() : 0,
-                        owner.native_handle() != nullptr ? owner.size() : 0, home_of(owner)) {}
 
 /// @brief A scope of NCCL calls fused into one operation (ncclGroupStart at construction,
 /// ncclGroupEnd at @ref end). Groups nest; only the outermost end launches the work.

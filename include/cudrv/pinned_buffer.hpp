@@ -81,7 +81,11 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
   /// @brief The device-side view of the memory (cuMemHostGetDevicePointer), for kernels that read
   /// or write host memory directly; needs mapped memory (always the case on 64-bit systems with
   /// unified addressing).
-  [[nodiscard]] device_span<T> device_view() const {
+  [[nodiscard]] device_span<T> device_view() {
+    return {this->alloc_.device_address("cudrv::pinned_buffer::device_view"), this->size()};
+  }
+  /// @brief The read-only device-side view of the memory (as the non-const form).
+  [[nodiscard]] device_span<const T> device_view() const {
     return {this->alloc_.device_address("cudrv::pinned_buffer::device_view"), this->size()};
   }
 

@@ -76,6 +76,19 @@ class pitched_buffer {
   /// @brief Frees the memory (errors go to the destruction handler).
   ~pitched_buffer() { alloc_.free(); }
 
+  /// @brief Adopts memory from cuMemAllocPitch made in @p ctx: @p depth slices of @p height rows of
+  /// @p width elements, rows @p pitch bytes apart (at least `width * sizeof(T)`); it will be freed with
+  /// cuMemFree in @p ctx.
+  [[nodiscard]] static pitched_buffer from_native_handle(CUdeviceptr address, std::size_t pitch, std::size_t width,
+                                                         std::size_t height, std::size_t depth, context_ref ctx) {
+    pitched_buffer out;
+    out.alloc_ = detail::device_allocation::adopt(address, pitch * height * depth, ctx.native_handle());
+    out.pitch_ = pitch;
+    out.width_ = width;
+    out.height_ = height;
+    out.depth_ = depth;
+    return out;
+  }
   /// @brief Gives up ownership; the caller must free the returned address with cuMemFree.
   [[nodiscard]] CUdeviceptr release() noexcept {
     pitch_ = width_ = height_ = depth_ = 0;
@@ -88,6 +101,8 @@ class pitched_buffer {
   }
   /// @brief The device address of element (0, 0, 0).
   [[nodiscard]] CUdeviceptr data() const noexcept { return alloc_.address; }
+  /// @brief The address of element (0, 0, 0) as a typed pointer, for kernel arguments.
+  [[nodiscard]] T* get() const noexcept { return reinterpret_cast<T*>(alloc_.address); }
   /// @brief Bytes from one row to the next.
   [[nodiscard]] std::size_t pitch() const noexcept { return pitch_; }
   /// @brief Elements per row.
@@ -102,6 +117,14 @@ class pitched_buffer {
   [[nodiscard]] pitched_span<T> view() noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
   /// @brief A read-only view of the whole array.
   [[nodiscard]] pitched_span<const T> view() const noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
+  /// @brief Converts to a view of the whole array.
+  operator pitched_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Converts to a read-only view of the whole array.
+  operator pitched_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator pitched_span<T>() && = delete;
+  /// @brief Refused: a view of a temporary buffer would outlive its memory.
+  operator pitched_span<const T>() const&& = delete;
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
   /// @brief What the memory is (no pointer-attribute query): device memory of its context's device,
@@ -109,6 +132,7 @@ class pitched_buffer {
   [[nodiscard]] memory_properties properties() const { return alloc_.properties(); }
 
  private:
+  pitched_buffer() noexcept = default;
   detail::device_allocation alloc_{};
   std::size_t pitch_ = 0;
   std::size_t width_ = 0;

@@ -227,7 +227,9 @@ class stream : public stream_base {
   /// @brief Whether this object holds a stream (false after a move or @ref release).
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the stream, sharing its bookkeeping (host-callable failures).
-  operator stream_ref() const noexcept { return stream_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  operator stream_ref() const& noexcept { return stream_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary stream would outlive it.
+  operator stream_ref() const&& = delete;
 
  private:
   stream(CUstream handle, detail::stream_state* state) noexcept : stream_base(handle, state) {}

@@ -279,6 +279,7 @@ class texture_object_ref : public texture_object_base {
   /// @brief Views @p handle.
   constexpr explicit texture_object_ref(CUtexObject handle) noexcept : texture_object_base(handle) {}
   texture_object_ref(std::nullptr_t) = delete;
+  texture_object_ref(int) = delete;
   /// @brief Views the same texture as @p other.
   constexpr texture_object_ref(const texture_object_ref& other) noexcept = default;
   /// @brief Views the texture @p other views.
@@ -400,6 +401,7 @@ class surface_object_ref : public surface_object_base {
   /// @brief Views @p handle.
   constexpr explicit surface_object_ref(CUsurfObject handle) noexcept : surface_object_base(handle) {}
   surface_object_ref(std::nullptr_t) = delete;
+  surface_object_ref(int) = delete;
   /// @brief Views the same surface as @p other.
   constexpr surface_object_ref(const surface_object_ref& other) noexcept = default;
   /// @brief Views the surface @p other views.

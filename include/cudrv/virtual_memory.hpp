@@ -263,9 +263,11 @@ class physical_allocation : public physical_allocation_base {
   /// @brief Whether this object holds an allocation.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != 0; }
   /// @brief A view of the allocation.
-  operator physical_allocation_ref() const noexcept {  // NOLINT: implicit on purpose
+  operator physical_allocation_ref() const& noexcept {  // NOLINT: implicit on purpose
     return physical_allocation_ref(handle_, size_, granularity_);
   }
+  /// @brief Refused: a view of a temporary allocation would outlive it.
+  operator physical_allocation_ref() const&& = delete;
 
  private:
   physical_allocation(CUmemGenericAllocationHandle handle, std::size_t bytes, std::size_t gran) noexcept
@@ -499,6 +501,15 @@ class memory_mapping : public memory_mapping_base {
   /// @p range. (The CUDA 13 driver still requires @p allocation_offset to be 0.)
   memory_mapping(address_range_ref range, std::size_t offset, physical_allocation_ref allocation,
                  std::size_t allocation_offset, std::size_t bytes);
+  /// @brief Maps all of the owned @p allocation, which may be a temporary: the driver keeps mapped
+  /// memory until it is unmapped (an owner converts to its view only while named, hence this form).
+  memory_mapping(address_range_ref range, std::size_t offset, const physical_allocation& allocation)
+      : memory_mapping(range, offset, static_cast<physical_allocation_ref>(allocation)) {}
+  /// @brief Maps @p bytes of the owned @p allocation, which may be a temporary, from byte
+  /// @p allocation_offset, at byte @p offset of @p range.
+  memory_mapping(address_range_ref range, std::size_t offset, const physical_allocation& allocation,
+                 std::size_t allocation_offset, std::size_t bytes)
+      : memory_mapping(range, offset, static_cast<physical_allocation_ref>(allocation), allocation_offset, bytes) {}
   memory_mapping(const memory_mapping&) = delete;
   memory_mapping& operator=(const memory_mapping&) = delete;
   /// @brief Takes over @p other's mapping; @p other becomes empty.
@@ -523,7 +534,9 @@ class memory_mapping : public memory_mapping_base {
   /// @brief Whether this object holds a mapping.
   [[nodiscard]] explicit operator bool() const noexcept { return address_ != 0; }
   /// @brief A view of the mapping.
-  operator memory_mapping_ref() const noexcept { return memory_mapping_ref(address_, size_); }  // NOLINT: implicit on purpose
+  operator memory_mapping_ref() const& noexcept { return memory_mapping_ref(address_, size_); }  // NOLINT: implicit on purpose
+  /// @brief Refused: a view of a temporary mapping would outlive it.
+  operator memory_mapping_ref() const&& = delete;
 
  private:
   memory_mapping(CUdeviceptr address, std::size_t bytes) noexcept : memory_mapping_base(address, bytes) {}

@@ -799,7 +799,8 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
     reset();
     handle_ = std::exchange(other.handle_, nullptr);
-    ctx_ = std::exchange(other.ctx_, {});
+    ctx_ = std::exchange(other.ctx_, nullptr);
+    token_ = std::exchange(other.token_, {});
     kept_ = std::exchange(other.kept_, {});
   }
   return *this;
@@ -808,7 +809,8 @@ graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
 void graph_exec::reset() noexcept {
   if (handle_ != nullptr) {
     CUgraphExec h = std::exchange(handle_, nullptr);
-    if (!std::exchange(ctx_, {}).alive()) {
+    ctx_ = nullptr;
+    if (!std::exchange(token_, {}).alive()) {
       detail::report_outlived_context("cudrv::graph_exec", "executable graph");
     } else {
       detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
@@ -820,7 +822,8 @@ void graph_exec::reset() noexcept {
 }
 
 CUgraphExec graph_exec::release() noexcept {
-  ctx_ = {};
+  ctx_ = nullptr;
+  token_ = {};
   // The caller owns the executable now, and keeps the libraries it launches loaded.
   for (detail::library_state* kept : std::exchange(kept_, {})) {
     detail::release_library(kept);
@@ -834,11 +837,11 @@ namespace {
 // Runs fn in ctx (the executable's context), or in the current context for an adopted executable
 // without one.
 template <class Fn>
-void in_context(const detail::context_token& ctx, Fn&& fn) {
-  if (ctx.handle == nullptr) {
+void in_context(CUcontext ctx, Fn&& fn) {
+  if (ctx == nullptr) {
     fn();
   } else {
-    detail::run_in_context(ctx.handle, "cudrv::graph_exec", fn);
+    detail::run_in_context(ctx, "cudrv::graph_exec", fn);
   }
 }
 
@@ -849,14 +852,14 @@ void require_exec(CUgraphExec h, const char* api) {
 }
 }  // namespace
 
-void graph_exec::launch(stream_ref stream) const {
+void graph_exec_base::launch(stream_ref stream) const {
   CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::graph_launch");
   require_exec(handle_, "cudrv::graph_exec::launch");
   detail::require_stream(stream.native_handle(), "cudrv::graph_exec::launch");
   detail::check(detail::drv::cuGraphLaunch(handle_, stream.native_handle()), "cuGraphLaunch");
 }
 
-void graph_exec::upload(stream_ref stream) const {
+void graph_exec_base::upload(stream_ref stream) const {
   require_exec(handle_, "cudrv::graph_exec::upload");
   detail::require_stream(stream.native_handle(), "cudrv::graph_exec::upload");
   detail::check(detail::drv::cuGraphUpload(handle_, stream.native_handle()), "cuGraphUpload");
@@ -892,7 +895,7 @@ void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const laun
   }
 }
 
-void graph_exec::set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const {
+void graph_exec_base::set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const {
   require_exec(handle_, "cudrv::graph_exec::set_copy_node");
   CUDA_MEMCPY3D p = detail::linear_memcpy3d(c);
   in_context(ctx_, [&] {
@@ -901,7 +904,7 @@ void graph_exec::set_copy_raw(graph_node_ref node, context_ref ctx, const detail
   });
 }
 
-void graph_exec::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count,
+void graph_exec_base::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count,
                               std::uint32_t pattern, std::size_t element_size) const {
   require_exec(handle_, "cudrv::graph_exec::set_fill_node");
   CUDA_MEMSET_NODE_PARAMS p = detail::memset_params("cudrv::graph_exec::set_fill_node", dst, count, pattern, element_size);
@@ -911,7 +914,7 @@ void graph_exec::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t 
   });
 }
 
-void graph_exec::update(graph_ref g) const {
+void graph_exec_base::update(graph_ref g) const {
   require_exec(handle_, "cudrv::graph_exec::update");
   if (g.native_handle() == nullptr) {
     throw invalid_argument_error("cudrv::graph_exec::update", "the graph is empty (a moved-from or released cudrv::graph)");

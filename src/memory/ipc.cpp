@@ -281,6 +281,20 @@ imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const fabri
   handle_ = state_->pool;
 }
 
+imported_memory_pool imported_memory_pool::from_native_handle(CUmemoryPool handle, const cudrv::device& dev) {
+  imported_memory_pool out;
+  if (handle == nullptr) {
+    return out;
+  }
+  auto state = std::make_shared<detail::imported_pool_state>();
+  state->pool = handle;  // adopted from here on: destroyed with the state, even if what follows throws
+  state->device = dev.ordinal();
+  state->context = dev.primary_context().native_handle();
+  out.state_ = std::move(state);
+  out.handle_ = handle;
+  return out;
+}
+
 const std::shared_ptr<detail::imported_pool_state>& imported_memory_pool::state_for(const char* api) const {
   if (handle_ == nullptr || !state_) {
     throw invalid_argument_error(api, "the imported memory pool is empty (moved-from, reset or released)");

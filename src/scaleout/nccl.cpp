@@ -514,6 +514,14 @@ void nccl_deregister(ncclComm* comm, void* handle) noexcept {
   }
 }
 
+int nccl_query_rank(ncclComm* comm) {
+  return query_rank_size(comm, "cudrv::nccl::communicator_ref (adopted without its rank)").first;
+}
+
+int nccl_query_size(ncclComm* comm) {
+  return query_rank_size(comm, "cudrv::nccl::communicator_ref (adopted without its size)").second;
+}
+
 }  // namespace detail
 
 // --- library ----------------------------------------------------------------------------------------
@@ -622,22 +630,6 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   owner.rank_ = rank;
   owner.size_ = size;
   return owner;
-}
-
-communicator_ref communicator_ref::from_native_handle(ncclComm* handle) {
-  detail::nccl_check_handle(handle, "cudrv::nccl::communicator_ref::from_native_handle");
-  auto [rank, size] = query_rank_size(handle, "cudrv::nccl::communicator_ref::from_native_handle");
-  return communicator_ref(handle, rank, size);
-}
-
-communicator_ref communicator_ref::from_native_handle(ncclComm* handle, int rank, int size) {
-  constexpr const char* where = "cudrv::nccl::communicator_ref::from_native_handle";
-  detail::nccl_check_handle(handle, where);
-  if (size < 1) {
-    throw invalid_argument_error(where, "a communicator of " + std::to_string(size) + " ranks: it has at least 1");
-  }
-  detail::nccl_check_rank(where, "rank", rank, size);
-  return communicator_ref(handle, rank, size);
 }
 
 communicator communicator::init_rank(const unique_id& id, int nranks, int rank, const cudrv::device& dev,

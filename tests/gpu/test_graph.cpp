@@ -162,7 +162,8 @@ TEST_CASE("updates change what an executable graph computes", "[gpu][graph][driv
   cudrv::graph g1 = build(2.0f, &node);
   cudrv::graph_exec exec = g1.instantiate(dev);
   run(exec, 2.0f, "as built");
-  exec.update(build(3.0f));
+  cudrv::graph g3 = build(3.0f);  // named: a temporary owner does not convert to its view
+  exec.update(g3);
   run(exec, 3.0f, "after a whole-graph update");
   exec.set_kernel_node(node, ctx, saxpy_config, saxpy, 5.0f, x.get(), y.get(), data.n);
   run(exec, 5.0f, "after a kernel-node update");

@@ -192,7 +192,8 @@ TEST_CASE("a stream of a green context runs a kernel checked against the host", 
     // A green context waits for an event of another stream: the kernel runs after the copy.
     std::vector<float> again(n, std::nanf(""));
     cudrv::fill(dy, 0.0f, reader);
-    g.wait(reader.record());
+    cudrv::event copied = reader.record();  // named: a temporary owner does not convert to its view
+    g.wait(copied);
     cudrv::launch(s, {.grid = cudrv::dims::checked((n + 255) / 256), .block = 256}, k, a, dx.get(), dy.get(),
                   static_cast<unsigned>(n));
     cudrv::copy(again, dy, s);

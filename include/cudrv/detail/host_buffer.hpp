@@ -64,8 +64,14 @@ class host_buffer {
   [[nodiscard]] T* release() noexcept { return static_cast<T*>(std::exchange(alloc_, {}).pointer); }
   /// @brief Frees the memory now; the buffer becomes empty.
   void reset() noexcept { (alloc_.*Free)(); }
-  /// @brief The host pointer.
-  [[nodiscard]] T* data() const noexcept { return static_cast<T*>(alloc_.pointer); }
+  /// @brief The host pointer (`data()` is the address in the space the memory is used from: host memory).
+  [[nodiscard]] T* data() noexcept { return static_cast<T*>(alloc_.pointer); }
+  /// @brief The host pointer, to read-only elements.
+  [[nodiscard]] const T* data() const noexcept { return static_cast<const T*>(alloc_.pointer); }
+  /// @brief The typed pointer (for host memory the same as @ref data).
+  [[nodiscard]] T* get() noexcept { return data(); }
+  /// @brief The typed pointer, to read-only elements.
+  [[nodiscard]] const T* get() const noexcept { return data(); }
   /// @brief The number of elements.
   [[nodiscard]] std::size_t size() const noexcept { return alloc_.bytes / sizeof(T); }
   /// @brief The number of bytes.
@@ -74,14 +80,22 @@ class host_buffer {
   [[nodiscard]] bool empty() const noexcept { return alloc_.bytes == 0; }
   /// @brief Whether the buffer holds memory (false when empty, moved-from or released).
   [[nodiscard]] explicit operator bool() const noexcept { return alloc_.pointer != nullptr; }
-  /// @brief Element @p i, accessed from the host (unchecked, like `std::span`).
-  [[nodiscard]] T& operator[](std::size_t i) const noexcept { return data()[i]; }
+  /// @brief Element @p i, accessed from the host (unchecked, like `std::vector`).
+  [[nodiscard]] T& operator[](std::size_t i) noexcept { return data()[i]; }
+  /// @brief Element @p i, read-only.
+  [[nodiscard]] const T& operator[](std::size_t i) const noexcept { return data()[i]; }
   /// @brief Iterator to the first element.
-  [[nodiscard]] T* begin() const noexcept { return data(); }
+  [[nodiscard]] T* begin() noexcept { return data(); }
+  /// @brief Iterator to the first element, read-only.
+  [[nodiscard]] const T* begin() const noexcept { return data(); }
   /// @brief Iterator past the last element.
-  [[nodiscard]] T* end() const noexcept { return data() + size(); }
+  [[nodiscard]] T* end() noexcept { return data() + size(); }
+  /// @brief Iterator past the last element, read-only.
+  [[nodiscard]] const T* end() const noexcept { return data() + size(); }
   /// @brief A host view of all elements.
-  [[nodiscard]] std::span<T> view() const noexcept { return {data(), size()}; }
+  [[nodiscard]] std::span<T> view() noexcept { return {data(), size()}; }
+  /// @brief A read-only host view of all elements.
+  [[nodiscard]] std::span<const T> view() const noexcept { return {data(), size()}; }
   /// @brief The context the memory was allocated in.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
 
