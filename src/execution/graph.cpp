@@ -1,4 +1,5 @@
-// graph, graph_exec, graph_builder: explicit graph building, instantiation and update.
+// graph and graph_builder: explicit graph building and instantiation (graph_exec.cpp runs and
+// updates the executables, stream_capture.cpp makes graphs from streams).
 #include "cudrv/graph.hpp"
 
 #include <unistd.h>
@@ -64,26 +65,7 @@ std::vector<CUgraphNode> query_nodes(const char* api, Query&& query) {
   return nodes;
 }
 
-const char* update_reason(CUgraphExecUpdateResult r) {
-  switch (r) {
-    case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
-      return "the graph's topology differs (nodes or edges added or removed)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
-      return "a node's type differs";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
-      return "a kernel node launches another function";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
-      return "a node's parameters changed in a way that cannot be updated (e.g. a copy's memory kind)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
-      return "a node changed in a way updates do not support";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
-      return "a kernel node's function changed in an unsupported way (e.g. cooperative or not)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
-      return "a node's attributes changed in an unsupported way";
-    default:
-      return "the driver refused the update";
-  }
-}
+}  // namespace
 
 // A node and its kind, for error messages; a type cudrv has no name for is given as the driver's number.
 std::string describe_node(CUgraphNode node) {
@@ -106,8 +88,6 @@ std::string describe_node(CUgraphNode node) {
   }
   return out.str();
 }
-
-}  // namespace
 
 CUresult node_type(CUgraphNode node, int& type) {
   static_assert(sizeof(CUgraphNodeType) == sizeof(int));
@@ -292,6 +272,8 @@ void keep_library_in_graph(CUgraph graph, library_state* library) {
   retain_in_graph(graph, library, &release_library_callback, "a graph launching a library's kernel");
 }
 
+}  // namespace
+
 // Makes a graph made by stream capture keep the cudrv libraries of its kernel nodes loaded.
 void keep_captured_libraries(CUgraph graph) {
 #if CUDA_VERSION >= 12050
@@ -335,8 +317,6 @@ void keep_captured_libraries(CUgraph graph) {
   (void)graph;
 #endif
 }
-
-}  // namespace
 
 }  // namespace detail
 
@@ -792,245 +772,5 @@ graph_node_ref graph_builder::last() const {
   }
   return deps_.front();
 }
-
-// --- graph_exec -----------------------------------------------------------------------------------
-
-graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
-  if (this != &other) {
-    reset();
-    handle_ = std::exchange(other.handle_, nullptr);
-    ctx_ = std::exchange(other.ctx_, nullptr);
-    token_ = std::exchange(other.token_, {});
-    kept_ = std::exchange(other.kept_, {});
-  }
-  return *this;
-}
-
-void graph_exec::reset() noexcept {
-  if (handle_ != nullptr) {
-    CUgraphExec h = std::exchange(handle_, nullptr);
-    ctx_ = nullptr;
-    if (!std::exchange(token_, {}).alive()) {
-      detail::report_outlived_context("cudrv::graph_exec", "executable graph");
-    } else {
-      detail::destroy_noexcept("cuGraphExecDestroy", [h] { return detail::drv::cuGraphExecDestroy(h); });
-    }
-  }
-  for (detail::library_state* kept : std::exchange(kept_, {})) {
-    detail::release_library(kept);
-  }
-}
-
-CUgraphExec graph_exec::release() noexcept {
-  ctx_ = nullptr;
-  token_ = {};
-  // The caller owns the executable now, and keeps the libraries it launches loaded.
-  for (detail::library_state* kept : std::exchange(kept_, {})) {
-    detail::release_library(kept);
-  }
-  return std::exchange(handle_, nullptr);
-}
-
-graph_exec::~graph_exec() { reset(); }
-
-namespace {
-// Runs fn in ctx (the executable's context), or in the current context for an adopted executable
-// without one.
-template <class Fn>
-void in_context(CUcontext ctx, Fn&& fn) {
-  if (ctx == nullptr) {
-    fn();
-  } else {
-    detail::run_in_context(ctx, "cudrv::graph_exec", fn);
-  }
-}
-
-void require_exec(CUgraphExec h, const char* api) {
-  if (h == nullptr) [[unlikely]] {
-    throw invalid_argument_error(api, "the executable graph is empty (a moved-from or released cudrv::graph_exec)");
-  }
-}
-}  // namespace
-
-void graph_exec_base::launch(stream_ref stream) const {
-  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::graph_launch");
-  require_exec(handle_, "cudrv::graph_exec::launch");
-  detail::require_stream(stream.native_handle(), "cudrv::graph_exec::launch");
-  detail::check(detail::drv::cuGraphLaunch(handle_, stream.native_handle()), "cuGraphLaunch");
-}
-
-void graph_exec_base::upload(stream_ref stream) const {
-  require_exec(handle_, "cudrv::graph_exec::upload");
-  detail::require_stream(stream.native_handle(), "cudrv::graph_exec::upload");
-  detail::check(detail::drv::cuGraphUpload(handle_, stream.native_handle()), "cuGraphUpload");
-}
-
-void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
-                                void** args, const detail::kernel_signature* sig) {
-  require_exec(handle_, "cudrv::graph_exec::set_kernel_node");
-  if (config.needs_extended_launch()) {
-    throw invalid_argument_error("cudrv::graph_exec::set_kernel_node",
-                                 "a kernel-node update carries no launch attributes (cluster, cooperative, priority, "
-                                 "programmatic stream serialization): the node keeps its own; pass a launch_config "
-                                 "without them");
-  }
-  CUDA_KERNEL_NODE_PARAMS params = detail::kernel_node_params(config, kernel, ctx.native_handle(), args, sig);
-  // The executable keeps the new kernel's library loaded (its graph's user objects cover only the
-  // kernels it was made with).
-  detail::library_state* library = sig != nullptr ? sig->library : nullptr;
-  bool keep = library != nullptr;
-  for (detail::library_state* kept : kept_) {
-    keep = keep && kept != library;
-  }
-  if (keep) {
-    kept_.reserve(kept_.size() + 1);
-  }
-  in_context(ctx_, [&] {
-    detail::check(detail::drv::cuGraphExecKernelNodeSetParams(handle_, node.native_handle(), &params),
-                  "cuGraphExecKernelNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
-  });
-  if (keep) {
-    detail::retain_library(library);
-    kept_.push_back(library);
-  }
-}
-
-void graph_exec_base::set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const {
-  require_exec(handle_, "cudrv::graph_exec::set_copy_node");
-  CUDA_MEMCPY3D p = detail::linear_memcpy3d(c);
-  in_context(ctx_, [&] {
-    detail::check(detail::drv::cuGraphExecMemcpyNodeSetParams(handle_, node.native_handle(), &p, ctx.native_handle()),
-                  "cuGraphExecMemcpyNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
-  });
-}
-
-void graph_exec_base::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count,
-                              std::uint32_t pattern, std::size_t element_size) const {
-  require_exec(handle_, "cudrv::graph_exec::set_fill_node");
-  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params("cudrv::graph_exec::set_fill_node", dst, count, pattern, element_size);
-  in_context(ctx_, [&] {
-    detail::check(detail::drv::cuGraphExecMemsetNodeSetParams(handle_, node.native_handle(), &p, ctx.native_handle()),
-                  "cuGraphExecMemsetNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
-  });
-}
-
-void graph_exec_base::update(graph_ref g) const {
-  require_exec(handle_, "cudrv::graph_exec::update");
-  if (g.native_handle() == nullptr) {
-    throw invalid_argument_error("cudrv::graph_exec::update", "the graph is empty (a moved-from or released cudrv::graph)");
-  }
-  CUgraphExecUpdateResultInfo info{};
-  CUresult status = CUDA_SUCCESS;
-  in_context(ctx_, [&] { status = detail::drv::cuGraphExecUpdate(handle_, g.native_handle(), &info); });
-  if (detail::is_context_lost(status)) [[unlikely]] {
-    detail::throw_driver_error(status, "cuGraphExecUpdate", {});
-  }
-  if (status != CUDA_SUCCESS) {
-    std::string what = std::string(detail::update_reason(info.result)) + "; " + detail::describe_node(info.errorNode);
-    if (info.errorFromNode != nullptr) {
-      what += ", from " + detail::describe_node(info.errorFromNode);
-    }
-    throw graph_update_error(status, static_cast<int>(info.result), std::move(what));
-  }
-}
-
-}  // namespace cudrv
-
-// --- stream capture -------------------------------------------------------------------------------
-
-namespace cudrv {
-
-capture_status capture_status_of(stream_ref stream) {
-  detail::require_stream(stream.native_handle(), "cudrv::capture_status_of");
-  CUstreamCaptureStatus status{};
-  detail::check(detail::drv::cuStreamIsCapturing(stream.native_handle(), &status), "cuStreamIsCapturing");
-  return static_cast<capture_status>(status);
-}
-
-capture_info capture_info_of(stream_ref stream) {
-  detail::require_stream(stream.native_handle(), "cudrv::capture_info_of");
-  CUstreamCaptureStatus status{};
-  cuuint64_t id = 0;
-  CUgraph g = nullptr;
-  const CUgraphNode* deps = nullptr;
-  std::size_t count = 0;
-  detail::check(detail::drv::cuStreamGetCaptureInfo(stream.native_handle(), &status, &id, &g, &deps, nullptr, &count),
-                "cuStreamGetCaptureInfo");
-  capture_info info;
-  info.status = static_cast<capture_status>(status);
-  info.id = status == CU_STREAM_CAPTURE_STATUS_NONE ? 0 : id;
-  info.graph = graph_ref::from_native_handle(g);
-  for (std::size_t i = 0; i < count; ++i) {
-    info.dependencies.push_back(graph_node_ref::from_native_handle(deps[i]));
-  }
-  return info;
-}
-
-stream_capture::stream_capture(stream_ref stream, capture_mode mode) : stream_(stream) {
-  constexpr const char* api = "cudrv::stream_capture";
-  if (stream.native_handle() == nullptr) {
-    throw invalid_argument_error(api, "the stream is empty (a moved-from or released cudrv::stream)");
-  }
-  if (stream.native_handle() == CU_STREAM_LEGACY) {
-    throw invalid_argument_error(api, "the legacy default stream cannot be captured: capture a cudrv::stream");
-  }
-  detail::check(detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode)),
-                "cuStreamBeginCapture");
-  active_ = true;
-  detail::capture_began();
-}
-
-stream_capture::~stream_capture() {
-  if (active_) {
-    CUgraph g = nullptr;
-    CUstream s = stream_.native_handle();
-    detail::destroy_noexcept("cuStreamEndCapture", [&] {
-      CUresult status = detail::drv::cuStreamEndCapture(s, &g);
-      // An invalidated capture ends with this status: the capture is over, which is what we want.
-      return status == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED ? CUDA_SUCCESS : status;
-    });
-    if (g != nullptr) {
-      detail::destroy_noexcept("cuGraphDestroy", [g] { return detail::drv::cuGraphDestroy(g); });
-    }
-    detail::capture_ended();
-  }
-}
-
-graph stream_capture::end() {
-  if (!active_) {
-    throw invalid_argument_error("cudrv::stream_capture::end", "the capture has already ended");
-  }
-  CUgraph g = nullptr;
-  CUresult status = detail::drv::cuStreamEndCapture(stream_.native_handle(), &g);
-  if (status != CUDA_SUCCESS && g != nullptr) {
-    detail::drv::cuGraphDestroy(g);
-  }
-  // Still capturing after a failed end (e.g. ended from another thread): the scope keeps it.
-  CUstreamCaptureStatus still{};
-  active_ = status != CUDA_SUCCESS &&
-            detail::drv::cuStreamIsCapturing(stream_.native_handle(), &still) == CUDA_SUCCESS &&
-            still != CU_STREAM_CAPTURE_STATUS_NONE;
-  // Once over, the capture stops parking libraries, after its graph has taken what it launches.
-  struct ended_scope {
-    bool over;
-    ~ended_scope() {
-      if (over) {
-        detail::capture_ended();
-      }
-    }
-  } ended{!active_};
-  if (status == CUDA_ERROR_STREAM_CAPTURE_INVALIDATED) {
-    throw error(status, "cuStreamEndCapture",
-                "a call during the capture was not allowed (e.g. a synchronous call or a query on a capturing "
-                "stream, or from another thread under capture_mode::global) and invalidated it; the capture "
-                "has ended");
-  }
-  detail::check(status, "cuStreamEndCapture");
-  graph captured = graph::from_native_handle(g);
-  detail::keep_captured_libraries(g);  // on failure, captured destroys the graph
-  return captured;
-}
-
-std::uint64_t stream_capture::id() const { return capture_info_of(stream_).id; }
 
 }  // namespace cudrv

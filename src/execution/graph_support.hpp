@@ -1,7 +1,10 @@
-// Internal: what graph.cpp shares with the tests about node kinds.
+// Internal: what graph.cpp shares with graph_exec.cpp, stream_capture.cpp and the tests (node kinds,
+// node descriptions, the libraries a captured graph keeps).
 #pragma once
 
 #include <cuda.h>
+
+#include <string>
 
 #include "cudrv/graph.hpp"
 
@@ -18,5 +21,13 @@ graph_node_kind node_kind_of(int type) noexcept;
 // The name of a node kind in error messages ("kernel", "child graph", ...): one for every enumerator,
 // and "unknown kind" for a value that is none of them.
 const char* graph_node_kind_name(graph_node_kind kind) noexcept;
+
+// A node and its kind, for error messages ("node 0x... (kernel)"); a type cudrv has no name for is
+// given as the driver's number, and a null node as "no node named".
+std::string describe_node(CUgraphNode node);
+
+// Makes a graph made by stream capture keep the cudrv libraries of its kernel nodes loaded (a user
+// object per library); a driver older than 12.5 cannot tell a kernel's library, and nothing is kept.
+void keep_captured_libraries(CUgraph graph);
 
 }  // namespace cudrv::detail
