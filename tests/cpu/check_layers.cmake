@@ -14,7 +14,7 @@ set(public_driver context device device_attributes driver error span version)
 set(public_streams stream event nvtx stream_memory_ops green_context)
 set(public_memory copy device_buffer pinned_buffer managed_buffer pitched_buffer memory_pool pointer_attributes memory_resource
     host_registration tensor_map detail/host_buffer batch_copy dlpack virtual_memory growable_buffer
-    array texture memory_location memory_resources pool_buffer)
+    array texture memory_location memory_resources pool_buffer resource_buffer)
 set(public_code object_code program compile_cache linker library kernel launch_config)
 set(public_execution launch graph graph_exec stream_capture cudrv)
 set(public_scaleout nccl mpi)
