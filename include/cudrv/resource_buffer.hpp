@@ -124,8 +124,10 @@ class resource_buffer {
 
   /// @brief Adopts @p memory, allocated synchronously from @p mr (`mr.allocate`); it will be freed with
   /// `mr.deallocate`.
-  /// @throws invalid_argument_error when @p memory has a null pointer but bytes, or bytes but no pointer
-  /// (memory the buffer holds is never freed then: the caller keeps it)
+  /// @throws invalid_argument_error when @p memory has a null pointer but bytes, bytes but no pointer, or
+  /// an alignment that is not a power of two (the caller keeps the memory); `std::bad_alloc` when the
+  /// resource's record of its buffers cannot be made (the memory is freed through @p mr first, as the
+  /// constructors free what they allocated)
   [[nodiscard]] static resource_buffer from_native_handle(memory_resource& mr, allocation memory);
   /// @brief Adopts @p memory, allocated from @p mr for work on @p s; it will be freed with
   /// `mr.deallocate_async` on @p s.
