@@ -97,7 +97,8 @@ class memory_resource {
   /// of its own: those of @p other stay with @p other.
   memory_resource(const memory_resource& /*other*/) noexcept {}
   /// @brief Resources are copied or moved only by their concrete types. The buffers allocated from
-  /// this resource stay with it.
+  /// this resource stay with it and are freed through its new state: assign only a resource equal to
+  /// this one (@ref is_equal) while such buffers live.
   memory_resource& operator=(const memory_resource& /*other*/) noexcept { return *this; }
 
  private:
