@@ -52,8 +52,11 @@ class context_memory_resource : public memory_resource {
 /// (a created context destroyed first) is not freed again; the destruction handler is told.
 /// @code
 /// cudrv::device_memory_resource mr(dev);               // dev's primary context
-/// void* p = mr.allocate(1 << 20);
-/// mr.deallocate(p, 1 << 20);
+/// {
+///   cudrv::resource_buffer buf(mr, 1 << 20);           // cuMemAlloc
+///   cudrv::copy(buf.as<float>(), host_floats, s);
+///   s.synchronize();
+/// }                                                    // cuMemFree
 /// @endcode
 class device_memory_resource final : public detail::context_memory_resource {
  public:
@@ -83,9 +86,10 @@ class device_memory_resource final : public detail::context_memory_resource {
 /// stream-ordered pinned memory use a @ref pool_memory_resource on a host pool.
 /// @code
 /// cudrv::pinned_memory_resource staging(dev);
-/// auto* p = static_cast<float*>(staging.allocate(n * sizeof(float)));
-/// p[0] = 1.0f;                                         // the host writes it directly
-/// staging.deallocate(p, n * sizeof(float));
+/// cudrv::resource_buffer buf(staging, n * sizeof(float));
+/// std::span<float> host = buf.as_host<float>();
+/// host[0] = 1.0f;                                      // the host writes it directly
+/// cudrv::copy(device_floats, std::as_const(buf).as<float>(), s);
 /// @endcode
 class pinned_memory_resource final : public detail::context_memory_resource {
  public:
@@ -118,9 +122,9 @@ class pinned_memory_resource final : public detail::context_memory_resource {
 /// @ref pool_memory_resource on a managed pool (CUDA 13).
 /// @code
 /// cudrv::managed_memory_resource mr(dev);
-/// auto* x = static_cast<int*>(mr.allocate(sizeof(int) * n));
-/// x[0] = 42;                                           // host and kernels use the same pointer
-/// mr.deallocate(x, sizeof(int) * n);
+/// cudrv::resource_buffer buf(mr, sizeof(int) * n);
+/// buf.as_host<int>()[0] = 42;                          // host and kernels use the same memory
+/// kernel_taking_ints(s, buf.as<int>());
 /// @endcode
 class managed_memory_resource final : public detail::context_memory_resource {
  public:
@@ -162,9 +166,10 @@ class managed_memory_resource final : public detail::context_memory_resource {
 /// @code
 /// cudrv::memory_pool pool(dev);
 /// cudrv::pool_memory_resource mr(pool);
-/// void* p = mr.allocate_async(bytes, s);               // cuMemAllocFromPoolAsync on s
-/// // ... kernels on s ...
-/// mr.deallocate_async(p, bytes, s);                    // cuMemFreeAsync on s
+/// {
+///   cudrv::resource_buffer buf(mr, bytes, s);          // cuMemAllocFromPoolAsync on s
+///   // ... kernels on s use buf.as<float>() ...
+/// }                                                    // cuMemFreeAsync on s
 /// @endcode
 class pool_memory_resource final : public memory_resource {
  public:

@@ -37,6 +37,7 @@
 #include "cudrv/pointer_attributes.hpp"
 #include "cudrv/host_accessible_pool_buffer.hpp"
 #include "cudrv/program.hpp"
+#include "cudrv/resource_buffer.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 #include "cudrv/stream_capture.hpp"

@@ -34,6 +34,7 @@
 #include "cudrv/managed_buffer.hpp"
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pointer_attributes.hpp"
+#include "cudrv/resource_buffer.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 
@@ -606,6 +607,84 @@ template <class M = dlpack_managed_default, class B>
   }
   detail::dlpack_buffer_layout<E, std::remove_cv_t<B>> layout(*buffer, shape);
   return layout.template export_with<M>(std::move(buffer), options);
+}
+
+namespace detail {
+// The DLPack device of a resource_buffer's memory, from its resource's description: device-only memory
+// is kDLCUDA of its device; host-only memory kDLCPU; memory both may access is managed or page-locked
+// host memory, which the description does not tell apart (a pinned pool and a managed pool with no
+// preferred device both say {-1, true, true}), so the driver is asked (one cuPointerGetAttributes).
+inline DLDevice dlpack_device_of(const resource_buffer& buffer) {
+  constexpr const char* api = "cudrv::to_dlpack";
+  const memory_properties props = buffer.properties();
+  if (props.device_accessible && !props.host_accessible) {
+    if (props.device_ordinal < 0) {
+      dlpack_refuse(api, "the buffer's resource describes device memory of no device (device ordinal " +
+                             std::to_string(props.device_ordinal) + "), which DLPack cannot name");
+    }
+    return {kDLCUDA, static_cast<std::int32_t>(props.device_ordinal)};
+  }
+  if (props.host_accessible && !props.device_accessible) {
+    return {kDLCPU, 0};
+  }
+  if (!props.host_accessible) {
+    dlpack_refuse(api, "the buffer's resource describes its memory as neither device- nor host-accessible");
+  }
+  return {get_pointer_attributes(buffer.get()).is_managed ? kDLCUDAManaged : kDLCUDAHost, 0};
+}
+}  // namespace detail
+
+/// @brief Exports a @ref resource_buffer as a tensor of @p T (bytes as `uint8` by default, as cuda.core's
+/// `Buffer` exports them) by moving it into the managed tensor: the deleter frees it through its
+/// resource, exactly once, on its stream for a stream-ordered buffer (`set_stream` it to the consumer's
+/// stream first when the consumer may drop the tensor with work still queued). @p shape (in elements;
+/// empty for 1-D) must hold as many elements of @p T as the buffer has bytes for, and the address must
+/// be aligned for @p T, which is checked before the buffer moves (on a refusal the caller keeps it).
+/// The device comes from the resource's description (@ref resource_buffer::properties): kDLCUDA with
+/// its device ordinal for device memory, kDLCPU for host-only memory, and for memory both may access
+/// kDLCUDAManaged or kDLCUDAHost (device id 0) as the driver says (one pointer-attribute query).
+///
+/// The element type comes first (`to_dlpack<float>(...)`, `to_dlpack<float, DLManagedTensor>(...)`),
+/// since a resource buffer has none of its own.
+/// @throws invalid_argument_error for an empty buffer, a size that is not a whole number of elements,
+/// a shape of another size, a misaligned address or memory DLPack cannot name
+/// @code
+/// cudrv::resource_buffer buf(mr, 64 * 32 * sizeof(float), s);
+/// std::int64_t shape[] = {64, 32};
+/// cudrv::dlpack_ptr<DLManagedTensorVersioned> t = cudrv::to_dlpack<float>(std::move(buf), shape);
+/// @endcode
+template <class T = std::uint8_t, class M = dlpack_managed_default>
+  requires(is_dlpack_element_v<T> && detail::is_dlpack_managed_v<M>)
+[[nodiscard]] dlpack_ptr<M> to_dlpack(resource_buffer&& buffer, std::span<const std::int64_t> shape = {},
+                                      dlpack_export_options options = {}) {
+  constexpr const char* api = "cudrv::to_dlpack";
+  using V = std::remove_cv_t<T>;
+  if (!buffer) {
+    detail::dlpack_refuse(api, "the buffer holds no memory (empty, moved-from, released or reset), so its device is "
+                               "unknown; export a zero-element strided_view with an explicit device instead");
+  }
+  if (buffer.size() % sizeof(V) != 0) {
+    detail::dlpack_refuse(api, "the buffer's " + std::to_string(buffer.size()) + " bytes are not a whole number of " +
+                                   dlpack_dtype_name(dlpack_dtype<V>()) + " elements");
+  }
+  if (reinterpret_cast<std::uintptr_t>(buffer.get()) % alignof(V) != 0) {
+    detail::dlpack_refuse(api, "the buffer's address is not aligned to the " + std::to_string(alignof(V)) +
+                                   " bytes of " + dlpack_dtype_name(dlpack_dtype<V>()));
+  }
+  const std::size_t count = buffer.size() / sizeof(V);
+  std::vector<std::int64_t> layout;
+  if (shape.empty()) {
+    layout.assign(1, static_cast<std::int64_t>(count));
+  } else if (std::size_t n = detail::dlpack_checked_count(api, shape, sizeof(V)); n != count) {
+    detail::dlpack_refuse(api, "the shape holds " + std::to_string(n) + " elements but the buffer holds " +
+                                   std::to_string(count) + " (" + std::to_string(buffer.size()) + " bytes)");
+  } else {
+    layout.assign(shape.begin(), shape.end());
+  }
+  const DLDevice device = detail::dlpack_device_of(buffer);
+  const strided_view<T> view(reinterpret_cast<std::uintptr_t>(buffer.get()), layout, {}, device);
+  auto held = std::make_shared<resource_buffer>(std::move(buffer));  // checked: the buffer moves now
+  return detail::dlpack_export<M>(api, view, std::move(held), options);
 }
 
 // ---------------------------------------------------------------------------------------------------

@@ -12,6 +12,14 @@
 
 namespace cudrv {
 
+class resource_buffer;
+
+namespace detail {
+/// @brief What a @ref resource_buffer holds of its resource (internal): the resource, cleared when the
+/// resource is destroyed, and a count of the buffers that still refer to it.
+struct resource_link;
+}  // namespace detail
+
 /// @brief What memory a @ref memory_resource hands out, known without a pointer-attribute query: the
 /// same description buffers give (@ref memory_properties).
 using memory_resource_properties = memory_properties;
@@ -31,19 +39,25 @@ using memory_resource_properties = memory_properties;
 /// Implementations override the private `do_*` functions (the non-virtual interface idiom: the public
 /// functions check the arguments once for all of them). Deallocation never throws: a failure goes to
 /// the destruction handler (@ref set_destruction_error_handler).
+///
+/// These calls hand out raw pointers, for allocators that keep their own books. Code that wants the
+/// memory owned allocates a @ref resource_buffer, which frees through the resource when it goes. A
+/// resource must outlive the buffers allocated from it: destroying it first frees none of their memory
+/// through it again, and tells the destruction handler how many buffers were left.
 /// @code
 /// void fill(cudrv::memory_resource& mr, cudrv::stream_ref s, std::size_t n) {
-///   void* p = mr.allocate_async(n * sizeof(float), alignof(float), s);
-///   // ... kernels on s use p ...
-///   mr.deallocate_async(p, n * sizeof(float), alignof(float), s);
-/// }
+///   cudrv::resource_buffer buf(mr, n * sizeof(float), s);   // mr.allocate_async on s
+///   // ... kernels on s use buf.as<float>() ...
+/// }                                                          // mr.deallocate_async on s
 /// @endcode
 class memory_resource {
  public:
   /// @brief The alignment used when none is given; every cudrv resource returns at least this.
   static constexpr std::size_t default_alignment = 256;
 
-  virtual ~memory_resource() = default;
+  /// @brief Detaches the @ref resource_buffer objects still allocated from this resource: they will
+  /// free nothing through it, and the destruction handler is told how many there were.
+  virtual ~memory_resource();
 
   /// @brief Allocates @p bytes aligned to @p alignment, usable when the call returns. Zero bytes give
   /// a null pointer.
@@ -81,12 +95,19 @@ class memory_resource {
 
  protected:
   memory_resource() = default;
-  /// @brief Resources are copied or moved only by their concrete types.
-  memory_resource(const memory_resource&) = default;
-  /// @brief Resources are copied or moved only by their concrete types.
-  memory_resource& operator=(const memory_resource&) = default;
+  /// @brief Resources are copied or moved only by their concrete types. A copy starts with no buffers
+  /// of its own: those of @p other stay with @p other.
+  memory_resource(const memory_resource& /*other*/) noexcept {}
+  /// @brief Resources are copied or moved only by their concrete types. The buffers allocated from
+  /// this resource stay with it and are freed through its new state: assign only a resource equal to
+  /// this one (@ref is_equal) while such buffers live.
+  memory_resource& operator=(const memory_resource& /*other*/) noexcept { return *this; }
 
  private:
+  friend class resource_buffer;
+  /// @brief The record the resource's buffers hold, made when the first one is allocated (internal).
+  detail::resource_link* link_ = nullptr;
+
   /// @brief Allocates; @p bytes > 0 and @p alignment a power of two (checked by the caller).
   virtual void* do_allocate(std::size_t bytes, std::size_t alignment) = 0;
   /// @brief Frees; @p ptr is not null. Must not throw.

@@ -567,11 +567,14 @@ struct virtual_memory_resource_options {
 /// Sizes are rounded up to the granularity (2 MiB on current GPUs), so this resource suits large,
 /// long-lived allocations that other devices or processes must reach, not many small ones. Allocation
 /// is synchronous; @ref memory_resource::deallocate_async waits for the stream (unmapping is
-/// synchronous). Thread-safe. Memory still allocated when the resource is destroyed is freed then.
+/// synchronous). Thread-safe. Memory still allocated when the resource is destroyed is freed then
+/// (a @ref resource_buffer left over frees nothing more: the destruction handler is told).
 /// @code
 /// cudrv::virtual_memory_resource mr(dev, {.peers = {cudrv::device(1)}});
-/// void* p = mr.allocate(std::size_t(1) << 30);    // 1 GiB, readable and writable by devices 0 and 1
-/// mr.deallocate(p, std::size_t(1) << 30);
+/// {
+///   cudrv::resource_buffer buf(mr, std::size_t(1) << 30);   // 1 GiB, readable and writable by devices 0 and 1
+///   kernel_on_device_1(s1, buf.as<float>());
+/// }                                                          // freed through mr: unmapped, released
 /// @endcode
 class virtual_memory_resource : public memory_resource {
  public:

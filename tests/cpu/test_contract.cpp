@@ -247,6 +247,12 @@ using owners = list<
     // no single handle to adopt or hand off (its pieces have their own owners, address_range and
     // physical_allocation).
     owner<cudrv::growable_buffer<float>, cudrv::device_span<float>, adopt<>, waive<r::adopt, r::release>>,
+    // Memory from any memory_resource is untyped: its views are typed and asked for (as<T>() a
+    // device_span<T>, as_host<T>() a std::span<T>, from lvalues only, checked against what the resource
+    // says is accessible), so there is no one view to convert to. It adopts and hands off the pointer,
+    // size and alignment that deallocate needs back.
+    owner<cudrv::resource_buffer, no_view, adopt<cudrv::memory_resource&, cudrv::resource_buffer::allocation>,
+          waive<r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
     // A registration owns no memory (the caller's stays the caller's, with its own view): no view.
     owner<cudrv::host_registration, no_view, adopt<void*, std::size_t, context_ref>,
           waive<r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,

@@ -354,18 +354,6 @@ void graph_memory() {
   cudrv::trim_graph_memory(d);
 }
 
-// What a framework's allocator keeps: memory of a resource, given back when it goes (deallocation never
-// throws).
-struct resource_allocation {
-  cudrv::memory_resource& mr;
-  std::size_t bytes;
-  void* p;
-  resource_allocation(cudrv::memory_resource& r, std::size_t n) : mr(r), bytes(n), p(r.allocate(n)) {}
-  resource_allocation(const resource_allocation&) = delete;
-  resource_allocation& operator=(const resource_allocation&) = delete;
-  ~resource_allocation() { mr.deallocate(p, bytes); }
-};
-
 void memory_resources() {
   const cudrv::device d = dev();
   cudrv::stream s(d);
@@ -376,9 +364,9 @@ void memory_resources() {
   cudrv::pool_memory_resource pool_mr(pool);
   cudrv::memory_resource* all[] = {&device_mr, &pinned_mr, &managed_mr, &pool_mr};
   for (cudrv::memory_resource* mr : all) {
-    resource_allocation kept(*mr, 512);
-    void* q = mr->allocate_async(256, s);
-    mr->deallocate_async(q, 256, s);
+    cudrv::resource_buffer kept(*mr, 512);        // allocate; deallocate when it goes (never throws)
+    cudrv::resource_buffer ordered(*mr, 256, s);  // allocate_async on s
+    ordered.reset(s);                             // deallocate_async on s
   }
   s.synchronize();
 }
@@ -524,8 +512,7 @@ void growable_buffers() {
   cudrv::growable_buffer<int> shared(d, 8 * MiB / sizeof(int), {.chunk_bytes = 2 * MiB, .peers = {cudrv::device(0)}});
   shared.grow_to(3 * MiB / sizeof(int));
   cudrv::virtual_memory_resource mr(d);
-  void* p = mr.allocate(MiB);
-  mr.deallocate(p, MiB);
+  cudrv::resource_buffer vm(mr, MiB);
 }
 
 // --- arrays, textures, surfaces ---------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 // GPU tier: pools of every kind (pinned host, host NUMA, managed), host_accessible_pool_buffer, buffer properties
 // checked against the driver's pointer attributes, graph memory and trimming, and the concrete memory
-// resources (device, pinned, managed, pool) behind cudrv::memory_resource.
+// resources (device, pinned, managed, pool) behind cudrv::memory_resource, their memory owned by
+// cudrv::resource_buffer.
 //
 // Every test case makes device 0's primary context current for its duration. Pools that the device or
 // the driver does not support (host pools need CUDA 12.6, managed pools CUDA 13, NUMA pools a NUMA
@@ -16,6 +17,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "support/memory_support.hpp"
@@ -314,53 +316,44 @@ TEST_CASE("memory resources: device, pinned, managed and pool memory through one
       const cudrv::memory_properties props = e.mr->properties();
       for (bool ordered : {false, true}) {
         INFO((ordered ? "stream-ordered" : "synchronous"));
-        void* p = ordered ? e.mr->allocate_async(data.size(), s) : e.mr->allocate(data.size());
-        REQUIRE(p != nullptr);
-        CHECK(reinterpret_cast<std::uintptr_t>(p) % cudrv::memory_resource::default_alignment == 0);
-        const cudrv::pointer_attributes attr = cudrv::get_pointer_attributes(p);
+        // Owned through the resource: freed with deallocate_async on s, or with deallocate.
+        cudrv::resource_buffer buf = ordered ? cudrv::resource_buffer(*e.mr, data.size(), s)
+                                             : cudrv::resource_buffer(*e.mr, data.size());
+        REQUIRE(buf);
+        CHECK(buf.properties() == props);
+        CHECK(reinterpret_cast<std::uintptr_t>(buf.get()) % cudrv::memory_resource::default_alignment == 0);
+        const cudrv::pointer_attributes attr = cudrv::get_pointer_attributes(buf.get());
         CHECK(props.host_accessible == (attr.memory_type == CU_MEMORYTYPE_HOST || attr.is_managed));
         if (!props.host_accessible) {  // device memory: the driver names the same device
           CHECK(attr.device_ordinal == props.device_ordinal);
         }
-        const cudrv::device_span<std::uint8_t> view(reinterpret_cast<CUdeviceptr>(p), data.size());
         std::vector<std::uint8_t> back(data.size(), poison_value<std::uint8_t>());
-        cudrv::copy(view, data, s);
-        cudrv::copy(back, view, s);
+        cudrv::copy(buf.as<std::uint8_t>(), data, s);
+        cudrv::copy(back, std::as_const(buf).as<std::uint8_t>(), s);
         s.synchronize();
         CHECK(mismatch(back, data).empty());
         if (props.host_accessible) {
-          CHECK(mismatch(static_cast<const std::uint8_t*>(p), data.data(), data.size()).empty());
-        }
-        if (ordered) {
-          e.mr->deallocate_async(p, data.size(), s);
-        } else {
-          e.mr->deallocate(p, data.size());
+          CHECK(mismatch(std::as_const(buf).as_host<std::uint8_t>().data(), data.data(), data.size()).empty());
         }
       }
-      auto refused = catch_as<cudrv::invalid_argument_error>([&] { (void)e.mr->allocate(64, 4096); });
+      auto refused = catch_as<cudrv::invalid_argument_error>([&] { cudrv::resource_buffer b(*e.mr, 64, 4096); });
       REQUIRE(refused);
       CHECK(contains(refused->what(), "256"));
     }
-    s.synchronize();
-    dev.default_stream().synchronize();  // the synchronous frees were queued there
-    CHECK(pool.used_current() == 0);
-    CHECK(pool_mr == cudrv::pool_memory_resource(pool, s));
-    CHECK_FALSE(pool_mr == device_mr);
-
     // A pinned host pool through the same interface, with a stream for the synchronous calls.
     if (supports(dev, host_memory_pools_supported)) {
       cudrv::memory_pool host_pool(cudrv::memory_location::host());
       cudrv::pool_memory_resource host_mr(host_pool, s);
       CHECK(host_mr.properties() == cudrv::memory_properties{-1, true, true});
-      auto* h = static_cast<std::uint8_t*>(host_mr.allocate(data.size()));
-      std::copy(data.begin(), data.end(), h);  // usable by the host when allocate returns
+      cudrv::resource_buffer h(host_mr, data.size());  // synchronous: on s, waited for
+      const std::span<std::uint8_t> host = h.as_host<std::uint8_t>();
+      std::copy(data.begin(), data.end(), host.begin());  // usable by the host when allocated
       cudrv::device_buffer<std::uint8_t> d(s, data.size());
       std::vector<std::uint8_t> back(data.size(), poison_value<std::uint8_t>());
-      cudrv::copy(d, cudrv::device_span<const std::uint8_t>(reinterpret_cast<CUdeviceptr>(h), data.size()), s);
+      cudrv::copy(d, std::as_const(h).as<std::uint8_t>(), s);
       cudrv::copy(back, d, s);
       s.synchronize();
       CHECK(mismatch(back, data).empty());
-      host_mr.deallocate(h, data.size());
     }
     s.synchronize();
   }
