@@ -43,7 +43,7 @@ enum class graph_node_kind {
   mem_free,      ///< Frees memory allocated by a graph.
   conditional,   ///< Runs a body graph depending on a value set by device code.
   stream_memory_ops,  ///< Stream memory operations: waits and writes of flags (see stream_memory_ops.hpp).
-  /// @brief The former name of @ref stream_memory_ops, kept for one release (deprecated).
+  /// @brief The former name of `stream_memory_ops`, kept for one release (deprecated).
   batch_mem_op [[deprecated("use graph_node_kind::stream_memory_ops")]] = stream_memory_ops,
   other,         ///< Any other node type (external semaphores, ...).
 };

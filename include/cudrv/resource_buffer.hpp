@@ -27,7 +27,7 @@ void check_resource_buffer_view(const char* api, const void* address, std::size_
                                 std::size_t element_alignment);
 }  // namespace detail
 
-/// @brief Owning memory from a @ref memory_resource: the pointer, its size and alignment, the resource
+/// @brief Memory from a @ref memory_resource, owned together with its size and alignment, the resource
 /// that frees it and, for a stream-ordered allocation, the stream it is freed on. Move-only. What
 /// cuda.core's `MemoryResource.allocate` returns; the typed owners (@ref device_buffer, ...) remain the
 /// way to allocate when the kind of memory is known at compile time.
@@ -37,7 +37,7 @@ void check_resource_buffer_view(const char* api, const void* address, std::size_
 ///   is freed with `mr.deallocate_async` on that stream, after the work queued there. @ref reset(stream_ref)
 ///   frees early, ordered on another stream; @ref set_stream moves a stream-ordered buffer to another
 ///   stream.
-/// - What the memory is (@ref properties: its device, device- and host-accessible) is the resource's
+/// - What the memory is (@ref properties gives its device, device- and host-accessible) is the resource's
 ///   description, taken when the buffer is allocated: no pointer-attribute query.
 /// - @ref as gives a typed @ref device_span of the memory, @ref as_host a `std::span` for memory the
 ///   host can access; both from lvalues only. `cudrv::to_dlpack(std::move(buf))` (`<cudrv/dlpack.hpp>`)
