@@ -4,7 +4,14 @@
 /// shareable handles of <cudrv/ipc.hpp> to another process. No CUDA call.
 #pragma once
 
+// std::chrono::milliseconds only: <chrono> costs ~0.1 s per translation unit with libstdc++ in C++20
+// (calendars, time zones, and <sstream> with them); duration, the clocks and the literals live in
+// <bits/chrono.h> there (as in event.hpp).
+#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)
+#include <bits/chrono.h>
+#else
 #include <chrono>
+#endif
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
