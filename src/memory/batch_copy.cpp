@@ -231,6 +231,13 @@ void copy_batch::reserve(std::size_t copies) {
   sizes_.reserve(copies);
 }
 
+std::span<const CUdeviceptr> copy_batch::destinations() const noexcept { return dsts_; }
+std::span<const CUdeviceptr> copy_batch::sources() const noexcept { return srcs_; }
+std::span<const std::size_t> copy_batch::sizes() const noexcept { return sizes_; }
+std::span<const copy_attributes> copy_batch::attributes() const noexcept { return attrs_; }
+std::span<const std::size_t> copy_batch::attribute_indices() const noexcept { return attr_indices_; }
+std::span<const batch_copy_3d_op> copy_batch_3d::operations() const noexcept { return ops_; }
+
 void copy_batch::clear() noexcept {
   dsts_.clear();
   srcs_.clear();
