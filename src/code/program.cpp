@@ -245,6 +245,7 @@ compile_result program::compile(code_kind target, const compile_options& options
   }
 
   std::vector<const char*> option_ptrs;
+  option_ptrs.reserve(option_list.size());
   for (const auto& o : option_list) {
     option_ptrs.push_back(o.c_str());
   }
