@@ -543,6 +543,7 @@ void memory_mapping::reset() noexcept {
 
 // --- the memory resource ------------------------------------------------------------------------
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the public signature (virtual_memory.hpp) takes it by value
 virtual_memory_resource::virtual_memory_resource(const cudrv::device& dev, virtual_memory_resource_options options)
     : device_(dev),
       properties_{physical_location::on(dev), options.handle_types, false, options.gpu_direct_rdma},
