@@ -153,9 +153,7 @@ class unix_socket {
             std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
   /// @brief Sends one message with the descriptors listed in braces: `s.send(bytes, {fd.native_handle()})`.
   void send(std::span<const std::byte> payload, std::initializer_list<int> descriptors,
-            std::optional<std::chrono::milliseconds> timeout = std::nullopt) const {
-    send(payload, std::span<const int>(descriptors.begin(), descriptors.size()), timeout);
-  }
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
   /// @brief Sends @p value's bytes (a trivially copyable value) with @p descriptors.
   template <class T>
   void send_value(const T& value, std::span<const int> descriptors = {},

@@ -461,6 +461,11 @@ void memory_mapping_base::set_access(std::span<const access_descriptor> access) 
   cudrv::set_access(address_, size_, access);
 }
 
+// Out of line, as the other overloads from braced lists: docs/design.md, "Header cost".
+void memory_mapping_base::set_access(std::initializer_list<access_descriptor> access) const {
+  set_access(std::span<const access_descriptor>(access.begin(), access.size()));
+}
+
 access_rights memory_mapping_base::access(const device& dev) const { return access(physical_location::on(dev)); }
 
 access_rights memory_mapping_base::access(const physical_location& location) const {
