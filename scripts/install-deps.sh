@@ -4,7 +4,8 @@
 # validate its JSON with it) and Open MPI (headers, library and mpirun: the cudrv::mpi component and its
 # tests under mpiexec); for CI's extra build trees (.ci/run, docs/reliability.md): clang (Debian's clang++),
 # libclang-rt-dev (clang's compiler-rt: libFuzzer and the sanitizer runtimes, libclang_rt.fuzzer*.a) and
-# llvm (llvm-symbolizer, which names the frames of clang-built sanitizer reports). g++'s own sanitizer
+# llvm (llvm-symbolizer, which names the frames of clang-built sanitizer reports); clang-format-14 and
+# clang-tidy-14 (scripts/format.sh, scripts/tidy.sh: CI's format check and clang-tidy over src/). g++'s own sanitizer
 # runtimes (libasan, libubsan) come with g++. The CUDA toolkit (with NCCL's header, nccl.h) must already be installed; this
 # script only checks for it.
 #
@@ -102,12 +103,15 @@ present() {
     # lib/<target>/libclang_rt.fuzzer.a later).
     libclang-rt-dev) have_cmd clang++ && compgen -G "$(clang++ -print-resource-dir)/lib/*/libclang_rt.fuzzer*.a" >/dev/null ;;
     llvm) have_cmd llvm-symbolizer ;;
+    # The style tools, version 14 exactly (another version formats differently): scripts/format.sh, scripts/tidy.sh.
+    clang-format-14) have_cmd clang-format-14 ;;
+    clang-tidy-14) have_cmd clang-tidy-14 ;;
     *) return 1 ;;
   esac
 }
 
 packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin
-          python3-venv clang libclang-rt-dev llvm)
+          python3-venv clang libclang-rt-dev llvm clang-format-14 clang-tidy-14)
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then

@@ -184,17 +184,20 @@ class batch_copy {
   /// @brief Removes every copy (keeps the memory reserved).
   void clear() noexcept;
 
+  // The accessors below are defined in src/memory/batch_copy.cpp: inline, each vector-to-span conversion
+  // costs every includer a share of the umbrella's compile time (docs/design.md, "Header cost").
+
   /// @brief The destination address of each copy.
-  [[nodiscard]] std::span<const CUdeviceptr> destinations() const noexcept { return dsts_; }
+  [[nodiscard]] std::span<const CUdeviceptr> destinations() const noexcept;
   /// @brief The source address of each copy.
-  [[nodiscard]] std::span<const CUdeviceptr> sources() const noexcept { return srcs_; }
+  [[nodiscard]] std::span<const CUdeviceptr> sources() const noexcept;
   /// @brief The size of each copy, in bytes.
-  [[nodiscard]] std::span<const std::size_t> sizes() const noexcept { return sizes_; }
+  [[nodiscard]] std::span<const std::size_t> sizes() const noexcept;
   /// @brief The distinct attribute entries, one per run of consecutive copies with equal attributes.
-  [[nodiscard]] std::span<const copy_attributes> attributes() const noexcept { return attrs_; }
+  [[nodiscard]] std::span<const copy_attributes> attributes() const noexcept;
   /// @brief For each entry of @ref attributes, the index of the first copy it applies to (the driver's
   /// `attrsIdxs`: starts at 0, increasing; an entry applies up to the next one's first copy).
-  [[nodiscard]] std::span<const std::size_t> attribute_indices() const noexcept { return attr_indices_; }
+  [[nodiscard]] std::span<const std::size_t> attribute_indices() const noexcept;
 
  private:
   void add_checked(const detail::linear_copy& c, const copy_attributes& attributes);
@@ -246,7 +249,7 @@ class batch_copy_3d {
   /// @brief Removes every copy.
   void clear() noexcept { ops_.clear(); }
   /// @brief The copies, in bytes.
-  [[nodiscard]] std::span<const batch_copy_3d_op> operations() const noexcept { return ops_; }
+  [[nodiscard]] std::span<const batch_copy_3d_op> operations() const noexcept;
 
  private:
   void add_checked(const batch_copy_3d_op& op);

@@ -1,5 +1,16 @@
 /// @file cudrv.hpp
-/// @brief The umbrella header: includes every public cudrv header.
+/// @brief The umbrella header: includes the public cudrv headers of the library target `cudrv::cudrv`
+/// (`<cudrv/device_attributes.hpp>` through `<cudrv/device.hpp>`), except these opt-in ones:
+/// - `<cudrv/nvtx.hpp>`: built on the toolkit's `<nvtx3/nvtx3.hpp>`, which costs about 0.1 s per
+///   translation unit; include it where you annotate.
+/// - `<cudrv/nccl.hpp>` and `<cudrv/mpi.hpp>`: the scale-out layer (docs/scale-out.md); mpi.hpp needs
+///   `<mpi.h>` and the `cudrv::mpi` component.
+/// - `<cudrv/dlpack.hpp>`: needs DLPack's `<dlpack/dlpack.h>` (the `cudrv::dlpack` target).
+/// - `<cudrv/cccl.hpp>`: needs CCCL's headers (the `cudrv::cccl` target).
+///
+/// Every translation unit that includes it pays for it, so it includes no heavy standard header (the CPU
+/// test cudrv_umbrella_header_cost checks that); benchmarks/header_cost.sh compares its cost with the
+/// standard headers a CUDA host file includes anyway (docs/design.md, "Header cost").
 ///
 /// Layer: execution (docs/design.md, "Source layers").
 #pragma once

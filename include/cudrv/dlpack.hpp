@@ -18,10 +18,10 @@
 #include <cuda_fp8.h>
 #include <dlpack/dlpack.h>
 
-#include <complex>
+#include <complex>  // heavy, needed: std::complex element types map to DLPack's complex dtypes
 #include <cstddef>
 #include <cstdint>
-#include <memory>
+#include <memory>  // heavy, needed: an export holds its owner in a std::shared_ptr, the manager in a std::unique_ptr
 #include <optional>
 #include <span>
 #include <string>

@@ -140,9 +140,7 @@ class resource_descriptor {
   /// @throws invalid_argument_error when @p resources is empty or holds an empty resource
   [[nodiscard]] static resource_descriptor generate(std::span<const sm_resource> resources);
   /// @brief Describes one resource.
-  [[nodiscard]] static resource_descriptor generate(const sm_resource& resource) {
-    return generate(std::span<const sm_resource>(&resource, 1));
-  }
+  [[nodiscard]] static resource_descriptor generate(const sm_resource& resource);
   /// @brief Wraps a descriptor made elsewhere.
   [[nodiscard]] static resource_descriptor from_native_handle(CUdevResourceDesc handle) noexcept {
     return resource_descriptor(handle);

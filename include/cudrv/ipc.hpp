@@ -13,7 +13,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <type_traits>
 #include <utility>
 
@@ -74,13 +73,39 @@ namespace detail {
 /// @brief The state an imported pool shares with the buffers imported from it (internal).
 struct imported_pool_state;
 
+/// @brief A counted reference to an @ref imported_pool_state (internal): copies share the state, and the
+/// last one destroys it (and with it the pool, unless released). Counted by hand, with the counting defined
+/// in src/memory/ipc.cpp, so that this header needs no `<memory>` (docs/design.md, "Header cost").
+class imported_pool_share {
+ public:
+  imported_pool_share() noexcept = default;
+  /// @brief Takes @p adopted, a new state (from `new`) with a count of one.
+  explicit imported_pool_share(imported_pool_state* adopted) noexcept : state_(adopted) {}
+  imported_pool_share(const imported_pool_share& other) noexcept;
+  imported_pool_share(imported_pool_share&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  imported_pool_share& operator=(imported_pool_share other) noexcept {
+    std::swap(state_, other.state_);
+    return *this;
+  }
+  ~imported_pool_share() { reset(); }
+  /// @brief Drops this reference; the state goes with the last one.
+  void reset() noexcept;
+  /// @brief The shared state (null when empty).
+  imported_pool_state* operator->() const noexcept { return state_; }
+  /// @brief Whether this refers to a state.
+  explicit operator bool() const noexcept { return state_ != nullptr; }
+
+ private:
+  imported_pool_state* state_ = nullptr;
+};
+
 /// @brief The untyped state of an imported allocation (internal).
 struct imported_allocation {
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  std::shared_ptr<imported_pool_state> pool;  // keeps the pool until the allocation is freed
+  imported_pool_share pool;  // keeps the pool until the allocation is freed
 
-  static imported_allocation import(const std::shared_ptr<imported_pool_state>& pool, const void* export_data,
+  static imported_allocation import(const imported_pool_share& pool, const void* export_data,
                                     std::size_t bytes, std::size_t element_size);
   // cuMemFree in the pool's context, then drops the pool reference; errors go to the destruction handler.
   void free() noexcept;
@@ -297,8 +322,8 @@ class imported_memory_pool : public memory_pool_base {
   imported_memory_pool() noexcept : memory_pool_base(nullptr) {}
   template <class T>
   friend class imported_buffer;
-  const std::shared_ptr<detail::imported_pool_state>& state_for(const char* api) const;
-  std::shared_ptr<detail::imported_pool_state> state_;
+  const detail::imported_pool_share& state_for(const char* api) const;
+  detail::imported_pool_share state_;
 };
 
 template <class T>

@@ -27,7 +27,7 @@
 /// @endcond
 #include <mpi.h>
 
-#include <complex>
+#include <complex>  // heavy, needed: std::complex element types map to MPI's complex datatypes
 #include <cstddef>
 #include <cstdint>
 #include <optional>

@@ -6,7 +6,14 @@
 /// Layer: driver (docs/design.md, "Source layers").
 #pragma once
 
+// std::chrono::milliseconds only: <chrono> costs ~0.1 s per translation unit with libstdc++ in C++20
+// (calendars, time zones, and <sstream> with them); duration, the clocks and the literals live in
+// <bits/chrono.h> there (as in event.hpp).
+#if defined(__GLIBCXX__) && __has_include(<bits/chrono.h>)
+#include <bits/chrono.h>
+#else
 #include <chrono>
+#endif
 #include <cstddef>
 #include <cstring>
 #include <initializer_list>
@@ -148,9 +155,7 @@ class unix_socket {
             std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
   /// @brief Sends one message with the descriptors listed in braces: `s.send(bytes, {fd.native_handle()})`.
   void send(std::span<const std::byte> payload, std::initializer_list<int> descriptors,
-            std::optional<std::chrono::milliseconds> timeout = std::nullopt) const {
-    send(payload, std::span<const int>(descriptors.begin(), descriptors.size()), timeout);
-  }
+            std::optional<std::chrono::milliseconds> timeout = std::nullopt) const;
   /// @brief Sends @p value's bytes (a trivially copyable value) with @p descriptors.
   template <class T>
   void send_value(const T& value, std::span<const int> descriptors = {},

@@ -434,9 +434,7 @@ class memory_mapping_base {
   /// @brief Grants access to every location in @p access, in one cuMemSetAccess call.
   void set_access(std::span<const access_descriptor> access) const;
   /// @brief As the other overload, from a braced list.
-  void set_access(std::initializer_list<access_descriptor> access) const {
-    set_access(std::span<const access_descriptor>(access.begin(), access.size()));
-  }
+  void set_access(std::initializer_list<access_descriptor> access) const;
   /// @brief What device @p dev may do with the mapping (cuMemGetAccess).
   [[nodiscard]] access_rights access(const device& dev) const;
   /// @brief What @p location may do with the mapping (cuMemGetAccess).

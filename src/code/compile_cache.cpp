@@ -536,6 +536,7 @@ compile_cache::compile_cache(const compile_cache& other) noexcept : state_(other
   state_->references.fetch_add(1, std::memory_order_relaxed);
 }
 
+// NOLINTNEXTLINE(bugprone-unhandled-self-assignment): counting other's reference first makes self-assignment safe
 compile_cache& compile_cache::operator=(const compile_cache& other) noexcept {
   other.state_->references.fetch_add(1, std::memory_order_relaxed);  // first: other may be *this
   state* old = std::exchange(state_, other.state_);
@@ -1213,9 +1214,8 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
   // A header edited while NVRTC ran could have been read in either version: store only when the files
   // are still those of the key.
   std::string refusal_after;
-  if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty()) {
-    s.store_failures.fetch_add(1, std::memory_order_relaxed);
-  } else if (!s.store(dir_fd.get(), hex, key, result)) {
+  if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty() ||
+      !s.store(dir_fd.get(), hex, key, result)) {
     s.store_failures.fetch_add(1, std::memory_order_relaxed);
   }
   return result;

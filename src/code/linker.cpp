@@ -127,6 +127,7 @@ linker::linker(const link_options& options)
   target_ = option_list.front().substr(6);  // after "-arch="
   const detail::nvjitlink_api& api = detail::nvjitlink();
   std::vector<const char*> ptrs;
+  ptrs.reserve(option_list.size());
   for (const auto& o : option_list) {
     ptrs.push_back(o.c_str());
   }

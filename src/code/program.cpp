@@ -332,6 +332,7 @@ compile_result program::compile(code_kind target, const compile_options& options
   create_program(api, prog, name_, source_, headers_, name_expressions, context);
 
   std::vector<const char*> option_ptrs;
+  option_ptrs.reserve(option_list.size());
   for (const auto& o : option_list) {
     option_ptrs.push_back(o.c_str());
   }

@@ -60,6 +60,7 @@
 namespace cudrv::detail {
 
 struct nvrtc_api {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): name is a function's name, declared as a member
 #define CUDRV_NVRTC_MEMBER(name) decltype(&::name) name = nullptr;
   CUDRV_NVRTC_FUNCTIONS(CUDRV_NVRTC_MEMBER)
 #undef CUDRV_NVRTC_MEMBER
@@ -71,6 +72,7 @@ struct nvrtc_api {
 };
 
 struct nvjitlink_api {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): name is a function's name, declared as a member
 #define CUDRV_NVJITLINK_MEMBER(name) decltype(&::name) name = nullptr;
   CUDRV_NVJITLINK_FUNCTIONS(CUDRV_NVJITLINK_MEMBER)
 #undef CUDRV_NVJITLINK_MEMBER

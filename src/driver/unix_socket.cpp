@@ -206,6 +206,13 @@ unix_socket unix_socket::connect(const std::string& path, std::optional<std::chr
   }
 }
 
+// Out of line: inline, the span built from the braced list costs every includer compile time
+// (docs/design.md, "Header cost").
+void unix_socket::send(std::span<const std::byte> payload, std::initializer_list<int> descriptors,
+                       std::optional<std::chrono::milliseconds> timeout) const {
+  send(payload, std::span<const int>(descriptors.begin(), descriptors.size()), timeout);
+}
+
 void unix_socket::send(std::span<const std::byte> payload, std::span<const int> descriptors,
                        std::optional<std::chrono::milliseconds> timeout) const {
   const char* api = "cudrv::unix_socket::send";

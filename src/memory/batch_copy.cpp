@@ -231,6 +231,13 @@ void batch_copy::reserve(std::size_t copies) {
   sizes_.reserve(copies);
 }
 
+std::span<const CUdeviceptr> batch_copy::destinations() const noexcept { return dsts_; }
+std::span<const CUdeviceptr> batch_copy::sources() const noexcept { return srcs_; }
+std::span<const std::size_t> batch_copy::sizes() const noexcept { return sizes_; }
+std::span<const copy_attributes> batch_copy::attributes() const noexcept { return attrs_; }
+std::span<const std::size_t> batch_copy::attribute_indices() const noexcept { return attr_indices_; }
+std::span<const batch_copy_3d_op> batch_copy_3d::operations() const noexcept { return ops_; }
+
 void batch_copy::clear() noexcept {
   dsts_.clear();
   srcs_.clear();

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -23,6 +24,7 @@ struct imported_pool_state {
   CUcontext context = nullptr;  // the primary context of the device named at import (retained for the process)
   int device = 0;
   bool released = false;        // release(): the caller destroys the pool
+  std::atomic<long> references{1};  // the imported_pool_share objects that refer to it
 
   imported_pool_state() = default;
   imported_pool_state(const imported_pool_state&) = delete;
@@ -34,6 +36,19 @@ struct imported_pool_state {
     }
   }
 };
+
+imported_pool_share::imported_pool_share(const imported_pool_share& other) noexcept : state_(other.state_) {
+  if (state_ != nullptr) {
+    state_->references.fetch_add(1, std::memory_order_relaxed);
+  }
+}
+
+void imported_pool_share::reset() noexcept {
+  imported_pool_state* state = std::exchange(state_, nullptr);
+  if (state != nullptr && state->references.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    delete state;
+  }
+}
 
 }  // namespace detail
 
@@ -252,9 +267,9 @@ fabric_handle export_pool_fabric_handle(memory_pool_ref pool) {
 // --- imported pools --------------------------------------------------------------------------------
 
 namespace {
-std::shared_ptr<detail::imported_pool_state> import_pool(const device& dev, void* handle, CUmemAllocationHandleType type,
+detail::imported_pool_share import_pool(const device& dev, void* handle, CUmemAllocationHandleType type,
                                                          const char* what) {
-  auto state = std::make_shared<detail::imported_pool_state>();
+  detail::imported_pool_share state(new detail::imported_pool_state);
   state->context = dev.primary_context().native_handle();
   state->device = dev.ordinal();
   context_guard guard{context_ref(state->context)};
@@ -286,7 +301,14 @@ imported_memory_pool imported_memory_pool::from_native_handle(CUmemoryPool handl
   if (handle == nullptr) {
     return out;
   }
-  auto state = std::make_shared<detail::imported_pool_state>();
+  detail::imported_pool_share state;
+  try {
+    state = detail::imported_pool_share(new detail::imported_pool_state);
+  } catch (...) {
+    // Adopting means the pool is ours to destroy even when adopting fails.
+    detail::destroy_noexcept("cuMemPoolDestroy", [handle] { return detail::drv::cuMemPoolDestroy(handle); });
+    throw;
+  }
   state->pool = handle;  // adopted from here on: destroyed with the state, even if what follows throws
   state->device = dev.ordinal();
   state->context = dev.primary_context().native_handle();
@@ -295,7 +317,7 @@ imported_memory_pool imported_memory_pool::from_native_handle(CUmemoryPool handl
   return out;
 }
 
-const std::shared_ptr<detail::imported_pool_state>& imported_memory_pool::state_for(const char* api) const {
+const detail::imported_pool_share& imported_memory_pool::state_for(const char* api) const {
   if (handle_ == nullptr || !state_) {
     throw invalid_argument_error(api, "the imported memory pool is empty (moved-from, reset or released)");
   }
@@ -318,7 +340,7 @@ CUmemoryPool imported_memory_pool::release() noexcept {
 
 namespace detail {
 
-imported_allocation imported_allocation::import(const std::shared_ptr<imported_pool_state>& pool, const void* export_data,
+imported_allocation imported_allocation::import(const imported_pool_share& pool, const void* export_data,
                                                 std::size_t bytes, std::size_t element_size) {
   const char* api = "cudrv::imported_memory_pool::import_pointer";
   require_elements(api, bytes, element_size);

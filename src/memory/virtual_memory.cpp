@@ -461,6 +461,11 @@ void memory_mapping_base::set_access(std::span<const access_descriptor> access) 
   cudrv::set_access(address_, size_, access);
 }
 
+// Out of line, as the other overloads from braced lists: docs/design.md, "Header cost".
+void memory_mapping_base::set_access(std::initializer_list<access_descriptor> access) const {
+  set_access(std::span<const access_descriptor>(access.begin(), access.size()));
+}
+
 access_rights memory_mapping_base::access(const device& dev) const { return access(physical_location::on(dev)); }
 
 access_rights memory_mapping_base::access(const physical_location& location) const {
@@ -543,6 +548,7 @@ void memory_mapping::reset() noexcept {
 
 // --- the memory resource ------------------------------------------------------------------------
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): the public signature (virtual_memory.hpp) takes it by value
 virtual_memory_resource::virtual_memory_resource(const cudrv::device& dev, virtual_memory_resource_options options)
     : device_(dev),
       properties_{physical_location::on(dev), options.handle_types, false, options.gpu_direct_rdma},

@@ -82,6 +82,7 @@ static_assert(std::is_same_v<cudaStream_t, CUstream>);
 namespace {
 
 struct nccl_api {
+// NOLINTNEXTLINE(bugprone-macro-parentheses): name is a function's name, declared as a member
 #define CUDRV_NCCL_MEMBER(name) decltype(&::name) name = nullptr;
   CUDRV_NCCL_FUNCTIONS(CUDRV_NCCL_MEMBER)
   CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_NCCL_MEMBER)

@@ -203,6 +203,11 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
 
 // --- resource_descriptor --------------------------------------------------------------------------------
 
+// Out of line, as the overloads from braced lists: docs/design.md, "Header cost".
+resource_descriptor resource_descriptor::generate(const sm_resource& resource) {
+  return generate(std::span<const sm_resource>(&resource, 1));
+}
+
 resource_descriptor resource_descriptor::generate(std::span<const sm_resource> resources) {
   static constexpr const char* api = "cudrv::resource_descriptor::generate";
   if (resources.empty()) {

@@ -31,7 +31,7 @@ std::string describe(CUstream s) {
 
 void report_callback_failure(std::exception_ptr failure, const char* where) noexcept {
   try {
-    get_destruction_error_handler()(host_callback_error(failure, where));
+    get_destruction_error_handler()(host_callback_error(std::move(failure), where));
   } catch (...) {
     std::fprintf(stderr, "cudrv: a host callable threw (%s)\n", where);
   }
@@ -95,7 +95,7 @@ void orphan(failure_sink* s, CUstream handle) noexcept {
   }
 }
 
-void push(failure_sink* s, std::exception_ptr failure) noexcept {
+void push(failure_sink* s, const std::exception_ptr& failure) noexcept {
   bool to_handler = s == nullptr;
   if (!to_handler) {
     try {

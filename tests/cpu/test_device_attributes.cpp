@@ -72,7 +72,7 @@ TEST_CASE("device attributes: a tag for every attribute of cuda.h, none for depr
   for (const auto& [name, value] : expected) {
     INFO("cuda.h has CU_DEVICE_ATTRIBUTE_ for " << name << " (" << value
                                                 << "); regenerate include/cudrv/device_attributes.hpp with "
-                                                   "scripts/gen-device-attributes.py");
+                                                   "scripts/gen/device_attributes.py");
     CHECK(seen.count(name) == 1);
   }
 }

@@ -1,0 +1,1 @@
+#include <cudrv/cudrv.hpp>
