@@ -79,9 +79,10 @@ int main(int argc, char** argv) {
         reinterpret_cast<PFN_cuStreamSynchronize_v2000>(cudrv::driver::get_entry_point("cuStreamSynchronize", 2000));
     const bool have_batch = cudrv::batch_copy_supported();
 #if CUDA_VERSION >= 12080
-    PFN_cuMemcpyBatchAsync_v12080 raw_batch =
-        have_batch ? reinterpret_cast<PFN_cuMemcpyBatchAsync_v12080>(cudrv::driver::get_entry_point("cuMemcpyBatchAsync", 12080))
-                   : nullptr;
+    PFN_cuMemcpyBatchAsync_v12080 raw_batch = have_batch
+                                                  ? reinterpret_cast<PFN_cuMemcpyBatchAsync_v12080>(
+                                                        cudrv::driver::get_entry_point("cuMemcpyBatchAsync", 12080))
+                                                  : nullptr;
 #endif
 
     // The sizes (log-uniform over 4 KiB-1 MiB, multiples of 256 bytes) and their offsets.
@@ -118,7 +119,8 @@ int main(int argc, char** argv) {
       for (std::size_t i = 0; i < copies; ++i) {
         dsts.push_back(d.dst + offsets[i]);
         srcs.push_back(d.src + offsets[i]);
-        batch.add(cudrv::device_span<std::byte>(dsts.back(), sizes[i]), cudrv::device_span<const std::byte>(srcs.back(), sizes[i]));
+        batch.add(cudrv::device_span<std::byte>(dsts.back(), sizes[i]),
+                  cudrv::device_span<const std::byte>(srcs.back(), sizes[i]));
       }
       using fn = std::function<void()>;
       const fn raw_loop = [&] {
@@ -200,22 +202,22 @@ int main(int argc, char** argv) {
                 "end-to-end: second | end-to-end ratio |\n|---|---|---:|---:|---:|---:|---:|---:|\n");
     std::string json = "{\"bench\":\"batch_copy\",\"device\":\"" + dev.name() + "\",\"driver\":" + std::to_string(v) +
                        ",\"copies\":" + std::to_string(copies) + ",\"bytes\":" + std::to_string(total) +
-                       ",\"driver_batch\":" + (have_batch ? "true" : "false") + ",\"rounds\":" + std::to_string(rounds) +
-                       ",\"rows\":[";
+                       ",\"driver_batch\":" + (have_batch ? "true" : "false") +
+                       ",\"rounds\":" + std::to_string(rounds) + ",\"rows\":[";
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
       const double host_ratio = ratio_median(r.host_a, r.host_b);
       const double e2e_ratio = ratio_median(r.e2e_a, r.e2e_b);
-      std::printf("| %s | %s | %.1f us | %.1f us | %.3f | %.1f us | %.1f us | %.3f |\n", r.direction.c_str(), r.name.c_str(),
-                  bench::median(r.host_a) / 1000, bench::median(r.host_b) / 1000, host_ratio, bench::median(r.e2e_a) / 1000,
-                  bench::median(r.e2e_b) / 1000, e2e_ratio);
+      std::printf("| %s | %s | %.1f us | %.1f us | %.3f | %.1f us | %.1f us | %.3f |\n", r.direction.c_str(),
+                  r.name.c_str(), bench::median(r.host_a) / 1000, bench::median(r.host_b) / 1000, host_ratio,
+                  bench::median(r.e2e_a) / 1000, bench::median(r.e2e_b) / 1000, e2e_ratio);
       char buf[512];
       std::snprintf(buf, sizeof buf,
                     "%s{\"direction\":\"%s\",\"pair\":\"%s\",\"host_first_us\":%.2f,\"host_second_us\":%.2f,"
                     "\"host_ratio\":%.4f,\"e2e_first_us\":%.2f,\"e2e_second_us\":%.2f,\"e2e_ratio\":%.4f}",
                     i > 0 ? "," : "", r.direction.c_str(), r.name.c_str(), bench::median(r.host_a) / 1000,
-                    bench::median(r.host_b) / 1000, host_ratio, bench::median(r.e2e_a) / 1000, bench::median(r.e2e_b) / 1000,
-                    e2e_ratio);
+                    bench::median(r.host_b) / 1000, host_ratio, bench::median(r.e2e_a) / 1000,
+                    bench::median(r.e2e_b) / 1000, e2e_ratio);
       json += buf;
     }
     std::printf("\nJSON %s]}\n", json.c_str());

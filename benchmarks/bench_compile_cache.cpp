@@ -65,7 +65,8 @@ int main(int argc, char** argv) {
     }
   }
   if (!cudrv::driver::available()) {
-    std::fprintf(stderr, "bench_compile_cache: no usable CUDA driver: %s\n", cudrv::driver::unavailable_reason().c_str());
+    std::fprintf(stderr, "bench_compile_cache: no usable CUDA driver: %s\n",
+                 cudrv::driver::unavailable_reason().c_str());
     return 2;
   }
   auto dir = std::filesystem::temp_directory_path() / ("cudrv-bench-cache-" + std::to_string(::getpid()));
@@ -83,11 +84,14 @@ int main(int argc, char** argv) {
     cudrv::compile_cache cache(dir.string());
     (void)cache.compile(prog, cudrv::code_kind::cubin, options);  // warm the entry (and NVRTC)
     const cudrv::object_code cubin = prog.compile(cudrv::code_kind::cubin, options).code;
-    auto raw_load = reinterpret_cast<PFN_cuLibraryLoadData_v12000>(cudrv::driver::get_entry_point("cuLibraryLoadData", 12000));
-    auto raw_unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
+    auto raw_load =
+        reinterpret_cast<PFN_cuLibraryLoadData_v12000>(cudrv::driver::get_entry_point("cuLibraryLoadData", 12000));
+    auto raw_unload =
+        reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
 
     stats cold = time_it(cold_reps, [&] { cudrv::library lib(prog.compile(cudrv::code_kind::cubin, options).code); });
-    stats hit = time_it(hit_reps, [&] { cudrv::library lib(cache.compile(prog, cudrv::code_kind::cubin, options).code); });
+    stats hit =
+        time_it(hit_reps, [&] { cudrv::library lib(cache.compile(prog, cudrv::code_kind::cubin, options).code); });
     stats lookup = time_it(hit_reps, [&] { (void)cache.compile(prog, cudrv::code_kind::cubin, options); });
     stats load = time_it(hit_reps, [&] { cudrv::library lib(cubin); });
     stats raw = time_it(hit_reps, [&] {
@@ -99,8 +103,9 @@ int main(int argc, char** argv) {
     });
     auto s = cache.stats();
     std::printf("bench_compile_cache: device 0 (%s, %s), NVRTC %d.%d, cubin %zu bytes; cache hits %llu, misses %llu\n",
-                dev.name().c_str(), options.arch.c_str(), cudrv::nvrtc_version() / 1000, cudrv::nvrtc_version() % 1000 / 10,
-                cubin.size(), static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses));
+                dev.name().c_str(), options.arch.c_str(), cudrv::nvrtc_version() / 1000,
+                cudrv::nvrtc_version() % 1000 / 10, cubin.size(), static_cast<unsigned long long>(s.hits),
+                static_cast<unsigned long long>(s.misses));
     std::printf("\n| case | median | best | repetitions |\n|---|---:|---:|---:|\n");
     auto row = [](const char* name, stats st, int reps) {
       std::printf("| %s | %.3f ms | %.3f ms | %d |\n", name, st.median_ms, st.best_ms, reps);

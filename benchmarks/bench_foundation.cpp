@@ -37,9 +37,7 @@ namespace {
 
 using steady = std::chrono::steady_clock;
 
-double ns_since(steady::time_point t0) {
-  return std::chrono::duration<double, std::nano>(steady::now() - t0).count();
-}
+double ns_since(steady::time_point t0) { return std::chrono::duration<double, std::nano>(steady::now() - t0).count(); }
 
 // The raw driver entry points, resolved at the same API versions cudrv uses.
 struct raw_api {
@@ -81,10 +79,10 @@ inline void check(CUresult status, const char* api) {
 }
 
 struct config {
-  int rounds = 41;            // rounds of the host-side cases
-  int iteration_scale = 1;    // divides the iteration counts
-  int copy_rounds = 7;        // rounds of the copy cases
-  int copy_repetitions = 3;   // timed copies per side per round
+  int rounds = 41;           // rounds of the host-side cases
+  int iteration_scale = 1;   // divides the iteration counts
+  int copy_rounds = 7;       // rounds of the copy cases
+  int copy_repetitions = 3;  // timed copies per side per round
   std::size_t copy_bytes = std::size_t(1) << 30;
 };
 
@@ -93,7 +91,7 @@ enum class unit { time, bandwidth };
 struct result {
   std::string name;
   unit kind = unit::time;
-  std::vector<double> raw;    // ns per iteration, or GB/s
+  std::vector<double> raw;  // ns per iteration, or GB/s
   std::vector<double> cudrv;
 };
 
@@ -460,12 +458,10 @@ int run(const config& cfg, bool quick) {
 
     const std::string size = std::to_string(bytes >> 20) + " MiB";
     measure_copy(
-        "H2D pinned " + size,
-        [&] { check(api.memcpy_async(d0.data(), host_address, bytes, hs), "cuMemcpyAsync"); },
+        "H2D pinned " + size, [&] { check(api.memcpy_async(d0.data(), host_address, bytes, hs), "cuMemcpyAsync"); },
         [&] { cudrv::copy(d0, host, s); }, bytes);
     measure_copy(
-        "D2H pinned " + size,
-        [&] { check(api.memcpy_async(host_address, d0.data(), bytes, hs), "cuMemcpyAsync"); },
+        "D2H pinned " + size, [&] { check(api.memcpy_async(host_address, d0.data(), bytes, hs), "cuMemcpyAsync"); },
         [&] { cudrv::copy(host, d0, s); }, bytes);
     measure_copy(
         "D2D " + size + " (read+write counted)",
@@ -484,8 +480,7 @@ int run(const config& cfg, bool quick) {
     std::printf("| %s | %s | %s | %s | %.3f | %s | %s | %s |\n", r.name.c_str(),
                 format_value(raw_median, r.kind).c_str(), format_value(cudrv_median, r.kind).c_str(),
                 format_ratio(cudrv_median, raw_median).c_str(), paired_ratio(r), format_value(raw_best, r.kind).c_str(),
-                format_value(cudrv_best, r.kind).c_str(),
-                format_ratio(cudrv_best, raw_best).c_str());
+                format_value(cudrv_best, r.kind).c_str(), format_ratio(cudrv_best, raw_best).c_str());
   }
   std::printf(
       "\nraw, cudrv: medians over the rounds (times per iteration; bandwidth per copy). best: min time, max "
@@ -498,10 +493,9 @@ int run(const config& cfg, bool quick) {
 }
 
 void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: bench_foundation [--quick]\n"
-               "  --quick   fewer rounds and iterations (a few seconds less; for smoke runs)\n"
-               "exit status: 0 ok, 1 usage, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error\n");
+  std::fprintf(to, "usage: bench_foundation [--quick]\n"
+                   "  --quick   fewer rounds and iterations (a few seconds less; for smoke runs)\n"
+                   "exit status: 0 ok, 1 usage, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error\n");
 }
 
 }  // namespace

@@ -60,15 +60,20 @@ int main(int argc, char** argv) {
     float x = fx.x;
     const cudrv::launch_config config{.grid = 1, .block = 32};
 
-    auto raw_add = reinterpret_cast<PFN_cuGraphAddKernelNode_v12000>(cudrv::driver::get_entry_point("cuGraphAddKernelNode", 12000));
-    auto raw_create = reinterpret_cast<PFN_cuGraphCreate_v10000>(cudrv::driver::get_entry_point("cuGraphCreate", 10000));
-    auto raw_destroy = reinterpret_cast<PFN_cuGraphDestroy_v10000>(cudrv::driver::get_entry_point("cuGraphDestroy", 10000));
+    auto raw_add = reinterpret_cast<PFN_cuGraphAddKernelNode_v12000>(
+        cudrv::driver::get_entry_point("cuGraphAddKernelNode", 12000));
+    auto raw_create =
+        reinterpret_cast<PFN_cuGraphCreate_v10000>(cudrv::driver::get_entry_point("cuGraphCreate", 10000));
+    auto raw_destroy =
+        reinterpret_cast<PFN_cuGraphDestroy_v10000>(cudrv::driver::get_entry_point("cuGraphDestroy", 10000));
     auto raw_instantiate = reinterpret_cast<PFN_cuGraphInstantiateWithFlags_v11040>(
         cudrv::driver::get_entry_point("cuGraphInstantiateWithFlags", 11040));
     auto raw_exec_destroy =
         reinterpret_cast<PFN_cuGraphExecDestroy_v10000>(cudrv::driver::get_entry_point("cuGraphExecDestroy", 10000));
-    auto raw_launch = reinterpret_cast<PFN_cuGraphLaunch_v10000>(cudrv::driver::get_entry_point("cuGraphLaunch", 10000));
-    auto raw_sync = reinterpret_cast<PFN_cuStreamSynchronize_v2000>(cudrv::driver::get_entry_point("cuStreamSynchronize", 2000));
+    auto raw_launch =
+        reinterpret_cast<PFN_cuGraphLaunch_v10000>(cudrv::driver::get_entry_point("cuGraphLaunch", 10000));
+    auto raw_sync =
+        reinterpret_cast<PFN_cuStreamSynchronize_v2000>(cudrv::driver::get_entry_point("cuStreamSynchronize", 2000));
 
     auto build_cudrv = [&] {
       cudrv::graph g;
@@ -92,7 +97,8 @@ int main(int argc, char** argv) {
         p.blockDimY = p.blockDimZ = 1;
         p.kernelParams = args;
         CUgraphNode node = nullptr;
-        bench::check(raw_add(&node, g, prev != nullptr ? &prev : nullptr, prev != nullptr ? 1 : 0, &p), "cuGraphAddKernelNode");
+        bench::check(raw_add(&node, g, prev != nullptr ? &prev : nullptr, prev != nullptr ? 1 : 0, &p),
+                     "cuGraphAddKernelNode");
         prev = node;
       }
       return g;
@@ -157,8 +163,9 @@ int main(int argc, char** argv) {
           }
         });
       };
-      static constexpr side orders[3][3] = {
-          {raw_side, cudrv_side, copy_side}, {cudrv_side, copy_side, raw_side}, {copy_side, raw_side, cudrv_side}};
+      static constexpr side orders[3][3] = {{raw_side, cudrv_side, copy_side},
+                                            {cudrv_side, copy_side, raw_side},
+                                            {copy_side, raw_side, cudrv_side}};
       for (side which : orders[r % 3]) {
         const bool raw = which != cudrv_side;
         replay_t.t[which].push_back(replay(raw) / nodes);
@@ -169,8 +176,10 @@ int main(int argc, char** argv) {
     }
     std::fprintf(stderr, "\n");
     std::printf("bench_graph: device 0 (%s), driver CUDA %d.%d; graph of %d empty kernel nodes; %d rounds\n",
-                dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, nodes, rounds);
-    std::printf("\n| case | raw (median) | cudrv (median) | paired ratio | A/A (raw vs raw) |\n|---|---:|---:|---:|---:|\n");
+                dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, nodes,
+                rounds);
+    std::printf(
+        "\n| case | raw (median) | cudrv (median) | paired ratio | A/A (raw vs raw) |\n|---|---:|---:|---:|---:|\n");
     struct row {
       const char* name;
       const series* data;

@@ -68,7 +68,8 @@ int main(int argc, char** argv) {
     int n = fx.n;
     float x = fx.x;
 
-    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
+    auto raw_launch =
+        reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
     auto raw_launch_ex =
         reinterpret_cast<PFN_cuLaunchKernelEx_v11060>(cudrv::driver::get_entry_point("cuLaunchKernelEx", 11060));
     CUfunction f = untyped.native_function();
@@ -151,20 +152,22 @@ int main(int argc, char** argv) {
     std::printf("bench_launch: device 0 (%s), driver CUDA %d.%d; %d rounds x %d bursts of %d launches\n",
                 dev.name().c_str(), cudrv::driver::version() / 1000, cudrv::driver::version() % 1000 / 10, rounds,
                 bursts, burst);
-    std::printf("\n| case | host time per launch (median) | best round | paired ratio | against |\n|---|---:|---:|---:|---|\n");
+    std::printf(
+        "\n| case | host time per launch (median) | best round | paired ratio | against |\n|---|---:|---:|---:|---|\n");
     const std::size_t against[] = {0, 0, 0, 3, 3, 0};
     for (std::size_t i = 0; i < cases.size(); ++i) {
       const auto& c = cases[i];
       double best = *std::min_element(c.per_launch_ns.begin(), c.per_launch_ns.end());
       if (i == 0 || i == 3) {  // the baselines
-        std::printf("| %s | %.3f us | %.3f us | | |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000, best / 1000);
+        std::printf("| %s | %.3f us | %.3f us | | |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000,
+                    best / 1000);
       } else {
         std::printf("| %s | %.3f us | %.3f us | %.3f | %s |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000,
                     best / 1000, paired(i, against[i]), cases[against[i]].name.c_str());
       }
     }
-    std::printf("\nheap allocations in %lld cudrv launches: %lld (%.4f per launch)\n", cudrv_launches, cudrv_allocations,
-                cudrv_launches > 0 ? static_cast<double>(cudrv_allocations) / cudrv_launches : 0.0);
+    std::printf("\nheap allocations in %lld cudrv launches: %lld (%.4f per launch)\n", cudrv_launches,
+                cudrv_allocations, cudrv_launches > 0 ? static_cast<double>(cudrv_allocations) / cudrv_launches : 0.0);
     return cudrv_allocations == 0 ? 0 : 4;
   } catch (const cudrv::error& e) {
     std::fprintf(stderr, "bench_launch: %s\n", e.what());

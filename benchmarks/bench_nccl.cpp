@@ -74,8 +74,8 @@
 #include <algorithm>
 #include <array>
 #include <bit>
-#include <chrono>
 #include <cerrno>
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdint>
@@ -348,9 +348,9 @@ struct world {
   void max_all(std::vector<double>& v) const {
 #ifdef CUDRV_BENCH_NCCL_MPI
     if (mpi && !v.empty()) {
-      cudrv::mpi::check(
-          MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD),
-          "MPI_Allreduce");
+      cudrv::mpi::check(MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_DOUBLE, MPI_MAX,
+                                      MPI_COMM_WORLD),
+                        "MPI_Allreduce");
     }
 #else
     (void)v;
@@ -1003,9 +1003,8 @@ std::string run_peer(const std::vector<cudrv::device>& devs, const options& o, o
   }
   std::printf("\n## peer copies: %zu devices, every ordered pair, on the source device's stream; %d rounds\n\n",
               d.size(), rounds);
-  std::printf(
-      "| src -> dst | peer access | raw bandwidth | cudrv bandwidth | bandwidth ratio | raw latency | "
-      "cudrv latency | latency ratio | checked |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
+  std::printf("| src -> dst | peer access | raw bandwidth | cudrv bandwidth | bandwidth ratio | raw latency | "
+              "cudrv latency | latency ratio | checked |\n|---|---|---:|---:|---:|---:|---:|---:|---|\n");
   std::string rows;
   long long cudrv_allocations = 0, cudrv_copies = 0;
   for (std::size_t a = 0; a < d.size(); ++a) {
@@ -1303,8 +1302,8 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
     rc = 4;
   }
   if (w.root()) {
-    std::printf("bench_nccl: %s\n", rc == 0   ? "every result checked; no heap allocation through cudrv"
-                                    : rc == 5 ? "WRONG results (see above)"
+    std::printf("bench_nccl: %s\n", rc == 0      ? "every result checked; no heap allocation through cudrv"
+                                    : rc == 5    ? "WRONG results (see above)"
                                     : extra != 0 ? "heap allocations through cudrv (see above)"
                                                  : "the JSON document was not written");
   }

@@ -27,9 +27,9 @@
 
 #include <cudrv/cudrv.hpp>
 
-#include "bench_support.hpp"
 #include <cudrv/nvtx.hpp>
 #include <nvtx3/nvtx3.hpp>  // the hand-written range (nvtx.hpp leaves it out with CUDRV_ENABLE_NVTX=OFF)
+#include "bench_support.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -80,7 +80,8 @@ int main(int argc, char** argv) {
     int n = fx.n;
     float x = fx.x;
 
-    auto raw_launch = reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
+    auto raw_launch =
+        reinterpret_cast<PFN_cuLaunchKernel_v4000>(cudrv::driver::get_entry_point("cuLaunchKernel", 4000));
     CUfunction f = typed.native_function();
     CUstream hs = s.native_handle();
     const cudrv::launch_config plain{.grid = 1, .block = 32};
@@ -94,17 +95,28 @@ int main(int argc, char** argv) {
     auto nothing = [] {};
     std::vector<bench_case> cases = {
         {"raw cuLaunchKernel", nothing, raw, -1, false, {}},
-        {"cudrv typed, automatic ranges off", ranges_off, [&] { cudrv::launch(s, plain, typed, ptr, n, x); }, 0, true,
+        {"cudrv typed, automatic ranges off",
+         ranges_off,
+         [&] { cudrv::launch(s, plain, typed, ptr, n, x); },
+         0,
+         true,
          {}},
         {"raw cuLaunchKernel (A/A copy)", nothing, raw, 0, false, {}},
-        {"cudrv typed, automatic ranges on", ranges_on, [&] { cudrv::launch(s, plain, typed, ptr, n, x); }, 1, true,
+        {"cudrv typed, automatic ranges on",
+         ranges_on,
+         [&] { cudrv::launch(s, plain, typed, ptr, n, x); },
+         1,
+         true,
          {}},
-        {"raw cuLaunchKernel in an nvtx3 range", nothing,
+        {"raw cuLaunchKernel in an nvtx3 range",
+         nothing,
          [&] {
            nvtx3::scoped_range_in<cudrv::nvtx::domain> r{"cudrv::launch args_kernel"};
            raw();
          },
-         0, false, {}},
+         0,
+         false,
+         {}},
     };
     // Warm-up (this also runs NVTX's one-time initialisation).
     for (auto& c : cases) {
@@ -154,7 +166,8 @@ int main(int argc, char** argv) {
                 bursts, burst);
     std::printf("NVTX tool: %s\n", tool != nullptr && tool[0] != '\0' ? tool : "none (NVTX_INJECTION64_PATH unset)");
     if (!cudrv::nvtx::compiled_in) {
-      std::printf("cudrv was built with CUDRV_ENABLE_NVTX=OFF: the automatic ranges are compiled out, so \"on\" is \"off\"\n");
+      std::printf(
+          "cudrv was built with CUDRV_ENABLE_NVTX=OFF: the automatic ranges are compiled out, so \"on\" is \"off\"\n");
     }
     std::printf("\n| case | host time per launch (median) | best round | paired ratio | paired difference | against |\n"
                 "|---|---:|---:|---:|---:|---|\n");
@@ -162,7 +175,8 @@ int main(int argc, char** argv) {
       const auto& c = cases[i];
       const double best = *std::min_element(c.per_launch_ns.begin(), c.per_launch_ns.end());
       if (c.against < 0) {
-        std::printf("| %s | %.3f us | %.3f us | | | |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000, best / 1000);
+        std::printf("| %s | %.3f us | %.3f us | | | |\n", c.name.c_str(), bench::median(c.per_launch_ns) / 1000,
+                    best / 1000);
       } else {
         const auto ref = static_cast<std::size_t>(c.against);
         std::printf("| %s | %.3f us | %.3f us | %.3f | %+.1f ns | %s |\n", c.name.c_str(),

@@ -47,8 +47,8 @@ int round_number = 0;
 // One cold compilation of a fresh variant of the kernel; returns milliseconds.
 double compile_once(const cudrv::compile_options& options, cudrv::pch_status* status = nullptr,
                     std::size_t* heap_required = nullptr) {
-  const std::string source = std::string(cudrv::test::cub_block_sum_source) + "\n__device__ int variant = " +
-                             std::to_string(++round_number) + ";\n";
+  const std::string source = std::string(cudrv::test::cub_block_sum_source) +
+                             "\n__device__ int variant = " + std::to_string(++round_number) + ";\n";
   const cudrv::program prog("block_sum.cu", source);
   const auto t0 = std::chrono::steady_clock::now();
   const auto r = prog.compile(cudrv::code_kind::cubin, options, {"block_sum<int, 256>"});
@@ -73,16 +73,11 @@ struct pairs {
 
 const char* status_name(cudrv::pch_status s) {
   switch (s) {
-    case cudrv::pch_status::created:
-      return "created";
-    case cudrv::pch_status::not_attempted:
-      return "not_attempted";
-    case cudrv::pch_status::heap_exhausted:
-      return "heap_exhausted";
-    case cudrv::pch_status::failed:
-      return "failed";
-    default:
-      return "not_requested";
+    case cudrv::pch_status::created: return "created";
+    case cudrv::pch_status::not_attempted: return "not_attempted";
+    case cudrv::pch_status::heap_exhausted: return "heap_exhausted";
+    case cudrv::pch_status::failed: return "failed";
+    default: return "not_requested";
   }
 }
 

@@ -10,8 +10,8 @@
 //     runs both sequences, and the same growth made with raw VMM calls (cuMemCreate + cuMemMap per
 //     chunk, one cuMemSetAccess per step: cudrv's overhead), alternating the order; reported per chunk
 //     size (2 MiB, the default 64 MiB, 256 MiB; --quick: the default only) the total and the per-step
-//     time (medians over rounds), the ratio of the totals, and growable_buffer/raw VMM. N is lowered when the device cannot hold the old and the new buffer
-//     of the copy approach at once.
+//     time (medians over rounds), the ratio of the totals, and growable_buffer/raw VMM. N is lowered when the device
+//     cannot hold the old and the new buffer of the copy approach at once.
 // (b) steady-state bandwidth: a read+write kernel (x[i] = x[i] * a + b over 16-byte elements, compiled
 //     at run time with NVRTC) over 4 GiB, on a growable buffer (chunks of 2 MiB, 64 MiB, 256 MiB) and on
 //     a plain cuMemAlloc allocation of the same size. Each round times a burst of launches on each side
@@ -96,7 +96,8 @@ std::vector<double> grow_growable(const cudrv::device& dev, std::size_t chunk, s
 
 // Per-step times (ms) of the same growth with raw VMM calls: what growable_buffer does, by hand (one
 // reservation aligned to the chunk, cuMemCreate + cuMemMap per chunk, one cuMemSetAccess per step).
-std::vector<double> grow_raw_vmm(const cudrv::device& dev, const raw_api& raw, std::size_t chunk, std::size_t max_bytes) {
+std::vector<double> grow_raw_vmm(const cudrv::device& dev, const raw_api& raw, std::size_t chunk,
+                                 std::size_t max_bytes) {
   std::vector<double> steps;
   const std::size_t reserved = (max_bytes + chunk - 1) / chunk * chunk;
   const bool power_of_two = (chunk & (chunk - 1)) == 0;
@@ -120,7 +121,8 @@ std::vector<double> grow_raw_vmm(const cudrv::device& dev, const raw_api& raw, s
       handles.push_back(h);
     }
     if (handles.size() > first) {
-      bench::check(raw.set_access(base + first * chunk, (handles.size() - first) * chunk, &access, 1), "cuMemSetAccess");
+      bench::check(raw.set_access(base + first * chunk, (handles.size() - first) * chunk, &access, 1),
+                   "cuMemSetAccess");
     }
     steps.push_back(ms_since(t0));
   }
@@ -162,8 +164,8 @@ double sum(const std::vector<double>& v) {
   return s;
 }
 
-void growth_figure(const cudrv::device& dev, const raw_api& raw, std::size_t chunk, bool is_default, std::size_t max_bytes,
-                   int rounds) {
+void growth_figure(const cudrv::device& dev, const raw_api& raw, std::size_t chunk, bool is_default,
+                   std::size_t max_bytes, int rounds) {
   std::vector<double> g_total, c_total, g_step, c_step, ratio, g_last, c_last, v_total, overhead;
   grow_growable(dev, chunk, 2 * step_bytes);  // warm-up
   grow_raw_vmm(dev, raw, chunk, 2 * step_bytes);
@@ -190,13 +192,14 @@ void growth_figure(const cudrv::device& dev, const raw_api& raw, std::size_t chu
     c_last.push_back(c.back());
   }
   const std::size_t steps = max_bytes / step_bytes;
-  std::printf("growth %s -> %s in %zu steps of %s, chunks of %s%s: growable_buffer %.2f ms total (%.3f ms per step, last "
-              "step %.3f ms); cuMemAlloc+cuMemcpyDtoD+cuMemFree %.2f ms total (%.3f ms per step, last step %.3f ms); "
-              "copying is %.1fx slower; raw VMM calls %.2f ms total, growable_buffer/raw %.3f (median of %d rounds)\n",
-              mib(step_bytes).c_str(), mib(max_bytes).c_str(), steps, mib(step_bytes).c_str(), mib(chunk).c_str(),
-              is_default ? " (default)" : "", bench::median(g_total), bench::median(g_step), bench::median(g_last),
-              bench::median(c_total), bench::median(c_step), bench::median(c_last), bench::median(ratio),
-              bench::median(v_total), bench::median(overhead), rounds);
+  std::printf(
+      "growth %s -> %s in %zu steps of %s, chunks of %s%s: growable_buffer %.2f ms total (%.3f ms per step, last "
+      "step %.3f ms); cuMemAlloc+cuMemcpyDtoD+cuMemFree %.2f ms total (%.3f ms per step, last step %.3f ms); "
+      "copying is %.1fx slower; raw VMM calls %.2f ms total, growable_buffer/raw %.3f (median of %d rounds)\n",
+      mib(step_bytes).c_str(), mib(max_bytes).c_str(), steps, mib(step_bytes).c_str(), mib(chunk).c_str(),
+      is_default ? " (default)" : "", bench::median(g_total), bench::median(g_step), bench::median(g_last),
+      bench::median(c_total), bench::median(c_step), bench::median(c_last), bench::median(ratio),
+      bench::median(v_total), bench::median(overhead), rounds);
   std::printf("{\"bench\":\"vmm\",\"figure\":\"growth\",\"device\":\"%s\",\"chunk_bytes\":%zu,\"default_chunk\":%s,"
               "\"step_bytes\":%zu,\"max_bytes\":%zu,\"steps\":%zu,\"rounds\":%d,\"growable_total_ms\":%.4f,"
               "\"growable_step_ms\":%.4f,\"growable_last_step_ms\":%.4f,\"copy_total_ms\":%.4f,\"copy_step_ms\":%.4f,"
@@ -234,7 +237,7 @@ struct bandwidth_bench {
   cudrv::typed_kernel<kernel_signature> kernel;
   cudrv::launch_config config{};
   std::size_t bytes;
-  int launches;      // per timed burst
+  int launches;  // per timed burst
   int total_launches_plain = 0;
   cudrv::event start{dev, cudrv::event_flags::timing};
   cudrv::event stop{dev, cudrv::event_flags::timing};
@@ -269,14 +272,16 @@ struct bandwidth_bench {
     std::vector<unsigned> head(MiB / sizeof(unsigned)), tail(MiB / sizeof(unsigned));
     cudrv::copy(head, cudrv::device_span<const unsigned>(x, head.size()));
     cudrv::copy(tail, cudrv::device_span<const unsigned>(x + bytes - MiB, tail.size()));
-    auto all = [&](const std::vector<unsigned>& v) { return std::all_of(v.begin(), v.end(), [&](unsigned w) { return w == value; }); };
+    auto all = [&](const std::vector<unsigned>& v) {
+      return std::all_of(v.begin(), v.end(), [&](unsigned w) { return w == value; });
+    };
     return all(head) && all(tail);
   }
 };
 
 struct pair_result {
-  double ratio = 0;     // median of paired ratios b/a
-  double a_gbps = 0;    // median bandwidth of side a
+  double ratio = 0;   // median of paired ratios b/a
+  double a_gbps = 0;  // median bandwidth of side a
   double b_gbps = 0;
 };
 
@@ -302,12 +307,13 @@ pair_result compare(bandwidth_bench& bb, CUdeviceptr a, CUdeviceptr b, int round
   return {bench::median(ratios), bench::median(ra), bench::median(rb)};
 }
 
-void bandwidth_line(const cudrv::device& dev, const char* label, std::size_t chunk, std::size_t bytes, const pair_result& r,
-                    int rounds) {
+void bandwidth_line(const cudrv::device& dev, const char* label, std::size_t chunk, std::size_t bytes,
+                    const pair_result& r, int rounds) {
   const bool aa = chunk == 0;
-  std::printf("bandwidth, read+write kernel over %s: %s %.1f GB/s, %s %.1f GB/s, paired ratio %.3f (median of %d rounds)%s\n",
-              mib(bytes).c_str(), "plain cuMemAlloc", r.a_gbps, label, r.b_gbps, r.ratio, rounds,
-              aa ? " [A/A: the noise]" : (r.ratio >= 0.98 ? " [goal >= 0.98 met]" : " [goal >= 0.98 MISSED]"));
+  std::printf(
+      "bandwidth, read+write kernel over %s: %s %.1f GB/s, %s %.1f GB/s, paired ratio %.3f (median of %d rounds)%s\n",
+      mib(bytes).c_str(), "plain cuMemAlloc", r.a_gbps, label, r.b_gbps, r.ratio, rounds,
+      aa ? " [A/A: the noise]" : (r.ratio >= 0.98 ? " [goal >= 0.98 met]" : " [goal >= 0.98 MISSED]"));
   std::printf("{\"bench\":\"vmm\",\"figure\":\"bandwidth\",\"device\":\"%s\",\"case\":\"%s\",\"chunk_bytes\":%zu,"
               "\"bytes\":%zu,\"rounds\":%d,\"plain_gbps\":%.2f,\"other_gbps\":%.2f,\"ratio\":%.4f,\"goal\":%s}\n",
               dev.name().c_str(), label, chunk, bytes, rounds, r.a_gbps, r.b_gbps, r.ratio, aa ? "null" : "0.98");
@@ -408,8 +414,8 @@ int main(int argc, char** argv) {
       bandwidth_line(dev, label.c_str(), chunk, bytes, r, bw_rounds);
       const unsigned expected = static_cast<unsigned>((bw_rounds + 1) * bb.launches);
       if (!bb.holds(grown.data(), expected)) {
-        std::fprintf(stderr, "bench_vmm: the growable buffer (%s chunks) does not hold %u after the runs\n", mib(chunk).c_str(),
-                     expected);
+        std::fprintf(stderr, "bench_vmm: the growable buffer (%s chunks) does not hold %u after the runs\n",
+                     mib(chunk).c_str(), expected);
         correct = false;
       }
     }

@@ -62,9 +62,8 @@ bool parse_size(const char* text, std::size_t& out) {
 }
 
 void usage(std::FILE* to) {
-  std::fprintf(to,
-               "usage: example_copy_pipeline [total_MiB [chunk_MiB [streams]]]   (defaults: 256 8 3)\n"
-               "exit status: 0 ok, 1 usage, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error, 5 data mismatch\n");
+  std::fprintf(to, "usage: example_copy_pipeline [total_MiB [chunk_MiB [streams]]]   (defaults: 256 8 3)\n"
+                   "exit status: 0 ok, 1 usage, 2 no CUDA driver, 3 no CUDA device, 4 CUDA error, 5 data mismatch\n");
 }
 
 double gb_per_s(std::size_t bytes, float ms) { return ms > 0.0f ? static_cast<double>(bytes) / (ms * 1e6) : 0.0; }
@@ -149,7 +148,7 @@ int run(const options& opt) {
       const std::size_t offset = k * chunk;
       const std::size_t count = std::min(chunk, total - offset);
       lane& l = lanes[k % lanes.size()];
-      cudrv::copy(l.staging, std::span<const element>(source.data() + offset, count), l.stream);  // H2D
+      cudrv::copy(l.staging, std::span<const element>(source.data() + offset, count), l.stream);   // H2D
       cudrv::copy(std::span<element>(result.data() + offset, count), l.staging, count, l.stream);  // D2H
       ++l.chunks;
       l.bytes_moved += 2 * count * sizeof(element);
@@ -175,8 +174,9 @@ int run(const options& opt) {
 
     const std::size_t bad = first_mismatch(source.view(), result.view());
     if (bad != total) {
-      std::fprintf(stderr, "copy_pipeline: MISMATCH in pass %d at element %zu (byte %zu): expected 0x%08x, got 0x%08x\n",
-                   pass, bad, bad * sizeof(element), static_cast<unsigned>(source[bad]), static_cast<unsigned>(result[bad]));
+      std::fprintf(stderr,
+                   "copy_pipeline: MISMATCH in pass %d at element %zu (byte %zu): expected 0x%08x, got 0x%08x\n", pass,
+                   bad, bad * sizeof(element), static_cast<unsigned>(source[bad]), static_cast<unsigned>(result[bad]));
       status = 5;
     } else {
       std::printf("  verified: %zu bytes identical\n", total * sizeof(element));

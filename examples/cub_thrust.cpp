@@ -79,7 +79,7 @@ bool run(std::size_t count) {
   cudrv::pool_memory_resource upstream(pool);
   cudrv::cccl_device_resource adaptor(upstream);
   const example::cccl::device_resource_ref mr = adaptor;  // what CCCL code takes
-  const cudrv::cccl_stream_ref cs = stream;                // a cuda::stream_ref and a cudrv::stream_ref
+  const cudrv::cccl_stream_ref cs = stream;               // a cuda::stream_ref and a cudrv::stream_ref
 
   // Random keys (every fourth one only 20 bits wide, so that there are duplicates) and their indices.
   const unsigned seed = 2025;
@@ -155,9 +155,11 @@ bool run(std::size_t count) {
   cudrv::copy(std::span(&got_max, 1), d_max, stream);
   stream.synchronize();
   ok = report_check("cub::DeviceReduce::Sum (64-bit, exact):",
-                    got_sum == sum ? "" : std::to_string(got_sum) + " instead of " + std::to_string(sum)) && ok;
+                    got_sum == sum ? "" : std::to_string(got_sum) + " instead of " + std::to_string(sum)) &&
+       ok;
   ok = report_check("cub::DeviceReduce::Max:",
-                    got_max == max ? "" : std::to_string(got_max) + " instead of " + std::to_string(max)) && ok;
+                    got_max == max ? "" : std::to_string(got_max) + " instead of " + std::to_string(max)) &&
+       ok;
   ok = report_check("thrust::transform + thrust::sort (descending):", compare(read(thrust_out), scrambled)) && ok;
   std::printf("  Thrust took %zu temporary allocation(s) from the cudrv pool\n", thrust_allocations);
   if (thrust_allocations == 0) {  // the descending sort needs temporary storage: the allocator must have served it

@@ -1,12 +1,12 @@
 // The CUB and Thrust calls of example_cub_thrust (interface and what each does: cub_thrust.hpp), built by
 // nvcc for sm_90 and its PTX with the static CUDA runtime. Only <cudrv/cccl.hpp> and what it includes
 // (streams, memory resources) are compiled here: the example's host side is cub_thrust.cpp.
-#include <cub/device/device_radix_sort.cuh>
-#include <cub/device/device_reduce.cuh>
 #include <thrust/execution_policy.h>
 #include <thrust/functional.h>
 #include <thrust/sort.h>
 #include <thrust/transform.h>
+#include <cub/device/device_radix_sort.cuh>
+#include <cub/device/device_reduce.cuh>
 
 #include <algorithm>
 #include <stdexcept>

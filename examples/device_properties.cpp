@@ -54,9 +54,9 @@ void print_device(const cudrv::device& dev) {
   row("free memory", format_bytes(dev.free_memory()));
 
   // Typed attributes: the tag fixes the result type.
-  const int sms = dev.attribute(attr::multiprocessor_count);                                 // int
-  const std::size_t l2 = dev.attribute(attr::l2_cache_size);                                 // std::size_t
-  const bool managed = dev.attribute(attr::managed_memory);                                  // bool
+  const int sms = dev.attribute(attr::multiprocessor_count);  // int
+  const std::size_t l2 = dev.attribute(attr::l2_cache_size);  // std::size_t
+  const bool managed = dev.attribute(attr::managed_memory);   // bool
   row("multiprocessors (SMs)", std::to_string(sms));
   row("L2 cache", format_bytes(l2));
   row("shared memory per block", format_bytes(dev.attribute(attr::max_shared_memory_per_block)));
@@ -116,8 +116,9 @@ int run() {
                  cuda_version(cudrv::driver::version()).c_str());
     return 3;
   }
-  std::printf("CUDA driver %s (%s), built with CUDA %s, %zu device(s)\n\n", cuda_version(cudrv::driver::version()).c_str(),
-              cudrv::driver::library_path().c_str(), cuda_version(CUDA_VERSION).c_str(), devices.size());
+  std::printf("CUDA driver %s (%s), built with CUDA %s, %zu device(s)\n\n",
+              cuda_version(cudrv::driver::version()).c_str(), cudrv::driver::library_path().c_str(),
+              cuda_version(CUDA_VERSION).c_str(), devices.size());
   for (cudrv::device dev : devices) {
     print_device(dev);
     std::printf("\n");

@@ -60,9 +60,12 @@ inline std::size_t parse_size(const char* text, const char* what) {
   std::size_t scale = 1;
   if (end != nullptr && *end != '\0') {
     switch (*end) {
-      case 'k': case 'K': scale = std::size_t{1} << 10; break;
-      case 'm': case 'M': scale = std::size_t{1} << 20; break;
-      case 'g': case 'G': scale = std::size_t{1} << 30; break;
+      case 'k':
+      case 'K': scale = std::size_t{1} << 10; break;
+      case 'm':
+      case 'M': scale = std::size_t{1} << 20; break;
+      case 'g':
+      case 'G': scale = std::size_t{1} << 30; break;
       default: scale = 0;
     }
     if (end[1] != '\0') {
@@ -205,15 +208,16 @@ struct figure {
 
 inline void report(const figure& f) {
   const double fraction = f.reference > 0 ? f.value / f.reference : 0;
-  std::printf("%s: %.4g %s = %.3f x %s (%.4g %s)%s%s%s\n", f.example, f.value, f.metric, fraction,
-              f.reference_name, f.reference, f.metric,
+  std::printf("%s: %.4g %s = %.3f x %s (%.4g %s)%s%s%s\n", f.example, f.value, f.metric, fraction, f.reference_name,
+              f.reference, f.metric,
               f.target > 0 ? (fraction >= f.target ? ", target met (" : ", TARGET MISSED (") : "",
               f.target > 0 ? (std::to_string(f.target).substr(0, 4) + " x)").c_str() : "",
               f.detail.empty() ? "" : ("; " + f.detail).c_str());
-  std::printf("{\"example\": \"%s\", \"metric\": \"%s\", \"value\": %.6g, \"reference\": %.6g, \"fraction\": %.4f, "
-              "\"reference_name\": \"%s\", \"target\": %.4g, \"bytes\": %.6g, \"flops\": %.6g, \"seconds\": %.6g%s%s}\n",
-              f.example, f.metric, f.value, f.reference, fraction, f.reference_name, f.target, f.bytes, f.flops,
-              f.seconds, f.json.empty() ? "" : ", ", f.json.c_str());
+  std::printf(
+      "{\"example\": \"%s\", \"metric\": \"%s\", \"value\": %.6g, \"reference\": %.6g, \"fraction\": %.4f, "
+      "\"reference_name\": \"%s\", \"target\": %.4g, \"bytes\": %.6g, \"flops\": %.6g, \"seconds\": %.6g%s%s}\n",
+      f.example, f.metric, f.value, f.reference, fraction, f.reference_name, f.target, f.bytes, f.flops, f.seconds,
+      f.json.empty() ? "" : ", ", f.json.c_str());
   std::fflush(stdout);
 }
 

@@ -44,7 +44,7 @@ namespace {
 
 using map_kernel = cudrv::typed_kernel<void(const float*, float*, unsigned, int)>;
 
-constexpr std::size_t distinct_inputs = 64;  // random values the inputs are drawn from (the host's cost)
+constexpr std::size_t distinct_inputs = 64;         // random values the inputs are drawn from (the host's cost)
 constexpr std::uint32_t poison_bits = 0x7FBADBADu;  // a NaN: what outputs hold before a verified run
 constexpr int block = 256;
 constexpr int repetitions = 5;
@@ -219,8 +219,8 @@ bool run(unsigned reserved, double long_target_ms) {
   const double long_green_ms = time_on(long_green, 3, [&](cudrv::stream_ref s) { long_work.launch(s, k); });
   std::printf("short kernel alone: %.1f us (%d iterations; in its green context %.1f us); long kernel alone: "
               "%.1f ms on all SMs, %.1f ms on its %u (%d iterations, %u blocks of %d threads)\n",
-              alone_ms * 1e3, short_work.iterations, alone_green_ms * 1e3, long_full_ms, long_green_ms,
-              rest.sm_count(), long_work.iterations, long_work.blocks, block);
+              alone_ms * 1e3, short_work.iterations, alone_green_ms * 1e3, long_full_ms, long_green_ms, rest.sm_count(),
+              long_work.iterations, long_work.blocks, block);
 
   // Contended: plain streams, then green contexts.
   const contended_result plain =
@@ -244,8 +244,8 @@ bool run(unsigned reserved, double long_target_ms) {
                 long_full_ms, long_green_ms, throughput, share);
   // The figure: the short kernel's speed under contention with green contexts, as a fraction of its
   // speed alone (1 = no slower than on an idle GPU); also printed for plain streams in the detail.
-  example::figure f{"green_contexts", "1/ms (short kernel)", 1.0 / green.short_ms, 1.0 / alone_ms,
-                    "short kernel alone", 0.5};
+  example::figure f{"green_contexts", "1/ms (short kernel)", 1.0 / green.short_ms,
+                    1.0 / alone_ms,   "short kernel alone",  0.5};
   f.detail = "plain streams " + std::to_string(alone_ms / plain.short_ms).substr(0, 5) +
              " x alone; long kernel keeps " + std::to_string(throughput).substr(0, 5) + " of its throughput on " +
              std::to_string(rest.sm_count()) + " of " + std::to_string(all.sm_count()) + " SMs";

@@ -30,9 +30,9 @@
 
 namespace {
 
-constexpr int sweeps_per_check = 8;        // k, even: after each round the newest field is in buffer a
-constexpr float tolerance = 1e-5f;         // stop once a sweep changes no point by more than this
-constexpr int max_sweeps = 200000;         // or after this many sweeps
+constexpr int sweeps_per_check = 8;  // k, even: after each round the newest field is in buffer a
+constexpr float tolerance = 1e-5f;   // stop once a sweep changes no point by more than this
+constexpr int max_sweeps = 200000;   // or after this many sweeps
 constexpr std::size_t host_reference_max_n = 256;
 
 // The layout of the device's solver_state.

@@ -191,8 +191,7 @@ struct slab {
         grp.end();
         break;
       }
-      case method::none:
-        break;
+      case method::none: break;
     }
   }
 
@@ -315,8 +314,9 @@ bool run(const example::mpi::world& w, u64 cells, int steps, const std::string& 
     if (!skipped.empty()) {
       if (w.root()) {
         std::printf("heat_halo: %s exchange skipped: %s\n", name_of(m), skipped.c_str());
-        std::printf("{\"example\": \"heat_halo\", \"exchange\": \"%s\", \"ranks\": %d, \"gpus\": %d, \"skipped\": true}\n",
-                    name_of(m), w.size, gpus);
+        std::printf(
+            "{\"example\": \"heat_halo\", \"exchange\": \"%s\", \"ranks\": %d, \"gpus\": %d, \"skipped\": true}\n",
+            name_of(m), w.size, gpus);
         std::fflush(stdout);
       }
       continue;
@@ -350,8 +350,10 @@ bool run(const example::mpi::world& w, u64 cells, int steps, const std::string& 
                   name_of(m), ms_per_step, compute_ms / steps, 100 * share_of_exchange,
                   equal ? "bitwise equal" : (std::to_string(different) + " cells DIFFERENT").c_str(), max_diff);
       char detail[200];
-      std::snprintf(detail, sizeof detail, "%s exchange, %d ranks on %d GPUs, %llu cells, %.4f ms per step, "
-                    "exchange %.1f %%, %s", name_of(m), w.size, gpus, cells, ms_per_step, 100 * share_of_exchange,
+      std::snprintf(detail, sizeof detail,
+                    "%s exchange, %d ranks on %d GPUs, %llu cells, %.4f ms per step, "
+                    "exchange %.1f %%, %s",
+                    name_of(m), w.size, gpus, cells, ms_per_step, 100 * share_of_exchange,
                     equal ? "bitwise equal to one GPU" : "DIFFERENT from one GPU");
       char json[240];
       std::snprintf(json, sizeof json,
@@ -384,8 +386,8 @@ int main(int argc, char** argv) {
       std::string exchange;
     };
     const options o = example::mpi::phase("heat_halo", w, [&] {
-      example::mpi::arguments a = example::mpi::parse(
-          argc, argv, {"--exchange=", "--force-gpu-aware", "--share-devices"}, 2, usage);
+      example::mpi::arguments a =
+          example::mpi::parse(argc, argv, {"--exchange=", "--force-gpu-aware", "--share-devices"}, 2, usage);
       const u64 cells = a.size(0, std::size_t{64} << 20, "cell count");
       const std::size_t steps = a.size(1, 500, "step count");
       if (cells > static_cast<u64>(std::numeric_limits<int>::max())) {  // MPI_Gatherv's counts are ints

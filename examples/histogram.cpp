@@ -32,8 +32,8 @@ namespace kernels = example::histogram_kernels;
 using histogram_fn = void(const unsigned char*, unsigned long long, unsigned long long*);
 using counts = std::array<unsigned long long, 256>;
 
-constexpr unsigned block_size = 512;    // the kernels' __launch_bounds__
-constexpr unsigned cluster_size = 4;    // blocks per cluster: 2 to 8 are portable on sm_90
+constexpr unsigned block_size = 512;  // the kernels' __launch_bounds__
+constexpr unsigned cluster_size = 4;  // blocks per cluster: 2 to 8 are portable on sm_90
 
 struct version {
   const char* name;

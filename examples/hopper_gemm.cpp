@@ -107,9 +107,9 @@ variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const 
   }
   v.overlap = std::string(overlap) == "true";
   // The ring of stages, 1 KiB of slack to align it to 1024 bytes, and two mbarriers per stage.
-  v.shared_bytes = static_cast<std::size_t>(v.stages) * static_cast<std::size_t>(v.bm + v.bn) *
-                       static_cast<std::size_t>(v.bk) * 2 +
-                   1024 + static_cast<std::size_t>(v.stages) * 16;
+  v.shared_bytes =
+      static_cast<std::size_t>(v.stages) * static_cast<std::size_t>(v.bm + v.bn) * static_cast<std::size_t>(v.bk) * 2 +
+      1024 + static_cast<std::size_t>(v.stages) * 16;
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
   v.registers = attributes.num_regs;
@@ -177,7 +177,7 @@ struct host_reference {
 };
 
 struct check_result {
-  double vs_cublas = -1;      // relative Frobenius error against cuBLAS; -1: no cuBLAS
+  double vs_cublas = -1;        // relative Frobenius error against cuBLAS; -1: no cuBLAS
   std::size_t over_cublas = 0;  // elements outside the element bound against cuBLAS
   double worst_cublas = 0;      // the largest |c - c_cublas| / bound
   double vs_samples = 0;        // relative error on the sampled entries
@@ -248,8 +248,7 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   // square 1/9.
   const double rms = std::sqrt(static_cast<double>(s.k) / 9.0);
 
-  cudrv::device_buffer<std::uint16_t> da(dev, a.size()), db(dev, b.size()), dc(dev, s.m * s.n),
-      dref(dev, s.m * s.n);
+  cudrv::device_buffer<std::uint16_t> da(dev, a.size()), db(dev, b.size()), dc(dev, s.m * s.n), dref(dev, s.m * s.n);
   cudrv::copy(da, a, stream);
   cudrv::copy(db, b, stream);
   std::vector<std::uint16_t> c(s.m * s.n);
@@ -293,10 +292,11 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
 
   auto launch = [&](const configuration& cfg, cudrv::stream_ref st) {
     const variant& v = variants[cfg.variant];
-    const std::size_t tiles = (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
+    const std::size_t tiles =
+        (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
     const std::size_t clusters = cfg.persistent ? std::min(tiles, static_cast<std::size_t>(v.max_clusters)) : tiles;
-    cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant],
-                  b_maps[cfg.variant], dc.get(), m, n, k, cfg.group_m);
+    cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant], b_maps[cfg.variant],
+                  dc.get(), m, n, k, cfg.group_m);
   };
 
   std::vector<check_result> checks;
@@ -329,7 +329,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
         continue;
       }
       cudrv::fill(dc, bf16_nan, stream);
-      config_ms[i].push_back(example::time_ms(dev, stream, repetitions, [&](cudrv::stream_ref st) { launch(configs[i], st); }));
+      config_ms[i].push_back(
+          example::time_ms(dev, stream, repetitions, [&](cudrv::stream_ref st) { launch(configs[i], st); }));
       cudrv::copy(c, dc, stream);
       stream.synchronize();
       stable[i] = stable[i] && example::hash_bits(c) == hashes[i];
@@ -339,7 +340,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(), cublas_tflops);
+    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(),
+                cublas_tflops);
   }
   bool ok = true;
   std::size_t best = configs.size();
@@ -381,9 +383,9 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   char detail[400];
   std::snprintf(detail, sizeof detail,
                 "M=%d N=%d K=%d, %s (%d threads, %d regs at entry, %.0f KiB smem, %d %s resident), %.3f ms; %s%.3f ms",
-                m, n, k, describe(v, cfg).c_str(), threads, v.registers,
-                static_cast<double>(v.shared_bytes) / 1024.0, v.max_clusters, v.cluster > 1 ? "clusters" : "blocks",
-                best_ms[best], cublas_tflops > 0 ? "cuBLAS " : "no cuBLAS ", best_cublas_ms);
+                m, n, k, describe(v, cfg).c_str(), threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0,
+                v.max_clusters, v.cluster > 1 ? "clusters" : "blocks", best_ms[best],
+                cublas_tflops > 0 ? "cuBLAS " : "no cuBLAS ", best_cublas_ms);
   char json[200];
   std::snprintf(json, sizeof json, "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s", m, n, k,
                 v.cluster, cfg.persistent ? "true" : "false");
@@ -414,7 +416,8 @@ bool run(const std::vector<shape>& shapes) {
   const cudrv::compute_capability cc = dev.compute_capability();
   if (cc.major != 9 || cc.minor != 0) {
     throw std::runtime_error("needs a Hopper GPU: the kernel is sm_90a code (wgmma, setmaxnreg, TMA multicast), for "
-                             "compute capability 9.0 (H100, H200) only; device 0 is " + dev.name() + ", " + dev.arch());
+                             "compute capability 9.0 (H100, H200) only; device 0 is " +
+                             dev.name() + ", " + dev.arch());
   }
   cudrv::stream stream(dev);
   std::printf("hopper_gemm: %s (%s, %d SMs, %.2f GHz)\n", dev.name().c_str(), dev.arch().c_str(),

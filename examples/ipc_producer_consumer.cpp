@@ -53,7 +53,7 @@ struct handover {
   int producer_device;
   int consumer_device;
   std::uint32_t count;
-  std::uint64_t elements;      // floats per buffer, a multiple of 4
+  std::uint64_t elements;  // floats per buffer, a multiple of 4
   CUipcEventHandle ready;
   cudrv::pointer_export buffers[max_buffers];
 };
@@ -109,7 +109,8 @@ extern "C" __global__ void partial_sums(const float* in_floats, unsigned long lo
 // --- the consumer ----------------------------------------------------------------------------------
 
 int consumer_main(int fd) {
-  const cudrv::unix_socket sock = cudrv::unix_socket::from_native_handle(cudrv::file_descriptor::from_native_handle(fd));
+  const cudrv::unix_socket sock =
+      cudrv::unix_socket::from_native_handle(cudrv::file_descriptor::from_native_handle(fd));
   answer a{};
   const int status = example::run("ipc_producer_consumer (consumer)", [&] {
     try {

@@ -52,7 +52,8 @@ bool run() {
 
   cudrv::library lib(cubin);
   auto apply = lib.get_kernel<void(const float*, float*, int)>("apply");
-  std::printf("apply: %d registers (the cross-unit call is inlined: no call overhead)\n", apply.attributes(dev).num_regs);
+  std::printf("apply: %d registers (the cross-unit call is inlined: no call overhead)\n",
+              apply.attributes(dev).num_regs);
 
   const int n = 100000;
   std::vector<float> in(n), out(n);

@@ -79,9 +79,9 @@ bool philox_matches_published_vectors() {
   const words a = philox4x32_10({0, 0, 0, 0}, 0, 0);
   const words b = philox4x32_10({~0u, ~0u, ~0u, ~0u}, ~0u, ~0u);
   const words c = philox4x32_10({0x243f6a88u, 0x85a308d3u, 0x13198a2eu, 0x03707344u}, 0xa4093822u, 0x299f31d0u);
-  return a.x == 0x6627e8d5u && a.y == 0xe169c58du && a.z == 0xbc57ac4cu && a.w == 0x9b00dbd8u &&
-         b.x == 0x408f276du && b.y == 0x41c83b0eu && b.z == 0xa20bc7c6u && b.w == 0x6d5451fdu &&
-         c.x == 0xd16cfe09u && c.y == 0x94fdccebu && c.z == 0x5001e420u && c.w == 0x24126ea1u;
+  return a.x == 0x6627e8d5u && a.y == 0xe169c58du && a.z == 0xbc57ac4cu && a.w == 0x9b00dbd8u && b.x == 0x408f276du &&
+         b.y == 0x41c83b0eu && b.z == 0xa20bc7c6u && b.w == 0x6d5451fdu && c.x == 0xd16cfe09u && c.y == 0x94fdccebu &&
+         c.z == 0x5001e420u && c.w == 0x24126ea1u;
 }
 
 // The standard deviation of the estimate 4 * hits / n.
@@ -109,7 +109,7 @@ bool run(std::uint64_t total) {
   const std::vector<cudrv::stream_ref> four(streams.begin(), streams.end());
   const std::vector<cudrv::stream_ref> one(stream_count, control);
   cudrv::device_buffer<u64> counters(dev, stream_count);  // one per chunk
-  cudrv::pinned_buffer<u64> partial(dev, stream_count);    // their values, copied back
+  cudrv::pinned_buffer<u64> partial(dev, stream_count);   // their values, copied back
 
   // Enqueues the count of points 0 .. points - 1 of seed's sequence in stream_count chunks, chunk c on
   // lanes[c] (lanes may repeat), which start after the work queued on ctl so far; ctl then waits for
@@ -192,11 +192,11 @@ bool run(std::uint64_t total) {
 
   // Timing: the last row again, over 4 streams and then on 1; both must count the same hits.
   constexpr int repetitions = 3;
-  const double four_ms = example::time_ms(dev, control, repetitions,
-                                          [&](cudrv::stream_ref s) { enqueue(s, four, total, last_seed); });
+  const double four_ms =
+      example::time_ms(dev, control, repetitions, [&](cudrv::stream_ref s) { enqueue(s, four, total, last_seed); });
   const std::uint64_t four_hits = sum_of_partials();
-  const double one_ms = example::time_ms(dev, control, repetitions,
-                                         [&](cudrv::stream_ref s) { enqueue(s, one, total, last_seed); });
+  const double one_ms =
+      example::time_ms(dev, control, repetitions, [&](cudrv::stream_ref s) { enqueue(s, one, total, last_seed); });
   const std::uint64_t one_hits = sum_of_partials();
   const bool same = four_hits == last_hits && one_hits == last_hits;
   std::printf("  %d streams: %.3f ms, 1 stream: %.3f ms; hits %s\n", stream_count, four_ms, one_ms,

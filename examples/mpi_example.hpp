@@ -219,8 +219,8 @@ inline cudrv::device select_device(const world& w, bool share) {
     throw failure{3, "the CUDA driver sees no device"};
   }
   try {
-    cudrv::device dev = cudrv::mpi::select_device(
-        w.node, share ? cudrv::mpi::device_policy::shared : cudrv::mpi::device_policy::exclusive);
+    cudrv::device dev = cudrv::mpi::select_device(w.node, share ? cudrv::mpi::device_policy::shared
+                                                                : cudrv::mpi::device_policy::exclusive);
     dev.set_current();
     return dev;
   } catch (const cudrv::invalid_argument_error& e) {

@@ -112,13 +112,13 @@ bool run(const example::mpi::world& w, u64 samples, bool share) {
     cudrv::copy(host_value, hits, s);
     s.synchronize();
     const u64 one_gpu_hits = host[0];
-    const double one_ms = example::time_ms(g.dev, s, repetitions,
-                                           [&](cudrv::stream_ref st) { enqueue_count(g, st, 0, samples, hits); });
+    const double one_ms =
+        example::time_ms(g.dev, s, repetitions, [&](cudrv::stream_ref st) { enqueue_count(g, st, 0, samples, hits); });
     const double estimate = 4.0 * static_cast<double>(total_hits) / static_cast<double>(samples);
     const double error = std::fabs(estimate - std::numbers::pi);
     const bool within = error <= 6 * sigma_of(samples);
-    std::printf("mpi_pi: %llu samples over %d rank%s on %d GPU%s (%s)\n", samples, w.size, w.size == 1 ? "" : "s",
-                gpus, gpus == 1 ? "" : "s", g.dev.name().c_str());
+    std::printf("mpi_pi: %llu samples over %d rank%s on %d GPU%s (%s)\n", samples, w.size, w.size == 1 ? "" : "s", gpus,
+                gpus == 1 ? "" : "s", g.dev.name().c_str());
     std::printf("  hits: %llu from %d rank%s, %llu from one GPU: %s; repetitions %s\n", total_hits, w.size,
                 w.size == 1 ? "" : "s", one_gpu_hits, one_gpu_hits == total_hits ? "equal" : "DIFFERENT",
                 ok ? "identical" : "DIFFERENT");

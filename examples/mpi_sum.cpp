@@ -181,11 +181,14 @@ bool run(const example::mpi::world& w, u64 n, bool use_nccl, bool share) {
   }
   const double total_ms = example::mpi::median_of_slowest(w, times);
   cudrv::mpi::check(MPI_Barrier(w.comm), "MPI_Barrier");
-  const double local_ms = example::mpi::all_reduce(
-      w, example::time_ms(g.dev, s, repetitions, [&](cudrv::stream_ref st) { enqueue_sum(g, st, x, partial); }),
-      MPI_MAX);
+  const double local_ms =
+      example::mpi::all_reduce(w,
+                               example::time_ms(g.dev, s, repetitions,
+                                                [&](cudrv::stream_ref st) { enqueue_sum(g, st, x, partial); }),
+                               MPI_MAX);
   cudrv::mpi::check(MPI_Barrier(w.comm), "MPI_Barrier");
-  const std::size_t copy_bytes = std::max<std::size_t>(std::min<std::size_t>(count * sizeof(unsigned), 256u << 20), 1u << 20);
+  const std::size_t copy_bytes =
+      std::max<std::size_t>(std::min<std::size_t>(count * sizeof(unsigned), 256u << 20), 1u << 20);
   const double copy_gbs = example::mpi::all_reduce(w, example::copy_bandwidth_gbs(g.dev, s, copy_bytes), MPI_SUM);
 
   if (w.root()) {
@@ -195,8 +198,8 @@ bool run(const example::mpi::world& w, u64 n, bool use_nccl, bool share) {
                 total_ms > 0 ? 100.0 * std::max(0.0, total_ms - local_ms) / total_ms : 0.0,
                 ok ? "every repetition exact" : "a repetition was WRONG");
     char detail[200];
-    std::snprintf(detail, sizeof detail, "%llu elements, %d ranks on %d GPUs, %s, %.3f ms, combine %.1f %%", n,
-                  w.size, gpus, use_nccl ? "NCCL all-reduce" : "MPI_Allreduce", total_ms,
+    std::snprintf(detail, sizeof detail, "%llu elements, %d ranks on %d GPUs, %s, %.3f ms, combine %.1f %%", n, w.size,
+                  gpus, use_nccl ? "NCCL all-reduce" : "MPI_Allreduce", total_ms,
                   total_ms > 0 ? 100.0 * std::max(0.0, total_ms - local_ms) / total_ms : 0.0);
     char json[160];
     std::snprintf(json, sizeof json, "\"ranks\": %d, \"gpus\": %d, \"combine\": \"%s\", \"local_ms\": %.6g", w.size,

@@ -120,9 +120,9 @@ bool run(std::size_t n, int wanted, bool use_nccl) {
     gpus.push_back(per_device{dev, std::move(generate), std::move(s), cudrv::device_buffer<unsigned>(dev, n),
                               cudrv::device_buffer<unsigned>(dev, n)});
     per_device& g = gpus.back();
-    const u64 blocks = std::min<u64>(
-        static_cast<u64>(dev.attribute(cudrv::device_attributes::multiprocessor_count)) * 4,
-        (n + block_size - 1) / block_size);
+    const u64 blocks =
+        std::min<u64>(static_cast<u64>(dev.attribute(cudrv::device_attributes::multiprocessor_count)) * 4,
+                      (n + block_size - 1) / block_size);
     cudrv::launch(g.stream, {.grid = cudrv::dims::checked(blocks), .block = block_size}, g.generate, g.slice.get(),
                   static_cast<u64>(d) * n, static_cast<u64>(n));
   }
@@ -148,8 +148,9 @@ bool run(std::size_t n, int wanted, bool use_nccl) {
   for (int d = 0; d < count; ++d) {
     cudrv::copy(std::span<unsigned>(host), gpus[static_cast<std::size_t>(d)].received);
     const u64 first = static_cast<u64>((d + count - 1) % count) * n;
-    ok = check("the ring's copy", d, host, [&](std::size_t i) { return static_cast<unsigned>((first + i) % period); }) &&
-         ok;
+    ok =
+        check("the ring's copy", d, host, [&](std::size_t i) { return static_cast<unsigned>((first + i) % period); }) &&
+        ok;
   }
   std::printf("  peer copy ring: every device received its predecessor's slice %s\n", ok ? "intact" : "WRONG");
 

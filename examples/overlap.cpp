@@ -250,13 +250,13 @@ bool run(std::size_t bytes, std::size_t stream_count) {
     many_ms = example::time_ms(dev, control, repetitions, [&](cudrv::stream_ref s) { work.enqueue(s, all, fork); });
   }
   const double gb = 2.0 * static_cast<double>(n * sizeof(float)) / 1e9;
-  std::printf("one stream: %.2f ms; %zu streams: %.2f ms (%.1f GB/s over the link, both directions counted)\n",
-              one_ms, stream_count, many_ms, gb / (many_ms * 1e-3));
+  std::printf("one stream: %.2f ms; %zu streams: %.2f ms (%.1f GB/s over the link, both directions counted)\n", one_ms,
+              stream_count, many_ms, gb / (many_ms * 1e-3));
 
   example::figure f{"overlap", "speedup", one_ms / many_ms, 1.0, "one stream", 1.8};
   f.detail = std::to_string(bytes >> 20) + " MiB, " + std::to_string(chunks) + " chunks, " +
-             std::to_string(stream_count) + " streams, " + std::to_string(work.iterations) +
-             " iterations; ideal " + std::to_string(ideal).substr(0, 4) + "x";
+             std::to_string(stream_count) + " streams, " + std::to_string(work.iterations) + " iterations; ideal " +
+             std::to_string(ideal).substr(0, 4) + "x";
   f.seconds = many_ms * 1e-3;
   example::report(f);
   return ok;

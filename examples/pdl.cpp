@@ -104,8 +104,10 @@ struct chain {
 class gated_timer {
  public:
   gated_timer(const cudrv::device& dev, const kernels& k)
-      : k_(k), flags_(dev, 2, cudrv::pinned_flags::portable | cudrv::pinned_flags::mapped),
-        start_(dev, cudrv::event_flags::timing), stop_(dev, cudrv::event_flags::timing) {}
+      : k_(k),
+        flags_(dev, 2, cudrv::pinned_flags::portable | cudrv::pinned_flags::mapped),
+        start_(dev, cudrv::event_flags::timing),
+        stop_(dev, cudrv::event_flags::timing) {}
 
   template <class Work>
   double time_ms(cudrv::stream_ref s, Work&& work) {
@@ -164,8 +166,8 @@ bool verify(const chain& c, cudrv::stream_ref s, bool pdl, unsigned pairs, std::
   }
   if (wrong != 0) {
     std::printf("%s: %zu of %u accumulators WRONG; first at %u: 0x%08x, expected 0x%08x\n", what, wrong, c.n, first,
-                result[first], acc0[first] + weights[first % threads] * (pairs * base_value(first) +
-                                                                          triangle * step_value(first)));
+                result[first],
+                acc0[first] + weights[first % threads] * (pairs * base_value(first) + triangle * step_value(first)));
     return false;
   }
   std::printf("%s: all %u accumulators match the host after %u pairs\n", what, c.n, pairs);

@@ -68,8 +68,8 @@ double error_bound(std::size_t n, unsigned grid, double sum_abs) {
 bool run(std::size_t n) {
   cudrv::device dev(0);
   cudrv::stream stream(dev);
-  const cudrv::library lib = example::compile(dev, "reduce.cu", example::reduce_kernels::source,
-                                              example::reduce_kernels::name_expressions);
+  const cudrv::library lib =
+      example::compile(dev, "reduce.cu", example::reduce_kernels::source, example::reduce_kernels::name_expressions);
   auto reduce = lib.get_kernel<void(const float*, unsigned long long, float*, unsigned*, float*)>("reduce_sum");
 
   // One full wave: as many blocks as fit on the GPU at once, no more than there is work for.
@@ -116,8 +116,8 @@ bool run(std::size_t n) {
     return ok;
   };
 
-  std::printf("sum of %zu uniform [0, 1) floats (mt19937 seed %u), %u blocks of %d threads (%d per SM x %d SMs)\n",
-              n, seed, grid, block_threads, per_sm, sms);
+  std::printf("sum of %zu uniform [0, 1) floats (mt19937 seed %u), %u blocks of %d threads (%d per SM x %d SMs)\n", n,
+              seed, grid, block_threads, per_sm, sms);
   const host_sum whole = sum_on_host(x, 0, n);
   const float first_result = gpu_sum(0, n);
   bool ok = check("GPU, whole buffer:", first_result, whole, error_bound(n, grid, whole.sum_abs));

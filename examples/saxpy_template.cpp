@@ -41,8 +41,8 @@ outcome run_saxpy(const cudrv::library& lib, const char* type, const cudrv::devi
   const T a = T(2.5);
   std::vector<T> x(n), y(n), out(n);
   for (std::size_t i = 0; i < n; ++i) {
-    x[i] = static_cast<T>(gen() >> 8) * T(0x1p-24);          // uniform in [0, 1)
-    y[i] = static_cast<T>(gen() >> 8) * T(0x1p-23) - T(1);   // uniform in [-1, 1)
+    x[i] = static_cast<T>(gen() >> 8) * T(0x1p-24);         // uniform in [0, 1)
+    y[i] = static_cast<T>(gen() >> 8) * T(0x1p-23) - T(1);  // uniform in [-1, 1)
   }
   cudrv::device_buffer<T> dx(dev, n), dy(dev, n);
   cudrv::copy(dx, x, stream);
@@ -52,8 +52,9 @@ outcome run_saxpy(const cudrv::library& lib, const char* type, const cudrv::devi
   const std::size_t width = 16 / sizeof(T);
   const int sms = dev.attribute(cudrv::device_attributes::multiprocessor_count);
   const std::size_t wave = static_cast<std::size_t>(sms) * saxpy_vec.max_active_blocks_per_multiprocessor(dev, 256);
-  const cudrv::launch_config config_vec{
-      .grid = static_cast<unsigned>(std::clamp<std::size_t>((n / width + 255) / 256, 1, wave)), .block = 256};
+  const cudrv::launch_config config_vec{.grid = static_cast<unsigned>(
+                                            std::clamp<std::size_t>((n / width + 255) / 256, 1, wave)),
+                                        .block = 256};
 
   // Runs kernel once from the original y and checks every element against a * x + y in long double.
   // The GPU rounds a * x + y at most twice (once when it fuses them into an FMA), each time by at most
@@ -93,8 +94,8 @@ outcome run_saxpy(const cudrv::library& lib, const char* type, const cudrv::devi
 
 bool run(std::size_t n) {
   cudrv::device dev(0);
-  const cudrv::library lib = example::compile(dev, "saxpy.cu", example::saxpy_kernels::source,
-                                              example::saxpy_kernels::name_expressions);
+  const cudrv::library lib =
+      example::compile(dev, "saxpy.cu", example::saxpy_kernels::source, example::saxpy_kernels::name_expressions);
   cudrv::stream stream(dev);
   const unsigned seed = 7;
   std::mt19937 gen(seed);

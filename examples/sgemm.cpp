@@ -69,15 +69,15 @@ struct variant {
 
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<sgemm_fn>(expression));
-  if (std::sscanf(expression.c_str(), "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn,
-                  &v.stages) != 6 ||
+  if (std::sscanf(expression.c_str(), "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) !=
+          6 ||
       size_multiple % static_cast<std::size_t>(v.bm) != 0 || size_multiple % static_cast<std::size_t>(v.bn) != 0) {
     throw std::logic_error("sgemm: unexpected name expression " + expression);
   }
   v.threads = (v.bm / v.tm) * (v.bn / v.tn);
   v.shared_bytes = static_cast<std::size_t>(v.stages) * (v.bm * (v.bk + 4) + v.bk * v.bn) * sizeof(float);
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);  // above 48 KiB needs the opt-in
-  v.kernel.set_preferred_shared_memory_carveout(dev, 100);        // all of L1 as shared memory: cp.async.cg skips L1
+  v.kernel.set_preferred_shared_memory_carveout(dev, 100);      // all of L1 as shared memory: cp.async.cg skips L1
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
   v.registers = attributes.num_regs;
   v.local_bytes = attributes.local_size_bytes;
@@ -140,7 +140,7 @@ struct host_reference {
 };
 
 struct check_result {
-  double vs_cublas = -1;  // -1: no cuBLAS
+  double vs_cublas = -1;      // -1: no cuBLAS
   double max_vs_cublas = -1;  // the largest element difference from cuBLAS; -1: no cuBLAS
   double vs_samples = 0;
   double vs_cx = 0;
@@ -223,8 +223,9 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
 
   auto launch = [&](const variant& v, cudrv::stream_ref s) {
     const std::size_t blocks = (size / static_cast<std::size_t>(v.bm)) * (size / static_cast<std::size_t>(v.bn));
-    const cudrv::launch_config config{
-        .grid = cudrv::dims::checked(blocks), .block = v.threads, .dynamic_shared_memory = v.shared_bytes};
+    const cudrv::launch_config config{.grid = cudrv::dims::checked(blocks),
+                                      .block = v.threads,
+                                      .dynamic_shared_memory = v.shared_bytes};
     cudrv::launch(s, config, v.kernel, n, n, n, 1.0f, da.get(), db.get(), 0.0f, dc.get());
   };
 
@@ -284,8 +285,8 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
       std::snprintf(vs_cublas, sizeof vs_cublas, "%.1e vs cuBLAS (largest element %.1e), ", r.vs_cublas,
                     r.max_vs_cublas);
     }
-    std::snprintf(errors, sizeof errors, "error %s%.1e on %d entries, %.1e on C x%s", vs_cublas, r.vs_samples,
-                  samples, r.vs_cx, r.not_finite != 0 ? ", non-finite elements" : "");
+    std::snprintf(errors, sizeof errors, "error %s%.1e on %d entries, %.1e on C x%s", vs_cublas, r.vs_samples, samples,
+                  r.vs_cx, r.not_finite != 0 ? ", non-finite elements" : "");
     if (!passed) {
       std::printf("  %-30s WRONG: %s%s (bound %.1e)\n", v.expression.c_str(), errors,
                   r.ok ? ", and the timed runs left a different C" : "", bound);
@@ -293,7 +294,8 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
     }
     best_ms[i] = *std::min_element(variant_ms[i].begin(), variant_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(), tflops);
+    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(),
+                tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
     }
@@ -364,8 +366,8 @@ bool run(const std::vector<std::size_t>& sizes) {
   const example::reference::cublas cublas;
   if (cublas.available()) {
     const int ver = cublas.version();
-    std::printf("  reference: %s (cuBLAS %d.%d.%d), CUBLAS_PEDANTIC_MATH\n", cublas.library_name().c_str(),
-                ver / 10000, ver / 100 % 100, ver % 100);
+    std::printf("  reference: %s (cuBLAS %d.%d.%d), CUBLAS_PEDANTIC_MATH\n", cublas.library_name().c_str(), ver / 10000,
+                ver / 100 % 100, ver % 100);
     cublas.set_stream(stream.native_handle());
   } else {
     std::printf("  reference: none: %s; results are checked against the host only, the figure against the "

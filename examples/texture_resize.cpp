@@ -84,8 +84,9 @@ bool run(std::size_t side) {
     const std::size_t count = static_cast<std::size_t>(ow) * oh;
     cudrv::device_buffer<float> out(dev, count);
     cudrv::fill(out, std::numeric_limits<float>::quiet_NaN(), stream);
-    const cudrv::launch_config config{
-        .grid = {static_cast<unsigned>((ow + 31) / 32), static_cast<unsigned>((oh + 7) / 8)}, .block = {32, 8}};
+    const cudrv::launch_config config{.grid = {static_cast<unsigned>((ow + 31) / 32),
+                                               static_cast<unsigned>((oh + 7) / 8)},
+                                      .block = {32, 8}};
     const double ms = example::time_ms(dev, stream, 20, [&](cudrv::stream_ref s) {
       cudrv::launch(s, config, resize, tex, out.get(), ow, oh);
     });
@@ -94,7 +95,8 @@ bool run(std::size_t side) {
     stream.synchronize();
     const std::size_t wrong = count_wrong(image, w, h, host, ow, oh);
     if (wrong != 0) {
-      std::fprintf(stderr, "texture_resize: %s: %zu of %zu pixels differ from the bilinear filter\n", name, wrong, count);
+      std::fprintf(stderr, "texture_resize: %s: %zu of %zu pixels differ from the bilinear filter\n", name, wrong,
+                   count);
       return -1.0;
     }
     return ms;
@@ -109,25 +111,25 @@ bool run(std::size_t side) {
 
   const double in_bytes = static_cast<double>(side) * side * sizeof(float);
   const double up_bytes = in_bytes + static_cast<double>(up_w) * up_h * sizeof(float);
-  const double up_texels = static_cast<double>(up_w) * up_h / (up_ms * 1e6);      // Gtexel/s
+  const double up_texels = static_cast<double>(up_w) * up_h / (up_ms * 1e6);  // Gtexel/s
   const double down_texels = static_cast<double>(down_w) * down_h / (down_ms * 1e6);
   const double copy_gbs = example::copy_bandwidth_gbs(dev, stream, static_cast<std::size_t>(up_bytes / 2));
   const double up_gbs = up_bytes / (up_ms * 1e6);
   char detail[256];
   std::snprintf(detail, sizeof detail,
-                "%d x %d -> %d x %d floats in %.3f ms, %.4g Gtexel/s; down to %d x %d in %.3f ms, %.4g Gtexel/s",
-                w, h, up_w, up_h, up_ms, up_texels, down_w, down_h, down_ms, down_texels);
-  example::report({.example = "texture_resize",
-                   .metric = "GB/s",
-                   .value = up_gbs,
-                   .reference = copy_gbs,
-                   .reference_name = "D2D copy",
-                   .target = 0,  // none yet: the first run on a GPU measures what the texture units allow
-                   .detail = detail,
-                   .bytes = up_bytes,
-                   .seconds = up_ms * 1e-3,
-                   .json = "\"gtexels_up\": " + std::to_string(up_texels) +
-                           ", \"gtexels_down\": " + std::to_string(down_texels)});
+                "%d x %d -> %d x %d floats in %.3f ms, %.4g Gtexel/s; down to %d x %d in %.3f ms, %.4g Gtexel/s", w, h,
+                up_w, up_h, up_ms, up_texels, down_w, down_h, down_ms, down_texels);
+  example::report(
+      {.example = "texture_resize",
+       .metric = "GB/s",
+       .value = up_gbs,
+       .reference = copy_gbs,
+       .reference_name = "D2D copy",
+       .target = 0,  // none yet: the first run on a GPU measures what the texture units allow
+       .detail = detail,
+       .bytes = up_bytes,
+       .seconds = up_ms * 1e-3,
+       .json = "\"gtexels_up\": " + std::to_string(up_texels) + ", \"gtexels_down\": " + std::to_string(down_texels)});
   return true;
 }
 

@@ -60,9 +60,9 @@ bool run(std::size_t n) {
   const int threads4 = 256;
   const int sms = dev.attribute(cudrv::device_attributes::multiprocessor_count);
   const std::size_t wave = static_cast<std::size_t>(sms) * add4.max_active_blocks_per_multiprocessor(dev, threads4);
-  const cudrv::launch_config config4{
-      .grid = static_cast<unsigned>(std::clamp<std::size_t>((n / 4 + threads4 - 1) / threads4, 1, wave)),
-      .block = threads4};
+  const cudrv::launch_config config4{.grid = static_cast<unsigned>(
+                                         std::clamp<std::size_t>((n / 4 + threads4 - 1) / threads4, 1, wave)),
+                                     .block = threads4};
 
   // Launches kernel once on poisoned output and compares every element with the host's a + b (IEEE
   // addition rounds the same on both sides), then times it. Bytes per run: a and b read, c written.

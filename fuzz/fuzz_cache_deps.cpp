@@ -182,8 +182,8 @@ std::string start_directory;  // the current directory between inputs
 
 // Directories headers are put in (relative to the workspace), and the names programs include.
 const char* const dirs[] = {"cwd", "cwd/a", "cwd/a/b", "inc", "inc/sub", "sp ace", "ext"};
-const char* const names[] = {"h0.h",   "h1.h",      "h2.h",        "sub/h3.h", "../h4.h", "alias.h", "dang.h",
-                             "link/h1.h", "a/b/h5.h", " h6.h",     "h 7.h",    "./h0.h",  "b/../h2.h", "h1.h/x.h"};
+const char* const names[] = {"h0.h",      "h1.h",     "h2.h",  "sub/h3.h", "../h4.h", "alias.h",   "dang.h",
+                             "link/h1.h", "a/b/h5.h", " h6.h", "h 7.h",    "./h0.h",  "b/../h2.h", "h1.h/x.h"};
 
 // The path as the kernel resolves it: absolute, symbolic links followed and ".." taken physically
 // while the components exist; from the first that does not (or that is not a directory with more to
@@ -239,7 +239,7 @@ struct generated {
   std::vector<cudrv::header> headers;
   cudrv::compile_options options;
   std::vector<std::pair<std::string, std::string>> files;  // path relative to the workspace, contents
-  std::vector<std::string> absent;                          // paths a program asks for that are not there
+  std::vector<std::string> absent;                         // paths a program asks for that are not there
   std::string describe() const;
 };
 
@@ -307,7 +307,8 @@ std::string line(input& in, int& macro_counter) {
     case 12: return "#include " + quoted + "\r\n";
     case 13: return "#line 7 \"a/b/elsewhere.cu\"\n";
     case 14: return "/* a comment\n over lines */ #include " + quoted + "\n";
-    case 15: return "#if __has_include(" + angled + ")\n#define HAS_" + std::to_string(macro_counter++) + " 1\n#endif\n";
+    case 15:
+      return "#if __has_include(" + angled + ")\n#define HAS_" + std::to_string(macro_counter++) + " 1\n#endif\n";
     case 16: return "#ifdef __has_include\n#endif\n";
     case 17: return "#define STR(x) #x\n#include STR(" + name + ")\n";
     case 18: return "/*\n#include " + quoted + "\n*/\n";
@@ -331,8 +332,8 @@ std::string text(input& in, int& macro_counter, std::size_t max_lines) {
 // A header's contents: guarded lines and a variable holding value (so that an edit changes the PTX).
 std::string header_text(input& in, int id, int value, int& macro_counter) {
   const std::string guard = "G_" + std::to_string(id);
-  return "#ifndef " + guard + "\n#define " + guard + "\n" + text(in, macro_counter, 3) + "extern \"C\" __device__ int v_" +
-         std::to_string(id) + " = " + std::to_string(value) + ";\n#endif\n";
+  return "#ifndef " + guard + "\n#define " + guard + "\n" + text(in, macro_counter, 3) +
+         "extern \"C\" __device__ int v_" + std::to_string(id) + " = " + std::to_string(value) + ";\n#endif\n";
 }
 
 // A directory as an option names it: absolute, relative to the current directory, through a link.
@@ -360,12 +361,20 @@ void add_option(input& in, cudrv::compile_options& o) {
     case 1: o.extra_options.push_back("-I" + lead + d + trail); break;
     case 2: o.extra_options.push_back(lead + "-I=" + lead + d + trail); break;
     case 3: o.extra_options.push_back(lead + "--include-path=" + d + trail); break;
-    case 4: o.extra_options.push_back("-I" + trail); o.extra_options.push_back(lead + d + trail); break;
+    case 4:
+      o.extra_options.push_back("-I" + trail);
+      o.extra_options.push_back(lead + d + trail);
+      break;
     case 5: o.include_paths.push_back(lead + d + trail); break;
     case 6: o.extra_options.push_back(lead + "--pre-include=" + f + trail); break;
-    case 7: o.extra_options.push_back(lead + "-include=" + lead + "h" + std::to_string(in.pick(3)) + ".h" + trail); break;
+    case 7:
+      o.extra_options.push_back(lead + "-include=" + lead + "h" + std::to_string(in.pick(3)) + ".h" + trail);
+      break;
     case 8: o.extra_options.push_back(lead + "-no-source-include" + trail); break;
-    case 9: o.extra_options.push_back("--include-path" + trail); o.extra_options.push_back(lead + d + trail); break;
+    case 9:
+      o.extra_options.push_back("--include-path" + trail);
+      o.extra_options.push_back(lead + d + trail);
+      break;
     case 10: o.extra_options.push_back("-I==" + d); break;
     case 11: o.extra_options.push_back("-std=c++03"); break;
     default: o.include_paths.push_back(d); break;
@@ -393,7 +402,8 @@ generated generate(input& in) {
     const std::string dir = likely ? (in.pick(2) == 0 ? "cwd" : "inc") : dirs[in.pick(std::size(dirs))];
     const char* file_names[] = {"h0.h", "h1.h", "h2.h", "h4.h", " h6.h", "h 7.h", "main.cu"};
     const std::string file = file_names[likely ? in.pick(3) : in.pick(std::size(file_names))];
-    g.files.emplace_back(dir + "/" + file, header_text(in, static_cast<int>(i), 1000 + static_cast<int>(i), macro_counter));
+    g.files.emplace_back(dir + "/" + file,
+                         header_text(in, static_cast<int>(i), 1000 + static_cast<int>(i), macro_counter));
   }
   // sub/h3.h and a/b/h5.h are where a quoted include from cwd or inc looks for them.
   if (in.pick(2) == 0) {
@@ -483,13 +493,14 @@ std::uint64_t end_to_end = 0;
 std::uint64_t hits_checked = 0;
 
 void report() {
-  std::fprintf(stderr, "fuzz_cache_deps: %llu programs generated, %llu of them cacheable and checked against NVRTC "
+  std::fprintf(stderr,
+               "fuzz_cache_deps: %llu programs generated, %llu of them cacheable and checked against NVRTC "
                "(%llu uncacheable), %llu end to end with %llu hits compared; %llu programs with a path NVRTC looked at "
                "missing from the key, %llu stale hits\n",
                static_cast<unsigned long long>(inputs), static_cast<unsigned long long>(inputs - uncacheable),
-               static_cast<unsigned long long>(uncacheable),
-               static_cast<unsigned long long>(end_to_end), static_cast<unsigned long long>(hits_checked),
-               static_cast<unsigned long long>(missed_paths), static_cast<unsigned long long>(stale_hits));
+               static_cast<unsigned long long>(uncacheable), static_cast<unsigned long long>(end_to_end),
+               static_cast<unsigned long long>(hits_checked), static_cast<unsigned long long>(missed_paths),
+               static_cast<unsigned long long>(stale_hits));
 }
 
 }  // namespace

@@ -7,8 +7,8 @@
 // (detail::read_kernel_layouts), which must never read outside the image.
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <string_view>
 

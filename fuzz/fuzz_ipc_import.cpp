@@ -16,6 +16,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <dlfcn.h>
 #include <algorithm>
 #include <chrono>
 #include <cstddef>
@@ -23,7 +24,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <dlfcn.h>
 #include <exception>
 #include <memory>
 #include <optional>
@@ -205,15 +205,9 @@ void import_from_descriptor(reader& r, std::uint8_t which, std::uint8_t how, std
 template <class T>
 void run(std::uint8_t op, reader& r, std::uint8_t which, std::uint8_t how, std::uint8_t size_how, bool wrong) {
   switch (op % 3) {
-    case 0:
-      import_pool_pointer<T>(r, which, how, size_how, wrong, the_producer().imported);
-      break;
-    case 1:
-      open_legacy<T>(r, which, how, size_how, wrong);
-      break;
-    default:
-      import_from_descriptor<T>(r, which, how, size_how, wrong);
-      break;
+    case 0: import_pool_pointer<T>(r, which, how, size_how, wrong, the_producer().imported); break;
+    case 1: open_legacy<T>(r, which, how, size_how, wrong); break;
+    default: import_from_descriptor<T>(r, which, how, size_how, wrong); break;
   }
 }
 
@@ -229,7 +223,8 @@ extern "C" int LLVMFuzzerInitialize(int*, char***) {
   });
   (void)the_producer();
   if (const char* v = std::getenv("CUDRV_FUZZ_VERBOSE"); v != nullptr && *v == '1') {
-    std::atexit([] { std::fprintf(stderr, "fuzz_ipc_import: %zu imports accepted, %zu inputs refused\n", accepted, refused); });
+    std::atexit(
+        [] { std::fprintf(stderr, "fuzz_ipc_import: %zu imports accepted, %zu inputs refused\n", accepted, refused); });
   }
   return 0;
 }

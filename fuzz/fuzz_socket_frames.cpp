@@ -257,14 +257,10 @@ expectation predict(const script& s, std::size_t& pos, std::size_t max_fds, std:
 
 const char* name(expectation::outcome o) {
   switch (o) {
-    case expectation::outcome::message:
-      return "a message";
-    case expectation::outcome::eproto:
-      return "EPROTO";
-    case expectation::outcome::emsgsize:
-      return "EMSGSIZE";
-    default:
-      return "peer_closed_error";
+    case expectation::outcome::message: return "a message";
+    case expectation::outcome::eproto: return "EPROTO";
+    case expectation::outcome::emsgsize: return "EMSGSIZE";
+    default: return "peer_closed_error";
   }
 }
 
@@ -289,8 +285,9 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   const std::uint8_t b0 = in.byte();
   const std::uint8_t b1 = in.byte();
   options.max_descriptors = (b0 & 0x0fu) % 9u;
-  static constexpr std::optional<std::chrono::milliseconds> timeouts[] = {
-      std::nullopt, std::chrono::milliseconds(0), std::chrono::milliseconds(-1), std::chrono::milliseconds::max()};
+  static constexpr std::optional<std::chrono::milliseconds> timeouts[] = {std::nullopt, std::chrono::milliseconds(0),
+                                                                          std::chrono::milliseconds(-1),
+                                                                          std::chrono::milliseconds::max()};
   options.timeout = timeouts[(b0 >> 4) & 3u];
   if (b1 != 255) {
     options.max_payload = std::size_t{4} * b1;

@@ -18,7 +18,8 @@ int main() {
   auto get = reinterpret_cast<CUresult (*)(CUdevice*, int)>(dlsym(lib, "cuDeviceGet"));
   auto name = reinterpret_cast<CUresult (*)(char*, int, CUdevice)>(dlsym(lib, "cuDeviceGetName"));
   auto total = reinterpret_cast<CUresult (*)(size_t*, CUdevice)>(dlsym(lib, "cuDeviceTotalMem_v2"));
-  auto attribute = reinterpret_cast<CUresult (*)(int*, CUdevice_attribute, CUdevice)>(dlsym(lib, "cuDeviceGetAttribute"));
+  auto attribute =
+      reinterpret_cast<CUresult (*)(int*, CUdevice_attribute, CUdevice)>(dlsym(lib, "cuDeviceGetAttribute"));
   if (!init || !count || !get || !name || !total || !attribute || init(0) != CUDA_SUCCESS) {
     std::fprintf(stderr, "bare_enumerate: the driver could not be initialised\n");
     return 2;

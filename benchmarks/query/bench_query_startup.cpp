@@ -7,9 +7,9 @@
 // over the rounds of cudrv-query / bare in the same round). One untimed round first.
 //
 //   bench_query_startup [--quick] [--rounds N]
+#include <fcntl.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -110,7 +110,8 @@ int main(int argc, char** argv) {
   commands.push_back({"bare cuInit + enumerate", {CUDRV_BARE_ENUMERATE_PATH}, {}, {}});
   commands.push_back({"cudrv-query", {CUDRV_QUERY_PATH}, {}, {}});
   commands.push_back({"cudrv-query --json", {CUDRV_QUERY_PATH, "--json"}, {}, {}});
-  commands.push_back({"cudrv-query, no NVML", {CUDRV_QUERY_PATH}, {"CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"}, {}});
+  commands.push_back(
+      {"cudrv-query, no NVML", {CUDRV_QUERY_PATH}, {"CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"}, {}});
   commands.push_back({"cudrv-query --details", {CUDRV_QUERY_PATH, "--details"}, {}, {}});
   if (on_path("nvidia-smi")) {
     commands.push_back({"nvidia-smi -q", {"nvidia-smi", "-q"}, {}, {}});

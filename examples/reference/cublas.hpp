@@ -18,8 +18,8 @@
 
 namespace example::reference {
 
-/// A cuBLAS handle in a given math mode (pedantic FP32 by default), with the library it came from: the handle is destroyed,
-/// then the library closed, by the destructor. Neither copied nor moved (one per example).
+/// A cuBLAS handle in a given math mode (pedantic FP32 by default), with the library it came from: the handle is
+/// destroyed, then the library closed, by the destructor. Neither copied nor moved (one per example).
 ///
 /// Loading never throws: when no cuBLAS can be loaded (or a function is missing, or the handle cannot
 /// be created) available() is false and unavailable_reason() says why, so that the example can go on
@@ -94,8 +94,7 @@ class cublas {
   /// C = alpha * A * B + beta * C for row-major A (m x k), B (k x n) and C (m x n), leading dimensions
   /// k, n and n. cuBLAS is column-major, and a row-major matrix read column-major is its transpose, so
   /// this asks cuBLAS for the column-major C^T (n x m) = B^T (n x k) * A^T (k x m): the same bytes.
-  void sgemm_row_major(int m, int n, int k, float alpha, const float* a, const float* b, float beta,
-                       float* c) const {
+  void sgemm_row_major(int m, int n, int k, float alpha, const float* a, const float* b, float beta, float* c) const {
     check(sgemm_(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, n, a, k, &beta, c, n), "cublasSgemm_v2");
   }
 
@@ -113,8 +112,8 @@ class cublas {
     }
     const float alpha = 1.0f;
     const float beta = 0.0f;
-    check(gemm_ex_(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k, &beta,
-                   c, CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+    check(gemm_ex_(handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b, CUDA_R_16BF, k, a, CUDA_R_16BF, k, &beta, c,
+                   CUDA_R_16BF, n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
           "cublasGemmEx");
   }
 

@@ -7,13 +7,11 @@
 #ifndef CUDRV_TORCH_KERNEL
 #error "define CUDRV_TORCH_KERNEL(...) before including axpby_kernel.cuh"
 #endif
-CUDRV_TORCH_KERNEL(
-extern "C" __global__ void cudrv_axpby(const float* x, const float* y, float* out, float alpha, float beta,
-                                       unsigned long long n) {
+CUDRV_TORCH_KERNEL(extern "C" __global__ void cudrv_axpby(const float* x, const float* y, float* out, float alpha,
+                                                          float beta, unsigned long long n) {
   const unsigned long long stride = static_cast<unsigned long long>(gridDim.x) * blockDim.x;
   for (unsigned long long i = static_cast<unsigned long long>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += stride) {
     out[i] = alpha * x[i] + beta * y[i];
   }
-}
-)
+})

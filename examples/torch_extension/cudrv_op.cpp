@@ -191,10 +191,9 @@ py::object make_capsule(cudrv::dlpack_ptr<M> tensor) {
 // stream, exported (shared: the buffer lives until the producer and every consumer let it go).
 class producer {
  public:
-  explicit producer(const torch::Tensor& host)
-      : host_(host), dev_(c10::cuda::current_device()), stream_(dev_) {
-    TORCH_CHECK(host.device().is_cpu() && host.scalar_type() == at::kFloat && host.is_contiguous() &&
-                    host.dim() == 1 && host.numel() > 0,
+  explicit producer(const torch::Tensor& host) : host_(host), dev_(c10::cuda::current_device()), stream_(dev_) {
+    TORCH_CHECK(host.device().is_cpu() && host.scalar_type() == at::kFloat && host.is_contiguous() && host.dim() == 1 &&
+                    host.numel() > 0,
                 "cudrv_torch.Producer: takes a non-empty, contiguous, 1-D float32 CPU tensor");
     buffer_ = std::make_shared<cudrv::device_buffer<float>>(dev_, static_cast<std::size_t>(host.numel()));
     // Written on the producer's stream: consumers see it through the stream exchange of dlpack().
@@ -317,17 +316,19 @@ imported import_dlpack(const py::object& capsule) {
 
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "out = alpha * x + beta * y with a kernel compiled by cudrv (NVRTC) and launched on PyTorch's stream";
-  m.def("axpby", &axpby, "alpha * x + beta * y (float32 CUDA tensors)", py::arg("x"), py::arg("y"),
+  m.def("axpby", &axpby, "alpha * x + beta * y (float32 CUDA tensors)", py::arg("x"), py::arg("y"), py::arg("alpha"),
+        py::arg("beta"));
+  m.def("axpby_out", &axpby_out, "out = alpha * x + beta * y; returns out", py::arg("x"), py::arg("y"), py::arg("out"),
         py::arg("alpha"), py::arg("beta"));
-  m.def("axpby_out", &axpby_out, "out = alpha * x + beta * y; returns out", py::arg("x"), py::arg("y"),
-        py::arg("out"), py::arg("alpha"), py::arg("beta"));
   m.def("bench_launches", &bench_launches, "host seconds of `iterations` launches of the kernel", py::arg("x"),
         py::arg("y"), py::arg("out"), py::arg("alpha"), py::arg("beta"), py::arg("iterations"));
-  m.def("last_stream", [] { return registry().last_stream.load(); }, "the CUstream of the last launch");
+  m.def(
+      "last_stream", [] { return registry().last_stream.load(); }, "the CUstream of the last launch");
   m.def("compile_info", &compile_info);
   m.def("compile_again", &compile_again, py::arg("device"));
   m.def("context_info", &context_info, py::arg("device"));
-  m.def("dlpack_version", [] { return CUDRV_DLPACK_VERSION; }, "the DLPack header's version, major * 100 + minor");
+  m.def(
+      "dlpack_version", [] { return CUDRV_DLPACK_VERSION; }, "the DLPack header's version, major * 100 + minor");
   m.def("import_dlpack", &import_dlpack, py::arg("capsule"));
   py::class_<producer>(m, "Producer")
       .def(py::init<const torch::Tensor&>(), py::arg("host"))

@@ -73,8 +73,8 @@ double bench_launches(const torch::Tensor& x, const torch::Tensor& y, torch::Ten
 PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "out = alpha * x + beta * y, the same kernel compiled by nvcc and launched with <<<>>>";
   m.def("axpby", &axpby, pybind11::arg("x"), pybind11::arg("y"), pybind11::arg("alpha"), pybind11::arg("beta"));
-  m.def("axpby_out", &axpby_out, pybind11::arg("x"), pybind11::arg("y"), pybind11::arg("out"),
-        pybind11::arg("alpha"), pybind11::arg("beta"));
+  m.def("axpby_out", &axpby_out, pybind11::arg("x"), pybind11::arg("y"), pybind11::arg("out"), pybind11::arg("alpha"),
+        pybind11::arg("beta"));
   m.def("bench_launches", &bench_launches, pybind11::arg("x"), pybind11::arg("y"), pybind11::arg("out"),
         pybind11::arg("alpha"), pybind11::arg("beta"), pybind11::arg("iterations"));
 }

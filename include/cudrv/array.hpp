@@ -39,18 +39,14 @@ struct array_format {
   [[nodiscard]] static constexpr std::size_t channel_size(CUarray_format f) noexcept {
     switch (f) {
       case CU_AD_FORMAT_UNSIGNED_INT8:
-      case CU_AD_FORMAT_SIGNED_INT8:
-        return 1;
+      case CU_AD_FORMAT_SIGNED_INT8: return 1;
       case CU_AD_FORMAT_UNSIGNED_INT16:
       case CU_AD_FORMAT_SIGNED_INT16:
-      case CU_AD_FORMAT_HALF:
-        return 2;
+      case CU_AD_FORMAT_HALF: return 2;
       case CU_AD_FORMAT_UNSIGNED_INT32:
       case CU_AD_FORMAT_SIGNED_INT32:
-      case CU_AD_FORMAT_FLOAT:
-        return 4;
-      default:
-        return 0;
+      case CU_AD_FORMAT_FLOAT: return 4;
+      default: return 0;
     }
   }
   /// @brief Bytes of one element (channel size × channels); 0 for a format cudrv does not describe.
@@ -79,10 +75,10 @@ template <class T>
 struct array_element_traits {};
 
 /// @cond CUDRV_INTERNAL
-#define CUDRV_ARRAY_ELEMENT(type, fmt, n)                 \
-  template <>                                             \
-  struct array_element_traits<type> {                     \
-    static constexpr array_format format{fmt, n};         \
+#define CUDRV_ARRAY_ELEMENT(type, fmt, n)         \
+  template <>                                     \
+  struct array_element_traits<type> {             \
+    static constexpr array_format format{fmt, n}; \
   };
 CUDRV_ARRAY_ELEMENT(float, CU_AD_FORMAT_FLOAT, 1)
 CUDRV_ARRAY_ELEMENT(float2, CU_AD_FORMAT_FLOAT, 2)
@@ -113,7 +109,8 @@ CUDRV_ARRAY_ELEMENT(uint4, CU_AD_FORMAT_UNSIGNED_INT32, 4)
 template <class T>
 concept array_element = requires {
   { array_element_traits<T>::format } -> std::convertible_to<array_format>;
-} && sizeof(T) == array_element_traits<T>::format.element_size() && std::is_trivially_copyable_v<T>;
+}
+&&sizeof(T) == array_element_traits<T>::format.element_size() && std::is_trivially_copyable_v<T>;
 
 /// @brief The format of @p T (see `cudrv::array_element_traits`).
 template <array_element T>
@@ -134,9 +131,9 @@ enum class array_kind {
 
 /// @brief Extra uses of an array (the `CUDA_ARRAY3D_*` flags besides layers and cube maps).
 enum class array_flags : unsigned int {
-  none = 0,                                         ///< Textures only.
-  surface_load_store = CUDA_ARRAY3D_SURFACE_LDST,   ///< Also bound to surfaces (@ref surface_object).
-  texture_gather = CUDA_ARRAY3D_TEXTURE_GATHER,     ///< Read with `tex2Dgather` (2-D arrays only).
+  none = 0,                                        ///< Textures only.
+  surface_load_store = CUDA_ARRAY3D_SURFACE_LDST,  ///< Also bound to surfaces (@ref surface_object).
+  texture_gather = CUDA_ARRAY3D_TEXTURE_GATHER,    ///< Read with `tex2Dgather` (2-D arrays only).
 };
 
 /// @brief Combines array flags.
@@ -165,13 +162,16 @@ struct array_shape {
   std::size_t layers = 0;               ///< Layers of the layered kinds (0 for the others).
 
   /// @brief A 1-D array of @p width elements.
-  [[nodiscard]] static constexpr array_shape one_d(std::size_t width) noexcept { return {array_kind::one_d, width, 0, 0, 0}; }
+  [[nodiscard]] static constexpr array_shape one_d(std::size_t width) noexcept {
+    return {array_kind::one_d, width, 0, 0, 0};
+  }
   /// @brief A 2-D array of @p width × @p height elements.
   [[nodiscard]] static constexpr array_shape two_d(std::size_t width, std::size_t height) noexcept {
     return {array_kind::two_d, width, height, 0, 0};
   }
   /// @brief A 3-D array of @p width × @p height × @p depth elements.
-  [[nodiscard]] static constexpr array_shape three_d(std::size_t width, std::size_t height, std::size_t depth) noexcept {
+  [[nodiscard]] static constexpr array_shape three_d(std::size_t width, std::size_t height,
+                                                     std::size_t depth) noexcept {
     return {array_kind::three_d, width, height, depth, 0};
   }
   /// @brief @p layers 1-D layers of @p width elements.
@@ -199,17 +199,12 @@ struct array_shape {
   /// @brief Slices as copies address them: the depth, the layers, or the faces (6 per cube).
   [[nodiscard]] constexpr std::size_t slices() const noexcept {
     switch (kind) {
-      case array_kind::three_d:
-        return depth;
+      case array_kind::three_d: return depth;
       case array_kind::layered_one_d:
-      case array_kind::layered_two_d:
-        return layers;
-      case array_kind::cubemap:
-        return 6;
-      case array_kind::cubemap_layered:
-        return 6 * layers;
-      default:
-        return 1;
+      case array_kind::layered_two_d: return layers;
+      case array_kind::cubemap: return 6;
+      case array_kind::cubemap_layered: return 6 * layers;
+      default: return 1;
     }
   }
   /// @brief Elements in the whole array (width × rows × slices).
@@ -221,9 +216,9 @@ struct array_shape {
 /// @brief Everything the driver needs to make an array: element format, shape and flags, convertible
 /// to and from the driver's `CUDA_ARRAY3D_DESCRIPTOR`.
 struct array_description {
-  array_format format{};                   ///< The element format.
-  array_shape shape{};                     ///< The shape.
-  array_flags flags = array_flags::none;   ///< Surface and gather uses.
+  array_format format{};                  ///< The element format.
+  array_shape shape{};                    ///< The shape.
+  array_flags flags = array_flags::none;  ///< Surface and gather uses.
 
   /// @brief The driver's descriptor (`Depth` counts layers or faces; `Flags` has the layered and cube-map bits).
   [[nodiscard]] CUDA_ARRAY3D_DESCRIPTOR native() const noexcept;
@@ -342,8 +337,7 @@ class array_ref : public array_base {
   constexpr array_ref& operator=(const array_ref& other) noexcept = default;
   /// @brief The untyped view of the same array.
   constexpr operator array_ref<void>() const noexcept  // NOLINT: implicit on purpose
-    requires(!std::is_void_v<T>)
-  {
+      requires(!std::is_void_v<T>) {
     return array_ref<void>::unchecked(handle_, description_, context_);
   }
 
@@ -355,9 +349,7 @@ class array_ref : public array_base {
   /// @brief The typed view of this untyped view.
   /// @throws invalid_argument_error when the format is not that of @p U
   template <array_element U>
-  [[nodiscard]] array_ref<U> as() const
-    requires std::is_void_v<T>
-  {
+  [[nodiscard]] array_ref<U> as() const requires std::is_void_v<T> {
     return array_ref<U>(handle_, description_, context_);
   }
 
@@ -401,21 +393,19 @@ class array : public array_base {
 
   /// @brief Makes an array of @p shape in @p dev's primary context.
   /// @throws invalid_argument_error for a shape its kind or the device's limits refuse
-  array(const device& dev, const array_shape& shape, array_flags flags = array_flags::none)
-    requires(!std::is_void_v<T>)
+  array(const device& dev, const array_shape& shape, array_flags flags = array_flags::none) requires(!std::is_void_v<T>)
       : array(dev.primary_context(), shape, flags) {}
   /// @brief Makes an array of @p shape in @p ctx.
   /// @throws invalid_argument_error for a shape its kind or the device's limits refuse
-  array(context_ref ctx, const array_shape& shape, array_flags flags = array_flags::none)
-    requires(!std::is_void_v<T>)
+  array(context_ref ctx, const array_shape& shape, array_flags flags = array_flags::none) requires(!std::is_void_v<T>)
       : array(ctx, array_description{detail::element_format<T>::value, shape, flags}) {}
   /// @brief Makes an untyped array of @p format in @p dev's primary context.
-  array(const device& dev, const array_format& format, const array_shape& shape, array_flags flags = array_flags::none)
-    requires std::is_void_v<T>
+  array(const device& dev, const array_format& format, const array_shape& shape,
+        array_flags flags = array_flags::none) requires std::is_void_v<T>
       : array(dev.primary_context(), array_description{format, shape, flags}) {}
   /// @brief Makes an untyped array of @p format in @p ctx.
-  array(context_ref ctx, const array_format& format, const array_shape& shape, array_flags flags = array_flags::none)
-    requires std::is_void_v<T>
+  array(context_ref ctx, const array_format& format, const array_shape& shape,
+        array_flags flags = array_flags::none) requires std::is_void_v<T>
       : array(ctx, array_description{format, shape, flags}) {}
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   array(cudrv::context&&, const array_shape&, array_flags = array_flags::none) = delete;
@@ -477,14 +467,11 @@ class array : public array_base {
   operator array_ref<T>() const&& = delete;
   /// @brief The untyped view of the array.
   operator array_ref<void>() const& noexcept  // NOLINT: implicit on purpose
-    requires(!std::is_void_v<T>)
-  {
+      requires(!std::is_void_v<T>) {
     return array_ref<void>::unchecked(handle_, description_, context_);
   }
   /// @brief Refused: the view would outlive the temporary array.
-  operator array_ref<void>() const&&
-    requires(!std::is_void_v<T>)
-  = delete;
+  operator array_ref<void>() const&& requires(!std::is_void_v<T>) = delete;
   /// @brief A view of the array (the same as the conversion).
   [[nodiscard]] array_ref<T> view() const& noexcept { return *this; }
   /// @brief Refused: the view would outlive the temporary array.
@@ -533,7 +520,8 @@ class mipmapped_array_base {
   /// @brief The context the array was made in, when known.
   [[nodiscard]] constexpr CUcontext context_handle() const noexcept { return context_; }
   /// @brief Two handles are equal when they name the same mipmapped array.
-  [[nodiscard]] friend constexpr bool operator==(const mipmapped_array_base& a, const mipmapped_array_base& b) noexcept {
+  [[nodiscard]] friend constexpr bool operator==(const mipmapped_array_base& a,
+                                                 const mipmapped_array_base& b) noexcept {
     return a.handle_ == b.handle_;
   }
 
@@ -614,17 +602,17 @@ class mipmapped_array : public mipmapped_array_base {
   /// @throws invalid_argument_error for 0 levels or more than the largest extent allows, or a shape the
   ///   device's mipmap limits refuse
   mipmapped_array(const device& dev, const array_shape& shape, unsigned int levels,
-                  array_flags flags = array_flags::none)
-    requires(!std::is_void_v<T>)
+                  array_flags flags = array_flags::none) requires(!std::is_void_v<T>)
       : mipmapped_array(dev.primary_context(), array_description{detail::element_format<T>::value, shape, flags},
                         levels) {}
   /// @brief Makes @p levels levels of @p shape in @p ctx.
-  mipmapped_array(context_ref ctx, const array_shape& shape, unsigned int levels, array_flags flags = array_flags::none)
-    requires(!std::is_void_v<T>)
+  mipmapped_array(context_ref ctx, const array_shape& shape, unsigned int levels,
+                  array_flags flags = array_flags::none) requires(!std::is_void_v<T>)
       : mipmapped_array(ctx, array_description{detail::element_format<T>::value, shape, flags}, levels) {}
   /// @brief Makes an untyped mipmapped array described by @p d in @p ctx.
   mipmapped_array(context_ref ctx, const array_description& d, unsigned int levels)
-      : mipmapped_array_base(nullptr, d, levels, ctx.native_handle()), token_(detail::context_token::of(ctx.native_handle())) {
+      : mipmapped_array_base(nullptr, d, levels, ctx.native_handle()),
+        token_(detail::context_token::of(ctx.native_handle())) {
     if constexpr (detail::element_format<T>::typed) {
       detail::check_array_format("cudrv::mipmapped_array", detail::element_format<T>::value, d.format);
     }
@@ -752,7 +740,9 @@ struct array_view_of<array<T>> {
 };
 /// @brief Whether @p A is an array owner or view (internal).
 template <class A>
-concept array_like = requires { typename array_view_of<std::remove_cvref_t<A>>::element; };
+concept array_like = requires {
+  typename array_view_of<std::remove_cvref_t<A>>::element;
+};
 /// @brief The element type of an array owner or view (internal).
 template <class A>
 using array_element_t = typename array_view_of<std::remove_cvref_t<A>>::element;

@@ -56,7 +56,9 @@ struct copy_location_hint {
   int id = 0;                                ///< The device ordinal or NUMA node (for device / host_numa).
 
   /// @brief A hint naming device @p dev.
-  [[nodiscard]] static copy_location_hint on(const device& dev) noexcept { return {location_kind::device, dev.ordinal()}; }
+  [[nodiscard]] static copy_location_hint on(const device& dev) noexcept {
+    return {location_kind::device, dev.ordinal()};
+  }
   /// @brief A hint naming the host.
   [[nodiscard]] static copy_location_hint on_host() noexcept { return {location_kind::host, 0}; }
   /// @brief A hint naming host NUMA node @p node.
@@ -76,9 +78,9 @@ struct copy_location_hint {
 /// @endcode
 struct copy_attributes {
   source_access_order order = source_access_order::stream;  ///< When the source may be read.
-  copy_location_hint source_hint{};                           ///< Where the source should be (hint).
-  copy_location_hint destination_hint{};                      ///< Where the destination should be (hint).
-  bool prefer_overlap_with_compute = false;  ///< `CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE` (a hint).
+  copy_location_hint source_hint{};                         ///< Where the source should be (hint).
+  copy_location_hint destination_hint{};                    ///< Where the destination should be (hint).
+  bool prefer_overlap_with_compute = false;                 ///< `CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE` (a hint).
   /// @brief Same attributes.
   friend bool operator==(const copy_attributes&, const copy_attributes&) = default;
 };
@@ -142,10 +144,11 @@ class batch_copy_error : public error {
 /// Each @ref add takes the same arguments as the stream-ordered `cudrv::copy` (views, buffers, host
 /// ranges; the element types must match) and checks the sizes at once: a copy of nothing, larger than
 /// its source or destination, with a null view, or whose source and destination overlap, throws
-/// @ref invalid_argument_error naming its index and is not added. The batch keeps addresses and sizes only: the memory must stay valid until the copies have run,
-/// and a temporary owner (`batch.add(dst, std::vector<float>(n))`) does not compile (`cudrv::borrowed_linear_view`).
-/// An @ref add that throws (a refused copy, or no host memory) leaves the batch as it was.
-/// Copies within a batch are not ordered among themselves; the batch as a whole is ordered on the stream.
+/// @ref invalid_argument_error naming its index and is not added. The batch keeps addresses and sizes only: the memory
+/// must stay valid until the copies have run, and a temporary owner (`batch.add(dst, std::vector<float>(n))`) does not
+/// compile (`cudrv::borrowed_linear_view`). An @ref add that throws (a refused copy, or no host memory) leaves the
+/// batch as it was. Copies within a batch are not ordered among themselves; the batch as a whole is ordered on the
+/// stream.
 /// @code
 /// cudrv::batch_copy batch;
 /// for (std::size_t i = 0; i < n; ++i) {
@@ -211,9 +214,9 @@ class batch_copy {
 
 /// @brief One copy of a @ref cudrv::batch_copy_3d (a pitched source and destination, in bytes, and its attributes).
 struct batch_copy_3d_op {
-  detail::pitched_layout dst;   ///< The destination layout (address, pitch, row bytes, rows, slices).
-  detail::pitched_layout src;   ///< The source layout; its extent is what is copied.
-  copy_attributes attributes;   ///< The copy's attributes.
+  detail::pitched_layout dst;  ///< The destination layout (address, pitch, row bytes, rows, slices).
+  detail::pitched_layout src;  ///< The source layout; its extent is what is copied.
+  copy_attributes attributes;  ///< The copy's attributes.
 };
 
 /// @brief A list of pitched 2D/3D copies enqueued together by `cudrv::copy(batch, stream)`
@@ -237,9 +240,10 @@ class batch_copy_3d {
   batch_copy_3d& add(pitched_span<T> dst, pitched_span<U> src, const copy_attributes& attributes = {}) {
     detail::check_copy_types<T, U>();
     // Named types, not bare braces: nvcc's host code wraps a braced argument in parentheses.
-    add_checked(batch_copy_3d_op{detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                                 detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
-                                 attributes});
+    add_checked(
+        batch_copy_3d_op{detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
+                         detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
+                         attributes});
     return *this;
   }
   /// @brief The number of copies.

@@ -122,7 +122,8 @@ class cccl_resource {
   /// @throws invalid_argument_error when the memory of @p resource lacks a property in @p Properties
   explicit cccl_resource(memory_resource& resource) : resource_(&resource) {
     const memory_resource_properties props = resource.properties();
-    const bool device_ok = !(std::is_same_v<Properties, ::cuda::mr::device_accessible> || ...) || props.device_accessible;
+    const bool device_ok =
+        !(std::is_same_v<Properties, ::cuda::mr::device_accessible> || ...) || props.device_accessible;
     const bool host_ok = !(std::is_same_v<Properties, ::cuda::mr::host_accessible> || ...) || props.host_accessible;
     if (!device_ok || !host_ok) {
       throw invalid_argument_error("cudrv::cccl_resource",
@@ -167,8 +168,7 @@ class cccl_resource {
 
   /// @brief Declares each property in @p Properties (CCCL's stateless-property protocol).
   template <class P>
-    requires(std::is_same_v<P, Properties> || ...)
-  friend constexpr void get_property(const cccl_resource&, P) noexcept {}
+  requires(std::is_same_v<P, Properties> || ...) friend constexpr void get_property(const cccl_resource&, P) noexcept {}
 
  private:
   memory_resource* resource_;
@@ -184,7 +184,7 @@ using cccl_shared_resource = cccl_resource<::cuda::mr::device_accessible, ::cuda
 static_assert(::cuda::mr::resource_with<cccl_device_resource, ::cuda::mr::device_accessible>);
 static_assert(::cuda::mr::async_resource_with<cccl_device_resource, ::cuda::mr::device_accessible>);
 static_assert(!::cuda::mr::resource_with<cccl_device_resource, ::cuda::mr::host_accessible>);
-static_assert(::cuda::mr::async_resource_with<cccl_shared_resource, ::cuda::mr::device_accessible,
-                                              ::cuda::mr::host_accessible>);
+static_assert(
+    ::cuda::mr::async_resource_with<cccl_shared_resource, ::cuda::mr::device_accessible, ::cuda::mr::host_accessible>);
 
 }  // namespace cudrv

@@ -35,8 +35,8 @@ namespace detail {
 /// Objects that must be destroyed in their context keep one and skip their destruction, with a
 /// report to the destruction handler, when the context went first (the driver freed them with it).
 struct context_token {
-  CUcontext handle = nullptr;   ///< The context.
-  unsigned long long id = 0;    ///< Its unique id; 0 when the driver cannot tell (taken to live as long as the process).
+  CUcontext handle = nullptr;  ///< The context.
+  unsigned long long id = 0;   ///< Its unique id; 0 when the driver cannot tell (taken to live as long as the process).
   /// @brief The token of @p ctx: for a primary context that cudrv retains for the process, its device
   /// and reset generation (only device::reset_primary_context can end it; no driver call), else the
   /// driver's unique id, or 0 when the driver cannot tell.

@@ -11,9 +11,9 @@
 
 #include <cuda.h>
 
+#include <concepts>
 #include <cstddef>
 #include <cstdint>
-#include <concepts>
 #include <cstring>
 #include <type_traits>
 
@@ -41,13 +41,12 @@ struct is_device_span<device_span<T>> : std::true_type {};
 /// @brief Whether @p V is a device_span, has a view() returning one, or is a contiguous host range
 /// with data() returning a pointer and size() (internal).
 template <class V>
-concept linear_source =
-    is_device_span<std::remove_cvref_t<V>>::value ||
-    requires(V& v) { requires is_device_span<std::remove_cvref_t<decltype(v.view())>>::value; } ||
-    requires(V& v) {
-      { v.data() } -> std::convertible_to<const volatile void*>;
-      { v.size() } -> std::convertible_to<std::size_t>;
-    };
+concept linear_source = is_device_span<std::remove_cvref_t<V>>::value || requires(V& v) {
+  requires is_device_span<std::remove_cvref_t<decltype(v.view())>>::value;
+} || requires(V& v) {
+  { v.data() } -> std::convertible_to<const volatile void*>;
+  { v.size() } -> std::convertible_to<std::size_t>;
+};
 
 /// @brief The view of anything satisfying linear_source (internal).
 template <class V>
@@ -84,8 +83,8 @@ struct linear_copy {
 };
 void copy_linear(const linear_copy& c, CUstream stream, bool async);
 void copy_linear_peer(const linear_copy& c, CUcontext dst_ctx, CUcontext src_ctx, CUstream stream, bool async);
-void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size, CUstream stream,
-                 bool async);
+void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size,
+                 CUstream stream, bool async);
 
 /// @brief An untyped pitched layout (internal).
 struct pitched_layout {
@@ -135,8 +134,8 @@ linear_copy plan_copy(Dst& dst, Src& src, const std::size_t* count) {
 
 }  // namespace detail
 
-/// @brief Anything @ref cudrv::copy and @ref cudrv::fill accept as a linear view: a @ref cudrv::device_span, a buffer, or a
-/// contiguous host range (`std::span`, `std::vector`, `std::array`, @ref cudrv::pinned_buffer).
+/// @brief Anything @ref cudrv::copy and @ref cudrv::fill accept as a linear view: a @ref cudrv::device_span, a buffer,
+/// or a contiguous host range (`std::span`, `std::vector`, `std::array`, @ref cudrv::pinned_buffer).
 template <class V>
 concept linear_view_source = detail::linear_source<V>;
 
@@ -150,8 +149,8 @@ concept linear_view_source = detail::linear_source<V>;
 /// batch.add(dst, std::vector<float>(n, 1.f));         // does not compile: freed before the copy runs
 /// @endcode
 template <class V>
-concept borrowed_linear_view =
-    linear_view_source<V> && (std::is_lvalue_reference_v<V> || detail::is_view_type<std::remove_cvref_t<V>>);
+concept borrowed_linear_view = linear_view_source<V> &&
+    (std::is_lvalue_reference_v<V> || detail::is_view_type<std::remove_cvref_t<V>>);
 
 /// @brief Copies all elements of @p src to the start of @p dst, ordered on @p s (cuMemcpyAsync).
 ///
@@ -210,7 +209,8 @@ void copy(pitched_span<T> dst, pitched_span<U> src, stream_ref s) {
   // The layouts are named: nvcc's host code turns a bare braced argument into "({...})", which g++
   // then reads as a statement expression.
   detail::copy_pitched(detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, s.native_handle(), true);
+                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
+                       s.native_handle(), true);
 }
 
 /// @brief Copies a pitched 2D or 3D array synchronously (cuMemcpy2DUnaligned / cuMemcpy3D).
@@ -221,7 +221,8 @@ void copy(pitched_span<T> dst, pitched_span<U> src) {
   // The layouts are named: nvcc's host code turns a bare braced argument into "({...})", which g++
   // then reads as a statement expression.
   detail::copy_pitched(detail::pitched_layout{dst.address, dst.pitch, dst.width * sizeof(T), dst.height, dst.depth},
-                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth}, nullptr, false);
+                       detail::pitched_layout{src.address, src.pitch, src.width * sizeof(U), src.height, src.depth},
+                       nullptr, false);
 }
 
 /// @brief Copies all elements of @p src, memory of context @p src_ctx, to the start of @p dst, memory

@@ -188,7 +188,7 @@ class device_range {
   /// @brief Iterates over ordinals and yields @ref device values.
   class iterator {
    public:
-    using value_type = device;              ///< Yields devices.
+    using value_type = device;               ///< Yields devices.
     using difference_type = std::ptrdiff_t;  ///< Distance between ordinals.
     /// @brief An iterator at the start of an empty range.
     iterator() = default;

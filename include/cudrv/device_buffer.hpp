@@ -28,11 +28,11 @@ inline constexpr int unresolved_device = -2;
 struct device_allocation {
   CUdeviceptr address = 0;
   std::size_t bytes = 0;
-  context_token context{};          // synchronous allocations, and those on the legacy default stream
-  CUstream stream = nullptr;        // stream-ordered allocations: the stream to free on (never null for them)
-  stream_state* owner = nullptr;    // that stream's bookkeeping when cudrv owns it (a counted reference)
-  int device = unresolved_device;   // the memory's device, -1 for none (host pools), or unresolved_device
-  bool host_accessible = false;     // memory of a host or managed pool
+  context_token context{};         // synchronous allocations, and those on the legacy default stream
+  CUstream stream = nullptr;       // stream-ordered allocations: the stream to free on (never null for them)
+  stream_state* owner = nullptr;   // that stream's bookkeeping when cudrv owns it (a counted reference)
+  int device = unresolved_device;  // the memory's device, -1 for none (host pools), or unresolved_device
+  bool host_accessible = false;    // memory of a host or managed pool
 
   static device_allocation allocate(CUcontext ctx, std::size_t count, std::size_t element_size);
   static device_allocation allocate_async(CUstream stream, stream_state* owner, CUmemoryPool pool, std::size_t count,
@@ -85,8 +85,8 @@ class device_buffer {
   static_assert(std::is_trivially_copyable_v<T>, "device_buffer holds trivially copyable elements");
 
  public:
-  using value_type = T;              ///< The element type.
-  using size_type = std::size_t;     ///< Sizes in elements.
+  using value_type = T;           ///< The element type.
+  using size_type = std::size_t;  ///< Sizes in elements.
 
   /// @brief Allocates @p count elements synchronously in @p dev's primary context.
   /// @throws out_of_memory_error when the device has too little memory

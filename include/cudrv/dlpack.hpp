@@ -130,11 +130,20 @@ constexpr DLDataType dlpack_dtype() noexcept {
     case kDLComplex: name = "complex"; break;
     case kDLOpaqueHandle: name = "handle"; break;
 #if CUDRV_DLPACK_VERSION >= 8
-    case kDLBool: name = "bool"; sized = false; break;
+    case kDLBool:
+      name = "bool";
+      sized = false;
+      break;
 #endif
 #if CUDRV_DLPACK_VERSION >= 101
-    case kDLFloat8_e4m3fn: name = "float8_e4m3fn"; sized = false; break;
-    case kDLFloat8_e5m2: name = "float8_e5m2"; sized = false; break;
+    case kDLFloat8_e4m3fn:
+      name = "float8_e4m3fn";
+      sized = false;
+      break;
+    case kDLFloat8_e5m2:
+      name = "float8_e5m2";
+      sized = false;
+      break;
 #endif
     default:
       name = "code ";
@@ -188,8 +197,8 @@ struct dlpack_requirements {
   /// driver must know the address as memory of the tensor's kind (device, pinned host or managed), a
   /// kDLCUDA tensor's device id must be the memory's device, and every byte the view reaches must lie in
   /// allocations or mappings the driver knows (contiguous ones, for memory mapped in pieces). A few driver
-  /// calls for a tensor within one allocation (about a microsecond). Skipped for kDLCPU (pageable memory the driver does not track) and
-  /// where no driver can be loaded (then nothing in the process can touch CUDA memory).
+  /// calls for a tensor within one allocation (about a microsecond). Skipped for kDLCPU (pageable memory the driver
+  /// does not track) and where no driver can be loaded (then nothing in the process can touch CUDA memory).
   bool check_memory = true;
 
   /// @brief Memory a kernel on device @p ordinal can use directly: kDLCUDA of that ordinal, or managed.
@@ -235,8 +244,8 @@ class strided_view {
     }
     for (std::size_t i = 0; i < shape.size(); ++i) {
       if (shape[i] < 0 || (!strides.empty() && strides[i] < 0)) {
-        throw invalid_argument_error("cudrv::strided_view", "dimension " + std::to_string(i) +
-                                                                " has a negative extent or stride");
+        throw invalid_argument_error("cudrv::strided_view",
+                                     "dimension " + std::to_string(i) + " has a negative extent or stride");
       }
     }
   }
@@ -245,8 +254,8 @@ class strided_view {
       : strided_view(reinterpret_cast<std::uintptr_t>(pointer), shape, strides, device) {}
   /// @brief Converts a view of `U` to a view of `T` when `U(*)[]` converts to `T(*)[]` (adds const).
   template <class U>
-    requires(std::is_convertible_v<U (*)[], T (*)[]>)
-  constexpr strided_view(const strided_view<U>& other) noexcept  // NOLINT: implicit on purpose
+  requires(std::is_convertible_v<U (*)[], T (*)[]>) constexpr strided_view(
+      const strided_view<U>& other) noexcept  // NOLINT: implicit on purpose
       : address_(other.address()), shape_(other.shape()), strides_(other.strides()), device_(other.device()) {}
 
   /// @brief The address of element (0, ..., 0), host or device.
@@ -544,8 +553,7 @@ struct dlpack_buffer_layout {
   }
   template <class M>
   dlpack_ptr<M> export_with(std::shared_ptr<const void> owner, dlpack_export_options options) const {
-    return dlpack_export<M>("cudrv::to_dlpack", strided_view<E>(address, shape, {}, device), std::move(owner),
-                            options);
+    return dlpack_export<M>("cudrv::to_dlpack", strided_view<E>(address, shape, {}, device), std::move(owner), options);
   }
 };
 }  // namespace detail
@@ -583,9 +591,9 @@ template <class M = dlpack_managed_default, class T>
 /// cudrv::dlpack_ptr<DLManagedTensorVersioned> t = cudrv::to_dlpack(std::move(w), shape);
 /// @endcode
 template <class M = dlpack_managed_default, class B>
-  requires(!std::is_lvalue_reference_v<B> && detail::dlpack_buffer_traits<std::remove_cv_t<B>>::supported)
-[[nodiscard]] dlpack_ptr<M> to_dlpack(B&& buffer, std::span<const std::int64_t> shape = {},
-                                      dlpack_export_options options = {}) {
+requires(!std::is_lvalue_reference_v<B> && detail::dlpack_buffer_traits<std::remove_cv_t<B>>::supported)
+    [[nodiscard]] dlpack_ptr<M> to_dlpack(B&& buffer, std::span<const std::int64_t> shape = {},
+                                          dlpack_export_options options = {}) {
   using E = typename detail::dlpack_buffer_traits<std::remove_cv_t<B>>::element;
   detail::dlpack_buffer_layout<E, B> layout(buffer, shape);  // checked before the buffer moves
   auto held = std::make_shared<std::remove_cv_t<B>>(std::move(buffer));
@@ -596,12 +604,12 @@ template <class M = dlpack_managed_default, class B>
 /// @p buffer until its deleter runs. A `shared_ptr<const B>` exports read-only.
 /// @throws invalid_argument_error for a null pointer, an empty buffer or a shape of another size
 template <class M = dlpack_managed_default, class B>
-  requires(detail::dlpack_buffer_traits<std::remove_cv_t<B>>::supported)
-[[nodiscard]] dlpack_ptr<M> to_dlpack(std::shared_ptr<B> buffer, std::span<const std::int64_t> shape = {},
-                                      dlpack_export_options options = {}) {
-  using E = std::conditional_t<std::is_const_v<B>,
-                               const typename detail::dlpack_buffer_traits<std::remove_cv_t<B>>::element,
-                               typename detail::dlpack_buffer_traits<std::remove_cv_t<B>>::element>;
+requires(detail::dlpack_buffer_traits<std::remove_cv_t<B>>::supported)
+    [[nodiscard]] dlpack_ptr<M> to_dlpack(std::shared_ptr<B> buffer, std::span<const std::int64_t> shape = {},
+                                          dlpack_export_options options = {}) {
+  using E =
+      std::conditional_t<std::is_const_v<B>, const typename detail::dlpack_buffer_traits<std::remove_cv_t<B>>::element,
+                         typename detail::dlpack_buffer_traits<std::remove_cv_t<B>>::element>;
   if (!buffer) {
     detail::dlpack_refuse("cudrv::to_dlpack", "the buffer pointer is null");
   }
@@ -654,9 +662,9 @@ inline DLDevice dlpack_device_of(const resource_buffer& buffer) {
 /// cudrv::dlpack_ptr<DLManagedTensorVersioned> t = cudrv::to_dlpack<float>(std::move(buf), shape);
 /// @endcode
 template <class T = std::uint8_t, class M = dlpack_managed_default>
-  requires(is_dlpack_element_v<T> && detail::is_dlpack_managed_v<M>)
-[[nodiscard]] dlpack_ptr<M> to_dlpack(resource_buffer&& buffer, std::span<const std::int64_t> shape = {},
-                                      dlpack_export_options options = {}) {
+requires(is_dlpack_element_v<T>&& detail::is_dlpack_managed_v<M>)
+    [[nodiscard]] dlpack_ptr<M> to_dlpack(resource_buffer&& buffer, std::span<const std::int64_t> shape = {},
+                                          dlpack_export_options options = {}) {
   constexpr const char* api = "cudrv::to_dlpack";
   using V = std::remove_cv_t<T>;
   if (!buffer) {
@@ -807,8 +815,8 @@ inline std::optional<dlpack_memory> dlpack_memory_of(std::int32_t type) noexcept
 
 inline std::string dlpack_accepted(dlpack_memory accepted) {
   std::string s;
-  for (std::int32_t type : {std::int32_t{kDLCPU}, std::int32_t{kDLCUDA}, std::int32_t{kDLCUDAHost},
-                            std::int32_t{kDLCUDAManaged}}) {
+  for (std::int32_t type :
+       {std::int32_t{kDLCPU}, std::int32_t{kDLCUDA}, std::int32_t{kDLCUDAHost}, std::int32_t{kDLCUDAManaged}}) {
     if ((*dlpack_memory_of(type) & accepted) != dlpack_memory{}) {
       s += (s.empty() ? "" : ", ") + std::string(dlpack_device_name(type));
     }
@@ -892,7 +900,8 @@ strided_view<T> dlpack_check(const DLTensor& t, const dlpack_requirements& req) 
                          : type == kDLCUDAHost ? claimed_memory::pinned_host
                                                : claimed_memory::managed;
     check_claimed_memory(api, address, reach * sizeof(V), claimed, t.device.device_id,
-                         std::string(dlpack_device_name(type)) + (type == kDLCUDA ? " " + std::to_string(t.device.device_id) : ""));
+                         std::string(dlpack_device_name(type)) +
+                             (type == kDLCUDA ? " " + std::to_string(t.device.device_id) : ""));
   }
   return strided_view<T>(address, shape, strides, t.device);
 }
@@ -922,8 +931,8 @@ template <class T, class M>
       detail::dlpack_refuse(api, "the tensor's DLPack version is " + std::to_string(v.major) + "." +
                                      std::to_string(v.minor) + " and this build reads major version " +
                                      std::to_string(DLPACK_MAJOR_VERSION) + " only (its header is " +
-                                     std::to_string(DLPACK_MAJOR_VERSION) + "." +
-                                     std::to_string(DLPACK_MINOR_VERSION) + ")");
+                                     std::to_string(DLPACK_MAJOR_VERSION) + "." + std::to_string(DLPACK_MINOR_VERSION) +
+                                     ")");
     }
     if ((managed->flags & DLPACK_FLAG_BITMASK_READ_ONLY) != 0 && !std::is_const_v<T>) {
       detail::dlpack_refuse(api, "the tensor is read-only (DLPACK_FLAG_BITMASK_READ_ONLY): import it as a view of "
@@ -945,8 +954,8 @@ template <class T, class M>
 /// cudrv::device_span<float> flat = t.view().span();
 /// @endcode
 template <class T, class M>
-  requires(detail::is_dlpack_managed_v<M>)
-[[nodiscard]] dlpack_tensor<T, M> from_dlpack(M* managed, dlpack_requirements requirements = {}) {
+requires(detail::is_dlpack_managed_v<M>)
+    [[nodiscard]] dlpack_tensor<T, M> from_dlpack(M* managed, dlpack_requirements requirements = {}) {
   dlpack_ptr<M> owner(managed);
   return from_dlpack<T>(std::move(owner), requirements);
 }
@@ -956,9 +965,9 @@ template <class T, class M>
 
 /// @brief The special stream values of DLPack's Python protocol (`__dlpack__(stream=...)` for CUDA).
 enum class dlpack_stream_value : std::intptr_t {
-  no_sync = -1,             ///< The consumer asks for no synchronisation.
-  legacy_default = 1,       ///< The legacy default stream.
-  per_thread_default = 2,   ///< The per-thread default stream.
+  no_sync = -1,            ///< The consumer asks for no synchronisation.
+  legacy_default = 1,      ///< The legacy default stream.
+  per_thread_default = 2,  ///< The per-thread default stream.
 };
 
 /// @brief The consumer's stream named by a protocol value: -1 gives no stream (no synchronisation),

@@ -17,14 +17,14 @@ namespace cudrv {
 
 /// @brief Which library produced the status code carried by an @ref cudrv::error.
 enum class error_source {
-  driver,  ///< A CUDA driver API call returned a CUresult.
-  cudrv,   ///< cudrv itself refused a request before any driver call (bad argument, empty handle).
-  nvrtc,     ///< An NVRTC call returned an nvrtcResult (run-time compilation).
-  nvjitlink, ///< An nvJitLink call returned an nvJitLinkResult (run-time linking).
-  runtime,   ///< A CUDA runtime call returned a cudaError_t (only where cudrv meets nvcc-compiled code).
-  nccl,      ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
-  mpi,       ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
-  system,    ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
+  driver,     ///< A CUDA driver API call returned a CUresult.
+  cudrv,      ///< cudrv itself refused a request before any driver call (bad argument, empty handle).
+  nvrtc,      ///< An NVRTC call returned an nvrtcResult (run-time compilation).
+  nvjitlink,  ///< An nvJitLink call returned an nvJitLinkResult (run-time linking).
+  runtime,    ///< A CUDA runtime call returned a cudaError_t (only where cudrv meets nvcc-compiled code).
+  nccl,       ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
+  mpi,        ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
+  system,     ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
 };
 
 /// @brief The base of every exception cudrv throws.
@@ -54,8 +54,7 @@ class error : public std::runtime_error {
   /// @param description a human-readable description of the code
   /// @param api the call that failed, e.g. `cuStreamCreate` or `cudrv::copy`
   /// @param context where it failed (device, stream, sizes); may be empty
-  error(error_source source, int code, std::string name, std::string description, std::string api,
-        std::string context);
+  error(error_source source, int code, std::string name, std::string description, std::string api, std::string context);
 
   /// @brief Builds an error for a failed driver call; name and description come from the driver
   /// when it is loaded, otherwise from the table built into cudrv.
@@ -332,8 +331,7 @@ class launch_error : public error {
   /// @param api the call that failed, e.g. `cuLaunchKernelEx` or `cudrv::launch`
   /// @param kernel_name the kernel's name ("" when unknown)
   /// @param diagnosis what is wrong, with the numbers
-  launch_error(error_source source, CUresult code, std::string api, std::string kernel_name,
-               std::string diagnosis);
+  launch_error(error_source source, CUresult code, std::string api, std::string kernel_name, std::string diagnosis);
   /// @brief The name of the kernel that was launched ("" when unknown).
   [[nodiscard]] const std::string& kernel_name() const noexcept { return kernel_name_; }
 

@@ -31,21 +31,21 @@ enum class graph_instantiate_flags : unsigned;
 
 /// @brief What a graph node does.
 enum class graph_node_kind {
-  kernel,        ///< A kernel launch.
-  memcpy,        ///< A memory copy.
-  memset,        ///< A memory fill.
-  host,          ///< A host callable.
-  child_graph,   ///< A nested graph.
-  empty,         ///< No work: a point to join dependencies.
-  event_record,  ///< Records an event.
-  event_wait,    ///< Waits for an event.
-  mem_alloc,     ///< Allocates memory owned by the graph.
-  mem_free,      ///< Frees memory allocated by a graph.
-  conditional,   ///< Runs a body graph depending on a value set by device code.
+  kernel,             ///< A kernel launch.
+  memcpy,             ///< A memory copy.
+  memset,             ///< A memory fill.
+  host,               ///< A host callable.
+  child_graph,        ///< A nested graph.
+  empty,              ///< No work: a point to join dependencies.
+  event_record,       ///< Records an event.
+  event_wait,         ///< Waits for an event.
+  mem_alloc,          ///< Allocates memory owned by the graph.
+  mem_free,           ///< Frees memory allocated by a graph.
+  conditional,        ///< Runs a body graph depending on a value set by device code.
   stream_memory_ops,  ///< Stream memory operations: waits and writes of flags (see stream_memory_ops.hpp).
   /// @brief The former name of `stream_memory_ops`, kept for one release (deprecated).
   batch_mem_op [[deprecated("use graph_node_kind::stream_memory_ops")]] = stream_memory_ops,
-  other,         ///< Any other node type (external semaphores, ...).
+  other,  ///< Any other node type (external semaphores, ...).
 };
 
 /// @brief A non-owning handle to a node of a graph (`CUgraphNode`). Valid while its graph lives.
@@ -104,8 +104,8 @@ using batch_mem_op_node [[deprecated("use cudrv::stream_memory_ops_node")]] = st
 
 /// @brief The kinds of conditional node.
 enum class conditional_kind {
-  if_then,   ///< Runs body 0 once when the condition is non-zero (and body 1, if any, when it is zero).
-  while_loop,  ///< Runs the body again and again while the condition is non-zero.
+  if_then,       ///< Runs body 0 once when the condition is non-zero (and body 1, if any, when it is zero).
+  while_loop,    ///< Runs the body again and again while the condition is non-zero.
   switch_cases,  ///< Runs body n once, where n is the condition (no body when out of range).
 };
 
@@ -177,8 +177,8 @@ class graph_base {
   /// (a buffer it keeps alive, say). @p fn must not call CUDA; an exception it throws goes to the
   /// destruction handler.
   template <class F>
-    requires std::is_invocable_v<std::decay_t<F>&>
-  host_node add_host(F&& fn, const std::vector<graph_node_ref>& dependencies = {}) const {
+  requires std::is_invocable_v < std::decay_t<F>
+  & > host_node add_host(F&& fn, const std::vector<graph_node_ref>& dependencies = {}) const {
     return add_host_task(new detail::host_task_impl<std::decay_t<F>>(std::forward<F>(fn)), dependencies);
   }
   /// @brief Adds a node allocating @p bytes on @p dev; returns the node and the address, fixed for
@@ -220,9 +220,11 @@ class graph_base {
 
   /// @brief Instantiates the graph in @p ctx (see graph_exec.hpp); the reason of a refusal and the
   /// node involved are in the error.
-  [[nodiscard]] graph_exec instantiate(context_ref ctx, graph_instantiate_flags flags = graph_instantiate_flags{}) const;
+  [[nodiscard]] graph_exec instantiate(context_ref ctx,
+                                       graph_instantiate_flags flags = graph_instantiate_flags{}) const;
   /// @brief Instantiates the graph in @p dev's primary context.
-  [[nodiscard]] graph_exec instantiate(const device& dev, graph_instantiate_flags flags = graph_instantiate_flags{}) const;
+  [[nodiscard]] graph_exec instantiate(const device& dev,
+                                       graph_instantiate_flags flags = graph_instantiate_flags{}) const;
   /// @brief Instantiates the graph in the context current on the calling thread.
   /// @throws invalid_argument_error when no context is current: name one with
   ///   @ref instantiate(context_ref, graph_instantiate_flags) const
@@ -268,7 +270,7 @@ class graph_ref : public graph_base {
 /// @brief A conditional node and the body graphs the driver made for it (owned by the node, valid
 /// while the parent graph lives).
 struct conditional_node {
-  graph_node_ref node;          ///< The conditional node.
+  graph_node_ref node;            ///< The conditional node.
   std::vector<graph_ref> bodies;  ///< Its body graphs, owned by the node: fill them with nodes.
 };
 
@@ -344,9 +346,7 @@ class graph_builder {
   void depend_on(graph_node_ref node) { deps_.push_back(node); }
   /// @brief Makes @p node the only dependency of the next node (internal use by the adders, and to
   /// continue after a node added directly with graph_ref's functions).
-  void advance(graph_node_ref node) {
-    deps_.assign(1, node);
-  }
+  void advance(graph_node_ref node) { deps_.assign(1, node); }
   /// @brief Makes the graph keep @p library loaded, once per builder and library (internal).
   void keep_library(detail::library_state* library);
 
@@ -360,7 +360,7 @@ class graph_builder {
 namespace detail {
 /// @brief Adds a kernel node after the builder's dependencies and advances it (internal).
 kernel_node add_kernel_node(graph_builder& b, const launch_config& config, CUkernel kernel, void** args,
-                               const kernel_signature* signature);
+                            const kernel_signature* signature);
 /// @brief The copy parameters of a checked linear copy (internal).
 CUDA_MEMCPY3D linear_memcpy3d(const linear_copy& c);
 /// @brief The kernel-node parameters of a launch (internal).
@@ -385,7 +385,7 @@ CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::
 memcpy_node add_copy_node(graph_builder& b, const linear_copy& c);
 /// @brief Adds a memset node (internal).
 memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
-                             std::size_t element_size);
+                          std::size_t element_size);
 }  // namespace detail
 
 /// @brief Adds a kernel node to @p builder's graph: the same call as the stream launch, with the same
@@ -397,8 +397,8 @@ memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t coun
 /// @endcode
 /// @return the new node (also the builder's only dependency from now on)
 template <class K, class... Args>
-  requires kernel_handle<K>
-kernel_node launch(graph_builder& builder, const launch_config& config, const K& kernel, Args&&... args) {
+requires kernel_handle<K> kernel_node launch(graph_builder& builder, const launch_config& config, const K& kernel,
+                                             Args&&... args) {
   kernel_node node = kernel_node::from_native_handle(nullptr);
   auto sink = [&](void** pointers) {
     node = detail::add_kernel_node(builder, config, kernel.native_handle(), pointers, kernel.cached_signature());
@@ -456,9 +456,9 @@ stream_memory_ops_node add_memory_ops_node(graph_builder& b, const stream_memory
 /// @endcode
 /// @return the new node (also the builder's only dependency from now on)
 template <class T>
-  requires stream_flag_value<std::remove_const_t<T>>
-stream_memory_ops_node wait_value(graph_builder& builder, device_span<T> flag,
-                                  std::type_identity_t<std::remove_const_t<T>> value, wait_options options = {}) {
+requires stream_flag_value<std::remove_const_t<T>> stream_memory_ops_node
+wait_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<std::remove_const_t<T>> value,
+           wait_options options = {}) {
   const stream_memory_op op = stream_memory_op::wait(flag, value, options);
   return detail::add_memory_ops_node(builder, &op, 1);
 }
@@ -467,8 +467,8 @@ stream_memory_ops_node wait_value(graph_builder& builder, device_span<T> flag,
 /// with one write).
 /// @return the new node (also the builder's only dependency from now on)
 template <class T>
-  requires stream_flag_value<T>
-stream_memory_ops_node write_value(graph_builder& builder, device_span<T> flag, std::type_identity_t<T> value) {
+requires stream_flag_value<T> stream_memory_ops_node write_value(graph_builder& builder, device_span<T> flag,
+                                                                 std::type_identity_t<T> value) {
   const stream_memory_op op = stream_memory_op::write(flag, value);
   return detail::add_memory_ops_node(builder, &op, 1);
 }

@@ -17,10 +17,11 @@ namespace cudrv {
 
 /// @brief Flags of `graph_ref::instantiate`; combine with `|`.
 enum class graph_instantiate_flags : unsigned {
-  none = 0,                                                       ///< No flag.
-  auto_free_on_launch = CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,  ///< Free unfreed graph allocations before each launch.
-  upload = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,                    ///< Upload at instantiation (see @ref graph_exec::upload).
-  device_launch = CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH,      ///< Launchable from device code.
+  none = 0,  ///< No flag.
+  auto_free_on_launch =
+      CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH,  ///< Free unfreed graph allocations before each launch.
+  upload = CUDA_GRAPH_INSTANTIATE_FLAG_UPLOAD,          ///< Upload at instantiation (see @ref graph_exec::upload).
+  device_launch = CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH,          ///< Launchable from device code.
   use_node_priority = CUDA_GRAPH_INSTANTIATE_FLAG_USE_NODE_PRIORITY,  ///< Honour per-node priorities.
 };
 
@@ -181,7 +182,7 @@ class graph_exec : public graph_exec_base {
   /// @endcode
   /// The executable keeps the new kernel's library loaded.
   template <class K, class... Args>
-    requires kernel_handle<K>
+  requires kernel_handle<K>
   void set_kernel_node(kernel_node node, context_ref ctx, const launch_config& config, const K& kernel,
                        Args&&... args) {
     auto sink = [&](void** pointers) {
@@ -191,12 +192,13 @@ class graph_exec : public graph_exec_base {
   }
 
  private:
-  void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel,
-                      void** args, const detail::kernel_signature* signature);
+  void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel, void** args,
+                      const detail::kernel_signature* signature);
 
-  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept : graph_exec_base(handle, ctx.handle), token_(ctx) {}
+  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept
+      : graph_exec_base(handle, ctx.handle), token_(ctx) {}
   friend class graph_base;
-  detail::context_token token_;  // the context's identity, checked before destruction
+  detail::context_token token_;               // the context's identity, checked before destruction
   std::vector<detail::library_state*> kept_;  // libraries of kernels set with set_kernel_node (references)
 };
 

@@ -54,8 +54,7 @@ device_allocation adopt_host_accessible(CUdeviceptr address, std::size_t bytes, 
 /// @endcode
 template <class T>
 class host_accessible_pool_buffer {
-  static_assert(std::is_trivially_copyable_v<T>,
-                "host_accessible_pool_buffer holds trivially copyable elements");
+  static_assert(std::is_trivially_copyable_v<T>, "host_accessible_pool_buffer holds trivially copyable elements");
 
  public:
   using value_type = T;           ///< The element type.
@@ -74,8 +73,7 @@ class host_accessible_pool_buffer {
   host_accessible_pool_buffer(const host_accessible_pool_buffer&) = delete;
   host_accessible_pool_buffer& operator=(const host_accessible_pool_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
-  host_accessible_pool_buffer(host_accessible_pool_buffer&& other) noexcept
-      : alloc_(std::exchange(other.alloc_, {})) {}
+  host_accessible_pool_buffer(host_accessible_pool_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
   /// @brief Frees the held memory (on its stream), then takes over @p other's.
   host_accessible_pool_buffer& operator=(host_accessible_pool_buffer&& other) noexcept {
     if (this != &other) {

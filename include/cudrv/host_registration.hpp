@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
-#include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 
@@ -21,11 +21,11 @@ namespace cudrv {
 
 /// @brief Flags for @ref cudrv::host_registration (the `CU_MEMHOSTREGISTER_*` values).
 enum class host_register_flags : unsigned int {
-  none = 0,                                          ///< Registered for the registering context only.
-  portable = CU_MEMHOSTREGISTER_PORTABLE,            ///< Registered for every context (the default).
-  mapped = CU_MEMHOSTREGISTER_DEVICEMAP,             ///< Mapped into the device address space.
-  io_memory = CU_MEMHOSTREGISTER_IOMEMORY,           ///< The range is I/O memory of a third-party device.
-  read_only = CU_MEMHOSTREGISTER_READ_ONLY,          ///< The device only reads the memory.
+  none = 0,                                  ///< Registered for the registering context only.
+  portable = CU_MEMHOSTREGISTER_PORTABLE,    ///< Registered for every context (the default).
+  mapped = CU_MEMHOSTREGISTER_DEVICEMAP,     ///< Mapped into the device address space.
+  io_memory = CU_MEMHOSTREGISTER_IOMEMORY,   ///< The range is I/O memory of a third-party device.
+  read_only = CU_MEMHOSTREGISTER_READ_ONLY,  ///< The device only reads the memory.
 };
 
 /// @brief Combines host-registration flags.
@@ -76,7 +76,8 @@ class host_registration {
 
   /// @brief Adopts the registration of @p bytes bytes at @p pointer, made with cuMemHostRegister in
   /// @p ctx; it will be ended with cuMemHostUnregister there. The memory stays the caller's.
-  [[nodiscard]] static host_registration from_native_handle(void* pointer, std::size_t bytes, context_ref ctx) noexcept {
+  [[nodiscard]] static host_registration from_native_handle(void* pointer, std::size_t bytes,
+                                                            context_ref ctx) noexcept {
     return host_registration(detail::host_allocation{pointer, bytes, detail::context_token::of(ctx.native_handle())});
   }
   /// @brief Gives up the registration; the caller must call cuMemHostUnregister on the returned pointer.
@@ -98,7 +99,9 @@ class host_registration {
   }
   /// @brief The device address of the registered range (needs @ref host_register_flags::mapped or
   /// unified addressing).
-  [[nodiscard]] CUdeviceptr device_address() const { return reg_.device_address("cudrv::host_registration::device_address"); }
+  [[nodiscard]] CUdeviceptr device_address() const {
+    return reg_.device_address("cudrv::host_registration::device_address");
+  }
 
  private:
   explicit host_registration(detail::host_allocation reg) noexcept : reg_(reg) {}

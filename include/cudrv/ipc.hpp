@@ -54,8 +54,9 @@ struct fabric_handle {
 /// outside a multi-node NVLink domain, even where the device reports support; checked before the
 /// driver is called, which crashes destroying such a pool)
 /// @code
-/// cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
-/// cudrv::file_descriptor fd = cudrv::export_pool_descriptor(pool);   // send it with cudrv::unix_socket
+/// cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev,
+/// cudrv::shareable_handle_type::posix_file_descriptor); cudrv::file_descriptor fd =
+/// cudrv::export_pool_descriptor(pool);   // send it with cudrv::unix_socket
 /// @endcode
 [[nodiscard]] memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type type,
                                                      memory_pool_properties properties = {});
@@ -105,8 +106,8 @@ struct imported_allocation {
   std::size_t bytes = 0;
   imported_pool_share pool;  // keeps the pool until the allocation is freed
 
-  static imported_allocation import(const imported_pool_share& pool, const void* export_data,
-                                    std::size_t bytes, std::size_t element_size);
+  static imported_allocation import(const imported_pool_share& pool, const void* export_data, std::size_t bytes,
+                                    std::size_t element_size);
   // cuMemFree in the pool's context, then drops the pool reference; errors go to the destruction handler.
   void free() noexcept;
   // cuMemFreeAsync on s (which must complete before the exporting process frees the allocation).
@@ -293,8 +294,9 @@ class imported_memory_pool : public memory_pool_base {
   ///   the claimed size exceeds what the driver mapped (the error names both figures)
   template <class T>
   [[nodiscard]] imported_buffer<T> import_pointer(const pointer_export& exported) const {
-    return imported_buffer<T>(detail::imported_allocation::import(state_for("cudrv::imported_memory_pool::import_pointer"),
-                                                                  &exported.data, exported.bytes, sizeof(T)));
+    return imported_buffer<T>(
+        detail::imported_allocation::import(state_for("cudrv::imported_memory_pool::import_pointer"), &exported.data,
+                                            exported.bytes, sizeof(T)));
   }
   /// @brief The device the pool was imported for.
   [[nodiscard]] cudrv::device device() const;
@@ -329,8 +331,8 @@ class imported_memory_pool : public memory_pool_base {
 template <class T>
 imported_buffer<T> imported_buffer<T>::from_native_handle(CUdeviceptr address, std::size_t count,
                                                           const imported_memory_pool& pool) {
-  return imported_buffer(detail::imported_allocation{
-      address, count * sizeof(T), pool.state_for("cudrv::imported_buffer::from_native_handle")});
+  return imported_buffer(detail::imported_allocation{address, count * sizeof(T),
+                                                     pool.state_for("cudrv::imported_buffer::from_native_handle")});
 }
 
 /// @brief The handle of a cuMemAlloc allocation for another process (legacy IPC, cuIpcGetMemHandle),

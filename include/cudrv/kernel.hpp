@@ -34,11 +34,11 @@ struct library_state;
 /// @brief What a library caches about one of its kernels (internal): immutable once published, owned
 /// by the library's state, which lives as long as the library or any kernel taken from it.
 struct kernel_signature {
-  std::string name;                 ///< The kernel's (mangled) name.
-  bool parameters_known = false;    ///< Whether the layout is known (from the image or the driver).
-  std::vector<kernel_param> params; ///< The parameters, when known.
-  std::string unknown_reason;       ///< Why the parameters are unknown.
-  library_state* library = nullptr; ///< The library whose state owns this signature.
+  std::string name;                  ///< The kernel's (mangled) name.
+  bool parameters_known = false;     ///< Whether the layout is known (from the image or the driver).
+  std::vector<kernel_param> params;  ///< The parameters, when known.
+  std::string unknown_reason;        ///< Why the parameters are unknown.
+  library_state* library = nullptr;  ///< The library whose state owns this signature.
 };
 /// @brief Takes a counted reference on a library's state, which keeps the library loaded (internal;
 /// null is ignored).
@@ -48,7 +48,7 @@ void release_library(library_state* state) noexcept;
 /// @brief Where an unchecked launch can ask the driver for a kernel's parameters (internal): the
 /// context of the stream, or the given context.
 struct query_target {
-  CUstream stream = nullptr;  ///< The launch's stream (its context is used), or null.
+  CUstream stream = nullptr;    ///< The launch's stream (its context is used), or null.
   CUcontext context = nullptr;  ///< The context to use when there is no stream.
 };
 /// @brief Checks an untyped launch's argument sizes against the kernel when no layout is cached
@@ -64,9 +64,8 @@ void check_arguments_slow(CUkernel kernel, const kernel_signature* signature, co
 [[noreturn]] void throw_argument_size(CUkernel kernel, const kernel_signature* signature, std::size_t index,
                                       std::size_t expected, std::size_t given);
 /// @brief Suggests a block size with a per-block-size shared-memory function (internal).
-std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device,
-                                       std::size_t (*fn)(void* data, int block_size), void* data,
-                                       std::size_t fixed_shared, int block_size_limit);
+std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::size_t (*fn)(void* data, int block_size),
+                                       void* data, std::size_t fixed_shared, int block_size_limit);
 /// @brief The parameter types of a typed kernel signature (internal).
 template <class Signature>
 struct signature_parameters;
@@ -87,21 +86,23 @@ struct kernel_parameter {
 
 /// @brief Every attribute the driver reports for a kernel on one device (`cuKernelGetAttribute`).
 struct kernel_attributes {
-  int max_threads_per_block;          ///< The most threads per block a launch may use (registers and shared memory included).
-  int shared_size_bytes;              ///< Static shared memory per block, in bytes.
-  int const_size_bytes;               ///< Constant memory used, in bytes.
-  int local_size_bytes;               ///< Local memory per thread, in bytes.
-  int num_regs;                       ///< Registers per thread.
-  int ptx_version;                    ///< PTX ISA version the kernel was compiled for (major * 10 + minor).
-  int binary_version;                 ///< Architecture of the binary (major * 10 + minor).
-  int cache_mode_ca;                  ///< 1 when compiled with `-Xptxas --dlcm=ca`.
-  int max_dynamic_shared_size_bytes;  ///< The dynamic shared memory a launch may use (see @ref kernel_ref::set_max_dynamic_shared_memory).
-  int preferred_shared_memory_carveout;  ///< Preferred L1/shared split, in percent of the maximum shared memory (-1: no preference).
-  int cluster_size_must_be_set;       ///< 1 when the kernel must be launched with a cluster.
-  int required_cluster_width;         ///< Compile-time cluster width (0: none).
-  int required_cluster_height;        ///< Compile-time cluster height (0: none).
-  int required_cluster_depth;         ///< Compile-time cluster depth (0: none).
-  int non_portable_cluster_size_allowed;  ///< 1 when clusters above the portable size 8 are allowed.
+  int max_threads_per_block;  ///< The most threads per block a launch may use (registers and shared memory included).
+  int shared_size_bytes;      ///< Static shared memory per block, in bytes.
+  int const_size_bytes;       ///< Constant memory used, in bytes.
+  int local_size_bytes;       ///< Local memory per thread, in bytes.
+  int num_regs;               ///< Registers per thread.
+  int ptx_version;            ///< PTX ISA version the kernel was compiled for (major * 10 + minor).
+  int binary_version;         ///< Architecture of the binary (major * 10 + minor).
+  int cache_mode_ca;          ///< 1 when compiled with `-Xptxas --dlcm=ca`.
+  int max_dynamic_shared_size_bytes;     ///< The dynamic shared memory a launch may use (see @ref
+                                         ///< kernel_ref::set_max_dynamic_shared_memory).
+  int preferred_shared_memory_carveout;  ///< Preferred L1/shared split, in percent of the maximum shared memory (-1: no
+                                         ///< preference).
+  int cluster_size_must_be_set;          ///< 1 when the kernel must be launched with a cluster.
+  int required_cluster_width;            ///< Compile-time cluster width (0: none).
+  int required_cluster_height;           ///< Compile-time cluster height (0: none).
+  int required_cluster_depth;            ///< Compile-time cluster depth (0: none).
+  int non_portable_cluster_size_allowed;     ///< 1 when clusters above the portable size 8 are allowed.
   int cluster_scheduling_policy_preference;  ///< A `CUclusterSchedulingPolicy` value.
 };
 
@@ -170,7 +171,7 @@ class kernel_base {
   ///   an exception it throws is rethrown
   /// @param block_size_limit the largest block size to consider (0: no limit)
   template <class F>
-    requires std::is_invocable_r_v<std::size_t, F&, int>
+  requires std::is_invocable_r_v<std::size_t, F&, int>
   [[nodiscard]] block_size_suggestion suggested_block_size(const device& dev, F&& shared_memory_for,
                                                            int block_size_limit = 0) const {
     // A local, non-const wrapper: works for const callables and plain functions alike.
@@ -229,7 +230,7 @@ class kernel_base {
   /// @brief Throws @ref invalid_argument_error for an empty (moved-from) owner.
   void require_handle(const char* api) const;
 
-  CUkernel handle_;                             ///< The kernel.
+  CUkernel handle_;                            ///< The kernel.
   const detail::kernel_signature* signature_;  ///< Cached parameter layout, owned by a library; may be null.
 };
 

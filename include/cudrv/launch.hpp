@@ -46,7 +46,8 @@ inline void marshal_converted(Sink& sink, void** all, void** next, A&& arg, As&&
 // Typed kernels: converts the arguments to Params... on the stack, then calls sink(void** args).
 template <class... Params, class Sink, class... Args>
 inline void marshal_typed(Sink& sink, Args&&... args) {
-  static_assert(sizeof...(Args) == sizeof...(Params), "cudrv::launch: the number of arguments differs from the kernel's parameters");
+  static_assert(sizeof...(Args) == sizeof...(Params),
+                "cudrv::launch: the number of arguments differs from the kernel's parameters");
   static_assert((std::is_convertible_v<Args&&, Params> && ...),
                 "cudrv::launch: an argument does not convert to the kernel's parameter type");
   if constexpr (sizeof...(Params) == 0) {
@@ -149,7 +150,7 @@ inline void marshal(Sink& sink, const K& kernel, query_target target, Args&&... 
 ///   kernel, the parameter index, the expected and given sizes; launch_error (source
 ///   @ref error_source::driver) when the driver refuses the launch
 template <class K, class... Args>
-  requires kernel_handle<K>
+requires kernel_handle<K>
 void launch(stream_ref stream, const launch_config& config, const K& kernel, Args&&... args) {
   auto sink = [&](void** pointers) {
     detail::launch_kernel(stream.native_handle(), config, kernel.native_handle(), pointers, kernel.cached_signature());

@@ -44,14 +44,15 @@ struct dims {
   constexpr dims() noexcept = default;
   /// @brief @p x_ x @p y_ x @p z_, from integers of at most 32 bits.
   template <class X, class Y = unsigned, class Z = unsigned>
-    requires(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>)
-  constexpr dims(X x_, Y y_ = 1u, Z z_ = 1u) noexcept  // NOLINT: implicit on purpose
+  requires(detail::is_extent_type<X>&& detail::is_extent_type<Y>&& detail::is_extent_type<Z>) constexpr dims(
+      X x_, Y y_ = 1u, Z z_ = 1u) noexcept  // NOLINT: implicit on purpose
       : x(static_cast<unsigned>(x_)), y(static_cast<unsigned>(y_)), z(static_cast<unsigned>(z_)) {}
   /// @brief Refused at compile time: a 64-bit (or floating-point, or bool) extent could be truncated
   /// silently; use @ref checked, which refuses what does not fit.
   template <class X, class Y = unsigned, class Z = unsigned>
-    requires(!(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>))
-  dims(X, Y = 1u, Z = 1u) = delete;
+  requires(!(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>))
+      dims(X, Y = 1u, Z = 1u)
+  = delete;
   /// @brief @p x_ x @p y_ x @p z_ from 64-bit values, each checked to fit 32 bits.
   /// @throws invalid_argument_error naming the axis and the value when one does not
   [[nodiscard]] static constexpr dims checked(unsigned long long x_, unsigned long long y_ = 1,
@@ -112,7 +113,9 @@ struct launch_config {
   std::optional<int> priority{};
 
   /// @brief Whether the launch uses thread-block clusters.
-  [[nodiscard]] constexpr bool has_cluster() const noexcept { return cluster.x != 0 || cluster.y != 0 || cluster.z != 0; }
+  [[nodiscard]] constexpr bool has_cluster() const noexcept {
+    return cluster.x != 0 || cluster.y != 0 || cluster.z != 0;
+  }
   /// @brief Whether the launch needs `cuLaunchKernelEx` (any option beyond grid, block and shared memory).
   [[nodiscard]] constexpr bool needs_extended_launch() const noexcept {
     return has_cluster() || cooperative || programmatic_stream_serialization || priority.has_value();

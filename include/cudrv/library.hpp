@@ -77,7 +77,8 @@ std::size_t check_global_size(const char* api, const std::string& name, std::siz
 /// @endcode
 template <class T>
 class global_ref {
-  static_assert(std::is_trivially_copyable_v<T>, "a global is read and written byte-wise: T must be trivially copyable");
+  static_assert(std::is_trivially_copyable_v<T>,
+                "a global is read and written byte-wise: T must be trivially copyable");
 
  public:
   /// @brief Views @p count elements at @p address in @p ctx (no check).
@@ -245,7 +246,9 @@ class library_base {
 class library_ref : public library_base {
  public:
   /// @brief Views a `CUlibrary` the caller keeps loaded.
-  [[nodiscard]] static library_ref from_native_handle(CUlibrary handle) noexcept { return library_ref(handle, nullptr); }
+  [[nodiscard]] static library_ref from_native_handle(CUlibrary handle) noexcept {
+    return library_ref(handle, nullptr);
+  }
   library_ref(std::nullptr_t) = delete;
   /// @brief Views the same library as @p other.
   library_ref(const library_ref& other) noexcept = default;

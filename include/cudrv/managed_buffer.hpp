@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
-#include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
@@ -24,7 +24,8 @@ namespace cudrv {
 enum class managed_attach : unsigned int {
   global = CU_MEM_ATTACH_GLOBAL,  ///< Accessible from any stream on any device.
   host = CU_MEM_ATTACH_HOST,      ///< Accessible from the host; devices need an explicit attach first.
-  single = CU_MEM_ATTACH_SINGLE,  ///< Accessible only from the stream it is attached to (with @ref managed_buffer::attach).
+  single =
+      CU_MEM_ATTACH_SINGLE,  ///< Accessible only from the stream it is attached to (with @ref managed_buffer::attach).
 };
 
 namespace detail {
@@ -68,8 +69,8 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
   managed_buffer(cudrv::primary_context&&, std::size_t, managed_attach = managed_attach::global) = delete;
   /// @brief Adopts memory from cuMemAllocManaged made in @p ctx.
   [[nodiscard]] static managed_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
-    return managed_buffer(detail::host_allocation{pointer, count * sizeof(T),
-                                                  detail::context_token::of(ctx.native_handle()), -2});
+    return managed_buffer(
+        detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle()), -2});
   }
   /// @brief What the memory is (no pointer-attribute query): host- and device-accessible, made for
   /// the device of its context; `{-1, false, false}` when the buffer is empty (moved-from or released).

@@ -221,23 +221,40 @@ enum class gpu_awareness {
 template <class T>
 [[nodiscard]] MPI_Datatype datatype() noexcept {
   using U = std::remove_cv_t<T>;
-  if constexpr (std::is_same_v<U, char>) return MPI_CHAR;
-  else if constexpr (std::is_same_v<U, signed char>) return MPI_SIGNED_CHAR;
-  else if constexpr (std::is_same_v<U, unsigned char> || std::is_same_v<U, std::byte>) return MPI_UNSIGNED_CHAR;
-  else if constexpr (std::is_same_v<U, bool>) return MPI_CXX_BOOL;
-  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 1) return MPI_INT8_T;
-  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 2) return MPI_INT16_T;
-  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 4) return MPI_INT32_T;
-  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 8) return MPI_INT64_T;
-  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 1) return MPI_UINT8_T;
-  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 2) return MPI_UINT16_T;
-  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 4) return MPI_UINT32_T;
-  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 8) return MPI_UINT64_T;
-  else if constexpr (std::is_same_v<U, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<U, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<U, std::complex<float>>) return MPI_CXX_FLOAT_COMPLEX;
-  else if constexpr (std::is_same_v<U, std::complex<double>>) return MPI_CXX_DOUBLE_COMPLEX;
-  else static_assert(sizeof(U) == 0, "cudrv::mpi::datatype: no MPI datatype for this element type");
+  if constexpr (std::is_same_v<U, char>)
+    return MPI_CHAR;
+  else if constexpr (std::is_same_v<U, signed char>)
+    return MPI_SIGNED_CHAR;
+  else if constexpr (std::is_same_v<U, unsigned char> || std::is_same_v<U, std::byte>)
+    return MPI_UNSIGNED_CHAR;
+  else if constexpr (std::is_same_v<U, bool>)
+    return MPI_CXX_BOOL;
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 1)
+    return MPI_INT8_T;
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 2)
+    return MPI_INT16_T;
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 4)
+    return MPI_INT32_T;
+  else if constexpr (std::is_integral_v<U> && std::is_signed_v<U> && sizeof(U) == 8)
+    return MPI_INT64_T;
+  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 1)
+    return MPI_UINT8_T;
+  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 2)
+    return MPI_UINT16_T;
+  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 4)
+    return MPI_UINT32_T;
+  else if constexpr (std::is_integral_v<U> && std::is_unsigned_v<U> && sizeof(U) == 8)
+    return MPI_UINT64_T;
+  else if constexpr (std::is_same_v<U, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<U, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<U, std::complex<float>>)
+    return MPI_CXX_FLOAT_COMPLEX;
+  else if constexpr (std::is_same_v<U, std::complex<double>>)
+    return MPI_CXX_DOUBLE_COMPLEX;
+  else
+    static_assert(sizeof(U) == 0, "cudrv::mpi::datatype: no MPI datatype for this element type");
 }
 
 }  // namespace mpi

@@ -175,7 +175,8 @@ struct data_type_of<int> : std::integral_constant<data_type, data_type::int32> {
 template <>
 struct data_type_of<unsigned int> : std::integral_constant<data_type, data_type::uint32> {};
 template <>
-struct data_type_of<long> : std::integral_constant<data_type, sizeof(long) == 8 ? data_type::int64 : data_type::int32> {};
+struct data_type_of<long> : std::integral_constant<data_type, sizeof(long) == 8 ? data_type::int64 : data_type::int32> {
+};
 template <>
 struct data_type_of<unsigned long>
     : std::integral_constant<data_type, sizeof(long) == 8 ? data_type::uint64 : data_type::uint32> {};
@@ -211,7 +212,9 @@ inline constexpr data_type data_type_of_v = data_type_of<T>::value;
 /// static_assert(cudrv::nccl::element<float> && !cudrv::nccl::element<bool>);
 /// @endcode
 template <class T>
-concept element = requires { { data_type_of<T>::value } -> std::convertible_to<data_type>; };
+concept element = requires {
+  { data_type_of<T>::value } -> std::convertible_to<data_type>;
+};
 
 /// @brief Whether NCCL can be loaded and has every function cudrv needs. Never throws.
 ///
@@ -311,18 +314,20 @@ void nccl_check_scatter(const char* api, std::size_t send, std::size_t recv, int
 void nccl_check_point_to_point(const char* api, std::size_t count, int peer, int nranks);
 
 // The NCCL calls, untyped (src/scaleout/nccl.cpp). Each throws nccl_error on failure.
-void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                     nccl::reduction op, CUstream stream);
-void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                    int root, CUstream stream);
-void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                 nccl::reduction op, int root, CUstream stream);
+void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                     nccl::data_type type, nccl::reduction op, CUstream stream);
+void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                    nccl::data_type type, int root, CUstream stream);
+void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                 nccl::data_type type, nccl::reduction op, int root, CUstream stream);
 void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
                      nccl::data_type type, CUstream stream);
 void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
                          nccl::data_type type, nccl::reduction op, CUstream stream);
-void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream);
-void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream);
+void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer,
+               CUstream stream);
+void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer,
+               CUstream stream);
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
 int nccl_query_rank(ncclComm* comm);
 int nccl_query_size(ncclComm* comm);
@@ -357,7 +362,10 @@ namespace nccl {
 /// static_assert(cudrv::nccl::device_range<cudrv::device_span<const int>>);
 /// @endcode
 template <class R>
-concept device_range = requires(R& r) { cudrv::detail::nccl_span(r); } && element<cudrv::detail::nccl_value_t<R>>;
+concept device_range = requires(R& r) {
+  cudrv::detail::nccl_span(r);
+}
+&&element<cudrv::detail::nccl_value_t<R>>;
 
 /// @brief A `device_range` whose elements may be written (not a view of const elements, not a
 /// const buffer).
@@ -429,8 +437,8 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", in.size(), out.size());
-    cudrv::detail::nccl_all_reduce(c, home_, in.data(), out.data(), in.size(),
-                                   type_of(out), effective(op), s.native_handle());
+    cudrv::detail::nccl_all_reduce(c, home_, in.data(), out.data(), in.size(), type_of(out), effective(op),
+                                   s.native_handle());
   }
   /// @brief All-reduce in place: @p buffer holds this rank's data before and the result after.
   /// @code
@@ -441,8 +449,8 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", b.size(), b.size());
-    cudrv::detail::nccl_all_reduce(c, home_, b.data(), b.data(), b.size(),
-                                   type_of(b), effective(op), s.native_handle());
+    cudrv::detail::nccl_all_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b), effective(op),
+                                   s.native_handle());
   }
 
   /// @brief Copies @p send of rank @p root into @p recv on every rank (ncclBroadcast); @p send is read
@@ -456,8 +464,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
-    cudrv::detail::nccl_broadcast(c, home_, in.data(), out.data(), in.size(),
-                                  type_of(out), root, s.native_handle());
+    cudrv::detail::nccl_broadcast(c, home_, in.data(), out.data(), in.size(), type_of(out), root, s.native_handle());
   }
   /// @brief Broadcast in place: the root's @p buffer is copied into every other rank's.
   /// @code
@@ -469,8 +476,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
-    cudrv::detail::nccl_broadcast(c, home_, b.data(), b.data(), b.size(),
-                                  type_of(b), root, s.native_handle());
+    cudrv::detail::nccl_broadcast(c, home_, b.data(), b.data(), b.size(), type_of(b), root, s.native_handle());
   }
 
   /// @brief Reduces @p send across all ranks into @p recv of rank @p root (ncclReduce); both hold the
@@ -484,8 +490,8 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
-    cudrv::detail::nccl_reduce(c, home_, in.data(), out.data(), in.size(),
-                               type_of(out), effective(op), root, s.native_handle());
+    cudrv::detail::nccl_reduce(c, home_, in.data(), out.data(), in.size(), type_of(out), effective(op), root,
+                               s.native_handle());
   }
   /// @brief Reduce in place: the root's @p buffer receives the result.
   /// @code
@@ -497,8 +503,8 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
-    cudrv::detail::nccl_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b),
-                               effective(op), root, s.native_handle());
+    cudrv::detail::nccl_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b), effective(op), root,
+                               s.native_handle());
   }
 
   /// @brief Gathers every rank's @p send into @p recv on every rank, rank i's at offset
@@ -511,8 +517,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_gather");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_gather("cudrv::nccl::communicator::all_gather", in.size(), out.size(), known_size());
-    cudrv::detail::nccl_all_gather(c, home_, in.data(), out.data(), in.size(),
-                                   type_of(out), s.native_handle());
+    cudrv::detail::nccl_all_gather(c, home_, in.data(), out.data(), in.size(), type_of(out), s.native_handle());
   }
   /// @brief All-gather in place: @p buffer holds size() equal parts, and this rank's part (rank() of
   /// them) is sent to the others.
@@ -525,8 +530,8 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::all_gather", b.size(), known_size());
     const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
-    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(), b.data(), part,
-                                   type_of(b), s.native_handle());
+    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
+                                   b.data(), part, type_of(b), s.native_handle());
   }
 
   /// @brief Reduces @p send across all ranks and leaves part i of the result in @p recv of rank i
@@ -538,10 +543,9 @@ class communicator_base {
   void reduce_scatter(const Send& send, Recv&& recv, reduction op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce_scatter");
     auto [in, out] = same_type_spans(send, recv);
-    cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(),
-                                      known_size());
-    cudrv::detail::nccl_reduce_scatter(c, home_, in.data(), out.data(),
-                                       out.size(), type_of(out), effective(op), s.native_handle());
+    cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(), known_size());
+    cudrv::detail::nccl_reduce_scatter(c, home_, in.data(), out.data(), out.size(), type_of(out), effective(op),
+                                       s.native_handle());
   }
   /// @brief Reduce-scatter in place: @p buffer holds size() equal parts, and this rank's part of the
   /// result lands in part rank() of it.
@@ -554,8 +558,9 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), known_size());
     const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
-    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(), b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
-                                       part, type_of(b), effective(op), s.native_handle());
+    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(),
+                                       b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(), part,
+                                       type_of(b), effective(op), s.native_handle());
   }
 
   /// @brief Sends @p data to rank @p peer (ncclSend), which must receive as many elements of the same
@@ -568,8 +573,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::send");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::send", d.size(), peer, known_size());
-    cudrv::detail::nccl_send(c, home_, d.data(), d.size(), type_of(d), peer,
-                             s.native_handle());
+    cudrv::detail::nccl_send(c, home_, d.data(), d.size(), type_of(d), peer, s.native_handle());
   }
   /// @brief Receives @p data from rank @p peer (ncclRecv), which must send as many elements of the same type.
   /// @code
@@ -580,8 +584,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::recv");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::recv", d.size(), peer, known_size());
-    cudrv::detail::nccl_recv(c, home_, d.data(), d.size(), type_of(d), peer,
-                             s.native_handle());
+    cudrv::detail::nccl_recv(c, home_, d.data(), d.size(), type_of(d), peer, s.native_handle());
   }
 
   /// @brief Splits the communicator (ncclCommSplit): the ranks giving the same @p color form a new one,
@@ -645,7 +648,7 @@ class communicator_base {
                   "the source and destination of a collective must have the same element type");
     using T = cudrv::detail::nccl_value_t<Recv>;
     return std::pair<device_span<const T>, device_span<T>>(cudrv::detail::nccl_span(send),
-                                                            cudrv::detail::nccl_span(recv));
+                                                           cudrv::detail::nccl_span(recv));
   }
 };
 
@@ -767,7 +770,6 @@ class communicator : public communicator_base {
       : communicator_base(handle, rank, size, home) {}
 };
 
-
 /// @brief A scope of NCCL calls fused into one operation (ncclGroupStart at construction,
 /// ncclGroupEnd at @ref end). Groups nest; only the outermost end launches the work.
 ///
@@ -831,8 +833,9 @@ class registration {
   }
   /// @brief A temporary owner of the memory does not compile: it would be freed while registered.
   template <class Data>
-    requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)
-  registration(communicator_ref comm, Data&& data) = delete;
+  requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)
+      registration(communicator_ref comm, Data&& data)
+  = delete;
   registration(const registration&) = delete;
   registration& operator=(const registration&) = delete;
   /// @brief Takes over @p other's registration; @p other becomes empty.

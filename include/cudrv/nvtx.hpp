@@ -299,7 +299,7 @@ class category {
 class payload {
  public:
   template <class T>
-    requires std::is_arithmetic_v<T>
+  requires std::is_arithmetic_v<T>
   constexpr explicit payload(T) noexcept {}
 };
 template <class D>

@@ -12,8 +12,8 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
-#include "cudrv/device.hpp"
 #include "cudrv/detail/host_buffer.hpp"
+#include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 
@@ -21,17 +21,17 @@ namespace cudrv {
 
 /// @brief Flags for @ref cudrv::pinned_buffer (the `CU_MEMHOSTALLOC_*` values).
 enum class pinned_flags : unsigned int {
-  none = 0,                                          ///< Pinned for the allocating context only.
-  portable = CU_MEMHOSTALLOC_PORTABLE,               ///< Pinned for every context (the default).
-  mapped = CU_MEMHOSTALLOC_DEVICEMAP,                ///< Mapped into the device address space.
-  write_combined = CU_MEMHOSTALLOC_WRITECOMBINED,    ///< Write-combined: fast host writes and transfers, very slow host reads.
+  none = 0,                             ///< Pinned for the allocating context only.
+  portable = CU_MEMHOSTALLOC_PORTABLE,  ///< Pinned for every context (the default).
+  mapped = CU_MEMHOSTALLOC_DEVICEMAP,   ///< Mapped into the device address space.
+  write_combined =
+      CU_MEMHOSTALLOC_WRITECOMBINED,  ///< Write-combined: fast host writes and transfers, very slow host reads.
 };
 
 /// @brief Combines pinned-memory flags.
 [[nodiscard]] constexpr pinned_flags operator|(pinned_flags a, pinned_flags b) noexcept {
   return static_cast<pinned_flags>(static_cast<unsigned int>(a) | static_cast<unsigned int>(b));
 }
-
 
 /// @brief Owning page-locked host memory for `size()` elements of @p T, freed with cuMemFreeHost.
 /// Move-only; a contiguous range of @p T (`view()` gives a `std::span<T>`), and a
@@ -67,7 +67,8 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
   pinned_buffer(cudrv::primary_context&&, std::size_t, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Adopts memory from cuMemHostAlloc made in @p ctx.
   [[nodiscard]] static pinned_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
-    return pinned_buffer(detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
+    return pinned_buffer(
+        detail::host_allocation{pointer, count * sizeof(T), detail::context_token::of(ctx.native_handle())});
   }
   /// @brief What the memory is (no pointer-attribute query): page-locked host memory of no device,
   /// host-accessible and device-accessible (mapped, as all pinned memory is with unified addressing);

@@ -116,7 +116,9 @@ class pitched_buffer {
   /// @brief A view of the whole array.
   [[nodiscard]] pitched_span<T> view() noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
   /// @brief A read-only view of the whole array.
-  [[nodiscard]] pitched_span<const T> view() const noexcept { return {alloc_.address, pitch_, width_, height_, depth_}; }
+  [[nodiscard]] pitched_span<const T> view() const noexcept {
+    return {alloc_.address, pitch_, width_, height_, depth_};
+  }
   /// @brief Converts to a view of the whole array.
   operator pitched_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of the whole array.

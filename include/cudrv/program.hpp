@@ -267,7 +267,8 @@ void set_nvrtc_pch_heap_size(std::size_t bytes);
 ///
 /// @code
 /// const cudrv::toolkit_header_dirs& tk = cudrv::find_toolkit_headers();
-/// std::printf("CCCL %d in %s\n", tk.cccl_version, tk.cccl.c_str());   // CCCL 3000001 in /usr/local/cuda-13.0/include/cccl
+/// std::printf("CCCL %d in %s\n", tk.cccl_version, tk.cccl.c_str());   // CCCL 3000001 in
+/// /usr/local/cuda-13.0/include/cccl
 /// @endcode
 struct toolkit_header_dirs {
   /// @brief The toolkit's include directory (`cuda_runtime.h`, `cuda_fp16.h`), canonical.
@@ -289,8 +290,8 @@ struct toolkit_header_dirs {
 ///
 /// Looked for, in order, where a directory holds CCCL's `cuda/std/__cccl/version.h`: `$CUDA_PATH/include`
 /// when `CUDA_PATH` is set; `$CUDA_HOME/include` when `CUDA_HOME` is set; the `include` directory next to
-/// the loaded NVRTC's `lib64`/`lib` (so the headers match the compiler); the toolkit cudrv was built with. In each, `include/cccl` (CUDA 13) is
-/// tried before `include` (CUDA 12).
+/// the loaded NVRTC's `lib64`/`lib` (so the headers match the compiler); the toolkit cudrv was built with. In each,
+/// `include/cccl` (CUDA 13) is tried before `include` (CUDA 12).
 /// @throws library_unavailable_error naming every directory tried when none holds CCCL
 [[nodiscard]] const toolkit_header_dirs& find_toolkit_headers();
 

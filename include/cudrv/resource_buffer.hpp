@@ -22,9 +22,8 @@ namespace detail {
 /// @brief Throws invalid_argument_error unless @p bytes at @p address of memory described by @p props
 /// can be viewed as elements of @p element_size bytes aligned to @p element_alignment, by the device
 /// (@p host false) or the host (internal).
-void check_resource_buffer_view(const char* api, const void* address, std::size_t bytes,
-                                const memory_properties& props, bool host, std::size_t element_size,
-                                std::size_t element_alignment);
+void check_resource_buffer_view(const char* api, const void* address, std::size_t bytes, const memory_properties& props,
+                                bool host, std::size_t element_size, std::size_t element_alignment);
 }  // namespace detail
 
 /// @brief Memory from a @ref memory_resource, owned together with its size and alignment, the resource
@@ -68,8 +67,8 @@ class resource_buffer {
   /// `allocate` or `allocate_async`, with the size and alignment it was asked with (what its
   /// `deallocate` needs back).
   struct allocation {
-    void* pointer = nullptr;                                      ///< The memory, null for none.
-    std::size_t bytes = 0;                                        ///< Its size in bytes.
+    void* pointer = nullptr;                                     ///< The memory, null for none.
+    std::size_t bytes = 0;                                       ///< Its size in bytes.
     std::size_t alignment = memory_resource::default_alignment;  ///< The alignment it was allocated with.
   };
 
@@ -244,8 +243,8 @@ class resource_buffer {
   held take() noexcept;
 
   allocation memory_{nullptr, 0, 0};
-  detail::resource_link* link_ = nullptr;       // the resource (counted; null when empty)
-  CUstream stream_ = nullptr;                   // the stream it is freed on; null when synchronous
+  detail::resource_link* link_ = nullptr;         // the resource (counted; null when empty)
+  CUstream stream_ = nullptr;                     // the stream it is freed on; null when synchronous
   detail::stream_state* stream_owner_ = nullptr;  // that stream's bookkeeping when cudrv owns it (counted)
   memory_properties properties_{};
 };

@@ -33,9 +33,9 @@ namespace detail {
 template <class T>
 class device_span {
  public:
-  using element_type = T;                      ///< The element type, with its const.
-  using value_type = std::remove_cv_t<T>;      ///< The element type without const.
-  using size_type = std::size_t;               ///< Sizes and offsets.
+  using element_type = T;                  ///< The element type, with its const.
+  using value_type = std::remove_cv_t<T>;  ///< The element type without const.
+  using size_type = std::size_t;           ///< Sizes and offsets.
 
   /// @brief An empty view.
   constexpr device_span() noexcept = default;
@@ -46,8 +46,8 @@ class device_span {
       : address_(reinterpret_cast<CUdeviceptr>(pointer)), size_(count) {}
   /// @brief Converts a view of `U` to a view of `T` when `U(*)[]` converts to `T(*)[]` (adds const).
   template <class U>
-    requires(std::is_convertible_v<U (*)[], T (*)[]>)
-  constexpr device_span(device_span<U> other) noexcept : address_(other.data()), size_(other.size()) {}
+  requires(std::is_convertible_v<U (*)[], T (*)[]>) constexpr device_span(device_span<U> other) noexcept
+      : address_(other.data()), size_(other.size()) {}
 
   /// @brief The device address of the first element.
   [[nodiscard]] constexpr CUdeviceptr data() const noexcept { return address_; }
@@ -123,7 +123,8 @@ struct pitched_span {
   std::size_t depth = 1;       ///< Slices.
 
   /// @brief A dense (unpadded) layout over host memory: pitch = width * sizeof(T).
-  [[nodiscard]] static pitched_span dense(T* pointer, std::size_t width, std::size_t height, std::size_t depth = 1) noexcept {
+  [[nodiscard]] static pitched_span dense(T* pointer, std::size_t width, std::size_t height,
+                                          std::size_t depth = 1) noexcept {
     return {reinterpret_cast<std::uintptr_t>(pointer), width * sizeof(T), width, height, depth};
   }
   /// @brief A dense layout over the device memory viewed by @p span.
@@ -136,9 +137,7 @@ struct pitched_span {
     return {static_cast<std::uintptr_t>(span.data()), width * sizeof(T), width, height, depth};
   }
   /// @brief Converts to a view of const elements.
-  constexpr operator pitched_span<const T>() const noexcept
-    requires(!std::is_const_v<T>)
-  {
+  constexpr operator pitched_span<const T>() const noexcept requires(!std::is_const_v<T>) {
     return {address, pitch, width, height, depth};
   }
 };

@@ -158,8 +158,7 @@ class stream_base {
 class stream_ref : public stream_base {
  public:
   /// @brief Views @p handle; a null handle means the legacy default stream.
-  explicit stream_ref(CUstream handle) noexcept
-      : stream_base(handle != nullptr ? handle : CU_STREAM_LEGACY, nullptr) {}
+  explicit stream_ref(CUstream handle) noexcept : stream_base(handle != nullptr ? handle : CU_STREAM_LEGACY, nullptr) {}
   stream_ref(std::nullptr_t) = delete;
   stream_ref(int) = delete;
   /// @brief Views the same stream as @p other.

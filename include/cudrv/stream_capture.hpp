@@ -18,9 +18,9 @@ namespace cudrv {
 /// @brief How strictly a capture guards against unsafe calls from other threads
 /// (`CUstreamCaptureMode`).
 enum class capture_mode {
-  global = CU_STREAM_CAPTURE_MODE_GLOBAL,            ///< Unsafe calls from any thread invalidate the capture (the default).
+  global = CU_STREAM_CAPTURE_MODE_GLOBAL,  ///< Unsafe calls from any thread invalidate the capture (the default).
   thread_local_only = CU_STREAM_CAPTURE_MODE_THREAD_LOCAL,  ///< Only unsafe calls from this thread do.
-  relaxed = CU_STREAM_CAPTURE_MODE_RELAXED,          ///< No call is treated as unsafe.
+  relaxed = CU_STREAM_CAPTURE_MODE_RELAXED,                 ///< No call is treated as unsafe.
 };
 
 /// @brief Whether a stream is capturing (`CUstreamCaptureStatus`).
@@ -35,10 +35,10 @@ enum class capture_status {
 
 /// @brief What `cuStreamGetCaptureInfo` says about a stream.
 struct capture_info {
-  capture_status status = capture_status::none;     ///< Whether the stream is capturing.
-  std::uint64_t id = 0;                             ///< The capture's unique id (0 when not capturing).
+  capture_status status = capture_status::none;              ///< Whether the stream is capturing.
+  std::uint64_t id = 0;                                      ///< The capture's unique id (0 when not capturing).
   graph_ref graph = graph_ref::from_native_handle(nullptr);  ///< The graph being captured into (owned by the capture).
-  std::vector<graph_node_ref> dependencies;         ///< The nodes the next captured work will depend on.
+  std::vector<graph_node_ref> dependencies;                  ///< The nodes the next captured work will depend on.
 };
 
 /// @brief The capture information of @p stream.

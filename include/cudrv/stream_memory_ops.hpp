@@ -31,7 +31,8 @@ concept stream_flag_value = std::same_as<T, std::uint32_t> || std::same_as<T, st
 
 /// @brief When a wait is satisfied (`CUstreamWaitValue_flags`), for a flag `*addr` and the operand `value`.
 enum class wait_condition : unsigned {
-  geq = CU_STREAM_WAIT_VALUE_GEQ,      ///< `(int32_t)(*addr - value) >= 0` (int64_t for 64 bits): a cyclic ≥ that survives wrap-around.
+  geq = CU_STREAM_WAIT_VALUE_GEQ,  ///< `(int32_t)(*addr - value) >= 0` (int64_t for 64 bits): a cyclic ≥ that survives
+                                   ///< wrap-around.
   eq = CU_STREAM_WAIT_VALUE_EQ,        ///< `*addr == value`.
   bit_and = CU_STREAM_WAIT_VALUE_AND,  ///< `(*addr & value) != 0`.
   nor = CU_STREAM_WAIT_VALUE_NOR,      ///< `~(*addr | value) != 0` (where @ref stream_memory_op_support::wait_nor).
@@ -55,10 +56,11 @@ enum class memory_barrier_scope : unsigned {
 /// @brief What a device supports among the optional stream memory operations. 32-bit waits and writes
 /// need no query: every device of a CUDA 12 driver supports them.
 struct stream_memory_op_support {
-  bool wait_write_64 = false;        ///< 64-bit waits and writes (`CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS`).
-  bool wait_nor = false;             ///< @ref wait_condition::nor (`CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR`).
-  bool flush_remote_writes = false;  ///< @ref wait_options::flush_remote_writes and
-                                     ///< @ref stream_memory_op::flush_remote_writes (`CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES`).
+  bool wait_write_64 = false;  ///< 64-bit waits and writes (`CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS`).
+  bool wait_nor = false;       ///< @ref wait_condition::nor (`CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR`).
+  bool flush_remote_writes =
+      false;  ///< @ref wait_options::flush_remote_writes and
+              ///< @ref stream_memory_op::flush_remote_writes (`CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES`).
 };
 
 /// @brief The optional stream memory operations device @p dev supports (three attribute queries).
@@ -79,7 +81,7 @@ class stream_memory_op {
   /// @brief Waits until the first element of @p flag meets @p options.condition with @p value.
   /// @throws invalid_argument_error when @p flag is empty, null or not aligned to its width
   template <class T>
-    requires stream_flag_value<std::remove_const_t<T>>
+  requires stream_flag_value<std::remove_const_t<T>>
   [[nodiscard]] static stream_memory_op wait(device_span<T> flag, std::type_identity_t<std::remove_const_t<T>> value,
                                              wait_options options = {}) {
     return make_wait(flag.data(), flag.size(), sizeof(T), value, options);
@@ -88,7 +90,7 @@ class stream_memory_op {
   /// with a memory fence before the write).
   /// @throws invalid_argument_error when @p flag is empty, null or not aligned to its width
   template <class T>
-    requires stream_flag_value<T>
+  requires stream_flag_value<T>
   [[nodiscard]] static stream_memory_op write(device_span<T> flag, std::type_identity_t<T> value) {
     return make_write(flag.data(), flag.size(), sizeof(T), value);
   }
@@ -115,8 +117,8 @@ void enqueue_memory_op(CUstream stream, const stream_memory_op& op);
 void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_t count);
 /// @brief Throws the typed error for a failed stream memory operation (internal): not_supported_error
 /// naming the device attribute when @p dev lacks an optional operation among @p ops, else the driver's error.
-[[noreturn]] void throw_memory_op_error(CUresult status, const char* api, const device* dev, const stream_memory_op* ops,
-                                        std::size_t count);
+[[noreturn]] void throw_memory_op_error(CUresult status, const char* api, const device* dev,
+                                        const stream_memory_op* ops, std::size_t count);
 }  // namespace detail
 
 /// @brief Makes @p s wait, without blocking the host, until the first element of @p flag meets
@@ -135,7 +137,7 @@ void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_
 /// @throws invalid_argument_error when @p flag is empty, null or misaligned
 /// @throws not_supported_error when the device lacks 64-bit operations, the NOR condition or flushes
 template <class T>
-  requires stream_flag_value<std::remove_const_t<T>>
+requires stream_flag_value<std::remove_const_t<T>>
 void wait_value(stream_ref s, device_span<T> flag, std::type_identity_t<std::remove_const_t<T>> value,
                 wait_options options = {}) {
   detail::enqueue_memory_op(s.native_handle(), stream_memory_op::wait(flag, value, options));
@@ -147,7 +149,7 @@ void wait_value(stream_ref s, device_span<T> flag, std::type_identity_t<std::rem
 /// @throws invalid_argument_error when @p flag is empty, null or misaligned
 /// @throws not_supported_error when the device lacks 64-bit operations
 template <class T>
-  requires stream_flag_value<T>
+requires stream_flag_value<T>
 void write_value(stream_ref s, device_span<T> flag, std::type_identity_t<T> value) {
   detail::enqueue_memory_op(s.native_handle(), stream_memory_op::write(flag, value));
 }

@@ -81,7 +81,7 @@ enum class tensor_map_swizzle : int {
 
 /// @brief The granularity at which L2 fills requests from DRAM (`CUtensorMapL2promotion`).
 enum class tensor_map_l2_promotion : int {
-  none = CU_TENSOR_MAP_L2_PROMOTION_NONE,        ///< No promotion.
+  none = CU_TENSOR_MAP_L2_PROMOTION_NONE,          ///< No promotion.
   bytes_64 = CU_TENSOR_MAP_L2_PROMOTION_L2_64B,    ///< 64-byte requests.
   bytes_128 = CU_TENSOR_MAP_L2_PROMOTION_L2_128B,  ///< 128-byte requests.
   bytes_256 = CU_TENSOR_MAP_L2_PROMOTION_L2_256B,  ///< 256-byte requests.
@@ -445,14 +445,13 @@ Desc dense_tensor_map_desc(const char* api, device_span<T> tensor, const std::ui
 /// @throws invalid_argument_error when @p tensor is too small or a documented rule is broken
 /// @throws error when the driver refuses the description
 template <class T, std::size_t Rank>
-  requires(Rank >= 1 && Rank <= 5)
-[[nodiscard]] tensor_map make_tiled_tensor_map(device_span<T> tensor, const std::uint64_t (&global_dims)[Rank],
-                                               const std::uint32_t (&box_dims)[Rank],
-                                               const tensor_map_options& options = {}) {
+requires(Rank >= 1 && Rank <= 5) [[nodiscard]] tensor_map
+    make_tiled_tensor_map(device_span<T> tensor, const std::uint64_t (&global_dims)[Rank],
+                          const std::uint32_t (&box_dims)[Rank], const tensor_map_options& options = {}) {
   static_assert(detail::tensor_map_element_size(tensor_map_data_type_of<std::remove_cv_t<T>>) == sizeof(T),
                 "cudrv::make_tiled_tensor_map: sizeof(T) differs from the size of its tensor map data type");
-  auto desc = detail::dense_tensor_map_desc<tiled_tensor_map_desc>("cudrv::make_tiled_tensor_map", tensor,
-                                                                   global_dims, options);
+  auto desc = detail::dense_tensor_map_desc<tiled_tensor_map_desc>("cudrv::make_tiled_tensor_map", tensor, global_dims,
+                                                                   options);
   for (std::size_t i = 0; i < Rank; ++i) {
     desc.box_dims[i] = box_dims[i];
   }
@@ -479,12 +478,11 @@ template <class T, std::size_t Rank>
 /// @throws invalid_argument_error when @p tensor is too small or a documented rule is broken
 /// @throws error when the driver refuses the description
 template <class T, std::size_t Rank>
-  requires(Rank >= 3 && Rank <= 5)
-[[nodiscard]] tensor_map make_im2col_tensor_map(device_span<T> tensor, const std::uint64_t (&global_dims)[Rank],
-                                                const int (&lower_corner)[Rank - 2],
-                                                const int (&upper_corner)[Rank - 2], std::uint32_t channels_per_pixel,
-                                                std::uint32_t pixels_per_column,
-                                                const tensor_map_options& options = {}) {
+requires(Rank >= 3 && Rank <= 5) [[nodiscard]] tensor_map
+    make_im2col_tensor_map(device_span<T> tensor, const std::uint64_t (&global_dims)[Rank],
+                           const int (&lower_corner)[Rank - 2], const int (&upper_corner)[Rank - 2],
+                           std::uint32_t channels_per_pixel, std::uint32_t pixels_per_column,
+                           const tensor_map_options& options = {}) {
   static_assert(detail::tensor_map_element_size(tensor_map_data_type_of<std::remove_cv_t<T>>) == sizeof(T),
                 "cudrv::make_im2col_tensor_map: sizeof(T) differs from the size of its tensor map data type");
   auto desc = detail::dense_tensor_map_desc<im2col_tensor_map_desc>("cudrv::make_im2col_tensor_map", tensor,

@@ -76,8 +76,8 @@ class texture_resource {
 
   /// @brief Linear device memory of elements @p T (CU_RESOURCE_TYPE_LINEAR), read with `tex1Dfetch`.
   template <class T>
-    requires array_element<std::remove_cv_t<T>>
-  texture_resource(device_span<T> s) noexcept  // NOLINT: implicit on purpose
+  requires array_element<std::remove_cv_t<T>> texture_resource(device_span<T> s)
+  noexcept  // NOLINT: implicit on purpose
       : format_(array_format_of<std::remove_cv_t<T>>) {
     desc_.resType = CU_RESOURCE_TYPE_LINEAR;
     desc_.res.linear.devPtr = s.data();
@@ -87,8 +87,8 @@ class texture_resource {
   }
   /// @brief A device buffer's memory (it must outlive the texture).
   template <class T>
-    requires array_element<T>
-  texture_resource(const device_buffer<T>& b) noexcept  // NOLINT: implicit on purpose
+  requires array_element<T> texture_resource(const device_buffer<T>& b)
+  noexcept  // NOLINT: implicit on purpose
       : texture_resource(b.view()) {}
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
@@ -96,8 +96,8 @@ class texture_resource {
 
   /// @brief Pitched 2-D device memory (CU_RESOURCE_TYPE_PITCH2D); its depth must be 1.
   template <class T>
-    requires array_element<std::remove_cv_t<T>>
-  texture_resource(pitched_span<T> p) noexcept  // NOLINT: implicit on purpose
+  requires array_element<std::remove_cv_t<T>> texture_resource(pitched_span<T> p)
+  noexcept  // NOLINT: implicit on purpose
       : format_(array_format_of<std::remove_cv_t<T>>), depth_(p.depth) {
     desc_.resType = CU_RESOURCE_TYPE_PITCH2D;
     desc_.res.pitch2D.devPtr = static_cast<CUdeviceptr>(p.address);
@@ -109,15 +109,16 @@ class texture_resource {
   }
   /// @brief A pitched buffer's memory (it must outlive the texture).
   template <class T>
-    requires array_element<T>
-  texture_resource(const pitched_buffer<T>& b) noexcept  // NOLINT: implicit on purpose
+  requires array_element<T> texture_resource(const pitched_buffer<T>& b)
+  noexcept  // NOLINT: implicit on purpose
       : texture_resource(b.view()) {}
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
   texture_resource(pitched_buffer<T>&&) = delete;
 
   /// @brief Untyped linear memory: @p bytes at @p address, elements of @p format.
-  [[nodiscard]] static texture_resource linear(CUdeviceptr address, const array_format& format, std::size_t bytes) noexcept {
+  [[nodiscard]] static texture_resource linear(CUdeviceptr address, const array_format& format,
+                                               std::size_t bytes) noexcept {
     texture_resource r(format);
     r.desc_.resType = CU_RESOURCE_TYPE_LINEAR;
     r.desc_.res.linear.devPtr = address;
@@ -477,7 +478,8 @@ class surface_object : public surface_object_base {
   [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
 
  private:
-  surface_object(CUsurfObject handle, detail::context_token ctx) noexcept : surface_object_base(handle), context_(ctx) {}
+  surface_object(CUsurfObject handle, detail::context_token ctx) noexcept
+      : surface_object_base(handle), context_(ctx) {}
   detail::context_token context_;
 };
 

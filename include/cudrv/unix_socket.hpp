@@ -66,8 +66,8 @@ struct receive_options {
 
 /// @brief One message: the bytes and the file descriptors sent with them (owned: closed when dropped).
 struct received_message {
-  std::vector<std::byte> payload;                ///< The bytes, as sent.
-  std::vector<file_descriptor> descriptors;      ///< The descriptors, in the order they were sent.
+  std::vector<std::byte> payload;            ///< The bytes, as sent.
+  std::vector<file_descriptor> descriptors;  ///< The descriptors, in the order they were sent.
 
   /// @brief The payload as one value of @p T (sent with @ref unix_socket::send_value).
   /// @throws system_error `EPROTO` when the payload size is not `sizeof(T)`
@@ -85,9 +85,9 @@ struct received_message {
 
 /// @brief Who is at the other end of a socket (`SO_PEERCRED`), as the kernel saw it at connection.
 struct peer_credentials {
-  long pid = 0;            ///< The peer's process id.
-  unsigned long uid = 0;   ///< Its user id.
-  unsigned long gid = 0;   ///< Its group id.
+  long pid = 0;           ///< The peer's process id.
+  unsigned long uid = 0;  ///< Its user id.
+  unsigned long gid = 0;  ///< Its group id.
 };
 
 /// @brief A connected Unix-domain stream socket that sends and receives *messages*: a payload of bytes
@@ -145,7 +145,9 @@ class unix_socket {
   [[nodiscard]] static unix_socket connect(const std::string& path,
                                            std::optional<std::chrono::milliseconds> wait = std::nullopt);
   /// @brief Adopts a connected `AF_UNIX`, `SOCK_STREAM` socket (for instance, one inherited across `exec`).
-  [[nodiscard]] static unix_socket from_native_handle(file_descriptor fd) noexcept { return unix_socket(std::move(fd)); }
+  [[nodiscard]] static unix_socket from_native_handle(file_descriptor fd) noexcept {
+    return unix_socket(std::move(fd));
+  }
 
   /// @brief Sends one message: @p payload (may be empty) and @p descriptors (which stay owned by the
   /// caller; the receiver gets its own). Returns once the whole message is in the socket.

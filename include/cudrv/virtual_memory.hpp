@@ -24,17 +24,17 @@ namespace cudrv {
 
 /// @brief What a location may do with mapped memory (the `CU_MEM_ACCESS_FLAGS_PROT_*` values).
 enum class access_rights : int {
-  none = CU_MEM_ACCESS_FLAGS_PROT_NONE,            ///< No access (revokes a grant).
-  read_only = CU_MEM_ACCESS_FLAGS_PROT_READ,       ///< Reads only.
-  read_write = CU_MEM_ACCESS_FLAGS_PROT_READWRITE, ///< Reads and writes.
+  none = CU_MEM_ACCESS_FLAGS_PROT_NONE,             ///< No access (revokes a grant).
+  read_only = CU_MEM_ACCESS_FLAGS_PROT_READ,        ///< Reads only.
+  read_write = CU_MEM_ACCESS_FLAGS_PROT_READWRITE,  ///< Reads and writes.
 };
 
 /// @brief The kinds of shareable handle a physical allocation may be exported to (a bit set of the
 /// `CU_MEM_HANDLE_TYPE_*` values); combine them with `|`.
 enum class shareable_handle_types : unsigned int {
-  none = CU_MEM_HANDLE_TYPE_NONE,                    ///< A process-local allocation.
-  posix_fd = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, ///< A POSIX file descriptor (Linux).
-  fabric = CU_MEM_HANDLE_TYPE_FABRIC,                ///< A fabric handle (multi-node NVLink, IMEX channels).
+  none = CU_MEM_HANDLE_TYPE_NONE,                       ///< A process-local allocation.
+  posix_fd = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,  ///< A POSIX file descriptor (Linux).
+  fabric = CU_MEM_HANDLE_TYPE_FABRIC,                   ///< A fabric handle (multi-node NVLink, IMEX channels).
 };
 
 /// @brief Combines handle types.
@@ -122,7 +122,8 @@ struct access_descriptor {
   /// @brief What it may do.
   access_rights rights = access_rights::read_write;
   /// @brief Read-write (or @p rights) access for device @p dev.
-  [[nodiscard]] static access_descriptor for_device(const device& dev, access_rights rights = access_rights::read_write) noexcept {
+  [[nodiscard]] static access_descriptor for_device(const device& dev,
+                                                    access_rights rights = access_rights::read_write) noexcept {
     return {physical_location::on(dev), rights};
   }
 };
@@ -160,7 +161,8 @@ class physical_allocation_base {
   [[nodiscard]] CUmemFabricHandle export_fabric_handle() const;
 
   /// @brief Two handles are equal when they name the same allocation.
-  [[nodiscard]] friend constexpr bool operator==(const physical_allocation_base& a, const physical_allocation_base& b) noexcept {
+  [[nodiscard]] friend constexpr bool operator==(const physical_allocation_base& a,
+                                                 const physical_allocation_base& b) noexcept {
     return a.handle_ == b.handle_;
   }
 
@@ -321,9 +323,9 @@ class address_range_base {
   /// @brief Throws @ref invalid_argument_error when the range is empty (a moved-from owner).
   void require_range(const char* api) const;
 
-  CUdeviceptr address_;                    ///< The first address; 0 in an empty owner.
-  std::size_t size_;                       ///< Bytes.
-  detail::address_reservation* state_;     ///< The owner's counted state; null for adopted ranges.
+  CUdeviceptr address_;                 ///< The first address; 0 in an empty owner.
+  std::size_t size_;                    ///< Bytes.
+  detail::address_reservation* state_;  ///< The owner's counted state; null for adopted ranges.
 
  private:
   friend class memory_mapping;
@@ -334,7 +336,8 @@ class address_range_base {
 class address_range_ref : public address_range_base {
  public:
   /// @brief Views the reservation [@p address, @p address + @p size) made elsewhere.
-  constexpr address_range_ref(CUdeviceptr address, std::size_t size) noexcept : address_range_base(address, size, nullptr) {}
+  constexpr address_range_ref(CUdeviceptr address, std::size_t size) noexcept
+      : address_range_base(address, size, nullptr) {}
   /// @brief Views the reservation [@p address, @p address + @p size) made elsewhere.
   [[nodiscard]] static constexpr address_range_ref from_native_handle(CUdeviceptr address, std::size_t size) noexcept {
     return {address, size};
@@ -532,7 +535,9 @@ class memory_mapping : public memory_mapping_base {
   /// @brief Whether this object holds a mapping.
   [[nodiscard]] explicit operator bool() const noexcept { return address_ != 0; }
   /// @brief A view of the mapping.
-  operator memory_mapping_ref() const& noexcept { return memory_mapping_ref(address_, size_); }  // NOLINT: implicit on purpose
+  operator memory_mapping_ref() const& noexcept {
+    return memory_mapping_ref(address_, size_);
+  }  // NOLINT: implicit on purpose
   /// @brief Refused: a view of a temporary mapping would outlive it.
   operator memory_mapping_ref() const&& = delete;
 

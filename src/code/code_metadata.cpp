@@ -145,10 +145,9 @@ std::vector<std::string_view> tokens(std::string_view s) {
 
 std::optional<std::size_t> scalar_size(std::string_view type) {
   static constexpr std::pair<std::string_view, std::size_t> sizes[] = {
-      {".b8", 1},    {".u8", 1},    {".s8", 1},     {".b16", 2},     {".u16", 2},  {".s16", 2},
-      {".f16", 2},   {".bf16", 2},  {".b32", 4},    {".u32", 4},     {".s32", 4},  {".f32", 4},
-      {".f16x2", 4}, {".bf16x2", 4}, {".b64", 8},   {".u64", 8},     {".s64", 8},  {".f64", 8},
-      {".b128", 16},
+      {".b8", 1},   {".u8", 1},  {".s8", 1},  {".b16", 2}, {".u16", 2},   {".s16", 2},   {".f16", 2},
+      {".bf16", 2}, {".b32", 4}, {".u32", 4}, {".s32", 4}, {".f32", 4},   {".f16x2", 4}, {".bf16x2", 4},
+      {".b64", 8},  {".u64", 8}, {".s64", 8}, {".f64", 8}, {".b128", 16},
   };
   for (const auto& [name, size] : sizes) {
     if (type == name) {
@@ -338,7 +337,11 @@ bool read_entry_layouts(const elf_sections& elf, std::string_view names, std::un
 }  // namespace
 
 bool read_cubin_layouts(std::string_view b, kernel_layouts& out) {
-  if (b.size() < 64 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4) || b[4] != 2 || b[5] != 1) {
+  if (b.size() < 64 ||
+      b.substr(0, 4) != std::string_view("\x7f"
+                                         "ELF",
+                                         4) ||
+      b[4] != 2 || b[5] != 1) {
     return false;  // not a little-endian ELF64
   }
   const elf_sections elf{b, *read_le<std::uint64_t>(b, 40), *read_le<std::uint16_t>(b, 58),
@@ -456,7 +459,10 @@ bool read_fatbin_layouts(std::string_view b, kernel_layouts& out) {
     }
     const std::string_view data = b.substr(o + entry_header, static_cast<std::size_t>(payload));
     if ((flags & compressed) == 0) {
-      if (kind == 2 && !cubin && data.substr(0, 4) == std::string_view("\x7f" "ELF", 4)) {
+      if (kind == 2 && !cubin &&
+          data.substr(0, 4) == std::string_view("\x7f"
+                                                "ELF",
+                                                4)) {
         cubin = data;
       } else if (kind == 1 && !ptx) {
         ptx = data.substr(0, data.find('\0'));
@@ -470,14 +476,10 @@ bool read_fatbin_layouts(std::string_view b, kernel_layouts& out) {
 bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts& out) noexcept {
   try {
     switch (kind) {
-      case code_kind::cubin:
-        return read_cubin_layouts(image, out);
-      case code_kind::ptx:
-        return read_ptx_layouts(image, out);
-      case code_kind::fatbin:
-        return read_fatbin_layouts(image, out);
-      default:
-        return false;
+      case code_kind::cubin: return read_cubin_layouts(image, out);
+      case code_kind::ptx: return read_ptx_layouts(image, out);
+      case code_kind::fatbin: return read_fatbin_layouts(image, out);
+      default: return false;
     }
   } catch (...) {
     return false;  // out of memory: the driver is asked instead

@@ -13,23 +13,23 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
-#include <cctype>
 #include <cstring>
 #include <ctime>
-#include <random>
 #include <optional>
+#include <random>
 #include <string_view>
-#include <vector>
 #include <utility>
+#include <vector>
 
-#include "cudrv/error.hpp"
 #include "code/compile_cache_entry.hpp"
 #include "code/image_check.hpp"
 #include "code/rtc_loader.hpp"
 #include "code/toolkit_headers.hpp"
+#include "cudrv/error.hpp"
 
 namespace cudrv {
 namespace {
@@ -407,9 +407,7 @@ std::uint64_t process_nonce() {
   return nonce;
 }
 
-bool is_hex(std::string_view s) {
-  return s.find_first_not_of("0123456789abcdef") == std::string_view::npos;
-}
+bool is_hex(std::string_view s) { return s.find_first_not_of("0123456789abcdef") == std::string_view::npos; }
 
 // <32 hex>.entry, or .<32 hex>.<...>.tmp
 bool is_cache_file(std::string_view name) {
@@ -439,8 +437,9 @@ void remove_stale_temporaries(int dir_fd) noexcept {
   while (const dirent* e = ::readdir(dir)) {
     const std::string_view name = e->d_name;
     struct stat st {};
-    if (name.ends_with(temp_suffix) && is_cache_file(name) && ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-        S_ISREG(st.st_mode) && now - st.st_mtime > stale_temp_seconds) {
+    if (name.ends_with(temp_suffix) && is_cache_file(name) &&
+        ::fstatat(dir_fd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) &&
+        now - st.st_mtime > stale_temp_seconds) {
       ::unlinkat(dir_fd, e->d_name, 0);
     }
   }
@@ -466,7 +465,7 @@ struct compile_cache::state {
   std::atomic<std::uint64_t> uncacheable{0};
   std::atomic<std::uint64_t> untrusted_directory{0};
   std::atomic<std::uint64_t> temp_counter{0};
-  std::atomic<bool> swept{false};  // leftover temporary files removed (by the first store)
+  std::atomic<bool> swept{false};   // leftover temporary files removed (by the first store)
   std::atomic<bool> warned{false};  // the untrusted directory reported on stderr
 
   // Tells, once per cache, that the directory is not used and why.
@@ -588,14 +587,14 @@ namespace {
 // macro, `#include HEADER`) make the compilation uncacheable.
 
 struct disk_scan {
-  std::vector<std::string> search_dirs;  // program dir, ".", include paths (in that order)
+  std::vector<std::string> search_dirs;   // program dir, ".", include paths (in that order)
   std::vector<std::string> toolkit_dirs;  // those of search_dirs that are the toolkit's header directories
   std::vector<std::string> pre_includes;
   const program* prog = nullptr;
-  std::string key;       // what was found, appended to the cache key
-  std::string refusal;   // why the compilation cannot be cached; empty when it can
-  std::vector<std::string> seen_files;     // canonical paths scanned, each with the directory it was opened through
-  std::vector<std::string> seen_headers;   // named headers scanned
+  std::string key;                        // what was found, appended to the cache key
+  std::string refusal;                    // why the compilation cannot be cached; empty when it can
+  std::vector<std::string> seen_files;    // canonical paths scanned, each with the directory it was opened through
+  std::vector<std::string> seen_headers;  // named headers scanned
   std::vector<std::string>* looked_at = nullptr;  // when set, every path looked at (for the fuzz target)
   std::size_t bytes = 0;
   std::size_t depth = 0;  // headers (named or on disk) being scanned, one inside the other
@@ -892,8 +891,8 @@ std::string_view trim_option(std::string_view o) {
 std::string_view unkeyable_option(const std::vector<std::string>& options) {
   for (const std::string& option : options) {
     const std::string_view o = trim_option(option);
-    for (std::string_view flag : {"-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time",
-                                  "--time", "-fdevice-time-trace", "--fdevice-time-trace"}) {
+    for (std::string_view flag : {"-use-pch", "--use-pch", "-create-pch", "--create-pch", "-time", "--time",
+                                  "-fdevice-time-trace", "--fdevice-time-trace"}) {
       if (o.starts_with(flag)) {
         return option;
       }
@@ -926,11 +925,12 @@ std::string_view include_option_value(disk_scan& scan, const std::vector<std::st
     scan.refusal = "the option \"" + std::string(options[i]) + "\" starts like an include option but is none";
     return {};
   }
-  const bool control = std::any_of(value.begin(), value.end(), [](char c) {
-    return static_cast<unsigned char>(c) < 0x20 || c == 0x7f;
-  });
-  if (!value.empty() && (control || option_blanks.find(value.front()) != std::string_view::npos || value.front() == '=')) {
-    scan.refusal = "the option \"" + std::string(options[i]) + "\" names a path the cache cannot be sure NVRTC reads as written";
+  const bool control =
+      std::any_of(value.begin(), value.end(), [](char c) { return static_cast<unsigned char>(c) < 0x20 || c == 0x7f; });
+  if (!value.empty() &&
+      (control || option_blanks.find(value.front()) != std::string_view::npos || value.front() == '=')) {
+    scan.refusal =
+        "the option \"" + std::string(options[i]) + "\" names a path the cache cannot be sure NVRTC reads as written";
     return {};
   }
   return value;
@@ -1119,22 +1119,17 @@ std::string scan_disk_inputs(const program& prog, const std::vector<std::string>
 // The entry name in dir_fd for key (of the program named program_name): a hit (its result into
 // cached), absent (none, another key's, or one too large for the memory left), or corrupt (not an
 // entry, or a file the cache must not trust); st is what was read, for removing it.
-cache_lookup look_up_entry(int dir_fd, const std::string& name, const std::string& key,
-                           const std::string& program_name, compile_result& cached, struct stat& st) {
+cache_lookup look_up_entry(int dir_fd, const std::string& name, const std::string& key, const std::string& program_name,
+                           compile_result& cached, struct stat& st) {
   std::string entry;
   cache_lookup found = cache_lookup::absent;
   try {
     const read_status status = read_file(dir_fd, name.c_str(), false, max_entry_size, entry, st);
     if (status == read_status::ok && untrusted_because(st).empty()) {
       switch (detail::decode_cache_entry(entry, key, program_name, cached)) {
-        case detail::cache_entry_status::hit:
-          found = cache_lookup::hit;
-          break;
-        case detail::cache_entry_status::corrupt:
-          found = cache_lookup::corrupt;
-          break;
-        case detail::cache_entry_status::other_key:
-          break;
+        case detail::cache_entry_status::hit: found = cache_lookup::hit; break;
+        case detail::cache_entry_status::corrupt: found = cache_lookup::corrupt; break;
+        case detail::cache_entry_status::other_key: break;
       }
     } else if (status != read_status::not_opened) {
       // Not a regular file, too large, or another user's or writable by others: never read, and
@@ -1223,9 +1218,12 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
 
 compile_cache::statistics compile_cache::stats() const noexcept {
   const state& s = *state_;
-  return {s.hits.load(std::memory_order_relaxed), s.misses.load(std::memory_order_relaxed),
-          s.corrupt_entries.load(std::memory_order_relaxed), s.store_failures.load(std::memory_order_relaxed),
-          s.uncacheable.load(std::memory_order_relaxed), s.untrusted_directory.load(std::memory_order_relaxed)};
+  return {s.hits.load(std::memory_order_relaxed),
+          s.misses.load(std::memory_order_relaxed),
+          s.corrupt_entries.load(std::memory_order_relaxed),
+          s.store_failures.load(std::memory_order_relaxed),
+          s.uncacheable.load(std::memory_order_relaxed),
+          s.untrusted_directory.load(std::memory_order_relaxed)};
 }
 
 void compile_cache::clear() {

@@ -113,7 +113,9 @@ std::string table_problem(const char* what, std::uint64_t offset, std::uint64_t 
 // machine and header size.
 std::string cubin_header_problem(std::string_view b) {
   const std::uint64_t size = b.size();
-  if (size < 4 || b.substr(0, 4) != std::string_view("\x7f" "ELF", 4)) {
+  if (size < 4 || b.substr(0, 4) != std::string_view("\x7f"
+                                                     "ELF",
+                                                     4)) {
     return "cubin: it does not start with the ELF magic 0x7f 'E' 'L' 'F': it is not an ELF file";
   }
   if (size < elf64_header) {
@@ -240,8 +242,8 @@ std::string fatbin_problem(std::string_view b) {
     return "fatbin: it does not start with the fatbin magic 0xBA55ED50";
   }
   if (size < fatbin_header) {
-    return "fatbin: the image has " + std::to_string(size) + " bytes, fewer than the " +
-           std::to_string(fatbin_header) + " of a fatbin header (truncated?)";
+    return "fatbin: the image has " + std::to_string(size) + " bytes, fewer than the " + std::to_string(fatbin_header) +
+           " of a fatbin header (truncated?)";
   }
   const std::uint64_t header = read_le<std::uint16_t>(b, 6);
   const auto body = read_le<std::uint64_t>(b, 8);
@@ -280,7 +282,10 @@ std::string fatbin_problem(std::string_view b) {
     }
     const std::string_view data = b.substr(o + entry_header, payload);
     const bool plain = entry_header >= entry_with_flags && (read_le<std::uint32_t>(b, o + 40) & compressed) == 0;
-    if (kind == 2 && plain && data.substr(0, 4) == std::string_view("\x7f" "ELF", 4)) {
+    if (kind == 2 && plain &&
+        data.substr(0, 4) == std::string_view("\x7f"
+                                              "ELF",
+                                              4)) {
       if (std::string p = cubin_problem(data); !p.empty()) {
         return "fatbin: entry " + std::to_string(index) + " at offset " + std::to_string(o) + ": " + p;
       }
@@ -294,14 +299,10 @@ std::string fatbin_problem(std::string_view b) {
 
 std::string image_problem(code_kind kind, std::string_view image) {
   switch (kind) {
-    case code_kind::ptx:
-      return ptx_problem(image);
-    case code_kind::cubin:
-      return cubin_problem(image);
-    case code_kind::fatbin:
-      return fatbin_problem(image);
-    default:
-      return {};
+    case code_kind::ptx: return ptx_problem(image);
+    case code_kind::cubin: return cubin_problem(image);
+    case code_kind::fatbin: return fatbin_problem(image);
+    default: return {};
   }
 }
 

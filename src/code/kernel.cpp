@@ -3,9 +3,9 @@
 
 #include <exception>
 
-#include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
 #include "code/launch_attributes.hpp"
+#include "driver/driver_api.hpp"
 
 namespace cudrv {
 namespace detail {
@@ -212,9 +212,10 @@ std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::si
   try {
     run_in_context(device::from_native_handle(device).primary_context().native_handle(),
                    "cuOccupancyMaxPotentialBlockSize", [&] {
-                     status = drv::cuOccupancyMaxPotentialBlockSizeWithFlags(
-                         &min_grid, &block, f, fn != nullptr ? &block_size_trampoline : nullptr, fixed_shared,
-                         block_size_limit, 0);
+                     status = drv::cuOccupancyMaxPotentialBlockSizeWithFlags(&min_grid, &block, f,
+                                                                             fn != nullptr ? &block_size_trampoline
+                                                                                           : nullptr,
+                                                                             fixed_shared, block_size_limit, 0);
                    });
   } catch (...) {
     current_callback = previous;
@@ -231,7 +232,6 @@ std::pair<int, int> suggest_block_size(CUkernel kernel, CUdevice device, std::si
 }  // namespace detail
 
 using detail::check;
-
 
 CUfunction kernel_base::function(context_ref ctx) const {
   CUfunction fn = nullptr;
@@ -288,8 +288,8 @@ kernel_attributes kernel_base::attributes(const device& dev) const {
 
 void kernel_base::set_attribute(CUfunction_attribute attr, int value, const device& dev) const {
   check(detail::drv::cuKernelSetAttribute(attr, value, handle_, dev.native_handle()), "cuKernelSetAttribute", [&] {
-    return detail::kernel_label(handle_, signature_) + ", attribute " + std::to_string(static_cast<int>(attr)) +
-           " = " + std::to_string(value) + ", device " + std::to_string(dev.ordinal());
+    return detail::kernel_label(handle_, signature_) + ", attribute " + std::to_string(static_cast<int>(attr)) + " = " +
+           std::to_string(value) + ", device " + std::to_string(dev.ordinal());
   });
 }
 
@@ -298,12 +298,12 @@ void kernel_base::set_max_dynamic_shared_memory(const device& dev, std::size_t b
   auto static_bytes = static_cast<std::size_t>(attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, dev));
   std::size_t allowed = optin > static_bytes ? optin - static_bytes : 0;
   if (bytes > allowed) {
-    throw invalid_argument_error(
-        "cudrv::kernel::set_max_dynamic_shared_memory",
-        detail::kernel_label(handle_, signature_) + ": " + std::to_string(bytes) +
-            " bytes of dynamic shared memory exceed the " + std::to_string(allowed) + " bytes allowed on device " +
-            std::to_string(dev.ordinal()) + " (opt-in maximum " + std::to_string(optin) + " bytes per block minus " +
-            std::to_string(static_bytes) + " bytes of static shared memory)");
+    throw invalid_argument_error("cudrv::kernel::set_max_dynamic_shared_memory",
+                                 detail::kernel_label(handle_, signature_) + ": " + std::to_string(bytes) +
+                                     " bytes of dynamic shared memory exceed the " + std::to_string(allowed) +
+                                     " bytes allowed on device " + std::to_string(dev.ordinal()) + " (opt-in maximum " +
+                                     std::to_string(optin) + " bytes per block minus " + std::to_string(static_bytes) +
+                                     " bytes of static shared memory)");
   }
   set_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes), dev);
 }
@@ -331,7 +331,7 @@ void kernel_base::set_cache_config(const device& dev, CUfunc_cache config) const
 }
 
 int kernel_base::max_active_blocks_per_multiprocessor(const device& dev, int block_size,
-                                                     std::size_t dynamic_shared_memory) const {
+                                                      std::size_t dynamic_shared_memory) const {
   if (block_size <= 0) {
     throw invalid_argument_error("cudrv::kernel::max_active_blocks_per_multiprocessor",
                                  "block_size is " + std::to_string(block_size) + "; it must be positive");
@@ -350,14 +350,14 @@ int kernel_base::max_active_blocks_per_multiprocessor(const device& dev, int blo
 }
 
 block_size_suggestion kernel_base::suggested_block_size(const device& dev, std::size_t dynamic_shared_memory,
-                                                       int block_size_limit) const {
-  auto [grid, block] =
-      detail::suggest_block_size(handle_, dev.native_handle(), nullptr, nullptr, dynamic_shared_memory, block_size_limit);
+                                                        int block_size_limit) const {
+  auto [grid, block] = detail::suggest_block_size(handle_, dev.native_handle(), nullptr, nullptr, dynamic_shared_memory,
+                                                  block_size_limit);
   return {grid, block};
 }
 
 std::size_t kernel_base::available_dynamic_shared_memory(const device& dev, int blocks_per_multiprocessor,
-                                                        int block_size) const {
+                                                         int block_size) const {
   if (blocks_per_multiprocessor <= 0 || block_size <= 0) {
     throw invalid_argument_error("cudrv::kernel::available_dynamic_shared_memory",
                                  "blocks_per_multiprocessor (" + std::to_string(blocks_per_multiprocessor) +

@@ -10,13 +10,13 @@
 #include <unordered_map>
 #include <vector>
 
+#include "code/code_metadata.hpp"
+#include "code/image_check.hpp"
+#include "code/kernel_support.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/driver.hpp"
 #include "driver/driver_api.hpp"
-#include "code/kernel_support.hpp"
 #include "memory/memory_support.hpp"
-#include "code/code_metadata.hpp"
-#include "code/image_check.hpp"
 
 #include <atomic>
 
@@ -28,8 +28,8 @@ struct library_state {
   // nodes launch it). The last one unloads the code.
   std::atomic<int> refs{1};
   CUlibrary handle = nullptr;
-  bool owned = true;        // unload at the last reference (false after library::release())
-  bool lazy = false;        // loaded without jit_options::eager: the driver may write the logs later
+  bool owned = true;  // unload at the last reference (false after library::release())
+  bool lazy = false;  // loaded without jit_options::eager: the driver may write the logs later
   std::string name;
   // The JIT's log buffers live as long as the library: under lazy loading the driver compiles and
   // writes its logs when a kernel is first used, long after cuLibraryLoadData returned.
@@ -204,8 +204,7 @@ std::string describe_library(const library_state* state) {
 
 std::string load_failure_advice(CUresult status, code_kind kind, std::size_t size) {
   switch (static_cast<int>(status)) {
-    case CUDA_ERROR_INVALID_PTX:
-      return "the driver's JIT could not compile the PTX (see its log below)";
+    case CUDA_ERROR_INVALID_PTX: return "the driver's JIT could not compile the PTX (see its log below)";
     case CUDA_ERROR_UNSUPPORTED_PTX_VERSION:
       return "the PTX uses an ISA version this driver (CUDA " + std::to_string(driver::version() / 1000) + "." +
              std::to_string(driver::version() % 1000 / 10) +
@@ -220,8 +219,7 @@ std::string load_failure_advice(CUresult status, code_kind kind, std::size_t siz
     case CUDA_ERROR_JIT_COMPILER_NOT_FOUND:
     case CUDA_ERROR_JIT_COMPILATION_DISABLED:
       return "the PTX needs the driver's JIT, which is unavailable or disabled: load a cubin instead";
-    default:
-      return "the driver refused the " + std::string(to_string(kind)) + " image";
+    default: return "the driver refused the " + std::string(to_string(kind)) + " image";
   }
 }
 
@@ -283,7 +281,8 @@ kernel library_base::get_kernel(const std::string& requested) const {
   // missing one: the driver hands out a handle for a __device__ function of a -G or -rdc image (driver
   // 580.159.04, lazily loaded library), which no launch could use.
   const bool not_a_kernel = state_ != nullptr && state_->layouts_known && state_->layouts.count(name) == 0;
-  CUresult status = not_a_kernel ? CUDA_ERROR_NOT_FOUND : detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
+  CUresult status =
+      not_a_kernel ? CUDA_ERROR_NOT_FOUND : detail::drv::cuLibraryGetKernel(&handle, handle_, name.c_str());
   if (status == CUDA_ERROR_NOT_FOUND) {
     std::string message = "no kernel named '" + requested + "' in " + detail::describe_library(state_);
     try {
@@ -309,19 +308,20 @@ kernel library_base::get_kernel(const std::string& requested) const {
   if (detail::is_context_lost(status)) [[unlikely]] {
     detail::throw_driver_error(status, "cuLibraryGetKernel", "kernel '" + name + "'");
   }
-  if (status == CUDA_ERROR_NO_BINARY_FOR_GPU || status == CUDA_ERROR_INVALID_PTX || status == CUDA_ERROR_INVALID_IMAGE ||
-      status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
+  if (status == CUDA_ERROR_NO_BINARY_FOR_GPU || status == CUDA_ERROR_INVALID_PTX ||
+      status == CUDA_ERROR_INVALID_IMAGE || status == CUDA_ERROR_UNSUPPORTED_PTX_VERSION) {
     // Under lazy loading (jit_options::eager = false) the image is compiled and checked here.
     throw load_error(error_source::driver, static_cast<int>(status), error_name(status), error_description(status),
                      "cuLibraryGetKernel",
                      "kernel '" + name + "' in " + detail::describe_library(state_) + ": " +
                          detail::load_failure_advice(status, state_ != nullptr ? state_->kind : code_kind::cubin,
-                                                   state_ != nullptr ? state_->image_size : 0),
+                                                     state_ != nullptr ? state_->image_size : 0),
                      state_ != nullptr && state_->error_log
                          ? std::string(state_->error_log.get(), strnlen(state_->error_log.get(), state_->log_capacity))
                          : std::string());
   }
-  detail::check(status, "cuLibraryGetKernel", [&] { return "kernel '" + name + "' in " + detail::describe_library(state_); });
+  detail::check(status, "cuLibraryGetKernel",
+                [&] { return "kernel '" + name + "' in " + detail::describe_library(state_); });
   if (state_ == nullptr) {
     return kernel(handle, nullptr, nullptr);
   }
@@ -390,9 +390,8 @@ std::pair<CUdeviceptr, std::size_t> library_base::raw_managed(const std::string&
 CUmodule library_base::module(context_ref ctx) const& {
   require_handle("cudrv::library::module");
   CUmodule mod = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudrv::library::module", [&] {
-    detail::check(detail::drv::cuLibraryGetModule(&mod, handle_), "cuLibraryGetModule");
-  });
+  detail::run_in_context(ctx.native_handle(), "cudrv::library::module",
+                         [&] { detail::check(detail::drv::cuLibraryGetModule(&mod, handle_), "cuLibraryGetModule"); });
   return mod;
 }
 
@@ -455,8 +454,8 @@ void check_loadable(const object_code& code, const jit_options& options) {
                                           " is empty");
   }
   if (options.optimization_level && (*options.optimization_level < 0 || *options.optimization_level > 4)) {
-    throw invalid_argument_error(api, "jit_options::optimization_level is " + std::to_string(*options.optimization_level) +
-                                          "; it must be 0 to 4");
+    throw invalid_argument_error(api, "jit_options::optimization_level is " +
+                                          std::to_string(*options.optimization_level) + "; it must be 0 to 4");
   }
   if (options.max_registers && *options.max_registers == 0) {
     throw invalid_argument_error(api, "jit_options::max_registers is 0; give a positive limit or leave it empty");
@@ -553,7 +552,8 @@ CUresult load_eagerly(detail::library_state& state, CUcontext ctx) {
 
 // Loads code; eagerly into ctx when given, else into the current context if one is current, else
 // into none (cudrv never picks a context). The state starts with one reference.
-std::unique_ptr<detail::library_state> load_library(const object_code& code, CUcontext ctx, const jit_options& options) {
+std::unique_ptr<detail::library_state> load_library(const object_code& code, CUcontext ctx,
+                                                    const jit_options& options) {
   check_loadable(code, options);
   if (options.eager && ctx == nullptr) {
     detail::check(detail::drv::cuCtxGetCurrent(&ctx), "cuCtxGetCurrent");
@@ -566,7 +566,7 @@ std::unique_ptr<detail::library_state> load_library(const object_code& code, CUc
   state->image_size = code.size();
   const std::size_t capacity = std::max<std::size_t>(options.log_capacity, 256);
   state->log_capacity = capacity;
-  state->info_log = std::make_unique<char[]>(capacity);   // zero-filled
+  state->info_log = std::make_unique<char[]>(capacity);  // zero-filled
   state->error_log = std::make_unique<char[]>(capacity);
   const unsigned n = write_jit_options(*state, options);
   CUresult status = detail::drv::cuLibraryLoadData(&state->handle, code.data(), state->jit_keys, state->jit_values, n,
@@ -587,7 +587,8 @@ library::library(const object_code& code, const jit_options& options)
     : library(load_library(code, nullptr, options).release()) {}
 
 library::library(const object_code& code, context_ref ctx, const jit_options& options)
-    : library(load_library(code, detail::require_context_handle(ctx.native_handle(), "cudrv::library"), options).release()) {}
+    : library(load_library(code, detail::require_context_handle(ctx.native_handle(), "cudrv::library"), options)
+                  .release()) {}
 
 library::library(const object_code& code, const device& dev, const jit_options& options)
     : library(code, dev.primary_context(), options) {}
@@ -607,10 +608,11 @@ library::library(const compile_result& result, const jit_options& options)
     : library(with_expressions(load_library(result.code, nullptr, options).release(), result)) {}
 
 library::library(const compile_result& result, context_ref ctx, const jit_options& options)
-    : library(with_expressions(
-          load_library(result.code, detail::require_context_handle(ctx.native_handle(), "cudrv::library"), options)
-              .release(),
-          result)) {}
+    : library(
+          with_expressions(load_library(result.code,
+                                        detail::require_context_handle(ctx.native_handle(), "cudrv::library"), options)
+                               .release(),
+                           result)) {}
 
 library::library(const compile_result& result, const device& dev, const jit_options& options)
     : library(result, dev.primary_context(), options) {}

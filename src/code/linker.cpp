@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <utility>
 
-#include "cudrv/error.hpp"
 #include "code/image_check.hpp"
 #include "code/rtc_loader.hpp"
+#include "cudrv/error.hpp"
 
 namespace cudrv {
 namespace {
@@ -17,18 +17,12 @@ nvJitLinkHandle native(void* handle) noexcept { return static_cast<nvJitLinkHand
 
 nvJitLinkInputType input_type(code_kind kind) noexcept {
   switch (kind) {
-    case code_kind::ptx:
-      return NVJITLINK_INPUT_PTX;
-    case code_kind::cubin:
-      return NVJITLINK_INPUT_CUBIN;
-    case code_kind::fatbin:
-      return NVJITLINK_INPUT_FATBIN;
-    case code_kind::ltoir:
-      return NVJITLINK_INPUT_LTOIR;
-    case code_kind::object:
-      return NVJITLINK_INPUT_OBJECT;
-    case code_kind::library:
-      return NVJITLINK_INPUT_LIBRARY;
+    case code_kind::ptx: return NVJITLINK_INPUT_PTX;
+    case code_kind::cubin: return NVJITLINK_INPUT_CUBIN;
+    case code_kind::fatbin: return NVJITLINK_INPUT_FATBIN;
+    case code_kind::ltoir: return NVJITLINK_INPUT_LTOIR;
+    case code_kind::object: return NVJITLINK_INPUT_OBJECT;
+    case code_kind::library: return NVJITLINK_INPUT_LIBRARY;
   }
   return NVJITLINK_INPUT_NONE;
 }
@@ -88,12 +82,12 @@ std::vector<std::string> link_options::to_nvjitlink_options() const {
   }
   if (optimization_level && *optimization_level != 0 && *optimization_level != 3) {
     // nvJitLink (13.0) accepts only -O0 and -O3 and answers anything else with UNRECOGNIZED_OPTION.
-    throw invalid_argument_error(options_api, "optimization_level must be 0 or 3 (nvJitLink accepts -O0 and -O3), not " +
-                                                  std::to_string(*optimization_level));
+    throw invalid_argument_error(options_api,
+                                 "optimization_level must be 0 or 3 (nvJitLink accepts -O0 and -O3), not " +
+                                     std::to_string(*optimization_level));
   }
   if (max_registers && *max_registers <= 0) {
-    throw invalid_argument_error(options_api,
-                                 "max_registers must be positive, not " + std::to_string(*max_registers));
+    throw invalid_argument_error(options_api, "max_registers must be positive, not " + std::to_string(*max_registers));
   }
   std::vector<std::string> out;
   out.reserve(12 + extra_options.size());
@@ -121,8 +115,7 @@ std::vector<std::string> link_options::to_nvjitlink_options() const {
   return out;
 }
 
-linker::linker(const link_options& options)
-    : output_(options.output), lto_(options.link_time_optimization) {
+linker::linker(const link_options& options) : output_(options.output), lto_(options.link_time_optimization) {
   const std::vector<std::string> option_list = options.to_nvjitlink_options();
   target_ = option_list.front().substr(6);  // after "-arch="
   const detail::nvjitlink_api& api = detail::nvjitlink();
@@ -171,8 +164,8 @@ linker& linker::add(const object_code& code) {
     throw invalid_argument_error(api_name, "the linker is empty (moved from)");
   }
   std::string name = code.name().empty() ? "input " + std::to_string(inputs_.size() + 1) : code.name();
-  const std::string what = "'" + name + "' (" + std::string(to_string(code.kind())) + ", " +
-                           std::to_string(code.size()) + " bytes)";
+  const std::string what =
+      "'" + name + "' (" + std::string(to_string(code.kind())) + ", " + std::to_string(code.size()) + " bytes)";
   if (linked_) {
     throw invalid_argument_error(api_name, "cannot add " + what + ": link() was already called");
   }
@@ -187,8 +180,8 @@ linker& linker::add(const object_code& code) {
     throw invalid_image_error(api_name, "input " + what + " is malformed: " + problem);
   }
   const detail::nvjitlink_api& api = detail::nvjitlink();
-  if (nvJitLinkResult s = api.nvJitLinkAddData(native(handle_), input_type(code.kind()), code.data(), code.size(),
-                                               name.c_str());
+  if (nvJitLinkResult s =
+          api.nvJitLinkAddData(native(handle_), input_type(code.kind()), code.data(), code.size(), name.c_str());
       s != NVJITLINK_SUCCESS) {
     detail::throw_nvjitlink_error(s, "nvJitLinkAddData", "adding input " + what + " for " + target_,
                                   failure_log(native(handle_)));
@@ -215,8 +208,8 @@ object_code linker::link() {
   linked_ = true;
   const detail::nvjitlink_api& api = detail::nvjitlink();
   const auto h = native(handle_);
-  const std::string context = "linking " + detail::join(inputs_) + " for " + target_ + " into " +
-                              std::string(to_string(output_));
+  const std::string context =
+      "linking " + detail::join(inputs_) + " for " + target_ + " into " + std::string(to_string(output_));
   if (nvJitLinkResult s = api.nvJitLinkComplete(h); s != NVJITLINK_SUCCESS) {
     detail::throw_nvjitlink_error(s, "nvJitLinkComplete", context, failure_log(h));
   }
@@ -261,8 +254,8 @@ int nvjitlink_version() {
   if (api.nvJitLinkVersion == nullptr) {
     throw library_unavailable_error(error_source::nvjitlink, CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND,
                                     error_name(CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND),
-                                    "the loaded nvJitLink has no nvJitLinkVersion: it is older than 12.3",
-                                    "dlsym", "nvJitLink");
+                                    "the loaded nvJitLink has no nvJitLinkVersion: it is older than 12.3", "dlsym",
+                                    "nvJitLink");
   }
   unsigned int major = 0;
   unsigned int minor = 0;

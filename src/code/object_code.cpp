@@ -7,25 +7,19 @@
 #include <iterator>
 #include <sstream>
 
-#include "cudrv/error.hpp"
 #include "code/image_check.hpp"
+#include "cudrv/error.hpp"
 
 namespace cudrv {
 
 std::string_view to_string(code_kind kind) noexcept {
   switch (kind) {
-    case code_kind::ptx:
-      return "ptx";
-    case code_kind::cubin:
-      return "cubin";
-    case code_kind::fatbin:
-      return "fatbin";
-    case code_kind::ltoir:
-      return "ltoir";
-    case code_kind::object:
-      return "object";
-    case code_kind::library:
-      return "library";
+    case code_kind::ptx: return "ptx";
+    case code_kind::cubin: return "cubin";
+    case code_kind::fatbin: return "fatbin";
+    case code_kind::ltoir: return "ltoir";
+    case code_kind::object: return "object";
+    case code_kind::library: return "library";
   }
   return "unknown";
 }
@@ -73,9 +67,9 @@ object_code object_code::from_file(const std::string& path) {
 
 void object_code::validate() const {
   if (std::string problem = detail::image_problem(kind_, bytes_); !problem.empty()) {
-    throw invalid_image_error("cudrv::object_code::validate",
-                              "the " + std::string(to_string(kind_)) + " image" +
-                                  (name_.empty() ? std::string() : " '" + name_ + "'") + " is malformed: " + problem);
+    throw invalid_image_error("cudrv::object_code::validate", "the " + std::string(to_string(kind_)) + " image" +
+                                                                  (name_.empty() ? std::string() : " '" + name_ + "'") +
+                                                                  " is malformed: " + problem);
   }
 }
 

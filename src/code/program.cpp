@@ -4,8 +4,8 @@
 #include <cctype>
 #include <utility>
 
-#include "cudrv/error.hpp"
 #include "code/rtc_loader.hpp"
+#include "cudrv/error.hpp"
 
 namespace cudrv {
 namespace {
@@ -95,8 +95,7 @@ namespace {
 // Refuses, typed, pch options that ask for more than one mode, or flags without a mode.
 void check_pch_options(const pch_options& pch) {
   if (int modes = int(pch.automatic) + int(!pch.create.empty()) + int(!pch.use.empty()); modes > 1) {
-    throw invalid_argument_error(options_api,
-                                 "pch asks for more than one mode (automatic, create, use): choose one");
+    throw invalid_argument_error(options_api, "pch asks for more than one mode (automatic, create, use): choose one");
   }
   if (!pch.enabled() && (!pch.directory.empty() || pch.messages || pch.instantiate_templates || pch.verbose)) {
     throw invalid_argument_error(options_api, "pch has a directory or flag but no mode: set pch.automatic, "
@@ -252,9 +251,9 @@ void create_program(const detail::nvrtc_api& api, nvrtc_program& prog, const std
     header_sources.push_back(h.source.c_str());
     header_names.push_back(h.name.c_str());
   }
-  if (nvrtcResult s = api.nvrtcCreateProgram(prog.out(), source.c_str(), name.empty() ? nullptr : name.c_str(),
-                                             static_cast<int>(headers.size()), header_sources.data(),
-                                             header_names.data());
+  if (nvrtcResult s =
+          api.nvrtcCreateProgram(prog.out(), source.c_str(), name.empty() ? nullptr : name.c_str(),
+                                 static_cast<int>(headers.size()), header_sources.data(), header_names.data());
       s != NVRTC_SUCCESS) {
     detail::throw_nvrtc_error(s, "nvrtcCreateProgram", context);
   }
@@ -297,18 +296,10 @@ void read_lowered_names(const detail::nvrtc_api& api, nvrtcProgram prog,
 // What became of the PCH the compilation asked for, and the heap it needed, into result.
 void read_pch_outcome(const detail::nvrtc_api& api, nvrtcProgram prog, compile_result& result) {
   switch (api.nvrtcGetPCHCreateStatus(prog)) {
-    case NVRTC_SUCCESS:
-      result.pch = pch_status::created;
-      break;
-    case NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED:
-      result.pch = pch_status::not_attempted;
-      break;
-    case NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED:
-      result.pch = pch_status::heap_exhausted;
-      break;
-    default:
-      result.pch = pch_status::failed;
-      break;
+    case NVRTC_SUCCESS: result.pch = pch_status::created; break;
+    case NVRTC_ERROR_NO_PCH_CREATE_ATTEMPTED: result.pch = pch_status::not_attempted; break;
+    case NVRTC_ERROR_PCH_CREATE_HEAP_EXHAUSTED: result.pch = pch_status::heap_exhausted; break;
+    default: result.pch = pch_status::failed; break;
   }
   if (result.pch == pch_status::created || result.pch == pch_status::heap_exhausted) {
     std::size_t required = 0;
@@ -321,7 +312,7 @@ void read_pch_outcome(const detail::nvrtc_api& api, nvrtcProgram prog, compile_r
 }  // namespace
 
 compile_result program::compile(code_kind target, const compile_options& options,
-                                 const std::vector<std::string>& name_expressions) const {
+                                const std::vector<std::string>& name_expressions) const {
   const std::vector<std::string> option_list = options.to_nvrtc_options(target);
   const detail::nvrtc_api& api = detail::nvrtc();
   const std::string context = describe(name_, target);

@@ -29,8 +29,7 @@ struct library_spec {
 };
 
 constexpr library_spec nvrtc_spec{"NVRTC", "libnvrtc.so", "CUDRV_LIBNVRTC", error_source::nvrtc};
-constexpr library_spec nvjitlink_spec{"nvJitLink", "libnvJitLink.so", "CUDRV_LIBNVJITLINK",
-                                      error_source::nvjitlink};
+constexpr library_spec nvjitlink_spec{"nvJitLink", "libnvJitLink.so", "CUDRV_LIBNVJITLINK", error_source::nvjitlink};
 
 // The result of a load: the function table, or why there is none (thrown on every use).
 template <class Api>
@@ -40,8 +39,8 @@ struct library_state {
   CUresult code = CUDA_SUCCESS;  // CUDA_ERROR_FILE_NOT_FOUND or CUDA_ERROR_SHARED_OBJECT_SYMBOL_NOT_FOUND
   std::string call;              // "dlopen" or "dlsym"
   std::string reason;
-  std::string identity;          // the loaded file: path, size and modification time
-  std::string path;              // the loaded file
+  std::string identity;  // the loaded file: path, size and modification time
+  std::string path;      // the loaded file
 };
 
 std::string dl_error() {
@@ -66,8 +65,8 @@ void* open_library(const library_spec& spec, library_state<Api>& s, std::string&
   for (const auto& name : candidates) {
     if (void* lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) {
       path = name;
-      if (link_map* map = nullptr; dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr &&
-                                   map->l_name != nullptr && *map->l_name != '\0') {
+      if (link_map* map = nullptr;
+          dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name != '\0') {
         path = map->l_name;
       }
       return lib;
@@ -137,18 +136,14 @@ void resolve_one(void* lib, const std::string& symbol, Fn& fn, std::string& miss
 
 const char* nvrtc_description(nvrtcResult status) {
   switch (status) {
-    case NVRTC_ERROR_OUT_OF_MEMORY:
-      return "NVRTC ran out of host memory";
-    case NVRTC_ERROR_INVALID_OPTION:
-      return "an option is unknown or has an invalid value";
-    case NVRTC_ERROR_COMPILATION:
-      return "the program does not compile";
+    case NVRTC_ERROR_OUT_OF_MEMORY: return "NVRTC ran out of host memory";
+    case NVRTC_ERROR_INVALID_OPTION: return "an option is unknown or has an invalid value";
+    case NVRTC_ERROR_COMPILATION: return "the program does not compile";
     case NVRTC_ERROR_NAME_EXPRESSION_NOT_VALID:
       return "a name expression does not name a __global__ function or __device__ variable";
     case NVRTC_ERROR_BUILTIN_OPERATION_FAILURE:
       return "NVRTC's builtins failed (is libnvrtc-builtins next to libnvrtc?)";
-    default:
-      return "NVRTC call failed";
+    default: return "NVRTC call failed";
   }
 }
 
@@ -182,8 +177,10 @@ constexpr nvjitlink_row nvjitlink_rows[] = {
 
 std::string default_arch(const char* api, const char* field) {
   auto refuse = [&](const std::string& why) -> invalid_argument_error {
-    return invalid_argument_error(api, std::string(field) + " is empty, so cudrv looked for the current device's "
-                                           "architecture, but " + why + "; set " + field + ", e.g. \"sm_90\"");
+    return invalid_argument_error(api, std::string(field) +
+                                           " is empty, so cudrv looked for the current device's "
+                                           "architecture, but " +
+                                           why + "; set " + field + ", e.g. \"sm_90\"");
   };
   if (!driver::available()) {
     throw refuse("no CUDA driver is usable (" + driver::unavailable_reason() + ")");
@@ -218,21 +215,19 @@ std::string default_arch(const char* api, const char* field) {
 }
 
 const library_state<nvrtc_api>& nvrtc_state() {
-  static const library_state<nvrtc_api>* s =
-      load<nvrtc_api>(nvrtc_spec, [](void* lib, nvrtc_api& api, std::string& missing) {
+  static const library_state<nvrtc_api>* s = load<nvrtc_api>(nvrtc_spec, [](void* lib, nvrtc_api& api,
+                                                                            std::string& missing) {
 #define CUDRV_RESOLVE(name) resolve_one(lib, #name, api.name, missing);
-        CUDRV_NVRTC_FUNCTIONS(CUDRV_RESOLVE)
+    CUDRV_NVRTC_FUNCTIONS(CUDRV_RESOLVE)
 #undef CUDRV_RESOLVE
-        // Optional (NVRTC 12.8+): the precompiled-header calls.
-        api.nvrtcGetPCHCreateStatus =
-            reinterpret_cast<decltype(api.nvrtcGetPCHCreateStatus)>(dlsym(lib, "nvrtcGetPCHCreateStatus"));
-        api.nvrtcGetPCHHeapSizeRequired =
-            reinterpret_cast<decltype(api.nvrtcGetPCHHeapSizeRequired)>(dlsym(lib, "nvrtcGetPCHHeapSizeRequired"));
-        api.nvrtcGetPCHHeapSize =
-            reinterpret_cast<decltype(api.nvrtcGetPCHHeapSize)>(dlsym(lib, "nvrtcGetPCHHeapSize"));
-        api.nvrtcSetPCHHeapSize =
-            reinterpret_cast<decltype(api.nvrtcSetPCHHeapSize)>(dlsym(lib, "nvrtcSetPCHHeapSize"));
-      });
+    // Optional (NVRTC 12.8+): the precompiled-header calls.
+    api.nvrtcGetPCHCreateStatus =
+        reinterpret_cast<decltype(api.nvrtcGetPCHCreateStatus)>(dlsym(lib, "nvrtcGetPCHCreateStatus"));
+    api.nvrtcGetPCHHeapSizeRequired =
+        reinterpret_cast<decltype(api.nvrtcGetPCHHeapSizeRequired)>(dlsym(lib, "nvrtcGetPCHHeapSizeRequired"));
+    api.nvrtcGetPCHHeapSize = reinterpret_cast<decltype(api.nvrtcGetPCHHeapSize)>(dlsym(lib, "nvrtcGetPCHHeapSize"));
+    api.nvrtcSetPCHHeapSize = reinterpret_cast<decltype(api.nvrtcSetPCHHeapSize)>(dlsym(lib, "nvrtcSetPCHHeapSize"));
+  });
   return *s;
 }
 
@@ -329,8 +324,10 @@ void append_math_options(std::vector<std::string>& out, const std::optional<bool
                          const std::optional<bool>& prec_div, const std::optional<bool>& prec_sqrt,
                          const char* fma_option, const std::optional<bool>& fma,
                          const std::optional<int>& max_registers) {
-  const std::pair<const char*, const std::optional<bool>&> flags[] = {
-      {"-ftz", ftz}, {"-prec-div", prec_div}, {"-prec-sqrt", prec_sqrt}, {fma_option, fma}};
+  const std::pair<const char*, const std::optional<bool>&> flags[] = {{"-ftz", ftz},
+                                                                      {"-prec-div", prec_div},
+                                                                      {"-prec-sqrt", prec_sqrt},
+                                                                      {fma_option, fma}};
   for (const auto& [name, value] : flags) {
     if (value) {
       out.push_back(std::string(name) + (*value ? "=true" : "=false"));

@@ -97,12 +97,10 @@ const std::string& nvrtc_identity();
 const std::string& nvrtc_path();
 
 // Throws compile_error for a failed NVRTC call: name from nvrtcGetErrorString, the log attached.
-[[noreturn]] void throw_nvrtc_error(nvrtcResult status, const char* api, std::string context,
-                                    std::string log = {});
+[[noreturn]] void throw_nvrtc_error(nvrtcResult status, const char* api, std::string context, std::string log = {});
 
 // Throws link_error for a failed nvJitLink call with the log attached.
-[[noreturn]] void throw_nvjitlink_error(nvJitLinkResult status, const char* api, std::string context,
-                                        std::string log);
+[[noreturn]] void throw_nvjitlink_error(nvJitLinkResult status, const char* api, std::string context, std::string log);
 
 // The symbolic name of an nvJitLinkResult, e.g. NVJITLINK_ERROR_PTX_COMPILE.
 std::string nvjitlink_result_name(int status);

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "cudrv/error.hpp"
-#include "cudrv/program.hpp"
 #include "code/rtc_loader.hpp"
 #include "code/toolkit_headers.hpp"
+#include "cudrv/error.hpp"
+#include "cudrv/program.hpp"
 
 #ifndef CUDRV_BUILD_TOOLKIT_INCLUDE
 #define CUDRV_BUILD_TOOLKIT_INCLUDE ""

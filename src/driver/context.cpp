@@ -4,8 +4,8 @@
 
 #include "cudrv/device.hpp"
 #include "cudrv/error.hpp"
-#include "driver/driver_api.hpp"
 #include "driver/disposal.hpp"
+#include "driver/driver_api.hpp"
 
 namespace cudrv {
 
@@ -96,8 +96,8 @@ void context_base::set_limit(CUlimit which, std::size_t value) const {
 context::context(const cudrv::device& dev, context_flags flags) : context_base(nullptr) {
   constexpr unsigned int known = CU_CTX_SCHED_MASK | CU_CTX_MAP_HOST | CU_CTX_LMEM_RESIZE_TO_MAX;
   if ((static_cast<unsigned int>(flags) & ~known) != 0) {
-    throw invalid_argument_error("cudrv::context", "unknown context flags 0x" +
-                                                       std::to_string(static_cast<unsigned int>(flags)));
+    throw invalid_argument_error("cudrv::context",
+                                 "unknown context flags 0x" + std::to_string(static_cast<unsigned int>(flags)));
   }
   check(drv::cuCtxCreate(&handle_, static_cast<unsigned int>(flags), dev.native_handle()), "cuCtxCreate",
         [&] { return "device " + std::to_string(dev.ordinal()); });
@@ -139,8 +139,7 @@ context::~context() { reset(); }
 
 // --- primary_context -------------------------------------------------------------------------
 
-primary_context::primary_context(const cudrv::device& dev)
-    : context_base(nullptr), device_(dev.native_handle()) {
+primary_context::primary_context(const cudrv::device& dev) : context_base(nullptr), device_(dev.native_handle()) {
   check(drv::cuDevicePrimaryCtxRetain(&handle_, device_), "cuDevicePrimaryCtxRetain",
         [&] { return "device " + std::to_string(dev.ordinal()); });
 }

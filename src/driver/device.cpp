@@ -56,9 +56,10 @@ void keep_freed_pool_memory(CUdevice dev) noexcept {
     int pools = 0;
     CUmemoryPool pool = nullptr;
     cuuint64_t threshold = 0;
-    if (drv::cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev) != CUDA_SUCCESS || pools == 0 ||
-        drv::cuDeviceGetDefaultMemPool(&pool, dev) != CUDA_SUCCESS ||
-        drv::cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS || threshold != 0) {
+    if (drv::cuDeviceGetAttribute(&pools, CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, dev) != CUDA_SUCCESS ||
+        pools == 0 || drv::cuDeviceGetDefaultMemPool(&pool, dev) != CUDA_SUCCESS ||
+        drv::cuMemPoolGetAttribute(pool, CU_MEMPOOL_ATTR_RELEASE_THRESHOLD, &threshold) != CUDA_SUCCESS ||
+        threshold != 0) {
       return;
     }
     threshold = ~cuuint64_t{0};
@@ -180,9 +181,8 @@ std::size_t device::free_memory() const {
 
 int device::attribute(CUdevice_attribute attr) const {
   int value = 0;
-  check(drv::cuDeviceGetAttribute(&value, attr, handle_), "cuDeviceGetAttribute", [&] {
-    return device_context(handle_) + ", attribute " + std::to_string(static_cast<int>(attr));
-  });
+  check(drv::cuDeviceGetAttribute(&value, attr, handle_), "cuDeviceGetAttribute",
+        [&] { return device_context(handle_) + ", attribute " + std::to_string(static_cast<int>(attr)); });
   return value;
 }
 

@@ -20,8 +20,8 @@ struct disposal_queue {
   std::condition_variable work;
   std::condition_variable progress;
   std::deque<std::pair<disposal_fn, void*>> items;
-  std::uint64_t pushed = 0;  // under mutex
-  std::uint64_t done = 0;    // under mutex
+  std::uint64_t pushed = 0;                   // under mutex
+  std::uint64_t done = 0;                     // under mutex
   std::atomic<std::uint64_t> outstanding{0};  // pushed - done, readable without the lock
   bool started = false;
 

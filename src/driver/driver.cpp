@@ -27,8 +27,8 @@ struct driver_state {
   get_proc_v1_t get_proc_v1 = nullptr;
   int version = 0;
   CUresult init_status = CUDA_ERROR_NOT_INITIALIZED;
-  bool usable = false;       // cuInit succeeded (or found no device: calls then report that)
-  std::string reason;        // why not usable
+  bool usable = false;  // cuInit succeeded (or found no device: calls then report that)
+  std::string reason;   // why not usable
 };
 
 std::string dl_error() {
@@ -53,8 +53,8 @@ driver_state load_driver() {
     }
     s.library = lib;
     s.path = name;
-    if (link_map* map = nullptr; dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr &&
-                                 map->l_name != nullptr && *map->l_name != '\0') {
+    if (link_map* map = nullptr;
+        dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name != '\0') {
       s.path = map->l_name;
     }
     break;
@@ -112,7 +112,7 @@ struct forked_stub<CUresult(CUDAAPI*)(Args...)> {
 void on_fork_child() noexcept {
   forked.store(true, std::memory_order_release);
   error_string_fn.store(nullptr, std::memory_order_release);  // descriptions come from cudrv's table
-#define CUDRV_STUB_ENTRY(name, ver)                                            \
+#define CUDRV_STUB_ENTRY(name, ver) \
   drv::name##_entry.fn.store(&forked_stub<PFN_##name##_v##ver>::call, std::memory_order_release);
   CUDRV_DRIVER_ENTRY_POINTS(CUDRV_STUB_ENTRY)
 #undef CUDRV_STUB_ENTRY
@@ -123,9 +123,8 @@ driver_state& state() {
   static driver_state* s = [] {
     auto* loaded = new driver_state(load_driver());
     if (loaded->library != nullptr) {
-      error_string_fn.store(
-          reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(loaded->library, "cuGetErrorString")),
-          std::memory_order_release);
+      error_string_fn.store(reinterpret_cast<PFN_cuGetErrorString_v6000>(dlsym(loaded->library, "cuGetErrorString")),
+                            std::memory_order_release);
     }
     if (loaded->usable) {
       pthread_atfork(nullptr, nullptr, &on_fork_child);  // cuInit ran: a child may no longer use CUDA
@@ -155,8 +154,7 @@ void ensure_driver() {
   }
   if (!s.usable) [[unlikely]] {
     CUresult code = s.library == nullptr ? CUDA_ERROR_NOT_INITIALIZED : s.init_status;
-    throw driver_unavailable_error(error_source::driver, code, error_name(code), s.reason,
-                                   "cuInit", {});
+    throw driver_unavailable_error(error_source::driver, code, error_name(code), s.reason, "cuInit", {});
   }
 }
 
@@ -230,8 +228,6 @@ std::string library_path() noexcept {
   }
 }
 
-void* get_entry_point(const char* symbol, int api_version) {
-  return detail::resolve_entry_point(symbol, api_version);
-}
+void* get_entry_point(const char* symbol, int api_version) { return detail::resolve_entry_point(symbol, api_version); }
 
 }  // namespace cudrv::driver

@@ -16,154 +16,154 @@
 
 // X(name, api_version): the PFN typedef PFN_<name>_v<api_version> of cudaTypedefs.h gives the type.
 // The version is the ABI cudrv was written against; cuGetProcAddress hands back the matching symbol.
-#define CUDRV_DRIVER_ENTRY_POINTS(X)          \
-  X(cuDriverGetVersion, 2020)                 \
-  X(cuGetErrorName, 6000)                     \
-  X(cuGetErrorString, 6000)                   \
-  X(cuDeviceGet, 2000)                        \
-  X(cuDeviceGetCount, 2000)                   \
-  X(cuDeviceGetName, 2000)                    \
-  X(cuDeviceGetUuid, 11040)                   \
-  X(cuDeviceGetPCIBusId, 4010)                \
-  X(cuDeviceTotalMem, 3020)                   \
-  X(cuDeviceGetAttribute, 2000)               \
-  X(cuDeviceCanAccessPeer, 4000)              \
-  X(cuDeviceGetP2PAttribute, 8000)            \
-  X(cuDeviceGetDefaultMemPool, 11020)         \
-  X(cuDeviceGetMemPool, 11020)                \
-  X(cuDeviceSetMemPool, 11020)                \
-  X(cuDeviceGetGraphMemAttribute, 11040)      \
-  X(cuDeviceSetGraphMemAttribute, 11040)      \
-  X(cuDeviceGraphMemTrim, 11040)              \
-  X(cuDevicePrimaryCtxRetain, 7000)           \
-  X(cuDevicePrimaryCtxRelease, 11000)         \
-  X(cuDevicePrimaryCtxGetState, 7000)         \
-  X(cuDevicePrimaryCtxSetFlags, 11000)        \
-  X(cuDevicePrimaryCtxReset, 11000)           \
-  X(cuCtxCreate, 3020)                        \
-  X(cuCtxDestroy, 4000)                       \
-  X(cuCtxGetCurrent, 4000)                    \
-  X(cuCtxGetId, 12000)                        \
-  X(cuCtxSetCurrent, 4000)                    \
-  X(cuCtxPopCurrent, 4000)                    \
-  X(cuCtxGetDevice, 2000)                     \
-  X(cuCtxGetFlags, 7000)                      \
-  X(cuCtxSynchronize, 2000)                   \
-  X(cuCtxGetStreamPriorityRange, 5050)        \
-  X(cuCtxEnablePeerAccess, 4000)              \
-  X(cuCtxDisablePeerAccess, 4000)             \
-  X(cuCtxGetLimit, 3010)                      \
-  X(cuCtxSetLimit, 3010)                      \
-  X(cuMemGetInfo, 3020)                       \
-  X(cuStreamCreateWithPriority, 5050)         \
-  X(cuStreamDestroy, 4000)                    \
-  X(cuStreamSynchronize, 2000)                \
-  X(cuStreamQuery, 2000)                      \
-  X(cuStreamWaitEvent, 3020)                  \
-  X(cuStreamGetCtx, 9020)                     \
-  X(cuStreamGetFlags, 5050)                   \
-  X(cuStreamGetPriority, 5050)                \
-  X(cuStreamGetId, 12000)                     \
-  X(cuLaunchHostFunc, 10000)                  \
-  X(cuEventCreate, 2000)                      \
-  X(cuEventDestroy, 4000)                     \
-  X(cuEventRecord, 2000)                      \
-  X(cuEventSynchronize, 2000)                 \
-  X(cuEventQuery, 2000)                       \
-  X(cuEventElapsedTime, 2000)                 \
-  X(cuIpcGetEventHandle, 4010)                \
-  X(cuIpcOpenEventHandle, 4010)               \
-  X(cuIpcGetMemHandle, 4010)                  \
-  X(cuIpcOpenMemHandle, 11000)                \
-  X(cuIpcCloseMemHandle, 4010)                \
-  X(cuMemPoolExportToShareableHandle, 11020)  \
-  X(cuMemPoolImportFromShareableHandle, 11020) \
-  X(cuMemPoolExportPointer, 11020)            \
-  X(cuMemPoolImportPointer, 11020)            \
-  X(cuMemAlloc, 3020)                         \
-  X(cuMemAllocPitch, 3020)                    \
-  X(cuMemFree, 3020)                          \
-  X(cuMemAllocAsync, 11020)                   \
-  X(cuMemAllocFromPoolAsync, 11020)           \
-  X(cuMemFreeAsync, 11020)                    \
-  X(cuMemHostAlloc, 2020)                     \
-  X(cuMemFreeHost, 2000)                      \
-  X(cuMemHostGetDevicePointer, 3020)          \
-  X(cuMemHostRegister, 6050)                  \
-  X(cuMemHostUnregister, 4000)                \
-  X(cuMemAllocManaged, 6000)                  \
-  X(cuStreamAttachMemAsync, 6000)             \
-  X(cuMemPoolCreate, 11020)                   \
-  X(cuMemPoolDestroy, 11020)                  \
-  X(cuMemPoolTrimTo, 11020)                   \
-  X(cuMemPoolSetAttribute, 11020)             \
-  X(cuMemPoolGetAttribute, 11020)             \
-  X(cuMemPoolSetAccess, 11020)                \
-  X(cuMemPoolGetAccess, 11020)                \
-  X(cuMemcpy, 4000)                           \
-  X(cuMemcpyAsync, 4000)                      \
-  X(cuMemcpyPeer, 4000)                       \
-  X(cuMemcpyPeerAsync, 4000)                  \
-  X(cuMemcpy2DUnaligned, 3020)                \
-  X(cuMemcpy2DAsync, 3020)                    \
-  X(cuMemcpy3D, 3020)                         \
-  X(cuMemcpy3DAsync, 3020)                    \
-  X(cuMemcpy3DPeer, 4000)                     \
-  X(cuMemcpy3DPeerAsync, 4000)                \
-  X(cuMemsetD8, 3020)                         \
-  X(cuMemsetD16, 3020)                        \
-  X(cuMemsetD32, 3020)                        \
-  X(cuMemsetD8Async, 3020)                    \
-  X(cuMemsetD16Async, 3020)                   \
-  X(cuMemsetD32Async, 3020)                   \
-  X(cuMemsetD2D8Async, 3020)                  \
-  X(cuMemsetD2D16Async, 3020)                 \
-  X(cuMemsetD2D32Async, 3020)                 \
-  X(cuPointerGetAttributes, 7000)             \
-  X(cuMemGetAddressRange, 3020)               \
-  X(cuMemcpyHtoD, 3020)                       \
-  X(cuMemcpyDtoH, 3020)                       \
-  X(cuLibraryLoadData, 12000)                 \
-  X(cuLibraryUnload, 12000)                   \
-  X(cuLibraryGetKernel, 12000)                \
-  X(cuLibraryGetModule, 12000)                \
-  X(cuLibraryGetGlobal, 12000)                \
-  X(cuLibraryGetManaged, 12000)               \
-  X(cuKernelGetFunction, 12000)               \
-  X(cuKernelGetAttribute, 12000)              \
-  X(cuKernelSetAttribute, 12000)              \
-  X(cuKernelSetCacheConfig, 12000)            \
-  X(cuLaunchKernel, 4000)                     \
-  X(cuLaunchKernelEx, 11060)                  \
+#define CUDRV_DRIVER_ENTRY_POINTS(X)                            \
+  X(cuDriverGetVersion, 2020)                                   \
+  X(cuGetErrorName, 6000)                                       \
+  X(cuGetErrorString, 6000)                                     \
+  X(cuDeviceGet, 2000)                                          \
+  X(cuDeviceGetCount, 2000)                                     \
+  X(cuDeviceGetName, 2000)                                      \
+  X(cuDeviceGetUuid, 11040)                                     \
+  X(cuDeviceGetPCIBusId, 4010)                                  \
+  X(cuDeviceTotalMem, 3020)                                     \
+  X(cuDeviceGetAttribute, 2000)                                 \
+  X(cuDeviceCanAccessPeer, 4000)                                \
+  X(cuDeviceGetP2PAttribute, 8000)                              \
+  X(cuDeviceGetDefaultMemPool, 11020)                           \
+  X(cuDeviceGetMemPool, 11020)                                  \
+  X(cuDeviceSetMemPool, 11020)                                  \
+  X(cuDeviceGetGraphMemAttribute, 11040)                        \
+  X(cuDeviceSetGraphMemAttribute, 11040)                        \
+  X(cuDeviceGraphMemTrim, 11040)                                \
+  X(cuDevicePrimaryCtxRetain, 7000)                             \
+  X(cuDevicePrimaryCtxRelease, 11000)                           \
+  X(cuDevicePrimaryCtxGetState, 7000)                           \
+  X(cuDevicePrimaryCtxSetFlags, 11000)                          \
+  X(cuDevicePrimaryCtxReset, 11000)                             \
+  X(cuCtxCreate, 3020)                                          \
+  X(cuCtxDestroy, 4000)                                         \
+  X(cuCtxGetCurrent, 4000)                                      \
+  X(cuCtxGetId, 12000)                                          \
+  X(cuCtxSetCurrent, 4000)                                      \
+  X(cuCtxPopCurrent, 4000)                                      \
+  X(cuCtxGetDevice, 2000)                                       \
+  X(cuCtxGetFlags, 7000)                                        \
+  X(cuCtxSynchronize, 2000)                                     \
+  X(cuCtxGetStreamPriorityRange, 5050)                          \
+  X(cuCtxEnablePeerAccess, 4000)                                \
+  X(cuCtxDisablePeerAccess, 4000)                               \
+  X(cuCtxGetLimit, 3010)                                        \
+  X(cuCtxSetLimit, 3010)                                        \
+  X(cuMemGetInfo, 3020)                                         \
+  X(cuStreamCreateWithPriority, 5050)                           \
+  X(cuStreamDestroy, 4000)                                      \
+  X(cuStreamSynchronize, 2000)                                  \
+  X(cuStreamQuery, 2000)                                        \
+  X(cuStreamWaitEvent, 3020)                                    \
+  X(cuStreamGetCtx, 9020)                                       \
+  X(cuStreamGetFlags, 5050)                                     \
+  X(cuStreamGetPriority, 5050)                                  \
+  X(cuStreamGetId, 12000)                                       \
+  X(cuLaunchHostFunc, 10000)                                    \
+  X(cuEventCreate, 2000)                                        \
+  X(cuEventDestroy, 4000)                                       \
+  X(cuEventRecord, 2000)                                        \
+  X(cuEventSynchronize, 2000)                                   \
+  X(cuEventQuery, 2000)                                         \
+  X(cuEventElapsedTime, 2000)                                   \
+  X(cuIpcGetEventHandle, 4010)                                  \
+  X(cuIpcOpenEventHandle, 4010)                                 \
+  X(cuIpcGetMemHandle, 4010)                                    \
+  X(cuIpcOpenMemHandle, 11000)                                  \
+  X(cuIpcCloseMemHandle, 4010)                                  \
+  X(cuMemPoolExportToShareableHandle, 11020)                    \
+  X(cuMemPoolImportFromShareableHandle, 11020)                  \
+  X(cuMemPoolExportPointer, 11020)                              \
+  X(cuMemPoolImportPointer, 11020)                              \
+  X(cuMemAlloc, 3020)                                           \
+  X(cuMemAllocPitch, 3020)                                      \
+  X(cuMemFree, 3020)                                            \
+  X(cuMemAllocAsync, 11020)                                     \
+  X(cuMemAllocFromPoolAsync, 11020)                             \
+  X(cuMemFreeAsync, 11020)                                      \
+  X(cuMemHostAlloc, 2020)                                       \
+  X(cuMemFreeHost, 2000)                                        \
+  X(cuMemHostGetDevicePointer, 3020)                            \
+  X(cuMemHostRegister, 6050)                                    \
+  X(cuMemHostUnregister, 4000)                                  \
+  X(cuMemAllocManaged, 6000)                                    \
+  X(cuStreamAttachMemAsync, 6000)                               \
+  X(cuMemPoolCreate, 11020)                                     \
+  X(cuMemPoolDestroy, 11020)                                    \
+  X(cuMemPoolTrimTo, 11020)                                     \
+  X(cuMemPoolSetAttribute, 11020)                               \
+  X(cuMemPoolGetAttribute, 11020)                               \
+  X(cuMemPoolSetAccess, 11020)                                  \
+  X(cuMemPoolGetAccess, 11020)                                  \
+  X(cuMemcpy, 4000)                                             \
+  X(cuMemcpyAsync, 4000)                                        \
+  X(cuMemcpyPeer, 4000)                                         \
+  X(cuMemcpyPeerAsync, 4000)                                    \
+  X(cuMemcpy2DUnaligned, 3020)                                  \
+  X(cuMemcpy2DAsync, 3020)                                      \
+  X(cuMemcpy3D, 3020)                                           \
+  X(cuMemcpy3DAsync, 3020)                                      \
+  X(cuMemcpy3DPeer, 4000)                                       \
+  X(cuMemcpy3DPeerAsync, 4000)                                  \
+  X(cuMemsetD8, 3020)                                           \
+  X(cuMemsetD16, 3020)                                          \
+  X(cuMemsetD32, 3020)                                          \
+  X(cuMemsetD8Async, 3020)                                      \
+  X(cuMemsetD16Async, 3020)                                     \
+  X(cuMemsetD32Async, 3020)                                     \
+  X(cuMemsetD2D8Async, 3020)                                    \
+  X(cuMemsetD2D16Async, 3020)                                   \
+  X(cuMemsetD2D32Async, 3020)                                   \
+  X(cuPointerGetAttributes, 7000)                               \
+  X(cuMemGetAddressRange, 3020)                                 \
+  X(cuMemcpyHtoD, 3020)                                         \
+  X(cuMemcpyDtoH, 3020)                                         \
+  X(cuLibraryLoadData, 12000)                                   \
+  X(cuLibraryUnload, 12000)                                     \
+  X(cuLibraryGetKernel, 12000)                                  \
+  X(cuLibraryGetModule, 12000)                                  \
+  X(cuLibraryGetGlobal, 12000)                                  \
+  X(cuLibraryGetManaged, 12000)                                 \
+  X(cuKernelGetFunction, 12000)                                 \
+  X(cuKernelGetAttribute, 12000)                                \
+  X(cuKernelSetAttribute, 12000)                                \
+  X(cuKernelSetCacheConfig, 12000)                              \
+  X(cuLaunchKernel, 4000)                                       \
+  X(cuLaunchKernelEx, 11060)                                    \
   X(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags, 7000) \
   X(cuOccupancyMaxPotentialBlockSizeWithFlags, 7000)            \
   X(cuOccupancyAvailableDynamicSMemPerBlock, 10020)             \
   X(cuOccupancyMaxPotentialClusterSize, 11070)                  \
   X(cuOccupancyMaxActiveClusters, 11070)                        \
-  X(cuTensorMapEncodeTiled, 12000)            \
-  X(cuTensorMapEncodeIm2col, 12000)           \
-  X(cuTensorMapReplaceAddress, 12000)         \
-  CUDRV_DRIVER_ENTRY_POINTS_VMM(X)            \
-  X(cuArray3DCreate, 3020)                    \
-  X(cuArray3DGetDescriptor, 3020)             \
-  X(cuArrayDestroy, 2000)                     \
-  X(cuMipmappedArrayCreate, 5000)             \
-  X(cuMipmappedArrayGetLevel, 5000)           \
-  X(cuMipmappedArrayDestroy, 5000)            \
-  X(cuTexObjectCreate, 5000)                  \
-  X(cuTexObjectDestroy, 5000)                 \
-  X(cuSurfObjectCreate, 5000)                 \
-  X(cuSurfObjectDestroy, 5000)                \
-  CUDRV_DRIVER_ENTRY_POINTS_12020(X)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12040(X)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12050(X)          \
-  X(cuStreamWaitValue32, 11070)               \
-  X(cuStreamWaitValue64, 11070)               \
-  X(cuStreamWriteValue32, 11070)              \
-  X(cuStreamWriteValue64, 11070)              \
-  X(cuStreamBatchMemOp, 11070)                \
-  X(cuGraphAddBatchMemOpNode, 11070)          \
-  CUDRV_DRIVER_ENTRY_POINTS_12080(X)          \
+  X(cuTensorMapEncodeTiled, 12000)                              \
+  X(cuTensorMapEncodeIm2col, 12000)                             \
+  X(cuTensorMapReplaceAddress, 12000)                           \
+  CUDRV_DRIVER_ENTRY_POINTS_VMM(X)                              \
+  X(cuArray3DCreate, 3020)                                      \
+  X(cuArray3DGetDescriptor, 3020)                               \
+  X(cuArrayDestroy, 2000)                                       \
+  X(cuMipmappedArrayCreate, 5000)                               \
+  X(cuMipmappedArrayGetLevel, 5000)                             \
+  X(cuMipmappedArrayDestroy, 5000)                              \
+  X(cuTexObjectCreate, 5000)                                    \
+  X(cuTexObjectDestroy, 5000)                                   \
+  X(cuSurfObjectCreate, 5000)                                   \
+  X(cuSurfObjectDestroy, 5000)                                  \
+  CUDRV_DRIVER_ENTRY_POINTS_12020(X)                            \
+  CUDRV_DRIVER_ENTRY_POINTS_12040(X)                            \
+  CUDRV_DRIVER_ENTRY_POINTS_12050(X)                            \
+  X(cuStreamWaitValue32, 11070)                                 \
+  X(cuStreamWaitValue64, 11070)                                 \
+  X(cuStreamWriteValue32, 11070)                                \
+  X(cuStreamWriteValue64, 11070)                                \
+  X(cuStreamBatchMemOp, 11070)                                  \
+  X(cuGraphAddBatchMemOpNode, 11070)                            \
+  CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
@@ -180,18 +180,18 @@
 #endif
 
 // Virtual memory management (<cudrv/virtual_memory.hpp>, <cudrv/growable_buffer.hpp>).
-#define CUDRV_DRIVER_ENTRY_POINTS_VMM(X)          \
-  X(cuMemAddressReserve, 10020)                   \
-  X(cuMemAddressFree, 10020)                      \
-  X(cuMemCreate, 10020)                           \
-  X(cuMemRelease, 10020)                          \
-  X(cuMemMap, 10020)                              \
-  X(cuMemUnmap, 10020)                            \
-  X(cuMemSetAccess, 10020)                        \
-  X(cuMemGetAccess, 10020)                        \
-  X(cuMemGetAllocationGranularity, 10020)         \
+#define CUDRV_DRIVER_ENTRY_POINTS_VMM(X)           \
+  X(cuMemAddressReserve, 10020)                    \
+  X(cuMemAddressFree, 10020)                       \
+  X(cuMemCreate, 10020)                            \
+  X(cuMemRelease, 10020)                           \
+  X(cuMemMap, 10020)                               \
+  X(cuMemUnmap, 10020)                             \
+  X(cuMemSetAccess, 10020)                         \
+  X(cuMemGetAccess, 10020)                         \
+  X(cuMemGetAllocationGranularity, 10020)          \
   X(cuMemGetAllocationPropertiesFromHandle, 10020) \
-  X(cuMemExportToShareableHandle, 10020)          \
+  X(cuMemExportToShareableHandle, 10020)           \
   X(cuMemImportFromShareableHandle, 10020)
 
 // Green contexts (<cudrv/green_context.hpp>): CUDA 12.4 (the oldest toolkit cudrv builds with), the
@@ -211,19 +211,19 @@
 #define CUDRV_HAS_GREEN_CONTEXT_STREAM 0
 #define CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)
 #endif
-#define CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)     \
-  X(cuDeviceGetDevResource, 12040)             \
-  X(cuCtxGetDevResource, 12040)                \
-  X(cuGreenCtxGetDevResource, 12040)           \
-  X(cuDevSmResourceSplitByCount, 12040)        \
-  X(cuDevResourceGenerateDesc, 12040)          \
-  X(cuGreenCtxCreate, 12040)                   \
-  X(cuGreenCtxDestroy, 12040)                  \
-  X(cuCtxFromGreenCtx, 12040)                  \
-  X(cuGreenCtxRecordEvent, 12040)              \
-  X(cuGreenCtxWaitEvent, 12040)                \
-  X(cuStreamGetGreenCtx, 12040)                \
-  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X)     \
+#define CUDRV_DRIVER_ENTRY_POINTS_GREEN(X) \
+  X(cuDeviceGetDevResource, 12040)         \
+  X(cuCtxGetDevResource, 12040)            \
+  X(cuGreenCtxGetDevResource, 12040)       \
+  X(cuDevSmResourceSplitByCount, 12040)    \
+  X(cuDevResourceGenerateDesc, 12040)      \
+  X(cuGreenCtxCreate, 12040)               \
+  X(cuGreenCtxDestroy, 12040)              \
+  X(cuCtxFromGreenCtx, 12040)              \
+  X(cuGreenCtxRecordEvent, 12040)          \
+  X(cuGreenCtxWaitEvent, 12040)            \
+  X(cuStreamGetGreenCtx, 12040)            \
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN_12050(X) \
   CUDRV_DRIVER_ENTRY_POINTS_GREEN_12090(X)
 
 #if CUDA_VERSION >= 12050
@@ -391,8 +391,9 @@ inline CUcontext require_context_handle(CUcontext ctx, const char* api) {
   return ctx;
 }
 
-// Runs fn() with ctx current (api names the caller in the error for an empty context), switching (and switching back) only when another context is
-// current. The fast path, ctx already current, costs one cuCtxGetCurrent. Used on creation paths.
+// Runs fn() with ctx current (api names the caller in the error for an empty context), switching (and switching back)
+// only when another context is current. The fast path, ctx already current, costs one cuCtxGetCurrent. Used on creation
+// paths.
 template <class Fn>
 inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn);
 
@@ -415,11 +416,11 @@ struct entry_point {
 
 // The names below may be macros of cuda.h (cuMemAlloc -> cuMemAlloc_v2); the stringised symbol and
 // the PFN typedef use the base name, the function the (possibly renamed) token. Both stay consistent.
-#define CUDRV_DECLARE_ENTRY(name, ver)                                                   \
-  inline entry_point<PFN_##name##_v##ver> name##_entry{{nullptr}, #name, ver};           \
-  template <class... Args>                                                               \
-  inline CUresult name(Args... args) {                                                   \
-    return name##_entry.get()(args...);                                                  \
+#define CUDRV_DECLARE_ENTRY(name, ver)                                         \
+  inline entry_point<PFN_##name##_v##ver> name##_entry{{nullptr}, #name, ver}; \
+  template <class... Args>                                                     \
+  inline CUresult name(Args... args) {                                         \
+    return name##_entry.get()(args...);                                        \
   }
 CUDRV_DRIVER_ENTRY_POINTS(CUDRV_DECLARE_ENTRY)
 #undef CUDRV_DECLARE_ENTRY
@@ -440,7 +441,7 @@ inline void run_in_context(CUcontext ctx, const char* api, Fn&& fn) {
     fn();
     return;
   }
-  switch_context_and_run(ctx, [](void* data) { (*static_cast<std::remove_reference_t<Fn>*>(data))(); },
-                         static_cast<void*>(&fn));
+  switch_context_and_run(
+      ctx, [](void* data) { (*static_cast<std::remove_reference_t<Fn>*>(data))(); }, static_cast<void*>(&fn));
 }
 }  // namespace cudrv::detail

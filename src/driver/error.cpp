@@ -43,8 +43,10 @@ void default_destruction_handler(const error& e) noexcept {
   static std::atomic<bool> sticky_printed{false};
   if (e.is_sticky()) {
     if (!sticky_printed.exchange(true)) {
-      std::fprintf(stderr, "cudrv: error during destruction: %s (further destruction errors of sticky faults are not "
-                           "printed)\n", e.what());
+      std::fprintf(stderr,
+                   "cudrv: error during destruction: %s (further destruction errors of sticky faults are not "
+                   "printed)\n",
+                   e.what());
     }
     return;
   }
@@ -110,8 +112,7 @@ bool is_sticky(CUresult code) noexcept {
     case 810:  // CUDA_ERROR_MPS_CLIENT_TERMINATED
     case 911:  // CUDA_ERROR_EXTERNAL_DEVICE
       return true;
-    default:
-      return false;
+    default: return false;
   }
 }
 
@@ -128,8 +129,8 @@ error::error(error_source source, int code, std::string name, std::string descri
       context_(std::move(context)) {}
 
 error::error(CUresult code, std::string api, std::string context)
-    : error(error_source::driver, static_cast<int>(code), error_name(code), error_description(code),
-            std::move(api), std::move(context)) {}
+    : error(error_source::driver, static_cast<int>(code), error_name(code), error_description(code), std::move(api),
+            std::move(context)) {}
 
 invalid_argument_error::invalid_argument_error(std::string api, std::string message)
     : error(error_source::cudrv, CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", std::move(message),
@@ -158,8 +159,8 @@ std::string describe_exception(const std::exception_ptr& original) {
 }  // namespace
 
 host_callback_error::host_callback_error(std::exception_ptr original, std::string stream_context)
-    : error(error_source::cudrv, CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED",
-            describe_exception(original), "cudrv::stream::enqueue", std::move(stream_context)),
+    : error(error_source::cudrv, CUDA_ERROR_LAUNCH_FAILED, "CUDA_ERROR_LAUNCH_FAILED", describe_exception(original),
+            "cudrv::stream::enqueue", std::move(stream_context)),
       original_(std::move(original)) {}
 
 namespace {
@@ -180,8 +181,8 @@ std::string launch_context(const std::string& kernel_name, std::string diagnosis
 }
 }  // namespace
 
-jit_error::jit_error(error_source source, int code, std::string name, std::string description,
-                     std::string api, std::string context, std::string log)
+jit_error::jit_error(error_source source, int code, std::string name, std::string description, std::string api,
+                     std::string context, std::string log)
     : error(source, code, std::move(name), std::move(description), std::move(api),
             context_with_log(std::move(context), log)),
       log_(std::move(log)) {}
@@ -200,9 +201,7 @@ destruction_error_handler set_destruction_error_handler(destruction_error_handle
   return current_handler.exchange(handler != nullptr ? handler : &default_destruction_handler);
 }
 
-destruction_error_handler get_destruction_error_handler() noexcept {
-  return current_handler.load();
-}
+destruction_error_handler get_destruction_error_handler() noexcept { return current_handler.load(); }
 
 namespace detail {
 
@@ -214,19 +213,15 @@ void throw_driver_error(CUresult status, const char* api, std::string context) {
     throw context_fault_error(status, api, std::move(context));
   }
   switch (static_cast<int>(status)) {
-    case CUDA_ERROR_OUT_OF_MEMORY:
-      throw out_of_memory_error(status, api, std::move(context));
+    case CUDA_ERROR_OUT_OF_MEMORY: throw out_of_memory_error(status, api, std::move(context));
     case CUDA_ERROR_NOT_SUPPORTED:
     case call_requires_newer_driver:
-    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED:
-      throw not_supported_error(status, api, std::move(context));
+    case CUDA_ERROR_PEER_ACCESS_UNSUPPORTED: throw not_supported_error(status, api, std::move(context));
     case CUDA_ERROR_NO_DEVICE:
     case CUDA_ERROR_STUB_LIBRARY:
     case CUDA_ERROR_SYSTEM_DRIVER_MISMATCH:
-    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE:
-      throw driver_unavailable_error(status, api, std::move(context));
-    default:
-      throw error(status, api, std::move(context));
+    case CUDA_ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE: throw driver_unavailable_error(status, api, std::move(context));
+    default: throw error(status, api, std::move(context));
   }
 }
 
@@ -237,18 +232,18 @@ void report_destruction_error(CUresult status, const char* api) noexcept {
   try {
     get_destruction_error_handler()(error(status, api, {}));
   } catch (...) {
-    std::fprintf(stderr, "cudrv: error during destruction: %s failed with code %d\n", api,
-                 static_cast<int>(status));
+    std::fprintf(stderr, "cudrv: error during destruction: %s failed with code %d\n", api, static_cast<int>(status));
   }
 }
 
 void report_outlived_context(const char* api, const char* what) noexcept {
   try {
-    get_destruction_error_handler()(error(error_source::cudrv, CUDA_ERROR_CONTEXT_IS_DESTROYED,
-                                          "CUDA_ERROR_CONTEXT_IS_DESTROYED", error_description(CUDA_ERROR_CONTEXT_IS_DESTROYED),
-                                          api,
-                                          std::string("the ") + what + "'s context was destroyed before it, which freed it with the "
-                                          "context; nothing was freed again (destroy objects before their context)"));
+    get_destruction_error_handler()(
+        error(error_source::cudrv, CUDA_ERROR_CONTEXT_IS_DESTROYED, "CUDA_ERROR_CONTEXT_IS_DESTROYED",
+              error_description(CUDA_ERROR_CONTEXT_IS_DESTROYED), api,
+              std::string("the ") + what +
+                  "'s context was destroyed before it, which freed it with the "
+                  "context; nothing was freed again (destroy objects before their context)"));
   } catch (...) {
     std::fprintf(stderr, "cudrv: %s: the %s's context was destroyed before it\n", api, what);
   }

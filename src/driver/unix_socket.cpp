@@ -69,7 +69,8 @@ struct deadline {
   }
 };
 
-[[noreturn]] void throw_timeout(const char* api, std::optional<std::chrono::milliseconds> timeout, const std::string& what) {
+[[noreturn]] void throw_timeout(const char* api, std::optional<std::chrono::milliseconds> timeout,
+                                const std::string& what) {
   throw timeout_error(ETIMEDOUT, api,
                       what + " did not complete within " + std::to_string(timeout ? timeout->count() : 0) + " ms");
 }
@@ -77,8 +78,8 @@ struct deadline {
 // Waits until fd is ready for events (POLLIN or POLLOUT); EINTR, and a poll() that ended before a
 // deadline further away than one poll can wait, restart with the time left. Readiness includes POLLHUP
 // and POLLERR: the following call then reports what happened.
-void wait_ready(int fd, short events, const deadline& d, const char* api, std::optional<std::chrono::milliseconds> timeout,
-                const std::string& what) {
+void wait_ready(int fd, short events, const deadline& d, const char* api,
+                std::optional<std::chrono::milliseconds> timeout, const std::string& what) {
   for (;;) {
     pollfd p{fd, events, 0};
     const int r = ::poll(&p, 1, d.poll_ms());
@@ -142,7 +143,8 @@ void make_blocking(const file_descriptor& fd, const char* api) {
 void received_message::check_size(std::size_t bytes, const char* api) const {
   if (payload.size() != bytes) {
     throw system_error(EPROTO, api,
-                       "the message holds " + std::to_string(payload.size()) + " bytes, the value " + std::to_string(bytes));
+                       "the message holds " + std::to_string(payload.size()) + " bytes, the value " +
+                           std::to_string(bytes));
   }
 }
 
@@ -150,7 +152,8 @@ void received_message::check_size(std::size_t bytes, const char* api) const {
 
 void unix_socket::require_socket(const char* api) const {
   if (!fd_) {
-    throw invalid_argument_error(api, "the socket is empty (a moved-from, released or default-constructed cudrv::unix_socket)");
+    throw invalid_argument_error(
+        api, "the socket is empty (a moved-from, released or default-constructed cudrv::unix_socket)");
   }
 }
 
@@ -159,7 +162,8 @@ std::pair<unix_socket, unix_socket> unix_socket::pair() {
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
     throw system_error(errno, "socketpair", "cudrv::unix_socket::pair");
   }
-  return {unix_socket(file_descriptor::from_native_handle(fds[0])), unix_socket(file_descriptor::from_native_handle(fds[1]))};
+  return {unix_socket(file_descriptor::from_native_handle(fds[0])),
+          unix_socket(file_descriptor::from_native_handle(fds[1]))};
 }
 
 unix_socket unix_socket::connect(const std::string& path, std::optional<std::chrono::milliseconds> wait) {
@@ -189,15 +193,17 @@ unix_socket unix_socket::connect(const std::string& path, std::optional<std::chr
     const bool full = e == EAGAIN || e == EWOULDBLOCK;
     if (full && !wait) {
       throw system_error(EAGAIN, api,
-                         "the listener at '" + path + "' takes no connection now: its backlog is full (it does not "
-                         "accept fast enough); a connect with a wait retries until then");
+                         "the listener at '" + path +
+                             "' takes no connection now: its backlog is full (it does not "
+                             "accept fast enough); a connect with a wait retries until then");
     }
     if (!(absent || full) || !wait) {
       throw system_error(e, "connect", path);
     }
     if (d.passed()) {
       throw timeout_error(ETIMEDOUT, api,
-                          absent ? "no listener at '" + path + "' within " + waited() + " (last: " + detail::errno_name(e) + ")"
+                          absent ? "no listener at '" + path + "' within " + waited() +
+                                       " (last: " + detail::errno_name(e) + ")"
                                  : "the listener at '" + path + "' took no connection within " + waited() +
                                        ": its backlog stayed full");
     }
@@ -223,7 +229,8 @@ void unix_socket::send(std::span<const std::byte> payload, std::span<const int> 
   }
   for (int fd : descriptors) {
     if (fd < 0) {
-      throw invalid_argument_error(api, "descriptor " + std::to_string(fd) + " is not a file descriptor (an empty cudrv::file_descriptor?)");
+      throw invalid_argument_error(api, "descriptor " + std::to_string(fd) +
+                                            " is not a file descriptor (an empty cudrv::file_descriptor?)");
     }
   }
   const frame_header header{frame_magic, static_cast<std::uint32_t>(descriptors.size()),
@@ -298,11 +305,11 @@ enum class message_part { header, payload };
 // buffer has room for; it closes the rest itself and says so with MSG_CTRUNC. A sender that follows the
 // protocol attaches them to the header's first byte.
 struct arrivals {
-  std::size_t keep_at_most = 0;  // of those that come with the header; the others are closed at once
-  std::size_t with_header = 0;   // arrived with the header's bytes, kept or closed
-  std::size_t with_payload = 0;  // arrived with the payload's bytes: never announced, closed at once
-  bool discarded = false;        // a recvmsg's buffer was full and the kernel discarded more (MSG_CTRUNC)
-  int no_slot = 0;               // EMFILE or ENFILE: the kernel could not install the header's descriptors
+  std::size_t keep_at_most = 0;       // of those that come with the header; the others are closed at once
+  std::size_t with_header = 0;        // arrived with the header's bytes, kept or closed
+  std::size_t with_payload = 0;       // arrived with the payload's bytes: never announced, closed at once
+  bool discarded = false;             // a recvmsg's buffer was full and the kernel discarded more (MSG_CTRUNC)
+  int no_slot = 0;                    // EMFILE or ENFILE: the kernel could not install the header's descriptors
   bool no_slot_with_payload = false;  // nor some attached to the payload's bytes
 };
 
@@ -417,8 +424,9 @@ void read_exact(int fd, void* into, std::size_t bytes, message_part where, std::
     take_descriptors(msg, where, kept, seen);
     if (n == 0) {
       throw peer_closed_error(ENOTCONN, api,
-                              where == message_part::payload || done > 0 ? "the peer closed the socket in the middle of a message"
-                                                                        : "the peer closed the socket");
+                              where == message_part::payload || done > 0
+                                  ? "the peer closed the socket in the middle of a message"
+                                  : "the peer closed the socket");
     }
     done += static_cast<std::size_t>(n);
   }
@@ -431,8 +439,9 @@ std::string no_slot_text(int e, std::uint32_t announced) {
   if (::getrlimit(RLIMIT_NOFILE, &limit) == 0) {
     soft = limit.rlim_cur == RLIM_INFINITY ? "unlimited" : std::to_string(limit.rlim_cur);
   }
-  const std::string why = e == ENFILE ? "the system's file table is full (ENFILE; this process's RLIMIT_NOFILE soft limit is " + soft + ")"
-                                      : "the process has no free descriptor slot (RLIMIT_NOFILE soft limit " + soft + ")";
+  const std::string why =
+      e == ENFILE ? "the system's file table is full (ENFILE; this process's RLIMIT_NOFILE soft limit is " + soft + ")"
+                  : "the process has no free descriptor slot (RLIMIT_NOFILE soft limit " + soft + ")";
   return why + ": the kernel could not install the file descriptors of the message (it announced " +
          std::to_string(announced) + "); those that arrived were closed and the message is refused";
 }
@@ -474,8 +483,9 @@ received_message unix_socket::receive(const receive_options& options) const {
   read_exact(fd_.native_handle(), &header, sizeof(header), message_part::header, max_fds, out.descriptors, seen, d,
              options.timeout);
   if (header.magic != frame_magic) {
-    throw system_error(EPROTO, api, "the bytes received are not a cudrv::unix_socket message (the peer must send with "
-                                    "cudrv::unix_socket::send)");
+    throw system_error(EPROTO, api,
+                       "the bytes received are not a cudrv::unix_socket message (the peer must send with "
+                       "cudrv::unix_socket::send)");
   }
   const bool too_large = header.payload > options.max_payload;
   if (!too_large) {
@@ -535,9 +545,10 @@ unix_listener::unix_listener(std::string path, int backlog) {
   file_descriptor fd = new_socket(api);
   if (::bind(fd.native_handle(), reinterpret_cast<const sockaddr*>(&addr), length) != 0) {
     const int e = errno;
-    throw system_error(e, "bind", path + (e == EADDRINUSE ? " (the name is taken: another listener, or a socket file "
-                                                             "left by a process that died; remove it first)"
-                                                           : ""));
+    throw system_error(e, "bind",
+                       path + (e == EADDRINUSE ? " (the name is taken: another listener, or a socket file "
+                                                 "left by a process that died; remove it first)"
+                                               : ""));
   }
   path_ = std::move(path);
   if (::listen(fd.native_handle(), backlog) != 0) {
@@ -577,8 +588,8 @@ unix_socket unix_listener::accept(std::optional<std::chrono::milliseconds> timeo
   const deadline d(timeout);
   for (;;) {
     wait_ready(fd_.native_handle(), POLLIN, d, api, timeout, "waiting for a connection on '" + path_ + "'");
-    file_descriptor fd =
-        file_descriptor::from_native_handle(::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
+    file_descriptor fd = file_descriptor::from_native_handle(
+        ::accept4(fd_.native_handle(), nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK));
     if (fd) {
       make_blocking(fd, api);  // like connect()'s
       return unix_socket::from_native_handle(std::move(fd));

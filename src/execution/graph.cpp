@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "code/kernel_support.hpp"
+#include "code/launch_attributes.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/driver.hpp"
 #include "cudrv/graph_exec.hpp"
@@ -16,8 +18,6 @@
 #include "cudrv/stream_capture.hpp"
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
-#include "code/kernel_support.hpp"
-#include "code/launch_attributes.hpp"
 #include "execution/graph_support.hpp"
 #include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
@@ -99,32 +99,19 @@ CUresult node_type(CUgraphNode node, int& type) {
 
 graph_node_kind node_kind_of(int type) noexcept {
   switch (type) {
-    case CU_GRAPH_NODE_TYPE_KERNEL:
-      return graph_node_kind::kernel;
-    case CU_GRAPH_NODE_TYPE_MEMCPY:
-      return graph_node_kind::memcpy;
-    case CU_GRAPH_NODE_TYPE_MEMSET:
-      return graph_node_kind::memset;
-    case CU_GRAPH_NODE_TYPE_HOST:
-      return graph_node_kind::host;
-    case CU_GRAPH_NODE_TYPE_GRAPH:
-      return graph_node_kind::child_graph;
-    case CU_GRAPH_NODE_TYPE_EMPTY:
-      return graph_node_kind::empty;
-    case CU_GRAPH_NODE_TYPE_EVENT_RECORD:
-      return graph_node_kind::event_record;
-    case CU_GRAPH_NODE_TYPE_WAIT_EVENT:
-      return graph_node_kind::event_wait;
-    case CU_GRAPH_NODE_TYPE_MEM_ALLOC:
-      return graph_node_kind::mem_alloc;
-    case CU_GRAPH_NODE_TYPE_MEM_FREE:
-      return graph_node_kind::mem_free;
-    case CU_GRAPH_NODE_TYPE_CONDITIONAL:
-      return graph_node_kind::conditional;
-    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP:
-      return graph_node_kind::stream_memory_ops;
-    default:
-      return graph_node_kind::other;
+    case CU_GRAPH_NODE_TYPE_KERNEL: return graph_node_kind::kernel;
+    case CU_GRAPH_NODE_TYPE_MEMCPY: return graph_node_kind::memcpy;
+    case CU_GRAPH_NODE_TYPE_MEMSET: return graph_node_kind::memset;
+    case CU_GRAPH_NODE_TYPE_HOST: return graph_node_kind::host;
+    case CU_GRAPH_NODE_TYPE_GRAPH: return graph_node_kind::child_graph;
+    case CU_GRAPH_NODE_TYPE_EMPTY: return graph_node_kind::empty;
+    case CU_GRAPH_NODE_TYPE_EVENT_RECORD: return graph_node_kind::event_record;
+    case CU_GRAPH_NODE_TYPE_WAIT_EVENT: return graph_node_kind::event_wait;
+    case CU_GRAPH_NODE_TYPE_MEM_ALLOC: return graph_node_kind::mem_alloc;
+    case CU_GRAPH_NODE_TYPE_MEM_FREE: return graph_node_kind::mem_free;
+    case CU_GRAPH_NODE_TYPE_CONDITIONAL: return graph_node_kind::conditional;
+    case CU_GRAPH_NODE_TYPE_BATCH_MEM_OP: return graph_node_kind::stream_memory_ops;
+    default: return graph_node_kind::other;
   }
 }
 
@@ -132,32 +119,19 @@ const char* graph_node_kind_name(graph_node_kind kind) noexcept {
   // Every enumerator has its case and there is no default label, so that -Wswitch (in -Wall) reports an
   // enumerator added without a name; a value outside the enumerators falls through to the end.
   switch (kind) {
-    case graph_node_kind::kernel:
-      return "kernel";
-    case graph_node_kind::memcpy:
-      return "memcpy";
-    case graph_node_kind::memset:
-      return "memset";
-    case graph_node_kind::host:
-      return "host";
-    case graph_node_kind::child_graph:
-      return "child graph";
-    case graph_node_kind::empty:
-      return "empty";
-    case graph_node_kind::event_record:
-      return "event record";
-    case graph_node_kind::event_wait:
-      return "event wait";
-    case graph_node_kind::mem_alloc:
-      return "memory alloc";
-    case graph_node_kind::mem_free:
-      return "memory free";
-    case graph_node_kind::conditional:
-      return "conditional";
-    case graph_node_kind::stream_memory_ops:
-      return "stream memory operations";
-    case graph_node_kind::other:
-      return "other";
+    case graph_node_kind::kernel: return "kernel";
+    case graph_node_kind::memcpy: return "memcpy";
+    case graph_node_kind::memset: return "memset";
+    case graph_node_kind::host: return "host";
+    case graph_node_kind::child_graph: return "child graph";
+    case graph_node_kind::empty: return "empty";
+    case graph_node_kind::event_record: return "event record";
+    case graph_node_kind::event_wait: return "event wait";
+    case graph_node_kind::mem_alloc: return "memory alloc";
+    case graph_node_kind::mem_free: return "memory free";
+    case graph_node_kind::conditional: return "conditional";
+    case graph_node_kind::stream_memory_ops: return "stream memory operations";
+    case graph_node_kind::other: return "other";
   }
   return "unknown kind";
 }
@@ -182,7 +156,7 @@ void throw_if_kernel_node_refused(CUresult status, const char* api, CUgraphNode 
 }
 
 [[noreturn]] void throw_launch_failure_in_graph(CUresult status, CUlaunchAttributeID refused, CUkernel kernel,
-                                               const kernel_signature* sig) {
+                                                const kernel_signature* sig) {
   if (detail::is_context_lost(status)) [[unlikely]] {
     detail::throw_driver_error(status, "cuGraphKernelNodeSetAttribute",
                                "kernel node of '" + kernel_name_noexcept(kernel, sig) + "'");
@@ -211,7 +185,7 @@ CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kern
 }
 
 kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel kernel, void** args,
-                               const kernel_signature* sig) {
+                            const kernel_signature* sig) {
   constexpr const char* api = "cuGraphAddKernelNode";
   if (c.programmatic_stream_serialization) {
     throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
@@ -222,7 +196,8 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
   CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(c, kernel, b.context().native_handle(), args, sig);
   auto deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
-  const CUresult added = drv::cuGraphAddKernelNode(&node, b.target().native_handle(), deps.data(), deps.size(), &params);
+  const CUresult added =
+      drv::cuGraphAddKernelNode(&node, b.target().native_handle(), deps.data(), deps.size(), &params);
   if (added != CUDA_SUCCESS) [[unlikely]] {
     std::string name = kernel_name_noexcept(kernel, sig);
     if (is_context_lost(added) || added == CUDA_ERROR_OUT_OF_MEMORY) {
@@ -259,8 +234,7 @@ namespace {
 // driver thread, where unloading (the last reference's job) is not permitted: the reference is
 // dropped on cudrv's disposal thread instead (a function and the pointer, no object made for it).
 void CUDA_CB release_library_callback(void* state) {
-  if (!dispose_on_disposal_thread([](void* s) noexcept { release_library(static_cast<library_state*>(s)); },
-                                  state)) {
+  if (!dispose_on_disposal_thread([](void* s) noexcept { release_library(static_cast<library_state*>(s)); }, state)) {
     // No thread for the hand-over: the library stays loaded (a leak), never unloaded from here.
     std::fprintf(stderr, "cudrv: could not hand a graph's library reference to the disposal thread; it is leaked\n");
   }
@@ -280,7 +254,7 @@ void keep_captured_libraries(CUgraph graph) {
   // Kernels launched into a capturing stream become kernel nodes that name their CUkernel; the graph
   // takes a reference on each cudrv library among them, as graph_builder does for the nodes it adds.
   std::vector<library_state*> kept;
-  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
+  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode*out, std::size_t*n) {
          return drv::cuGraphGetNodes(graph, out, n);
        })) {
     int type = 0;
@@ -350,8 +324,9 @@ void graph_base::require_handle(const char* api) const {
 
 std::vector<graph_node_ref> graph_base::nodes() const {
   require_handle("cudrv::graph::nodes");
-  return detail::wrap_nodes(detail::query_nodes(
-      "cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) { return detail::drv::cuGraphGetNodes(handle_, out, n); }));
+  return detail::wrap_nodes(detail::query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
+    return detail::drv::cuGraphGetNodes(handle_, out, n);
+  }));
 }
 
 std::vector<graph_node_ref> graph_base::roots() const {
@@ -449,12 +424,13 @@ host_node graph_base::add_host_task(detail::host_task* task, const std::vector<g
   params.userData = task;
   auto deps = detail::native_nodes(dependencies);
   CUgraphNode node = nullptr;
-  detail::check(detail::drv::cuGraphAddHostNode(&node, handle_, deps.data(), deps.size(), &params), "cuGraphAddHostNode");
+  detail::check(detail::drv::cuGraphAddHostNode(&node, handle_, deps.data(), deps.size(), &params),
+                "cuGraphAddHostNode");
   return host_node::from_native_handle(node);
 }
 
-std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(const device& dev, std::size_t bytes,
-                                                                const std::vector<graph_node_ref>& dependencies) const {
+std::pair<mem_alloc_node, CUdeviceptr> graph_base::add_mem_alloc(
+    const device& dev, std::size_t bytes, const std::vector<graph_node_ref>& dependencies) const {
   require_handle("cudrv::graph::add_mem_alloc");
   if (bytes == 0) {
     throw invalid_argument_error("cudrv::graph::add_mem_alloc", "a graph allocation needs at least one byte");
@@ -482,7 +458,7 @@ mem_free_node graph_base::add_mem_free(CUdeviceptr address, const std::vector<gr
 }
 
 conditional_handle graph_base::make_conditional_handle(context_ref ctx, unsigned default_value,
-                                                      bool reset_on_launch) const {
+                                                       bool reset_on_launch) const {
   require_handle("cudrv::graph::make_conditional_handle");
   CUgraphConditionalHandle h{};
   detail::check(detail::drv::cuGraphConditionalHandleCreate(&h, handle_, ctx.native_handle(), default_value,
@@ -509,7 +485,8 @@ conditional_shape conditional_shape_of(conditional_kind kind, unsigned bodies, c
     case conditional_kind::if_then:
       shape.type = CU_GRAPH_COND_TYPE_IF;
       if (bodies != 1 && bodies != 2) {
-        throw invalid_argument_error(api, "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
+        throw invalid_argument_error(api,
+                                     "an if node has 1 body (then) or 2 (then, else), not " + std::to_string(bodies));
       }
       shape.what = bodies == 2 ? "if with an else body" : "if";
       shape.needs = bodies == 2 ? 12080 : 12030;
@@ -583,7 +560,7 @@ void check_conditional_added(CUresult status, const std::string& node, context_r
 }  // namespace
 
 conditional_node graph_base::add_conditional(conditional_handle handle, conditional_kind kind, context_ref ctx,
-                                            unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
+                                             unsigned bodies, const std::vector<graph_node_ref>& dependencies) const {
   constexpr const char* api = "cudrv::graph::add_conditional";
   require_handle(api);
   // What can be checked before the driver: the context, the kind, the number of bodies, and whether
@@ -686,8 +663,7 @@ graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flag
       case CUDA_GRAPH_INSTANTIATE_MULTIPLE_CTXS_NOT_SUPPORTED:
         why = "the graph's nodes span several contexts, which device launch does not allow";
         break;
-      default:
-        break;
+      default: break;
     }
     if (status == CUDA_ERROR_NOT_SUPPORTED && params.result_out != CUDA_GRAPH_INSTANTIATE_INVALID_STRUCTURE &&
         params.result_out != CUDA_GRAPH_INSTANTIATE_NODE_OPERATION_NOT_SUPPORTED &&
@@ -708,9 +684,7 @@ graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flag
 
 // --- graph -------------------------------------------------------------------------------------------
 
-graph::graph() : graph_base(nullptr) {
-  detail::check(detail::drv::cuGraphCreate(&handle_, 0), "cuGraphCreate");
-}
+graph::graph() : graph_base(nullptr) { detail::check(detail::drv::cuGraphCreate(&handle_, 0), "cuGraphCreate"); }
 
 graph& graph::operator=(graph&& other) noexcept {
   if (this != &other) {
@@ -767,8 +741,8 @@ void graph_builder::keep_library(detail::library_state* library) {
 
 graph_node_ref graph_builder::last() const {
   if (deps_.size() != 1) {
-    throw invalid_argument_error("cudrv::graph_builder::last",
-                                 "the builder has " + std::to_string(deps_.size()) + " current dependencies, not one last node");
+    throw invalid_argument_error("cudrv::graph_builder::last", "the builder has " + std::to_string(deps_.size()) +
+                                                                   " current dependencies, not one last node");
   }
   return deps_.front();
 }

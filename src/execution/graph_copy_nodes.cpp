@@ -51,14 +51,15 @@ CUDA_MEMSET_NODE_PARAMS memset_params(const char* api, std::uintptr_t dst, std::
 }
 
 memset_node add_fill_node(graph_builder& b, std::uintptr_t dst, std::size_t count, std::uint32_t pattern,
-                             std::size_t element_size) {
+                          std::size_t element_size) {
   CUDA_MEMSET_NODE_PARAMS p = memset_params("cudrv::fill", dst, count, pattern, element_size);
   const native_node_list deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
   check(drv::cuGraphAddMemsetNode(&node, b.target().native_handle(), deps.data(), deps.size(), &p,
                                   b.context().native_handle()),
         "cuGraphAddMemsetNode", [&] {
-          return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst);
+          return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " +
+                 format_address(dst);
         });
   auto result = memset_node::from_native_handle(node);
   b.advance(result);

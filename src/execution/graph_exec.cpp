@@ -4,6 +4,8 @@
 #include <string>
 #include <utility>
 
+#include "code/kernel_support.hpp"
+#include "code/launch_attributes.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/driver.hpp"
 #include "cudrv/graph.hpp"
@@ -11,8 +13,6 @@
 #include "cudrv/launch.hpp"
 #include "driver/disposal.hpp"
 #include "driver/driver_api.hpp"
-#include "code/kernel_support.hpp"
-#include "code/launch_attributes.hpp"
 #include "execution/graph_support.hpp"
 #include "execution/launch_support.hpp"
 #include "memory/memory_support.hpp"
@@ -65,20 +65,15 @@ const char* update_reason(CUgraphExecUpdateResult r) {
   switch (r) {
     case CU_GRAPH_EXEC_UPDATE_ERROR_TOPOLOGY_CHANGED:
       return "the graph's topology differs (nodes or edges added or removed)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED:
-      return "a node's type differs";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED:
-      return "a kernel node launches another function";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NODE_TYPE_CHANGED: return "a node's type differs";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_FUNCTION_CHANGED: return "a kernel node launches another function";
     case CU_GRAPH_EXEC_UPDATE_ERROR_PARAMETERS_CHANGED:
       return "a node's parameters changed in a way that cannot be updated (e.g. a copy's memory kind)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED:
-      return "a node changed in a way updates do not support";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_NOT_SUPPORTED: return "a node changed in a way updates do not support";
     case CU_GRAPH_EXEC_UPDATE_ERROR_UNSUPPORTED_FUNCTION_CHANGE:
       return "a kernel node's function changed in an unsupported way (e.g. cooperative or not)";
-    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED:
-      return "a node's attributes changed in an unsupported way";
-    default:
-      return "the driver refused the update";
+    case CU_GRAPH_EXEC_UPDATE_ERROR_ATTRIBUTES_CHANGED: return "a node's attributes changed in an unsupported way";
+    default: return "the driver refused the update";
   }
 }
 
@@ -153,9 +148,10 @@ void graph_exec_base::set_copy_raw(graph_node_ref node, context_ref ctx, const d
 }
 
 void graph_exec_base::set_fill_raw(memset_node node, context_ref ctx, std::uintptr_t dst, std::size_t count,
-                              std::uint32_t pattern, std::size_t element_size) const {
+                                   std::uint32_t pattern, std::size_t element_size) const {
   require_exec(handle_, "cudrv::graph_exec::set_fill_node");
-  CUDA_MEMSET_NODE_PARAMS p = detail::memset_params("cudrv::graph_exec::set_fill_node", dst, count, pattern, element_size);
+  CUDA_MEMSET_NODE_PARAMS p =
+      detail::memset_params("cudrv::graph_exec::set_fill_node", dst, count, pattern, element_size);
   in_context(ctx_, [&] {
     detail::check(detail::drv::cuGraphExecMemsetNodeSetParams(handle_, node.native_handle(), &p, ctx.native_handle()),
                   "cuGraphExecMemsetNodeSetParams", [&] { return detail::describe_node(node.native_handle()); });
@@ -165,7 +161,8 @@ void graph_exec_base::set_fill_raw(memset_node node, context_ref ctx, std::uintp
 void graph_exec_base::update(graph_ref g) const {
   require_exec(handle_, "cudrv::graph_exec::update");
   if (g.native_handle() == nullptr) {
-    throw invalid_argument_error("cudrv::graph_exec::update", "the graph is empty (a moved-from or released cudrv::graph)");
+    throw invalid_argument_error("cudrv::graph_exec::update",
+                                 "the graph is empty (a moved-from or released cudrv::graph)");
   }
   CUgraphExecUpdateResultInfo info{};
   CUresult status = CUDA_SUCCESS;

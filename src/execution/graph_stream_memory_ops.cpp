@@ -19,7 +19,8 @@ stream_memory_ops_node add_memory_ops_node(graph_builder& b, const stream_memory
   }
   if (count > 255) {
     throw invalid_argument_error(api, "the batch holds " + std::to_string(count) +
-                                          " operations; a stream-memory-operations node takes fewer than 256 (at most 255, as cuStreamBatchMemOp): split it");
+                                          " operations; a stream-memory-operations node takes fewer than 256 (at most "
+                                          "255, as cuStreamBatchMemOp): split it");
   }
   std::vector<CUstreamBatchMemOpParams> params(count);
   for (std::size_t i = 0; i < count; ++i) {

@@ -4,9 +4,9 @@
 #include <string>
 #include <vector>
 
-#include "driver/driver_api.hpp"
 #include "code/kernel_support.hpp"
 #include "code/launch_attributes.hpp"
+#include "driver/driver_api.hpp"
 #include "execution/launch_support.hpp"
 #include "streams/nvtx_support.hpp"
 
@@ -143,13 +143,16 @@ void check_shared_memory(launch_diagnosis& d) {
   const int kernel_dynamic = d.kernel_attribute(CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES);
   const int static_shared = d.kernel_attribute(CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES);
   const int optin = d.device_attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN);
-  if (optin > 0 && static_shared >= 0 && dynamic + static_cast<std::size_t>(static_shared) > static_cast<std::size_t>(optin)) {
-    d.problems.push_back(std::to_string(dynamic) + " bytes of dynamic shared memory exceed the device's opt-in maximum: " +
-                         std::to_string(optin) + " bytes per block minus the kernel's " + std::to_string(static_shared) +
-                         " bytes of static shared memory leaves " +
+  if (optin > 0 && static_shared >= 0 &&
+      dynamic + static_cast<std::size_t>(static_shared) > static_cast<std::size_t>(optin)) {
+    d.problems.push_back(std::to_string(dynamic) +
+                         " bytes of dynamic shared memory exceed the device's opt-in maximum: " +
+                         std::to_string(optin) + " bytes per block minus the kernel's " +
+                         std::to_string(static_shared) + " bytes of static shared memory leaves " +
                          std::to_string(static_cast<std::size_t>(optin) - static_cast<std::size_t>(static_shared)));
   } else if (kernel_dynamic >= 0 && dynamic > static_cast<std::size_t>(kernel_dynamic)) {
-    d.problems.push_back(std::to_string(dynamic) + " bytes of dynamic shared memory exceed the kernel's current limit of " +
+    d.problems.push_back(std::to_string(dynamic) +
+                         " bytes of dynamic shared memory exceed the kernel's current limit of " +
                          std::to_string(kernel_dynamic) +
                          " bytes: raise it first with kernel_ref::set_max_dynamic_shared_memory(device, " +
                          std::to_string(dynamic) + ")");
@@ -292,8 +295,7 @@ namespace {
 
 }  // namespace
 
-void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, void** args,
-                   const kernel_signature* sig) {
+void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, void** args, const kernel_signature* sig) {
   CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::launch", [kernel, sig] { return kernel_name_noexcept(kernel, sig); });
   if (stream == nullptr) [[unlikely]] {
     throw invalid_argument_error("cudrv::launch", "the stream is empty (a moved-from or released cudrv::stream)");
@@ -303,9 +305,9 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
   }
   check_shared_memory_fits(c, kernel, sig);
   if (!c.needs_extended_launch()) [[likely]] {
-    CUresult status = drv::cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), c.grid.x, c.grid.y, c.grid.z, c.block.x,
-                                          c.block.y, c.block.z, static_cast<unsigned>(c.dynamic_shared_memory), stream,
-                                          args, nullptr);
+    CUresult status =
+        drv::cuLaunchKernel(reinterpret_cast<CUfunction>(kernel), c.grid.x, c.grid.y, c.grid.z, c.block.x, c.block.y,
+                            c.block.z, static_cast<unsigned>(c.dynamic_shared_memory), stream, args, nullptr);
     if (status != CUDA_SUCCESS) [[unlikely]] {
       throw_launch_failure(status, "cuLaunchKernel", stream, c, kernel, sig);
     }

@@ -3,9 +3,9 @@
 
 #include <utility>
 
+#include "code/kernel_support.hpp"
 #include "cudrv/graph.hpp"
 #include "driver/driver_api.hpp"
-#include "code/kernel_support.hpp"
 #include "execution/graph_support.hpp"
 #include "streams/stream_support.hpp"
 

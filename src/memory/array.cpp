@@ -23,20 +23,13 @@ constexpr unsigned int known_flags = CUDA_ARRAY3D_SURFACE_LDST | CUDA_ARRAY3D_TE
 
 const char* kind_name(array_kind k) {
   switch (k) {
-    case array_kind::one_d:
-      return "1-D array";
-    case array_kind::two_d:
-      return "2-D array";
-    case array_kind::three_d:
-      return "3-D array";
-    case array_kind::layered_one_d:
-      return "layered 1-D array";
-    case array_kind::layered_two_d:
-      return "layered 2-D array";
-    case array_kind::cubemap:
-      return "cube map";
-    case array_kind::cubemap_layered:
-      return "layered cube map";
+    case array_kind::one_d: return "1-D array";
+    case array_kind::two_d: return "2-D array";
+    case array_kind::three_d: return "3-D array";
+    case array_kind::layered_one_d: return "layered 1-D array";
+    case array_kind::layered_two_d: return "layered 2-D array";
+    case array_kind::cubemap: return "cube map";
+    case array_kind::cubemap_layered: return "layered cube map";
   }
   return "array";
 }
@@ -58,7 +51,8 @@ std::string describe(const array_description& d) {
   if (is_layered(s.kind)) {
     out += ", " + std::to_string(s.layers) + " layers";
   }
-  out += ", " + std::to_string(d.format.channels) + " channel(s) of format " + std::to_string(static_cast<int>(d.format.format));
+  out += ", " + std::to_string(d.format.channels) + " channel(s) of format " +
+         std::to_string(static_cast<int>(d.format.format));
   return out;
 }
 
@@ -86,18 +80,13 @@ void check_description(const char* api, const array_description& d) {
   };
   need(s.width, "width");
   switch (s.kind) {
-    case array_kind::one_d:
-      break;
-    case array_kind::two_d:
-      need(s.height, "height");
-      break;
+    case array_kind::one_d: break;
+    case array_kind::two_d: need(s.height, "height"); break;
     case array_kind::three_d:
       need(s.height, "height");
       need(s.depth, "depth");
       break;
-    case array_kind::layered_one_d:
-      need(s.layers, "number of layers");
-      break;
+    case array_kind::layered_one_d: need(s.layers, "number of layers"); break;
     case array_kind::layered_two_d:
       need(s.height, "height");
       need(s.layers, "number of layers");
@@ -112,8 +101,7 @@ void check_description(const char* api, const array_description& d) {
         need(s.layers, "number of layers");
       }
       break;
-    default:
-      throw invalid_argument_error(api, "unknown array_kind " + std::to_string(static_cast<int>(s.kind)));
+    default: throw invalid_argument_error(api, "unknown array_kind " + std::to_string(static_cast<int>(s.kind)));
   }
   const auto bits = static_cast<unsigned int>(d.flags);
   if ((bits & ~known_flags) != 0) {
@@ -133,7 +121,8 @@ struct limit {
   CUdevice_attribute attribute;
   const char* name;
 };
-#define CUDRV_LIMIT(a) limit{CU_DEVICE_ATTRIBUTE_##a, "CU_DEVICE_ATTRIBUTE_" #a}
+#define CUDRV_LIMIT(a) \
+  limit { CU_DEVICE_ATTRIBUTE_##a, "CU_DEVICE_ATTRIBUTE_" #a }
 
 struct extent_limits {
   limit width{}, height{}, depth{};  // depth: layers for the layered kinds
@@ -143,10 +132,8 @@ struct extent_limits {
 extent_limits limits_of(array_kind kind, bool surface, bool gather, bool mipmapped) {
   if (surface) {
     switch (kind) {
-      case array_kind::one_d:
-        return {CUDRV_LIMIT(MAXIMUM_SURFACE1D_WIDTH)};
-      case array_kind::two_d:
-        return {CUDRV_LIMIT(MAXIMUM_SURFACE2D_WIDTH), CUDRV_LIMIT(MAXIMUM_SURFACE2D_HEIGHT)};
+      case array_kind::one_d: return {CUDRV_LIMIT(MAXIMUM_SURFACE1D_WIDTH)};
+      case array_kind::two_d: return {CUDRV_LIMIT(MAXIMUM_SURFACE2D_WIDTH), CUDRV_LIMIT(MAXIMUM_SURFACE2D_HEIGHT)};
       case array_kind::three_d:
         return {CUDRV_LIMIT(MAXIMUM_SURFACE3D_WIDTH), CUDRV_LIMIT(MAXIMUM_SURFACE3D_HEIGHT),
                 CUDRV_LIMIT(MAXIMUM_SURFACE3D_DEPTH)};
@@ -155,10 +142,10 @@ extent_limits limits_of(array_kind kind, bool surface, bool gather, bool mipmapp
       case array_kind::layered_two_d:
         return {CUDRV_LIMIT(MAXIMUM_SURFACE2D_LAYERED_WIDTH), CUDRV_LIMIT(MAXIMUM_SURFACE2D_LAYERED_HEIGHT),
                 CUDRV_LIMIT(MAXIMUM_SURFACE2D_LAYERED_LAYERS)};
-      case array_kind::cubemap:
-        return {CUDRV_LIMIT(MAXIMUM_SURFACECUBEMAP_WIDTH)};
+      case array_kind::cubemap: return {CUDRV_LIMIT(MAXIMUM_SURFACECUBEMAP_WIDTH)};
       case array_kind::cubemap_layered:
-        return {CUDRV_LIMIT(MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH), {},
+        return {CUDRV_LIMIT(MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH),
+                {},
                 CUDRV_LIMIT(MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS)};
     }
   }
@@ -181,10 +168,10 @@ extent_limits limits_of(array_kind kind, bool surface, bool gather, bool mipmapp
     case array_kind::layered_two_d:
       return {CUDRV_LIMIT(MAXIMUM_TEXTURE2D_LAYERED_WIDTH), CUDRV_LIMIT(MAXIMUM_TEXTURE2D_LAYERED_HEIGHT),
               CUDRV_LIMIT(MAXIMUM_TEXTURE2D_LAYERED_LAYERS)};
-    case array_kind::cubemap:
-      return {CUDRV_LIMIT(MAXIMUM_TEXTURECUBEMAP_WIDTH)};
+    case array_kind::cubemap: return {CUDRV_LIMIT(MAXIMUM_TEXTURECUBEMAP_WIDTH)};
     case array_kind::cubemap_layered:
-      return {CUDRV_LIMIT(MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH), {},
+      return {CUDRV_LIMIT(MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH),
+              {},
               CUDRV_LIMIT(MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS)};
   }
   return {};
@@ -262,7 +249,9 @@ CUDA_ARRAY3D_DESCRIPTOR array_description::native() const noexcept {
   CUDA_ARRAY3D_DESCRIPTOR n{};
   n.Width = shape.width;
   n.Height = (shape.kind == array_kind::one_d || shape.kind == array_kind::layered_one_d) ? 0 : shape.height;
-  n.Depth = shape.kind == array_kind::three_d ? shape.depth : (is_layered(shape.kind) || is_cube(shape.kind)) ? shape.slices() : 0;
+  n.Depth = shape.kind == array_kind::three_d                 ? shape.depth
+            : (is_layered(shape.kind) || is_cube(shape.kind)) ? shape.slices()
+                                                              : 0;
   n.Format = format.format;
   n.NumChannels = format.channels;
   n.Flags = static_cast<unsigned int>(flags) | (is_layered(shape.kind) ? CUDA_ARRAY3D_LAYERED : 0u) |
@@ -305,8 +294,8 @@ void throw_empty_array(const char* api) {
 
 void check_array_format(const char* api, const array_format& expected, const array_format& actual) {
   if (!(expected == actual)) {
-    throw invalid_argument_error(api, "the array holds " + describe_format(actual) + ", not " +
-                                          describe_format(expected));
+    throw invalid_argument_error(api,
+                                 "the array holds " + describe_format(actual) + ", not " + describe_format(expected));
   }
 }
 
@@ -362,9 +351,8 @@ CUmipmappedArray create_mipmapped_array(CUcontext ctx, const array_description& 
   CUmipmappedArray handle = nullptr;
   run_in_context(ctx, api, [&] {
     check_limits(api, d, true);
-    check(drv::cuMipmappedArrayCreate(&handle, &n, levels), "cuMipmappedArrayCreate", [&] {
-      return describe(d) + ", " + std::to_string(levels) + " levels" + on_device(ctx);
-    });
+    check(drv::cuMipmappedArrayCreate(&handle, &n, levels), "cuMipmappedArrayCreate",
+          [&] { return describe(d) + ", " + std::to_string(levels) + " levels" + on_device(ctx); });
   });
   return handle;
 }
@@ -421,14 +409,15 @@ extent3 resolve(const char* api, const char* which, const array_copy_side& side,
                                           std::to_string(size.height) + " x " + std::to_string(size.depth) +
                                           " elements x rows x slices)");
   }
-  extent3 e = given != nullptr ? *given
-                               : extent3{r.width != 0 ? r.width : size.width - r.x, r.height != 0 ? r.height : size.height - r.y,
-                                         r.depth != 0 ? r.depth : size.depth - r.z};
+  extent3 e = given != nullptr
+                  ? *given
+                  : extent3{r.width != 0 ? r.width : size.width - r.x, r.height != 0 ? r.height : size.height - r.y,
+                            r.depth != 0 ? r.depth : size.depth - r.z};
   if (e.width > size.width - r.x || e.height > size.height - r.y || e.depth > size.depth - r.z) {
-    throw invalid_argument_error(api, std::string("the ") + which + " region " + describe_box(r, e) +
-                                          " leaves the " + describe(side.description) + " (" +
-                                          std::to_string(size.width) + " x " + std::to_string(size.height) + " x " +
-                                          std::to_string(size.depth) + " elements x rows x slices)");
+    throw invalid_argument_error(api, std::string("the ") + which + " region " + describe_box(r, e) + " leaves the " +
+                                          describe(side.description) + " (" + std::to_string(size.width) + " x " +
+                                          std::to_string(size.height) + " x " + std::to_string(size.depth) +
+                                          " elements x rows x slices)");
   }
   return e;
 }
@@ -445,8 +434,8 @@ void check_linear_side(const char* api, const char* which, const array_copy_side
     if (needed > side.bytes) {
       throw invalid_argument_error(api, std::string("the ") + which + " view of " + format_bytes(side.bytes) +
                                             " is smaller than the array region of " + std::to_string(e.width) + " x " +
-                                            std::to_string(e.height) + " x " + std::to_string(e.depth) +
-                                            " elements (" + format_bytes(needed) + ")");
+                                            std::to_string(e.height) + " x " + std::to_string(e.depth) + " elements (" +
+                                            format_bytes(needed) + ")");
     }
     return;
   }
@@ -465,12 +454,13 @@ void check_linear_side(const char* api, const char* which, const array_copy_side
 }
 
 // Fills one side of c (source when src is true).
-void set_copy_side(CUDA_MEMCPY3D& c, const array_copy_side& side, const extent3& e, std::size_t element_size, bool src) {
+void set_copy_side(CUDA_MEMCPY3D& c, const array_copy_side& side, const extent3& e, std::size_t element_size,
+                   bool src) {
   CUmemorytype type = CU_MEMORYTYPE_ARRAY;
   if (side.array == nullptr) {
     // Host memory the driver does not know is described as host memory; everything else as unified.
     type = get_pointer_attributes(static_cast<CUdeviceptr>(side.address)).is_known() ? CU_MEMORYTYPE_UNIFIED
-                                                                                   : CU_MEMORYTYPE_HOST;
+                                                                                     : CU_MEMORYTYPE_HOST;
   }
   const std::size_t pitch = side.pitch != 0 ? side.pitch : e.width * element_size;
   const std::size_t rows = side.pitch != 0 ? side.rows : e.height;
@@ -541,7 +531,8 @@ void copy_array(array_copy_side dst, array_copy_side src, std::size_t element_si
   c.Height = e.height;
   c.Depth = e.depth;
   check(drv::cuMemcpy3DAsync(&c, stream), "cuMemcpy3DAsync", [&] {
-    return std::string(src.array != nullptr ? "from the array region " + describe_box(src.region, e) : "from linear memory") +
+    return std::string(src.array != nullptr ? "from the array region " + describe_box(src.region, e)
+                                            : "from linear memory") +
            (dst.array != nullptr ? " to the array region " + describe_box(dst.region, e) : " to linear memory");
   });
 }

@@ -40,12 +40,9 @@ std::atomic<int> pitched_state{-1};
 
 const char* order_name(source_access_order order) {
   switch (order) {
-    case source_access_order::during_api_call:
-      return "during_api_call";
-    case source_access_order::any:
-      return "any";
-    default:
-      return "stream";
+    case source_access_order::during_api_call: return "during_api_call";
+    case source_access_order::any: return "any";
+    default: return "stream";
   }
 }
 
@@ -59,9 +56,7 @@ void make_room(std::vector<T>& v) {
   }
 }
 
-std::string index_of(std::size_t i, std::size_t n) {
-  return "copy " + std::to_string(i) + " of " + std::to_string(n);
-}
+std::string index_of(std::size_t i, std::size_t n) { return "copy " + std::to_string(i) + " of " + std::to_string(n); }
 
 // Whether work on stream is being captured into a graph: the batch entry points have no graph-node form,
 // so a capture takes the loop of single copies, which captures as memcpy nodes.
@@ -82,8 +77,7 @@ batch_copy_path choose_path(const char* api, std::size_t size, batch_copy_mode m
   detail::require_stream(stream, api);
   const bool legacy = stream == CU_STREAM_LEGACY || stream == nullptr;
   switch (mode) {
-    case batch_copy_mode::fallback_loop:
-      return batch_copy_path::fallback_loop;
+    case batch_copy_mode::fallback_loop: return batch_copy_path::fallback_loop;
     case batch_copy_mode::driver_batch:
       if (legacy) {
         throw invalid_argument_error(api, "the driver's batched copies refuse the legacy default stream: enqueue the "
@@ -130,8 +124,9 @@ bool any_during_api_call(std::span<const copy_attributes> attrs) {
 // What source_access_order::during_api_call promises, on the fallback path: the sources are read when
 // the call returns.
 void finish_during_api_call(CUstream stream) {
-  detail::check(detail::drv::cuStreamSynchronize(stream), "cuStreamSynchronize",
-                [] { return std::string("completing a batch with source_access_order::during_api_call on the fallback path"); });
+  detail::check(detail::drv::cuStreamSynchronize(stream), "cuStreamSynchronize", [] {
+    return std::string("completing a batch with source_access_order::during_api_call on the fallback path");
+  });
 }
 
 #if CUDRV_HAS_BATCH_COPY
@@ -142,20 +137,14 @@ CUmemLocation to_native(const copy_location_hint& h) {
       l.type = CU_MEM_LOCATION_TYPE_DEVICE;
       l.id = h.id;
       break;
-    case location_kind::host:
-      l.type = CU_MEM_LOCATION_TYPE_HOST;
-      break;
+    case location_kind::host: l.type = CU_MEM_LOCATION_TYPE_HOST; break;
     case location_kind::host_numa:
       l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
       l.id = h.id;
       break;
-    case location_kind::host_numa_current:
-      l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT;
-      break;
+    case location_kind::host_numa_current: l.type = CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT; break;
     case location_kind::none:
-    default:
-      l.type = CU_MEM_LOCATION_TYPE_INVALID;
-      break;
+    default: l.type = CU_MEM_LOCATION_TYPE_INVALID; break;
   }
   return l;
 }
@@ -298,8 +287,9 @@ batch_copy_path copy(const batch_copy& batch, stream_ref s, batch_copy_mode mode
       const CUresult status = detail::drv::cuMemcpyAsync(dsts[i], srcs[i], sizes[i], stream);
       if (status != CUDA_SUCCESS) [[unlikely]] {
         throw batch_copy_error(status, "cuMemcpyAsync", i, n,
-                               describe_linear(batch, i) +
-                                   (i > 0 ? " (fallback path: the copies before it were enqueued)" : " (fallback path)"));
+                               describe_linear(batch, i) + (i > 0
+                                                                ? " (fallback path: the copies before it were enqueued)"
+                                                                : " (fallback path)"));
       }
     }
     if (any_during_api_call(batch.attributes())) {
@@ -320,9 +310,9 @@ batch_copy_path copy(const batch_copy& batch, stream_ref s, batch_copy_mode mode
     attrs[k] = to_native(groups[k]);
   }
   std::size_t fail = SIZE_MAX;
-  const CUresult status =
-      detail::drv::cuMemcpyBatchAsync(dsts, srcs, sizes, n, attrs, const_cast<std::size_t*>(batch.attribute_indices().data()),
-                                      groups.size(), &fail, stream);
+  const CUresult status = detail::drv::cuMemcpyBatchAsync(dsts, srcs, sizes, n, attrs,
+                                                          const_cast<std::size_t*>(batch.attribute_indices().data()),
+                                                          groups.size(), &fail, stream);
   if (status != CUDA_SUCCESS) [[unlikely]] {
     if (fail < n) {
       throw batch_copy_error(status, "cuMemcpyBatchAsync", fail, n, describe_linear(batch, fail));
@@ -355,7 +345,8 @@ batch_copy_path copy(const batch_copy_3d& batch, stream_ref s, batch_copy_mode m
         }
         throw batch_copy_error(e.result(), e.api(), i, n,
                                describe_pitched(batch, i) +
-                                   (i > 0 ? " (fallback path: the copies before it were enqueued)" : " (fallback path)"));
+                                   (i > 0 ? " (fallback path: the copies before it were enqueued)"
+                                          : " (fallback path)"));
       }
       during_call = during_call || ops[i].attributes.order == source_access_order::during_api_call;
     }
@@ -382,7 +373,8 @@ batch_copy_path copy(const batch_copy_3d& batch, stream_ref s, batch_copy_mode m
     o.dst.op.ptr.locHint = to_native(op.attributes.destination_hint);
     o.extent = {op.src.width_bytes, op.src.height, op.src.depth};
     o.srcAccessOrder = static_cast<CUmemcpySrcAccessOrder>(op.attributes.order);
-    o.flags = op.attributes.prefer_overlap_with_compute ? CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE : CU_MEMCPY_FLAG_DEFAULT;
+    o.flags =
+        op.attributes.prefer_overlap_with_compute ? CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE : CU_MEMCPY_FLAG_DEFAULT;
   }
   detail::stream_context_scope scope(stream);
   std::size_t fail = SIZE_MAX;

@@ -60,7 +60,6 @@ void device_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::si
 
 memory_resource_properties device_memory_resource::do_properties() const noexcept { return {device_, true, false}; }
 
-
 // --- pinned_memory_resource ------------------------------------------------------------------------
 
 pinned_memory_resource::pinned_memory_resource(const device& dev, pinned_flags flags)
@@ -82,7 +81,6 @@ void pinned_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::si
 }
 
 memory_resource_properties pinned_memory_resource::do_properties() const noexcept { return {-1, true, true}; }
-
 
 // --- managed_memory_resource -----------------------------------------------------------------------
 
@@ -107,7 +105,6 @@ void managed_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::s
 }
 
 memory_resource_properties managed_memory_resource::do_properties() const noexcept { return {device_, true, true}; }
-
 
 // --- pool_memory_resource --------------------------------------------------------------------------
 
@@ -157,7 +154,8 @@ void* pool_memory_resource::do_allocate(std::size_t bytes, std::size_t alignment
   const CUstream s = sync_stream_.native_handle();
   const CUresult status = drv::cuStreamSynchronize(s);
   if (status != CUDA_SUCCESS) [[unlikely]] {
-    detail::destroy_noexcept("cuMemFreeAsync", [&] { return drv::cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(p), s); });
+    detail::destroy_noexcept("cuMemFreeAsync",
+                             [&] { return drv::cuMemFreeAsync(reinterpret_cast<CUdeviceptr>(p), s); });
     check(status, "cuStreamSynchronize", [&] { return where(bytes, s); });
   }
   return p;
@@ -172,16 +170,15 @@ void* pool_memory_resource::do_allocate_async(std::size_t bytes, std::size_t ali
   const CUstream h = s.native_handle();
   detail::require_stream(h, "cudrv::pool_memory_resource::allocate_async");
   CUdeviceptr p = 0;
-  detail::check_allocation(drv::cuMemAllocFromPoolAsync(&p, bytes, pool_.native_handle(), h), "cuMemAllocFromPoolAsync",
-                           [&] {
-                             CUcontext ctx = nullptr;  // the stream names it (the legacy stream: the current one)
-                             if (drv::cuStreamGetCtx(h, &ctx) != CUDA_SUCCESS) {
-                               ctx = nullptr;
-                             }
-                             return std::pair{detail::allocation_site{.bytes = bytes, .context = ctx,
-                                                                      .pool = pool_.native_handle()},
-                                              where(bytes, h)};
-                           });
+  detail::check_allocation(
+      drv::cuMemAllocFromPoolAsync(&p, bytes, pool_.native_handle(), h), "cuMemAllocFromPoolAsync", [&] {
+        CUcontext ctx = nullptr;  // the stream names it (the legacy stream: the current one)
+        if (drv::cuStreamGetCtx(h, &ctx) != CUDA_SUCCESS) {
+          ctx = nullptr;
+        }
+        return std::pair{detail::allocation_site{.bytes = bytes, .context = ctx, .pool = pool_.native_handle()},
+                         where(bytes, h)};
+      });
   return reinterpret_cast<void*>(p);
 }
 

@@ -114,10 +114,13 @@ void check_fill(const char* api, std::uintptr_t dst, std::size_t count, std::siz
 
 void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, std::size_t element_size,
                  CUstream stream, bool async) {
-  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::fill", [bytes = count * element_size] { return std::to_string(bytes) + " bytes"; });
+  CUDRV_NVTX_AUTOMATIC_RANGE("cudrv::fill",
+                             [bytes = count * element_size] { return std::to_string(bytes) + " bytes"; });
   const char* api = "cudrv::fill";
   check_fill(api, dst, count, element_size);
-  auto where = [&] { return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst); };
+  auto where = [&] {
+    return std::to_string(count) + " elements of " + std::to_string(element_size) + " bytes at " + format_address(dst);
+  };
   auto d = static_cast<CUdeviceptr>(dst);
   if (async) {
     require_stream(stream, api);
@@ -143,15 +146,9 @@ void fill_linear(std::uintptr_t dst, std::size_t count, std::uint32_t pattern, s
       return;
     }
     switch (element_size) {
-      case 1:
-        check(drv::cuMemsetD8(d, static_cast<unsigned char>(pattern), count), "cuMemsetD8", where);
-        break;
-      case 2:
-        check(drv::cuMemsetD16(d, static_cast<unsigned short>(pattern), count), "cuMemsetD16", where);
-        break;
-      default:
-        check(drv::cuMemsetD32(d, static_cast<unsigned int>(pattern), count), "cuMemsetD32", where);
-        break;
+      case 1: check(drv::cuMemsetD8(d, static_cast<unsigned char>(pattern), count), "cuMemsetD8", where); break;
+      case 2: check(drv::cuMemsetD16(d, static_cast<unsigned short>(pattern), count), "cuMemsetD16", where); break;
+      default: check(drv::cuMemsetD32(d, static_cast<unsigned int>(pattern), count), "cuMemsetD32", where); break;
     }
     scope.complete();
   }

@@ -39,7 +39,8 @@ device_allocation allocate_host_accessible(CUstream stream, stream_state* owner,
 
 device_allocation adopt_host_accessible(CUdeviceptr address, std::size_t bytes, CUstream stream, stream_state* owner,
                                         const memory_pool_base& pool) {
-  const memory_properties memory = require_host_accessible_pool(pool, "cudrv::host_accessible_pool_buffer::from_native_handle");
+  const memory_properties memory =
+      require_host_accessible_pool(pool, "cudrv::host_accessible_pool_buffer::from_native_handle");
   device_allocation out = device_allocation::adopt_async(address, bytes, stream, owner);
   out.device = memory.device_ordinal;
   out.host_accessible = true;

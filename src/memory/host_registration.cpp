@@ -21,9 +21,8 @@ host_allocation host_allocation::register_memory(CUcontext ctx, void* pointer, s
   }
   const context_token token = context_token::of(ctx);
   context_guard guard{context_ref(ctx)};
-  check(drv::cuMemHostRegister(pointer, bytes, flags), "cuMemHostRegister", [&] {
-    return format_bytes(bytes) + " at " + format_address(reinterpret_cast<std::uintptr_t>(pointer));
-  });
+  check(drv::cuMemHostRegister(pointer, bytes, flags), "cuMemHostRegister",
+        [&] { return format_bytes(bytes) + " at " + format_address(reinterpret_cast<std::uintptr_t>(pointer)); });
   return {pointer, bytes, token};
 }
 

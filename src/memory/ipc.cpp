@@ -23,7 +23,7 @@ struct imported_pool_state {
   CUmemoryPool pool = nullptr;
   CUcontext context = nullptr;  // the primary context of the device named at import (retained for the process)
   int device = 0;
-  bool released = false;        // release(): the caller destroys the pool
+  bool released = false;            // release(): the caller destroys the pool
   std::atomic<long> references{1};  // the imported_pool_share objects that refer to it
 
   imported_pool_state() = default;
@@ -168,7 +168,8 @@ bool supports_shareable_pools(const device& dev, shareable_handle_type type) {
   return type != shareable_handle_type::fabric || (fabric_supported(dev) && detail::imex_channel_available());
 }
 
-memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type type, memory_pool_properties properties) {
+memory_pool make_shareable_memory_pool(const device& dev, shareable_handle_type type,
+                                       memory_pool_properties properties) {
   const char* api = "cudrv::make_shareable_memory_pool";
   if (type != shareable_handle_type::posix_file_descriptor && type != shareable_handle_type::fabric) {
     throw invalid_argument_error(api, "unknown shareable_handle_type " + std::to_string(static_cast<unsigned>(type)));
@@ -229,8 +230,9 @@ file_descriptor export_pool_descriptor(memory_pool_ref pool) {
   int fd = -1;
   check(drv::cuMemPoolExportToShareableHandle(static_cast<void*>(&fd), pool.native_handle(), posix_fd, 0ull),
         "cuMemPoolExportToShareableHandle", [] {
-          return std::string("POSIX file descriptor; the pool must be created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
-                             "(cudrv::make_shareable_memory_pool)");
+          return std::string(
+              "POSIX file descriptor; the pool must be created with CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR "
+              "(cudrv::make_shareable_memory_pool)");
         });
   return file_descriptor::from_native_handle(fd);
 }
@@ -239,16 +241,17 @@ fabric_handle export_pool_fabric_handle(memory_pool_ref pool) {
   const char* api = "cudrv::export_pool_fabric_handle";
   require_pool(pool, api);
   fabric_handle out{};
-  const CUresult status = drv::cuMemPoolExportToShareableHandle(static_cast<void*>(out.data), pool.native_handle(),
-                                                                fabric_type, 0ull);
+  const CUresult status =
+      drv::cuMemPoolExportToShareableHandle(static_cast<void*>(out.data), pool.native_handle(), fabric_type, 0ull);
   if (status != CUDA_SUCCESS) {
     bool any = false;
     for (const device& d : devices()) {
       any = any || fabric_supported(d);
     }
     if (!any) {
-      throw not_supported_error(status, "cuMemPoolExportToShareableHandle",
-                                "no visible device supports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)");
+      throw not_supported_error(
+          status, "cuMemPoolExportToShareableHandle",
+          "no visible device supports fabric handles (CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED)");
     }
     if (status == CUDA_ERROR_NOT_PERMITTED) {
       throw not_supported_error(status, "cuMemPoolExportToShareableHandle",
@@ -268,7 +271,7 @@ fabric_handle export_pool_fabric_handle(memory_pool_ref pool) {
 
 namespace {
 detail::imported_pool_share import_pool(const device& dev, void* handle, CUmemAllocationHandleType type,
-                                                         const char* what) {
+                                        const char* what) {
   detail::imported_pool_share state(new detail::imported_pool_state);
   state->context = dev.primary_context().native_handle();
   state->device = dev.ordinal();
@@ -279,7 +282,8 @@ detail::imported_pool_share import_pool(const device& dev, void* handle, CUmemAl
 }
 }  // namespace
 
-imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const file_descriptor& fd) : memory_pool_base(nullptr) {
+imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const file_descriptor& fd)
+    : memory_pool_base(nullptr) {
   if (!fd) {
     throw invalid_argument_error("cudrv::imported_memory_pool", "the file descriptor is empty");
   }
@@ -289,7 +293,8 @@ imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const file_
   handle_ = state_->pool;
 }
 
-imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const fabric_handle& handle) : memory_pool_base(nullptr) {
+imported_memory_pool::imported_memory_pool(const cudrv::device& dev, const fabric_handle& handle)
+    : memory_pool_base(nullptr) {
   require_fabric(dev, "cudrv::imported_memory_pool");
   fabric_handle copy = handle;
   state_ = import_pool(dev, static_cast<void*>(copy.data), fabric_type, "fabric handle");
@@ -421,10 +426,11 @@ ipc_mapping ipc_mapping::open(const device& dev, const void* handle, std::size_t
   ipc_mapping out;
   out.context = dev.primary_context().native_handle();
   context_guard guard{context_ref(out.context)};
-  check(drv::cuIpcOpenMemHandle(&out.address, h, static_cast<unsigned int>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)), "cuIpcOpenMemHandle", [&] {
-    return format_bytes(bytes) + " on " + device_text(dev) +
-           " (the driver refuses a handle opened twice in one process, or in the process that exported it)";
-  });
+  check(drv::cuIpcOpenMemHandle(&out.address, h, static_cast<unsigned int>(CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS)),
+        "cuIpcOpenMemHandle", [&] {
+          return format_bytes(bytes) + " on " + device_text(dev) +
+                 " (the driver refuses a handle opened twice in one process, or in the process that exported it)";
+        });
   if (const mapped_extent mapped = extent_of(out.address); mapped.status != CUDA_SUCCESS || bytes > mapped.available) {
     const CUdeviceptr p = out.address;
     destroy_noexcept("cuIpcCloseMemHandle", [p] { return drv::cuIpcCloseMemHandle(p); });
@@ -462,8 +468,7 @@ void pool_export_pointer(void* data_out, CUdeviceptr address, std::size_t bytes,
     CUmemoryPool pool = nullptr;
     CUpointer_attribute attribute = CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE;
     void* value = &pool;
-    if (drv::cuPointerGetAttributes(1, &attribute, &value, address) == CUDA_SUCCESS &&
-        pool != nullptr &&
+    if (drv::cuPointerGetAttributes(1, &attribute, &value, address) == CUDA_SUCCESS && pool != nullptr &&
         (arm_pointer_export(pool, posix_fd) == CUDA_SUCCESS || arm_pointer_export(pool, fabric_type) == CUDA_SUCCESS)) {
       status = drv::cuMemPoolExportPointer(&data, address);
     }

@@ -17,8 +17,9 @@ host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t cou
   const char* api = "cudrv::managed_buffer";
   require_context(ctx, api);
   if (flags != CU_MEM_ATTACH_GLOBAL && flags != CU_MEM_ATTACH_HOST) {
-    throw invalid_argument_error(api, "managed memory is allocated with managed_attach::global or managed_attach::host; "
-                                      "attach it to a stream with managed_buffer::attach");
+    throw invalid_argument_error(api,
+                                 "managed memory is allocated with managed_attach::global or managed_attach::host; "
+                                 "attach it to a stream with managed_buffer::attach");
   }
   std::size_t bytes = checked_bytes(api, count, element_size);
   const context_token token = context_token::of(ctx);
@@ -28,7 +29,8 @@ host_allocation host_allocation::allocate_managed(CUcontext ctx, std::size_t cou
   context_guard guard{context_ref(ctx)};
   CUdeviceptr address = 0;
   check_allocation(drv::cuMemAllocManaged(&address, bytes, flags), "cuMemAllocManaged", [&] {
-    return std::pair{allocation_site{.bytes = bytes, .context = ctx}, format_bytes(bytes) + " of managed memory requested"};
+    return std::pair{allocation_site{.bytes = bytes, .context = ctx},
+                     format_bytes(bytes) + " of managed memory requested"};
   });
   return {reinterpret_cast<void*>(address), bytes, token, current_device_or_unresolved()};
 }
@@ -69,7 +71,7 @@ void managed_prefetch_async(CUdeviceptr address, std::size_t bytes, memory_locat
 #if CUDA_VERSION >= 12020
   const CUmemLocation location = where.native();
   check(drv::cuMemPrefetchAsync(address, bytes, location, 0u, stream), "cuMemPrefetchAsync", [&] {
-    return format_bytes(bytes) + (where.is_device() ? " to device " + std::to_string(where.device_ordinal())
+    return format_bytes(bytes) + (where.is_device()        ? " to device " + std::to_string(where.device_ordinal())
                                   : where.numa_node() >= 0 ? " to host NUMA node " + std::to_string(where.numa_node())
                                                            : std::string(" to the host"));
   });

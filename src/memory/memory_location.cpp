@@ -38,17 +38,14 @@ memory_location memory_location::nearest_host_numa(const device& dev) {
 memory_location memory_location::from_native(const CUmemLocation& location) {
   const char* api = "cudrv::memory_location::from_native";
   switch (static_cast<int>(location.type)) {
-    case 0:
-      return none();
+    case 0: return none();
     case CU_MEM_LOCATION_TYPE_DEVICE:
       if (location.id < 0) {
         throw invalid_argument_error(api, "the device ordinal " + std::to_string(location.id) + " is negative");
       }
       return {memory_location_kind::device, location.id};
-    case CU_MEM_LOCATION_TYPE_HOST:
-      return host();
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-      return host_numa(location.id);
+    case CU_MEM_LOCATION_TYPE_HOST: return host();
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA: return host_numa(location.id);
     default:
       throw invalid_argument_error(api, "the location type " + std::to_string(static_cast<int>(location.type)) +
                                             " is not a device, the host, a host NUMA node or none");
@@ -58,16 +55,12 @@ memory_location memory_location::from_native(const CUmemLocation& location) {
 CUmemLocation memory_location::native() const noexcept {
   CUmemLocation out{};
   switch (kind_) {
-    case memory_location_kind::none:
-      out.type = location_type_none;
-      break;
+    case memory_location_kind::none: out.type = location_type_none; break;
     case memory_location_kind::device:
       out.type = CU_MEM_LOCATION_TYPE_DEVICE;
       out.id = id_;
       break;
-    case memory_location_kind::host:
-      out.type = CU_MEM_LOCATION_TYPE_HOST;
-      break;
+    case memory_location_kind::host: out.type = CU_MEM_LOCATION_TYPE_HOST; break;
     case memory_location_kind::host_numa:
       out.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
       out.id = id_;

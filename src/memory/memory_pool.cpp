@@ -59,14 +59,10 @@ CUmemLocation device_location(const device& dev) {
 // "device 1", "the host", "host NUMA node 0", "no preferred location"
 std::string describe(memory_location where) {
   switch (where.kind()) {
-    case memory_location_kind::device:
-      return "device " + std::to_string(where.device_ordinal());
-    case memory_location_kind::host:
-      return "the host";
-    case memory_location_kind::host_numa:
-      return "host NUMA node " + std::to_string(where.numa_node());
-    case memory_location_kind::none:
-      break;
+    case memory_location_kind::device: return "device " + std::to_string(where.device_ordinal());
+    case memory_location_kind::host: return "the host";
+    case memory_location_kind::host_numa: return "host NUMA node " + std::to_string(where.numa_node());
+    case memory_location_kind::none: break;
   }
   return "no preferred location";
 }
@@ -103,8 +99,9 @@ void grant_devices_access(CUmemoryPool pool, memory_location where) {
     }
   }
   if (!access.empty()) {
-    check(drv::cuMemPoolSetAccess(pool, access.data(), access.size()), "cuMemPoolSetAccess",
-          [&] { return "granting " + std::to_string(access.size()) + " devices access to a pool on " + describe(where); });
+    check(drv::cuMemPoolSetAccess(pool, access.data(), access.size()), "cuMemPoolSetAccess", [&] {
+      return "granting " + std::to_string(access.size()) + " devices access to a pool on " + describe(where);
+    });
   }
 }
 }  // namespace
@@ -315,7 +312,8 @@ memory_pool_ref current_memory_pool(const device& dev) {
 
 void set_current_memory_pool(const device& dev, memory_pool_ref pool) {
   if (pool.native_handle() == nullptr) {
-    throw invalid_argument_error("cudrv::set_current_memory_pool", "the memory pool is empty (a moved-from cudrv::memory_pool)");
+    throw invalid_argument_error("cudrv::set_current_memory_pool",
+                                 "the memory pool is empty (a moved-from cudrv::memory_pool)");
   }
   check(drv::cuDeviceSetMemPool(dev.native_handle(), pool.native_handle()), "cuDeviceSetMemPool",
         [&] { return "device " + std::to_string(dev.ordinal()); });

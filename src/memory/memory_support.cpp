@@ -97,7 +97,8 @@ std::string read_free_memory(const allocation_site& site, out_of_memory_error::f
         drv::cuCtxGetDevice(&dev) == CUDA_SUCCESS && dev == site.device) {
       status = drv::cuMemGetInfo(&free, &total);
     } else {
-      return "device " + std::to_string(site.device) + "'s free memory was not read: no context of it is current, "
+      return "device " + std::to_string(site.device) +
+             "'s free memory was not read: no context of it is current, "
              "and cudrv makes none current that was not named";
     }
   }
@@ -129,8 +130,8 @@ void throw_allocation_failure(CUresult status, const char* api, const allocation
           drv::cuMemPoolGetAttribute(site.pool, CU_MEMPOOL_ATTR_USED_MEM_CURRENT, &used) == CUDA_SUCCESS) {
         f.pool_reserved = static_cast<std::size_t>(reserved);
         f.pool_used = static_cast<std::size_t>(used);
-        text += "; the pool holds " + format_bytes(f.pool_reserved) + " from the system, " +
-                format_bytes(f.pool_used) + " of it in use (memory_pool::trim_to gives the rest back)";
+        text += "; the pool holds " + format_bytes(f.pool_reserved) + " from the system, " + format_bytes(f.pool_used) +
+                " of it in use (memory_pool::trim_to gives the rest back)";
       } else {
         text += "; the pool's usage could not be read";
       }

@@ -31,11 +31,11 @@ std::string format_address(std::uintptr_t address);
 
 // Where a failed allocation was to take its memory from, for the figures of out_of_memory_error.
 struct allocation_site {
-  std::size_t bytes = 0;          // requested
-  CUcontext context = nullptr;    // named by the caller (made current quietly to read free memory), or null
-  int device = -1;                // without a context: read free memory only if a context of it is current
-  bool host = false;              // pinned host memory: the host's available physical memory
-  CUmemoryPool pool = nullptr;    // a pool: its reserved and used bytes
+  std::size_t bytes = 0;        // requested
+  CUcontext context = nullptr;  // named by the caller (made current quietly to read free memory), or null
+  int device = -1;              // without a context: read free memory only if a context of it is current
+  bool host = false;            // pinned host memory: the host's available physical memory
+  CUmemoryPool pool = nullptr;  // a pool: its reserved and used bytes
 };
 
 // Throws the error of a failed allocation call (status != CUDA_SUCCESS): for CUDA_ERROR_OUT_OF_MEMORY an

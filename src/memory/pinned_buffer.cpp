@@ -24,7 +24,8 @@ host_allocation host_allocation::allocate_pinned(CUcontext ctx, std::size_t coun
   context_guard guard{context_ref(ctx)};
   void* pointer = nullptr;
   check_allocation(drv::cuMemHostAlloc(&pointer, bytes, flags), "cuMemHostAlloc", [&] {
-    return std::pair{allocation_site{.bytes = bytes, .host = true}, format_bytes(bytes) + " of pinned host memory requested"};
+    return std::pair{allocation_site{.bytes = bytes, .host = true},
+                     format_bytes(bytes) + " of pinned host memory requested"};
   });
   return {pointer, bytes, token};
 }

@@ -24,8 +24,9 @@ device_allocation allocate_pitched(CUcontext ctx, std::size_t width, std::size_t
   out.context = context_token::of(ctx);
   context_guard guard{context_ref(ctx)};
   check_allocation(drv::cuMemAllocPitch(&out.address, pitch, width_bytes, rows, element), "cuMemAllocPitch", [&] {
-    const std::size_t asked = width_bytes <= std::numeric_limits<std::size_t>::max() / rows ? width_bytes * rows
-                                                                                             : out_of_memory_error::unknown_bytes;
+    const std::size_t asked = width_bytes <= std::numeric_limits<std::size_t>::max() / rows
+                                  ? width_bytes * rows
+                                  : out_of_memory_error::unknown_bytes;
     return std::pair{allocation_site{.bytes = asked, .context = ctx},
                      std::to_string(rows) + " rows of " + format_bytes(width_bytes) + " requested"};
   });

@@ -21,14 +21,13 @@ pointer_attributes get_pointer_attributes(CUdeviceptr address) {
   int managed = 0;
   int mapped = 0;
   CUpointer_attribute which[] = {
-      CU_POINTER_ATTRIBUTE_CONTEXT,        CU_POINTER_ATTRIBUTE_MEMORY_TYPE,    CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
-      CU_POINTER_ATTRIBUTE_HOST_POINTER,   CU_POINTER_ATTRIBUTE_IS_MANAGED,     CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
-      CU_POINTER_ATTRIBUTE_BUFFER_ID,      CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
-      CU_POINTER_ATTRIBUTE_MAPPED,         CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
+      CU_POINTER_ATTRIBUTE_CONTEXT,      CU_POINTER_ATTRIBUTE_MEMORY_TYPE,      CU_POINTER_ATTRIBUTE_DEVICE_POINTER,
+      CU_POINTER_ATTRIBUTE_HOST_POINTER, CU_POINTER_ATTRIBUTE_IS_MANAGED,       CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL,
+      CU_POINTER_ATTRIBUTE_BUFFER_ID,    CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, CU_POINTER_ATTRIBUTE_RANGE_SIZE,
+      CU_POINTER_ATTRIBUTE_MAPPED,       CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE,
   };
-  void* data[] = {&out.context,     &memory_type,     &out.device_address, &out.host_pointer,
-                  &managed,         &ordinal,         &out.buffer_id,      &out.range_start,
-                  &out.range_size,  &mapped,          &out.pool};
+  void* data[] = {&out.context,   &memory_type,     &out.device_address, &out.host_pointer, &managed, &ordinal,
+                  &out.buffer_id, &out.range_start, &out.range_size,     &mapped,           &out.pool};
   detail::check(detail::drv::cuPointerGetAttributes(static_cast<unsigned int>(std::size(which)), which, data, address),
                 "cuPointerGetAttributes", [&] { return detail::format_address(static_cast<std::uintptr_t>(address)); });
   out.memory_type = static_cast<CUmemorytype>(memory_type);
@@ -120,11 +119,9 @@ bool fits(const pointer_attributes& a, claimed_memory kind, int device) {
   switch (kind) {
     case claimed_memory::device:  // producers also hand out managed memory as device memory
       return a.is_managed || (a.memory_type == CU_MEMORYTYPE_DEVICE && a.device_ordinal == device);
-    case claimed_memory::pinned_host:
-      return !a.is_managed && a.memory_type == CU_MEMORYTYPE_HOST;
+    case claimed_memory::pinned_host: return !a.is_managed && a.memory_type == CU_MEMORYTYPE_HOST;
     case claimed_memory::managed:
-    default:
-      return a.is_managed;
+    default: return a.is_managed;
   }
 }
 
@@ -138,20 +135,23 @@ void check_claimed_memory(const char* api, std::uintptr_t address, std::size_t b
   known_memory m = what_driver_knows(address);
   const pointer_attributes& first = m.attributes;
   if (!fits(first, kind, device)) {
-    throw invalid_argument_error(
-        api, "the memory claims to be " + claim + ", but the driver knows its address as " + kind_of(first) +
-                 (first.is_known() && !first.is_managed && first.memory_type == CU_MEMORYTYPE_DEVICE
-                      ? " of device " + std::to_string(first.device_ordinal)
-                      : std::string()));
+    throw invalid_argument_error(api,
+                                 "the memory claims to be " + claim + ", but the driver knows its address as " +
+                                     kind_of(first) +
+                                     (first.is_known() && !first.is_managed && first.memory_type == CU_MEMORYTYPE_DEVICE
+                                          ? " of device " + std::to_string(first.device_ordinal)
+                                          : std::string()));
   }
   // Where the first extent is not exact (no context to ask cuMemGetAddressRange in), the last byte must be
   // memory of the kind claimed too: a view into an unmapped part of a reservation ends there.
   if (!m.exact && bytes > 1) {
     const known_memory last = what_driver_knows(address + bytes - 1);
     if (!fits(last.attributes, kind, device)) {
-      throw invalid_argument_error(api, "the memory reaches " + std::to_string(bytes) + " bytes from its address, but "
-                                            "its last byte does not lie in " + claim +
-                                            " memory the driver knows (it is " + kind_of(last.attributes) + ")");
+      throw invalid_argument_error(api, "the memory reaches " + std::to_string(bytes) +
+                                            " bytes from its address, but "
+                                            "its last byte does not lie in " +
+                                            claim + " memory the driver knows (it is " + kind_of(last.attributes) +
+                                            ")");
     }
   }
   // Every byte reached, piece after piece (at most this many pieces).
@@ -166,9 +166,10 @@ void check_claimed_memory(const char* api, std::uintptr_t address, std::size_t b
     }
     m = what_driver_knows(covered);
     if (!fits(m.attributes, kind, device) || m.start != covered) {
-      throw invalid_argument_error(api, "the memory reaches " + std::to_string(bytes) + " bytes from its address, but only " +
-                                            std::to_string(covered - address) + " of them lie in " + claim +
-                                            " memory the driver knows (the rest is " + kind_of(m.attributes) + ")");
+      throw invalid_argument_error(api, "the memory reaches " + std::to_string(bytes) +
+                                            " bytes from its address, but only " + std::to_string(covered - address) +
+                                            " of them lie in " + claim + " memory the driver knows (the rest is " +
+                                            kind_of(m.attributes) + ")");
     }
     covered += m.size;
   }

@@ -15,9 +15,8 @@ namespace cudrv {
 
 namespace detail {
 
-void check_resource_buffer_view(const char* api, const void* address, std::size_t bytes,
-                                const memory_properties& props, bool host, std::size_t element_size,
-                                std::size_t element_alignment) {
+void check_resource_buffer_view(const char* api, const void* address, std::size_t bytes, const memory_properties& props,
+                                bool host, std::size_t element_size, std::size_t element_alignment) {
   if (address == nullptr) {
     throw invalid_argument_error(api, "the buffer holds no memory (empty, moved-from, released or reset)");
   }
@@ -54,10 +53,11 @@ void require_buffer_stream(CUstream s, const char* api) {
 
 void require_adoptable(const resource_buffer::allocation& memory, const char* api) {
   if ((memory.pointer == nullptr) != (memory.bytes == 0)) {
-    throw invalid_argument_error(api, memory.pointer == nullptr
-                                          ? "the allocation has " + std::to_string(memory.bytes) + " bytes but no pointer"
-                                          : std::string("the allocation has a pointer but 0 bytes (a resource returns "
-                                                        "null for 0 bytes)"));
+    throw invalid_argument_error(api,
+                                 memory.pointer == nullptr
+                                     ? "the allocation has " + std::to_string(memory.bytes) + " bytes but no pointer"
+                                     : std::string("the allocation has a pointer but 0 bytes (a resource returns "
+                                                   "null for 0 bytes)"));
   }
   if (memory.alignment == 0 || (memory.alignment & (memory.alignment - 1)) != 0) {
     throw invalid_argument_error(api, "the alignment " + std::to_string(memory.alignment) + " is not a power of two");

@@ -25,10 +25,10 @@ namespace cudrv {
 
 namespace {
 
-constexpr std::uint64_t max_global_dim = std::uint64_t{1} << 32;     // globalDim[i] <= 2^32
-constexpr std::uint64_t stride_limit = std::uint64_t{1} << 40;       // globalStrides[i] < 2^40
-constexpr std::uint32_t max_box_dim = 256;                           // boxDim[i] <= 256
-constexpr std::uint32_t max_element_stride = 8;                      // elementStrides[i] <= 8
+constexpr std::uint64_t max_global_dim = std::uint64_t{1} << 32;  // globalDim[i] <= 2^32
+constexpr std::uint64_t stride_limit = std::uint64_t{1} << 40;    // globalStrides[i] < 2^40
+constexpr std::uint32_t max_box_dim = 256;                        // boxDim[i] <= 256
+constexpr std::uint32_t max_element_stride = 8;                   // elementStrides[i] <= 8
 constexpr std::uint32_t max_channels_per_pixel = 256;
 constexpr std::uint32_t max_pixels_per_column = 1024;
 
@@ -205,11 +205,9 @@ struct common_fields {
 
 // Refuses value, a field's enumerator, outside 0..last; built_with adds that the range is that of
 // the CUDA headers cudrv was built with.
-void check_enumerator(const char* api, const char* field, const char* enum_type, int value, int last,
-                      bool built_with) {
+void check_enumerator(const char* api, const char* field, const char* enum_type, int value, int last, bool built_with) {
   if (value < 0 || value > last) {
-    fail(api, std::string(field) + " = " + num(value) + " is not a " + enum_type + " (valid values: 0 to " +
-                  num(last) +
+    fail(api, std::string(field) + " = " + num(value) + " is not a " + enum_type + " (valid values: 0 to " + num(last) +
                   (built_with ? " with the CUDA " + num(CUDA_VERSION / 1000) + "." + num(CUDA_VERSION % 1000 / 10) +
                                     " headers cudrv was built with)"
                               : std::string(")")));
@@ -234,12 +232,12 @@ void check_address(const char* api, const common_fields& f) {
                   num(address % 16) + " bytes past a multiple of 16)");
   }
   if (f.interleave == tensor_map_interleave::bytes_32 && address % 32 != 0) {
-    fail(api, "global_address = " + detail::format_address(address) +
-                  " must be 32-byte aligned with interleave = bytes_32");
+    fail(api,
+         "global_address = " + detail::format_address(address) + " must be 32-byte aligned with interleave = bytes_32");
   }
   if (is_packed_align16(f.data_type) && address % 32 != 0) {
-    fail(api, "global_address = " + detail::format_address(address) + " must be 32-byte aligned for data_type = " +
-                  type_name(f.data_type));
+    fail(api, "global_address = " + detail::format_address(address) +
+                  " must be 32-byte aligned for data_type = " + type_name(f.data_type));
   }
 }
 
@@ -306,8 +304,7 @@ void check_interleave_and_swizzle(const char* api, const common_fields& f, const
                                   std::uint32_t inner_count) {
 #if CUDA_VERSION >= 12080
   if (f.data_type == tensor_map_data_type::u6x16_align16b && f.interleave != tensor_map_interleave::none) {
-    fail(api, "interleave = " + interleave_name(f.interleave) +
-                  " must be none for data_type = u6x16_align16b");
+    fail(api, "interleave = " + interleave_name(f.interleave) + " must be none for data_type = u6x16_align16b");
   }
 #endif
   if (f.interleave == tensor_map_interleave::bytes_32 && f.swizzle != tensor_map_swizzle::bytes_32) {
@@ -317,9 +314,9 @@ void check_interleave_and_swizzle(const char* api, const common_fields& f, const
     const std::uint64_t span = swizzle_span(f.swizzle);
     const std::uint64_t bits = std::uint64_t{inner_count} * shared_bits(f.data_type);
     if (bits > 8 * span) {
-      fail(api, inner_name + " = " + describe_elements(inner_count, shared_bits(f.data_type)) +
-                    " must fit in the " + num(span) + "-byte span of swizzle = " + swizzle_name(f.swizzle) +
-                    " (at most " + num(span) + " bytes)");
+      fail(api, inner_name + " = " + describe_elements(inner_count, shared_bits(f.data_type)) + " must fit in the " +
+                    num(span) + "-byte span of swizzle = " + swizzle_name(f.swizzle) + " (at most " + num(span) +
+                    " bytes)");
     }
   }
 #if CUDA_VERSION >= 12080
@@ -360,7 +357,7 @@ void check_fill(const char* api, const common_fields& f) {
 // Desc: tiled_tensor_map_desc or im2col_tensor_map_desc.
 template <class Desc>
 common_fields fields_of(const Desc& d) {
-  return {d.data_type,      d.rank,       d.global_address, d.global_dims,  d.global_strides,
+  return {d.data_type,       d.rank,       d.global_address, d.global_dims,  d.global_strides,
           d.element_strides, d.interleave, d.swizzle,        d.l2_promotion, d.oob_fill};
 }
 
@@ -423,8 +420,8 @@ void validate_im2col(const im2col_tensor_map_desc& d, const char* api) {
   }
   for (int i = 0; i < spatial; ++i) {
     const auto ui = static_cast<std::size_t>(i);
-    const std::int64_t extent = static_cast<std::int64_t>(d.global_dims[ui + 1]) + d.pixel_box_upper_corner[ui] -
-                                d.pixel_box_lower_corner[ui];
+    const std::int64_t extent =
+        static_cast<std::int64_t>(d.global_dims[ui + 1]) + d.pixel_box_upper_corner[ui] - d.pixel_box_lower_corner[ui];
     if (extent < 1) {
       fail(api, std::string("the pixel box must have a non-zero area, but along ") + spatial_names[i] + " it spans " +
                     index("global_dims", ui + 1) + " = " + num(d.global_dims[ui + 1]) + " + " +
@@ -437,8 +434,8 @@ void validate_im2col(const im2col_tensor_map_desc& d, const char* api) {
     fail(api, "channels_per_pixel = " + num(d.channels_per_pixel) + " must be in 1.." + num(max_channels_per_pixel));
   }
   if (is_packed_align16(d.data_type) && d.channels_per_pixel != 128) {
-    fail(api, "channels_per_pixel = " + num(d.channels_per_pixel) + " must be 128 for data_type = " +
-                  type_name(d.data_type));
+    fail(api, "channels_per_pixel = " + num(d.channels_per_pixel) +
+                  " must be 128 for data_type = " + type_name(d.data_type));
   }
   if (d.pixels_per_column == 0 || d.pixels_per_column > max_pixels_per_column) {
     fail(api, "pixels_per_column = " + num(d.pixels_per_column) + " must be in 1.." + num(max_pixels_per_column));
@@ -481,9 +478,8 @@ std::string describe(const im2col_tensor_map_desc& d) {
   const std::size_t spatial = d.rank >= 2 ? d.rank - 2 : 0;
   return "im2col tensor map: " + describe_common(f) + ", pixel_box_lower_corner " +
          list(d.pixel_box_lower_corner, spatial) + ", pixel_box_upper_corner " +
-         list(d.pixel_box_upper_corner, spatial) +
-         ", channels_per_pixel " + num(d.channels_per_pixel) + ", pixels_per_column " + num(d.pixels_per_column) +
-         describe_options(f);
+         list(d.pixel_box_upper_corner, spatial) + ", channels_per_pixel " + num(d.channels_per_pixel) +
+         ", pixels_per_column " + num(d.pixels_per_column) + describe_options(f);
 }
 
 // --- driver calls -----------------------------------------------------------------------------
@@ -509,9 +505,10 @@ void with_a_current_context(CUdeviceptr address, const char* api, Fn&& fn) {
   }
   if (target == nullptr) {
     throw invalid_argument_error(api, "the driver encodes tensor maps only with a context current, none is, and the "
-                                      "address " + detail::format_address(static_cast<std::uintptr_t>(address)) +
-                                      " is not device memory that would name one: make a context current "
-                                      "(device::set_current or a context_guard)");
+                                      "address " +
+                                          detail::format_address(static_cast<std::uintptr_t>(address)) +
+                                          " is not device memory that would name one: make a context current "
+                                          "(device::set_current or a context_guard)");
   }
   context_guard guard{context_ref(target)};
   fn();
@@ -538,9 +535,8 @@ tensor_map encode(const Desc& desc, const char* api, EncodeCall&& encode_call) {
                            static_cast<CUtensorMapL2promotion>(desc.l2_promotion),
                            static_cast<CUtensorMapFloatOOBfill>(desc.oob_fill)};
   CUtensorMap map{};
-  with_a_current_context(desc.global_address, api, [&] {
-    detail::check(encode_call(&map, enums), api, [&] { return describe(desc); });
-  });
+  with_a_current_context(desc.global_address, api,
+                         [&] { detail::check(encode_call(&map, enums), api, [&] { return describe(desc); }); });
   return tensor_map::from_native(map);
 }
 
@@ -563,11 +559,11 @@ tensor_map make_tiled_tensor_map(const tiled_tensor_map_desc& desc) {
 tensor_map make_im2col_tensor_map(const im2col_tensor_map_desc& desc) {
   validate_im2col(desc, "cudrv::make_im2col_tensor_map");
   return encode(desc, "cuTensorMapEncodeIm2col", [&](CUtensorMap* map, const driver_enums& e) {
-    return detail::drv::cuTensorMapEncodeIm2col(
-        map, e.type, desc.rank, as_pointer(desc.global_address), desc.global_dims.data(),
-        desc.global_strides.data(), desc.pixel_box_lower_corner.data(), desc.pixel_box_upper_corner.data(),
-        desc.channels_per_pixel, desc.pixels_per_column, desc.element_strides.data(), e.interleave, e.swizzle, e.l2,
-        e.fill);
+    return detail::drv::cuTensorMapEncodeIm2col(map, e.type, desc.rank, as_pointer(desc.global_address),
+                                                desc.global_dims.data(), desc.global_strides.data(),
+                                                desc.pixel_box_lower_corner.data(), desc.pixel_box_upper_corner.data(),
+                                                desc.channels_per_pixel, desc.pixels_per_column,
+                                                desc.element_strides.data(), e.interleave, e.swizzle, e.l2, e.fill);
   });
 }
 

@@ -16,14 +16,10 @@ namespace {
 
 const char* mode_name(address_mode m) {
   switch (m) {
-    case address_mode::wrap:
-      return "wrap";
-    case address_mode::clamp:
-      return "clamp";
-    case address_mode::mirror:
-      return "mirror";
-    case address_mode::border:
-      return "border";
+    case address_mode::wrap: return "wrap";
+    case address_mode::clamp: return "clamp";
+    case address_mode::mirror: return "mirror";
+    case address_mode::border: return "border";
   }
   return "unknown";
 }
@@ -38,16 +34,20 @@ void check_memory_limits(const char* api, const texture_resource& r) {
   detail::check(detail::drv::cuCtxGetDevice(&dev), "cuCtxGetDevice");
   auto attribute = [&](CUdevice_attribute a, const char* name) {
     int v = 0;
-    detail::check(detail::drv::cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute", [&] { return std::string(name); });
+    detail::check(detail::drv::cuDeviceGetAttribute(&v, a, dev), "cuDeviceGetAttribute",
+                  [&] { return std::string(name); });
     return static_cast<std::size_t>(v > 0 ? v : 0);
   };
-  auto refuse = [&](const std::string& what, std::size_t value, std::size_t limit, const char* name, const char* relation) {
-    throw invalid_argument_error(api, what + " " + std::to_string(value) + " " + relation + " " + std::to_string(limit) +
-                                          " (" + name + ", device " + std::to_string(static_cast<int>(dev)) + ")");
+  auto refuse = [&](const std::string& what, std::size_t value, std::size_t limit, const char* name,
+                    const char* relation) {
+    throw invalid_argument_error(api, what + " " + std::to_string(value) + " " + relation + " " +
+                                          std::to_string(limit) + " (" + name + ", device " +
+                                          std::to_string(static_cast<int>(dev)) + ")");
   };
   const CUDA_RESOURCE_DESC& d = r.native();
   const CUdeviceptr address = d.resType == CU_RESOURCE_TYPE_LINEAR ? d.res.linear.devPtr : d.res.pitch2D.devPtr;
-  if (const std::size_t align = attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, "CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT");
+  if (const std::size_t align =
+          attribute(CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, "CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT");
       align != 0 && address % align != 0) {
     throw invalid_argument_error(api, "the address " + detail::format_address(address) +
                                           " is not a multiple of the texture alignment of " + std::to_string(align) +
@@ -110,8 +110,8 @@ void in_resource_context(const char* api, const texture_resource& r, detail::con
   const CUDA_RESOURCE_DESC& d = r.native();
   std::optional<detail::synchronous_scope> scope;
   if (d.resType == CU_RESOURCE_TYPE_LINEAR || d.resType == CU_RESOURCE_TYPE_PITCH2D) {
-    const auto address = static_cast<std::uintptr_t>(d.resType == CU_RESOURCE_TYPE_LINEAR ? d.res.linear.devPtr
-                                                                                         : d.res.pitch2D.devPtr);
+    const auto address =
+        static_cast<std::uintptr_t>(d.resType == CU_RESOURCE_TYPE_LINEAR ? d.res.linear.devPtr : d.res.pitch2D.devPtr);
     if (address == 0) {
       throw invalid_argument_error(api, "the memory view is null (a moved-from or released buffer?)");
     }
@@ -136,7 +136,8 @@ void check_resource(const char* api, const texture_resource& r) {
       (d.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY && d.res.mipmap.hMipmappedArray == nullptr)) {
     throw invalid_argument_error(api, "the array is empty (a moved-from or released cudrv::array)");
   }
-  if (r.format().element_size() == 0 || (r.format().channels != 1 && r.format().channels != 2 && r.format().channels != 4)) {
+  if (r.format().element_size() == 0 ||
+      (r.format().channels != 1 && r.format().channels != 2 && r.format().channels != 4)) {
     throw invalid_argument_error(api, "the resource's format (" + format_text(r.format()) +
                                           ") is not one textures read: 1, 2 or 4 channels of 8-, 16-, 32-bit "
                                           "integers, half or float");
@@ -161,7 +162,8 @@ CUDA_TEXTURE_DESC native_texture_description(const sampler_description& s, const
   }
   if (s.read == read_mode::normalized_float && format.is_integer() && array_format::channel_size(format.format) == 4) {
     throw invalid_argument_error(api, "read_mode::normalized_float reads 8- and 16-bit integers as floats; the "
-                                      "elements are 32-bit integers (" + format_text(format) + ")");
+                                      "elements are 32-bit integers (" +
+                                          format_text(format) + ")");
   }
   if (!s.normalized_coordinates) {
     for (int i = 0; i < 3; ++i) {
@@ -182,18 +184,10 @@ CUDA_TEXTURE_DESC native_texture_description(const sampler_description& s, const
   CUDA_TEXTURE_DESC t{};
   for (int i = 0; i < 3; ++i) {
     switch (s.address[i]) {
-      case address_mode::wrap:
-        t.addressMode[i] = CU_TR_ADDRESS_MODE_WRAP;
-        break;
-      case address_mode::mirror:
-        t.addressMode[i] = CU_TR_ADDRESS_MODE_MIRROR;
-        break;
-      case address_mode::border:
-        t.addressMode[i] = CU_TR_ADDRESS_MODE_BORDER;
-        break;
-      default:
-        t.addressMode[i] = CU_TR_ADDRESS_MODE_CLAMP;
-        break;
+      case address_mode::wrap: t.addressMode[i] = CU_TR_ADDRESS_MODE_WRAP; break;
+      case address_mode::mirror: t.addressMode[i] = CU_TR_ADDRESS_MODE_MIRROR; break;
+      case address_mode::border: t.addressMode[i] = CU_TR_ADDRESS_MODE_BORDER; break;
+      default: t.addressMode[i] = CU_TR_ADDRESS_MODE_CLAMP; break;
     }
   }
   t.filterMode = static_cast<CUfilter_mode>(s.filter);
@@ -244,8 +238,9 @@ CUtexObject create_texture(const texture_resource& r, const sampler_description&
   }
   CUtexObject handle = 0;
   in_resource_context(api, r, ctx, [&] {
-    check(drv::cuTexObjectCreate(&handle, &r.native(), &t, v != nullptr ? &view : nullptr), "cuTexObjectCreate",
-          [&] { return "resource type " + std::to_string(static_cast<int>(r.type())) + ", " + format_text(r.format()); });
+    check(drv::cuTexObjectCreate(&handle, &r.native(), &t, v != nullptr ? &view : nullptr), "cuTexObjectCreate", [&] {
+      return "resource type " + std::to_string(static_cast<int>(r.type())) + ", " + format_text(r.format());
+    });
   });
   return handle;
 }
@@ -254,7 +249,8 @@ CUsurfObject create_surface(const texture_resource& r, context_token* ctx) {
   const char* api = "cudrv::surface_object";
   if (r.type() != CU_RESOURCE_TYPE_ARRAY) {
     throw invalid_argument_error(api, "a surface is made over an array (or one level of a mipmapped array), not "
-                                      "resource type " + std::to_string(static_cast<int>(r.type())));
+                                      "resource type " +
+                                          std::to_string(static_cast<int>(r.type())));
   }
   check_resource(api, r);
   if ((r.flags() & array_flags::surface_load_store) == array_flags::none) {

@@ -74,14 +74,10 @@ CUmemAllocationProp to_native(const physical_allocation_properties& p) noexcept 
 
 std::string describe(const physical_location& loc) {
   switch (loc.type) {
-    case CU_MEM_LOCATION_TYPE_DEVICE:
-      return "device " + std::to_string(loc.id);
-    case CU_MEM_LOCATION_TYPE_HOST:
-      return "host";
-    case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-      return "host NUMA node " + std::to_string(loc.id);
-    default:
-      return "location type " + std::to_string(static_cast<int>(loc.type)) + " id " + std::to_string(loc.id);
+    case CU_MEM_LOCATION_TYPE_DEVICE: return "device " + std::to_string(loc.id);
+    case CU_MEM_LOCATION_TYPE_HOST: return "host";
+    case CU_MEM_LOCATION_TYPE_HOST_NUMA: return "host NUMA node " + std::to_string(loc.id);
+    default: return "location type " + std::to_string(static_cast<int>(loc.type)) + " id " + std::to_string(loc.id);
   }
 }
 
@@ -195,9 +191,10 @@ void set_access(CUdeviceptr address, std::size_t bytes, std::span<const access_d
   check(drv::cuMemSetAccess(address, bytes, descs, access.size()), "cuMemSetAccess", [&] {
     std::string out = format_bytes(bytes) + " at " + format_address(address) + " for";
     for (const access_descriptor& a : access) {
-      out += " " + describe(a.location) + (a.rights == access_rights::read_write  ? " (read-write)"
-                                           : a.rights == access_rights::read_only ? " (read-only)"
-                                                                                   : " (none)");
+      out += " " + describe(a.location) +
+             (a.rights == access_rights::read_write  ? " (read-write)"
+              : a.rights == access_rights::read_only ? " (read-only)"
+                                                     : " (none)");
     }
     return out;
   });
@@ -215,7 +212,8 @@ access_rights get_access(CUdeviceptr address, const physical_location& location)
 
 void physical_allocation_base::require_handle(const char* api) const {
   if (handle_ == 0) [[unlikely]] {
-    throw invalid_argument_error(api, "the physical allocation is empty (a moved-from or released cudrv::physical_allocation)");
+    throw invalid_argument_error(
+        api, "the physical allocation is empty (a moved-from or released cudrv::physical_allocation)");
   }
 }
 
@@ -337,12 +335,13 @@ physical_allocation physical_allocation::import_posix_fd(int fd, std::size_t byt
 
 physical_allocation physical_allocation::import_fabric_handle(const CUmemFabricHandle& fabric, std::size_t bytes) {
   if (bytes == 0) {
-    throw invalid_argument_error("cudrv::physical_allocation::import_fabric_handle", "the size of the imported allocation is 0");
+    throw invalid_argument_error("cudrv::physical_allocation::import_fabric_handle",
+                                 "the size of the imported allocation is 0");
   }
   CUmemFabricHandle copy = fabric;
   CUmemGenericAllocationHandle handle = 0;
-  check(drv::cuMemImportFromShareableHandle(&handle, &copy, CU_MEM_HANDLE_TYPE_FABRIC), "cuMemImportFromShareableHandle",
-        [] { return std::string("fabric handle"); });
+  check(drv::cuMemImportFromShareableHandle(&handle, &copy, CU_MEM_HANDLE_TYPE_FABRIC),
+        "cuMemImportFromShareableHandle", [] { return std::string("fabric handle"); });
   return physical_allocation(handle, bytes, 0);
 }
 
@@ -358,7 +357,8 @@ void address_range_base::require_range(const char* api) const {
   }
 }
 
-void address_range_base::set_access(std::size_t offset, std::size_t bytes, std::span<const access_descriptor> access) const {
+void address_range_base::set_access(std::size_t offset, std::size_t bytes,
+                                    std::span<const access_descriptor> access) const {
   constexpr const char* api = "cudrv::address_range::set_access";
   require_range(api);
   if (!checked_end(offset, bytes, size_)) {
@@ -372,7 +372,8 @@ access_rights address_range_base::access(std::size_t offset, const physical_loca
   constexpr const char* api = "cudrv::address_range::access";
   require_range(api);
   if (offset >= size_) {
-    throw invalid_argument_error(api, "the offset " + std::to_string(offset) + " is outside the range of " + format_bytes(size_));
+    throw invalid_argument_error(api, "the offset " + std::to_string(offset) + " is outside the range of " +
+                                          format_bytes(size_));
   }
   return get_access(address_ + offset, location);
 }
@@ -385,7 +386,8 @@ address_range::address_range(std::size_t bytes, address_range_options options) :
   const std::size_t page = host_page_size();
   require_multiple(api, "the size", bytes, page, "host page size");
   if (options.alignment != 0 && (options.alignment & (options.alignment - 1)) != 0) {
-    throw invalid_argument_error(api, "the alignment " + std::to_string(options.alignment) + " is not 0 or a power of two");
+    throw invalid_argument_error(api,
+                                 "the alignment " + std::to_string(options.alignment) + " is not 0 or a power of two");
   }
   require_multiple(api, "the fixed address", static_cast<std::size_t>(options.fixed_address), page, "host page size");
   auto state = std::make_unique<detail::address_reservation>();
@@ -482,7 +484,8 @@ memory_mapping::memory_mapping(address_range_ref range, std::size_t offset, phys
   constexpr const char* api = "cudrv::memory_mapping";
   range.require_range(api);
   if (allocation.native_handle() == 0) {
-    throw invalid_argument_error(api, "the physical allocation is empty (a moved-from or released cudrv::physical_allocation)");
+    throw invalid_argument_error(
+        api, "the physical allocation is empty (a moved-from or released cudrv::physical_allocation)");
   }
   if (bytes == 0) {
     throw invalid_argument_error(api, "a mapping of 0 bytes");
@@ -493,12 +496,14 @@ memory_mapping::memory_mapping(address_range_ref range, std::size_t offset, phys
   }
   if (!checked_end(allocation_offset, bytes, allocation.size())) {
     throw invalid_argument_error(api, format_bytes(bytes) + " from offset " + std::to_string(allocation_offset) +
-                                          " do not fit in the physical allocation of " + format_bytes(allocation.size()));
+                                          " do not fit in the physical allocation of " +
+                                          format_bytes(allocation.size()));
   }
   const std::size_t gran = allocation.minimum_granularity();
   const CUdeviceptr address = range.address() + offset;
   require_multiple(api, "the offset into the range", offset, gran, "minimum allocation granularity");
-  require_multiple(api, "the mapped address", static_cast<std::size_t>(address), gran, "minimum allocation granularity");
+  require_multiple(api, "the mapped address", static_cast<std::size_t>(address), gran,
+                   "minimum allocation granularity");
   require_multiple(api, "the size", bytes, gran, "minimum allocation granularity");
   require_multiple(api, "the offset into the allocation", allocation_offset, gran, "minimum allocation granularity");
   check(drv::cuMemMap(address, bytes, allocation_offset, allocation.native_handle(), 0), "cuMemMap", [&] {
@@ -587,7 +592,8 @@ void* virtual_memory_resource::do_allocate(std::size_t bytes, std::size_t alignm
   const CUdeviceptr address = mapping.address();
   {
     std::lock_guard<std::mutex> lock(live_->mutex);
-    live_->live.emplace(address, detail::virtual_memory_allocations::entry{std::move(range), std::move(memory), std::move(mapping)});
+    live_->live.emplace(address, detail::virtual_memory_allocations::entry{std::move(range), std::move(memory),
+                                                                           std::move(mapping)});
   }
   return reinterpret_cast<void*>(address);
 }
@@ -600,10 +606,10 @@ void virtual_memory_resource::do_deallocate(void* ptr, std::size_t bytes, std::s
   }
   if (node.empty()) {
     try {
-      get_destruction_error_handler()(invalid_argument_error(
-          "cudrv::virtual_memory_resource::deallocate",
-          format_address(reinterpret_cast<std::uintptr_t>(ptr)) + " was not allocated by this resource (" +
-              std::to_string(bytes) + " bytes); nothing freed"));
+      get_destruction_error_handler()(invalid_argument_error("cudrv::virtual_memory_resource::deallocate",
+                                                             format_address(reinterpret_cast<std::uintptr_t>(ptr)) +
+                                                                 " was not allocated by this resource (" +
+                                                                 std::to_string(bytes) + " bytes); nothing freed"));
     } catch (...) {
     }
     return;

@@ -30,7 +30,8 @@ struct error_class_name {
   const char* name;
 };
 
-#define CUDRV_MPI_CLASS(c) error_class_name{c, #c}
+#define CUDRV_MPI_CLASS(c) \
+  error_class_name { c, #c }
 constexpr std::array error_classes{
     CUDRV_MPI_CLASS(MPI_SUCCESS),
     CUDRV_MPI_CLASS(MPI_ERR_BUFFER),
@@ -192,8 +193,7 @@ void require_running(const char* api) {
     throw_helper_error(api, "MPI has been finalized", "no MPI call may be made after MPI_Finalize");
   }
   if (initialized == 0) {
-    throw_helper_error(api, "MPI is not initialized",
-                       "make a cudrv::mpi::environment (or call MPI_Init_thread) first");
+    throw_helper_error(api, "MPI is not initialized", "make a cudrv::mpi::environment (or call MPI_Init_thread) first");
   }
 }
 
@@ -351,9 +351,7 @@ bool start(int* argc, char*** argv, int required, int& provided) {
 
 }  // namespace
 
-environment::environment(int& argc, char**& argv, int required) {
-  owns_ = start(&argc, &argv, required, provided_);
-}
+environment::environment(int& argc, char**& argv, int required) { owns_ = start(&argc, &argv, required, provided_); }
 
 environment::environment(int required) { owns_ = start(nullptr, nullptr, required, provided_); }
 
@@ -389,8 +387,8 @@ node_info node_local(MPI_Comm comm) {
   // The ranks that share memory with this one; ordered by their rank in comm, so local rank 0 is the
   // node's lowest rank. The new communicator inherits MPI_ERRORS_RETURN from comm.
   owned_comm local;
-  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local.comm),
-        "MPI_Comm_split_type", "MPI_COMM_TYPE_SHARED");
+  check(MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, info.rank, MPI_INFO_NULL, &local.comm), "MPI_Comm_split_type",
+        "MPI_COMM_TYPE_SHARED");
   check(MPI_Comm_rank(local.comm, &info.local_rank), "MPI_Comm_rank", "node-local communicator");
   check(MPI_Comm_size(local.comm, &info.local_size), "MPI_Comm_size", "node-local communicator");
 
@@ -421,8 +419,8 @@ node_info node_local(MPI_Comm comm) {
     throw_helper_error(api, "the launcher's node-local rank disagrees with MPI's shared-memory split",
                        std::string(launcher.variable) + "=" + std::to_string(launcher.local_rank) +
                            " but MPI_Comm_split_type(MPI_COMM_TYPE_SHARED) gives local rank " +
-                           std::to_string(info.local_rank) + " of " + std::to_string(info.local_size) +
-                           " (rank " + std::to_string(info.rank) + " of " + std::to_string(info.size) +
+                           std::to_string(info.local_rank) + " of " + std::to_string(info.local_size) + " (rank " +
+                           std::to_string(info.rank) + " of " + std::to_string(info.size) +
                            "): the launcher placed the ranks differently from what MPI reports; start the "
                            "job with the launcher of this MPI");
   }
@@ -444,8 +442,9 @@ node_info node_local(MPI_Comm comm) {
 int device_ordinal(int local_rank, int local_size, int device_count, device_policy policy) {
   constexpr const char* api = "cudrv::mpi::device_ordinal";
   if (device_count < 1) {
-    throw invalid_argument_error(api, "the driver sees " + std::to_string(device_count) +
-                                          " devices on this node: check CUDA_VISIBLE_DEVICES and that the node has a GPU");
+    throw invalid_argument_error(api,
+                                 "the driver sees " + std::to_string(device_count) +
+                                     " devices on this node: check CUDA_VISIBLE_DEVICES and that the node has a GPU");
   }
   if (local_size < 1 || local_rank < 0 || local_rank >= local_size) {
     throw invalid_argument_error(api, "local rank " + std::to_string(local_rank) + " is not in [0, " +
@@ -454,15 +453,15 @@ int device_ordinal(int local_rank, int local_size, int device_count, device_poli
   switch (policy) {
     case device_policy::exclusive:
       if (local_size > device_count) {
-        throw invalid_argument_error(
-            api, std::to_string(local_size) + " ranks share this node but the driver sees " +
-                     std::to_string(device_count) + " devices: start at most " + std::to_string(device_count) +
-                     " ranks per node (mpirun --map-by ppr:" + std::to_string(device_count) +
-                     ":node), or choose device_policy::shared to put several ranks on one device");
+        throw invalid_argument_error(api,
+                                     std::to_string(local_size) + " ranks share this node but the driver sees " +
+                                         std::to_string(device_count) + " devices: start at most " +
+                                         std::to_string(device_count) +
+                                         " ranks per node (mpirun --map-by ppr:" + std::to_string(device_count) +
+                                         ":node), or choose device_policy::shared to put several ranks on one device");
       }
       return local_rank;
-    case device_policy::shared:
-      return local_rank % device_count;
+    case device_policy::shared: return local_rank % device_count;
   }
   throw invalid_argument_error(api, "unknown device_policy " + std::to_string(static_cast<int>(policy)));
 }
@@ -527,8 +526,7 @@ nccl::unique_id broadcast_unique_id(MPI_Comm comm, int root) {
       copy_text(packet.message, "an exception that is not a std::exception");
     }
   }
-  check(MPI_Bcast(&packet, static_cast<int>(sizeof(packet)), MPI_BYTE, root, comm), "MPI_Bcast",
-        "the NCCL unique id");
+  check(MPI_Bcast(&packet, static_cast<int>(sizeof(packet)), MPI_BYTE, root, comm), "MPI_Bcast", "the NCCL unique id");
   if (failure) {
     std::rethrow_exception(failure);
   }
@@ -566,12 +564,9 @@ gpu_awareness gpu_aware() noexcept {
 
 const char* to_string(gpu_awareness a) noexcept {
   switch (a) {
-    case gpu_awareness::yes:
-      return "yes";
-    case gpu_awareness::no:
-      return "no";
-    case gpu_awareness::unknown:
-      return "unknown";
+    case gpu_awareness::yes: return "yes";
+    case gpu_awareness::no: return "no";
+    case gpu_awareness::unknown: return "unknown";
   }
   return "unknown";
 }

@@ -122,8 +122,8 @@ nccl_state* load_nccl() {
   for (const auto& name : candidates) {
     if ((lib = dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) != nullptr) {
       s->path = name;
-      if (link_map* map = nullptr; dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr &&
-                                   map->l_name != nullptr && *map->l_name != '\0') {
+      if (link_map* map = nullptr;
+          dlinfo(lib, RTLD_DI_LINKMAP, &map) == 0 && map != nullptr && map->l_name != nullptr && *map->l_name != '\0') {
         s->path = map->l_name;
       }
       break;
@@ -138,8 +138,10 @@ nccl_state* load_nccl() {
       s->reason += std::string("Set ") + nccl_env + " to the full path of " + nccl_soname +
                    ", or unset it to search the default locations";
     } else {
-      s->reason += std::string("Install NCCL (") + nccl_soname + ", e.g. the libnccl2 package), add its directory to "
-                   "LD_LIBRARY_PATH, or set " + nccl_env + " to its full path";
+      s->reason += std::string("Install NCCL (") + nccl_soname +
+                   ", e.g. the libnccl2 package), add its directory to "
+                   "LD_LIBRARY_PATH, or set " +
+                   nccl_env + " to its full path";
     }
     return s;
   }
@@ -389,9 +391,8 @@ void nccl_check_rank(const char* api, const char* what, int rank, int nranks) {
 void nccl_check_in_place(const char* api, std::size_t total, int nranks) {
   nccl_check_not_empty(api, "the buffer", total);
   if (nranks < 1 || total % static_cast<std::size_t>(nranks) != 0) {
-    throw invalid_argument_error(api, "the buffer of " + std::to_string(total) +
-                                          " elements does not split into " + std::to_string(nranks) +
-                                          " equal parts, one per rank");
+    throw invalid_argument_error(api, "the buffer of " + std::to_string(total) + " elements does not split into " +
+                                          std::to_string(nranks) + " equal parts, one per rank");
   }
 }
 
@@ -427,31 +428,31 @@ std::string describe(const char* what, std::size_t count, nccl::data_type type) 
 }
 }  // namespace
 
-void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                     nccl::reduction op, CUstream stream) {
+void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                     nccl::data_type type, nccl::reduction op, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                        static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
-        "ncclAllReduce", comm, [&] { return describe("", count, type); });
+                         static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
+         "ncclAllReduce", comm, [&] { return describe("", count, type); });
 }
 
-void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                    int root, CUstream stream) {
+void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                    nccl::data_type type, int root, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                        static_cast<ncclDataType_t>(type), root, comm, stream),
-        "ncclBroadcast", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
+                         static_cast<ncclDataType_t>(type), root, comm, stream),
+         "ncclBroadcast", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
-void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
-                 nccl::reduction op, int root, CUstream stream) {
+void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
+                 nccl::data_type type, nccl::reduction op, int root, CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                     static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, comm, stream),
-        "ncclReduce", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
+                      static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, comm, stream),
+         "ncclReduce", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
 void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
@@ -459,8 +460,8 @@ void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdevicep
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
-                        static_cast<ncclDataType_t>(type), comm, stream),
-        "ncclAllGather", comm, [&] { return describe("send count ", send_count, type); });
+                         static_cast<ncclDataType_t>(type), comm, stream),
+         "ncclAllGather", comm, [&] { return describe("send count ", send_count, type); });
 }
 
 void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
@@ -468,22 +469,24 @@ void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdev
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
-                            static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
-        "ncclReduceScatter", comm, [&] { return describe("receive count ", recv_count, type); });
+                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
+         "ncclReduceScatter", comm, [&] { return describe("receive count ", recv_count, type); });
 }
 
-void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
+void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer,
+               CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
-        "ncclSend", comm, [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
+         "ncclSend", comm, [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
 }
 
-void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
+void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer,
+               CUstream stream) {
   const nccl_api& a = api();
   keep_current_context keep(home);
   ncheck(a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
-        "ncclRecv", comm, [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
+         "ncclRecv", comm, [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
 }
 
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
@@ -491,13 +494,14 @@ void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   if (a.ncclCommRegister == nullptr || a.ncclCommDeregister == nullptr) {
     throw not_supported_error(error_source::nccl, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED),
                               error_name(CUDA_ERROR_NOT_SUPPORTED),
-                              "the loaded NCCL (" + state().path + ") lacks ncclCommRegister: it needs NCCL 2.19 or newer",
+                              "the loaded NCCL (" + state().path +
+                                  ") lacks ncclCommRegister: it needs NCCL 2.19 or newer",
                               "cudrv::nccl::registration", {});
   }
   keep_current_context keep;
   void* handle = nullptr;
   ncheck(a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, &handle), "ncclCommRegister", comm,
-        [&] { return std::to_string(bytes) + " bytes"; });
+         [&] { return std::to_string(bytes) + " bytes"; });
   return handle;
 }
 
@@ -597,7 +601,8 @@ void communicator_base::wait_ready() const {
       std::this_thread::yield();
     }
   } while (async == ncclInProgress);
-  ncheck(async, "ncclCommGetAsyncError", c, [] { return std::string("the communicator reports an asynchronous error"); });
+  ncheck(async, "ncclCommGetAsyncError", c,
+         [] { return std::string("the communicator reports an asynchronous error"); });
 }
 
 communicator communicator_base::split(int color, int key, const std::optional<communicator_config>& config) const {
@@ -622,7 +627,7 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   keep_current_context keep;
   ncclComm_t out = nullptr;
   ncheck(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c,
-        [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); });
+         [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); });
   if (out == nullptr) {
     return communicator();  // no_color
   }
@@ -651,9 +656,9 @@ communicator communicator::init_rank(const unique_id& id, int nranks, int rank, 
   ncclComm_t out = nullptr;
   const ncclResult_t r = a.ncclCommInitRankConfig(&out, nranks, raw, rank, &cfg);
   if (r != ncclSuccess && r != ncclInProgress) {
-    nccl_error e = make_error(r, "ncclCommInitRankConfig", out, "rank " + std::to_string(rank) + " of " +
-                                                                   std::to_string(nranks) + " on device " +
-                                                                   std::to_string(dev.ordinal()));
+    nccl_error e = make_error(r, "ncclCommInitRankConfig", out,
+                              "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " +
+                                  std::to_string(dev.ordinal()));
     if (out != nullptr) {
       (void)a.ncclCommAbort(out);
     }
@@ -696,9 +701,10 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   keep_current_context keep;
   detail::check(detail::drv::cuCtxSetCurrent(homes.front()), "cuCtxSetCurrent");
   ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
-        [&] { return std::to_string(n) + " devices"; });
+         [&] { return std::to_string(n) + " devices"; });
   for (int i = 0; i < n; ++i) {
-    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n, homes[static_cast<std::size_t>(i)]));  // no throw: reserved
+    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n,
+                               homes[static_cast<std::size_t>(i)]));  // no throw: reserved
   }
   return out;
 }

@@ -78,7 +78,8 @@ bool event_base::is_done() const {
 
 namespace {
 CUevent create_event(CUcontext ctx, event_flags flags) {
-  const unsigned int bits = flags == event_flags::none ? static_cast<unsigned int>(CU_EVENT_DISABLE_TIMING) : driver_flags(flags);
+  const unsigned int bits =
+      flags == event_flags::none ? static_cast<unsigned int>(CU_EVENT_DISABLE_TIMING) : driver_flags(flags);
   CUevent ev = nullptr;
   detail::run_in_context(ctx, "cudrv::event", [&] { check(drv::cuEventCreate(&ev, bits), "cuEventCreate"); });
   return ev;
@@ -120,9 +121,8 @@ CUipcEventHandle event::ipc_handle() const {
     guard.emplace(context_ref(context_.handle));
   }
   CUipcEventHandle handle{};
-  check(drv::cuIpcGetEventHandle(&handle, handle_), "cuIpcGetEventHandle", [this] {
-    return describe(handle_) + " (it needs event_flags::interprocess)";
-  });
+  check(drv::cuIpcGetEventHandle(&handle, handle_), "cuIpcGetEventHandle",
+        [this] { return describe(handle_) + " (it needs event_flags::interprocess)"; });
   return handle;
 }
 
@@ -154,9 +154,8 @@ std::chrono::duration<float, std::milli> elapsed_time(event_ref start, event_ref
     throw invalid_argument_error("cudrv::elapsed_time", "an event is empty (a moved-from cudrv::event)");
   }
   float ms = 0.0f;
-  check(drv::cuEventElapsedTime(&ms, start.native_handle(), end.native_handle()), "cuEventElapsedTime", [] {
-    return std::string("both events need event_flags::timing and must have completed");
-  });
+  check(drv::cuEventElapsedTime(&ms, start.native_handle(), end.native_handle()), "cuEventElapsedTime",
+        [] { return std::string("both events need event_flags::timing and must have completed"); });
   return std::chrono::duration<float, std::milli>(ms);
 }
 

@@ -170,8 +170,8 @@ sm_split sm_resource::split_by_count(unsigned int min_count, unsigned int groups
            " SMs";
   };
   if (fit == 0 || groups > fit) {
-    throw invalid_argument_error(
-        api, requested() + ": only " + std::to_string(fit) + " fit; " + detail::split_rule(*this, min_count, flags));
+    throw invalid_argument_error(api, requested() + ": only " + std::to_string(fit) + " fit; " +
+                                          detail::split_rule(*this, min_count, flags));
   }
   const unsigned int want = groups == 0 ? fit : groups;
   std::vector<CUdevResource> raw(want);
@@ -225,8 +225,7 @@ resource_descriptor resource_descriptor::generate(std::span<const sm_resource> r
   CUdevResourceDesc desc = nullptr;
   check(drv::cuDevResourceGenerateDesc(&desc, raw.data(), static_cast<unsigned int>(raw.size())),
         "cuDevResourceGenerateDesc", [&] {
-          return std::to_string(raw.size()) +
-                 " resources (several must be the groups and remainder of one split)";
+          return std::to_string(raw.size()) + " resources (several must be the groups and remainder of one split)";
         });
   return resource_descriptor(desc);
 }

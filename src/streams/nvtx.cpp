@@ -85,8 +85,8 @@ namespace {
 template <class Handle>
 void require_handle(Handle handle, const char* what) {
   if (handle == nullptr) {
-    throw invalid_argument_error("cudrv::nvtx::name",
-                                 std::string("the ") + what + " is empty (a moved-from or released cudrv::" + what + ")");
+    throw invalid_argument_error("cudrv::nvtx::name", std::string("the ") + what +
+                                                          " is empty (a moved-from or released cudrv::" + what + ")");
   }
 }
 

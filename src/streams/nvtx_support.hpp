@@ -109,10 +109,9 @@ class automatic_range {
 #define CUDRV_NVTX_CONCAT(a, b) CUDRV_NVTX_CONCAT_INNER(a, b)
 /// An automatic range around the rest of the enclosing scope: CUDRV_NVTX_AUTOMATIC_RANGE(prefix) or
 /// CUDRV_NVTX_AUTOMATIC_RANGE(prefix, detail_callable).
-#define CUDRV_NVTX_AUTOMATIC_RANGE(...)                                                              \
-  const ::cudrv::detail::automatic_range CUDRV_NVTX_CONCAT(cudrv_nvtx_automatic_range_, __LINE__)(      \
-      ::cudrv::detail::automatic_ranges_active() ? ::cudrv::detail::automatic_range::begin(__VA_ARGS__) \
-                                                 : false)
+#define CUDRV_NVTX_AUTOMATIC_RANGE(...)                                                            \
+  const ::cudrv::detail::automatic_range CUDRV_NVTX_CONCAT(cudrv_nvtx_automatic_range_, __LINE__)( \
+      ::cudrv::detail::automatic_ranges_active() ? ::cudrv::detail::automatic_range::begin(__VA_ARGS__) : false)
 
 #else  // CUDRV_DISABLE_NVTX
 

@@ -49,7 +49,7 @@ struct failure_sink {
   std::atomic<std::size_t> count{0};  // failures waiting; read without the lock by synchronize
   std::mutex mutex;
   std::vector<std::exception_ptr> failures;  // oldest first (a vector: its default state allocates nothing)
-  bool orphaned = false;  // nobody can synchronize any more: failures go to the handler
+  bool orphaned = false;                     // nobody can synchronize any more: failures go to the handler
 };
 
 namespace {
@@ -111,7 +111,8 @@ void push(failure_sink* s, const std::exception_ptr& failure) noexcept {
     }
   }
   if (to_handler) {
-    report_callback_failure(failure, "the stream it was queued on is not owned by cudrv, or was destroyed before it ran");
+    report_callback_failure(failure,
+                            "the stream it was queued on is not owned by cudrv, or was destroyed before it ran");
   }
 }
 
@@ -430,8 +431,7 @@ context_ref stream_base::context() const {
   CUcontext ctx = nullptr;
   check(drv::cuStreamGetCtx(handle_, &ctx), "cuStreamGetCtx", [this] { return detail::describe(handle_); });
   if (ctx == nullptr) {
-    throw invalid_argument_error("cudrv::stream::context",
-                                 "the default stream has no context while none is current");
+    throw invalid_argument_error("cudrv::stream::context", "the default stream has no context while none is current");
   }
   return context_ref(ctx);
 }

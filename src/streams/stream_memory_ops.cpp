@@ -78,12 +78,9 @@ std::string describe(const CUstreamBatchMemOpParams& p) {
       return "write of " + std::to_string(p.writeValue.value) + " to the 32-bit flag at " + hex(p.writeValue.address);
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
       return "write of " + std::to_string(p.writeValue.value64) + " to the 64-bit flag at " + hex(p.writeValue.address);
-    case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES:
-      return "flush of remote writes";
-    case CU_STREAM_MEM_OP_BARRIER:
-      return "memory barrier";
-    default:
-      return "operation " + std::to_string(static_cast<int>(p.operation));
+    case CU_STREAM_MEM_OP_FLUSH_REMOTE_WRITES: return "flush of remote writes";
+    case CU_STREAM_MEM_OP_BARRIER: return "memory barrier";
+    default: return "operation " + std::to_string(static_cast<int>(p.operation));
   }
 }
 
@@ -148,8 +145,8 @@ stream_memory_op stream_memory_op::make_wait(CUdeviceptr address, std::size_t co
                                           " is none of geq, eq, bit_and and nor");
   }
   stream_memory_op op;
-  set_operand(op.params_.waitValue, width == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64, address,
-              width, value);
+  set_operand(op.params_.waitValue, width == 4 ? CU_STREAM_MEM_OP_WAIT_VALUE_32 : CU_STREAM_MEM_OP_WAIT_VALUE_64,
+              address, width, value);
   op.params_.waitValue.flags =
       condition | (options.flush_remote_writes ? static_cast<unsigned>(CU_STREAM_WAIT_VALUE_FLUSH) : 0u);
   return op;
@@ -229,27 +226,29 @@ void enqueue_memory_op(CUstream stream, const stream_memory_op& op) {
   switch (p.operation) {
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
       api = "cuStreamWaitValue32";
-      status = in_stream_context(
-          stream, [&] { return drv::cuStreamWaitValue32(stream, p.waitValue.address, p.waitValue.value, p.waitValue.flags); });
+      status = in_stream_context(stream, [&] {
+        return drv::cuStreamWaitValue32(stream, p.waitValue.address, p.waitValue.value, p.waitValue.flags);
+      });
       break;
     case CU_STREAM_MEM_OP_WAIT_VALUE_64:
       api = "cuStreamWaitValue64";
-      status = in_stream_context(
-          stream, [&] { return drv::cuStreamWaitValue64(stream, p.waitValue.address, p.waitValue.value64, p.waitValue.flags); });
+      status = in_stream_context(stream, [&] {
+        return drv::cuStreamWaitValue64(stream, p.waitValue.address, p.waitValue.value64, p.waitValue.flags);
+      });
       break;
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
       api = "cuStreamWriteValue32";
-      status = in_stream_context(
-          stream, [&] { return drv::cuStreamWriteValue32(stream, p.writeValue.address, p.writeValue.value, p.writeValue.flags); });
+      status = in_stream_context(stream, [&] {
+        return drv::cuStreamWriteValue32(stream, p.writeValue.address, p.writeValue.value, p.writeValue.flags);
+      });
       break;
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
       api = "cuStreamWriteValue64";
-      status = in_stream_context(
-          stream, [&] { return drv::cuStreamWriteValue64(stream, p.writeValue.address, p.writeValue.value64, p.writeValue.flags); });
+      status = in_stream_context(stream, [&] {
+        return drv::cuStreamWriteValue64(stream, p.writeValue.address, p.writeValue.value64, p.writeValue.flags);
+      });
       break;
-    default:
-      enqueue_memory_ops(stream, &op, 1);
-      return;
+    default: enqueue_memory_ops(stream, &op, 1); return;
   }
   if (status != CUDA_SUCCESS) [[unlikely]] {
     const std::optional<device> dev = device_of(stream);
@@ -264,8 +263,9 @@ void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_
     throw invalid_argument_error(api, "the batch holds no operation");
   }
   if (count > 255) {
-    throw invalid_argument_error(api, "the batch holds " + std::to_string(count) +
-                                          " operations; cuStreamBatchMemOp takes fewer than 256 (at most 255): split it");
+    throw invalid_argument_error(api,
+                                 "the batch holds " + std::to_string(count) +
+                                     " operations; cuStreamBatchMemOp takes fewer than 256 (at most 255): split it");
   }
   // The driver takes a non-const array and may use the operations' alias fields: pass a copy.
   CUstreamBatchMemOpParams local[16];
@@ -278,8 +278,9 @@ void enqueue_memory_ops(CUstream stream, const stream_memory_op* ops, std::size_
   for (std::size_t i = 0; i < count; ++i) {
     params[i] = ops[i].native();
   }
-  const CUresult status =
-      in_stream_context(stream, [&] { return drv::cuStreamBatchMemOp(stream, static_cast<unsigned>(count), params, 0); });
+  const CUresult status = in_stream_context(stream, [&] {
+    return drv::cuStreamBatchMemOp(stream, static_cast<unsigned>(count), params, 0);
+  });
   if (status != CUDA_SUCCESS) [[unlikely]] {
     const std::optional<device> dev = device_of(stream);
     throw_memory_op_error(status, "cuStreamBatchMemOp", dev ? &*dev : nullptr, ops, count);

@@ -44,8 +44,8 @@ int main(int argc, char** argv) {
     }
     std::printf("hits=%llu misses=%llu corrupt=%llu store_failures=%llu bytes=%zu\n",
                 static_cast<unsigned long long>(s.hits), static_cast<unsigned long long>(s.misses),
-                static_cast<unsigned long long>(s.corrupt_entries),
-                static_cast<unsigned long long>(s.store_failures), r.code.size());
+                static_cast<unsigned long long>(s.corrupt_entries), static_cast<unsigned long long>(s.store_failures),
+                r.code.size());
     return r.code.empty() ? 1 : s.store_failures != 0 ? 3 : 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "cache_writer: %s\n", e.what());

@@ -35,8 +35,8 @@ static_assert(cudrv::array_format_of<std::uint8_t> == cudrv::array_format{CU_AD_
 static_assert(cudrv::array_format_of<short2> == cudrv::array_format{CU_AD_FORMAT_SIGNED_INT16, 2});
 static_assert(cudrv::array_format_of<uint4>.element_size() == 16);
 static_assert(cudrv::array_element<int2>);
-static_assert(!cudrv::array_element<double>);       // no 64-bit channels
-static_assert(!cudrv::array_element<float3>);       // 3 channels are not an array format
+static_assert(!cudrv::array_element<double>);  // no 64-bit channels
+static_assert(!cudrv::array_element<float3>);  // 3 channels are not an array format
 static_assert(!cudrv::array_element<std::int64_t>);
 static_assert(std::is_trivially_copyable_v<cudrv::array_ref<float>>);
 static_assert(std::is_trivially_copyable_v<cudrv::mipmapped_array_ref<float>>);
@@ -45,7 +45,8 @@ static_assert(std::is_trivially_copyable_v<cudrv::texture_object_ref> && sizeof(
 static_assert(std::is_trivially_copyable_v<cudrv::surface_object_ref> && sizeof(cudrv::surface_object_ref) == 8);
 // Owners are not views, are move-only, and convert to views (textures only as lvalues).
 static_assert(!std::is_base_of_v<cudrv::array_ref<float>, cudrv::array<float>>);
-static_assert(!std::is_copy_constructible_v<cudrv::array<float>> && std::is_nothrow_move_constructible_v<cudrv::array<float>>);
+static_assert(!std::is_copy_constructible_v<cudrv::array<float>> &&
+              std::is_nothrow_move_constructible_v<cudrv::array<float>>);
 static_assert(std::is_convertible_v<const cudrv::array<float>&, cudrv::array_ref<float>>);
 static_assert(std::is_convertible_v<const cudrv::array<float>&, cudrv::array_ref<>>);
 static_assert(std::is_convertible_v<cudrv::array_ref<float>, cudrv::array_ref<>>);
@@ -73,9 +74,12 @@ static_assert(!std::is_constructible_v<cudrv::array<float>, cudrv::primary_conte
 
 TEST_CASE("array descriptions convert to the driver's descriptor and back for every kind", "[arrays]") {
   const cudrv::array_shape shapes[] = {
-      cudrv::array_shape::one_d(9),          cudrv::array_shape::two_d(9, 4),
-      cudrv::array_shape::three_d(9, 4, 3),  cudrv::array_shape::layered_one_d(9, 5),
-      cudrv::array_shape::layered_two_d(9, 4, 5), cudrv::array_shape::cubemap(8),
+      cudrv::array_shape::one_d(9),
+      cudrv::array_shape::two_d(9, 4),
+      cudrv::array_shape::three_d(9, 4, 3),
+      cudrv::array_shape::layered_one_d(9, 5),
+      cudrv::array_shape::layered_two_d(9, 4, 5),
+      cudrv::array_shape::cubemap(8),
       cudrv::array_shape::cubemap_layered(8, 2),
   };
   const std::size_t depths[] = {0, 0, 3, 5, 5, 6, 12};
@@ -139,9 +143,10 @@ TEST_CASE("the sampler description the driver receives, and the combinations ref
                  }),
                  "32-bit integers"));
   CHECK(contains(refused([] {
-                   (void)cudrv::native_texture_description(
-                       {.address = {cudrv::address_mode::clamp, cudrv::address_mode::clamp, cudrv::address_mode::mirror}},
-                       cudrv::array_format_of<float>);
+                   (void)cudrv::native_texture_description({.address = {cudrv::address_mode::clamp,
+                                                                        cudrv::address_mode::clamp,
+                                                                        cudrv::address_mode::mirror}},
+                                                           cudrv::array_format_of<float>);
                  }),
                  "address_mode::mirror (dimension 2)"));
   CHECK(contains(refused([] {
@@ -149,12 +154,15 @@ TEST_CASE("the sampler description the driver receives, and the combinations ref
                                                            cudrv::array_format_of<float>, CU_RESOURCE_TYPE_LINEAR);
                  }),
                  "filter_mode::point"));
-  CHECK(contains(refused([] { (void)cudrv::native_texture_description({.max_anisotropy = 32}, cudrv::array_format_of<float>); }),
+  CHECK(contains(refused([] {
+                   (void)cudrv::native_texture_description({.max_anisotropy = 32}, cudrv::array_format_of<float>);
+                 }),
                  "at most 16"));
 }
 
 TEST_CASE("resources describe what they view", "[arrays][textures]") {
-  const cudrv::texture_resource a = view_of<float4>(cudrv::array_shape::two_d(8, 8), cudrv::array_flags::surface_load_store);
+  const cudrv::texture_resource a =
+      view_of<float4>(cudrv::array_shape::two_d(8, 8), cudrv::array_flags::surface_load_store);
   CHECK(a.type() == CU_RESOURCE_TYPE_ARRAY);
   CHECK(a.native().res.array.hArray == fake_array);
   CHECK(a.format() == cudrv::array_format_of<float4>);
@@ -187,14 +195,12 @@ TEST_CASE("array, copy and texture checks come before any driver call", "[driver
                                          cudrv::array_flags::texture_gather);
                  }),
                  "texture_gather is for 2-D arrays, not a cube map"));
-  CHECK(contains(refused([] {
-                   cudrv::array<> a(fake_context, cudrv::array_format{CU_AD_FORMAT_BC1_UNORM, 4},
-                                    cudrv::array_shape::two_d(4, 4));
-                 }),
-                 "not one cudrv describes"));
-  CHECK(contains(refused([] {
-                   cudrv::mipmapped_array<float> m(fake_context, cudrv::array_shape::one_d(1000), 11);
-                 }),
+  CHECK(contains(
+      refused([] {
+        cudrv::array<> a(fake_context, cudrv::array_format{CU_AD_FORMAT_BC1_UNORM, 4}, cudrv::array_shape::two_d(4, 4));
+      }),
+      "not one cudrv describes"));
+  CHECK(contains(refused([] { cudrv::mipmapped_array<float> m(fake_context, cudrv::array_shape::one_d(1000), 11); }),
                  "1 to 10 levels, not 11"));
   // Extents of 2^63 and more (a width of size_t(n - 1) with n == 0): the count is bounded at once (a shift
   // loop that computed it never ended there).
@@ -216,15 +222,18 @@ TEST_CASE("array, copy and texture checks come before any driver call", "[driver
   std::vector<float> host(299);
   const auto s = cudrv::stream_ref::legacy_default();
   CHECK(contains(refused([&] { cudrv::copy(a, host, s); }), "(1196 bytes)"));
-  CHECK(contains(refused([&] { cudrv::copy(host, a, s); }),
-                 "destination view"));
+  CHECK(contains(refused([&] { cudrv::copy(host, a, s); }), "destination view"));
   CHECK(contains(refused([&] { cudrv::copy(a, cudrv::array_region{0, 10, 0}, host, s); }), "lies outside"));
   CHECK(contains(refused([&] { cudrv::copy(a, cudrv::array_region{0, 0, 1, 0, 0, 3}, host, s); }), "leaves"));
   const auto other = view_of<float>(cudrv::array_shape::two_d(5, 5));
   CHECK(contains(refused([&] { cudrv::copy(other, a, s); }), "destination region"));
-  CHECK(contains(refused([&] { cudrv::copy(a, cudrv::array_region{}, cudrv::pitched_span<const float>{0x1000, 40, 10, 9, 3}, s); }),
+  CHECK(contains(refused([&] {
+                   cudrv::copy(a, cudrv::array_region{}, cudrv::pitched_span<const float>{0x1000, 40, 10, 9, 3}, s);
+                 }),
                  "does not fit the source pitched layout"));
-  CHECK(contains(refused([&] { cudrv::copy(a, cudrv::array_region{}, cudrv::pitched_span<const float>{0x1000, 36, 10, 10, 3}, s); }),
+  CHECK(contains(refused([&] {
+                   cudrv::copy(a, cudrv::array_region{}, cudrv::pitched_span<const float>{0x1000, 36, 10, 10, 3}, s);
+                 }),
                  "pitch of 36 bytes is smaller than its row of 40 bytes"));
   // A copy that fits reaches the driver.
   std::vector<float> enough(300);
@@ -239,7 +248,9 @@ TEST_CASE("array, copy and texture checks come before any driver call", "[driver
   CHECK(contains(refused([&] { cudrv::surface_object t(a); }), "without array_flags::surface_load_store"));
   CHECK(contains(refused([&] { cudrv::surface_object t(cudrv::device_span<float>(CUdeviceptr{0x1000}, 4)); }),
                  "made over an array"));
-  CHECK(contains(refused([&] { cudrv::texture_object t(cudrv::pitched_span<float>{0x1000, 64, 16, 4, 2}); }),
+  CHECK(contains(refused([&] {
+                   cudrv::texture_object t(cudrv::pitched_span<float>{0x1000, 64, 16, 4, 2});
+                 }),
                  "pitched texture is 2-D"));
   CHECK(contains(refused([&] { cudrv::texture_object t(cudrv::array_ref<float>(CUarray{}, a.description())); }),
                  "empty"));

@@ -21,15 +21,21 @@ using cudrv::test::contains;
 // What keeps addresses past the call (a copy batch, a graph's memcpy and memset nodes and their updates)
 // refuses a temporary owner at compile time; a named object or a view, even a temporary view, is taken.
 template <class D, class S>
-concept batchable = requires(cudrv::batch_copy& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s)); };
+concept batchable = requires(cudrv::batch_copy& b, D&& d, S&& s) {
+  b.add(std::forward<D>(d), std::forward<S>(s));
+};
 template <class D, class S>
-concept batchable_count =
-    requires(cudrv::batch_copy& b, D&& d, S&& s) { b.add(std::forward<D>(d), std::forward<S>(s), std::size_t{1}); };
+concept batchable_count = requires(cudrv::batch_copy& b, D&& d, S&& s) {
+  b.add(std::forward<D>(d), std::forward<S>(s), std::size_t{1});
+};
 template <class D, class S>
-concept graph_copyable =
-    requires(cudrv::graph_builder& g, D&& d, S&& s) { cudrv::copy(std::forward<D>(d), std::forward<S>(s), g); };
+concept graph_copyable = requires(cudrv::graph_builder& g, D&& d, S&& s) {
+  cudrv::copy(std::forward<D>(d), std::forward<S>(s), g);
+};
 template <class D>
-concept graph_fillable = requires(cudrv::graph_builder& g, D&& d) { cudrv::fill(std::forward<D>(d), 1.f, g); };
+concept graph_fillable = requires(cudrv::graph_builder& g, D&& d) {
+  cudrv::fill(std::forward<D>(d), 1.f, g);
+};
 template <class D, class S>
 concept exec_copyable = requires(cudrv::graph_exec& e, cudrv::memcpy_node n, cudrv::context_ref c, D&& d, S&& s) {
   e.set_copy_node(n, c, std::forward<D>(d), std::forward<S>(s));
@@ -46,8 +52,7 @@ static_assert(graph_copyable<dbuf&, fvec&> && graph_copyable<dspan, std::span<fl
 static_assert(!graph_copyable<dbuf&, fvec> && !graph_copyable<dbuf, const fvec&>);
 static_assert(graph_fillable<dbuf&> && graph_fillable<dspan> && !graph_fillable<dbuf>);
 static_assert(exec_copyable<dbuf&, fvec&> && !exec_copyable<dbuf&, fvec> && !exec_copyable<dbuf, fvec&>);
-TEST_CASE("batch_copy: one attribute entry per run of equal attributes, indices of the first copies",
-          "[batch_copy]") {
+TEST_CASE("batch_copy: one attribute entry per run of equal attributes, indices of the first copies", "[batch_copy]") {
   std::vector<float> src(64), dst(64);
   const cudrv::copy_attributes fast{.order = cudrv::source_access_order::any};
   const cudrv::copy_attributes overlap{.prefer_overlap_with_compute = true};
@@ -84,8 +89,9 @@ TEST_CASE("batch_copy and batch_copy_3d refuse bad copies when they are added", 
   CHECK(contains(e->what(), "copy 1 of 2"));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { batch.add(large, none); }));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { batch.add(large, small, 4); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>(
-      [&] { batch.add(large, small, cudrv::copy_attributes{.source_hint = {static_cast<cudrv::location_kind>(9), 0}}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] {
+    batch.add(large, small, cudrv::copy_attributes{.source_hint = {static_cast<cudrv::location_kind>(9), 0}});
+  }));
   CHECK(batch.size() == 1);
 
   cudrv::batch_copy_3d b3;

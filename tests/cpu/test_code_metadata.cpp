@@ -114,9 +114,21 @@ void check_only_kernels(const std::string& cubin) {
 
 // The section header index whose name is @p wanted, or 0.
 std::size_t section_named(const std::string& elf, const std::string& wanted, std::size_t& name_offset) {
-  auto u16 = [&](std::size_t o) { std::uint16_t v; std::memcpy(&v, elf.data() + o, 2); return v; };
-  auto u32 = [&](std::size_t o) { std::uint32_t v; std::memcpy(&v, elf.data() + o, 4); return v; };
-  auto u64 = [&](std::size_t o) { std::uint64_t v; std::memcpy(&v, elf.data() + o, 8); return v; };
+  auto u16 = [&](std::size_t o) {
+    std::uint16_t v;
+    std::memcpy(&v, elf.data() + o, 2);
+    return v;
+  };
+  auto u32 = [&](std::size_t o) {
+    std::uint32_t v;
+    std::memcpy(&v, elf.data() + o, 4);
+    return v;
+  };
+  auto u64 = [&](std::size_t o) {
+    std::uint64_t v;
+    std::memcpy(&v, elf.data() + o, 8);
+    return v;
+  };
   const std::size_t shoff = u64(40);
   const std::size_t shentsize = u16(58);
   const std::size_t shnum = u16(60);
@@ -141,7 +153,8 @@ TEST_CASE("code metadata: a -G cubin's __device__ function is no kernel", "[meta
 }
 
 TEST_CASE("code metadata: a relocatable (-rdc) cubin's __device__ function is no kernel", "[metadata]") {
-  const std::string cubin = cubin_of("rdc.cu", with_device_function, {.arch = "sm_90", .relocatable_device_code = true});
+  const std::string cubin =
+      cubin_of("rdc.cu", with_device_function, {.arch = "sm_90", .relocatable_device_code = true});
   std::size_t at = 0;
   REQUIRE(section_named(cubin, ".nv.info.helper", at) != 0);
   check_only_kernels(cubin);
@@ -149,7 +162,8 @@ TEST_CASE("code metadata: a relocatable (-rdc) cubin's __device__ function is no
 
 TEST_CASE("code metadata: nvJitLink's link of -rdc units lists their kernels only", "[metadata][linker]") {
   SECTION("one unit with its own __device__ function") {
-    const std::string unit = cubin_of("rdc.cu", with_device_function, {.arch = "sm_90", .relocatable_device_code = true});
+    const std::string unit =
+        cubin_of("rdc.cu", with_device_function, {.arch = "sm_90", .relocatable_device_code = true});
     cudrv::linker lk({.arch = "sm_90"});
     const cudrv::object_code linked = lk.add(cudrv::object_code(cudrv::code_kind::cubin, unit, "rdc.cubin")).link();
     const std::string cubin(linked.bytes());
@@ -171,8 +185,7 @@ TEST_CASE("code metadata: nvJitLink's link of -rdc units lists their kernels onl
   }
 }
 
-TEST_CASE("code metadata: a kernel whose .nv.info section is missing leaves the layouts to the driver",
-          "[metadata]") {
+TEST_CASE("code metadata: a kernel whose .nv.info section is missing leaves the layouts to the driver", "[metadata]") {
   std::string cubin = cubin_of("layouts.cu", source, {.arch = "sm_90"});
   std::size_t name = 0;
   REQUIRE(section_named(cubin, ".nv.info.plain", name) != 0);

@@ -158,11 +158,10 @@ TEST_CASE("compile_cache: any change to the key is a miss", "[compile_cache]") {
   };
   expect_miss("source", cudrv::program("saxpy.cu", std::string(saxpy_source) + "\n// changed\n", base.headers()),
               cudrv::code_kind::ptx, sm90, float_expr);
-  expect_miss("program name", cudrv::program("other.cu", base.source(), base.headers()), cudrv::code_kind::ptx,
-              sm90, float_expr);
+  expect_miss("program name", cudrv::program("other.cu", base.source(), base.headers()), cudrv::code_kind::ptx, sm90,
+              float_expr);
   expect_miss("header content", saxpy_program("#define OFFSET 1\n"), cudrv::code_kind::ptx, sm90, float_expr);
-  expect_miss("header name",
-              cudrv::program("saxpy.cu", base.source(), {base.headers()[0], {"unused.cuh", ""}}),
+  expect_miss("header name", cudrv::program("saxpy.cu", base.source(), {base.headers()[0], {"unused.cuh", ""}}),
               cudrv::code_kind::ptx, sm90, float_expr);
   expect_miss("a define", base, cudrv::code_kind::ptx, {.arch = "sm_90", .defines = {"X=1"}}, float_expr);
   expect_miss("a flag", base, cudrv::code_kind::ptx, {.arch = "sm_90", .fmad = false}, float_expr);
@@ -384,8 +383,9 @@ TEST_CASE("compile_cache: headers in the current directory and include paths are
     CHECK(cache.stats().hits == 1);
   }
   SECTION("__has_include: a header that appears later changes the key") {
-    const cudrv::program prog("disk.cu", "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#else\n#define VAL 3\n#endif\n"
-                                         "extern \"C\" __global__ void k(int* p) { *p = VAL; }\n");
+    const cudrv::program prog("disk.cu",
+                              "#if __has_include(\"opt.h\")\n#include \"opt.h\"\n#else\n#define VAL 3\n#endif\n"
+                              "extern \"C\" __global__ void k(int* p) { *p = VAL; }\n");
     CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 3));
     write_all(dir.path / "opt.h", "#define VAL 4\n");
     CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 4));
@@ -404,8 +404,9 @@ TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[comp
   temp_dir dir;
   cudrv::compile_cache cache((dir.path / "cache").string());
   SECTION("an include through a macro") {
-    const cudrv::program prog("macro.cu", "#define HEADER \"value.cuh\"\n#include HEADER\n"
-                                          "extern \"C\" __global__ void k(int* p) { *p = VALUE; }\n",
+    const cudrv::program prog("macro.cu",
+                              "#define HEADER \"value.cuh\"\n#include HEADER\n"
+                              "extern \"C\" __global__ void k(int* p) { *p = VALUE; }\n",
                               {{"value.cuh", "#define VALUE 5\n"}});
     CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 5));
     CHECK(stores(cache.compile(prog, cudrv::code_kind::ptx, sm90), 5));
@@ -414,7 +415,8 @@ TEST_CASE("compile_cache: includes the key cannot hold are never cached", "[comp
   SECTION("explicit precompiled header files and timing files") {
     const auto prog = saxpy_program();
     fs::create_directories(dir.path / "pch");
-    cudrv::compile_options pch{.arch = "sm_90", .extra_options = {"--create-pch=" + (dir.path / "pch" / "s.pch").string()}};
+    cudrv::compile_options pch{.arch = "sm_90",
+                               .extra_options = {"--create-pch=" + (dir.path / "pch" / "s.pch").string()}};
     (void)cache.compile(prog, cudrv::code_kind::ptx, pch, float_expr);
     cudrv::compile_options timed{.arch = "sm_90", .extra_options = {"-time=" + (dir.path / "time.csv").string()}};
     (void)cache.compile(prog, cudrv::code_kind::ptx, timed, float_expr);
@@ -624,7 +626,7 @@ TEST_CASE("compile_cache: a hit is fast", "[compile_cache]") {
   CHECK(cache.stats().hits == hits);
   using us = std::chrono::duration<double, std::micro>;
   WARN("compile_cache: miss (NVRTC compile + store) " << us(miss).count() << " us, hit " << us(per_hit).count()
-                                                       << " us (mean of " << hits << ")");
+                                                      << " us (mean of " << hits << ")");
 }
 
 // --- issue 31: what NVRTC reads, and a directory that others can write -----------------------------
@@ -675,7 +677,8 @@ TEST_CASE("compile_cache: include options with the blanks NVRTC strips key the h
   }
   SECTION("\"--pre-include=<file> \"") {
     const cudrv::program pre("pre.cu", val_kernel);
-    check_edit_is_seen(cache, pre, {.arch = "sm_90", .extra_options = {"--pre-include=" + (inc / "val.h").string() + " "}},
+    check_edit_is_seen(cache, pre,
+                       {.arch = "sm_90", .extra_options = {"--pre-include=" + (inc / "val.h").string() + " "}},
                        inc / "val.h");
   }
   SECTION("\"-I\" and the directory as the next option") {
@@ -865,7 +868,8 @@ TEST_CASE("compile_cache: a huge sparse header on disk does not make the scan al
     }
   }
   // Never included by NVRTC (#if 0), but a candidate the scan looks at.
-  const cudrv::program prog("probe.cu", "#if 0\n#include \"huge.h\"\n#endif\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n");
+  const cudrv::program prog("probe.cu",
+                            "#if 0\n#include \"huge.h\"\n#endif\nextern \"C\" __global__ void k(int* p) { *p = 1; }\n");
   std::optional<cudrv::compile_result> r;
   CHECK_NOTHROW(r = cache.compile(prog, cudrv::code_kind::ptx, sm90));
   REQUIRE(r.has_value());

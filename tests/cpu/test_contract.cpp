@@ -95,9 +95,9 @@ struct address_of<std::span<T>> {
 };
 
 template <class O>
-concept move_only = !std::is_copy_constructible_v<O> && !std::is_copy_assignable_v<O> &&
-                    std::is_nothrow_move_constructible_v<O> && std::is_nothrow_move_assignable_v<O> &&
-                    std::is_nothrow_destructible_v<O>;
+concept move_only =
+    !std::is_copy_constructible_v<O> && !std::is_copy_assignable_v<O> && std::is_nothrow_move_constructible_v<O> &&
+    std::is_nothrow_move_assignable_v<O> && std::is_nothrow_destructible_v<O>;
 
 template <class O, class V>
 concept views_lvalues = std::is_convertible_v<O&, V> && std::is_convertible_v<const O&, const_view_t<V>>;
@@ -105,8 +105,9 @@ concept views_lvalues = std::is_convertible_v<O&, V> && std::is_convertible_v<co
 template <class O, class V>
 concept refuses_rvalues = !std::is_convertible_v<O, V> && !std::is_convertible_v<O, const_view_t<V>> &&
                           !std::is_convertible_v<const O, const_view_t<V>> && !std::is_constructible_v<V, O> &&
-                          !std::is_constructible_v<const_view_t<V>, O> &&
-                          !requires { const_view_t<V>{std::declval<O>()}; };
+                          !std::is_constructible_v<const_view_t<V>, O> && !requires {
+  const_view_t<V>{std::declval<O>()};
+};
 
 template <class O, class V>
 concept memory_const_correct = !std::is_convertible_v<const O&, V> && !std::is_constructible_v<V, const O&> &&
@@ -115,7 +116,8 @@ concept memory_const_correct = !std::is_convertible_v<const O&, V> && !std::is_c
 
 template <class V>
 concept usable_through_const = requires(const V v) {
-  { v.native_handle() } noexcept;
+  { v.native_handle() }
+  noexcept;
 };
 
 template <class O, class V>
@@ -129,12 +131,15 @@ concept adopts = requires {
 
 template <class O, class... A>
 concept releases = requires(O& o) {
-  { o.release() } noexcept;
-} && (std::is_same_v<std::remove_cvref_t<decltype(std::declval<O&>().release())>, std::remove_cvref_t<A>> || ...);
+  { o.release() }
+  noexcept;
+}
+&&(std::is_same_v<std::remove_cvref_t<decltype(std::declval<O&>().release())>, std::remove_cvref_t<A>> || ...);
 
 template <class O>
 concept resets = requires(O& o) {
-  { o.reset() } noexcept -> std::same_as<void>;
+  { o.reset() }
+  noexcept->std::same_as<void>;
 };
 
 template <class O>
@@ -143,9 +148,9 @@ concept tests_as_bool = std::is_nothrow_constructible_v<bool, const O&> && !std:
 // A handle view is not made from 0 or nullptr (`stream_ref(0)` would silently mean something); a span
 // of nothing is an ordinary empty span.
 template <class O, class V>
-concept view_is_value = std::is_trivially_copyable_v<V> && !std::is_base_of_v<V, O> &&
-                        (is_memory_view_v<V> ||
-                         (!std::is_constructible_v<V, std::nullptr_t> && !std::is_constructible_v<V, int>));
+concept view_is_value =
+    std::is_trivially_copyable_v<V> && !std::is_base_of_v<V, O> &&
+    (is_memory_view_v<V> || (!std::is_constructible_v<V, std::nullptr_t> && !std::is_constructible_v<V, int>));
 
 template <class O, class V>
 concept gives_addresses = requires(O& o) {
@@ -181,7 +186,9 @@ constexpr bool check(owner<O, V, adopt<A...>, waive<W...>>) {
 template <class V, class... A>
 constexpr bool check(view<V, adopt<A...>>) {
   static_assert(std::is_trivially_copyable_v<V>);
-  static_assert(requires { { V::from_native_handle(std::declval<A>()...) } -> std::same_as<V>; });
+  static_assert(requires {
+    { V::from_native_handle(std::declval<A>()...) } -> std::same_as<V>;
+  });
   static_assert(noexcept(V::from_native_handle(std::declval<A>()...)), "a view adopts a raw handle noexcept");
   static_assert(!std::is_constructible_v<V, std::nullptr_t> && !std::is_constructible_v<V, int>);
   return true;
@@ -241,8 +248,8 @@ using owners = list<
           waive<r::no_rvalue_view>>,
     owner<cudrv::managed_buffer<float>, std::span<float>, adopt<float*, std::size_t, context_ref>,
           waive<r::no_rvalue_view>>,
-    owner<cudrv::host_accessible_pool_buffer<float>, std::span<float>, adopt<float*, std::size_t, stream_ref, cudrv::memory_pool_ref>,
-          waive<r::no_rvalue_view>>,
+    owner<cudrv::host_accessible_pool_buffer<float>, std::span<float>,
+          adopt<float*, std::size_t, stream_ref, cudrv::memory_pool_ref>, waive<r::no_rvalue_view>>,
     // A growable buffer owns a reserved address range and the physical allocations it maps as it grows:
     // no single handle to adopt or hand off (its pieces have their own owners, address_range and
     // physical_allocation).
@@ -290,22 +297,17 @@ using owners = list<
     >;
 
 // Views that adopt a raw handle: noexcept, no call.
-using views = list<
-    view<cudrv::stream_ref, adopt<CUstream>>,
-    view<cudrv::event_ref, adopt<CUevent>>,
-    view<cudrv::graph_ref, adopt<CUgraph>>,
-    view<cudrv::graph_exec_ref, adopt<CUgraphExec, context_ref>>,
-    view<cudrv::green_context_ref, adopt<CUgreenCtx>>,
-    view<cudrv::physical_allocation_ref, adopt<CUmemGenericAllocationHandle, std::size_t>>,
-    view<cudrv::address_range_ref, adopt<CUdeviceptr, std::size_t>>,
-    view<cudrv::memory_mapping_ref, adopt<CUdeviceptr, std::size_t>>,
-    view<cudrv::library_ref, adopt<CUlibrary>>,
-    view<cudrv::kernel_ref, adopt<CUkernel>>,
-    view<cudrv::typed_kernel_ref<sig>, adopt<CUkernel>>,
-    view<cudrv::texture_object_ref, adopt<CUtexObject>>,
-    view<cudrv::surface_object_ref, adopt<CUsurfObject>>,
-    view<cudrv::nccl::communicator_ref, adopt<ncclComm*>>,
-    view<cudrv::nccl::communicator_ref, adopt<ncclComm*, int, int>>>;
+using views =
+    list<view<cudrv::stream_ref, adopt<CUstream>>, view<cudrv::event_ref, adopt<CUevent>>,
+         view<cudrv::graph_ref, adopt<CUgraph>>, view<cudrv::graph_exec_ref, adopt<CUgraphExec, context_ref>>,
+         view<cudrv::green_context_ref, adopt<CUgreenCtx>>,
+         view<cudrv::physical_allocation_ref, adopt<CUmemGenericAllocationHandle, std::size_t>>,
+         view<cudrv::address_range_ref, adopt<CUdeviceptr, std::size_t>>,
+         view<cudrv::memory_mapping_ref, adopt<CUdeviceptr, std::size_t>>, view<cudrv::library_ref, adopt<CUlibrary>>,
+         view<cudrv::kernel_ref, adopt<CUkernel>>, view<cudrv::typed_kernel_ref<sig>, adopt<CUkernel>>,
+         view<cudrv::texture_object_ref, adopt<CUtexObject>>, view<cudrv::surface_object_ref, adopt<CUsurfObject>>,
+         view<cudrv::nccl::communicator_ref, adopt<ncclComm*>>,
+         view<cudrv::nccl::communicator_ref, adopt<ncclComm*, int, int>>>;
 // array_ref::from_native_handle asks the driver for the array's format (cuArray3DGetDescriptor) and
 // can throw: a typed array view checks its element type against the array's, and a raw CUarray does
 // not say it. Adopting with a known description does not call the driver.
@@ -341,7 +343,9 @@ static_assert(std::is_convertible_v<const cudrv::graph_exec&, cudrv::graph_exec_
 
 // A function taking a view by value accepts a named owner and refuses a temporary one.
 template <class V, class O>
-concept passes_as = requires(void (*f)(V), O&& o) { f(std::forward<O>(o)); };
+concept passes_as = requires(void (*f)(V), O&& o) {
+  f(std::forward<O>(o));
+};
 static_assert(passes_as<cudrv::stream_ref, cudrv::stream&>);
 static_assert(!passes_as<cudrv::stream_ref, cudrv::stream>);
 static_assert(!passes_as<cudrv::event_ref, cudrv::event&&>);
@@ -349,7 +353,8 @@ static_assert(!passes_as<cudrv::event_ref, cudrv::event&&>);
 // One meaning of data() and get(): data() is the address in the space the memory is used from,
 // get() the typed pointer; a const buffer hands out read-only access.
 static_assert(std::is_same_v<decltype(std::declval<const cudrv::pinned_buffer<float>&>().data()), const float*>);
-static_assert(std::is_same_v<decltype(std::declval<const cudrv::host_accessible_pool_buffer<float>&>().get()), const float*>);
+static_assert(
+    std::is_same_v<decltype(std::declval<const cudrv::host_accessible_pool_buffer<float>&>().get()), const float*>);
 static_assert(std::is_same_v<decltype(std::declval<cudrv::device_span<float>&>().data()), CUdeviceptr>);
 static_assert(std::is_same_v<decltype(std::declval<cudrv::device_span<float>&>().get()), float*>);
 static_assert(std::is_same_v<decltype(std::declval<const cudrv::imported_buffer<float>&>().view()),
@@ -435,6 +440,6 @@ TEST_CASE("contract: an executable graph's view carries its handle and context",
   CHECK(adopted.native_handle() == raw);
   CHECK(adopted.context() == ctx);
   const auto bare = cudrv::graph_exec_ref::from_native_handle(raw);
-  CHECK(bare == adopted);  // the same executable
+  CHECK(bare == adopted);                            // the same executable
   CHECK(bare.context().native_handle() == nullptr);  // updates run in the current context
 }

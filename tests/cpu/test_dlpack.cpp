@@ -144,8 +144,7 @@ struct handmade {
   std::vector<std::int64_t> shape;
   std::vector<std::int64_t> strides;
 
-  handmade(DLDataType dtype, std::vector<std::int64_t> extents, std::uintptr_t data,
-           DLDevice device = {kDLCUDA, 0})
+  handmade(DLDataType dtype, std::vector<std::int64_t> extents, std::uintptr_t data, DLDevice device = {kDLCUDA, 0})
       : shape(std::move(extents)) {
 #if CUDRV_DLPACK_HAS_VERSIONED
     if constexpr (std::is_same_v<M, DLManagedTensorVersioned>) {
@@ -364,14 +363,16 @@ TEST_CASE("dlpack: strides and shape survive the round trip", "[dlpack]") {
       CHECK(v.get()[i * v.stride(0) + j * v.stride(1)] == host[static_cast<std::size_t>(i + 4 * j)]);
     }
   }
-  CHECK_THROWS_WITH(cudrv::to_dlpack(cudrv::strided_view<float>(host.data(), shape, std::span<const std::int64_t>(column_major, 1),
+  CHECK_THROWS_WITH(cudrv::to_dlpack(cudrv::strided_view<float>(host.data(), shape,
+                                                                std::span<const std::int64_t>(column_major, 1),
                                                                 {kDLCPU, 0}),
                                      nullptr),
                     Catch::Contains("1 strides for 2 dimensions"));
   // A zero-dimensional tensor (a scalar): no shape, no strides, one element.
   float scalar = 3.5f;
-  auto s = cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(&scalar, {}, {}, {kDLCPU, 0}), nullptr),
-                                     unchecked(cudrv::dlpack_requirements::host()));
+  auto s =
+      cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(&scalar, {}, {}, {kDLCPU, 0}), nullptr),
+                                unchecked(cudrv::dlpack_requirements::host()));
   CHECK(s.view().ndim() == 0);
   CHECK(s.size() == 1);
   CHECK(*s.get() == 3.5f);
@@ -432,7 +433,8 @@ TEST_CASE("dlpack: the deleter runs exactly once on every path", "[dlpack]") {
     t.reset();
     CHECK(a.count() == 1);
     DLManagedTensor* raw = export_counted(b).release();
-    CHECK_THROWS_AS(cudrv::from_dlpack<float>(raw, unchecked(cudrv::dlpack_requirements::host())), cudrv::invalid_argument_error);
+    CHECK_THROWS_AS(cudrv::from_dlpack<float>(raw, unchecked(cudrv::dlpack_requirements::host())),
+                    cudrv::invalid_argument_error);
     CHECK(b.count() == 1);
   }
   SECTION("a refused export builds nothing and lets its owner go") {

@@ -73,8 +73,7 @@ TEST_CASE("driverless: device queries throw driver_unavailable_error", "[driverl
   CHECK(dev.ordinal() == 0);
   require_driver_unavailable("device::name()", [&] { (void)dev.name(); });
   require_driver_unavailable("device::uuid()", [&] { (void)dev.uuid(); });
-  require_driver_unavailable("device::attribute()",
-                             [&] { (void)dev.attribute(cudrv::device_attributes::warp_size); });
+  require_driver_unavailable("device::attribute()", [&] { (void)dev.attribute(cudrv::device_attributes::warp_size); });
   require_driver_unavailable("device::total_memory()", [&] { (void)dev.total_memory(); });
   require_driver_unavailable("device::free_memory()", [&] { (void)dev.free_memory(); });
   require_driver_unavailable("device::primary_context()", [&] { (void)dev.primary_context(); });
@@ -104,7 +103,8 @@ TEST_CASE("driverless: operations on views throw driver_unavailable_error", "[dr
   const cudrv::stream_ref s(fake_stream());
   const cudrv::event_ref ev(fake_event());
   require_driver_unavailable("stream_ref::synchronize()", [&] { s.synchronize(); });
-  require_driver_unavailable("legacy_default().synchronize()", [] { cudrv::stream_ref::legacy_default().synchronize(); });
+  require_driver_unavailable("legacy_default().synchronize()",
+                             [] { cudrv::stream_ref::legacy_default().synchronize(); });
   require_driver_unavailable("stream_ref::is_done()", [&] { (void)s.is_done(); });
   require_driver_unavailable("stream_ref::enqueue()", [&] { s.enqueue([] {}); });
   require_driver_unavailable("stream_ref::wait(event)", [&] { s.wait(ev); });

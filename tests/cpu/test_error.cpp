@@ -125,13 +125,15 @@ TEST_CASE("error subtypes are caught through the base and keep their fields", "[
     try {
       throw exception;
     } catch (const cudrv::error& e) {
-      return std::string(e.name()) + "|" + (dynamic_cast<const decltype(exception)*>(&e) != nullptr ? "same" : "sliced");
+      return std::string(e.name()) + "|" +
+             (dynamic_cast<const decltype(exception)*>(&e) != nullptr ? "same" : "sliced");
     }
   };
   CHECK(thrown(cudrv::out_of_memory_error(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc")) == "CUDA_ERROR_OUT_OF_MEMORY|same");
   CHECK(thrown(cudrv::not_supported_error(CUDA_ERROR_NOT_SUPPORTED, "cuMemAdvise")) == "CUDA_ERROR_NOT_SUPPORTED|same");
   CHECK(thrown(cudrv::driver_unavailable_error(CUDA_ERROR_NO_DEVICE, "cuInit")) == "CUDA_ERROR_NO_DEVICE|same");
-  CHECK(thrown(cudrv::context_fault_error(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize")) == "CUDA_ERROR_ILLEGAL_ADDRESS|same");
+  CHECK(thrown(cudrv::context_fault_error(CUDA_ERROR_ILLEGAL_ADDRESS, "cuStreamSynchronize")) ==
+        "CUDA_ERROR_ILLEGAL_ADDRESS|same");
   CHECK(thrown(cudrv::fork_error("cuMemAlloc", {})) == "CUDA_ERROR_NOT_INITIALIZED|same");
   // The figures of an out-of-memory error travel with it; unknown ones say so.
   const cudrv::out_of_memory_error oom(CUDA_ERROR_OUT_OF_MEMORY, "cuMemAlloc", "4 KiB requested",
@@ -165,7 +167,8 @@ TEST_CASE("failed driver calls map to the matching error subtype", "[driverless]
   CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_STUB_LIBRARY); }).has_value());
   CHECK(catch_as<cudrv::driver_unavailable_error>([&] { raise(CUDA_ERROR_SYSTEM_DRIVER_MISMATCH); }).has_value());
   // Sticky faults: the context is unusable, whatever the call was.
-  for (CUresult code : {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ASSERT, CUDA_ERROR_MISALIGNED_ADDRESS}) {
+  for (CUresult code :
+       {CUDA_ERROR_ILLEGAL_ADDRESS, CUDA_ERROR_LAUNCH_FAILED, CUDA_ERROR_ASSERT, CUDA_ERROR_MISALIGNED_ADDRESS}) {
     auto e = catch_as<cudrv::context_fault_error>([&] { raise(code); });
     REQUIRE(e.has_value());
     CHECK(e->is_sticky());

@@ -33,18 +33,19 @@ struct example_source {
   bool arch_specific;
 };
 
-#define CUDRV_EXAMPLE_SOURCE(ns)                                                          \
-  example_source {                                                                        \
-    #ns, example::ns##_kernels::source, &example::ns##_kernels::name_expressions,         \
-        example::ns##_kernels::arch_specific                                              \
+#define CUDRV_EXAMPLE_SOURCE(ns)                                                                                       \
+  example_source {                                                                                                     \
+#ns, example::ns##_kernels::source, &example::ns##_kernels::name_expressions, example::ns##_kernels::arch_specific \
   }
 
 const std::vector<example_source>& all_examples() {
   static const std::vector<example_source> all{
-      CUDRV_EXAMPLE_SOURCE(vector_add), CUDRV_EXAMPLE_SOURCE(saxpy),     CUDRV_EXAMPLE_SOURCE(reduce),
-      CUDRV_EXAMPLE_SOURCE(transpose),  CUDRV_EXAMPLE_SOURCE(sgemm),     CUDRV_EXAMPLE_SOURCE(histogram),
-      CUDRV_EXAMPLE_SOURCE(heat),       CUDRV_EXAMPLE_SOURCE(monte_carlo_pi), CUDRV_EXAMPLE_SOURCE(overlap),
-      CUDRV_EXAMPLE_SOURCE(pdl),        CUDRV_EXAMPLE_SOURCE(integer_sum), CUDRV_EXAMPLE_SOURCE(heat_halo),
+      CUDRV_EXAMPLE_SOURCE(vector_add),     CUDRV_EXAMPLE_SOURCE(saxpy),
+      CUDRV_EXAMPLE_SOURCE(reduce),         CUDRV_EXAMPLE_SOURCE(transpose),
+      CUDRV_EXAMPLE_SOURCE(sgemm),          CUDRV_EXAMPLE_SOURCE(histogram),
+      CUDRV_EXAMPLE_SOURCE(heat),           CUDRV_EXAMPLE_SOURCE(monte_carlo_pi),
+      CUDRV_EXAMPLE_SOURCE(overlap),        CUDRV_EXAMPLE_SOURCE(pdl),
+      CUDRV_EXAMPLE_SOURCE(integer_sum),    CUDRV_EXAMPLE_SOURCE(heat_halo),
       CUDRV_EXAMPLE_SOURCE(texture_resize), CUDRV_EXAMPLE_SOURCE(hopper_gemm),
   };
   return all;

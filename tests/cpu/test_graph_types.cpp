@@ -43,18 +43,17 @@ TEST_CASE("graphs need a driver: a clear error without one, and empty handles ar
   CHECK(catch_as<cudrv::driver_unavailable_error>([] { cudrv::graph g; }));
   auto empty = cudrv::graph::from_native_handle(nullptr);
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)empty.add_empty(); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)empty.instantiate(cudrv::context_ref(static_cast<CUcontext>(nullptr)), {}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)empty.instantiate(cudrv::context_ref(static_cast<CUcontext>(nullptr)), {}); }));
   CHECK(catch_as<cudrv::invalid_argument_error>(
       [&] { cudrv::graph_builder b(empty, cudrv::context_ref(static_cast<CUcontext>(nullptr))); }));
   auto exec = cudrv::graph_exec::from_native_handle(nullptr, cudrv::context_ref(static_cast<CUcontext>(nullptr)));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { exec.launch(cudrv::stream_ref::legacy_default()); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>(
-      [] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
 }
 
 #if defined(CUDRV_TEST_INTERNALS)
-TEST_CASE("graph node kinds: every enumerator has a name of its own, and no value reads past a table",
-          "[graph]") {
+TEST_CASE("graph node kinds: every enumerator has a name of its own, and no value reads past a table", "[graph]") {
   using cudrv::graph_node_kind;
   // The enumerators run from kernel (0) to other, the last; a kind added after other must extend this.
   std::set<std::string> names;
@@ -66,7 +65,8 @@ TEST_CASE("graph node kinds: every enumerator has a name of its own, and no valu
     CHECK(names.insert(name).second);
   }
   CHECK(names.size() == 13);
-  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::stream_memory_ops)) == "stream memory operations");
+  CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::stream_memory_ops)) ==
+        "stream memory operations");
   CHECK(std::string(cudrv::detail::graph_node_kind_name(graph_node_kind::other)) == "other");
   // Values no enumerator has (a cast) get a name too, read from no table.
   for (int k : {static_cast<int>(graph_node_kind::other) + 1, 99, -1}) {

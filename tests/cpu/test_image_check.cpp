@@ -180,7 +180,8 @@ TEST_CASE("image checks: corrupted fatbins are refused, each with its field", "[
   poke<std::uint64_t>(padded, 8, peek<std::uint64_t>(padded, 8) + 8);
   CHECK_NOTHROW(cudrv::object_code(cudrv::code_kind::fatbin, padded).validate());
   // The cubin inside the fatbin is checked too: its machine, in its ELF header.
-  const std::size_t elf = good.find("\x7f" "ELF");
+  const std::size_t elf = good.find("\x7f"
+                                    "ELF");
   REQUIRE(elf != std::string::npos);
   CHECK(contains(with([&](std::string& b) { poke<std::uint16_t>(b, elf + 18, 62); }),
                  "fatbin: entry 0 at offset 16: cubin: ELF machine 62"));
@@ -191,7 +192,8 @@ TEST_CASE("image checks: PTX must be text that starts with .version", "[image_ch
   CHECK(contains(refusal(cudrv::code_kind::ptx, std::string("abc\0def", 7)), "NUL byte at offset 3"));
   CHECK_NOTHROW(cudrv::object_code(cudrv::code_kind::ptx, ptx + std::string(3, '\0')).validate());  // padding
   CHECK(contains(refusal(cudrv::code_kind::ptx, nvrtc_cubin()), "is it a binary image?"));
-  CHECK(contains(refusal(cudrv::code_kind::ptx, ptx.substr(0, 10) + "\x01" + ptx.substr(10)), "byte 0x01 at offset 10"));
+  CHECK(
+      contains(refusal(cudrv::code_kind::ptx, ptx.substr(0, 10) + "\x01" + ptx.substr(10)), "byte 0x01 at offset 10"));
   CHECK(contains(refusal(cudrv::code_kind::ptx, "// only a comment\n"), "holds no PTX"));
   CHECK(contains(refusal(cudrv::code_kind::ptx, ".target sm_90\n.version 8.0\n"), "does not start with a .version"));
   CHECK(contains(refusal(cudrv::code_kind::ptx, "/* not closed .version 8.0"), "is not closed"));
@@ -226,7 +228,8 @@ TEST_CASE("image checks: linker::add refuses a malformed input before nvJitLink 
       [&] { l.add(cudrv::object_code(cudrv::code_kind::cubin, cut, "half.cubin")); });
   REQUIRE(e.has_value());
   CHECK(e->api() == "cudrv::linker::add");
-  CHECK(contains(e->what(), "input 'half.cubin' (cubin, " + std::to_string(cut.size()) + " bytes) is malformed: cubin: "));
+  CHECK(contains(e->what(),
+                 "input 'half.cubin' (cubin, " + std::to_string(cut.size()) + " bytes) is malformed: cubin: "));
   // The linker is still usable: a whole input is added and linked.
   l.add(cudrv::object_code(cudrv::code_kind::cubin, nvrtc_cubin(), "whole.cubin"));
   const cudrv::object_code out = l.link();

@@ -21,9 +21,9 @@
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
+using cudrv::test::contains;
 using cudrv::test::is_cuda_elf;
 using cudrv::test::require_invalid_argument;
-using cudrv::test::contains;
 
 namespace {
 
@@ -45,8 +45,6 @@ const cudrv::compile_options rdc{.arch = "sm_90", .relocatable_device_code = tru
 cudrv::object_code compile(const char* name, const char* source, cudrv::code_kind kind) {
   return cudrv::program(name, source).compile(kind, rdc).code;
 }
-
-
 
 }  // namespace
 
@@ -172,8 +170,8 @@ TEST_CASE("linker: a garbage input is refused naming the input", "[linker]") {
 
 TEST_CASE("linker: input and lifecycle errors are refused before nvJitLink is called", "[linker]") {
   cudrv::linker lk({.arch = "sm_90"});
-  auto empty = require_invalid_argument(
-      "empty input", [&] { lk.add(cudrv::object_code(cudrv::code_kind::ptx, "", "empty.ptx")); });
+  auto empty = require_invalid_argument("empty input",
+                                        [&] { lk.add(cudrv::object_code(cudrv::code_kind::ptx, "", "empty.ptx")); });
   CHECK(contains(empty.what(), "empty.ptx"));
   CHECK(contains(empty.what(), "empty"));
   auto lto = require_invalid_argument("LTO-IR without -lto",
@@ -190,8 +188,8 @@ TEST_CASE("linker: input and lifecycle errors are refused before nvJitLink is ca
 }
 
 TEST_CASE("linker: an option nvJitLink does not know throws link_error at construction", "[linker]") {
-  auto e = catch_as<cudrv::link_error>(
-      [] { cudrv::linker lk({.arch = "sm_90", .extra_options = {"-no-such-option"}}); });
+  auto e =
+      catch_as<cudrv::link_error>([] { cudrv::linker lk({.arch = "sm_90", .extra_options = {"-no-such-option"}}); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->api() == "nvJitLinkCreate");
@@ -214,9 +212,9 @@ TEST_CASE("link_options: the nvJitLink option list", "[linker][driverless]") {
                               .output = cudrv::code_kind::ptx,
                               .extra_options = {"-split-compile=0"}};
   using list = std::vector<std::string>;
-  CHECK(options.to_nvjitlink_options() ==
-        list{"-arch=sm_90a", "-lto", "-ptx", "-O3", "-g", "-lineinfo", "-ftz=false", "-prec-div=true",
-             "-prec-sqrt=false", "-fma=true", "-maxrregcount=32", "-verbose", "-split-compile=0"});
+  CHECK(options.to_nvjitlink_options() == list{"-arch=sm_90a", "-lto", "-ptx", "-O3", "-g", "-lineinfo", "-ftz=false",
+                                               "-prec-div=true", "-prec-sqrt=false", "-fma=true", "-maxrregcount=32",
+                                               "-verbose", "-split-compile=0"});
   CHECK(cudrv::link_options{.arch = "90"}.to_nvjitlink_options() == list{"-arch=sm_90"});
 }
 

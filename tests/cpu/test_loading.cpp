@@ -18,14 +18,14 @@ using cudrv::test::contains;
 namespace {
 
 std::string temp_path(const std::string& name) {
-  return (std::filesystem::temp_directory_path() / ("cudrv-loading-" + std::to_string(::getpid()) + "-" + name)).string();
+  return (std::filesystem::temp_directory_path() / ("cudrv-loading-" + std::to_string(::getpid()) + "-" + name))
+      .string();
 }
 
 const cudrv::object_code& nvrtc_cubin() {
-  static const cudrv::object_code code =
-      cudrv::program("k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }")
-          .compile(cudrv::code_kind::cubin, {.arch = "sm_90"})
-          .code;
+  static const cudrv::object_code code = cudrv::program("k.cu", "extern \"C\" __global__ void k(int* p) { *p = 1; }")
+                                             .compile(cudrv::code_kind::cubin, {.arch = "sm_90"})
+                                             .code;
   return code;
 }
 
@@ -39,7 +39,9 @@ E require_error(F&& f) {
 }  // namespace
 
 TEST_CASE("object_code: files round-trip and the kind comes from the extension", "[loading]") {
-  const std::string bytes("\x7f" "ELF\0binary\0bytes", 17);
+  const std::string bytes("\x7f"
+                          "ELF\0binary\0bytes",
+                          17);
   for (auto [ext, kind] : {std::pair{".ptx", cudrv::code_kind::ptx}, std::pair{".cubin", cudrv::code_kind::cubin},
                            std::pair{".fatbin", cudrv::code_kind::fatbin}, std::pair{".ltoir", cudrv::code_kind::ltoir},
                            std::pair{".o", cudrv::code_kind::object}, std::pair{".a", cudrv::code_kind::library}}) {
@@ -54,7 +56,8 @@ TEST_CASE("object_code: files round-trip and the kind comes from the extension",
     CHECK(read.name() == path);
     CHECK(read.data()[read.size()] == '\0');  // PTX needs the terminating NUL
   }
-  auto unknown = require_error<cudrv::invalid_argument_error>([] { (void)cudrv::object_code::from_file("/tmp/k.bin"); });
+  auto unknown =
+      require_error<cudrv::invalid_argument_error>([] { (void)cudrv::object_code::from_file("/tmp/k.bin"); });
   CHECK(contains(unknown.what(), ".ptx .cubin .fatbin .ltoir .o .a"));
   auto missing = require_error<cudrv::invalid_argument_error>(
       [] { (void)cudrv::object_code::from_file("/nonexistent/dir/k.cubin"); });
@@ -116,7 +119,9 @@ TEST_CASE("library: images refused before the driver, each with what to fix", "[
 
   // Option values are checked before the driver too.
   const cudrv::object_code ptx(cudrv::code_kind::ptx, ".version 8.0\n", "k.ptx");
-  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.optimization_level = 5}); }).what(),
+  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] {
+                   cudrv::library l(ptx, {.optimization_level = 5});
+                 }).what(),
                  "0 to 4"));
   CHECK(contains(require_error<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.target = 1000}); }).what(),
                  "major * 10 + minor"));
@@ -164,8 +169,7 @@ TEST_CASE("typed kernels: arity and parameter types are part of the type", "[loa
   CHECK(k.cached_signature() == nullptr);
 }
 
-TEST_CASE("launch refuses dynamic shared memory beyond 32 bits before the driver",
-          "[loading][driverless]") {
+TEST_CASE("launch refuses dynamic shared memory beyond 32 bits before the driver", "[loading][driverless]") {
   CUDRV_REQUIRE_DRIVERLESS();
   cudrv::stream_ref legacy = cudrv::stream_ref::legacy_default();
   auto k = cudrv::typed_kernel_ref<void(int)>::from_native_handle(reinterpret_cast<CUkernel>(std::uintptr_t{0x1000}));

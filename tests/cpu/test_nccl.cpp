@@ -49,13 +49,15 @@ void refused(F&& f, const std::string& api, const std::string& part) {
 // with a temporary buffer would deregister freed memory, one with a temporary communicator would call
 // ncclCommDeregister on a destroyed communicator, and a view of a temporary owner dangles at once.
 template <class C, class D>
-concept registrable = requires(C&& c, D&& d) { nccl::registration(std::forward<C>(c), std::forward<D>(d)); };
+concept registrable = requires(C&& c, D&& d) {
+  nccl::registration(std::forward<C>(c), std::forward<D>(d));
+};
 static_assert(registrable<nccl::communicator&, cudrv::device_buffer<float>&>);
 static_assert(registrable<const nccl::communicator&, const cudrv::device_buffer<float>&>);
 static_assert(registrable<nccl::communicator_ref, cudrv::device_span<float>>);  // a view, even a temporary
-static_assert(!registrable<nccl::communicator&, cudrv::device_buffer<float>>);   // a temporary buffer
+static_assert(!registrable<nccl::communicator&, cudrv::device_buffer<float>>);  // a temporary buffer
 static_assert(!registrable<nccl::communicator&, const cudrv::device_buffer<float>>);
-static_assert(!registrable<nccl::communicator, cudrv::device_buffer<float>&>);   // a temporary communicator
+static_assert(!registrable<nccl::communicator, cudrv::device_buffer<float>&>);  // a temporary communicator
 static_assert(std::is_convertible_v<const nccl::communicator&, nccl::communicator_ref>);
 static_assert(!std::is_convertible_v<nccl::communicator, nccl::communicator_ref>);
 static_assert(!std::is_constructible_v<nccl::communicator_ref, nccl::communicator>);
@@ -84,13 +86,15 @@ static_assert(nccl::writable_device_range<cudrv::device_span<float>>);
 static_assert(!nccl::writable_device_range<const cudrv::device_buffer<float>>);
 static_assert(!nccl::writable_device_range<cudrv::device_span<const float>>);
 // The handle model: the owner is move-only, the view trivially copyable, neither is the other.
-static_assert(!std::is_copy_constructible_v<nccl::communicator> && std::is_nothrow_move_constructible_v<nccl::communicator>);
+static_assert(!std::is_copy_constructible_v<nccl::communicator> &&
+              std::is_nothrow_move_constructible_v<nccl::communicator>);
 static_assert(std::is_trivially_copyable_v<nccl::communicator_ref>);
 static_assert(std::is_convertible_v<const nccl::communicator&, nccl::communicator_ref>);
 static_assert(!std::is_convertible_v<nccl::communicator_ref, nccl::communicator>);
 static_assert(!std::is_base_of_v<nccl::communicator_ref, nccl::communicator>);
 static_assert(!std::is_copy_constructible_v<nccl::group> && !std::is_move_constructible_v<nccl::group>);
-static_assert(!std::is_copy_constructible_v<nccl::registration> && std::is_nothrow_move_constructible_v<nccl::registration>);
+static_assert(!std::is_copy_constructible_v<nccl::registration> &&
+              std::is_nothrow_move_constructible_v<nccl::registration>);
 static_assert(std::is_base_of_v<cudrv::error, cudrv::nccl_error>);
 
 // A view adopting a raw handle is noexcept and calls no NCCL function; what it does not know is
@@ -148,17 +152,20 @@ TEST_CASE("nccl: all_gather and reduce_scatter check the rank multiple, in place
   refused([&] { comm.all_gather(fake_span(0), s); }, gather, "empty");
   const std::string scatter = "cudrv::nccl::communicator::reduce_scatter";
   constexpr auto sum = nccl::reduction::sum;
-  refused([&] { comm.reduce_scatter(fake_span(30), fake_span(10, 1), sum, s); }, scatter, "4 (ranks) times the destination");
+  refused([&] { comm.reduce_scatter(fake_span(30), fake_span(10, 1), sum, s); }, scatter,
+          "4 (ranks) times the destination");
   refused([&] { comm.reduce_scatter(fake_span(40), fake_span(0, 1), sum, s); }, scatter, "empty");
   refused([&] { comm.reduce_scatter(fake_span(6), sum, s); }, scatter, "does not split into 4 equal parts");
   // A source count overflowing nranks * count is refused too, not wrapped around.
-  refused([&] { comm.all_gather(fake_span(SIZE_MAX / 2), fake_span(SIZE_MAX / 2 * 4, 1), s); }, gather, "times the source");
+  refused([&] { comm.all_gather(fake_span(SIZE_MAX / 2), fake_span(SIZE_MAX / 2 * 4, 1), s); }, gather,
+          "times the source");
 }
 
 TEST_CASE("nccl: send and recv check the peer and the count", "[nccl]") {
   auto comm = nccl::communicator_ref::from_native_handle(fake_handle, 0, 2);
   cudrv::stream_ref s = cudrv::stream_ref::legacy_default();
-  refused([&] { comm.send(fake_span(4), 2, s); }, "cudrv::nccl::communicator::send", "peer 2 is not a rank of this communicator of 2");
+  refused([&] { comm.send(fake_span(4), 2, s); }, "cudrv::nccl::communicator::send",
+          "peer 2 is not a rank of this communicator of 2");
   refused([&] { comm.send(fake_span(4), -1, s); }, "cudrv::nccl::communicator::send", "peer -1");
   refused([&] { comm.send(fake_span(0), 1, s); }, "cudrv::nccl::communicator::send", "empty");
   refused([&] { comm.recv(fake_span(4), 5, s); }, "cudrv::nccl::communicator::recv", "peer 5");
@@ -186,7 +193,8 @@ TEST_CASE("nccl: an empty owner is refused by every operation, before NCCL", "[n
   cudrv::stream_ref s = cudrv::stream_ref::legacy_default();
   refused([&] { (void)comm.rank(); }, "cudrv::nccl::communicator::rank", "empty");
   refused([&] { (void)comm.size(); }, "cudrv::nccl::communicator::size", "empty");
-  refused([&] { comm.all_reduce(fake_span(4), nccl::reduction::sum, s); }, "cudrv::nccl::communicator::all_reduce", "empty");
+  refused([&] { comm.all_reduce(fake_span(4), nccl::reduction::sum, s); }, "cudrv::nccl::communicator::all_reduce",
+          "empty");
   refused([&] { comm.broadcast(fake_span(4), 0, s); }, "cudrv::nccl::communicator::broadcast", "empty");
   refused([&] { comm.send(fake_span(4), 0, s); }, "cudrv::nccl::communicator::send", "empty");
   refused([&] { (void)comm.split(0, 0); }, "cudrv::nccl::communicator::split", "empty");
@@ -205,7 +213,8 @@ TEST_CASE("nccl: creation arguments are checked before NCCL", "[nccl]") {
   refused([&] { (void)nccl::communicator::init_rank(id, 0, 0, dev); }, init_rank, "nranks 0");
   refused([&] { (void)nccl::communicator::init_rank(id, 2, 2, dev); }, init_rank, "rank 2 is not a rank");
   refused([&] { (void)nccl::communicator::init_rank(id, 2, -1, dev); }, init_rank, "rank -1");
-  refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.cga_cluster_size = 9}); }, init_rank, "cga_cluster_size 9");
+  refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.cga_cluster_size = 9}); }, init_rank,
+          "cga_cluster_size 9");
   refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.min_ctas = 4, .max_ctas = 2}); }, init_rank,
           "min_ctas 4 exceeds max_ctas 2");
   const std::string init_all = "cudrv::nccl::communicator::init_all";

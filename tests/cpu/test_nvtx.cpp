@@ -10,8 +10,8 @@
 // injection library loaded, nothing cudrv does reaches NVTX.
 #include <catch2/catch.hpp>
 
-#include <cudrv/nvtx.hpp>
 #include <dlfcn.h>
+#include <cudrv/nvtx.hpp>
 
 #include <cstdint>
 #include <cstdlib>
@@ -65,7 +65,7 @@ class recorder {
  public:
   // Null when NVTX_INJECTION64_PATH is not set (the case runs outside ctest).
   static const recorder* instance() {
-    static const recorder* r = [] () -> const recorder* {
+    static const recorder* r = []() -> const recorder* {
       const char* path = std::getenv("NVTX_INJECTION64_PATH");
       if (path == nullptr || path[0] == '\0') {
         return nullptr;
@@ -80,7 +80,8 @@ class recorder {
       rec->clear_ = reinterpret_cast<decltype(rec->clear_)>(dlsym(lib, "cudrv_nvtx_recorder_clear"));
       rec->initializations_ =
           reinterpret_cast<decltype(rec->initializations_)>(dlsym(lib, "cudrv_nvtx_recorder_initializations"));
-      if (rec->count_ == nullptr || rec->get_ == nullptr || rec->clear_ == nullptr || rec->initializations_ == nullptr) {
+      if (rec->count_ == nullptr || rec->get_ == nullptr || rec->clear_ == nullptr ||
+          rec->initializations_ == nullptr) {
         FAIL(path << " lacks the cudrv_nvtx_recorder_* functions");
       }
       return rec;
@@ -140,15 +141,14 @@ constexpr CUdeviceptr fake_device_memory = 0x7f0000001000;
 
 /// Starts an [nvtx] case: ends it with a message when the recording library is not loaded (the
 /// case was started by hand, without NVTX_INJECTION64_PATH; ctest always sets it).
-#define CUDRV_REQUIRE_NVTX_RECORDER(name)                                                               \
-  const recorder* name = recorder::instance();                                                        \
-  do {                                                                                                \
-    if (name == nullptr) {                                                                            \
-      std::cout << "SKIPPED: NVTX_INJECTION64_PATH does not name the recording library (ctest sets it)" \
-                << std::endl;                                                                         \
-      return;                                                                                         \
-    }                                                                                                 \
-    name->clear();                                                                                    \
+#define CUDRV_REQUIRE_NVTX_RECORDER(name)                                                                             \
+  const recorder* name = recorder::instance();                                                                        \
+  do {                                                                                                                \
+    if (name == nullptr) {                                                                                            \
+      std::cout << "SKIPPED: NVTX_INJECTION64_PATH does not name the recording library (ctest sets it)" << std::endl; \
+      return;                                                                                                         \
+    }                                                                                                                 \
+    name->clear();                                                                                                    \
   } while (0)
 
 #if !defined(CUDRV_DISABLE_NVTX)
@@ -209,9 +209,7 @@ TEST_CASE("nvtx: ranges nest as pushes and pops in the cudrv domain", "[nvtx]") 
   CUDRV_REQUIRE_NVTX_RECORDER(rec);
   {
     cudrv::nvtx::range outer{"outer"};
-    {
-      cudrv::nvtx::range inner{"inner"};
-    }
+    { cudrv::nvtx::range inner{"inner"}; }
     cudrv::nvtx::range<> second{std::string("second, from a std::string")};
   }
   auto events = rec->events();
@@ -438,9 +436,11 @@ TEST_CASE("nvtx: automatic ranges off: failing launches and copies emit nothing"
   cudrv::nvtx::enable_automatic_ranges(false);
   failing_launch();
   std::vector<float> host(16);
-  CHECK_THROWS_AS(cudrv::copy(cudrv::device_span<float>(fake_device_memory, 16), host, cudrv::stream_ref(fake_stream())),
+  CHECK_THROWS_AS(cudrv::copy(cudrv::device_span<float>(fake_device_memory, 16), host,
+                              cudrv::stream_ref(fake_stream())),
                   cudrv::error);
-  CHECK_THROWS_AS(cudrv::fill(cudrv::device_span<float>(fake_device_memory, 16), 1.0f, cudrv::stream_ref(fake_stream())),
+  CHECK_THROWS_AS(cudrv::fill(cudrv::device_span<float>(fake_device_memory, 16), 1.0f,
+                              cudrv::stream_ref(fake_stream())),
                   cudrv::error);
   CHECK(rec->events().empty());
 }
@@ -530,7 +530,8 @@ TEST_CASE("nvtx: automatic ranges around copies and fills that fail", "[nvtx][dr
     expected = "cudrv::fill 64 bytes";
   }
   SECTION("synchronous fill of 2-byte elements") {
-    CHECK_THROWS_AS(cudrv::fill(cudrv::device_span<std::uint16_t>(fake_device_memory, 8), std::uint16_t{7}), cudrv::error);
+    CHECK_THROWS_AS(cudrv::fill(cudrv::device_span<std::uint16_t>(fake_device_memory, 8), std::uint16_t{7}),
+                    cudrv::error);
     expected = "cudrv::fill 16 bytes";
   }
   auto events = rec->events();
@@ -544,8 +545,9 @@ TEST_CASE("nvtx: automatic ranges around a graph launch that fails", "[nvtx][dri
   CUDRV_REQUIRE_NVTX_RECORDER(rec);
   automatic_ranges_restorer restore;
   cudrv::nvtx::enable_automatic_ranges(true);
-  auto exec = cudrv::graph_exec::from_native_handle(reinterpret_cast<CUgraphExec>(std::uintptr_t{0x6E00}),
-                                                    cudrv::context_ref(reinterpret_cast<CUcontext>(std::uintptr_t{0xC0DE0})));
+  auto exec =
+      cudrv::graph_exec::from_native_handle(reinterpret_cast<CUgraphExec>(std::uintptr_t{0x6E00}),
+                                            cudrv::context_ref(reinterpret_cast<CUcontext>(std::uintptr_t{0xC0DE0})));
   CHECK_THROWS_AS(exec.launch(cudrv::stream_ref(fake_stream())), cudrv::error);
   (void)exec.release();  // a fake handle: nothing to destroy
   auto events = rec->events();
@@ -661,7 +663,8 @@ TEST_CASE("nvtx: with CUDRV_DISABLE_NVTX, cudrv emits nothing", "[nvtx][driverle
   auto k = cudrv::typed_kernel_ref<void(int)>::from_native_handle(fake_kernel());
   CHECK_THROWS_AS(cudrv::launch(cudrv::stream_ref(fake_stream()), {.grid = 1, .block = 1}, k, 1), cudrv::error);
   std::vector<float> host(16);
-  CHECK_THROWS_AS(cudrv::copy(cudrv::device_span<float>(fake_device_memory, 16), host, cudrv::stream_ref(fake_stream())),
+  CHECK_THROWS_AS(cudrv::copy(cudrv::device_span<float>(fake_device_memory, 16), host,
+                              cudrv::stream_ref(fake_stream())),
                   cudrv::error);
   CHECK(rec->events().empty());
   CHECK(rec->initializations() == 0);  // not even NVTX's loader ran

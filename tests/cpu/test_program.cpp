@@ -25,9 +25,9 @@
 using cudrv::test::temp_dir;
 
 using cudrv::test::catch_as;
+using cudrv::test::contains;
 using cudrv::test::is_cuda_elf;
 using cudrv::test::require_invalid_argument;
-using cudrv::test::contains;
 
 namespace {
 
@@ -45,9 +45,6 @@ __global__ void saxpy(T a, const T* x, T* y, int n) {
   if (i < n) y[i] = a * x[i] + y[i];
 }
 )";
-
-
-
 
 }  // namespace
 
@@ -115,7 +112,7 @@ TEST_CASE("program: a syntax error throws compile_error with NVRTC's log", "[pro
   CHECK(e->api() == "nvrtcCompileProgram");
   CHECK(contains(e->log(), "broken.cu"));
   CHECK(contains(e->log(), "error"));
-  CHECK(contains(e->what(), e->log()));           // printing the exception shows the reason
+  CHECK(contains(e->what(), e->log()));               // printing the exception shows the reason
   CHECK(contains(e->context(), "-arch=compute_90"));  // and the options it was compiled with
   // Catchable as its bases.
   const cudrv::jit_error& jit = *e;
@@ -124,9 +121,8 @@ TEST_CASE("program: a syntax error throws compile_error with NVRTC's log", "[pro
 
 TEST_CASE("program: an unknown option throws compile_error naming it", "[program]") {
   const cudrv::program prog("scale.cu", scale_source);
-  auto e = catch_as<cudrv::compile_error>([&] {
-    (void)prog.compile(cudrv::code_kind::ptx, {.arch = "sm_90", .extra_options = {"--no-such-option"}});
-  });
+  auto e = catch_as<cudrv::compile_error>(
+      [&] { (void)prog.compile(cudrv::code_kind::ptx, {.arch = "sm_90", .extra_options = {"--no-such-option"}}); });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->name() == "NVRTC_ERROR_INVALID_OPTION");
@@ -225,8 +221,7 @@ TEST_CASE("program: the log is kept on success (warnings)", "[program]") {
 
 TEST_CASE("program: one program compiles from several threads at once", "[program]") {
   const cudrv::program prog("saxpy.cu", saxpy_template_source);
-  const std::string expected =
-      prog.compile(cudrv::code_kind::ptx, {.arch = "sm_90"}, {"saxpy<float>"}).code.bytes();
+  const std::string expected = prog.compile(cudrv::code_kind::ptx, {.arch = "sm_90"}, {"saxpy<float>"}).code.bytes();
   std::vector<std::string> results(4);
   std::vector<std::thread> threads;
   for (std::size_t t = 0; t < results.size(); ++t) {
@@ -263,10 +258,21 @@ TEST_CASE("compile_options: the NVRTC option list", "[program][driverless]") {
       .max_registers = 64,
       .extra_options = {"-default-device", "--extensible-whole-program"},
   };
-  const std::vector<std::string> expected_tail = {
-      "-std=c++20",      "-rdc=true",       "-lineinfo",       "-G",         "--use_fast_math",
-      "-ftz=true",       "-prec-div=false", "-prec-sqrt=true", "-fmad=false", "-maxrregcount=64",
-      "-DN=256",         "-DDEBUG_CHECKS",  "-I/opt/include",  "-default-device", "--extensible-whole-program"};
+  const std::vector<std::string> expected_tail = {"-std=c++20",
+                                                  "-rdc=true",
+                                                  "-lineinfo",
+                                                  "-G",
+                                                  "--use_fast_math",
+                                                  "-ftz=true",
+                                                  "-prec-div=false",
+                                                  "-prec-sqrt=true",
+                                                  "-fmad=false",
+                                                  "-maxrregcount=64",
+                                                  "-DN=256",
+                                                  "-DDEBUG_CHECKS",
+                                                  "-I/opt/include",
+                                                  "-default-device",
+                                                  "--extensible-whole-program"};
   auto with_arch = [&](std::string arch, bool dlto) {
     std::vector<std::string> v{std::move(arch)};
     for (std::size_t i = 0; i < expected_tail.size(); ++i) {

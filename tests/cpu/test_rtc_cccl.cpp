@@ -57,7 +57,10 @@ std::string run_writer(const fs::path& dir, const std::string& cache_dir, const 
   const fs::path start = dir / "start";
   write_all(start, "go");
   const fs::path out = dir / "writer.out";
-  std::vector<std::string> args{CUDRV_TEST_CACHE_WRITER, cache_dir, start.string(), "block_sum.cu",
+  std::vector<std::string> args{CUDRV_TEST_CACHE_WRITER,
+                                cache_dir,
+                                start.string(),
+                                "block_sum.cu",
                                 std::string(cudrv::test::cub_block_sum_source) +
                                     "\ntemplate __global__ void block_sum<int, 128>(const int*, int*, unsigned);\n",
                                 "toolkit"};
@@ -113,8 +116,8 @@ TEST_CASE("find_toolkit_headers: CCCL's directory and the toolkit's include dire
 TEST_CASE("compile_options: toolkit_headers and the PCH options in the NVRTC option list", "[program][cccl]") {
   const cudrv::toolkit_header_dirs& tk = cudrv::find_toolkit_headers();
   cudrv::compile_options o{.arch = "sm_90", .include_paths = {"/mine"}, .toolkit_headers = true};
-  o.pch = {.automatic = true, .directory = "/tmp/pch", .verbose = false, .messages = true,
-           .instantiate_templates = false};
+  o.pch = {
+      .automatic = true, .directory = "/tmp/pch", .verbose = false, .messages = true, .instantiate_templates = false};
   o.extra_options = {"-w"};
   const auto list = o.to_nvrtc_options(cudrv::code_kind::cubin);
   std::vector<std::string> expected{"-arch=sm_90", "-I/mine"};
@@ -159,8 +162,9 @@ TEST_CASE("program: a CUB BlockReduce kernel compiles to a cubin for sm_90", "[p
 }
 
 TEST_CASE("program: cuda::std compiles, its values reach the code", "[program][cccl]") {
-  const auto r = cudrv::program("limits.cu", cudrv::test::cuda_std_source)
-                     .compile(cudrv::code_kind::ptx, {.arch = "sm_90", .cpp_standard = "c++20", .toolkit_headers = true});
+  const auto r =
+      cudrv::program("limits.cu", cudrv::test::cuda_std_source)
+          .compile(cudrv::code_kind::ptx, {.arch = "sm_90", .cpp_standard = "c++20", .toolkit_headers = true});
   const std::string& ptx = r.code.bytes();
   CHECK(contains(ptx, ".entry limits"));
   // The three stored constants, computed on the host: numeric_limits<short>::max(), CCCL_VERSION as

@@ -20,12 +20,14 @@ static_assert(!cudrv::stream_flag_value<int> && !cudrv::stream_flag_value<std::u
 TEST_CASE("stream_memory_op carries the driver's description of the operation", "[stream_memory_ops]") {
   const cudrv::device_span<std::uint32_t> flag32(CUdeviceptr{0x10000}, 2);
   const cudrv::device_span<std::uint64_t> flag64(CUdeviceptr{0x20000}, 1);
-  const auto w = cudrv::stream_memory_op::wait(flag32, 41u, {.condition = cudrv::wait_condition::nor, .flush_remote_writes = true});
+  const auto w = cudrv::stream_memory_op::wait(flag32, 41u,
+                                               {.condition = cudrv::wait_condition::nor, .flush_remote_writes = true});
   CHECK(w.native().waitValue.operation == CU_STREAM_MEM_OP_WAIT_VALUE_32);
   CHECK(w.native().waitValue.address == 0x10000);
   CHECK(w.native().waitValue.value == 41u);
   CHECK(w.native().waitValue.flags == (CU_STREAM_WAIT_VALUE_NOR | CU_STREAM_WAIT_VALUE_FLUSH));
-  const auto w64 = cudrv::stream_memory_op::wait(cudrv::device_span<const std::uint64_t>(flag64), std::uint64_t{1} << 40);
+  const auto w64 =
+      cudrv::stream_memory_op::wait(cudrv::device_span<const std::uint64_t>(flag64), std::uint64_t{1} << 40);
   CHECK(w64.native().waitValue.operation == CU_STREAM_MEM_OP_WAIT_VALUE_64);
   CHECK(w64.native().waitValue.value64 == std::uint64_t{1} << 40);
   CHECK(w64.native().waitValue.flags == CU_STREAM_WAIT_VALUE_GEQ);

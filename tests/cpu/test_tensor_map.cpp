@@ -260,9 +260,9 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     }
   }
   SECTION("several data types") {
-    for (dtype t : {dtype::uint8, dtype::uint16, dtype::uint32, dtype::int32, dtype::uint64, dtype::int64,
-                    dtype::float16, dtype::float32, dtype::float64, dtype::bfloat16, dtype::float32_ftz,
-                    dtype::tfloat32, dtype::tfloat32_ftz}) {
+    for (dtype t :
+         {dtype::uint8, dtype::uint16, dtype::uint32, dtype::int32, dtype::uint64, dtype::int64, dtype::float16,
+          dtype::float32, dtype::float64, dtype::bfloat16, dtype::float32_ftz, dtype::tfloat32, dtype::tfloat32_ftz}) {
       cudrv::tiled_tensor_map_desc d = valid_tiled_rank3();
       d.data_type = t;
       d.global_strides = {64 * 8, 64 * 8 * 32};  // room for 8-byte elements
@@ -274,14 +274,14 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
   SECTION("every swizzle with a box row that fits its span") {
     using swizzle_and_row = std::pair<tensor_map_swizzle, std::uint32_t>;
     const swizzle_and_row cases[] = {
-        {tensor_map_swizzle::none, 256},
-        {tensor_map_swizzle::bytes_32, 8},
-        {tensor_map_swizzle::bytes_64, 16},
-        {tensor_map_swizzle::bytes_128, 32},
+      {tensor_map_swizzle::none, 256},
+      {tensor_map_swizzle::bytes_32, 8},
+      {tensor_map_swizzle::bytes_64, 16},
+      {tensor_map_swizzle::bytes_128, 32},
 #if CUDA_VERSION >= 12080
-        {tensor_map_swizzle::bytes_128_atom_32b, 32},
-        {tensor_map_swizzle::bytes_128_atom_32b_flip_8b, 32},
-        {tensor_map_swizzle::bytes_128_atom_64b, 32},
+      {tensor_map_swizzle::bytes_128_atom_32b, 32},
+      {tensor_map_swizzle::bytes_128_atom_32b_flip_8b, 32},
+      {tensor_map_swizzle::bytes_128_atom_64b, 32},
 #endif
     };
     for (auto [s, row_floats] : cases) {
@@ -296,7 +296,7 @@ TEST_CASE("tensor map: tiled descriptors that follow every rule pass validate()"
     require_valid(valid_interleaved_32());
     cudrv::tiled_tensor_map_desc d = valid_interleaved_32();
     d.interleave = tensor_map_interleave::bytes_16;
-    d.global_dims[0] = 8;   // 8 channels of 2 bytes
+    d.global_dims[0] = 8;  // 8 channels of 2 bytes
     d.global_strides = {16, 16 * 32};
     d.box_dims = {3, 8, 8};  // 6 bytes
     d.swizzle = tensor_map_swizzle::bytes_64;
@@ -445,23 +445,23 @@ TEST_CASE("tensor map: tiled: global address alignment", "[driverless][tensor_ma
 
 TEST_CASE("tensor map: tiled: global dimensions", "[driverless][tensor_map]") {
   const std::vector<rule_case<tiled_desc>> cases = {
-      {"zero", [](tiled_desc& d) { d.global_dims[1] = 0; }, {"global_dims[1] = 0", "1..4294967296"}},
-      {"above 2^32",
-       [](tiled_desc& d) { d.global_dims[0] = (1ull << 32) + 1; },
-       {"global_dims[0] = 4294967297", "1..4294967296", "2^32"}},
+    {"zero", [](tiled_desc& d) { d.global_dims[1] = 0; }, {"global_dims[1] = 0", "1..4294967296"}},
+    {"above 2^32",
+     [](tiled_desc& d) { d.global_dims[0] = (1ull << 32) + 1; },
+     {"global_dims[0] = 4294967297", "1..4294967296", "2^32"}},
 #if CUDA_VERSION >= 12080
-      {"a multiple of 128 for a 16-byte-aligned packed type",
-       [](tiled_desc& d) {
-         d = valid_u6_align16();
-         d.global_dims[0] = 200;
-       },
-       {"global_dims[0] = 200", "multiple of 128", "u6x16_align16b"}},
-      {"even for u4x16_align8b",
-       [](tiled_desc& d) {
-         d = valid_u4_align8();
-         d.global_dims[0] = 63;
-       },
-       {"global_dims[0] = 63", "multiple of 2", "u4x16_align8b"}},
+    {"a multiple of 128 for a 16-byte-aligned packed type",
+     [](tiled_desc& d) {
+       d = valid_u6_align16();
+       d.global_dims[0] = 200;
+     },
+     {"global_dims[0] = 200", "multiple of 128", "u6x16_align16b"}},
+    {"even for u4x16_align8b",
+     [](tiled_desc& d) {
+       d = valid_u4_align8();
+       d.global_dims[0] = 63;
+     },
+     {"global_dims[0] = 63", "multiple of 2", "u4x16_align8b"}},
 #endif
   };
   require_rules(valid_tiled(), cases);
@@ -686,34 +686,32 @@ TEST_CASE("tensor map: im2col: pixel box corners", "[driverless][tensor_map]") {
 
 TEST_CASE("tensor map: im2col: channels and pixels", "[driverless][tensor_map]") {
   const std::vector<rule_case<im2col_desc>> cases = {
-      {"zero channels per pixel",
-       [](im2col_desc& d) { d.channels_per_pixel = 0; },
-       {"channels_per_pixel = 0", "1..256"}},
-      {"more than 256 channels per pixel",
-       [](im2col_desc& d) {
-         d.swizzle = tensor_map_swizzle::none;
-         d.channels_per_pixel = 257;
-       },
-       {"channels_per_pixel = 257", "1..256"}},
-      {"zero pixels per column", [](im2col_desc& d) { d.pixels_per_column = 0; }, {"pixels_per_column = 0", "1..1024"}},
-      {"more than 1024 pixels per column",
-       [](im2col_desc& d) { d.pixels_per_column = 1025; },
-       {"pixels_per_column = 1025", "1..1024"}},
-      {"the pixel row within the swizzle span",
-       [](im2col_desc& d) { d.channels_per_pixel = 128; },
-       {"channels_per_pixel = 128 elements of 2 bytes (256 bytes)", "128-byte span"}},
+    {"zero channels per pixel", [](im2col_desc& d) { d.channels_per_pixel = 0; }, {"channels_per_pixel = 0", "1..256"}},
+    {"more than 256 channels per pixel",
+     [](im2col_desc& d) {
+       d.swizzle = tensor_map_swizzle::none;
+       d.channels_per_pixel = 257;
+     },
+     {"channels_per_pixel = 257", "1..256"}},
+    {"zero pixels per column", [](im2col_desc& d) { d.pixels_per_column = 0; }, {"pixels_per_column = 0", "1..1024"}},
+    {"more than 1024 pixels per column",
+     [](im2col_desc& d) { d.pixels_per_column = 1025; },
+     {"pixels_per_column = 1025", "1..1024"}},
+    {"the pixel row within the swizzle span",
+     [](im2col_desc& d) { d.channels_per_pixel = 128; },
+     {"channels_per_pixel = 128 elements of 2 bytes (256 bytes)", "128-byte span"}},
 #if CUDA_VERSION >= 12080
-      {"128 channels per pixel for a 16-byte-aligned packed type",
-       [](im2col_desc& d) {
-         d = cudrv::im2col_tensor_map_desc{.data_type = dtype::u6x16_align16b,
-                                           .rank = 3,
-                                           .global_address = base,
-                                           .global_dims = {128, 16, 2},
-                                           .global_strides = {96, 96 * 16},
-                                           .channels_per_pixel = 64,
-                                           .pixels_per_column = 16};
-       },
-       {"channels_per_pixel = 64", "must be 128", "u6x16_align16b"}},
+    {"128 channels per pixel for a 16-byte-aligned packed type",
+     [](im2col_desc& d) {
+       d = cudrv::im2col_tensor_map_desc{.data_type = dtype::u6x16_align16b,
+                                         .rank = 3,
+                                         .global_address = base,
+                                         .global_dims = {128, 16, 2},
+                                         .global_strides = {96, 96 * 16},
+                                         .channels_per_pixel = 64,
+                                         .pixels_per_column = 16};
+     },
+     {"channels_per_pixel = 64", "must be 128", "u6x16_align16b"}},
 #endif
   };
   require_rules(valid_im2col(), cases);
@@ -729,8 +727,9 @@ TEST_CASE("tensor map: the typed overloads compute dense strides and check the s
   CHECK(strides[1] == 64 * 32 * 4);
 
   const cudrv::device_span<float> small(base, 1000);
-  auto e = catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)cudrv::make_tiled_tensor_map(small, {1024, 512}, {32, 16}); });
+  auto e = catch_as<cudrv::invalid_argument_error>([&] {
+    (void)cudrv::make_tiled_tensor_map(small, {1024, 512}, {32, 16});
+  });
   REQUIRE(e.has_value());
   INFO("what(): " << e->what());
   CHECK(e->api() == "cudrv::make_tiled_tensor_map");
@@ -738,13 +737,15 @@ TEST_CASE("tensor map: the typed overloads compute dense strides and check the s
   CHECK(contains(e->description(), "1000 elements"));
 
   const cudrv::device_span<const float> big(base, 1 << 20);
-  auto r = catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)cudrv::make_tiled_tensor_map(big, {1024, 512}, {32, 300}); });
+  auto r = catch_as<cudrv::invalid_argument_error>([&] {
+    (void)cudrv::make_tiled_tensor_map(big, {1024, 512}, {32, 300});
+  });
   REQUIRE(r.has_value());
   CHECK(contains(r->description(), "box_dims[1] = 300"));
 
-  auto i = catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)cudrv::make_im2col_tensor_map(big, {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 2000); });
+  auto i = catch_as<cudrv::invalid_argument_error>([&] {
+    (void)cudrv::make_im2col_tensor_map(big, {32, 16, 16, 4}, {-1, -1}, {-1, -1}, 32, 2000);
+  });
   REQUIRE(i.has_value());
   CHECK(i->api() == "cudrv::make_im2col_tensor_map");
   CHECK(contains(i->description(), "pixels_per_column = 2000"));

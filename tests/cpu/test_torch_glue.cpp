@@ -145,8 +145,9 @@ void check_counted_round_trip() {
   SECTION("two counters in a row each count once") {
     auto second = std::make_shared<std::atomic<int>>(0);
     {
-      auto counted = cudrv_torch::count_deleter(
-          cudrv_torch::count_deleter(cudrv::to_dlpack<M>(view, std::move(owner)), calls), second);
+      auto counted =
+          cudrv_torch::count_deleter(cudrv_torch::count_deleter(cudrv::to_dlpack<M>(view, std::move(owner)), calls),
+                                     second);
       CHECK(counted->dl_tensor.data == host.data());
     }
     CHECK(calls->load() == 1);
@@ -159,13 +160,9 @@ void check_counted_round_trip() {
 
 TEST_CASE("torch example: the DLPack deleter counter counts one call per tensor", "[torch][dlpack]") {
 #if CUDRV_DLPACK_HAS_VERSIONED
-  SECTION("DLManagedTensorVersioned") {
-    check_counted_round_trip<DLManagedTensorVersioned>();
-  }
+  SECTION("DLManagedTensorVersioned") { check_counted_round_trip<DLManagedTensorVersioned>(); }
 #endif
-  SECTION("DLManagedTensor") {
-    check_counted_round_trip<DLManagedTensor>();
-  }
+  SECTION("DLManagedTensor") { check_counted_round_trip<DLManagedTensor>(); }
 }
 
 #if CUDRV_DLPACK_HAS_VERSIONED

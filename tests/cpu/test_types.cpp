@@ -51,7 +51,7 @@ constexpr bool is_move_only_owner =
 
 // A view: trivially copyable, and not constructible from a literal 0 or nullptr by mistake.
 template <class T>
-constexpr bool is_view = std::is_trivially_copyable_v<T> && std::is_nothrow_copy_constructible_v<T> &&
+constexpr bool is_view = std::is_trivially_copyable_v<T>&& std::is_nothrow_copy_constructible_v<T> &&
                          !std::is_constructible_v<T, int> && !std::is_constructible_v<T, std::nullptr_t>;
 
 }  // namespace
@@ -88,10 +88,10 @@ static_assert(is_move_only_owner<cudrv::host_registration>);
 // that holds the operations cannot be assigned from outside either.
 template <class Owner, class View, class Base>
 constexpr bool owner_is_not_a_view =
-    !std::is_base_of_v<View, Owner> && std::is_convertible_v<Owner&, View> && std::is_convertible_v<const Owner&, View> &&
-    !std::is_convertible_v<Owner&, View&> && std::is_base_of_v<Base, Owner> && std::is_base_of_v<Base, View> &&
-    !std::is_assignable_v<Base&, const Base&> && !std::is_assignable_v<Base&, const View&> &&
-    std::is_assignable_v<View&, const View&>;
+    !std::is_base_of_v<View, Owner> && std::is_convertible_v<Owner&, View> &&
+    std::is_convertible_v<const Owner&, View> && !std::is_convertible_v<Owner&, View&> &&
+    std::is_base_of_v<Base, Owner> && std::is_base_of_v<Base, View> && !std::is_assignable_v<Base&, const Base&> &&
+    !std::is_assignable_v<Base&, const View&> && std::is_assignable_v<View&, const View&>;
 static_assert(owner_is_not_a_view<cudrv::stream, cudrv::stream_ref, cudrv::stream_base>);
 static_assert(owner_is_not_a_view<cudrv::event, cudrv::event_ref, cudrv::event_base>);
 static_assert(owner_is_not_a_view<cudrv::context, cudrv::context_ref, cudrv::context_base>);
@@ -101,7 +101,8 @@ static_assert(owner_is_not_a_view<cudrv::library, cudrv::library_ref, cudrv::lib
 static_assert(owner_is_not_a_view<cudrv::graph, cudrv::graph_ref, cudrv::graph_base>);
 static_assert(owner_is_not_a_view<cudrv::kernel, cudrv::kernel_ref, cudrv::kernel_base>);
 using typed_sig = void(int*, float);
-static_assert(owner_is_not_a_view<cudrv::typed_kernel<typed_sig>, cudrv::typed_kernel_ref<typed_sig>, cudrv::kernel_base>);
+static_assert(
+    owner_is_not_a_view<cudrv::typed_kernel<typed_sig>, cudrv::typed_kernel_ref<typed_sig>, cudrv::kernel_base>);
 // A typed view cannot be overwritten through an untyped one (its launches would convert the arguments
 // for the wrong kernel).
 static_assert(!std::is_convertible_v<cudrv::typed_kernel_ref<typed_sig>&, cudrv::kernel_ref&>);
@@ -114,7 +115,9 @@ static_assert(!std::is_convertible_v<cudrv::typed_kernel<typed_sig>&&, cudrv::ke
 // Nor does a typed view of a temporary kernel, or a view of a temporary library or of its variables and
 // module: all would outlive the code. Views, and owners held in variables, give them.
 template <class K>
-concept typed_view_of = requires(K&& k) { std::forward<K>(k).template as<typed_sig>(); };
+concept typed_view_of = requires(K&& k) {
+  std::forward<K>(k).template as<typed_sig>();
+};
 static_assert(!typed_view_of<cudrv::kernel>);
 static_assert(!typed_view_of<cudrv::typed_kernel<typed_sig>>);
 static_assert(typed_view_of<cudrv::kernel&>);
@@ -133,11 +136,12 @@ concept library_variables_of = requires(L&& l, cudrv::context_ref ctx, const cud
 };
 template <class L>
 concept any_library_variable_of = requires(L&& l, cudrv::context_ref ctx, const cudrv::device& dev) {
-  requires(requires { std::forward<L>(l).template get_global<int>("x", ctx); } ||
-           requires { std::forward<L>(l).template get_global<int>("x", dev); } ||
-           requires { std::forward<L>(l).raw_global("x", ctx); } ||
-           requires { std::forward<L>(l).template get_managed<int>("x"); } ||
-           requires { std::forward<L>(l).raw_managed("x"); } || requires { std::forward<L>(l).module(ctx); });
+  requires(
+      requires { std::forward<L>(l).template get_global<int>("x", ctx); } ||
+      requires { std::forward<L>(l).template get_global<int>("x", dev); } ||
+      requires { std::forward<L>(l).raw_global("x", ctx); } ||
+      requires { std::forward<L>(l).template get_managed<int>("x"); } ||
+      requires { std::forward<L>(l).raw_managed("x"); } || requires { std::forward<L>(l).module(ctx); });
 };
 static_assert(!any_library_variable_of<cudrv::library>);
 static_assert(library_variables_of<cudrv::library&>);
@@ -194,7 +198,8 @@ static_assert(!std::is_constructible_v<cudrv::device_buffer<float>, cudrv::strea
 static_assert(std::is_constructible_v<cudrv::device_buffer<float>, cudrv::stream&, std::size_t>);
 static_assert(!std::is_constructible_v<cudrv::device_buffer<float>, cudrv::context&&, std::size_t>);
 static_assert(std::is_constructible_v<cudrv::device_buffer<float>, cudrv::context&, std::size_t>);
-static_assert(!std::is_constructible_v<cudrv::device_buffer<float>, cudrv::memory_pool&&, cudrv::stream_ref, std::size_t>);
+static_assert(
+    !std::is_constructible_v<cudrv::device_buffer<float>, cudrv::memory_pool&&, cudrv::stream_ref, std::size_t>);
 static_assert(!std::is_constructible_v<cudrv::pinned_buffer<float>, cudrv::primary_context&&, std::size_t>);
 static_assert(!std::is_constructible_v<cudrv::stream, cudrv::context&&>);
 static_assert(std::is_constructible_v<cudrv::stream, cudrv::context&>);
@@ -229,7 +234,8 @@ static_assert(((cudrv::event_flags::timing | cudrv::event_flags::blocking_sync) 
               cudrv::event_flags::timing);
 static_assert(static_cast<unsigned int>(cudrv::context_flags::sched_blocking_sync | cudrv::context_flags::map_host) ==
               (CU_CTX_SCHED_BLOCKING_SYNC | CU_CTX_MAP_HOST));
-static_assert(cudrv::context_ref(static_cast<CUcontext>(nullptr)) == cudrv::context_ref(static_cast<CUcontext>(nullptr)));
+static_assert(cudrv::context_ref(static_cast<CUcontext>(nullptr)) ==
+              cudrv::context_ref(static_cast<CUcontext>(nullptr)));
 static_assert(cudrv::event_ref::from_native_handle(static_cast<CUevent>(nullptr)).native_handle() == nullptr);
 
 // --- the device range is a standard range ---------------------------------------------------------
@@ -330,8 +336,10 @@ static_assert(!std::is_base_of_v<cudrv::memory_mapping_ref, cudrv::memory_mappin
 // A view of a temporary range would dangle; a temporary allocation may be mapped (the mapping keeps
 // the memory).
 static_assert(!std::is_convertible_v<cudrv::address_range&&, cudrv::address_range_ref>);
-static_assert(!std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&&, std::size_t, cudrv::physical_allocation_ref>);
-static_assert(std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&, std::size_t, cudrv::physical_allocation&&>);
+static_assert(!std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&&, std::size_t,
+                                       cudrv::physical_allocation_ref>);
+static_assert(
+    std::is_constructible_v<cudrv::memory_mapping, cudrv::address_range&, std::size_t, cudrv::physical_allocation&&>);
 // Bases cannot be made or assigned on their own.
 static_assert(!std::is_constructible_v<cudrv::address_range_base, cudrv::address_range_ref>);
 static_assert(!std::is_copy_assignable_v<cudrv::memory_mapping_base>);

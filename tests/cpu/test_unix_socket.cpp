@@ -160,8 +160,8 @@ scoped_thread(Fn&&, Stop) -> scoped_thread<Stop>;
 
 // Connects a raw non-blocking socket to path: 0, or the errno (EAGAIN when the backlog is full).
 int raw_connect(const std::string& path, std::vector<cudrv::file_descriptor>& keep) {
-  cudrv::file_descriptor fd = cudrv::file_descriptor::from_native_handle(
-      ::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
+  cudrv::file_descriptor fd =
+      cudrv::file_descriptor::from_native_handle(::socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0));
   REQUIRE(fd);
   sockaddr_un addr{};
   addr.sun_family = AF_UNIX;

@@ -12,14 +12,13 @@
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
-using cudrv::test::require_invalid_argument;
 using cudrv::test::contains;
+using cudrv::test::require_invalid_argument;
 
 namespace {
 
 CUcontext fake_context() { return reinterpret_cast<CUcontext>(std::uintptr_t{0x1000}); }
 CUevent fake_event() { return reinterpret_cast<CUevent>(std::uintptr_t{0x2000}); }
-
 
 }  // namespace
 
@@ -33,9 +32,8 @@ TEST_CASE("event flags are validated before any driver call", "[driverless][even
   CHECK(contains(both.what(), "interprocess"));
   CHECK(contains(both.what(), "timing"));
 
-  auto unknown = require_invalid_argument("unknown bit 64", [&] {
-    cudrv::event e(ctx, static_cast<cudrv::event_flags>(64));
-  });
+  auto unknown =
+      require_invalid_argument("unknown bit 64", [&] { cudrv::event e(ctx, static_cast<cudrv::event_flags>(64)); });
   CHECK(contains(unknown.what(), "unknown event flags"));
   require_invalid_argument("unknown bit with valid ones", [&] {
     cudrv::event e(ctx, cudrv::event_flags::timing | static_cast<cudrv::event_flags>(8));
@@ -45,9 +43,8 @@ TEST_CASE("event flags are validated before any driver call", "[driverless][even
 TEST_CASE("context flags are validated before any driver call", "[driverless][context]") {
   CUDRV_REQUIRE_DRIVERLESS();
   const cudrv::device dev = cudrv::device::from_native_handle(0);
-  auto e = require_invalid_argument("unknown context flag", [&] {
-    cudrv::context c(dev, static_cast<cudrv::context_flags>(0x100000u));
-  });
+  auto e = require_invalid_argument("unknown context flag",
+                                    [&] { cudrv::context c(dev, static_cast<cudrv::context_flags>(0x100000u)); });
   CHECK(e.api() == "cudrv::context");
 }
 
@@ -110,5 +107,6 @@ TEST_CASE("copies of overlapping ranges are refused before any driver call, on e
   }
   // Fewer elements than the distance between the starts: no overlap, and the check passes (the copy then
   // needs the driver, which is missing here).
-  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { cudrv::copy(all.subspan(4, 8), std::span<const int>(all), 4); }));
+  CHECK(
+      catch_as<cudrv::driver_unavailable_error>([&] { cudrv::copy(all.subspan(4, 8), std::span<const int>(all), 4); }));
 }

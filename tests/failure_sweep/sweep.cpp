@@ -83,12 +83,9 @@ enum class kind { driver, oom, host };
 
 const char* kind_name(kind k) {
   switch (k) {
-    case kind::driver:
-      return "driver";
-    case kind::oom:
-      return "oom";
-    case kind::host:
-      return "host";
+    case kind::driver: return "driver";
+    case kind::oom: return "oom";
+    case kind::host: return "host";
   }
   return "?";
 }
@@ -96,9 +93,10 @@ const char* kind_name(kind k) {
 // The allocation entry points, which the oom kind fails with CUDA_ERROR_OUT_OF_MEMORY.
 bool is_allocation_call(const std::string& api) {
   static const std::set<std::string> allocations = {
-      "cuMemAlloc",      "cuMemAllocAsync",     "cuMemAllocFromPoolAsync", "cuMemHostAlloc",
-      "cuMemAllocManaged", "cuMemAllocPitch",   "cuMemCreate",             "cuMemAddressReserve",
-      "cuMemPoolCreate", "cuArray3DCreate",     "cuMipmappedArrayCreate"};
+      "cuMemAlloc",      "cuMemAllocAsync",       "cuMemAllocFromPoolAsync",
+      "cuMemHostAlloc",  "cuMemAllocManaged",     "cuMemAllocPitch",
+      "cuMemCreate",     "cuMemAddressReserve",   "cuMemPoolCreate",
+      "cuArray3DCreate", "cuMipmappedArrayCreate"};
   return allocations.count(api) != 0;
 }
 
@@ -641,8 +639,7 @@ verdict judge(const job& j, const result& r, const live_map& reference, const st
   if (fewer) {
     v.findings.push_back("fewer live driver objects than after unarmed runs: " + diff);
   } else if (extra > reports) {
-    v.findings.push_back("driver objects leaked: " + diff + " (" + std::to_string(reports) +
-                         " destruction report(s))");
+    v.findings.push_back("driver objects leaked: " + diff + " (" + std::to_string(reports) + " destruction report(s))");
   } else if (extra > 0) {
     v.reported_leak += (v.reported_leak.empty() ? "" : "; ") + diff + " (" + std::to_string(reports) + " report(s): " +
                        [&] {
@@ -651,7 +648,8 @@ verdict judge(const job& j, const result& r, const live_map& reference, const st
                            s += (s.empty() ? "" : ", ") + api;
                          }
                          return s;
-                       }() + ")";
+                       }() +
+                       ")";
   }
   if (r.get("host_leaks") == "1") {
     v.findings.push_back("LeakSanitizer found host memory leaked:\n" + indent(r.output));
@@ -781,8 +779,10 @@ bool self_test(unsigned timeout) {
   const scenario crash{"self-test: abort", &aborts_on_purpose, true, false};
   const scenario alloc{"self-test: allocation", &allocates_once, true, false};
   const scenario call{"self-test: driver call", &makes_one_driver_call, true, false};
-  const std::vector<job> jobs = {
-      {&alloc, kind::host, 1}, {&call, kind::driver, 1}, {&crash, kind::driver, 1}, {&leak, kind::host, 0}};
+  const std::vector<job> jobs = {{&alloc, kind::host, 1},
+                                 {&call, kind::driver, 1},
+                                 {&crash, kind::driver, 1},
+                                 {&leak, kind::host, 0}};
   const std::vector<result> r = run_jobs(jobs, 1, timeout);
   bool ok = true;
   auto expect = [&](bool condition, const char* what, const result& got) {
@@ -847,18 +847,19 @@ int main(int argc, char** argv) {
     const result counted = run_jobs({job{&s, kind::driver, 0}}, 1, opt.timeout)[0];
     const live_map reference = counted.live("live");
     if (!counted.has("done") || counted.get("outcome") != "completed" || counted.get("rerun") != "completed" ||
-        counted.get("host_leaks") == "1" || counted.number("reports") != 0 ||
-        counted.live("live_once") != reference) {
-      std::printf("FINDING %s: the scenario does not run cleanly unarmed: outcome %s %s, second run %s, %s "
-                  "destruction report(s), live objects after one run and after two: %s\n%s",
-                  s.name, counted.get("outcome", describe_status(counted.status)).c_str(),
-                  counted.get("detail").c_str(), counted.get("rerun").c_str(), counted.get("reports", "?").c_str(),
-                  [&] {
-                    long long extra = 0;
-                    bool fewer = false;
-                    return live_difference(reference, counted.live("live_once"), &extra, &fewer);
-                  }().c_str(),
-                  indent(counted.output).c_str());
+        counted.get("host_leaks") == "1" || counted.number("reports") != 0 || counted.live("live_once") != reference) {
+      std::printf(
+          "FINDING %s: the scenario does not run cleanly unarmed: outcome %s %s, second run %s, %s "
+          "destruction report(s), live objects after one run and after two: %s\n%s",
+          s.name, counted.get("outcome", describe_status(counted.status)).c_str(), counted.get("detail").c_str(),
+          counted.get("rerun").c_str(), counted.get("reports", "?").c_str(),
+          [&] {
+            long long extra = 0;
+            bool fewer = false;
+            return live_difference(reference, counted.live("live_once"), &extra, &fewer);
+          }()
+              .c_str(),
+          indent(counted.output).c_str());
       ++all.findings;
       continue;
     }
@@ -925,8 +926,7 @@ int main(int argc, char** argv) {
         }
       }
     }
-    const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - scenario_start).count();
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - scenario_start).count();
     std::printf("scenario %-24s driver calls %4lld, host allocations %5lld; points run: %lld driver, %lld oom, "
                 "%lld host; findings %lld, reported leaks %lld (%.1f s)\n",
                 s.name, n_driver, n_host, run[0], run[1], run[2], findings, reported, seconds);

@@ -13,8 +13,8 @@
 //
 // The tests read what happened through the fake_cuda_* functions (counters and an event log).
 #include <cuda.h>
-#include <sys/mman.h>
 #include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -101,8 +101,8 @@ struct state_t {
   std::vector<bool> unavailable;
   std::vector<std::unique_ptr<fake_context>> contexts;
   std::vector<fake_context*> free_contexts;  // destroyed: their addresses are handed out again
-  std::map<CUevent, fake_context*> events;    // live events and their context (which frees them)
-  std::vector<fake_context*> primary;         // per device, null when inactive
+  std::map<CUevent, fake_context*> events;   // live events and their context (which frees them)
+  std::vector<fake_context*> primary;        // per device, null when inactive
   std::vector<int> primary_refs;
   std::vector<int> primary_retains_total;
   std::vector<std::unique_ptr<fake_stream>> streams;
@@ -110,13 +110,13 @@ struct state_t {
   std::vector<std::unique_ptr<fake_library>> libraries;
   std::vector<std::unique_ptr<fake_kernel>> kernels;
   std::map<CUdeviceptr, allocation> live;
-  std::map<std::size_t, std::vector<void*>> freed;  // by size: addresses to hand out again (LIFO)
+  std::map<std::size_t, std::vector<void*>> freed;               // by size: addresses to hand out again (LIFO)
   std::vector<std::pair<CUdeviceptr, std::string>> pending_dma;  // pageable copies not landed yet
   std::deque<host_call> host_calls;
   std::thread worker;
   unsigned long long next_id = 1;
-  std::vector<std::unique_ptr<fake_graph_node>> graph_nodes;  // never freed: handles stay unique
-  std::set<CUgraph> graphs;                                    // live graphs (fake_cuda_live_objects)
+  std::vector<std::unique_ptr<fake_graph_node>> graph_nodes;     // never freed: handles stay unique
+  std::set<CUgraph> graphs;                                      // live graphs (fake_cuda_live_objects)
   std::map<CUgraphConditionalHandle, int*> conditional_handles;  // handle -> the graph that made it
   std::map<int*, int*> body_parents;                             // a conditional body -> its node's graph
   std::map<std::string, long long> counters;
@@ -169,12 +169,12 @@ std::string hex(const void* p) {
 // fail in turn; a trace of the names lets them say which call failed.
 struct injection_t {
   bool armed = false;
-  long long calls = 0;            // counted since arming
-  long long fail_at = 0;          // the call that fails (0: none, count only)
+  long long calls = 0;    // counted since arming
+  long long fail_at = 0;  // the call that fails (0: none, count only)
   CUresult code = CUDA_SUCCESS;
   const char* failed_api = nullptr;  // the entry point that returned the injected code (its fake_ name)
   bool tracing = false;
-  std::vector<const char*> trace;    // the names of the counted calls, while tracing
+  std::vector<const char*> trace;  // the names of the counted calls, while tracing
 };
 
 injection_t& injection() {
@@ -234,28 +234,28 @@ CUresult injected_at_entry(const char* fn) noexcept {
 // driver does in the faulted context, except those that start with FAKE_ENTER_ALWAYS: device queries,
 // the current-context calls and the primary-context calls (cuDevicePrimaryCtxReset is the recovery).
 // An injected failure (above) comes first.
-#define FAKE_ENTER_ALWAYS()                                                      \
-  std::lock_guard<std::recursive_mutex> lock_(st().mutex);                       \
-  entry_scope entry_scope_;                                                      \
+#define FAKE_ENTER_ALWAYS()                                                                \
+  std::lock_guard<std::recursive_mutex> lock_(st().mutex);                                 \
+  entry_scope entry_scope_;                                                                \
   if (const CUresult injected_ = injected_at_entry(__func__); injected_ != CUDA_SUCCESS) { \
-    return injected_;                                                            \
-  }                                                                              \
-  if (on_callback_thread) {                                                      \
-    count("not_permitted");                                                      \
-    return CUDA_ERROR_NOT_PERMITTED;                                             \
+    return injected_;                                                                      \
+  }                                                                                        \
+  if (on_callback_thread) {                                                                \
+    count("not_permitted");                                                                \
+    return CUDA_ERROR_NOT_PERMITTED;                                                       \
   }
-#define FAKE_ENTER()                                        \
-  FAKE_ENTER_ALWAYS();                                      \
-  if (st().sticky != CUDA_SUCCESS) {                        \
-    count("sticky_refusals");                               \
-    return st().sticky;                                     \
+#define FAKE_ENTER()                 \
+  FAKE_ENTER_ALWAYS();               \
+  if (st().sticky != CUDA_SUCCESS) { \
+    count("sticky_refusals");        \
+    return st().sticky;              \
   }
 // Allocation entry points: the failure fake_cuda_fail_allocations asked for, while any is left.
-#define FAKE_INJECTED_ALLOCATION_FAILURE()                  \
-  if (st().allocation_failures_left > 0) {                  \
-    --st().allocation_failures_left;                        \
-    count("injected_allocation_failures");                  \
-    return fail(st().allocation_failure);                   \
+#define FAKE_INJECTED_ALLOCATION_FAILURE() \
+  if (st().allocation_failures_left > 0) { \
+    --st().allocation_failures_left;       \
+    count("injected_allocation_failures"); \
+    return fail(st().allocation_failure);  \
   }
 
 CUresult fail(CUresult r) noexcept {
@@ -503,7 +503,8 @@ CUresult CUDAAPI fake_cuDeviceGet(CUdevice* d, int ordinal) {
 
 CUresult CUDAAPI fake_cuDeviceGetName(char* name, int len, CUdevice d) {
   FAKE_ENTER_ALWAYS();
-  std::snprintf(name, static_cast<std::size_t>(len), "Fake GPU %d (sm_%d)", d, st().devices[static_cast<std::size_t>(d)]);
+  std::snprintf(name, static_cast<std::size_t>(len), "Fake GPU %d (sm_%d)", d,
+                st().devices[static_cast<std::size_t>(d)]);
   return CUDA_SUCCESS;
 }
 
@@ -526,22 +527,12 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
   }
   const int cc = st().devices[static_cast<std::size_t>(d)];
   switch (a) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR:
-      *v = cc / 10;
-      break;
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR:
-      *v = cc % 10;
-      break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR: *v = cc / 10; break;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR: *v = cc % 10; break;
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING:
-      *v = 1;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT:
-      *v = 100;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK:
-      *v = 1024;
-      break;
+    case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 100; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:  // IPC: POSIX descriptors, no fabric
       *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | (fabric_without_imex ? 0x8 : 0);
       break;
@@ -552,38 +543,22 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
       *v = cc >= 90 ? 1 : 0;
       break;
     case static_cast<CUdevice_attribute>(123):  // CAN_USE_STREAM_WAIT_VALUE_NOR: no fake device
-    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES:
-      *v = 0;
-      break;
+    case CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES: *v = 0; break;
     case CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED:
-    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED:
-      *v = 1;
-      break;
+    case CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED:
       *v = cc >= 90 ? 1 : 0;  // compression and fabric handles: unsupported everywhere (the default 0)
       break;
     // Texture, surface and linear-texture limits (arrays): an H100's, with a 2-D height of 4096 to test refusals.
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH:
-      *v = 131072;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH:
-      *v = 131072;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT:
-      *v = 4096;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH: *v = 131072; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH: *v = 131072; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT: *v = 4096; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH:
-      *v = 16384;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH: *v = 16384; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE:
-      *v = 8192;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE:
-      *v = 32768;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE: *v = 8192; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE: *v = 32768; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT:
@@ -602,55 +577,34 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH:
-      *v = 32768;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT:
-      *v = 2048;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH:
-      *v = 16384;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH: *v = 32768; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT: *v = 2048; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH: *v = 16384; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS:
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS:
-      *v = 2048;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS: *v = 2048; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS:
-      *v = 2046;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS: *v = 2046; break;
     case CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT:
       *v = 16;  // what calloc guarantees the fake's device memory
       break;
-    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT:
-      *v = 32;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH:
-      *v = 1 << 28;
-      break;
+    case CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT: *v = 32; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LINEAR_WIDTH: *v = 1 << 28; break;
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH:
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT:
-      *v = 131072;
-      break;
-    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH:
-      *v = 2097120;
-      break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT: *v = 131072; break;
+    case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH: *v = 2097120; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:  // pools: device 1 sits next to node 1; device 0 reports no NUMA
       *v = d == 1 ? 1 : -1;
       break;
-    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED:
-      *v = 1;
-      break;
+    case CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED: *v = 1; break;
     case static_cast<CUdevice_attribute>(144):  // HOST_MEMORY_POOLS_SUPPORTED: device 1 only
       *v = d == 1 ? 1 : 0;
       break;
-    default:
-      *v = 0;
+    default: *v = 0;
   }
   return CUDA_SUCCESS;
 }
@@ -661,7 +615,9 @@ CUresult CUDAAPI fake_cuDeviceGetDefaultMemPool(CUmemoryPool* pool, CUdevice d) 
   return CUDA_SUCCESS;
 }
 
-std::size_t pool_index(CUmemoryPool p) { return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p) - 0x9000); }
+std::size_t pool_index(CUmemoryPool p) {
+  return static_cast<std::size_t>(reinterpret_cast<std::uintptr_t>(p) - 0x9000);
+}
 
 std::size_t pool_usage(CUmemoryPool p, bool reserved);  // below, with the pools' allocations
 
@@ -1040,7 +996,6 @@ CUresult CUDAAPI fake_cuEventSynchronize(CUevent e) {
   return CUDA_SUCCESS;
 }
 
-
 CUresult CUDAAPI fake_cuMemAlloc(CUdeviceptr* p, std::size_t size) {
   FAKE_ENTER();
   FAKE_INJECTED_ALLOCATION_FAILURE();
@@ -1226,31 +1181,20 @@ CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* at
       case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
         *static_cast<unsigned*>(data[i]) = a != nullptr ? CU_MEMORYTYPE_DEVICE : 0;
         break;
-      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL:
-        *static_cast<int*>(data[i]) = a != nullptr ? a->device : -2;
-        break;
+      case CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL: *static_cast<int*>(data[i]) = a != nullptr ? a->device : -2; break;
       case CU_POINTER_ATTRIBUTE_DEVICE_POINTER:
-      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
-        *static_cast<CUdeviceptr*>(data[i]) = a != nullptr ? start : 0;
-        break;
-      case CU_POINTER_ATTRIBUTE_RANGE_SIZE:
-        *static_cast<std::size_t*>(data[i]) = a != nullptr ? a->size : 0;
-        break;
-      case CU_POINTER_ATTRIBUTE_HOST_POINTER:
-        *static_cast<void**>(data[i]) = nullptr;
-        break;
-      case CU_POINTER_ATTRIBUTE_BUFFER_ID:
-        *static_cast<unsigned long long*>(data[i]) = 0;
-        break;
+      case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data[i]) = a != nullptr ? start : 0; break;
+      case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<std::size_t*>(data[i]) = a != nullptr ? a->size : 0; break;
+      case CU_POINTER_ATTRIBUTE_HOST_POINTER: *static_cast<void**>(data[i]) = nullptr; break;
+      case CU_POINTER_ATTRIBUTE_BUFFER_ID: *static_cast<unsigned long long*>(data[i]) = 0; break;
       case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
         auto pool = pool_of_allocation().find(start);
-        *static_cast<CUmemoryPool*>(data[i]) =
-            a != nullptr && pool != pool_of_allocation().end() ? reinterpret_cast<CUmemoryPool>(0x9000 + pool->second)
-                                                                : nullptr;
+        *static_cast<CUmemoryPool*>(data[i]) = a != nullptr && pool != pool_of_allocation().end()
+                                                   ? reinterpret_cast<CUmemoryPool>(0x9000 + pool->second)
+                                                   : nullptr;
         break;
       }
-      default:
-        *static_cast<int*>(data[i]) = 0;
+      default: *static_cast<int*>(data[i]) = 0;
     }
   }
   return CUDA_SUCCESS;
@@ -1426,8 +1370,8 @@ struct pool_state_t {
   std::map<CUmemoryPool, CUmemPoolProps> props;
   std::map<CUmemoryPool, bool> alive;
   std::map<std::pair<CUmemoryPool, int>, CUmemAccess_flags> access;  // by device
-  std::map<void*, std::size_t> host;                                  // cuMemHostAlloc
-  std::map<int, std::array<cuuint64_t, 4>> graph_memory;              // by device, CUgraphMem_attribute order
+  std::map<void*, std::size_t> host;                                 // cuMemHostAlloc
+  std::map<int, std::array<cuuint64_t, 4>> graph_memory;             // by device, CUgraphMem_attribute order
 };
 
 pool_state_t& pst() {
@@ -1521,8 +1465,8 @@ CUresult CUDAAPI fake_cuMemAdvise(CUdeviceptr p, std::size_t n, CUmem_advise a, 
   if (st().live.count(p) == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
-  note("advise " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " " + std::to_string(static_cast<int>(a)) +
-       " at " + describe_location(l));
+  note("advise " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " " +
+       std::to_string(static_cast<int>(a)) + " at " + describe_location(l));
   return CUDA_SUCCESS;
 }
 
@@ -1700,7 +1644,8 @@ CUresult CUDAAPI fake_cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph g,
 CUresult CUDAAPI fake_cuGraphConditionalHandleCreate(CUgraphConditionalHandle* h, CUgraph g, CUcontext ctx, unsigned,
                                                      unsigned) {
   FAKE_ENTER();
-  if (!known_context(as_ctx(ctx)) || !as_ctx(ctx)->alive || st().graphs.count(g) + st().body_parents.count(reinterpret_cast<int*>(g)) == 0) {
+  if (!known_context(as_ctx(ctx)) || !as_ctx(ctx)->alive ||
+      st().graphs.count(g) + st().body_parents.count(reinterpret_cast<int*>(g)) == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   *h = 0x5000 + st().next_id++;
@@ -1731,7 +1676,8 @@ CUresult CUDAAPI fake_cuGraphAddNode(CUgraphNode* n, CUgraph g, const CUgraphNod
   }
   bool tested = false;
   for (const auto& node : st().graph_nodes) {
-    tested = tested || (node->graph != nullptr && node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && node->handle == c.handle);
+    tested =
+        tested || (node->graph != nullptr && node->type == CU_GRAPH_NODE_TYPE_CONDITIONAL && node->handle == c.handle);
   }
   const unsigned most = c.type == CU_GRAPH_COND_TYPE_SWITCH ? 1024u : c.type == CU_GRAPH_COND_TYPE_IF ? 2u : 1u;
   if (!ours || tested || c.size == 0 || c.size > most) {
@@ -1751,7 +1697,6 @@ CUresult CUDAAPI fake_cuGraphAddNode(CUgraphNode* n, CUgraph g, const CUgraphNod
   return CUDA_SUCCESS;
 }
 
-
 // --- batched copies and stream memory operations ----------------------------------------------------
 // The batch entry points check what the real driver checks (attribute indices, source access orders,
 // the legacy default stream) and refuse an address freed earlier with the index of its copy; the log
@@ -1770,7 +1715,9 @@ bool freed_address(CUdeviceptr p) {
   return false;
 }
 
-std::string hint(const CUmemLocation& l) { return std::to_string(static_cast<int>(l.type)) + ":" + std::to_string(l.id); }
+std::string hint(const CUmemLocation& l) {
+  return std::to_string(static_cast<int>(l.type)) + ":" + std::to_string(l.id);
+}
 
 CUresult CUDAAPI fake_cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, std::size_t* sizes, std::size_t n,
                                          CUmemcpyAttributes* attrs, std::size_t* idxs, std::size_t num_attrs,
@@ -1790,7 +1737,8 @@ CUresult CUDAAPI fake_cuMemcpyBatchAsync(CUdeviceptr* dsts, CUdeviceptr* srcs, s
     if ((k > 0 && idxs[k] <= idxs[k - 1]) || idxs[k] >= n) {
       return fail(CUDA_ERROR_INVALID_VALUE);
     }
-    if (attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM || attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY) {
+    if (attrs[k].srcAccessOrder < CU_MEMCPY_SRC_ACCESS_ORDER_STREAM ||
+        attrs[k].srcAccessOrder > CU_MEMCPY_SRC_ACCESS_ORDER_ANY) {
       *fail_idx = idxs[k];
       return fail(CUDA_ERROR_INVALID_VALUE);
     }
@@ -1830,7 +1778,8 @@ CUresult CUDAAPI fake_cuMemcpy3DBatchAsync(std::size_t n, CUDA_MEMCPY3D_BATCH_OP
   FAKE_ENTER();
   count("memcpy_3d_batch");
   *fail_idx = SIZE_MAX;
-  if (h == nullptr || h == CU_STREAM_LEGACY || !usable_stream(h) || stream_context(h) == nullptr || flags != 0 || n == 0) {
+  if (h == nullptr || h == CU_STREAM_LEGACY || !usable_stream(h) || stream_context(h) == nullptr || flags != 0 ||
+      n == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   std::string line = "memcpy_3d_batch n=" + std::to_string(n);
@@ -1845,14 +1794,15 @@ CUresult CUDAAPI fake_cuMemcpy3DBatchAsync(std::size_t n, CUDA_MEMCPY3D_BATCH_OP
     }
     line += " [" + std::to_string(o.extent.width) + "x" + std::to_string(o.extent.height) + "x" +
             std::to_string(o.extent.depth) + " src_row=" + std::to_string(o.src.op.ptr.rowLength) +
-            " src_layer=" + std::to_string(o.src.op.ptr.layerHeight) + " dst_row=" + std::to_string(o.dst.op.ptr.rowLength) +
-            " dst_layer=" + std::to_string(o.dst.op.ptr.layerHeight) + " order=" +
-            std::to_string(static_cast<int>(o.srcAccessOrder)) + " flags=" + std::to_string(o.flags) + "]";
+            " src_layer=" + std::to_string(o.src.op.ptr.layerHeight) +
+            " dst_row=" + std::to_string(o.dst.op.ptr.rowLength) +
+            " dst_layer=" + std::to_string(o.dst.op.ptr.layerHeight) +
+            " order=" + std::to_string(static_cast<int>(o.srcAccessOrder)) + " flags=" + std::to_string(o.flags) + "]";
   }
   for (std::size_t i = 0; i < n; ++i) {
     const CUDA_MEMCPY3D_BATCH_OP& o = ops[i];
-    copy_3d(o.dst.op.ptr.ptr, o.dst.op.ptr.rowLength, o.dst.op.ptr.layerHeight, o.src.op.ptr.ptr, o.src.op.ptr.rowLength,
-            o.src.op.ptr.layerHeight, o.extent.width, o.extent.height, o.extent.depth);
+    copy_3d(o.dst.op.ptr.ptr, o.dst.op.ptr.rowLength, o.dst.op.ptr.layerHeight, o.src.op.ptr.ptr,
+            o.src.op.ptr.rowLength, o.src.op.ptr.layerHeight, o.extent.width, o.extent.height, o.extent.depth);
   }
   note(line);
   return CUDA_SUCCESS;
@@ -1884,25 +1834,28 @@ CUresult memory_op(fake_context* c, const CUstreamBatchMemOpParams& p, std::stri
   switch (p.operation) {
     case CU_STREAM_MEM_OP_WAIT_VALUE_32:
     case CU_STREAM_MEM_OP_WAIT_VALUE_64:
-      if ((p.waitValue.flags & 0x3u) == CU_STREAM_WAIT_VALUE_NOR || (p.waitValue.flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) {
+      if ((p.waitValue.flags & 0x3u) == CU_STREAM_WAIT_VALUE_NOR ||
+          (p.waitValue.flags & CU_STREAM_WAIT_VALUE_FLUSH) != 0) {
         return fail(CUDA_ERROR_INVALID_VALUE);
       }
       line += std::string(wide ? "wait64 " : "wait32 ") + hex(reinterpret_cast<void*>(p.waitValue.address)) + " " +
-              std::to_string(wide ? p.waitValue.value64 : p.waitValue.value) + " flags=" + std::to_string(p.waitValue.flags) + ";";
+              std::to_string(wide ? p.waitValue.value64 : p.waitValue.value) +
+              " flags=" + std::to_string(p.waitValue.flags) + ";";
       return CUDA_SUCCESS;
     case CU_STREAM_MEM_OP_WRITE_VALUE_32:
       std::memcpy(reinterpret_cast<void*>(p.writeValue.address), &p.writeValue.value, 4);
-      line += "write32 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " + std::to_string(p.writeValue.value) + ";";
+      line += "write32 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " +
+              std::to_string(p.writeValue.value) + ";";
       return CUDA_SUCCESS;
     case CU_STREAM_MEM_OP_WRITE_VALUE_64:
       std::memcpy(reinterpret_cast<void*>(p.writeValue.address), &p.writeValue.value64, 8);
-      line += "write64 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " + std::to_string(p.writeValue.value64) + ";";
+      line += "write64 " + hex(reinterpret_cast<void*>(p.writeValue.address)) + " " +
+              std::to_string(p.writeValue.value64) + ";";
       return CUDA_SUCCESS;
     case CU_STREAM_MEM_OP_BARRIER:
       line += "barrier " + std::to_string(p.memoryBarrier.flags) + ";";
       return CUDA_SUCCESS;
-    default:
-      return fail(CUDA_ERROR_INVALID_VALUE);  // flushes of remote writes: no fake device has them
+    default: return fail(CUDA_ERROR_INVALID_VALUE);  // flushes of remote writes: no fake device has them
   }
 }
 
@@ -1936,11 +1889,17 @@ CUresult single_memory_op(CUstream h, CUdeviceptr addr, V value, unsigned flags)
   if constexpr (Op == CU_STREAM_MEM_OP_WAIT_VALUE_32 || Op == CU_STREAM_MEM_OP_WAIT_VALUE_64) {
     p.waitValue.address = addr;
     p.waitValue.flags = flags;
-    if constexpr (sizeof(V) == 4) p.waitValue.value = value; else p.waitValue.value64 = value;
+    if constexpr (sizeof(V) == 4)
+      p.waitValue.value = value;
+    else
+      p.waitValue.value64 = value;
   } else {
     p.writeValue.address = addr;
     p.writeValue.flags = flags;
-    if constexpr (sizeof(V) == 4) p.writeValue.value = value; else p.writeValue.value64 = value;
+    if constexpr (sizeof(V) == 4)
+      p.writeValue.value = value;
+    else
+      p.writeValue.value64 = value;
   }
   return stream_memory_ops(h, 1, &p, "memop");
 }
@@ -1976,7 +1935,8 @@ CUresult CUDAAPI fake_cuGraphAddBatchMemOpNode(CUgraphNode* node, CUgraph g, con
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   const bool wide_refused = st().devices[static_cast<std::size_t>(as_ctx(p->ctx)->device)] < 90;
-  std::string line = "graph_memop deps=" + std::to_string(deps) + " ctx_device=" + std::to_string(as_ctx(p->ctx)->device) + " ";
+  std::string line =
+      "graph_memop deps=" + std::to_string(deps) + " ctx_device=" + std::to_string(as_ctx(p->ctx)->device) + " ";
   for (unsigned i = 0; i < p->count; ++i) {
     const auto op = p->paramArray[i].operation;
     if (wide_refused && (op == CU_STREAM_MEM_OP_WAIT_VALUE_64 || op == CU_STREAM_MEM_OP_WRITE_VALUE_64)) {
@@ -2002,7 +1962,7 @@ struct fake_pool {
   int device = 0;
   unsigned handle_types = 0;
   bool alive = true;
-  long source = -1;  // imported: the index of the exported pool
+  long source = -1;       // imported: the index of the exported pool
   bool exported = false;  // as the real driver (580): pointers export only after the pool was exported once
 };
 
@@ -2088,8 +2048,7 @@ CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p
         return fail(CUDA_ERROR_INVALID_VALUE);
       }
       break;
-    default:
-      return fail(CUDA_ERROR_INVALID_VALUE);
+    default: return fail(CUDA_ERROR_INVALID_VALUE);
   }
   if (fabric_without_imex && (p->handleTypes & 0x8u) != 0) {
     return fail(CUDA_ERROR_NOT_PERMITTED);  // no IMEX channel
@@ -2103,8 +2062,8 @@ CUresult CUDAAPI fake_cuMemPoolCreate(CUmemoryPool* out, const CUmemPoolProps* p
   pst().alive[*out] = true;
   count("pools_created");
   note("pool_create " + hex(*out) + " type " + std::to_string(static_cast<int>(p->allocType)) + " location " +
-       describe_location(p->location) + " handles " + std::to_string(static_cast<int>(p->handleTypes)) +
-       " max " + std::to_string(p->maxSize));
+       describe_location(p->location) + " handles " + std::to_string(static_cast<int>(p->handleTypes)) + " max " +
+       std::to_string(p->maxSize));
   return CUDA_SUCCESS;
 }
 
@@ -2156,7 +2115,7 @@ CUresult CUDAAPI fake_cuMemAllocFromPoolAsync(CUdeviceptr* p, std::size_t size, 
 }
 
 CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void* out, CUmemoryPool pool, CUmemAllocationHandleType type,
-                                                      unsigned long long flags) {
+                                                       unsigned long long flags) {
   FAKE_ENTER();
   fake_pool* info = created_pool(pool);
   if (out == nullptr || info == nullptr || flags != 0 || info->source >= 0) {
@@ -2176,8 +2135,8 @@ CUresult CUDAAPI fake_cuMemPoolExportToShareableHandle(void* out, CUmemoryPool p
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool* pool, void* handle, CUmemAllocationHandleType type,
-                                                        unsigned long long flags) {
+CUresult CUDAAPI fake_cuMemPoolImportFromShareableHandle(CUmemoryPool* pool, void* handle,
+                                                         CUmemAllocationHandleType type, unsigned long long flags) {
   FAKE_ENTER();
   if (pool == nullptr || flags != 0 || type != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
     return fail(CUDA_ERROR_INVALID_VALUE);
@@ -2259,7 +2218,8 @@ CUresult CUDAAPI fake_cuIpcOpenMemHandle(CUdeviceptr* out, CUipcMemHandle handle
   CUdeviceptr source = 0;
   std::memcpy(&source, handle.reserved, sizeof(source));
   auto it = st().live.find(source);
-  if (out == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || it == st().live.end() || it->second.ctx == nullptr) {
+  if (out == nullptr || flags != CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS || it == st().live.end() ||
+      it->second.ctx == nullptr) {
     return fail(CUDA_ERROR_INVALID_VALUE);  // legacy IPC names cuMemAlloc memory
   }
   // The mapping has the allocation's real size (the handle's other bytes are the driver's, not a size).
@@ -2410,12 +2370,13 @@ CUresult CUDAAPI fake_cuMemAddressFree(CUdeviceptr ptr, std::size_t size) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size, const CUmemAllocationProp* prop,
-                                  unsigned long long flags) {
+CUresult CUDAAPI fake_cuMemCreate(CUmemGenericAllocationHandle* handle, std::size_t size,
+                                  const CUmemAllocationProp* prop, unsigned long long flags) {
   FAKE_ENTER();
   FAKE_INJECTED_ALLOCATION_FAILURE();
   vmm_t& v = vmm();
-  if (flags != 0 || prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || size == 0 || size % v.minimum != 0) {
+  if (flags != 0 || prop == nullptr || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED || size == 0 ||
+      size % v.minimum != 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
   if (prop->location.type == CU_MEM_LOCATION_TYPE_DEVICE && !valid_device_location(prop->location)) {
@@ -2466,8 +2427,8 @@ CUresult CUDAAPI fake_cuMemRelease(CUmemGenericAllocationHandle handle) {
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset, CUmemGenericAllocationHandle handle,
-                               unsigned long long flags) {
+CUresult CUDAAPI fake_cuMemMap(CUdeviceptr ptr, std::size_t size, std::size_t offset,
+                               CUmemGenericAllocationHandle handle, unsigned long long flags) {
   FAKE_ENTER();
   vmm_t& v = vmm();
   auto h = v.handles.find(handle);
@@ -2587,7 +2548,8 @@ CUresult CUDAAPI fake_cuMemGetAccess(unsigned long long* flags, const CUmemLocat
   return CUDA_SUCCESS;
 }
 
-CUresult CUDAAPI fake_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop, CUmemGenericAllocationHandle handle) {
+CUresult CUDAAPI fake_cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp* prop,
+                                                             CUmemGenericAllocationHandle handle) {
   FAKE_ENTER();
   auto it = vmm().handles.find(handle);
   if (it == vmm().handles.end()) {
@@ -2683,18 +2645,14 @@ array_state& arrays() {
 std::size_t channel_bytes(CUarray_format f) {
   switch (f) {
     case CU_AD_FORMAT_UNSIGNED_INT8:
-    case CU_AD_FORMAT_SIGNED_INT8:
-      return 1;
+    case CU_AD_FORMAT_SIGNED_INT8: return 1;
     case CU_AD_FORMAT_UNSIGNED_INT16:
     case CU_AD_FORMAT_SIGNED_INT16:
-    case CU_AD_FORMAT_HALF:
-      return 2;
+    case CU_AD_FORMAT_HALF: return 2;
     case CU_AD_FORMAT_UNSIGNED_INT32:
     case CU_AD_FORMAT_SIGNED_INT32:
-    case CU_AD_FORMAT_FLOAT:
-      return 4;
-    default:
-      return 0;
+    case CU_AD_FORMAT_FLOAT: return 4;
+    default: return 0;
   }
 }
 
@@ -2838,14 +2796,10 @@ CUresult CUDAAPI fake_cuMipmappedArrayDestroy(CUmipmappedArray m) {
 
 bool usable_resource(const CUDA_RESOURCE_DESC& r) {
   switch (r.resType) {
-    case CU_RESOURCE_TYPE_ARRAY:
-      return as_array(r.res.array.hArray) != nullptr;
-    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY:
-      return as_mipmap(r.res.mipmap.hMipmappedArray) != nullptr;
-    case CU_RESOURCE_TYPE_LINEAR:
-      return is_device(r.res.linear.devPtr);
-    case CU_RESOURCE_TYPE_PITCH2D:
-      return is_device(r.res.pitch2D.devPtr);
+    case CU_RESOURCE_TYPE_ARRAY: return as_array(r.res.array.hArray) != nullptr;
+    case CU_RESOURCE_TYPE_MIPMAPPED_ARRAY: return as_mipmap(r.res.mipmap.hMipmappedArray) != nullptr;
+    case CU_RESOURCE_TYPE_LINEAR: return is_device(r.res.linear.devPtr);
+    case CU_RESOURCE_TYPE_PITCH2D: return is_device(r.res.pitch2D.devPtr);
   }
   return false;
 }
@@ -2975,7 +2929,6 @@ CUresult CUDAAPI fake_cuMemcpy3DAsync(const CUDA_MEMCPY3D* c, CUstream h) {
   count("memcpy3d");
   return CUDA_SUCCESS;
 }
-
 
 // --- green contexts ----------------------------------------------------------------------------------
 // SM resources carry, in the driver's private bytes, the device and the split that made them (0: a
@@ -3375,63 +3328,154 @@ struct symbol {
   void* fn;
 };
 
-#define FAKE_SYMBOL(name) {#name, reinterpret_cast<void*>(&fake_##name)}
+#define FAKE_SYMBOL(name) \
+  { #name, reinterpret_cast < void*>(&fake_##name) }
 const symbol symbols[] = {
-    FAKE_SYMBOL(cuInit), FAKE_SYMBOL(cuDriverGetVersion), FAKE_SYMBOL(cuGetErrorName), FAKE_SYMBOL(cuGetErrorString),
-    FAKE_SYMBOL(cuDeviceGetCount), FAKE_SYMBOL(cuDeviceGet), FAKE_SYMBOL(cuDeviceGetName),
-    FAKE_SYMBOL(cuDeviceTotalMem), FAKE_SYMBOL(cuDeviceGetAttribute), FAKE_SYMBOL(cuDeviceGetDefaultMemPool),
-    FAKE_SYMBOL(cuMemPoolGetAttribute), FAKE_SYMBOL(cuMemPoolSetAttribute), FAKE_SYMBOL(cuDevicePrimaryCtxRetain),
-    FAKE_SYMBOL(cuDevicePrimaryCtxRelease), FAKE_SYMBOL(cuDevicePrimaryCtxGetState), FAKE_SYMBOL(cuCtxCreate),
-    FAKE_SYMBOL(cuCtxDestroy), FAKE_SYMBOL(cuCtxGetCurrent), FAKE_SYMBOL(cuCtxSetCurrent), FAKE_SYMBOL(cuCtxPopCurrent),
-    FAKE_SYMBOL(cuCtxGetDevice), FAKE_SYMBOL(cuCtxGetId), FAKE_SYMBOL(cuCtxSynchronize), FAKE_SYMBOL(cuMemGetInfo),
-    FAKE_SYMBOL(cuStreamCreateWithPriority), FAKE_SYMBOL(cuStreamDestroy), FAKE_SYMBOL(cuStreamSynchronize),
-    FAKE_SYMBOL(cuStreamQuery), FAKE_SYMBOL(cuStreamGetCtx), FAKE_SYMBOL(cuStreamGetId), FAKE_SYMBOL(cuStreamWaitEvent),
-    FAKE_SYMBOL(cuStreamGetCaptureInfo), FAKE_SYMBOL(cuLaunchHostFunc), FAKE_SYMBOL(cuEventCreate),
-    FAKE_SYMBOL(cuEventDestroy), FAKE_SYMBOL(cuEventRecord), FAKE_SYMBOL(cuMemAlloc), FAKE_SYMBOL(cuMemFree),
-    FAKE_SYMBOL(cuMemAllocAsync), FAKE_SYMBOL(cuMemFreeAsync), FAKE_SYMBOL(cuMemcpy), FAKE_SYMBOL(cuMemcpyAsync),
-    FAKE_SYMBOL(cuPointerGetAttributes), FAKE_SYMBOL(cuMemGetAddressRange), FAKE_SYMBOL(cuLibraryLoadData), FAKE_SYMBOL(cuLibraryUnload),
-    FAKE_SYMBOL(cuLibraryGetKernel), FAKE_SYMBOL(cuLibraryGetKernelCount), FAKE_SYMBOL(cuLibraryEnumerateKernels),
-    FAKE_SYMBOL(cuLibraryGetModule), FAKE_SYMBOL(cuKernelGetFunction), FAKE_SYMBOL(cuFuncLoad),
-    FAKE_SYMBOL(cuKernelGetName), FAKE_SYMBOL(cuKernelGetParamInfo), FAKE_SYMBOL(cuKernelGetAttribute),
-    FAKE_SYMBOL(cuLibraryGetGlobal), FAKE_SYMBOL(cuLaunchKernel), FAKE_SYMBOL(cuGraphCreate),
-    FAKE_SYMBOL(cuGraphDestroy), FAKE_SYMBOL(cuGraphAddEmptyNode), FAKE_SYMBOL(cuGraphNodeGetType),
-    FAKE_SYMBOL(cuGraphGetNodes), FAKE_SYMBOL(cuGraphInstantiateWithParams), FAKE_SYMBOL(cuGraphConditionalHandleCreate),
+    FAKE_SYMBOL(cuInit),
+    FAKE_SYMBOL(cuDriverGetVersion),
+    FAKE_SYMBOL(cuGetErrorName),
+    FAKE_SYMBOL(cuGetErrorString),
+    FAKE_SYMBOL(cuDeviceGetCount),
+    FAKE_SYMBOL(cuDeviceGet),
+    FAKE_SYMBOL(cuDeviceGetName),
+    FAKE_SYMBOL(cuDeviceTotalMem),
+    FAKE_SYMBOL(cuDeviceGetAttribute),
+    FAKE_SYMBOL(cuDeviceGetDefaultMemPool),
+    FAKE_SYMBOL(cuMemPoolGetAttribute),
+    FAKE_SYMBOL(cuMemPoolSetAttribute),
+    FAKE_SYMBOL(cuDevicePrimaryCtxRetain),
+    FAKE_SYMBOL(cuDevicePrimaryCtxRelease),
+    FAKE_SYMBOL(cuDevicePrimaryCtxGetState),
+    FAKE_SYMBOL(cuCtxCreate),
+    FAKE_SYMBOL(cuCtxDestroy),
+    FAKE_SYMBOL(cuCtxGetCurrent),
+    FAKE_SYMBOL(cuCtxSetCurrent),
+    FAKE_SYMBOL(cuCtxPopCurrent),
+    FAKE_SYMBOL(cuCtxGetDevice),
+    FAKE_SYMBOL(cuCtxGetId),
+    FAKE_SYMBOL(cuCtxSynchronize),
+    FAKE_SYMBOL(cuMemGetInfo),
+    FAKE_SYMBOL(cuStreamCreateWithPriority),
+    FAKE_SYMBOL(cuStreamDestroy),
+    FAKE_SYMBOL(cuStreamSynchronize),
+    FAKE_SYMBOL(cuStreamQuery),
+    FAKE_SYMBOL(cuStreamGetCtx),
+    FAKE_SYMBOL(cuStreamGetId),
+    FAKE_SYMBOL(cuStreamWaitEvent),
+    FAKE_SYMBOL(cuStreamGetCaptureInfo),
+    FAKE_SYMBOL(cuLaunchHostFunc),
+    FAKE_SYMBOL(cuEventCreate),
+    FAKE_SYMBOL(cuEventDestroy),
+    FAKE_SYMBOL(cuEventRecord),
+    FAKE_SYMBOL(cuMemAlloc),
+    FAKE_SYMBOL(cuMemFree),
+    FAKE_SYMBOL(cuMemAllocAsync),
+    FAKE_SYMBOL(cuMemFreeAsync),
+    FAKE_SYMBOL(cuMemcpy),
+    FAKE_SYMBOL(cuMemcpyAsync),
+    FAKE_SYMBOL(cuPointerGetAttributes),
+    FAKE_SYMBOL(cuMemGetAddressRange),
+    FAKE_SYMBOL(cuLibraryLoadData),
+    FAKE_SYMBOL(cuLibraryUnload),
+    FAKE_SYMBOL(cuLibraryGetKernel),
+    FAKE_SYMBOL(cuLibraryGetKernelCount),
+    FAKE_SYMBOL(cuLibraryEnumerateKernels),
+    FAKE_SYMBOL(cuLibraryGetModule),
+    FAKE_SYMBOL(cuKernelGetFunction),
+    FAKE_SYMBOL(cuFuncLoad),
+    FAKE_SYMBOL(cuKernelGetName),
+    FAKE_SYMBOL(cuKernelGetParamInfo),
+    FAKE_SYMBOL(cuKernelGetAttribute),
+    FAKE_SYMBOL(cuLibraryGetGlobal),
+    FAKE_SYMBOL(cuLaunchKernel),
+    FAKE_SYMBOL(cuGraphCreate),
+    FAKE_SYMBOL(cuGraphDestroy),
+    FAKE_SYMBOL(cuGraphAddEmptyNode),
+    FAKE_SYMBOL(cuGraphNodeGetType),
+    FAKE_SYMBOL(cuGraphGetNodes),
+    FAKE_SYMBOL(cuGraphInstantiateWithParams),
+    FAKE_SYMBOL(cuGraphConditionalHandleCreate),
     FAKE_SYMBOL(cuGraphAddNode),
     // launch attributes: the extended launch, kernel nodes, cluster occupancy (issue 32)
-    FAKE_SYMBOL(cuLaunchKernelEx), FAKE_SYMBOL(cuGraphAddKernelNode), FAKE_SYMBOL(cuGraphKernelNodeSetAttribute),
-    FAKE_SYMBOL(cuGraphDestroyNode), FAKE_SYMBOL(cuOccupancyMaxActiveClusters),
+    FAKE_SYMBOL(cuLaunchKernelEx),
+    FAKE_SYMBOL(cuGraphAddKernelNode),
+    FAKE_SYMBOL(cuGraphKernelNodeSetAttribute),
+    FAKE_SYMBOL(cuGraphDestroyNode),
+    FAKE_SYMBOL(cuOccupancyMaxActiveClusters),
     FAKE_SYMBOL(cuOccupancyMaxPotentialClusterSize),
     // IPC (issue 17)
-    FAKE_SYMBOL(cuMemPoolCreate), FAKE_SYMBOL(cuMemPoolDestroy), FAKE_SYMBOL(cuMemAllocFromPoolAsync),
-    FAKE_SYMBOL(cuMemPoolExportToShareableHandle), FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
-    FAKE_SYMBOL(cuMemPoolExportPointer), FAKE_SYMBOL(cuMemPoolImportPointer), FAKE_SYMBOL(cuIpcGetMemHandle),
-    FAKE_SYMBOL(cuIpcOpenMemHandle), FAKE_SYMBOL(cuIpcCloseMemHandle),
-    FAKE_SYMBOL(cuMemcpyBatchAsync), FAKE_SYMBOL(cuMemcpy3DBatchAsync), FAKE_SYMBOL(cuMemcpy2DAsync),
-    FAKE_SYMBOL(cuMemcpy3DAsync), FAKE_SYMBOL(cuStreamWaitValue32), FAKE_SYMBOL(cuStreamWaitValue64),
-    FAKE_SYMBOL(cuStreamWriteValue32), FAKE_SYMBOL(cuStreamWriteValue64), FAKE_SYMBOL(cuStreamBatchMemOp),
-    FAKE_SYMBOL(cuGraphAddBatchMemOpNode), FAKE_SYMBOL(cuStreamIsCapturing),
-    FAKE_SYMBOL(cuMemGetAllocationGranularity), FAKE_SYMBOL(cuMemAddressReserve), FAKE_SYMBOL(cuMemAddressFree),
-    FAKE_SYMBOL(cuMemCreate), FAKE_SYMBOL(cuMemRelease), FAKE_SYMBOL(cuMemMap), FAKE_SYMBOL(cuMemUnmap),
-    FAKE_SYMBOL(cuMemSetAccess), FAKE_SYMBOL(cuMemGetAccess), FAKE_SYMBOL(cuMemGetAllocationPropertiesFromHandle),
-    FAKE_SYMBOL(cuMemExportToShareableHandle), FAKE_SYMBOL(cuMemImportFromShareableHandle), FAKE_SYMBOL(cuMemcpyDtoD),
+    FAKE_SYMBOL(cuMemPoolCreate),
+    FAKE_SYMBOL(cuMemPoolDestroy),
+    FAKE_SYMBOL(cuMemAllocFromPoolAsync),
+    FAKE_SYMBOL(cuMemPoolExportToShareableHandle),
+    FAKE_SYMBOL(cuMemPoolImportFromShareableHandle),
+    FAKE_SYMBOL(cuMemPoolExportPointer),
+    FAKE_SYMBOL(cuMemPoolImportPointer),
+    FAKE_SYMBOL(cuIpcGetMemHandle),
+    FAKE_SYMBOL(cuIpcOpenMemHandle),
+    FAKE_SYMBOL(cuIpcCloseMemHandle),
+    FAKE_SYMBOL(cuMemcpyBatchAsync),
+    FAKE_SYMBOL(cuMemcpy3DBatchAsync),
+    FAKE_SYMBOL(cuMemcpy2DAsync),
+    FAKE_SYMBOL(cuMemcpy3DAsync),
+    FAKE_SYMBOL(cuStreamWaitValue32),
+    FAKE_SYMBOL(cuStreamWaitValue64),
+    FAKE_SYMBOL(cuStreamWriteValue32),
+    FAKE_SYMBOL(cuStreamWriteValue64),
+    FAKE_SYMBOL(cuStreamBatchMemOp),
+    FAKE_SYMBOL(cuGraphAddBatchMemOpNode),
+    FAKE_SYMBOL(cuStreamIsCapturing),
+    FAKE_SYMBOL(cuMemGetAllocationGranularity),
+    FAKE_SYMBOL(cuMemAddressReserve),
+    FAKE_SYMBOL(cuMemAddressFree),
+    FAKE_SYMBOL(cuMemCreate),
+    FAKE_SYMBOL(cuMemRelease),
+    FAKE_SYMBOL(cuMemMap),
+    FAKE_SYMBOL(cuMemUnmap),
+    FAKE_SYMBOL(cuMemSetAccess),
+    FAKE_SYMBOL(cuMemGetAccess),
+    FAKE_SYMBOL(cuMemGetAllocationPropertiesFromHandle),
+    FAKE_SYMBOL(cuMemExportToShareableHandle),
+    FAKE_SYMBOL(cuMemImportFromShareableHandle),
+    FAKE_SYMBOL(cuMemcpyDtoD),
     // arrays, textures, surfaces
-    FAKE_SYMBOL(cuArray3DCreate), FAKE_SYMBOL(cuArray3DGetDescriptor), FAKE_SYMBOL(cuArrayDestroy),
-    FAKE_SYMBOL(cuMipmappedArrayCreate), FAKE_SYMBOL(cuMipmappedArrayGetLevel), FAKE_SYMBOL(cuMipmappedArrayDestroy),
-    FAKE_SYMBOL(cuTexObjectCreate), FAKE_SYMBOL(cuTexObjectDestroy), FAKE_SYMBOL(cuSurfObjectCreate),
+    FAKE_SYMBOL(cuArray3DCreate),
+    FAKE_SYMBOL(cuArray3DGetDescriptor),
+    FAKE_SYMBOL(cuArrayDestroy),
+    FAKE_SYMBOL(cuMipmappedArrayCreate),
+    FAKE_SYMBOL(cuMipmappedArrayGetLevel),
+    FAKE_SYMBOL(cuMipmappedArrayDestroy),
+    FAKE_SYMBOL(cuTexObjectCreate),
+    FAKE_SYMBOL(cuTexObjectDestroy),
+    FAKE_SYMBOL(cuSurfObjectCreate),
     FAKE_SYMBOL(cuSurfObjectDestroy),
     // pools of every kind, host and managed allocations, graph memory (create, destroy, allocate: above)
-    FAKE_SYMBOL(cuDeviceGetMemPool), FAKE_SYMBOL(cuMemPoolSetAccess),
-    FAKE_SYMBOL(cuMemPoolGetAccess), FAKE_SYMBOL(cuMemHostAlloc),
-    FAKE_SYMBOL(cuMemFreeHost), FAKE_SYMBOL(cuMemAllocManaged), FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
-    FAKE_SYMBOL(cuDeviceSetGraphMemAttribute), FAKE_SYMBOL(cuDeviceGraphMemTrim), FAKE_SYMBOL(cuMemPrefetchAsync),
+    FAKE_SYMBOL(cuDeviceGetMemPool),
+    FAKE_SYMBOL(cuMemPoolSetAccess),
+    FAKE_SYMBOL(cuMemPoolGetAccess),
+    FAKE_SYMBOL(cuMemHostAlloc),
+    FAKE_SYMBOL(cuMemFreeHost),
+    FAKE_SYMBOL(cuMemAllocManaged),
+    FAKE_SYMBOL(cuDeviceGetGraphMemAttribute),
+    FAKE_SYMBOL(cuDeviceSetGraphMemAttribute),
+    FAKE_SYMBOL(cuDeviceGraphMemTrim),
+    FAKE_SYMBOL(cuMemPrefetchAsync),
     FAKE_SYMBOL(cuMemAdvise),
     // events waited on (the stress program); sticky faults and out of memory (issue 19)
-    FAKE_SYMBOL(cuEventQuery), FAKE_SYMBOL(cuEventSynchronize), FAKE_SYMBOL(cuDevicePrimaryCtxReset),
+    FAKE_SYMBOL(cuEventQuery),
+    FAKE_SYMBOL(cuEventSynchronize),
+    FAKE_SYMBOL(cuDevicePrimaryCtxReset),
     FAKE_SYMBOL(cuMemPoolTrimTo),
     // fills, timing, stream queries (the failure sweep's scenarios)
-    FAKE_SYMBOL(cuMemsetD8), FAKE_SYMBOL(cuMemsetD16), FAKE_SYMBOL(cuMemsetD32), FAKE_SYMBOL(cuMemsetD8Async),
-    FAKE_SYMBOL(cuMemsetD16Async), FAKE_SYMBOL(cuMemsetD32Async), FAKE_SYMBOL(cuEventElapsedTime),
-    FAKE_SYMBOL(cuStreamGetPriority), FAKE_SYMBOL(cuStreamGetFlags),
+    FAKE_SYMBOL(cuMemsetD8),
+    FAKE_SYMBOL(cuMemsetD16),
+    FAKE_SYMBOL(cuMemsetD32),
+    FAKE_SYMBOL(cuMemsetD8Async),
+    FAKE_SYMBOL(cuMemsetD16Async),
+    FAKE_SYMBOL(cuMemsetD32Async),
+    FAKE_SYMBOL(cuEventElapsedTime),
+    FAKE_SYMBOL(cuStreamGetPriority),
+    FAKE_SYMBOL(cuStreamGetFlags),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -3453,14 +3497,15 @@ struct versioned_symbol {
   symbol sym;
   int since;
 };
-#define FAKE_SINCE(name, version) {FAKE_SYMBOL(name), version}
+#define FAKE_SINCE(name, version) \
+  { FAKE_SYMBOL(name), version }
 const versioned_symbol versioned_symbols[] = {
-    FAKE_SINCE(cuDeviceGetDevResource, 12040),   FAKE_SINCE(cuCtxGetDevResource, 12040),
-    FAKE_SINCE(cuGreenCtxGetDevResource, 12040), FAKE_SINCE(cuDevSmResourceSplitByCount, 12040),
+    FAKE_SINCE(cuDeviceGetDevResource, 12040),    FAKE_SINCE(cuCtxGetDevResource, 12040),
+    FAKE_SINCE(cuGreenCtxGetDevResource, 12040),  FAKE_SINCE(cuDevSmResourceSplitByCount, 12040),
     FAKE_SINCE(cuDevResourceGenerateDesc, 12040), FAKE_SINCE(cuGreenCtxCreate, 12040),
-    FAKE_SINCE(cuGreenCtxDestroy, 12040),        FAKE_SINCE(cuCtxFromGreenCtx, 12040),
-    FAKE_SINCE(cuGreenCtxRecordEvent, 12040),    FAKE_SINCE(cuGreenCtxWaitEvent, 12040),
-    FAKE_SINCE(cuStreamGetGreenCtx, 12040),      FAKE_SINCE(cuGreenCtxStreamCreate, 12050),
+    FAKE_SINCE(cuGreenCtxDestroy, 12040),         FAKE_SINCE(cuCtxFromGreenCtx, 12040),
+    FAKE_SINCE(cuGreenCtxRecordEvent, 12040),     FAKE_SINCE(cuGreenCtxWaitEvent, 12040),
+    FAKE_SINCE(cuStreamGetGreenCtx, 12040),       FAKE_SINCE(cuGreenCtxStreamCreate, 12050),
     FAKE_SINCE(cuGreenCtxGetId, 12090),
 };
 

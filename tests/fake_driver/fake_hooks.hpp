@@ -2,10 +2,10 @@
 // library cudrv loaded through CUDRV_LIBCUDA. Every fake-driver test file reads the fake through these.
 #pragma once
 
-#include <catch2/catch.hpp>
 #include <cuda.h>
-#include <cudrv/driver.hpp>
 #include <dlfcn.h>
+#include <catch2/catch.hpp>
+#include <cudrv/driver.hpp>
 
 #include <cstddef>
 #include <cstdlib>

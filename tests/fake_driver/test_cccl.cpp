@@ -50,8 +50,8 @@ TEST_CASE("fake driver: cccl adaptor over a pool allocates and frees stream-orde
   CHECK(f.counter("pool_allocations") == pool_allocations + 1);
   CHECK(f.is_live(p));
   const std::string on_s = " on " + pointer_text(s.native_handle());
-  CHECK(contains(f.log().substr(log_start), "alloc_from_pool " + pointer_text(p) + " pool " +
-                                                pointer_text(pool.native_handle()) + on_s));
+  CHECK(contains(f.log().substr(log_start),
+                 "alloc_from_pool " + pointer_text(p) + " pool " + pointer_text(pool.native_handle()) + on_s));
   // Freed on a stream converted back and forth: cuMemFreeAsync on the same CUstream.
   const cudrv::stream_ref back = cs;
   ref.deallocate_async(p, 4096, 256, cudrv::cccl_stream_ref(back));
@@ -111,7 +111,10 @@ TEST_CASE("fake driver: a moved-from stream does not convert to a cuda::stream_r
   const cudrv::cccl_stream_ref ok = moved;
   CHECK(ok.get() == raw);
   CHECK(cudrv::to_cccl(moved).get() == raw);
-  auto e = catch_as<cudrv::invalid_argument_error>([&] { const cudrv::cccl_stream_ref bad = s; (void)bad; });
+  auto e = catch_as<cudrv::invalid_argument_error>([&] {
+    const cudrv::cccl_stream_ref bad = s;
+    (void)bad;
+  });
   REQUIRE(e);
   CHECK(contains(e->what(), "moved-from"));
   auto f2 = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::to_cccl(s); });

@@ -33,7 +33,8 @@ std::string hex(const void* p) {
 
 }  // namespace
 
-TEST_CASE("fake driver: dlpack export moves a device_buffer in, and the deleter frees it once", "[fake-driver][dlpack]") {
+TEST_CASE("fake driver: dlpack export moves a device_buffer in, and the deleter frees it once",
+          "[fake-driver][dlpack]") {
   fake_probe f;
   cudrv::device d1(1);  // device 0 of the fake is unavailable
   cudrv::device_buffer<float> buf(d1, 24);
@@ -119,7 +120,7 @@ TEST_CASE("fake driver: dlpack stream exchange records on the producer and waits
   CHECK(contains(log.substr(waited), "for " + event));
 
   const std::size_t quiet = f.log().size();
-  cudrv::dlpack_stream_exchange(producer, std::intptr_t{-1});                                  // no sync asked
+  cudrv::dlpack_stream_exchange(producer, std::intptr_t{-1});                                          // no sync asked
   cudrv::dlpack_stream_exchange(producer, reinterpret_cast<std::intptr_t>(producer.native_handle()));  // same stream
   cudrv::dlpack_stream_exchange(producer, std::optional<cudrv::stream_ref>{});
   CHECK_FALSE(contains(f.log().substr(quiet), "stream_wait"));
@@ -191,9 +192,9 @@ TEST_CASE("fake driver: dlpack import checks the tensor's memory against the dri
   // Opting out keeps the structural checks only; host memory (kDLCPU) is not the driver's to check.
   CHECK(import(address, 65, {kDLCUDA, 0}, false).size() == 65);
   const std::int64_t shape[] = {64};
-  auto cpu = cudrv::from_dlpack<float>(
-      cudrv::to_dlpack(cudrv::strided_view<float>(host.data(), shape, {}, {kDLCPU, 0}), nullptr),
-      cudrv::dlpack_requirements::host());
+  auto cpu = cudrv::from_dlpack<float>(cudrv::to_dlpack(cudrv::strided_view<float>(host.data(), shape, {}, {kDLCPU, 0}),
+                                                        nullptr),
+                                       cudrv::dlpack_requirements::host());
   CHECK(cpu.size() == 64);
 }
 

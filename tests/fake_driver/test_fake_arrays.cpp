@@ -45,8 +45,8 @@ struct fake_arrays {
   };
   texture_record last_texture() const {
     texture_record r;
-    r.had_view = fn<int(CUDA_RESOURCE_DESC*, CUDA_TEXTURE_DESC*, CUDA_RESOURCE_VIEW_DESC*)>("fake_cuda_last_texture")(
-                     &r.resource, &r.texture, &r.view) != 0;
+    r.had_view = fn<int(CUDA_RESOURCE_DESC*, CUDA_TEXTURE_DESC*, CUDA_RESOURCE_VIEW_DESC*)>(
+                     "fake_cuda_last_texture")(&r.resource, &r.texture, &r.view) != 0;
     return r;
   }
   CUDA_MEMCPY3D last_copy() const {
@@ -155,7 +155,8 @@ TEST_CASE("arrays: each kind and flag gives the driver's descriptor, and back", 
   };
   const expected cases[] = {
       {cudrv::array_shape::one_d(100), cudrv::array_flags::none, 100, 0, 0, 0, 1, 1},
-      {cudrv::array_shape::two_d(100, 30), cudrv::array_flags::texture_gather, 100, 30, 0, CUDA_ARRAY3D_TEXTURE_GATHER, 30, 1},
+      {cudrv::array_shape::two_d(100, 30), cudrv::array_flags::texture_gather, 100, 30, 0, CUDA_ARRAY3D_TEXTURE_GATHER,
+       30, 1},
       {cudrv::array_shape::three_d(10, 20, 30), cudrv::array_flags::surface_load_store, 10, 20, 30,
        CUDA_ARRAY3D_SURFACE_LDST, 20, 30},
       {cudrv::array_shape::layered_one_d(64, 5), cudrv::array_flags::none, 64, 0, 5, CUDA_ARRAY3D_LAYERED, 1, 5},
@@ -206,9 +207,8 @@ TEST_CASE("arrays: shapes the kind or the device's limits refuse are refused bef
   CHECK(contains(m, "alternate"));
   m = refused([&] { cudrv::array<float> a(dev, cudrv::array_shape{cudrv::array_kind::cubemap, 16, 8, 0, 0}); });
   CHECK(contains(m, "square"));
-  m = refused([&] {
-    cudrv::array<float> a(dev, cudrv::array_shape::three_d(8, 8, 8), cudrv::array_flags::texture_gather);
-  });
+  m = refused(
+      [&] { cudrv::array<float> a(dev, cudrv::array_shape::three_d(8, 8, 8), cudrv::array_flags::texture_gather); });
   CHECK(contains(m, "texture_gather is for 2-D arrays"));
   m = refused([&] { cudrv::array<float> a(dev, cudrv::array_shape::two_d(0, 8)); });
   CHECK(contains(m, "width of at least 1"));
@@ -365,11 +365,12 @@ TEST_CASE("array copies: sizes and regions are checked before the driver is call
   CHECK(contains(m, "smaller than the array region of 8 x 4 x 3 elements"));
   m = message_of(catch_as<cudrv::invalid_argument_error>([&] { cudrv::copy(short_host, a, s); }));
   CHECK(contains(m, "destination view"));
-  m = message_of(catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::copy(a, cudrv::array_region::slice(3), short_host, s); }));
+  m = message_of(
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::copy(a, cudrv::array_region::slice(3), short_host, s); }));
   CHECK(contains(m, "offset (0, 0, 3) lies outside"));
-  m = message_of(catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::copy(a, cudrv::array_region{6, 0, 0, 3, 0, 0}, short_host, s); }));
+  m = message_of(catch_as<cudrv::invalid_argument_error>([&] {
+    cudrv::copy(a, cudrv::array_region{6, 0, 0, 3, 0, 0}, short_host, s);
+  }));
   CHECK(contains(m, "leaves the layered 2-D array"));
   m = message_of(catch_as<cudrv::invalid_argument_error>([&] { cudrv::copy(small, a, s); }));
   CHECK(contains(m, "destination region"));
@@ -430,7 +431,8 @@ TEST_CASE("mipmapped arrays: levels halve, level views copy, the level count is 
     e = catch_as<cudrv::invalid_argument_error>(
         [&] { cudrv::mipmapped_array<float> bad(dev, cudrv::array_shape::two_d(8, huge), 64); });
     REQUIRE(e);
-    auto plain = catch_as<cudrv::invalid_argument_error>([&] { cudrv::array<float> bad(dev, cudrv::array_shape::one_d(huge)); });
+    auto plain =
+        catch_as<cudrv::invalid_argument_error>([&] { cudrv::array<float> bad(dev, cudrv::array_shape::one_d(huge)); });
     CHECK(plain);
   }
   CHECK(f.counter("mipmapped_arrays_created") == made);
@@ -466,8 +468,8 @@ TEST_CASE("texture objects: the sampler, resource and view descriptions the driv
     CHECK(r.texture.addressMode[1] == CU_TR_ADDRESS_MODE_MIRROR);
     CHECK(r.texture.addressMode[2] == CU_TR_ADDRESS_MODE_BORDER);
     CHECK(r.texture.filterMode == CU_TR_FILTER_MODE_LINEAR);
-    CHECK(r.texture.flags == (CU_TRSF_NORMALIZED_COORDINATES | CU_TRSF_SEAMLESS_CUBEMAP |
-                              CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION));
+    CHECK(r.texture.flags ==
+          (CU_TRSF_NORMALIZED_COORDINATES | CU_TRSF_SEAMLESS_CUBEMAP | CU_TRSF_DISABLE_TRILINEAR_OPTIMIZATION));
     CHECK(r.texture.borderColor[2] == 0.75f);
     CHECK(r.texture.mipmapFilterMode == CU_TR_FILTER_MODE_LINEAR);
     CHECK(r.texture.mipmapLevelBias == 0.5f);
@@ -498,8 +500,11 @@ TEST_CASE("texture objects: the sampler, resource and view descriptions the driv
   cudrv::mipmapped_array<float> mip(dev, cudrv::array_shape::two_d(16, 16), 5);
   {
     cudrv::texture_object t(mip, {.normalized_coordinates = true},
-                            {.format = CU_RES_VIEW_FORMAT_FLOAT_1X32, .width = 16, .height = 16,
-                             .first_mipmap_level = 1, .last_mipmap_level = 2});
+                            {.format = CU_RES_VIEW_FORMAT_FLOAT_1X32,
+                             .width = 16,
+                             .height = 16,
+                             .first_mipmap_level = 1,
+                             .last_mipmap_level = 2});
     const auto r = f.last_texture();
     CHECK(r.resource.resType == CU_RESOURCE_TYPE_MIPMAPPED_ARRAY);
     CHECK(r.resource.res.mipmap.hMipmappedArray == mip.native_handle());
@@ -544,10 +549,11 @@ TEST_CASE("texture objects: combinations the hardware cannot sample are refused 
                  "linear filtering needs floating-point results"));
   CHECK(contains(refused([&] { cudrv::texture_object t(ints, {.read = cudrv::read_mode::normalized_float}); }),
                  "32-bit integers"));
-  CHECK(contains(refused([&] {
-                   cudrv::texture_object t(floats, {.address = {cudrv::address_mode::wrap, cudrv::address_mode::clamp}});
-                 }),
-                 "address_mode::wrap (dimension 0) needs normalized_coordinates"));
+  CHECK(
+      contains(refused([&] {
+                 cudrv::texture_object t(floats, {.address = {cudrv::address_mode::wrap, cudrv::address_mode::clamp}});
+               }),
+               "address_mode::wrap (dimension 0) needs normalized_coordinates"));
   CHECK(contains(refused([&] { cudrv::texture_object t(floats, {.max_anisotropy = 17}); }), "at most 16"));
   CHECK(contains(refused([&] { cudrv::texture_object t(lin, {.filter = cudrv::filter_mode::linear}); }),
                  "filter_mode::point"));
@@ -567,7 +573,8 @@ TEST_CASE("texture objects: combinations the hardware cannot sample are refused 
   CHECK(f.counter("textures_created") == made);
 }
 
-TEST_CASE("surface objects: arrays made for surfaces only, and destruction after the context", "[fake-driver][textures][driver_error]") {
+TEST_CASE("surface objects: arrays made for surfaces only, and destruction after the context",
+          "[fake-driver][textures][driver_error]") {
   fake_arrays f;
   destruction_reports reports;
   cudrv::device dev(1);

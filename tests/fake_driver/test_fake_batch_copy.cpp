@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/catch_support.hpp"
 #include "support/memory_support.hpp"
-#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
@@ -34,7 +34,9 @@ std::string fake_log() { return cudrv::test::fake_log(); }
 // The log lines written since `before` (a length of the log).
 std::string log_since(std::size_t before) { return fake_log().substr(before); }
 
-std::string loc(CUmemLocationType type, int id) { return std::to_string(static_cast<int>(type)) + ":" + std::to_string(id); }
+std::string loc(CUmemLocationType type, int id) {
+  return std::to_string(static_cast<int>(type)) + ":" + std::to_string(id);
+}
 
 template <class T>
 std::vector<T> read_back(const cudrv::device_buffer<T>& b) {
@@ -202,8 +204,9 @@ TEST_CASE("a synchronous copy of overlapping pageable host ranges is refused too
   }
   const std::vector<int> before = host;
   const std::span<int> all(host);
-  auto e = cudrv::test::require_invalid_argument("overlapping host copy",
-                                                 [&] { cudrv::copy(all.subspan(1, 8), std::span<const int>(all.first(8))); });
+  auto e = cudrv::test::require_invalid_argument("overlapping host copy", [&] {
+    cudrv::copy(all.subspan(1, 8), std::span<const int>(all.first(8)));
+  });
   CHECK(contains(e.what(), "overlap"));
   CHECK(host == before);
   cudrv::copy(all.subspan(6, 6), std::span<const int>(all.first(6)));  // touching, not overlapping: copied
@@ -234,8 +237,7 @@ TEST_CASE("a copy the driver refuses is named by its index in the batch", "[fake
   CHECK(contains(e->what(), "copy 2 of 4"));
 }
 
-TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by the mode",
-          "[fake-driver][batch-copy]") {
+TEST_CASE("the fallback loop: chosen for the legacy default stream, forced by the mode", "[fake-driver][batch-copy]") {
   fixture f;
   INFO("seed " << f.seed);
   const auto data = random_vector<std::uint16_t>(3000, f.seed);
@@ -311,8 +313,8 @@ TEST_CASE("batch_copy_3d passes pitched pointer operands in bytes; the fallback 
     f.stream.synchronize();
     if (mode == cudrv::batch_copy_mode::automatic) {
       CHECK(path == cudrv::batch_copy_path::driver_batch);
-      CHECK(log_since(before) == "memcpy_3d_batch n=1 [" + std::to_string(w * sizeof(float)) + "x3x2 src_row=" +
-                                     std::to_string(w * sizeof(float)) + " src_layer=3 dst_row=" +
+      CHECK(log_since(before) == "memcpy_3d_batch n=1 [" + std::to_string(w * sizeof(float)) +
+                                     "x3x2 src_row=" + std::to_string(w * sizeof(float)) + " src_layer=3 dst_row=" +
                                      std::to_string(pitch_elems * sizeof(float)) + " dst_layer=4 order=1 flags=1]\n");
     } else {
       CHECK(path == cudrv::batch_copy_path::fallback_loop);
@@ -384,7 +386,8 @@ TEST_CASE("without the batch entry points the loop is taken, and forcing the bat
   REQUIRE(e);
   CHECK(contains(e->what(), "cuMemcpyBatchAsync"));
   cudrv::batch_copy_3d b3;
-  b3.add(cudrv::pitched_span<double>::dense(dst.view(), 10, 5), cudrv::pitched_span<const double>::dense(src.view(), 10, 5));
+  b3.add(cudrv::pitched_span<double>::dense(dst.view(), 10, 5),
+         cudrv::pitched_span<const double>::dense(src.view(), 10, 5));
   CHECK(cudrv::copy(b3, f.stream) == cudrv::batch_copy_path::fallback_loop);
   CHECK(cudrv::test::catch_as<cudrv::not_supported_error>(
       [&] { (void)cudrv::copy(b3, f.stream, cudrv::batch_copy_mode::driver_batch); }));

@@ -76,11 +76,12 @@ struct handler_recorder {
 // PTX for sm_90 only, compiled by NVRTC: a kernel with three parameters and a global.
 const cudrv::object_code& sm90_ptx() {
   static const cudrv::object_code code =
-      cudrv::program("fake.cu",
-                     "__device__ int value;\n"
-                     "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
-                     "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a + value; }\n"
-                     "extern \"C\" __global__ void a_kernel_whose_name_does_not_fit_a_short_string(int* p) { *p = 1; }\n")
+      cudrv::program(
+          "fake.cu",
+          "__device__ int value;\n"
+          "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
+          "  int i = blockIdx.x * blockDim.x + threadIdx.x; if (i < n) x[i] *= a + value; }\n"
+          "extern \"C\" __global__ void a_kernel_whose_name_does_not_fit_a_short_string(int* p) { *p = 1; }\n")
           .compile(cudrv::code_kind::ptx, {.arch = "sm_90"})
           .code;
   return code;
@@ -118,9 +119,8 @@ TEST_CASE("fake driver: no call retains device 0 or makes it current when nobody
   auto e1 = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] { (void)g.instantiate(); });
   REQUIRE(e1);
   CHECK(contains(e1->what(), "no context is current"));
-  auto e2 = cudrv::test::catch_as<cudrv::invalid_argument_error>([&] {
-    (void)cudrv::program("k.cu", "extern \"C\" __global__ void k() {}").compile(cudrv::code_kind::ptx);
-  });
+  auto e2 = cudrv::test::catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::program("k.cu", "extern \"C\" __global__ void k() {}").compile(cudrv::code_kind::ptx); });
   REQUIRE(e2);
   CHECK(contains(e2->what(), "differ"));
   cudrv::tiled_tensor_map_desc desc{.data_type = cudrv::tensor_map_data_type::float32,
@@ -213,7 +213,8 @@ TEST_CASE("fake driver: a callable that owns a buffer is destroyed off the callb
   const CUdeviceptr a = ordered.data();
   const CUdeviceptr b = plain.data();
   bool ran = false;
-  s.enqueue([keep = std::move(ordered), also = std::move(plain), &ran] { ran = keep.size() == 32 && also.size() == 32; });
+  s.enqueue(
+      [keep = std::move(ordered), also = std::move(plain), &ran] { ran = keep.size() == 32 && also.size() == 32; });
   s.synchronize();  // returns once the callable has run and been destroyed
   CHECK(ran);
   CHECK_FALSE(f.is_live(a));
@@ -259,11 +260,12 @@ TEST_CASE("fake driver: a stream outlives the stream-ordered buffers on it", "[f
   CHECK(freed < destroyed);
   CHECK_FALSE(f.is_live(a));
   CHECK(f.counter("streams_destroyed") == destroyed_before + 1);
-  CHECK(contains(log, "stream_destroy " + [&] {
-    char text[32];
-    std::snprintf(text, sizeof(text), "%p", static_cast<void*>(raw));
-    return std::string(text);
-  }()));
+  CHECK(contains(
+      log, "stream_destroy " + [&] {
+        char text[32];
+        std::snprintf(text, sizeof(text), "%p", static_cast<void*>(raw));
+        return std::string(text);
+      }()));
   CHECK(handler.reports == 0);
 }
 

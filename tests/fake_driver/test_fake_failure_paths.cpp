@@ -17,7 +17,8 @@ using cudrv::test::catch_as;
 using cudrv::test::contains;
 
 TEST_CASE("failure injection: a buffer whose context cannot be made current to free it tells the handler, and is "
-          "freed", "[fake-driver][failure-injection]") {
+          "freed",
+          "[fake-driver][failure-injection]") {
   cudrv::test::fake_probe f;
   cudrv::test::fake_injection inject;
   cudrv::test::destruction_error_counter errors;
@@ -43,7 +44,8 @@ TEST_CASE("failure injection: a buffer whose context cannot be made current to f
 }
 
 TEST_CASE("failure injection: a host callable is refused, and destroyed, when the stream's capture state cannot be "
-          "read", "[fake-driver][failure-injection]") {
+          "read",
+          "[fake-driver][failure-injection]") {
   cudrv::test::fake_injection inject;
   const cudrv::device d1(1);
   cudrv::stream s(d1);
@@ -67,7 +69,8 @@ TEST_CASE("failure injection: a host callable is refused, and destroyed, when th
 }
 
 TEST_CASE("failure injection: a context that cannot give the caller's context back is destroyed, and its "
-          "constructor throws", "[fake-driver][failure-injection]") {
+          "constructor throws",
+          "[fake-driver][failure-injection]") {
   cudrv::test::fake_probe f;
   cudrv::test::fake_injection inject;
   cudrv::test::destruction_error_counter errors;
@@ -90,7 +93,8 @@ TEST_CASE("failure injection: a context that cannot give the caller's context ba
 }
 
 TEST_CASE("failure injection: a host pool whose devices cannot be asked about access is refused, not made without "
-          "their access", "[fake-driver][failure-injection][pool]") {
+          "their access",
+          "[fake-driver][failure-injection][pool]") {
   cudrv::test::fake_probe f;
   cudrv::test::fake_injection inject;
   cudrv::test::destruction_error_counter errors;

@@ -5,9 +5,9 @@
 // (device 0 is taken by another process in the fake).
 #include <catch2/catch.hpp>
 
-#include <cudrv/cudrv.hpp>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <cudrv/cudrv.hpp>
 
 #include <cstddef>
 #include <cstdint>
@@ -27,7 +27,8 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 
 struct fault_fake : cudrv::test::fake_probe {
   void (*sticky_fn)(CUresult) = cudrv::test::fake_hook<void(CUresult)>("fake_cuda_make_sticky");
-  void (*fail_fn)(CUresult, long long) = cudrv::test::fake_hook<void(CUresult, long long)>("fake_cuda_fail_allocations");
+  void (*fail_fn)(CUresult,
+                  long long) = cudrv::test::fake_hook<void(CUresult, long long)>("fake_cuda_fail_allocations");
   void* (*primary_fn)(int) = cudrv::test::fake_hook<void*(int)>("fake_cuda_primary_context");
   int (*refs_fn)(int) = cudrv::test::fake_hook<int(int)>("fake_cuda_primary_refs");
   void (*granularity_fn)(std::size_t, std::size_t) =
@@ -234,7 +235,8 @@ TEST_CASE("faults: an object that outlives a primary-context reset frees nothing
   CHECK(round_trip_works(dev, seed));
 }
 
-TEST_CASE("faults: a reset keeps the primary context current where the caller had it current", "[fake-driver][faults]") {
+TEST_CASE("faults: a reset keeps the primary context current where the caller had it current",
+          "[fake-driver][faults]") {
   fault_fake f;
   const cudrv::device dev(1);
   dev.set_current();
@@ -249,7 +251,8 @@ TEST_CASE("faults: a reset keeps the primary context current where the caller ha
   CHECK(set_current(nullptr) == CUDA_SUCCESS);
 }
 
-TEST_CASE("faults: resetting a device whose primary context cudrv never used leaves it inactive", "[fake-driver][faults]") {
+TEST_CASE("faults: resetting a device whose primary context cudrv never used leaves it inactive",
+          "[fake-driver][faults]") {
   fault_fake f;
   const cudrv::device dev(1);
   if (f.refs(1) != 0) {
@@ -343,7 +346,8 @@ TEST_CASE("out of memory: every allocation path throws out_of_memory_error with 
   }
   SECTION("a physical allocation (VMM): cuMemCreate; free memory read only in a current context of the device") {
     // No context current (an earlier case of this process may have left one).
-    auto set_current = reinterpret_cast<CUresult (*)(CUcontext)>(cudrv::driver::get_entry_point("cuCtxSetCurrent", 4000));
+    auto set_current =
+        reinterpret_cast<CUresult (*)(CUcontext)>(cudrv::driver::get_entry_point("cuCtxSetCurrent", 4000));
     REQUIRE(set_current(nullptr) == CUDA_SUCCESS);
     const long long made_current = f.counter("made_current:1");
     auto e = expect("cuMemCreate", 4 * MiB, [&] { cudrv::physical_allocation a(dev, 4 * MiB); });
@@ -380,9 +384,7 @@ TEST_CASE("out of memory: trim_to reaches cuMemPoolTrimTo and gives the unused r
   cudrv::stream s(dev);
   cudrv::memory_pool pool(dev);
   cudrv::device_buffer<std::uint8_t> a(pool, s, 40 * MiB);
-  {
-    cudrv::device_buffer<std::uint8_t> b(pool, s, 30 * MiB);
-  }
+  { cudrv::device_buffer<std::uint8_t> b(pool, s, 30 * MiB); }
   s.synchronize();
   CHECK(pool.used_current() == 40 * MiB);
   CHECK(pool.reserved_current() > pool.used_current());

@@ -48,8 +48,10 @@ TEST_CASE("a refused instantiation names the blamed node's kind, also for types 
       {CU_GRAPH_NODE_TYPE_EMPTY, "(empty)"},
       {CU_GRAPH_NODE_TYPE_WAIT_EVENT, "(event wait)"},
       {CU_GRAPH_NODE_TYPE_EVENT_RECORD, "(event record)"},
-      {CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL, "(other, CUgraphNodeType " + std::to_string(CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL) + ")"},
-      {CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT, "(other, CUgraphNodeType " + std::to_string(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) + ")"},
+      {CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL,
+       "(other, CUgraphNodeType " + std::to_string(CU_GRAPH_NODE_TYPE_EXT_SEMAS_SIGNAL) + ")"},
+      {CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT,
+       "(other, CUgraphNodeType " + std::to_string(CU_GRAPH_NODE_TYPE_EXT_SEMAS_WAIT) + ")"},
       {CU_GRAPH_NODE_TYPE_MEM_ALLOC, "(memory alloc)"},
       {CU_GRAPH_NODE_TYPE_MEM_FREE, "(memory free)"},
       {CU_GRAPH_NODE_TYPE_BATCH_MEM_OP, "(stream memory operations)"},
@@ -121,7 +123,8 @@ TEST_CASE("a conditional node refused for its handle says so, not that condition
     return what;
   };
   SECTION("a handle made by another graph") {
-    const std::string what = refused([&] { (void)g.add_conditional(foreign, cudrv::conditional_kind::while_loop, ctx); });
+    const std::string what =
+        refused([&] { (void)g.add_conditional(foreign, cudrv::conditional_kind::while_loop, ctx); });
     CHECK(contains(what, "conditional node (while, 1 body)"));
   }
   SECTION("a handle another node of the graph tests already") {
@@ -147,7 +150,8 @@ TEST_CASE("a conditional node with an empty context or an unknown kind is refuse
   const long long calls = f.counter("failed_calls");
   const long long nodes = f.counter("conditional_nodes");
   auto empty = catch_as<cudrv::invalid_argument_error>([&] {
-    (void)g.add_conditional(h, cudrv::conditional_kind::while_loop, cudrv::context_ref(static_cast<CUcontext>(nullptr)));
+    (void)g.add_conditional(h, cudrv::conditional_kind::while_loop,
+                            cudrv::context_ref(static_cast<CUcontext>(nullptr)));
   });
   REQUIRE(empty.has_value());
   INFO("what(): " << empty->what());
@@ -177,9 +181,9 @@ TEST_CASE("fake driver 12.4: switch nodes and an else body need a 12.8 driver, s
     unsigned bodies;
     const char* named;
   };
-  for (const newer_node& c : {newer_node{cudrv::conditional_kind::switch_cases, 2u, "conditional node (switch, 2 bodies)"},
-                              newer_node{cudrv::conditional_kind::if_then, 2u,
-                                         "conditional node (if with an else body, 2 bodies)"}}) {
+  for (const newer_node& c :
+       {newer_node{cudrv::conditional_kind::switch_cases, 2u, "conditional node (switch, 2 bodies)"},
+        newer_node{cudrv::conditional_kind::if_then, 2u, "conditional node (if with an else body, 2 bodies)"}}) {
     const char* named = c.named;
     INFO(named);
     auto e = catch_as<cudrv::not_supported_error>([&] { (void)g.add_conditional(h, c.kind, ctx, c.bodies); });

@@ -8,8 +8,8 @@
 #include <dirent.h>
 #include <unistd.h>
 
-#include <cudrv/cudrv.hpp>
 #include <sys/mman.h>
+#include <cudrv/cudrv.hpp>
 
 #include <cstdlib>
 #include <string>
@@ -171,7 +171,8 @@ TEST_CASE("fake driver: pointers of a pool never exported still export (the pool
   SECTION("make_shareable_memory_pool arms the pool when it creates it") {
     const long long exports = f.counter("pool_exports");
     const long long failed = f.counter("failed_calls");
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
     CHECK(f.counter("pool_exports") == exports + 1);
     cudrv::device_buffer<int> data(pool, s, 256);
     const cudrv::pointer_export e = cudrv::export_pointer(data);
@@ -215,7 +216,8 @@ TEST_CASE("fake driver: IPC refusals are typed and name what to do", "[fake-driv
     auto i = catch_as<cudrv::not_supported_error>([&] { cudrv::imported_memory_pool p(d1, cudrv::fabric_handle{}); });
     REQUIRE(i);
     CHECK(contains(i->what(), "CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED"));
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
     auto x = catch_as<cudrv::not_supported_error>([&] { (void)cudrv::export_pool_fabric_handle(pool); });
     REQUIRE(x);
     CHECK(contains(x->what(), "no visible device supports fabric handles"));
@@ -237,7 +239,8 @@ TEST_CASE("fake driver: IPC refusals are typed and name what to do", "[fake-driv
     auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::export_pointer(plain); });
     REQUIRE(e);
     CHECK(contains(e->what(), "ipc_handle"));
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
     cudrv::device_buffer<float> ordered(pool, s, 16);
     auto l = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::ipc_handle(ordered); });
     REQUIRE(l);
@@ -247,8 +250,8 @@ TEST_CASE("fake driver: IPC refusals are typed and name what to do", "[fake-driv
     auto n = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::ipc_handle(none); });
     REQUIRE(n);
     CHECK(contains(n->what(), "empty"));
-    auto fd = catch_as<cudrv::invalid_argument_error>(
-        [&] { cudrv::imported_memory_pool p(d1, cudrv::file_descriptor{}); });
+    auto fd =
+        catch_as<cudrv::invalid_argument_error>([&] { cudrv::imported_memory_pool p(d1, cudrv::file_descriptor{}); });
     REQUIRE(fd);
     cudrv::memory_pool moved = std::move(pool);
     auto m = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::export_pool_descriptor(pool); });
@@ -382,7 +385,8 @@ TEST_CASE("fake driver: an exporter's inflated byte count is refused against the
   constexpr std::size_t claimed = 65536;
 
   SECTION("pool pointer export") {
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(d1, cudrv::shareable_handle_type::posix_file_descriptor);
     cudrv::device_buffer<float> data(pool, s, real);
     cudrv::imported_memory_pool imported(d1, cudrv::export_pool_descriptor(pool));
     cudrv::pointer_export lying = cudrv::export_pointer(data);

@@ -35,7 +35,8 @@ struct handed {
 
 // What the fake recorded for api's last call; the test fails when api was never called.
 handed handed_to(const char* api) {
-  auto* read = cudrv::test::fake_hook<int(const char*, unsigned*, CUlaunchAttribute*, int)>("fake_cuda_launch_attributes");
+  auto* read =
+      cudrv::test::fake_hook<int(const char*, unsigned*, CUlaunchAttribute*, int)>("fake_cuda_launch_attributes");
   handed out;
   const int n = read(api, out.shape.data(), nullptr, 0);
   INFO(api);
@@ -70,8 +71,9 @@ CUlaunchAttribute attribute(CUlaunchAttributeID id, Fill fill) {
 
 }  // namespace
 
-TEST_CASE("launch attributes: the stream launch, the graph kernel node and the occupancy query hand the driver the same",
-          "[fake-driver][launch-attributes]") {
+TEST_CASE(
+    "launch attributes: the stream launch, the graph kernel node and the occupancy query hand the driver the same",
+    "[fake-driver][launch-attributes]") {
   cudrv::test::fake_probe f;
   const cudrv::device dev(1);
   cudrv::stream s(dev);
@@ -125,7 +127,9 @@ TEST_CASE("launch attributes: the stream launch, the graph kernel node and the o
     std::vector<CUlaunchAttribute> with_serialization = expected;
     with_serialization.insert(with_serialization.begin() + 2,
                               attribute(CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                                        [](CUlaunchAttributeValue& v) { v.programmaticStreamSerializationAllowed = 1; }));
+                                        [](CUlaunchAttributeValue& v) {
+                                          v.programmaticStreamSerializationAllowed = 1;
+                                        }));
     cudrv::launch(s, serialized, k);
     CHECK(k.max_active_clusters(dev, serialized) == 4);
     CHECK(as_text(handed_to("cuLaunchKernelEx").attributes) == as_text(with_serialization));
@@ -149,7 +153,8 @@ TEST_CASE("launch attributes: the stream launch, the graph kernel node and the o
   }
 }
 
-TEST_CASE("launch attributes: a kernel node names the attribute the driver refused", "[fake-driver][launch-attributes]") {
+TEST_CASE("launch attributes: a kernel node names the attribute the driver refused",
+          "[fake-driver][launch-attributes]") {
   cudrv::test::fake_probe f;
   const cudrv::device dev(1);
   cudrv::library lib(empty_kernel_ptx(), dev);

@@ -25,7 +25,7 @@ TEST_CASE("fake driver: a group whose end fails before ncclGroupEnd stays open, 
   auto* group_end = reinterpret_cast<int (*)()>(dlsym(lib, "ncclGroupEnd"));
   dlclose(lib);  // cudrv keeps it loaded
   REQUIRE(group_end != nullptr);
-  constexpr int nccl_invalid_usage = 5;  // ncclGroupEnd outside a group
+  constexpr int nccl_invalid_usage = 5;        // ncclGroupEnd outside a group
   REQUIRE(group_end() == nccl_invalid_usage);  // no group open to begin with
   cudrv::test::destruction_error_counter errors;
   {
@@ -33,8 +33,8 @@ TEST_CASE("fake driver: a group whose end fails before ncclGroupEnd stays open, 
     inject.fail_call(1, CUDA_ERROR_UNKNOWN);  // end()'s first driver call: reading the current context
     CHECK_THROWS_AS(g.end(), cudrv::error);
     CHECK(inject.failed_api() == "cuCtxGetCurrent");
-    CHECK(g.is_open());  // ncclGroupEnd never ran: the group is still open
-  }  // the destructor ends it
+    CHECK(g.is_open());                      // ncclGroupEnd never ran: the group is still open
+  }                                          // the destructor ends it
   CHECK(group_end() == nccl_invalid_usage);  // before the fix a group stayed open, and this call ended it
   {
     cudrv::nccl::group g;

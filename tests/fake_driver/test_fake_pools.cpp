@@ -14,8 +14,8 @@
 #include <string>
 #include <vector>
 
-#include "support/memory_support.hpp"
 #include "fake_driver/fake_hooks.hpp"
+#include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -111,8 +111,8 @@ TEST_CASE("fake driver: pools of every kind reach cuMemPoolCreate with their loc
   CHECK(anywhere.location() == cudrv::memory_location::none());
   CHECK(anywhere.properties() == cudrv::memory_properties{-1, true, true});
   cudrv::memory_pool preferring = cudrv::memory_pool::managed(d1, {.max_size = 1 << 20});
-  CHECK(contains(log.text(), "pool_create " + text_of(preferring.native_handle()) + " type 2 location 1:1 handles 0 max " +
-                                 std::to_string(1 << 20)));
+  CHECK(contains(log.text(), "pool_create " + text_of(preferring.native_handle()) +
+                                 " type 2 location 1:1 handles 0 max " + std::to_string(1 << 20)));
   CHECK(preferring.properties() == cudrv::memory_properties{1, true, true});
 
   // Creating pools neither retains nor makes current any context.
@@ -204,7 +204,8 @@ TEST_CASE("fake driver: bad pool requests are refused before the driver, the dri
   // host_accessible_pool_buffer takes only pools whose memory the host can access, and only described ones.
   cudrv::stream s(d1);
   cudrv::memory_pool device_pool(d1);
-  auto not_host = catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(device_pool, s, 4); });
+  auto not_host =
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(device_pool, s, 4); });
   REQUIRE(not_host);
   CHECK(contains(not_host->what(), "device_buffer(pool, stream, count)"));
   cudrv::memory_pool host_pool(cudrv::memory_location::host());
@@ -213,14 +214,16 @@ TEST_CASE("fake driver: bad pool requests are refused before the driver, the dri
   REQUIRE(unknown);
   CHECK(contains(unknown->what(), "unknown"));
   cudrv::memory_pool gone(std::move(host_pool));
-  auto empty = catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(host_pool, s, 4); });
+  auto empty =
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::host_accessible_pool_buffer<int> b(host_pool, s, 4); });
   REQUIRE(empty);
   CHECK(contains(empty->what(), "moved-from"));
   CHECK(f.counter("pool_allocations") == 0);
 }
 
-TEST_CASE("fake driver: host_accessible_pool_buffer is host-accessible, stream-ordered memory that keeps its stream alive",
-          "[fake-driver][pool]") {
+TEST_CASE(
+    "fake driver: host_accessible_pool_buffer is host-accessible, stream-ordered memory that keeps its stream alive",
+    "[fake-driver][pool]") {
   fake_driver f;
   report_counter reports;
   const cudrv::device d1(1);
@@ -300,10 +303,12 @@ TEST_CASE("fake driver: host_accessible_pool_buffer moves, set_stream, reset on 
   cudrv::host_accessible_pool_buffer<double> z(managed, b, 4);
   double* raw = z.release();
   CHECK_FALSE(bool(z));
-  cudrv::host_accessible_pool_buffer<double> adopted = cudrv::host_accessible_pool_buffer<double>::from_native_handle(raw, 4, b, managed);
+  cudrv::host_accessible_pool_buffer<double> adopted =
+      cudrv::host_accessible_pool_buffer<double>::from_native_handle(raw, 4, b, managed);
   CHECK(adopted.data() == raw);
   CHECK(adopted.properties() == cudrv::memory_properties{1, true, true});
-  adopted = cudrv::host_accessible_pool_buffer<double>(managed, a, 0);  // frees raw on b; a zero-element buffer holds nothing
+  adopted =
+      cudrv::host_accessible_pool_buffer<double>(managed, a, 0);  // frees raw on b; a zero-element buffer holds nothing
   CHECK(contains(log.text(), "free_async " + text_of(raw) + " on " + text_of(b.native_handle())));
   CHECK(adopted.empty());
   CHECK(adopted.properties() == cudrv::memory_properties{1, true, true});
@@ -410,8 +415,7 @@ TEST_CASE("fake driver: graph memory attributes, resetting the high watermarks, 
   // The driver refuses an attribute (as one it does not know; a value outside CUgraphMem_attribute's
   // enumerators cannot be passed, that is undefined behaviour): its error, typed.
   cudrv::test::fake_hook<void(const char*, long long)>("fake_cuda_vmm_fail")("cuDeviceGetGraphMemAttribute", 1);
-  auto e = catch_as<cudrv::error>(
-      [&] { (void)cudrv::graph_memory_attribute(d1, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH); });
+  auto e = catch_as<cudrv::error>([&] { (void)cudrv::graph_memory_attribute(d1, CU_GRAPH_MEM_ATTR_USED_MEM_HIGH); });
   REQUIRE(e);
   CHECK(e->api() == "cuDeviceGetGraphMemAttribute");
   CHECK(contains(e->what(), "device 1"));

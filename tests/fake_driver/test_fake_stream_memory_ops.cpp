@@ -14,9 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "fake_driver/fake_hooks.hpp"
 #include "support/catch_support.hpp"
 #include "support/memory_support.hpp"
-#include "fake_driver/fake_hooks.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
@@ -75,10 +75,11 @@ TEST_CASE("waits, writes and batches reach the driver as typed", "[fake-driver][
   cudrv::write_value(f.stream, flag32.view(), 7u);
   cudrv::write_value(f.stream, flag64.view(), std::uint64_t{1} << 40);
   cudrv::wait_value(f.stream, flag32.view(), 7u, {.condition = cudrv::wait_condition::eq});
-  cudrv::wait_value(f.stream, cudrv::device_span<const std::uint64_t>(flag64.view()), 5, {.condition = cudrv::wait_condition::bit_and});
-  CHECK(log_since(before) == "memop write32 " + a32 + " 7;\nmemop write64 " + a64 + " 1099511627776;\nmemop wait32 " + a32 +
-                                 " 7 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_EQ) + ";\nmemop wait64 " + a64 +
-                                 " 5 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_AND) + ";\n");
+  cudrv::wait_value(f.stream, cudrv::device_span<const std::uint64_t>(flag64.view()), 5,
+                    {.condition = cudrv::wait_condition::bit_and});
+  CHECK(log_since(before) == "memop write32 " + a32 + " 7;\nmemop write64 " + a64 + " 1099511627776;\nmemop wait32 " +
+                                 a32 + " 7 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_EQ) + ";\nmemop wait64 " +
+                                 a64 + " 5 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_AND) + ";\n");
   CHECK(read_back(flag32)[0] == 7u);
   CHECK(read_back(flag64)[0] == std::uint64_t{1} << 40);
 
@@ -88,8 +89,8 @@ TEST_CASE("waits, writes and batches reach the driver as typed", "[fake-driver][
                                      cudrv::stream_memory_op::barrier(cudrv::memory_barrier_scope::device)});
   const std::string second = hex_address(flag32.data() + 4);
   CHECK(log_since(before) == "batch_memop wait32 " + a32 + " 3 flags=" + std::to_string(CU_STREAM_WAIT_VALUE_GEQ) +
-                                 ";write32 " + second + " 9;barrier " + std::to_string(CU_STREAM_MEMORY_BARRIER_TYPE_GPU) +
-                                 ";\n");
+                                 ";write32 " + second + " 9;barrier " +
+                                 std::to_string(CU_STREAM_MEMORY_BARRIER_TYPE_GPU) + ";\n");
   CHECK(read_back(flag32)[1] == 9u);
 }
 
@@ -98,8 +99,9 @@ TEST_CASE("stream memory operations refuse bad flags before the driver", "[fake-
   cudrv::device_buffer<std::uint32_t> flag(f.dev, 4);
   const std::size_t before = fake_log().size();
   cudrv::test::require_invalid_argument("empty", [&] { cudrv::write_value(f.stream, flag.view().first(0), 1u); });
-  cudrv::test::require_invalid_argument(
-      "null", [&] { cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(CUdeviceptr{0}, 1), 1u); });
+  cudrv::test::require_invalid_argument("null", [&] {
+    cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(CUdeviceptr{0}, 1), 1u);
+  });
   auto e = cudrv::test::require_invalid_argument("misaligned", [&] {
     cudrv::wait_value(f.stream, cudrv::device_span<std::uint32_t>(flag.data() + 2, 1), 1u);
   });
@@ -108,8 +110,9 @@ TEST_CASE("stream memory operations refuse bad flags before the driver", "[fake-
   std::vector<cudrv::stream_memory_op> many(256, cudrv::stream_memory_op::barrier());
   auto m = cudrv::test::require_invalid_argument("256 operations", [&] { cudrv::batch_memory_ops(f.stream, many); });
   CHECK(contains(m.what(), "at most 255"));
-  cudrv::test::require_invalid_argument("empty batch",
-                                        [&] { cudrv::batch_memory_ops(f.stream, std::span<const cudrv::stream_memory_op>()); });
+  cudrv::test::require_invalid_argument("empty batch", [&] {
+    cudrv::batch_memory_ops(f.stream, std::span<const cudrv::stream_memory_op>());
+  });
   CHECK(log_since(before).empty());
 }
 
@@ -176,17 +179,19 @@ TEST_CASE("memory-operation graph nodes run in the builder's context after its d
   const cudrv::stream_memory_op ops[] = {cudrv::stream_memory_op::write(flag.view(), 0u),
                                          cudrv::stream_memory_op::barrier()};
   cudrv::batch_memory_ops(b, ops);
-  CHECK(log_since(before) == "graph_memop deps=0 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WAIT_VALUE_32) +
-                                 ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_64) +
-                                 ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_32) +
-                                 ";" + std::to_string(CU_STREAM_MEM_OP_BARRIER) + ";\n");
+  CHECK(log_since(before) ==
+        "graph_memop deps=0 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WAIT_VALUE_32) +
+            ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_64) +
+            ";\ngraph_memop deps=1 ctx_device=1 " + std::to_string(CU_STREAM_MEM_OP_WRITE_VALUE_32) + ";" +
+            std::to_string(CU_STREAM_MEM_OP_BARRIER) + ";\n");
   CHECK(counter("graph_deps_seen") == seen + 2);  // each node after the previous one, a node of this graph
   CHECK(counter("graph_bad_deps") == bad);
   CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>(
       [&] { cudrv::batch_memory_ops(b, std::span<const cudrv::stream_memory_op>()); }));
 }
 
-TEST_CASE("a batch of 255 memory operations, the driver's largest, reaches the driver", "[fake-driver][stream-memory-ops]") {
+TEST_CASE("a batch of 255 memory operations, the driver's largest, reaches the driver",
+          "[fake-driver][stream-memory-ops]") {
   fixture f;
   std::vector<cudrv::stream_memory_op> most(255, cudrv::stream_memory_op::barrier());
   cudrv::batch_memory_ops(f.stream, most);

@@ -143,11 +143,10 @@ TEST_CASE("threads: the driver, entry points, devices and primary contexts first
 TEST_CASE("threads: NVRTC and one compile cache first used at once compile one key", "[fake-driver][threads]") {
   cudrv::test::temp_dir dir("cudrv-threads-cache");
   cudrv::compile_cache cache(dir.path.string());
-  const std::string source =
-      "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
-      "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
-      "  if (i < n) x[i] *= a;\n"
-      "}\n";
+  const std::string source = "extern \"C\" __global__ void scale(float* x, float a, int n) {\n"
+                             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n"
+                             "  if (i < n) x[i] *= a;\n"
+                             "}\n";
   std::vector<std::string> images(thread_count);
   std::vector<std::string> ptx(thread_count);
   std::atomic<int> arch_refusals{0};

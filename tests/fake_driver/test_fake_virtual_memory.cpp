@@ -90,7 +90,8 @@ TEST_CASE("fake driver: physical allocations and mappings that miss the granular
   CHECK(f.counter("vmm_map") == maps);
 
   // A view of a handle made elsewhere learns the granularity from the driver.
-  const cudrv::physical_allocation_ref view = cudrv::physical_allocation_ref::from_native_handle(mem.native_handle(), 4 * MiB);
+  const cudrv::physical_allocation_ref view =
+      cudrv::physical_allocation_ref::from_native_handle(mem.native_handle(), 4 * MiB);
   CHECK(view.minimum_granularity() == 2 * MiB);
   CHECK(view.properties().location == cudrv::physical_location::on(dev));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::memory_mapping m(range, 0, view, MiB, 2 * MiB); }));
@@ -98,13 +99,15 @@ TEST_CASE("fake driver: physical allocations and mappings that miss the granular
   // Bad reservations: sizes off the host page, alignments that are not powers of two.
   CHECK(catch_as<cudrv::invalid_argument_error>([] { cudrv::address_range r(1000); }));
   CHECK(catch_as<cudrv::invalid_argument_error>([] { cudrv::address_range r(0); }));
-  auto bad_alignment = catch_as<cudrv::invalid_argument_error>([] { cudrv::address_range r(2 * MiB, {.alignment = 3 * MiB}); });
+  auto bad_alignment =
+      catch_as<cudrv::invalid_argument_error>([] { cudrv::address_range r(2 * MiB, {.alignment = 3 * MiB}); });
   REQUIRE(bad_alignment);
   CHECK(contains(bad_alignment->what(), "power of two"));
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("fake driver: the fixed address of a range is a hint and the address obtained is reported", "[fake-driver][vmm]") {
+TEST_CASE("fake driver: the fixed address of a range is a hint and the address obtained is reported",
+          "[fake-driver][vmm]") {
   vmm_fake f;
   cudrv::address_range first(4 * MiB, {.alignment = 2 * MiB, .fixed_address = 0x200000000000ULL});
   CHECK(first.address() == 0x200000000000ULL);  // free: honoured
@@ -144,7 +147,8 @@ TEST_CASE("fake driver: a mapping keeps its range reserved, and unmap, release a
     CHECK(low.access(dev) == cudrv::access_rights::read_only);
     CHECK(range->access(0, cudrv::physical_location::on(cudrv::device(0))) == cudrv::access_rights::read_write);
     CHECK(cudrv::get_access(base + 4 * MiB, cudrv::physical_location::on(dev)) == cudrv::access_rights::read_write);
-    CHECK(catch_as<cudrv::invalid_argument_error>([&] { range->set_access(4 * MiB, 8 * MiB, std::array{cudrv::access_descriptor::for_device(dev)}); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { range->set_access(4 * MiB, 8 * MiB, std::array{cudrv::access_descriptor::for_device(dev)}); }));
 
     // Mapping over mapped bytes: the driver refuses, and cudrv throws.
     CHECK(catch_as<cudrv::error>([&] { cudrv::memory_mapping again(*range, 0, mem); }));
@@ -172,7 +176,8 @@ TEST_CASE("fake driver: a mapping keeps its range reserved, and unmap, release a
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("fake driver: a temporary allocation may be mapped, and the memory lives until it is unmapped", "[fake-driver][vmm]") {
+TEST_CASE("fake driver: a temporary allocation may be mapped, and the memory lives until it is unmapped",
+          "[fake-driver][vmm]") {
   vmm_fake f;
   const cudrv::device dev(1);
   cudrv::address_range range(4 * MiB);
@@ -196,7 +201,8 @@ TEST_CASE("fake driver: moved-from, released and adopted VMM owners", "[fake-dri
   cudrv::address_range b(std::move(a));
   CHECK_FALSE(a);
   CHECK(b);
-  auto empty = catch_as<cudrv::invalid_argument_error>([&] { cudrv::memory_mapping m(a, 0, cudrv::physical_allocation(dev, 2 * MiB)); });
+  auto empty = catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::memory_mapping m(a, 0, cudrv::physical_allocation(dev, 2 * MiB)); });
   REQUIRE(empty);
   CHECK(contains(empty->what(), "moved-from"));
   cudrv::physical_allocation mem(dev, 2 * MiB);
@@ -256,12 +262,12 @@ TEST_CASE("fake driver: compression, GPUDirect RDMA and handle types are request
   });
   REQUIRE(fabric);
   CHECK(contains(fabric->what(), "handle_type_fabric_supported"));
-  auto nowhere = catch_as<cudrv::invalid_argument_error>([&] {
-    cudrv::physical_allocation a(2 * MiB, {.handle_types = cudrv::shareable_handle_types::posix_fd});
-  });
+  auto nowhere = catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::physical_allocation a(2 * MiB, {.handle_types = cudrv::shareable_handle_types::posix_fd}); });
   REQUIRE(nowhere);
   CHECK(contains(nowhere->what(), "no location named"));
-  CHECK(catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::allocation_granularity(cudrv::physical_allocation_properties{}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>(
+      [] { (void)cudrv::allocation_granularity(cudrv::physical_allocation_properties{}); }));
   CHECK(f.counter("vmm_create") == creates);
 
   cudrv::physical_allocation ok(2 * MiB, {.location = cudrv::physical_location::on(sm90), .gpu_direct_rdma = true});
@@ -288,8 +294,10 @@ TEST_CASE("fake driver: a physical allocation exported to a POSIX fd is imported
   cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.native_handle(), shared.size());
   CHECK(imported.native_handle() != shared.native_handle());
   CHECK(imported.size() == 2 * MiB);
-  CHECK(catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::physical_allocation::import_posix_fd(-1, 2 * MiB); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::physical_allocation::import_posix_fd(fd.native_handle(), 0); }));
+  CHECK(
+      catch_as<cudrv::invalid_argument_error>([] { (void)cudrv::physical_allocation::import_posix_fd(-1, 2 * MiB); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::physical_allocation::import_posix_fd(fd.native_handle(), 0); }));
 
   cudrv::address_range range(2 * MiB);
   cudrv::memory_mapping m(range, 0, imported);
@@ -311,7 +319,8 @@ TEST_CASE("fake driver: a growable buffer grows in place, sets access once per g
   const long long retains0 = f.counter("primary_retain:0");
   const long long retains1 = f.counter("primary_retain:1");
   {
-    cudrv::growable_buffer<float> buf(dev, 16 * MiB / sizeof(float), {.chunk_bytes = 4 * MiB, .peers = {cudrv::device(0)}});
+    cudrv::growable_buffer<float> buf(dev, 16 * MiB / sizeof(float),
+                                      {.chunk_bytes = 4 * MiB, .peers = {cudrv::device(0)}});
     CHECK(buf.max_size() == 16 * MiB / sizeof(float));
     CHECK(buf.chunk_bytes() == 4 * MiB);
     CHECK(buf.capacity() == 0);
@@ -404,8 +413,8 @@ TEST_CASE("fake driver: a growable buffer that fails part way through a growth r
     CHECK(f.live("mappings") == mappings);
     CHECK(f.live("physical") == physical);
   };
-  expect_rolled_back("cuMemCreate", 3);   // two chunks made and mapped, the third fails
-  expect_rolled_back("cuMemMap", 4);      // four made, the fourth mapping fails
+  expect_rolled_back("cuMemCreate", 3);     // two chunks made and mapped, the third fails
+  expect_rolled_back("cuMemMap", 4);        // four made, the fourth mapping fails
   expect_rolled_back("cuMemSetAccess", 1);  // everything mapped, access refused
 
   buf.grow_to(10 * MiB / sizeof(int));  // and then it works
@@ -413,14 +422,16 @@ TEST_CASE("fake driver: a growable buffer that fails part way through a growth r
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("fake driver: the default chunk is 64 MiB rounded up to the recommended granularity", "[fake-driver][vmm][growable]") {
+TEST_CASE("fake driver: the default chunk is 64 MiB rounded up to the recommended granularity",
+          "[fake-driver][vmm][growable]") {
   vmm_fake f;
   const cudrv::device dev(1);
   f.granularity(2 * MiB, 6 * MiB);
   cudrv::growable_buffer<char> buf(dev, 100 * MiB);
   CHECK(buf.chunk_bytes() == 66 * MiB);
   CHECK(buf.max_size() == 132 * MiB);  // whole chunks
-  auto bad_chunk = catch_as<cudrv::invalid_argument_error>([&] { cudrv::growable_buffer<char> b(dev, 100 * MiB, {.chunk_bytes = 3 * MiB}); });
+  auto bad_chunk = catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::growable_buffer<char> b(dev, 100 * MiB, {.chunk_bytes = 3 * MiB}); });
   REQUIRE(bad_chunk);
   CHECK(contains(bad_chunk->what(), "chunk size 3.00 MiB"));
   CHECK(contains(bad_chunk->what(), "minimum allocation granularity 2.00 MiB"));
@@ -434,7 +445,8 @@ TEST_CASE("fake driver: the virtual memory resource reserves, creates, maps and 
   cudrv::test::destruction_error_counter errors;
   const cudrv::device dev(1);
   {
-    cudrv::virtual_memory_resource mr(dev, {.peers = {cudrv::device(0)}, .peer_access = cudrv::access_rights::read_only});
+    cudrv::virtual_memory_resource mr(dev,
+                                      {.peers = {cudrv::device(0)}, .peer_access = cudrv::access_rights::read_only});
     CHECK(mr.granularity_bytes() == 2 * MiB);
     const cudrv::memory_resource_properties props = mr.properties();
     CHECK(props.device_ordinal == 1);
@@ -448,7 +460,8 @@ TEST_CASE("fake driver: the virtual memory resource reserves, creates, maps and 
     CHECK(address % (2 * MiB) == 0);
     CHECK(mr.allocation_count() == 1);
     CHECK(contains(f.log(), "vmm_set_access " + hex(address) + " " + std::to_string(4 * MiB) + " 2\n"));
-    CHECK(cudrv::get_access(address, cudrv::physical_location::on(cudrv::device(0))) == cudrv::access_rights::read_only);
+    CHECK(cudrv::get_access(address, cudrv::physical_location::on(cudrv::device(0))) ==
+          cudrv::access_rights::read_only);
     CHECK(cudrv::get_access(address, cudrv::physical_location::on(dev)) == cudrv::access_rights::read_write);
     CHECK(base.allocate(0) == nullptr);
 
@@ -483,7 +496,8 @@ TEST_CASE("fake driver: the virtual memory resource reserves, creates, maps and 
   CHECK(errors.count() == 1);
 }
 
-TEST_CASE("fake driver: a failed step of a resource allocation leaves nothing behind", "[fake-driver][vmm][memory_resource][driver_error]") {
+TEST_CASE("fake driver: a failed step of a resource allocation leaves nothing behind",
+          "[fake-driver][vmm][memory_resource][driver_error]") {
   vmm_fake f;
   cudrv::test::destruction_error_counter errors;
   cudrv::virtual_memory_resource mr(cudrv::device(1));

@@ -95,22 +95,36 @@ static_assert(!std::is_copy_constructible_v<rb> && !std::is_copy_assignable_v<rb
 static_assert(std::is_nothrow_move_constructible_v<rb> && std::is_nothrow_move_assignable_v<rb>);
 static_assert(std::is_nothrow_destructible_v<rb>);
 static_assert(!std::is_convertible_v<rb, bool> && std::is_constructible_v<bool, rb>);  // explicit operator bool
-static_assert(requires(rb& b) { { b.as<float>() } -> std::same_as<cudrv::device_span<float>>; });
-static_assert(requires(const rb& b) { { b.as<float>() } -> std::same_as<cudrv::device_span<const float>>; });
-static_assert(requires(rb& b) { { b.as_host<int>() } -> std::same_as<std::span<int>>; });
+static_assert(requires(rb & b) {
+  { b.as<float>() } -> std::same_as<cudrv::device_span<float>>;
+});
+static_assert(requires(const rb& b) {
+  { b.as<float>() } -> std::same_as<cudrv::device_span<const float>>;
+});
+static_assert(requires(rb & b) {
+  { b.as_host<int>() } -> std::same_as<std::span<int>>;
+});
 // Misuse forms, checked through concepts so that a form that does not compile reads as false.
 template <class B>
-concept views_on_device = requires(B&& b) { std::forward<B>(b).template as<float>(); };
+concept views_on_device = requires(B&& b) {
+  std::forward<B>(b).template as<float>();
+};
 template <class B>
-concept views_on_host = requires(B&& b) { std::forward<B>(b).template as_host<float>(); };
+concept views_on_host = requires(B&& b) {
+  std::forward<B>(b).template as_host<float>();
+};
 template <class R>
-concept adopts_from = requires(R&& r) { rb::from_native_handle(std::forward<R>(r), rb::allocation{}); };
+concept adopts_from = requires(R&& r) {
+  rb::from_native_handle(std::forward<R>(r), rb::allocation{});
+};
 template <class R, class S>
 concept adopts_on = requires(R&& r, S&& s) {
   rb::from_native_handle(std::forward<R>(r), rb::allocation{}, std::forward<S>(s));
 };
 template <class S>
-concept moves_to = requires(rb& b, S&& s) { b.set_stream(std::forward<S>(s)); };
+concept moves_to = requires(rb& b, S&& s) {
+  b.set_stream(std::forward<S>(s));
+};
 static_assert(views_on_device<rb&> && views_on_device<const rb&> && !views_on_device<rb>);  // a temporary buffer
 static_assert(views_on_host<rb&> && views_on_host<const rb&> && !views_on_host<rb>);
 static_assert(!std::is_constructible_v<rb, counting_resource&&, std::size_t>);  // a temporary resource

@@ -23,8 +23,8 @@
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
-using cudrv::test::mismatch;
 using cudrv::test::MiB;
+using cudrv::test::mismatch;
 using cudrv::test::poison_value;
 using cudrv::test::random_vector;
 
@@ -280,7 +280,9 @@ TEST_CASE("bad input: views out of range, unknown flags and sizes that overflow"
                   "unknown pinned_flags bits");
     std::vector<std::uint8_t> host(4096);
     check_refused(
-        [&] { cudrv::host_registration r(dev, host.data(), host.size(), static_cast<cudrv::host_register_flags>(0x100)); },
+        [&] {
+          cudrv::host_registration r(dev, host.data(), host.size(), static_cast<cudrv::host_register_flags>(0x100));
+        },
         "unknown host_register_flags bits");
     CHECK_FALSE(cudrv::get_pointer_attributes(host.data()).is_known());  // nothing was registered
     check_refused([&] { cudrv::managed_buffer<int> m(dev, 16, cudrv::managed_attach::single); },
@@ -338,9 +340,7 @@ TEST_CASE("bad input: moved-from streams, events, contexts, buffers and pools ar
       check_refused([&] { cudrv::fill(d, 1u, gone); }, empty);
       check_refused([&] { cudrv::copy_peer(d, dev, d2, dev, gone); }, empty);
       check_refused(
-          [&] {
-            cudrv::copy(img.view(), cudrv::pitched_span<const std::uint32_t>::dense(host.data(), 16, 4), gone);
-          },
+          [&] { cudrv::copy(img.view(), cudrv::pitched_span<const std::uint32_t>::dense(host.data(), 16, 4), gone); },
           empty);
       check_refused([&] { m.prefetch(dev, gone); }, empty);
       check_refused([&] { m.attach(gone); }, empty);
@@ -487,7 +487,8 @@ TEST_CASE("bad input: a fill at an address misaligned for its element size is re
     const cudrv::device_span<float> off_by_two(buf.data() + 2, n - 1);
     check_refused([&] { cudrv::fill(off_by_two, 1.0f, s); }, "not aligned to the element size of 4 bytes");
     const cudrv::device_span<std::uint16_t> misaligned16(buf.data() + 1, 10);
-    check_refused([&] { cudrv::fill(misaligned16, std::uint16_t{1}, s); }, "not aligned to the element size of 2 bytes");
+    check_refused([&] { cudrv::fill(misaligned16, std::uint16_t{1}, s); },
+                  "not aligned to the element size of 2 bytes");
     // Byte fills have no alignment requirement: this one works (and is undone by the check below).
     const cudrv::device_span<std::uint8_t> bytes(buf.data() + 1, 3);
     cudrv::fill(bytes, std::uint8_t{0xA5}, s);

@@ -51,7 +51,8 @@ struct plan {
   std::vector<std::uint32_t> expected(const std::vector<std::uint32_t>& src) const {
     std::vector<std::uint32_t> out(dst_total, poison_value<std::uint32_t>());
     for (const piece& p : pieces) {
-      std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(p.src), p.count, out.begin() + static_cast<std::ptrdiff_t>(p.dst));
+      std::copy_n(src.begin() + static_cast<std::ptrdiff_t>(p.src), p.count,
+                  out.begin() + static_cast<std::ptrdiff_t>(p.dst));
     }
     return out;
   }
@@ -59,11 +60,14 @@ struct plan {
 
 const cudrv::batch_copy_mode modes[] = {cudrv::batch_copy_mode::automatic, cudrv::batch_copy_mode::fallback_loop};
 
-const char* mode_name(cudrv::batch_copy_mode m) { return m == cudrv::batch_copy_mode::automatic ? "automatic" : "fallback_loop"; }
+const char* mode_name(cudrv::batch_copy_mode m) {
+  return m == cudrv::batch_copy_mode::automatic ? "automatic" : "fallback_loop";
+}
 
 cudrv::batch_copy_path expected_path(cudrv::batch_copy_mode m) {
-  return m == cudrv::batch_copy_mode::automatic && cudrv::batch_copy_supported() ? cudrv::batch_copy_path::driver_batch
-                                                                                  : cudrv::batch_copy_path::fallback_loop;
+  return m == cudrv::batch_copy_mode::automatic && cudrv::batch_copy_supported()
+             ? cudrv::batch_copy_path::driver_batch
+             : cudrv::batch_copy_path::fallback_loop;
 }
 
 }  // namespace
@@ -152,7 +156,8 @@ TEST_CASE("batched copies honour their attributes: a during_api_call source may 
     batch.add(out.view().subspan(2 * 4096, 4096), pinned_b,
               {.order = cudrv::source_access_order::any, .prefer_overlap_with_compute = true});
     batch.add(out.view().subspan(3 * 4096, 4096), managed,
-              {.source_hint = cudrv::copy_location_hint::on(dev), .destination_hint = cudrv::copy_location_hint::on(dev)});
+              {.source_hint = cudrv::copy_location_hint::on(dev),
+               .destination_hint = cudrv::copy_location_hint::on(dev)});
     batch.add(out.view().subspan(4 * 4096, 100), dev_a, 100);
     REQUIRE(batch.attributes().size() == 5);
     CHECK(cudrv::copy(batch, s, mode) == expected_path(mode));
@@ -192,20 +197,22 @@ TEST_CASE("pitched 2D and 3D copies through one batch match the pitched copy", "
       // Poison every byte of the image, the padding of each row included (a view as wide as the pitch).
       const std::size_t row = images.back().pitch() / sizeof(double);
       const std::vector<double> poison(row * images.back().height() * sh.d, poison_value<double>());
-      cudrv::copy(cudrv::pitched_span<double>{images.back().data(), images.back().pitch(), row, images.back().height(), sh.d},
+      cudrv::copy(cudrv::pitched_span<double>{images.back().data(), images.back().pitch(), row, images.back().height(),
+                                              sh.d},
                   cudrv::pitched_span<const double>::dense(poison.data(), row, images.back().height(), sh.d), s);
       up.add(images.back().view(), cudrv::pitched_span<const double>::dense(sources.back().data(), sh.w, sh.h, sh.d));
     }
-    CHECK(cudrv::copy(up, s, mode) ==
-          (mode == cudrv::batch_copy_mode::automatic && cudrv::batch_copy_3d_supported() ? cudrv::batch_copy_path::driver_batch
-                                                                                         : cudrv::batch_copy_path::fallback_loop));
+    CHECK(cudrv::copy(up, s, mode) == (mode == cudrv::batch_copy_mode::automatic && cudrv::batch_copy_3d_supported()
+                                           ? cudrv::batch_copy_path::driver_batch
+                                           : cudrv::batch_copy_path::fallback_loop));
     // Read each image back whole (with its padding) and compare with the host reference.
     for (std::size_t i = 0; i < std::size(shapes); ++i) {
       const shape& sh = shapes[i];
       const std::size_t row = images[i].pitch() / sizeof(double);
       std::vector<double> got(row * images[i].height() * sh.d);
       cudrv::copy(cudrv::pitched_span<double>::dense(got.data(), row, images[i].height(), sh.d),
-                  cudrv::pitched_span<const double>{images[i].data(), images[i].pitch(), row, images[i].height(), sh.d}, s);
+                  cudrv::pitched_span<const double>{images[i].data(), images[i].pitch(), row, images[i].height(), sh.d},
+                  s);
       s.synchronize();
       std::vector<double> want(got.size(), poison_value<double>());
       for (std::size_t z = 0; z < sh.d; ++z) {
@@ -234,12 +241,14 @@ TEST_CASE("batched copies refuse what the driver would: empty batches, the legac
   batch.add(a, b);
   dev.set_current();
   const auto legacy = cudrv::stream_ref::legacy_default();
-  auto e = cudrv::test::require_invalid_argument(
-      "legacy stream", [&] { (void)cudrv::copy(batch, legacy, cudrv::batch_copy_mode::driver_batch); });
+  auto e = cudrv::test::require_invalid_argument("legacy stream", [&] {
+    (void)cudrv::copy(batch, legacy, cudrv::batch_copy_mode::driver_batch);
+  });
   CHECK(contains(e.what(), "legacy default stream"));
   CHECK(cudrv::copy(batch, legacy) == cudrv::batch_copy_path::fallback_loop);  // automatic falls back
   legacy.synchronize();
   if (!cudrv::batch_copy_supported()) {
-    CHECK(catch_as<cudrv::not_supported_error>([&] { (void)cudrv::copy(batch, s, cudrv::batch_copy_mode::driver_batch); }));
+    CHECK(catch_as<cudrv::not_supported_error>(
+        [&] { (void)cudrv::copy(batch, s, cudrv::batch_copy_mode::driver_batch); }));
   }
 }

@@ -58,9 +58,7 @@ TEST_CASE("primary_context takes one reference and gives it back", "[gpu][contex
     a = std::move(alias);  // self-move keeps the reference
     CHECK(bool(a));
     CHECK(dev.primary_context_active());
-    {
-      cudrv::primary_context last(std::move(a));
-    }
+    { cudrv::primary_context last(std::move(a)); }
     CHECK(dev.primary_context_active() == was_active);
   }
 

@@ -281,8 +281,7 @@ TEST_CASE("copy: explicit counts and partial copies leave the rest of the destin
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("copy: overlapping device ranges are refused on every linear path, the memory untouched",
-          "[gpu][copy]") {
+TEST_CASE("copy: overlapping device ranges are refused on every linear path, the memory untouched", "[gpu][copy]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   const std::uint64_t seed = cudrv::test::test_seed();
@@ -500,8 +499,7 @@ TEST_CASE("fill: 8, 16 and 32-bit elements, whole views and subspans", "[gpu][co
 
   // Poisons @p buf with a copy (not a fill), fills [offset, offset + count) or everything with
   // @p value, and checks every element.
-  auto check_fill = [&](const copier& cp, auto& buf, auto value, std::size_t offset, std::size_t count,
-                        bool whole) {
+  auto check_fill = [&](const copier& cp, auto& buf, auto value, std::size_t offset, std::size_t count, bool whole) {
     using T = decltype(value);
     const std::size_t n = buf.size();
     cp(buf, std::vector<T>(n, poison_value<T>()));

@@ -146,12 +146,10 @@ TEST_CASE("typed attributes have fixed types and sane values", "[gpu][device][dr
   CHECK(dev.attribute(CU_DEVICE_ATTRIBUTE_WARP_SIZE) == warp);
   CHECK(dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT) == sms);
   CHECK(static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)) == l2);
-  CHECK(static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)) ==
-        shared_optin);
+  CHECK(static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)) == shared_optin);
   CHECK((dev.attribute(CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY) != 0) == managed);
   CHECK(static_cast<CUcomputemode>(dev.attribute(CU_DEVICE_ATTRIBUTE_COMPUTE_MODE)) == mode);
-  CHECK(static_cast<unsigned int>(dev.attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)) ==
-        handle_types);
+  CHECK(static_cast<unsigned int>(dev.attribute(CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES)) == handle_types);
 
   // An attribute the driver does not know is a cudrv::error naming the call.
   auto e = catch_as<cudrv::error>([&] { (void)dev.attribute(static_cast<CUdevice_attribute>(100000)); });

@@ -81,7 +81,8 @@ TEST_CASE("dlpack: managed and pinned buffers export with their memory kinds", "
                                                     cudrv::dlpack_requirements::host(true));
     CHECK(t.view().device().device_type == kDLCUDAHost);
     CHECK(mismatch(t.get(), reference.data(), reference.size()).empty());
-    CHECK_THROWS_WITH(cudrv::from_dlpack<const std::int32_t>(cudrv::to_dlpack(cudrv::pinned_buffer<std::int32_t>(dev, 4))),
+    CHECK_THROWS_WITH(cudrv::from_dlpack<const std::int32_t>(
+                          cudrv::to_dlpack(cudrv::pinned_buffer<std::int32_t>(dev, 4))),
                       Catch::Contains("kDLCUDAHost"));
   }
   SECTION("managed: kDLCUDAManaged, usable as device memory and on the host") {

@@ -1,6 +1,6 @@
 // The driver loader against a real driver: what it reports, and how a missing entry point is named.
-#include <catch2/catch.hpp>
 #include <cudaTypedefs.h>
+#include <catch2/catch.hpp>
 
 #include <string>
 
@@ -35,7 +35,8 @@ TEST_CASE("an entry point the driver lacks is named with the version it needs", 
         [] { (void)cudrv::driver::get_entry_point("cuFunctionOfAFutureDriver", 99000); });
     REQUIRE(e.has_value());
     INFO(e->what());
-    CHECK(e->result() == static_cast<CUresult>(36));  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (unnamed before CUDA 12.2)
+    CHECK(e->result() ==
+          static_cast<CUresult>(36));  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER (unnamed before CUDA 12.2)
     CHECK(e->name() == "CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER");
     CHECK(contains(e->what(), "cuFunctionOfAFutureDriver requires a CUDA driver for CUDA 99.0 or newer"));
     CHECK(contains(e->what(), installed));
@@ -53,7 +54,8 @@ TEST_CASE("an entry point the driver lacks is named with the version it needs", 
         [] { (void)cudrv::driver::get_entry_point("cuNoSuchFunctionInAnyDriver", 12000); });
     REQUIRE(e.has_value());
     INFO(e->what());
-    CHECK(contains(e->what(), "cuNoSuchFunctionInAnyDriver (API version 12.0) was not found in the installed CUDA driver"));
+    CHECK(contains(e->what(),
+                   "cuNoSuchFunctionInAnyDriver (API version 12.0) was not found in the installed CUDA driver"));
   }
   SECTION("a known symbol resolves to the same function cudrv calls") {
     auto fn = reinterpret_cast<PFN_cuCtxGetCurrent_v4000>(cudrv::driver::get_entry_point("cuCtxGetCurrent", 4000));

@@ -40,9 +40,9 @@ constexpr std::size_t MiB = std::size_t{1} << 20;
 
 // What a child printed and how it ended.
 struct child_result {
-  int exit_code = -1;     // -1: killed by a signal or by the timeout
+  int exit_code = -1;  // -1: killed by a signal or by the timeout
   bool timed_out = false;
-  std::string output;     // stdout and stderr together
+  std::string output;  // stdout and stderr together
 };
 
 // Runs this test binary again with the Catch arguments `args` and the environment variable `env`
@@ -75,7 +75,8 @@ child_result run_self(const std::vector<std::string>& args, const std::string& e
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   char buffer[4096];
   for (;;) {
-    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+    const auto left =
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
     if (left.count() <= 0) {
       out.timed_out = true;
       kill(pid, SIGKILL);
@@ -158,13 +159,14 @@ TEST_CASE("sticky fault child: fault, observe, destroy, reset, run again", "[.][
   {
     static int* all = &reports;
     static int* sticky = &sticky_reports;
-    cudrv::destruction_error_handler previous = cudrv::set_destruction_error_handler([](const cudrv::error& e) noexcept {
-      ++*all;
-      *sticky += e.is_sticky() ? 1 : 0;
-      if (!e.is_sticky()) {
-        std::printf("report: non-sticky destruction report: %s\n", e.what());  // for the record
-      }
-    });
+    cudrv::destruction_error_handler previous =
+        cudrv::set_destruction_error_handler([](const cudrv::error& e) noexcept {
+          ++*all;
+          *sticky += e.is_sticky() ? 1 : 0;
+          if (!e.is_sticky()) {
+            std::printf("report: non-sticky destruction report: %s\n", e.what());  // for the record
+          }
+        });
     cudrv::test::temp_dir cache_dir("cudrv-fault-cache");
     {
       // One owner of every kind, made before the fault.
@@ -180,8 +182,10 @@ TEST_CASE("sticky fault child: fault, observe, destroy, reset, run again", "[.][
       growable.resize(1024);
       cudrv::compile_cache cache(cache_dir.path.string());
       const cudrv::object_code oob_code =
-          cache.compile(cudrv::program("oob.cu", "extern \"C\" __global__ void oob(int* p, long long far) { p[far] = 1; }"),
-                        cudrv::code_kind::cubin, {.arch = dev.arch()})
+          cache
+              .compile(cudrv::program("oob.cu",
+                                      "extern \"C\" __global__ void oob(int* p, long long far) { p[far] = 1; }"),
+                       cudrv::code_kind::cubin, {.arch = dev.arch()})
               .code;
       cudrv::library lib(oob_code, dev);
       auto oob = lib.get_kernel<void(int*, long long)>("oob");
@@ -217,7 +221,8 @@ TEST_CASE("sticky fault child: fault, observe, destroy, reset, run again", "[.][
         std::cout << "report: second call " << e.name() << " from " << e.api() << std::endl;
       }
     }  // every owner destroyed here: no throw (it would terminate), no hang
-    std::cout << "report: destroyed, " << reports << " destruction reports, " << sticky_reports << " sticky" << std::endl;
+    std::cout << "report: destroyed, " << reports << " destruction reports, " << sticky_reports << " sticky"
+              << std::endl;
     cudrv::set_destruction_error_handler(previous);
   }
 
@@ -253,8 +258,7 @@ TEST_CASE("sticky fault: a child process faults, destroys every owner, resets th
           "new process, and runs a verified kernel again",
           "[gpu][sticky_fault][driver_error]") {
   CUDRV_REQUIRE_GPU();
-  const child_result r =
-      run_self({"[sticky_fault_child]"}, "CUDRV_TEST_FAULT_CHILD=1", std::chrono::seconds(90));
+  const child_result r = run_self({"[sticky_fault_child]"}, "CUDRV_TEST_FAULT_CHILD=1", std::chrono::seconds(90));
   INFO("child output:\n" << r.output);
   REQUIRE_FALSE(r.timed_out);
   CHECK(r.exit_code == 0);
@@ -330,7 +334,8 @@ TEST_CASE("out of memory: more than the device has names the bytes asked and fre
     REQUIRE(e.has_value());
     INFO("what(): " << e->what());
     if (e->result() == CUDA_ERROR_OUT_OF_MEMORY) {
-      auto oom = catch_as<cudrv::out_of_memory_error>([&] { cudrv::pinned_buffer<std::uint8_t> b(dev, host_too_much); });
+      auto oom =
+          catch_as<cudrv::out_of_memory_error>([&] { cudrv::pinned_buffer<std::uint8_t> b(dev, host_too_much); });
       REQUIRE(oom.has_value());
       CHECK(oom->requested_bytes() == host_too_much);
       CHECK(oom->free_bytes() <= oom->total_bytes());

@@ -339,7 +339,8 @@ TEST_CASE("conditional nodes: a handle the driver refuses is said to be refused,
       CHECK_FALSE(contains(e.what(), "does not support"));
     }
   };
-  refused("another graph's handle", [&] { (void)g.add_conditional(foreign, cudrv::conditional_kind::while_loop, ctx); });
+  refused("another graph's handle",
+          [&] { (void)g.add_conditional(foreign, cudrv::conditional_kind::while_loop, ctx); });
   (void)g.add_conditional(own, cudrv::conditional_kind::if_then, ctx);
   refused("a handle tested already", [&] { (void)g.add_conditional(own, cudrv::conditional_kind::if_then, ctx); });
   CHECK(g.node_count() == 1);
@@ -407,7 +408,8 @@ TEST_CASE("host callables enqueued during a capture belong to the graph and run 
   CHECK(once == 1);
 }
 
-TEST_CASE("graphs outlive what built them: builders, child graphs, memory and event nodes", "[gpu][graph][driver_error]") {
+TEST_CASE("graphs outlive what built them: builders, child graphs, memory and event nodes",
+          "[gpu][graph][driver_error]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   auto ctx = dev.primary_context();
@@ -500,7 +502,8 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
     CHECK(contains(second->what(), "one executable at a time"));
   }
   // The unfreed allocation stays until freed: free it so the next executable starts clean.
-  auto free_async = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudrv::driver::get_entry_point("cuMemFreeAsync", 11020));
+  auto free_async =
+      reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudrv::driver::get_entry_point("cuMemFreeAsync", 11020));
   REQUIRE(free_async(address, s.native_handle()) == CUDA_SUCCESS);
   s.synchronize();
   auto freeing = g.instantiate(dev, cudrv::graph_instantiate_flags::auto_free_on_launch);
@@ -532,7 +535,8 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   // A host node cannot be launched from the device: instantiation says so.
   cudrv::graph hg;
   hg.add_host([] {});
-  auto refused = catch_as<cudrv::error>([&] { (void)hg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch); });
+  auto refused =
+      catch_as<cudrv::error>([&] { (void)hg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch); });
   REQUIRE(refused);
   CHECK(contains(refused->what(), "not supported"));
 }
@@ -573,8 +577,8 @@ TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked"
     CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
   }
   SECTION("the legacy default stream cannot be captured; a capture cannot end twice") {
-    CHECK(catch_as<cudrv::invalid_argument_error>(
-        [&] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
+    CHECK(
+        catch_as<cudrv::invalid_argument_error>([&] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default()); }));
     cudrv::stream_capture capture(s);
     cudrv::graph g = capture.end();
     CHECK(g.node_count() == 0);

@@ -6,9 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <iterator>
 #include <optional>
-#include <cstdint>
 #include <set>
 #include <string>
 #include <vector>
@@ -63,13 +63,13 @@ std::optional<cudrv::sm_resource> device_sms(const cudrv::device& dev) {
 }
 
 // Starts a test case on device 0 (`dev`) with its SMs (`all`), or ends it with a visible skip message.
-#define REQUIRE_GREEN_CONTEXTS(dev, all)          \
-  CUDRV_REQUIRE_GPU();                            \
-  const cudrv::device dev(0);                     \
-  const auto all##_or_none = device_sms(dev);     \
-  if (!all##_or_none) {                           \
-    return;                                       \
-  }                                               \
+#define REQUIRE_GREEN_CONTEXTS(dev, all)      \
+  CUDRV_REQUIRE_GPU();                        \
+  const cudrv::device dev(0);                 \
+  const auto all##_or_none = device_sms(dev); \
+  if (!all##_or_none) {                       \
+    return;                                   \
+  }                                           \
   const cudrv::sm_resource& all = *all##_or_none
 
 using smid_kernel = cudrv::typed_kernel<void(unsigned*, long long)>;

@@ -51,14 +51,14 @@ constexpr auto step_timeout = std::chrono::seconds(60);
 // Everything one process hands the other, in one message (the pool's descriptor rides along).
 struct handover {
   cudrv::pointer_export in;
-  cudrv::pointer_export out;        // bytes == 0: the consumer writes into a buffer of its own
+  cudrv::pointer_export out;  // bytes == 0: the consumer writes into a buffer of its own
   cudrv::ipc_memory_handle legacy;
-  CUipcEventHandle ready;           // recorded by the producer after it filled the inputs
-  CUipcEventHandle done;            // recorded by the consumer after its kernel (unused when out is its own)
+  CUipcEventHandle ready;  // recorded by the producer after it filled the inputs
+  CUipcEventHandle done;   // recorded by the consumer after its kernel (unused when out is its own)
   std::uint64_t n;
   std::uint64_t seed;
   int producer_device;
-  int passes;                       // how often the kernel reads the inputs (a long kernel)
+  int passes;  // how often the kernel reads the inputs (a long kernel)
 };
 
 // A progress report from a child: its stage, and at the end its outcome.
@@ -95,10 +95,8 @@ extern "C" __global__ void combine(const float* in, const float* legacy, float* 
 using combine_fn = void(const float*, const float*, float*, unsigned long long, int);
 
 cudrv::library combine_library(const cudrv::device& dev) {
-  return cudrv::library(cudrv::program("ipc_combine.cu", kernel_source)
-                            .compile(cudrv::code_kind::cubin, {.arch = dev.arch()})
-                            .code,
-                        dev);
+  return cudrv::library(
+      cudrv::program("ipc_combine.cu", kernel_source).compile(cudrv::code_kind::cubin, {.arch = dev.arch()}).code, dev);
 }
 
 // The inputs both processes derive from the seed.
@@ -114,7 +112,8 @@ void inputs(std::uint64_t seed, std::size_t n, std::vector<float>& in, std::vect
 }
 
 // The first element where out differs from 2 * in + legacy (computed as the kernel does), or n.
-std::size_t first_mismatch(const std::vector<float>& out, const std::vector<float>& in, const std::vector<float>& legacy) {
+std::size_t first_mismatch(const std::vector<float>& out, const std::vector<float>& in,
+                           const std::vector<float>& legacy) {
   for (std::size_t i = 0; i < out.size(); ++i) {
     const float expected = 2.0f * in[i] + legacy[i];
     if (std::memcmp(&out[i], &expected, sizeof(float)) != 0) {
@@ -240,8 +239,8 @@ void run_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& cont
   try {
     cudrv::received_message m = data.receive({.timeout = step_timeout});
     if (m.descriptors.size() != 1) {
-      control.send_value(make_report(finished, other_error, "expected one descriptor, got " +
-                                                                std::to_string(m.descriptors.size())));
+      control.send_value(
+          make_report(finished, other_error, "expected one descriptor, got " + std::to_string(m.descriptors.size())));
       return;
     }
     const handover h = m.as<handover>();
@@ -294,8 +293,8 @@ void run_consumer(const cudrv::unix_socket& data, const cudrv::unix_socket& cont
     if (bad == h.n) {
       control.send_value(make_report(finished, matched, "all " + std::to_string(h.n) + " elements match" + tail));
     } else {
-      control.send_value(make_report(finished, differed,
-                                     "element " + std::to_string(bad) + " is " + std::to_string(got[bad]) + tail));
+      control.send_value(
+          make_report(finished, differed, "element " + std::to_string(bad) + " is " + std::to_string(got[bad]) + tail));
     }
   } catch (const cudrv::peer_closed_error& e) {
     control.send_value(make_report(finished, typed_error, std::string("peer_closed_error: ") + e.what()));
@@ -330,8 +329,10 @@ void run_lied_to_consumer(const cudrv::unix_socket& data, const cudrv::unix_sock
         }
       }
     };
-    refused("pool", [&] { (void)pool.import_pointer<float>(h.in); }, h.in.bytes);
-    refused("legacy", [&] { cudrv::ipc_mapped_buffer<float> b(dev, h.legacy); }, h.legacy.bytes);
+    refused(
+        "pool", [&] { (void)pool.import_pointer<float>(h.in); }, h.in.bytes);
+    refused(
+        "legacy", [&] { cudrv::ipc_mapped_buffer<float> b(dev, h.legacy); }, h.legacy.bytes);
     cudrv::pointer_export in_true = h.in;
     in_true.bytes = true_bytes;
     cudrv::ipc_memory_handle legacy_true = h.legacy;
@@ -339,7 +340,7 @@ void run_lied_to_consumer(const cudrv::unix_socket& data, const cudrv::unix_sock
     {
       cudrv::imported_buffer<float> in = pool.import_pointer<float>(in_true);
       cudrv::ipc_mapped_buffer<float> legacy(dev, legacy_true);
-      cudrv::fill(in, 7.0f, s);       // over exactly what was shared
+      cudrv::fill(in, 7.0f, s);  // over exactly what was shared
       cudrv::fill(legacy, 9.0f, s);
       s.synchronize();
     }
@@ -397,7 +398,8 @@ TEST_CASE("ipc child process", "[.][ipc-child]") {
   if (role == nullptr) {
     return;  // only started by the tests below
   }
-  const cudrv::unix_socket data = cudrv::unix_socket::from_native_handle(cudrv::file_descriptor::from_native_handle(data_fd));
+  const cudrv::unix_socket data =
+      cudrv::unix_socket::from_native_handle(cudrv::file_descriptor::from_native_handle(data_fd));
   const cudrv::unix_socket control =
       cudrv::unix_socket::from_native_handle(cudrv::file_descriptor::from_native_handle(control_fd));
   if (std::string(role) == "consumer") {
@@ -409,8 +411,7 @@ TEST_CASE("ipc child process", "[.][ipc-child]") {
   }
 }
 
-TEST_CASE("a consumer process imports a pool, its allocations and legacy memory, and writes in place",
-          "[gpu][ipc]") {
+TEST_CASE("a consumer process imports a pool, its allocations and legacy memory, and writes in place", "[gpu][ipc]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   if (!ipc_available(dev)) {
@@ -427,7 +428,8 @@ TEST_CASE("a consumer process imports a pool, its allocations and legacy memory,
   child_guard children;
   {
     cudrv::stream s(dev);
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
     cudrv::device_buffer<float> in(pool, s, n);
     cudrv::device_buffer<float> out(pool, s, n);
     cudrv::device_buffer<float> legacy(dev, n);
@@ -502,13 +504,14 @@ TEST_CASE("producer death: the consumer gets a typed error or valid memory, neve
       auto [producer_data, consumer_data] = cudrv::unix_socket::pair();
       auto [producer_control, producer_child] = cudrv::unix_socket::pair();
       auto [consumer_control, consumer_child] = cudrv::unix_socket::pair();
-      const std::vector<std::string> env{"CUDRV_IPC_SCENARIO=" + std::string(sc.name),
-                                         "CUDRV_IPC_PRODUCER_DEVICE=0",
+      const std::vector<std::string> env{"CUDRV_IPC_SCENARIO=" + std::string(sc.name), "CUDRV_IPC_PRODUCER_DEVICE=0",
                                          "CUDRV_IPC_CONSUMER_DEVICE=" + std::to_string(consumer_device),
                                          "CUDRV_IPC_PASSES=" + std::to_string(sc.passes), "CUDRV_IPC_N=1000003"};
-      const pid_t producer = spawn_child("producer", producer_data.native_handle(), producer_child.native_handle(), env);
+      const pid_t producer =
+          spawn_child("producer", producer_data.native_handle(), producer_child.native_handle(), env);
       children.pids.push_back(producer);
-      const pid_t consumer = spawn_child("consumer", consumer_data.native_handle(), consumer_child.native_handle(), env);
+      const pid_t consumer =
+          spawn_child("consumer", consumer_data.native_handle(), consumer_child.native_handle(), env);
       children.pids.push_back(consumer);
       // Only the children hold the data sockets now: a dead producer closes the consumer's peer.
       producer_data.reset();
@@ -560,7 +563,8 @@ TEST_CASE("IPC exports in one process: handles, descriptors and the typed refusa
   cudrv::test::destruction_error_counter errors;
   {
     cudrv::stream s(dev);
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
     cudrv::device_buffer<int> pooled(pool, s, 4096);
     cudrv::device_buffer<int> plain(dev, 4096);
 
@@ -633,7 +637,8 @@ TEST_CASE("a lying producer: inflated sizes are refused, the producer's other me
   child_guard children;
   {
     cudrv::stream s(dev);
-    cudrv::memory_pool pool = cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
+    cudrv::memory_pool pool =
+        cudrv::make_shareable_memory_pool(dev, cudrv::shareable_handle_type::posix_file_descriptor);
     cudrv::device_buffer<float> shared(pool, s, n);
     cudrv::device_buffer<float> neighbour(pool, s, neighbour_n);  // never exported
     cudrv::device_buffer<float> legacy(dev, n);
@@ -649,7 +654,7 @@ TEST_CASE("a lying producer: inflated sizes are refused, the producer's other me
     handover h{};
     h.in = cudrv::export_pointer(shared);
     h.legacy = cudrv::ipc_handle(legacy);
-    h.in.bytes = (n + neighbour_n) * sizeof(float);      // the lie: reaches over the neighbour
+    h.in.bytes = (n + neighbour_n) * sizeof(float);  // the lie: reaches over the neighbour
     h.legacy.bytes = (n + neighbour_n) * sizeof(float);
     h.n = n;
     h.producer_device = dev.ordinal();
@@ -668,9 +673,9 @@ TEST_CASE("a lying producer: inflated sizes are refused, the producer's other me
       s.synchronize();
       return std::count(got.begin(), got.end(), v) == static_cast<std::ptrdiff_t>(got.size());
     };
-    CHECK(all_equal(shared, 7.0f));              // the consumer wrote all it was given
+    CHECK(all_equal(shared, 7.0f));  // the consumer wrote all it was given
     CHECK(all_equal(legacy, 9.0f));
-    CHECK(all_equal(neighbour, -1.0f));          // and nothing past it
+    CHECK(all_equal(neighbour, -1.0f));  // and nothing past it
     CHECK(all_equal(legacy_neighbour, -1.0f));
   }
   CHECK(errors.count() == 0);

@@ -94,8 +94,8 @@ TEST_CASE("typed and untyped launches compute what the host computes", "[gpu][la
   SECTION("on the legacy default stream, in the current context") {
     cudrv::copy(dy, y);
     dev.set_current();
-    cudrv::launch(cudrv::stream_ref::legacy_default(), config, lib.get_kernel("saxpy_sized"), alpha, dx.get(),
-                  dy.get(), n);
+    cudrv::launch(cudrv::stream_ref::legacy_default(), config, lib.get_kernel("saxpy_sized"), alpha, dx.get(), dy.get(),
+                  n);
     cudrv::stream_ref::legacy_default().synchronize();
   }
   SECTION("with launch attributes: priority and programmatic stream serialization") {
@@ -204,7 +204,8 @@ TEST_CASE("wrong argument count or size: a launch_error naming kernel, index and
   for (bool adopted : {false, true}) {
     INFO((adopted ? "adopted handle" : "library kernel"));
     cudrv::kernel owner = lib.get_kernel("saxpy_sized");
-    cudrv::kernel_ref k = adopted ? cudrv::kernel_ref::from_native_handle(owner.native_handle()) : cudrv::kernel_ref(owner);
+    cudrv::kernel_ref k =
+        adopted ? cudrv::kernel_ref::from_native_handle(owner.native_handle()) : cudrv::kernel_ref(owner);
     auto count = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, {}, k, 1.0f, buf.get()); });
     REQUIRE(count);
     CHECK(count->source() == cudrv::error_source::cudrv);
@@ -217,8 +218,8 @@ TEST_CASE("wrong argument count or size: a launch_error naming kernel, index and
     REQUIRE(size);
     CHECK(contains(size->what(), "argument 3 has 4 bytes, but parameter 3 has 8 bytes"));
     // A double where the kernel takes a float.
-    auto first = catch_as<cudrv::launch_error>(
-        [&] { cudrv::launch(s, {}, k, 1.0, buf.get(), buf.get(), std::size_t{16}); });
+    auto first =
+        catch_as<cudrv::launch_error>([&] { cudrv::launch(s, {}, k, 1.0, buf.get(), buf.get(), std::size_t{16}); });
     REQUIRE(first);
     CHECK(contains(first->what(), "argument 0 has 8 bytes, but parameter 0 has 4 bytes"));
   }
@@ -291,11 +292,11 @@ TEST_CASE("refused launches name the limit exceeded, with the numbers", "[gpu][l
       return;
     }
     auto clusters = lib.get_kernel("cluster_neighbours");
-    expect({.grid = 3, .block = 32, .cluster = 2}, clusters, {"grid extent x = 3 is not a multiple of the cluster extent 2"},
-           out.get());
+    expect({.grid = 3, .block = 32, .cluster = 2}, clusters,
+           {"grid extent x = 3 is not a multiple of the cluster extent 2"}, out.get());
     clusters.set_non_portable_cluster_size_allowed(dev, false);
-    expect({.grid = 32, .block = 32, .cluster = 16}, clusters, {"cluster of 16 blocks exceeds the portable maximum of 8"},
-           out.get());
+    expect({.grid = 32, .block = 32, .cluster = 16}, clusters,
+           {"cluster of 16 blocks exceeds the portable maximum of 8"}, out.get());
     expect({.grid = 8, .block = 32, .cluster = 4}, lib.get_kernel("fixed_cluster"),
            {"compiled with cluster dimensions 2x1x1", "asks for 4x1x1"}, out.get());
   }

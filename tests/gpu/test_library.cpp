@@ -77,7 +77,8 @@ TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][librar
   // compile: a comment unique to this run makes the PTX new to the cache.
   auto file = cudrv::object_code::from_file(CUDRV_TEST_KERNELS_PTX);
   cudrv::object_code ptx(cudrv::code_kind::ptx,
-                         file.bytes() + "\n// cudrv test run " + std::to_string(cudrv::test::test_seed()) + "\n", file.name());
+                         file.bytes() + "\n// cudrv test run " + std::to_string(cudrv::test::test_seed()) + "\n",
+                         file.name());
   // Loaded for the device: the JIT compiles now, in its primary context (with no context named or
   // current, the load would wait for the first use, and so would the log).
   cudrv::library verbose(ptx, dev, {.optimization_level = 3, .line_info = true, .verbose = true});
@@ -183,12 +184,14 @@ TEST_CASE("__device__ functions of -G and -rdc images are not kernels: has_kerne
   INFO("device " << dev.name() << " (" << arch << ")");
   const std::string source = read_text(CUDRV_TEST_DEVICE_FUNCTIONS_CU);
   SECTION("nvcc -G cubin, built at build time") {
-    const cudrv::library lib = cudrv::library::from_file(CUDRV_TEST_DEVICE_FUNCTIONS_DEBUG_CUBIN, dev.primary_context());
+    const cudrv::library lib =
+        cudrv::library::from_file(CUDRV_TEST_DEVICE_FUNCTIONS_DEBUG_CUBIN, dev.primary_context());
     check_kernels_only(lib, {"entry", "noparams"}, {"helper"});
     check_entry_runs(lib, dev);
   }
   SECTION("NVRTC -G cubin") {
-    auto compiled = cudrv::program("device_functions.cu", source).compile(cudrv::code_kind::cubin, {.arch = arch, .debug = true});
+    auto compiled =
+        cudrv::program("device_functions.cu", source).compile(cudrv::code_kind::cubin, {.arch = arch, .debug = true});
     const cudrv::library lib(compiled.code, dev);
     check_kernels_only(lib, {"entry", "noparams"}, {"helper"});
     check_entry_runs(lib, dev);
@@ -206,10 +209,12 @@ TEST_CASE("__device__ functions of -G and -rdc images are not kernels: has_kerne
     auto caller = cudrv::program("caller.cu", R"(
 extern "C" __device__ float scale_by_two(float x);
 extern "C" __global__ void caller(float* out) { out[threadIdx.x] = scale_by_two(out[threadIdx.x]); }
-)").compile(cudrv::code_kind::cubin, rdc);
+)")
+                      .compile(cudrv::code_kind::cubin, rdc);
     auto callee = cudrv::program("callee.cu", R"(
 extern "C" __device__ __noinline__ float scale_by_two(float x) { return 2.0f * x; }
-)").compile(cudrv::code_kind::cubin, rdc);
+)")
+                      .compile(cudrv::code_kind::cubin, rdc);
     cudrv::linker lk({.arch = arch});
     const cudrv::library lib(lk.add(caller.code).add(callee.code).link(), dev);
     check_kernels_only(lib, {"caller"}, {"scale_by_two"});
@@ -258,8 +263,7 @@ TEST_CASE("parameter information from the driver", "[gpu][library][driver_error]
   REQUIRE(wrong_size);
   CHECK(contains(wrong_size->what(), "parameter 3 has 8 bytes"));
   CHECK(contains(wrong_size->what(), "has 4"));
-  auto wrong_count =
-      catch_as<cudrv::invalid_argument_error>([&] { (void)lib.get_kernel<void(float)>("saxpy_sized"); });
+  auto wrong_count = catch_as<cudrv::invalid_argument_error>([&] { (void)lib.get_kernel<void(float)>("saxpy_sized"); });
   REQUIRE(wrong_count);
   CHECK(contains(wrong_count->what(), "has 4 parameters"));
 }
@@ -321,8 +325,8 @@ TEST_CASE("globals: typed read and write, and kernels see them", "[gpu][library]
   CHECK(catch_as<cudrv::error>([&] { (void)lib.get_global<int>("no_such_global", dev); })->result() ==
         CUDA_ERROR_NOT_FOUND);
   CHECK(lib.get_global<double>("device_table", dev).size() == 32);  // 256 bytes = 32 doubles
-  auto odd = catch_as<cudrv::invalid_argument_error>(
-      [&] { (void)lib.get_global<std::array<char, 3>>("device_table", dev); });
+  auto odd =
+      catch_as<cudrv::invalid_argument_error>([&] { (void)lib.get_global<std::array<char, 3>>("device_table", dev); });
   REQUIRE(odd);
   CHECK(contains(odd->what(), "256 bytes"));
   std::vector<int> too_many(65);
@@ -420,8 +424,7 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
   CHECK(by_function.min_grid_size == by_fn.min_grid_size);
   // An exception from the function is rethrown, not lost in the driver.
   struct custom_failure {};
-  CHECK_THROWS_AS(shared.suggested_block_size(dev, [](int) -> std::size_t { throw custom_failure{}; }),
-                  custom_failure);
+  CHECK_THROWS_AS(shared.suggested_block_size(dev, [](int) -> std::size_t { throw custom_failure{}; }), custom_failure);
 
   const std::size_t available = shared.available_dynamic_shared_memory(dev, 2, 256);
   CHECK(available > 0);
@@ -442,7 +445,8 @@ TEST_CASE("occupancy: active blocks, suggested block size, shared memory, cluste
     CHECK(clusters.max_active_clusters(
               dev, {.grid = 128, .block = 128, .cluster = 2, .programmatic_stream_serialization = true}) == active);
     CHECK(clusters.max_potential_cluster_size(dev, {.grid = 128, .block = 128, .priority = 0}) == potential);
-    CHECK(catch_as<cudrv::invalid_argument_error>([&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
+    CHECK(catch_as<cudrv::invalid_argument_error>(
+        [&] { (void)clusters.max_active_clusters(dev, {.grid = 128, .block = 128}); }));
   }
 }
 
@@ -452,7 +456,9 @@ TEST_CASE("bad images: each a typed error that says what to fix, nothing leaked"
   cudrv::test::destruction_error_counter errors;
 
   SECTION("malformed PTX carries the JIT log") {
-    cudrv::object_code bad(cudrv::code_kind::ptx, ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n", "bad.ptx");
+    cudrv::object_code bad(cudrv::code_kind::ptx,
+                           ".version 8.0\n.target sm_90\n.address_size 64\n.visible .entry k() { this is not ptx; }\n",
+                           "bad.ptx");
     auto e = catch_as<cudrv::load_error>([&] { cudrv::library lib(bad, dev); });
     REQUIRE(e);
     CHECK(e->result() == CUDA_ERROR_INVALID_PTX);

@@ -71,7 +71,8 @@ void run_without_graph(cudrv::graph g, const cudrv::device& dev, cudrv::stream_r
 
 // The driver's own description of a kernel's parameters (a context current), for comparison.
 std::vector<cudrv::kernel_parameter> driver_parameters(CUkernel k, cudrv::context_ref ctx) {
-  auto info = reinterpret_cast<PFN_cuKernelGetParamInfo_v12040>(cudrv::driver::get_entry_point("cuKernelGetParamInfo", 12040));
+  auto info =
+      reinterpret_cast<PFN_cuKernelGetParamInfo_v12040>(cudrv::driver::get_entry_point("cuKernelGetParamInfo", 12040));
   cudrv::context_guard guard(ctx);
   std::vector<cudrv::kernel_parameter> out;
   for (std::size_t i = 0;; ++i) {
@@ -99,13 +100,15 @@ TEST_CASE("a kernel keeps its library loaded after the library object is gone", 
   cudrv::test::destruction_error_counter errors;
   SECTION("from a temporary library") {
     auto add = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel<add_t>("vector_add");
-    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
+    check_vector_add(dev, s,
+                     [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
   }
   SECTION("a library moved over while its kernel is in use") {
     auto lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_PTX);
     cudrv::kernel add = lib.get_kernel("vector_add");
     lib = cudrv::library::from_file(CUDRV_TEST_KERNELS_FATBIN);
-    check_vector_add(dev, s, [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
+    check_vector_add(dev, s,
+                     [&](const float* a, const float* b, float* c) { cudrv::launch(s, config, add, a, b, c, n); });
   }
   CHECK(errors.count() == 0);
 }
@@ -158,7 +161,8 @@ TEST_CASE("graphs and executables keep the libraries of their kernels loaded", "
   SECTION("a library loaded after one that was released and unloaded by the caller") {
     // The released library is no longer cudrv's: its handle, which the driver may give to the next
     // library, must not lead a capture to the old bookkeeping.
-    auto unload = reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
+    auto unload =
+        reinterpret_cast<PFN_cuLibraryUnload_v12000>(cudrv::driver::get_entry_point("cuLibraryUnload", 12000));
     for (int round = 0; round < 3; ++round) {
       CUlibrary released = cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).release();
       REQUIRE(unload(released) == CUDA_SUCCESS);
@@ -418,7 +422,8 @@ TEST_CASE("conveniences: record(), default and current device, builders, reset, 
   CHECK(def.device() == dev);
   CHECK_FALSE(def.is_non_blocking());
   check_vector_add(dev, def, [&](const float* a, const float* b, float* c) {
-    cudrv::launch(def, config, cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel("vector_add"), a, b, c, n);
+    cudrv::launch(def, config, cudrv::library::from_file(CUDRV_TEST_KERNELS_CUBIN).get_kernel("vector_add"), a, b, c,
+                  n);
   });
   // The current device.
   cudrv::test::raw_set_current_context(nullptr);  // whatever an earlier case left current
@@ -444,9 +449,7 @@ TEST_CASE("conveniences: record(), default and current device, builders, reset, 
   cudrv::memory_pool pool(dev);
   CHECK(pool.release_threshold() == SIZE_MAX);
   CHECK(cudrv::default_memory_pool(dev).release_threshold() == SIZE_MAX);
-  {
-    cudrv::device_buffer<char> big(pool, s, std::size_t{64} << 20);
-  }
+  { cudrv::device_buffer<char> big(pool, s, std::size_t{64} << 20); }
   s.synchronize();
   CHECK(pool.reserved_current() >= (std::size_t{64} << 20));  // kept across the synchronisation
   pool.trim_to(0);

@@ -42,7 +42,9 @@ std::vector<std::remove_const_t<T>> read_back(cudrv::device_span<T> src) {
 /// Makes no context current for its lifetime, then restores the one that was.
 class no_current_context {
  public:
-  no_current_context() : previous_(cudrv::test::raw_current_context()) { cudrv::test::raw_set_current_context(nullptr); }
+  no_current_context() : previous_(cudrv::test::raw_current_context()) {
+    cudrv::test::raw_set_current_context(nullptr);
+  }
   no_current_context(const no_current_context&) = delete;
   no_current_context& operator=(const no_current_context&) = delete;
   ~no_current_context() {
@@ -370,7 +372,7 @@ TEST_CASE("device_buffer: a stream-ordered buffer is freed on the stream it was 
       cudrv::copy(buf, data, a);
       cudrv::copy(back, buf, a);
       CHECK(pool.used_current() >= n);
-      b.wait(a);         // b's later work (the free) comes after everything queued on a so far
+      b.wait(a);  // b's later work (the free) comes after everything queued on a so far
       buf.set_stream(b);
       CHECK(buf.stream() == b);
       CHECK(buf.is_stream_ordered());

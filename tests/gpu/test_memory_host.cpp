@@ -226,8 +226,8 @@ TEST_CASE("host_registration: a std::vector is page-locked exactly for the regis
       CHECK(raw == static_cast<void*>(host.data()));
       CHECK_FALSE(bool(reg));
       CHECK(type_of(host.data()) == CU_MEMORYTYPE_HOST);
-      auto unregister = reinterpret_cast<PFN_cuMemHostUnregister_v4000>(
-          cudrv::driver::get_entry_point("cuMemHostUnregister", 4000));
+      auto unregister =
+          reinterpret_cast<PFN_cuMemHostUnregister_v4000>(cudrv::driver::get_entry_point("cuMemHostUnregister", 4000));
       REQUIRE(unregister(raw) == CUDA_SUCCESS);
     }
     CHECK(type_of(host.data()) == 0);
@@ -290,8 +290,7 @@ TEST_CASE("managed_buffer: host access, advice, prefetch and round trips through
       m.advise(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, cudrv::memory_location::host());
       CHECK(range_attribute(p, bytes, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) == CU_DEVICE_CPU);
       m.advise(CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION);
-      CHECK(range_attribute(p, bytes, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) ==
-            CU_DEVICE_INVALID);
+      CHECK(range_attribute(p, bytes, CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION) == CU_DEVICE_INVALID);
       m.advise(CU_MEM_ADVISE_SET_READ_MOSTLY);
 
       // To the device, read there by a copy, and back to the host.
@@ -300,13 +299,11 @@ TEST_CASE("managed_buffer: host access, advice, prefetch and round trips through
       cudrv::fill(d, poison_value<std::uint32_t>(), s);
       cudrv::copy(d, m, s);
       m.prefetch(cudrv::memory_location::host(), s);
-      CHECK(range_attribute(p, bytes, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION) ==
-            CU_DEVICE_CPU);
+      CHECK(range_attribute(p, bytes, CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION) == CU_DEVICE_CPU);
       s.synchronize();
       m.advise(CU_MEM_ADVISE_UNSET_READ_MOSTLY);
     } else {
-      std::cout << "note: the device has no concurrent managed access; advice and prefetch are not tested"
-                << std::endl;
+      std::cout << "note: the device has no concurrent managed access; advice and prefetch are not tested" << std::endl;
       cudrv::fill(d, poison_value<std::uint32_t>(), s);
       cudrv::copy(d, m, s);
       s.synchronize();

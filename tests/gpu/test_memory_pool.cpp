@@ -21,8 +21,8 @@
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
-using cudrv::test::mismatch;
 using cudrv::test::MiB;
+using cudrv::test::mismatch;
 using cudrv::test::poison_value;
 
 namespace {
@@ -49,8 +49,7 @@ class current_pool_restorer {
 
 }  // namespace
 
-TEST_CASE("memory pools: the default pool is current by default and accessible from its device",
-          "[gpu][pool]") {
+TEST_CASE("memory pools: the default pool is current by default and accessible from its device", "[gpu][pool]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   cudrv::context_guard current(dev.primary_context());
@@ -143,15 +142,13 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
       CHECK(keeper.reserved_current() >= 9 * MiB);
       CHECK(keeper.used_high() >= 9 * MiB);
       CHECK(keeper.reserved_high() >= 9 * MiB);
-      {
-        cudrv::device_buffer<std::uint8_t> moved(std::move(a));
-      }  // a's memory freed on s
+      { cudrv::device_buffer<std::uint8_t> moved(std::move(a)); }  // a's memory freed on s
       s.synchronize();
       CHECK(keeper.used_current() >= 1 * MiB);
       CHECK(keeper.used_current() < 9 * MiB);
       CHECK(keeper.used_high() >= 9 * MiB);  // the peak stays until reset
       keeper.reset_high_watermarks();
-      CHECK(keeper.used_high() < 8 * MiB);   // the 8 MiB peak is gone
+      CHECK(keeper.used_high() < 8 * MiB);  // the 8 MiB peak is gone
       CHECK(keeper.used_high() <= keeper.used_current() + 1 * MiB);
     }
     s.synchronize();
@@ -164,9 +161,7 @@ TEST_CASE("memory pools: statistics, watermarks and trimming", "[gpu][pool]") {
     CHECK(after_trim < kept);
 
     // trim_to keeps at least what it is asked to keep, as far as the pool has it.
-    {
-      cudrv::device_buffer<std::uint8_t> c(keeper, s, 8 * MiB);
-    }
+    { cudrv::device_buffer<std::uint8_t> c(keeper, s, 8 * MiB); }
     s.synchronize();
     const std::size_t before_partial = keeper.reserved_current();
     CHECK(before_partial >= 8 * MiB);
@@ -303,8 +298,7 @@ TEST_CASE("memory pools: a pool exportable as a POSIX file descriptor", "[gpu][p
   const unsigned int supported = dev.attribute(cudrv::device_attributes::mempool_supported_handle_types);
   INFO("supported handle types (mask of CUmemAllocationHandleType): " << supported);
   if ((supported & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) == 0) {
-    std::cout << "note: device 0 does not support POSIX file descriptor pools; the IPC pool is not tested"
-              << std::endl;
+    std::cout << "note: device 0 does not support POSIX file descriptor pools; the IPC pool is not tested" << std::endl;
     return;
   }
   {

@@ -25,8 +25,8 @@
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
-using cudrv::test::mismatch;
 using cudrv::test::MiB;
+using cudrv::test::mismatch;
 using cudrv::test::poison_value;
 using cudrv::test::random_vector;
 
@@ -75,7 +75,8 @@ TEST_CASE("pinned host pool: host-written memory read by a kernel, a result the 
   cudrv::context_guard current(dev.primary_context());
   cudrv::test::destruction_error_counter errors;
   if (!supports(dev, host_memory_pools_supported)) {
-    std::cout << "note: device 0 or its driver does not support host memory pools (CUDA 12.6+); not tested" << std::endl;
+    std::cout << "note: device 0 or its driver does not support host memory pools (CUDA 12.6+); not tested"
+              << std::endl;
     return;
   }
   const std::uint64_t seed = cudrv::test::test_seed();
@@ -270,7 +271,8 @@ TEST_CASE("graph memory grows when a graph allocates, is given back when freed a
   // The allocation outlives the graph until freed. Freed, its memory stays mapped for the next graph
   // allocation (the driver, 580.159.04, still counts it as used) until a trim returns it: the use does
   // not grow, and the trim takes both the use and the reservation down.
-  auto free_async = reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudrv::driver::get_entry_point("cuMemFreeAsync", 11020));
+  auto free_async =
+      reinterpret_cast<PFN_cuMemFreeAsync_v11020>(cudrv::driver::get_entry_point("cuMemFreeAsync", 11020));
   REQUIRE(free_async(address, s.native_handle()) == CUDA_SUCCESS);
   s.synchronize();
   const cudrv::graph_memory_usage freed = cudrv::graph_memory(dev);
@@ -289,8 +291,7 @@ TEST_CASE("graph memory grows when a graph allocates, is given back when freed a
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("memory resources: device, pinned, managed and pool memory through one interface",
-          "[gpu][resource]") {
+TEST_CASE("memory resources: device, pinned, managed and pool memory through one interface", "[gpu][resource]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   cudrv::context_guard current(dev.primary_context());
@@ -309,16 +310,18 @@ TEST_CASE("memory resources: device, pinned, managed and pool memory through one
       cudrv::memory_resource* mr;
       const char* name;
     };
-    const entry resources[] = {
-        {&device_mr, "device"}, {&pinned_mr, "pinned"}, {&managed_mr, "managed"}, {&pool_mr, "pool"}};
+    const entry resources[] = {{&device_mr, "device"},
+                               {&pinned_mr, "pinned"},
+                               {&managed_mr, "managed"},
+                               {&pool_mr, "pool"}};
     for (const entry& e : resources) {
       INFO("resource " << e.name);
       const cudrv::memory_properties props = e.mr->properties();
       for (bool ordered : {false, true}) {
         INFO((ordered ? "stream-ordered" : "synchronous"));
         // Owned through the resource: freed with deallocate_async on s, or with deallocate.
-        cudrv::resource_buffer buf = ordered ? cudrv::resource_buffer(*e.mr, data.size(), s)
-                                             : cudrv::resource_buffer(*e.mr, data.size());
+        cudrv::resource_buffer buf =
+            ordered ? cudrv::resource_buffer(*e.mr, data.size(), s) : cudrv::resource_buffer(*e.mr, data.size());
         REQUIRE(buf);
         CHECK(buf.properties() == props);
         CHECK(reinterpret_cast<std::uintptr_t>(buf.get()) % cudrv::memory_resource::default_alignment == 0);

@@ -241,7 +241,8 @@ TEST_CASE("nccl: a communicator from a unique id, blocking and not, leaves the c
   {
     const nccl::unique_id id = nccl::unique_id::generate();
     CHECK(id != nccl::unique_id{});
-    nccl::communicator comm = nccl::communicator::init_rank(id, 1, 0, dev, {.cga_cluster_size = 2, .name = "cudrv-test"});
+    nccl::communicator comm =
+        nccl::communicator::init_rank(id, 1, 0, dev, {.cga_cluster_size = 2, .name = "cudrv-test"});
     CHECK(current_context() == before);
     CHECK(comm.rank() == 0);
     CHECK(comm.size() == 1);

@@ -179,7 +179,7 @@ TEST_CASE("resource_buffer: a stream-ordered pool buffer outlives its cudrv::str
     cudrv::fill(buf.as<std::uint32_t>(), 0xA5A5A5A5u, *s);
     cudrv::copy(back, std::as_const(buf).as<std::uint32_t>(), *s);
     const cudrv::stream_ref view = *s;
-    s.reset();            // the buffer keeps the CUstream alive until it is freed on it
+    s.reset();  // the buffer keeps the CUstream alive until it is freed on it
     view.synchronize();
     CHECK(mismatch(back, pattern).empty());
     CHECK(pool.used_current() >= pattern.size() * sizeof(std::uint32_t));

@@ -17,8 +17,8 @@
 namespace {
 
 struct cache_dir {
-  std::filesystem::path path = std::filesystem::temp_directory_path() /
-                               ("cudrv-gpu-rtccl-" + std::to_string(cudrv::test::test_seed()));
+  std::filesystem::path path =
+      std::filesystem::temp_directory_path() / ("cudrv-gpu-rtccl-" + std::to_string(cudrv::test::test_seed()));
   ~cache_dir() {
     std::error_code ec;
     std::filesystem::remove_all(path, ec);

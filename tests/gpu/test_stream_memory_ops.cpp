@@ -161,7 +161,8 @@ TEST_CASE("the host releases a stream through a flag in pinned memory, for every
       {cudrv::wait_condition::bit_and, 0b0001, 0b0110, 0b0100},
   };
   if (support.wait_nor) {
-    cases.push_back({cudrv::wait_condition::nor, ~std::uint64_t{0}, 0b1010, ~std::uint64_t{0b0001}});  // bit 0 clear in both
+    cases.push_back(
+        {cudrv::wait_condition::nor, ~std::uint64_t{0}, 0b1010, ~std::uint64_t{0b0001}});  // bit 0 clear in both
   }
   cudrv::pinned_buffer<std::uint64_t> flag64(dev, 1);
   cudrv::pinned_buffer<std::uint32_t> flag32(dev, 1);
@@ -232,7 +233,8 @@ TEST_CASE("a batch of memory operations waits, then writes, in order", "[gpu][st
   CHECK(got == std::vector<std::uint32_t>{1u, values[1], values[2]});
 }
 
-TEST_CASE("graph nodes wait for a flag, run a kernel and write a flag at every launch", "[gpu][stream_memory_ops][graph]") {
+TEST_CASE("graph nodes wait for a flag, run a kernel and write a flag at every launch",
+          "[gpu][stream_memory_ops][graph]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   warm_kernels k(dev);

@@ -33,14 +33,14 @@ using cudrv::tensor_map_oob_fill;
 using cudrv::tensor_map_swizzle;
 
 /// Ends the test case as skipped when device 0 has no TMA (before compute capability 9.0).
-#define REQUIRE_TMA_DEVICE(dev)                                                                          \
-  do {                                                                                                   \
-    if ((dev).attribute(CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED) == 0) {                          \
-      const auto cc_ = (dev).compute_capability();                                                        \
-      std::cout << "SKIPPED: no CUDA device with TMA tensor maps (device 0 has compute capability "      \
-                << cc_.major << "." << cc_.minor << ")" << std::endl;                                     \
-      return;                                                                                            \
-    }                                                                                                    \
+#define REQUIRE_TMA_DEVICE(dev)                                                                                  \
+  do {                                                                                                           \
+    if ((dev).attribute(CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED) == 0) {                                 \
+      const auto cc_ = (dev).compute_capability();                                                               \
+      std::cout << "SKIPPED: no CUDA device with TMA tensor maps (device 0 has compute capability " << cc_.major \
+                << "." << cc_.minor << ")" << std::endl;                                                         \
+      return;                                                                                                    \
+    }                                                                                                            \
   } while (0)
 
 namespace {
@@ -69,11 +69,11 @@ raw_map encode_raw_with(Encode encode, const Desc& d, Middle... middle) {
   const auto strides = padded<cuuint64_t>(d.global_strides);
   const auto element_strides = padded<cuuint32_t>(d.element_strides);
   raw_map out;
-  out.status = encode(&out.map, static_cast<CUtensorMapDataType>(d.data_type), d.rank, as_pointer(d.global_address),
-                      dims.data(), strides.data(), middle..., element_strides.data(),
-                      static_cast<CUtensorMapInterleave>(d.interleave), static_cast<CUtensorMapSwizzle>(d.swizzle),
-                      static_cast<CUtensorMapL2promotion>(d.l2_promotion),
-                      static_cast<CUtensorMapFloatOOBfill>(d.oob_fill));
+  out.status =
+      encode(&out.map, static_cast<CUtensorMapDataType>(d.data_type), d.rank, as_pointer(d.global_address), dims.data(),
+             strides.data(), middle..., element_strides.data(), static_cast<CUtensorMapInterleave>(d.interleave),
+             static_cast<CUtensorMapSwizzle>(d.swizzle), static_cast<CUtensorMapL2promotion>(d.l2_promotion),
+             static_cast<CUtensorMapFloatOOBfill>(d.oob_fill));
   return out;
 }
 
@@ -360,9 +360,9 @@ TEST_CASE("tensor map: the typed overloads encode dense tensors with the strides
 
     cudrv::device_buffer<std::uint16_t> t(dev, 256 * 64 * 16);
     const cudrv::device_span<const std::uint16_t> view = t.view();
-    const cudrv::tensor_map b = cudrv::make_tiled_tensor_map(
-        view, {256, 64, 16}, {64, 8, 2},
-        {.l2_promotion = tensor_map_l2_promotion::bytes_64, .oob_fill = tensor_map_oob_fill::zero});
+    const cudrv::tensor_map b = cudrv::make_tiled_tensor_map(view, {256, 64, 16}, {64, 8, 2},
+                                                             {.l2_promotion = tensor_map_l2_promotion::bytes_64,
+                                                              .oob_fill = tensor_map_oob_fill::zero});
     const raw_map rb = encode_raw(cudrv::tiled_tensor_map_desc{.data_type = dtype::uint16,
                                                                .rank = 3,
                                                                .global_address = t.data(),
@@ -436,32 +436,32 @@ TEST_CASE("tensor map: descriptions cudrv accepts and the driver refuses throw t
 
     // Candidates the documentation allows but a driver may still refuse, on this device or at all.
     std::vector<tiled_case> tiled = {
-        {"a 16-byte interleave with 64-byte box rows",
-         {.data_type = dtype::float16,
-          .rank = 4,
-          .global_address = a,
-          .global_dims = {32, 16, 16, 4},
-          .global_strides = {64, 64 * 16, 64 * 256},
-          .box_dims = {32, 8, 8, 1},
-          .interleave = tensor_map_interleave::bytes_16}},
-        {"a box larger than the tensor",
-         {.data_type = dtype::float32,
-          .rank = 2,
-          .global_address = a,
-          .global_dims = {8, 4},
-          .global_strides = {32},
-          .box_dims = {256, 256}}},
+      {"a 16-byte interleave with 64-byte box rows",
+       {.data_type = dtype::float16,
+        .rank = 4,
+        .global_address = a,
+        .global_dims = {32, 16, 16, 4},
+        .global_strides = {64, 64 * 16, 64 * 256},
+        .box_dims = {32, 8, 8, 1},
+        .interleave = tensor_map_interleave::bytes_16}},
+      {"a box larger than the tensor",
+       {.data_type = dtype::float32,
+        .rank = 2,
+        .global_address = a,
+        .global_dims = {8, 4},
+        .global_strides = {32},
+        .box_dims = {256, 256}}},
 #if CUDA_VERSION >= 12080
-        {"the 128-byte swizzle with 32-byte atoms (Blackwell)",
-         with(float_matrix(a), [](auto& d) { d.swizzle = tensor_map_swizzle::bytes_128_atom_32b; })},
-        {"packed 4-bit values spread to 16 bytes (Blackwell)",
-         {.data_type = dtype::u4x16_align16b,
-          .rank = 2,
-          .global_address = a,
-          .global_dims = {256, 64},
-          .global_strides = {128},
-          .box_dims = {128, 8},
-          .swizzle = tensor_map_swizzle::bytes_128}},
+      {"the 128-byte swizzle with 32-byte atoms (Blackwell)",
+       with(float_matrix(a), [](auto& d) { d.swizzle = tensor_map_swizzle::bytes_128_atom_32b; })},
+      {"packed 4-bit values spread to 16 bytes (Blackwell)",
+       {.data_type = dtype::u4x16_align16b,
+        .rank = 2,
+        .global_address = a,
+        .global_dims = {256, 64},
+        .global_strides = {128},
+        .box_dims = {128, 8},
+        .swizzle = tensor_map_swizzle::bytes_128}},
 #endif
     };
     std::vector<im2col_case> im2col = {
@@ -540,10 +540,11 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudrv::validate refus
       {"rank 0", true, with(matrix, [](auto& d) { d.rank = 0; })},
       {"rank 6", true, with(cube, [](auto& d) { d.rank = 6; })},
       {"interleave with rank 2", false,
-       with(matrix, [](auto& d) {
-         d.interleave = tensor_map_interleave::bytes_16;
-         d.swizzle = tensor_map_swizzle::none;
-       })},
+       with(matrix,
+            [](auto& d) {
+              d.interleave = tensor_map_interleave::bytes_16;
+              d.swizzle = tensor_map_swizzle::none;
+            })},
       {"address 8 bytes past 16", true, with(matrix, [&](auto& d) { d.global_address = a + 8; })},
       {"address 16 bytes past 32 with the 32-byte interleave", true,
        with(interleaved, [&](auto& d) { d.global_address = a + 16; })},
@@ -557,11 +558,12 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudrv::validate refus
       {"box_dims[1] = 0", true, with(matrix, [](auto& d) { d.box_dims[1] = 0; })},
       {"box_dims[2] = 257", true, with(cube, [](auto& d) { d.box_dims[2] = 257; })},
       {"box rows of 12 bytes", true,
-       with(matrix, [](auto& d) {
-         d.data_type = dtype::uint16;
-         d.swizzle = tensor_map_swizzle::none;
-         d.box_dims[0] = 6;
-       })},
+       with(matrix,
+            [](auto& d) {
+              d.data_type = dtype::uint16;
+              d.swizzle = tensor_map_swizzle::none;
+              d.box_dims[0] = 6;
+            })},
       {"element_strides[0] = 0", true, with(cube, [](auto& d) { d.element_strides[0] = 0; })},
       {"element_strides[2] = 9", true, with(cube, [](auto& d) { d.element_strides[2] = 9; })},
       {"the 32-byte interleave with the 128-byte swizzle", false,
@@ -570,10 +572,11 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudrv::validate refus
        with(matrix, [](auto& d) { d.swizzle = tensor_map_swizzle::bytes_64; })},
       {"a 256-byte box row under the 128-byte swizzle", true, with(matrix, [](auto& d) { d.box_dims[0] = 64; })},
       {"the NaN fill for int32", false,
-       with(matrix, [](auto& d) {
-         d.data_type = dtype::int32;
-         d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
-       })},
+       with(matrix,
+            [](auto& d) {
+              d.data_type = dtype::int32;
+              d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
+            })},
   };
 
   using im2col_probe = rule_probe<cudrv::im2col_tensor_map_desc>;
@@ -586,25 +589,28 @@ TEST_CASE("tensor map: the driver refuses the descriptions cudrv::validate refus
       {"pixel_box_upper_corner[1] = 128 at rank 4", true,
        with(nhwc, [](auto& d) { d.pixel_box_upper_corner[1] = 128; })},
       {"a pixel box with no area", false,
-       with(nhwc, [](auto& d) {
-         d.pixel_box_lower_corner[0] = 20;
-         d.pixel_box_upper_corner[0] = -20;
-       })},
+       with(nhwc,
+            [](auto& d) {
+              d.pixel_box_lower_corner[0] = 20;
+              d.pixel_box_upper_corner[0] = -20;
+            })},
       {"channels_per_pixel = 0", false, with(nhwc, [](auto& d) { d.channels_per_pixel = 0; })},
       {"channels_per_pixel = 257", true,
-       with(nhwc, [](auto& d) {
-         d.channels_per_pixel = 257;
-         d.swizzle = tensor_map_swizzle::none;
-       })},
+       with(nhwc,
+            [](auto& d) {
+              d.channels_per_pixel = 257;
+              d.swizzle = tensor_map_swizzle::none;
+            })},
       {"pixels_per_column = 0", false, with(nhwc, [](auto& d) { d.pixels_per_column = 0; })},
       {"pixels_per_column = 1025", true, with(nhwc, [](auto& d) { d.pixels_per_column = 1025; })},
       {"a 256-byte pixel row under the 128-byte swizzle", true,
        with(nhwc, [](auto& d) { d.channels_per_pixel = 128; })},
       {"the NaN fill for uint16", false,
-       with(nhwc, [](auto& d) {
-         d.data_type = dtype::uint16;
-         d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
-       })},
+       with(nhwc,
+            [](auto& d) {
+              d.data_type = dtype::uint16;
+              d.oob_fill = tensor_map_oob_fill::nan_request_zero_fma;
+            })},
   };
 
   std::cout << "tensor map rules: what the driver says to descriptions cudrv::validate refuses" << std::endl;

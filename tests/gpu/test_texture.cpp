@@ -72,7 +72,8 @@ std::vector<float> random_floats(std::size_t n, std::uint64_t seed, float lo = -
 }
 
 cudrv::launch_config grid_2d(std::size_t w, std::size_t h, std::size_t z = 1) {
-  return {.grid = {static_cast<unsigned>((w + 15) / 16), static_cast<unsigned>((h + 15) / 16), static_cast<unsigned>(z)},
+  return {.grid = {static_cast<unsigned>((w + 15) / 16), static_cast<unsigned>((h + 15) / 16),
+                   static_cast<unsigned>(z)},
           .block = {16, 16}};
 }
 
@@ -145,8 +146,8 @@ TEST_CASE("a 2-D float texture with linear filtering, clamp addressing and norma
     worst = std::max(worst, error);
     if (!(error <= tolerance)) {
       if (bad++ < 5) {
-        UNSCOPED_INFO("at (" << u[i] << ", " << v[i] << "): got " << out[i] << ", expected " << ref.value
-                             << " +- " << tolerance);
+        UNSCOPED_INFO("at (" << u[i] << ", " << v[i] << "): got " << out[i] << ", expected " << ref.value << " +- "
+                             << tolerance);
       }
     }
   }
@@ -164,7 +165,8 @@ TEST_CASE("a 2-D float texture with linear filtering, clamp addressing and norma
   CHECK(cudrv::test::mismatch(again, out).empty());
 }
 
-TEST_CASE("a kernel reads and writes an array through a surface, and the result is copied back", "[gpu][texture][surface]") {
+TEST_CASE("a kernel reads and writes an array through a surface, and the result is copied back",
+          "[gpu][texture][surface]") {
   CUDRV_REQUIRE_GPU();
   const auto seed = cudrv::test::test_seed();
   INFO("seed " << seed);

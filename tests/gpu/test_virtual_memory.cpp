@@ -17,8 +17,8 @@
 
 using cudrv::test::catch_as;
 using cudrv::test::contains;
-using cudrv::test::mismatch;
 using cudrv::test::MiB;
+using cudrv::test::mismatch;
 using cudrv::test::poison_value;
 
 namespace {
@@ -64,13 +64,13 @@ std::vector<unsigned> read(cudrv::device_span<const unsigned> span, cudrv::strea
 }  // namespace
 
 /// Ends the test case with a visible skip message unless device 0 exists and supports VMM.
-#define CUDRV_REQUIRE_VMM()                                                                        \
-  do {                                                                                             \
-    CUDRV_REQUIRE_GPU();                                                                           \
+#define CUDRV_REQUIRE_VMM()                                                                           \
+  do {                                                                                                \
+    CUDRV_REQUIRE_GPU();                                                                              \
     if (!cudrv::device(0).attribute(cudrv::device_attributes::virtual_memory_management_supported)) { \
-      std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;              \
-      return;                                                                                      \
-    }                                                                                              \
+      std::cout << "SKIPPED: device 0 has no virtual memory management" << std::endl;                 \
+      return;                                                                                         \
+    }                                                                                                 \
   } while (0)
 
 TEST_CASE("virtual memory: mapped physical memory is written by a kernel and read back", "[gpu][vmm]") {
@@ -132,7 +132,8 @@ TEST_CASE("virtual memory: one physical allocation mapped twice shows the same b
   cudrv::copy(cudrv::device_span<unsigned>(first.address(), n), input, s);
   CHECK(mismatch(read(cudrv::device_span<const unsigned>(second.address(), n), s), input).empty());
   affine(dev, s, cudrv::device_span<unsigned>(second.address(), n), 3u, 7u);
-  CHECK(mismatch(read(cudrv::device_span<const unsigned>(first.address(), n), s), affine_reference(input, 3u, 7u)).empty());
+  CHECK(mismatch(read(cudrv::device_span<const unsigned>(first.address(), n), s), affine_reference(input, 3u, 7u))
+            .empty());
   // The first mapping (a temporary allocation) is separate memory.
   cudrv::fill(cudrv::device_span<unsigned>(a.address(), n), 42u, s);
   CHECK(mismatch(read(cudrv::device_span<const unsigned>(a.address(), n), s), std::vector<unsigned>(n, 42u)).empty());
@@ -224,7 +225,8 @@ TEST_CASE("virtual memory: a growable buffer keeps its address and its data as i
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("virtual memory: the default growable buffer chunk is at least 64 MiB and a multiple of the recommended granularity",
+TEST_CASE("virtual memory: the default growable buffer chunk is at least 64 MiB and a multiple of the recommended "
+          "granularity",
           "[gpu][vmm][growable]") {
   CUDRV_REQUIRE_VMM();
   const cudrv::device dev(0);
@@ -281,7 +283,8 @@ TEST_CASE("virtual memory: an allocation exported to a POSIX fd and imported sho
   cudrv::stream s(dev);
   cudrv::physical_allocation mem(g, {.location = cudrv::physical_location::on(dev),
                                      .handle_types = cudrv::shareable_handle_types::posix_fd});
-  CHECK((mem.properties().handle_types & cudrv::shareable_handle_types::posix_fd) == cudrv::shareable_handle_types::posix_fd);
+  CHECK((mem.properties().handle_types & cudrv::shareable_handle_types::posix_fd) ==
+        cudrv::shareable_handle_types::posix_fd);
   cudrv::file_descriptor fd = mem.export_posix_fd();
   REQUIRE(fd);
   cudrv::physical_allocation imported = cudrv::physical_allocation::import_posix_fd(fd.native_handle(), g);
@@ -310,7 +313,8 @@ TEST_CASE("virtual memory: the driver's refusals become typed errors", "[gpu][vm
   REQUIRE(twice);
   CHECK(twice->api() == "cuMemMap");
   // Access over a span that is not mapped entirely.
-  auto hole = catch_as<cudrv::error>([&] { range.set_access(0, 2 * g, std::array{cudrv::access_descriptor::for_device(dev)}); });
+  auto hole = catch_as<cudrv::error>(
+      [&] { range.set_access(0, 2 * g, std::array{cudrv::access_descriptor::for_device(dev)}); });
   REQUIRE(hole);
   CHECK(hole->api() == "cuMemSetAccess");
   // Granularity, checked by cudrv.
@@ -320,7 +324,8 @@ TEST_CASE("virtual memory: the driver's refusals become typed errors", "[gpu][vm
     CHECK(contains(odd->what(), "granularity"));
   }
   // Compression and GPUDirect RDMA: refused up front where unsupported, else created.
-  const cudrv::physical_allocation_properties compressed{.location = cudrv::physical_location::on(dev), .compression = true};
+  const cudrv::physical_allocation_properties compressed{.location = cudrv::physical_location::on(dev),
+                                                         .compression = true};
   if (dev.attribute(cudrv::device_attributes::generic_compression_supported)) {
     // The attribute says the hardware can; the driver may still refuse here (virtualised or
     // confidential-computing machines): a typed refusal, reported, is not a failure of cudrv.
@@ -334,7 +339,8 @@ TEST_CASE("virtual memory: the driver's refusals become typed errors", "[gpu][vm
   } else {
     CHECK(catch_as<cudrv::not_supported_error>([&] { cudrv::physical_allocation c(g, compressed); }));
   }
-  const cudrv::physical_allocation_properties rdma{.location = cudrv::physical_location::on(dev), .gpu_direct_rdma = true};
+  const cudrv::physical_allocation_properties rdma{.location = cudrv::physical_location::on(dev),
+                                                   .gpu_direct_rdma = true};
   if (dev.attribute(cudrv::device_attributes::gpu_direct_rdma_with_cuda_vmm_supported)) {
     try {
       cudrv::physical_allocation r(g, rdma);

@@ -29,8 +29,8 @@ int main(int argc, char* argv[]) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
 
-    const std::filesystem::path report = std::filesystem::temp_directory_path() /
-                                         ("cudrv_mpi_tests." + std::to_string(::getpid()) + ".txt");
+    const std::filesystem::path report =
+        std::filesystem::temp_directory_path() / ("cudrv_mpi_tests." + std::to_string(::getpid()) + ".txt");
     std::string report_arg = report.string();
     // Catch's report goes to a file, without colour codes (the option's name differs in Catch2 v3).
     std::string out_flag = "--out";
@@ -64,8 +64,7 @@ int main(int argc, char* argv[]) {
     for (int r = 0; r < size; ++r) {
       MPI_Barrier(MPI_COMM_WORLD);
       if (r == rank && (rank == 0 || failed != 0)) {
-        std::cout << "===== rank " << rank << " of " << size << (failed != 0 ? ": FAILED" : ": passed")
-                  << " =====\n"
+        std::cout << "===== rank " << rank << " of " << size << (failed != 0 ? ": FAILED" : ": passed") << " =====\n"
                   << text.str() << std::flush;
       }
     }

@@ -407,7 +407,8 @@ TEST_CASE("broadcast_unique_id: every rank gets the root's id", "[mpi][nccl]") {
   CHECK(first != cudrv::nccl::unique_id{});
   const std::vector<char> all = gather(first);
   for (int r = 0; r < size; ++r) {
-    CHECK(std::equal(first.bytes.begin(), first.bytes.end(), all.begin() + r * static_cast<std::ptrdiff_t>(first.bytes.size())));
+    CHECK(std::equal(first.bytes.begin(), first.bytes.end(),
+                     all.begin() + r * static_cast<std::ptrdiff_t>(first.bytes.size())));
   }
   const cudrv::nccl::unique_id second = cudrv::mpi::broadcast_unique_id(MPI_COMM_WORLD, size - 1);
   CHECK(second != first);

@@ -58,14 +58,22 @@ inline constexpr bool is_real_v = std::is_floating_point_v<T> || is_half_v<T>;
 
 template <class T>
 const char* type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64";
-  else if constexpr (std::is_same_v<T, std::uint8_t>) return "uint8";
-  else if constexpr (std::is_same_v<T, __half>) return "half";
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return "bfloat16";
-  else return "?";
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64";
+  else if constexpr (std::is_same_v<T, std::uint8_t>)
+    return "uint8";
+  else if constexpr (std::is_same_v<T, __half>)
+    return "half";
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return "bfloat16";
+  else
+    return "?";
 }
 
 template <class T>
@@ -93,17 +101,23 @@ T from_ld(long double v) {
 /// The machine epsilon of a float type (the distance from 1 to the next value).
 template <class T>
 long double epsilon() {
-  if constexpr (std::is_same_v<T, __half>) return std::ldexp(1.0L, -10);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0L, -7);
-  else return static_cast<long double>(std::numeric_limits<T>::epsilon());
+  if constexpr (std::is_same_v<T, __half>)
+    return std::ldexp(1.0L, -10);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return std::ldexp(1.0L, -7);
+  else
+    return static_cast<long double>(std::numeric_limits<T>::epsilon());
 }
 
 /// The smallest positive (subnormal) value of a float type: the absolute slack of a comparison.
 template <class T>
 long double tiniest() {
-  if constexpr (std::is_same_v<T, __half>) return std::ldexp(1.0L, -24);
-  else if constexpr (std::is_same_v<T, __nv_bfloat16>) return std::ldexp(1.0L, -133);
-  else return static_cast<long double>(std::numeric_limits<T>::denorm_min());
+  if constexpr (std::is_same_v<T, __half>)
+    return std::ldexp(1.0L, -24);
+  else if constexpr (std::is_same_v<T, __nv_bfloat16>)
+    return std::ldexp(1.0L, -133);
+  else
+    return static_cast<long double>(std::numeric_limits<T>::denorm_min());
 }
 
 inline const char* op_name(nccl::reduction op) {
@@ -212,8 +226,14 @@ expected reference(const std::vector<std::vector<T>>& inputs, nccl::reduction op
         const long double x = to_ld(inputs[r][i]);
         switch (op) {
           case nccl::reduction::sum:
-          case nccl::reduction::avg: acc += x; mag += std::fabs(x); break;
-          case nccl::reduction::prod: acc *= x; mag *= std::fabs(x); break;
+          case nccl::reduction::avg:
+            acc += x;
+            mag += std::fabs(x);
+            break;
+          case nccl::reduction::prod:
+            acc *= x;
+            mag *= std::fabs(x);
+            break;
           case nccl::reduction::max: acc = std::max(acc, x); break;
           case nccl::reduction::min: acc = std::min(acc, x); break;
         }
@@ -336,8 +356,9 @@ std::string written(const std::vector<T>& got) {
       ++bad;
     }
   }
-  return bad == 0 ? std::string() : std::to_string(bad) + " of " + std::to_string(got.size()) +
-                                         " elements were written where nothing should have been";
+  return bad == 0 ? std::string()
+                  : std::to_string(bad) + " of " + std::to_string(got.size()) +
+                        " elements were written where nothing should have been";
 }
 
 /// The elements [offset, offset + count) of @p v.
@@ -419,8 +440,8 @@ void check_all_reduce(std::span<const rank_slot> slots, const call_context& c) {
   for (nccl::reduction op : all_reductions) {
     for (bool in_place : {false, true}) {
       INFO("all_reduce " << op_name(op) << (in_place ? " in place" : " out of place"));
-      const auto inputs = every_input<T>(n, c.count, c.seed, tag_of({1, c.count, std::uint64_t(op), in_place}),
-                                         values_for(op));
+      const auto inputs =
+          every_input<T>(n, c.count, c.seed, tag_of({1, c.count, std::uint64_t(op), in_place}), values_for(op));
       const expected want = reference(inputs, op);
       std::vector<cudrv::device_buffer<T>> send, recv;
       for (const rank_slot& s : slots) {
@@ -454,8 +475,8 @@ void check_broadcast(std::span<const rank_slot> slots, const call_context& c) {
   for (int root = 0; root < n; ++root) {
     for (bool in_place : {false, true}) {
       INFO("broadcast from root " << root << (in_place ? " in place" : " out of place"));
-      const auto inputs = every_input<T>(n, c.count, c.seed, tag_of({2, c.count, std::uint64_t(root), in_place}),
-                                         values::general);
+      const auto inputs =
+          every_input<T>(n, c.count, c.seed, tag_of({2, c.count, std::uint64_t(root), in_place}), values::general);
       std::vector<cudrv::device_buffer<T>> send, recv;
       for (const rank_slot& s : slots) {
         send.push_back(upload(s, inputs[static_cast<std::size_t>(s.comm.rank())]));  // read on the root only
@@ -491,8 +512,9 @@ void check_reduce(std::span<const rank_slot> slots, const call_context& c) {
     for (nccl::reduction op : ops) {
       for (bool in_place : {false, true}) {
         INFO("reduce " << op_name(op) << " to root " << root << (in_place ? " in place" : " out of place"));
-        const auto inputs = every_input<T>(
-            n, c.count, c.seed, tag_of({3, c.count, std::uint64_t(op), std::uint64_t(root), in_place}), values_for(op));
+        const auto inputs =
+            every_input<T>(n, c.count, c.seed, tag_of({3, c.count, std::uint64_t(op), std::uint64_t(root), in_place}),
+                           values_for(op));
         const expected want = reference(inputs, op);
         std::vector<cudrv::device_buffer<T>> send, recv;
         for (const rank_slot& s : slots) {

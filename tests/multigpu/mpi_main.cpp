@@ -86,8 +86,8 @@ void show_failed_reports(bool failed, const std::string& report) {
     const auto ur = static_cast<std::size_t>(r);
     if (flags[ur] != 0) {
       std::cout << "\n==== Catch report of rank " << r << " (failed) ====\n"
-                << std::string(all.data() + offsets[ur], static_cast<std::size_t>(lengths[ur]))
-                << "==== end of rank " << r << " ====\n";
+                << std::string(all.data() + offsets[ur], static_cast<std::size_t>(lengths[ur])) << "==== end of rank "
+                << r << " ====\n";
     }
   }
   std::cout << "cudrv_nccl_mpi_tests: " << w.size << " ranks; "
@@ -105,8 +105,8 @@ int main(int argc, char* argv[]) {
   if (w.rank == 0) {
     std::ostringstream line;
     line << "cudrv_nccl_mpi_tests: " << w.size << " ranks on " << w.node.nodes << " node(s), " << w.node.local_size
-         << " on this node with " << w.device_count << " device(s); seed " << w.seed
-         << " (CUDRV_TEST_SEED=" << w.seed << " replays)";
+         << " on this node with " << w.device_count << " device(s); seed " << w.seed << " (CUDRV_TEST_SEED=" << w.seed
+         << " replays)";
     if (w.gpu_ok) {
       line << "; NCCL " << cudrv::nccl::version() << " (" << cudrv::nccl::library_path() << ")";
     }

@@ -29,13 +29,13 @@ struct mpi_world {
   int rank = 0;
   int size = 1;
   cudrv::mpi::node_info node{};
-  int device_count = 0;     ///< devices this rank's driver sees (0 without a driver)
-  bool gpu_ok = false;      ///< every rank has a driver, a device and NCCL
-  bool ready = false;       ///< gpu_ok, and no node has more ranks than devices: one GPU per rank
-  std::string skip_message; ///< this rank's "SKIPPED: ..." line when not ready
-  std::string gpu_skip_message; ///< this rank's "SKIPPED: ..." line when not gpu_ok
+  int device_count = 0;              ///< devices this rank's driver sees (0 without a driver)
+  bool gpu_ok = false;               ///< every rank has a driver, a device and NCCL
+  bool ready = false;                ///< gpu_ok, and no node has more ranks than devices: one GPU per rank
+  std::string skip_message;          ///< this rank's "SKIPPED: ..." line when not ready
+  std::string gpu_skip_message;      ///< this rank's "SKIPPED: ..." line when not gpu_ok
   std::optional<cudrv::device> dev;  ///< this rank's device when ready
-  std::uint64_t seed = 0;   ///< rank 0's test seed, the same on every rank
+  std::uint64_t seed = 0;            ///< rank 0's test seed, the same on every rank
 
   /// The communicator of every rank (blocking, made on first use with broadcast_unique_id and
   /// init_rank; every rank reaches its first use in the same test case) and a stream on dev.
@@ -82,8 +82,9 @@ inline void mpi_world::init() {
     gpu_skip_message = has_gpu ? "SKIPPED: no CUDA device on another rank"
                                : "SKIPPED: no CUDA device (" + cudrv::test::gpu_unavailable_reason() + ")";
   } else if (all[1] == 0) {
-    gpu_skip_message = has_nccl ? "SKIPPED: no CUDA device usable with NCCL on another rank"
-                                : "SKIPPED: no CUDA device usable with NCCL (" + cudrv::nccl::unavailable_reason() + ")";
+    gpu_skip_message = has_nccl
+                           ? "SKIPPED: no CUDA device usable with NCCL on another rank"
+                           : "SKIPPED: no CUDA device usable with NCCL (" + cudrv::nccl::unavailable_reason() + ")";
   }
   if (!gpu_ok) {
     skip_message = gpu_skip_message;
@@ -122,13 +123,13 @@ inline void mpi_world::release() {
 
 /// Starts a test case that needs one GPU per rank: arms the watchdog for the case and, where the
 /// job cannot run it, prints the skip line on every rank and leaves the case (on every rank alike).
-#define CUDRV_MPI_CASE(label, limit_s)                                                                    \
-  ::cudrv::test::multigpu::watchdog_scope cudrv_case_watchdog_(label, std::chrono::seconds(limit_s));    \
-  do {                                                                                                   \
-    if (!::cudrv::test::multigpu::world().ready) {                                                       \
-      ::cudrv::test::multigpu::say(::cudrv::test::multigpu::world().skip_message);                       \
-      return;                                                                                            \
-    }                                                                                                    \
+#define CUDRV_MPI_CASE(label, limit_s)                                                                \
+  ::cudrv::test::multigpu::watchdog_scope cudrv_case_watchdog_(label, std::chrono::seconds(limit_s)); \
+  do {                                                                                                \
+    if (!::cudrv::test::multigpu::world().ready) {                                                    \
+      ::cudrv::test::multigpu::say(::cudrv::test::multigpu::world().skip_message);                    \
+      return;                                                                                         \
+    }                                                                                                 \
   } while (0)
 
 }  // namespace cudrv::test::multigpu

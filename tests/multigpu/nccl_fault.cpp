@@ -66,7 +66,7 @@ struct options {
   double abort_seconds = 30;
   double drain_seconds = 30;
   std::size_t elements = std::size_t{64} << 20;  // floats per all_reduce: 256 MiB
-  int repeat = 128;                               // all_reduces enqueued in --mode mid
+  int repeat = 128;                              // all_reduces enqueued in --mode mid
 };
 
 int g_rank = 0;
@@ -257,7 +257,7 @@ int main(int argc, char* argv[]) {
   // 3. Detection.
   std::optional<nccl::result> detected;
   std::string detect_source = "async_error()";  // what reported the fault
-  std::string detect_error;                      // the exception's what(), when one reported it
+  std::string detect_error;                     // the exception's what(), when one reported it
   bool stream_finished = false;
   seconds_d detect_time{0};
   {
@@ -292,8 +292,8 @@ int main(int argc, char* argv[]) {
     detect_time = clock_type::now() - death;
   }
   if (stream_finished) {
-    finish(false, "the collective finished although rank " + std::to_string(victim) +
-                      " died (after " + fixed(detect_time.count()) + " s): nothing was tested" +
+    finish(false, "the collective finished although rank " + std::to_string(victim) + " died (after " +
+                      fixed(detect_time.count()) + " s): nothing was tested" +
                       (opt.mode == "mid" ? "; raise --repeat or --elements so the victim dies mid-collective" : ""));
   }
 
@@ -336,9 +336,8 @@ int main(int argc, char* argv[]) {
   std::ostringstream verdict;
   verdict << "mode " << opt.mode << "; ";
   if (detected) {
-    verdict << detect_source << " reported " << result_name(*detected) << " "
-            << fixed(detect_time.count()) << " s after rank " << victim << " died (bound "
-            << fixed(opt.detect_seconds) << " s)";
+    verdict << detect_source << " reported " << result_name(*detected) << " " << fixed(detect_time.count())
+            << " s after rank " << victim << " died (bound " << fixed(opt.detect_seconds) << " s)";
     if (!detect_error.empty()) {
       verdict << " [" << detect_error << "]";
     }

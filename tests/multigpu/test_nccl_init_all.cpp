@@ -79,9 +79,9 @@ struct local_job {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("multigpu: every collective over all GPUs of one process (ncclCommInitAll), in place and out of place",
-                   "[gpu][nccl][multigpu]", float, double, std::int32_t, std::int64_t, std::uint8_t, __half,
-                   __nv_bfloat16) {
+TEMPLATE_TEST_CASE(
+    "multigpu: every collective over all GPUs of one process (ncclCommInitAll), in place and out of place",
+    "[gpu][nccl][multigpu]", float, double, std::int32_t, std::int64_t, std::uint8_t, __half, __nv_bfloat16) {
   CUDRV_REQUIRE_NCCL();
   mg::watchdog_scope guard(std::string("every collective over all local GPUs for ") + mg::type_name<TestType>(),
                            std::chrono::seconds(280));

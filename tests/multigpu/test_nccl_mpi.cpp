@@ -75,8 +75,8 @@ std::vector<int> world_ranks_where(bool (*pred)(int)) {
 
 }  // namespace
 
-TEMPLATE_TEST_CASE("multigpu mpi: every collective across ranks, in place and out of place", "[gpu][nccl][mpi]",
-                   float, double, std::int32_t, std::int64_t, std::uint8_t, __half, __nv_bfloat16) {
+TEMPLATE_TEST_CASE("multigpu mpi: every collective across ranks, in place and out of place", "[gpu][nccl][mpi]", float,
+                   double, std::int32_t, std::int64_t, std::uint8_t, __half, __nv_bfloat16) {
   CUDRV_MPI_CASE(std::string("every collective across ranks for ") + mg::type_name<TestType>(), 600);
   cudrv::test::destruction_error_counter errors;
   mg::mpi_world& w = mg::world();
@@ -109,8 +109,8 @@ TEST_CASE("multigpu mpi: communicators from broadcast_unique_id, blocking and no
   }  // destroyed on every rank: ncclCommFinalize waits for the others
   {
     const nccl::unique_id id = cudrv::mpi::broadcast_unique_id(MPI_COMM_WORLD);
-    nccl::communicator comm =
-        nccl::communicator::init_rank(id, w.size, w.rank, *w.dev, {.blocking = false, .name = "cudrv-test-nonblocking"});
+    nccl::communicator comm = nccl::communicator::init_rank(id, w.size, w.rank, *w.dev,
+                                                            {.blocking = false, .name = "cudrv-test-nonblocking"});
     comm.wait_ready();  // ncclInProgress until every rank has joined
     CHECK(comm.rank() == w.rank);
     CHECK(comm.size() == w.size);
@@ -135,22 +135,23 @@ TEST_CASE("multigpu mpi: split into even and odd ranks, and a rank left out", "[
     CHECK(part_comm.rank() == w.rank / 2);
     CHECK(part_comm.device() == *w.dev);
     cudrv::stream s(*w.dev);
-    const std::vector<int> members =
-        parity == 0 ? world_ranks_where([](int r) { return r % 2 == 0; }) : world_ranks_where([](int r) { return r % 2 == 1; });
+    const std::vector<int> members = parity == 0 ? world_ranks_where([](int r) { return r % 2 == 0; })
+                                                 : world_ranks_where([](int r) { return r % 2 == 1; });
     all_reduce_and_check<float>(part_comm, members, s, 201);
     all_reduce_and_check<std::int32_t>(part_comm, members, s, 202);
     CHECK(part_comm.async_error() == nccl::result::success);
   }
   {
     // Non-blocking children, ordered by descending world rank.
-    nccl::communicator part_comm = world_comm.split(w.rank % 2, w.size - w.rank, nccl::communicator_config{.blocking = false});
+    nccl::communicator part_comm =
+        world_comm.split(w.rank % 2, w.size - w.rank, nccl::communicator_config{.blocking = false});
     REQUIRE(part_comm);
     part_comm.wait_ready();
     const int same_parity_above = (w.size - 1 - w.rank) / 2;  // ranks of this parity with a larger world rank
     CHECK(part_comm.rank() == same_parity_above);
     cudrv::stream s(*w.dev);
-    std::vector<int> members =
-        w.rank % 2 == 0 ? world_ranks_where([](int r) { return r % 2 == 0; }) : world_ranks_where([](int r) { return r % 2 == 1; });
+    std::vector<int> members = w.rank % 2 == 0 ? world_ranks_where([](int r) { return r % 2 == 0; })
+                                               : world_ranks_where([](int r) { return r % 2 == 1; });
     all_reduce_and_check<__half>(part_comm, members, s, 203);
   }
   {
@@ -192,17 +193,22 @@ TEST_CASE("multigpu mpi: roots, peers and buffer sizes outside the communicator 
   };
   for (int root : {n, n + 3, -1}) {
     INFO("root " << root);
-    refused("broadcast from a root outside the communicator", [&] { comm.broadcast(a, b, root, s); }, of_n);
-    refused("in-place broadcast from a root outside the communicator", [&] { comm.broadcast(a, root, s); }, of_n);
-    refused("reduce to a root outside the communicator", [&] { comm.reduce(a, b, nccl::reduction::sum, root, s); },
-            of_n);
-    refused("in-place reduce to a root outside the communicator",
-            [&] { comm.reduce(a, nccl::reduction::max, root, s); }, of_n);
+    refused(
+        "broadcast from a root outside the communicator", [&] { comm.broadcast(a, b, root, s); }, of_n);
+    refused(
+        "in-place broadcast from a root outside the communicator", [&] { comm.broadcast(a, root, s); }, of_n);
+    refused(
+        "reduce to a root outside the communicator", [&] { comm.reduce(a, b, nccl::reduction::sum, root, s); }, of_n);
+    refused(
+        "in-place reduce to a root outside the communicator", [&] { comm.reduce(a, nccl::reduction::max, root, s); },
+        of_n);
   }
   for (int peer : {n, -1}) {
     INFO("peer " << peer);
-    refused("send to a peer outside the communicator", [&] { comm.send(a, peer, s); }, of_n);
-    refused("recv from a peer outside the communicator", [&] { comm.recv(a, peer, s); }, of_n);
+    refused(
+        "send to a peer outside the communicator", [&] { comm.send(a, peer, s); }, of_n);
+    refused(
+        "recv from a peer outside the communicator", [&] { comm.recv(a, peer, s); }, of_n);
   }
   {
     const std::string gather = std::to_string(n) + " (ranks) times the source";
@@ -211,19 +217,26 @@ TEST_CASE("multigpu mpi: roots, peers and buffer sizes outside the communicator 
     // all_gather: the destination must hold n times the source; reduce_scatter the reverse.
     cudrv::device_buffer<float> one_more(*w.dev, un * part + 1);
     cudrv::device_buffer<float> n_plus_one(*w.dev, (un + 1) * part);
-    refused("all_gather into n * part + 1 elements", [&] { comm.all_gather(a, one_more, s); }, gather);
-    refused("all_gather into (n + 1) * part elements", [&] { comm.all_gather(a, n_plus_one, s); }, gather);
-    refused("reduce_scatter of n * part + 1 elements",
-            [&] { comm.reduce_scatter(one_more, a, nccl::reduction::sum, s); }, scatter);
+    refused(
+        "all_gather into n * part + 1 elements", [&] { comm.all_gather(a, one_more, s); }, gather);
+    refused(
+        "all_gather into (n + 1) * part elements", [&] { comm.all_gather(a, n_plus_one, s); }, gather);
+    refused(
+        "reduce_scatter of n * part + 1 elements", [&] { comm.reduce_scatter(one_more, a, nccl::reduction::sum, s); },
+        scatter);
     if (n > 1) {
       // Sizes a one-rank communicator takes, refused only because there are n ranks.
-      refused("all_gather into as many elements as the source", [&] { comm.all_gather(a, b, s); }, gather);
-      refused("reduce_scatter of as many elements as the destination",
-              [&] { comm.reduce_scatter(a, b, nccl::reduction::sum, s); }, scatter);
-      refused("in-place all_gather of a buffer that does not split into n parts",
-              [&] { comm.all_gather(one_more, s); }, parts);
-      refused("in-place reduce_scatter of a buffer that does not split into n parts",
-              [&] { comm.reduce_scatter(one_more, nccl::reduction::sum, s); }, parts);
+      refused(
+          "all_gather into as many elements as the source", [&] { comm.all_gather(a, b, s); }, gather);
+      refused(
+          "reduce_scatter of as many elements as the destination",
+          [&] { comm.reduce_scatter(a, b, nccl::reduction::sum, s); }, scatter);
+      refused(
+          "in-place all_gather of a buffer that does not split into n parts", [&] { comm.all_gather(one_more, s); },
+          parts);
+      refused(
+          "in-place reduce_scatter of a buffer that does not split into n parts",
+          [&] { comm.reduce_scatter(one_more, nccl::reduction::sum, s); }, parts);
     }
   }
   // Nothing reached NCCL: the communicator still works, and every rank is still in step.
@@ -298,7 +311,8 @@ TEST_CASE("multigpu mpi: NCCL refuses two ranks on one device, with a clear erro
     mg::mpi_world& ww = mg::world();
     const mg::rank_slot slot{comm, dev, s};
     constexpr std::size_t count = 4099;
-    auto buf = mg::upload(slot, mg::make_input<float>(count, mg::input_seed(ww.seed, ww.rank, 401), mg::values::general));
+    auto buf =
+        mg::upload(slot, mg::make_input<float>(count, mg::input_seed(ww.seed, ww.rank, 401), mg::values::general));
     comm.all_reduce(buf, nccl::reduction::sum, s);
     check_sum_over<float>(world_ranks_where([](int) { return true; }), mg::download(slot, buf), count, 401);
     CHECK(comm.async_error() == nccl::result::success);

@@ -78,7 +78,9 @@ class watchdog {
   }
 
  private:
-  watchdog() { std::thread([this] { run(); }).detach(); }
+  watchdog() {
+    std::thread([this] { run(); }).detach();
+  }
 
   void run() {
     while (true) {

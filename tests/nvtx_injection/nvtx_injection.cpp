@@ -51,7 +51,7 @@ struct recorder_state {
   std::deque<stored_record> records;                  // a deque: records never move once appended
   std::map<std::uint64_t, std::string> domain_names;  // domain handle -> name
   std::map<std::string, std::uint64_t> domain_handles;
-  std::map<std::uint64_t, std::string> strings;       // registered string handle -> text
+  std::map<std::uint64_t, std::string> strings;  // registered string handle -> text
   std::uint64_t next_handle = 0x1000;
   std::atomic<std::uint64_t> next_range_id{1};
   std::atomic<int> initializations{0};
@@ -110,8 +110,7 @@ void set_attributes(stored_record& r, const nvtxEventAttributes_t* attr) {
       r.message = it != state().strings.end() ? it->second : "<unknown registered string>";
       break;
     }
-    default:
-      break;
+    default: break;
   }
 }
 
@@ -345,8 +344,7 @@ bool attach(const NvtxExportTableCallbacks* callbacks, NvtxCallbackModule module
       ok &= assign(table, size, NVTX_CBID_CUDA_NameCuStreamA, &NameCuStreamA);
       ok &= assign(table, size, NVTX_CBID_CUDA_NameCuEventA, &NameCuEventA);
       break;
-    default:
-      return false;
+    default: return false;
   }
   return ok;
 }

@@ -17,18 +17,18 @@ extern "C" {
 
 /* What an NVTX call recorded. */
 enum cudrv_nvtx_record_kind {
-  CUDRV_NVTX_PUSH = 1,            /* nvtxRangePushEx/A, nvtxDomainRangePushEx */
-  CUDRV_NVTX_POP = 2,             /* nvtxRangePop, nvtxDomainRangePop */
-  CUDRV_NVTX_START = 3,           /* nvtxRangeStartEx/A, nvtxDomainRangeStartEx; handle: the range id */
-  CUDRV_NVTX_END = 4,             /* nvtxRangeEnd, nvtxDomainRangeEnd; handle: the range id */
-  CUDRV_NVTX_MARK = 5,            /* nvtxMarkEx/A, nvtxDomainMarkEx */
-  CUDRV_NVTX_DOMAIN_CREATE = 6,   /* nvtxDomainCreateA; message: the name, handle: the new domain */
-  CUDRV_NVTX_REGISTER_STRING = 7, /* nvtxDomainRegisterStringA; message: the text, handle: the string */
-  CUDRV_NVTX_NAME_CATEGORY = 8,   /* nvtxNameCategoryA, nvtxDomainNameCategoryA; category: the id */
-  CUDRV_NVTX_NAME_CU_DEVICE = 9,  /* nvtxNameCuDeviceA; handle: the CUdevice */
+  CUDRV_NVTX_PUSH = 1,             /* nvtxRangePushEx/A, nvtxDomainRangePushEx */
+  CUDRV_NVTX_POP = 2,              /* nvtxRangePop, nvtxDomainRangePop */
+  CUDRV_NVTX_START = 3,            /* nvtxRangeStartEx/A, nvtxDomainRangeStartEx; handle: the range id */
+  CUDRV_NVTX_END = 4,              /* nvtxRangeEnd, nvtxDomainRangeEnd; handle: the range id */
+  CUDRV_NVTX_MARK = 5,             /* nvtxMarkEx/A, nvtxDomainMarkEx */
+  CUDRV_NVTX_DOMAIN_CREATE = 6,    /* nvtxDomainCreateA; message: the name, handle: the new domain */
+  CUDRV_NVTX_REGISTER_STRING = 7,  /* nvtxDomainRegisterStringA; message: the text, handle: the string */
+  CUDRV_NVTX_NAME_CATEGORY = 8,    /* nvtxNameCategoryA, nvtxDomainNameCategoryA; category: the id */
+  CUDRV_NVTX_NAME_CU_DEVICE = 9,   /* nvtxNameCuDeviceA; handle: the CUdevice */
   CUDRV_NVTX_NAME_CU_CONTEXT = 10, /* nvtxNameCuContextA; handle: the CUcontext */
-  CUDRV_NVTX_NAME_CU_STREAM = 11, /* nvtxNameCuStreamA; handle: the CUstream */
-  CUDRV_NVTX_NAME_CU_EVENT = 12   /* nvtxNameCuEventA; handle: the CUevent */
+  CUDRV_NVTX_NAME_CU_STREAM = 11,  /* nvtxNameCuStreamA; handle: the CUstream */
+  CUDRV_NVTX_NAME_CU_EVENT = 12    /* nvtxNameCuEventA; handle: the CUevent */
 };
 
 /* One recorded call. The strings belong to the library and stay valid until

@@ -61,7 +61,8 @@ class temp_file {
 };
 
 /// This process's environment, changed by @p set ("NAME=value") and @p unset ("NAME").
-inline std::vector<std::string> environment(const std::vector<std::string>& set, const std::vector<std::string>& unset) {
+inline std::vector<std::string> environment(const std::vector<std::string>& set,
+                                            const std::vector<std::string>& unset) {
   std::vector<std::string> env;
   for (char** e = environ; *e != nullptr; ++e) {
     std::string entry(*e);
@@ -207,10 +208,10 @@ inline int line_count(const std::string& s) {
 }  // namespace query_test
 
 /// Requires that @p text validates against the schema, printing the validator's report otherwise.
-#define REQUIRE_SCHEMA_VALID(text)                                      \
-  do {                                                                  \
-    bool query_test_valid_ = false;                                     \
+#define REQUIRE_SCHEMA_VALID(text)                                                    \
+  do {                                                                                \
+    bool query_test_valid_ = false;                                                   \
     std::string query_test_report_ = ::query_test::validate(text, query_test_valid_); \
-    INFO(query_test_report_);                                           \
-    REQUIRE(query_test_valid_);                                         \
+    INFO(query_test_report_);                                                         \
+    REQUIRE(query_test_valid_);                                                       \
   } while (0)

@@ -164,15 +164,14 @@ const attribute_desc& attribute(std::string_view key) {
 }  // namespace
 
 TEST_CASE("the parser reads enumerators, values and comments", "[query]") {
-  const std::string text =
-      "typedef enum CUdevice_attribute_enum {\n"
-      "    CU_DEVICE_ATTRIBUTE_A = 1, /**< First, in bytes */\n"
-      "    CU_DEVICE_ATTRIBUTE_B = 0x10, /**< Deprecated, use A */\n"
-      "    /** Before C */\n"
-      "    CU_DEVICE_ATTRIBUTE_C,\n"
-      "    CU_DEVICE_ATTRIBUTE_D = CU_DEVICE_ATTRIBUTE_A /**< Alias */\n"
-      "  , CU_DEVICE_ATTRIBUTE_MAX\n"
-      "} CUdevice_attribute;\n";
+  const std::string text = "typedef enum CUdevice_attribute_enum {\n"
+                           "    CU_DEVICE_ATTRIBUTE_A = 1, /**< First, in bytes */\n"
+                           "    CU_DEVICE_ATTRIBUTE_B = 0x10, /**< Deprecated, use A */\n"
+                           "    /** Before C */\n"
+                           "    CU_DEVICE_ATTRIBUTE_C,\n"
+                           "    CU_DEVICE_ATTRIBUTE_D = CU_DEVICE_ATTRIBUTE_A /**< Alias */\n"
+                           "  , CU_DEVICE_ATTRIBUTE_MAX\n"
+                           "} CUdevice_attribute;\n";
   const std::vector<header_enumerator> parsed = parse_device_attributes(text);
   REQUIRE(parsed.size() == 5);
   CHECK(parsed[0].name == "CU_DEVICE_ATTRIBUTE_A");

@@ -34,10 +34,10 @@ TEST_CASE("option --help lists the options, selectors, exit statuses and environ
   auto r = run_query({"--help"}, {no_driver});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
-  for (const char* part : {"--device", "--details", "--p2p", "--bench", "--json", "--color", "--bench-size",
-                           "--bench-iterations", "--bench-trials", "--no-progress", "--version", "GPU-",
-                           "0000:c1:00.0", "NO_COLOR", "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER", "CUDRV_LIBNVML",
-                           "schema_version"}) {
+  for (const char* part :
+       {"--device", "--details", "--p2p", "--bench", "--json", "--color", "--bench-size", "--bench-iterations",
+        "--bench-trials", "--no-progress", "--version", "GPU-", "0000:c1:00.0", "NO_COLOR", "CUDA_VISIBLE_DEVICES",
+        "CUDA_DEVICE_ORDER", "CUDRV_LIBNVML", "schema_version"}) {
     INFO(part);
     CHECK(contains(r.out, part));
   }
@@ -52,11 +52,10 @@ TEST_CASE("option --version prints the tool, library, driver and toolkit version
   auto r = run_query({"--version"}, {no_driver});
   REQUIRE(r.exit_code == 0);
   CHECK(r.err.empty());
-  const std::string toolkit =
-      std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
+  const std::string toolkit = std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10);
   CHECK(r.out == std::string("cudrv-query ") + CUDRV_TEST_VERSION + "\n" +  //
-                     "cudrv library: " + CUDRV_TEST_VERSION + "\n" +       //
-                     "CUDA driver: not available\n" +                      //
+                     "cudrv library: " + CUDRV_TEST_VERSION + "\n" +        //
+                     "CUDA driver: not available\n" +                       //
                      "CUDA toolkit (built with): CUDA " + toolkit + "\n");
 }
 
@@ -93,8 +92,8 @@ TEST_CASE("usage errors exit with status 1 and one line on stderr, before the dr
 }
 
 TEST_CASE("without a driver every view exits 2 with one line on stderr", "[query][cli]") {
-  for (std::vector<std::string> args : {std::vector<std::string>{}, {"--details"}, {"--p2p"}, {"--bench"}, {"-d", "0"},
-                                        {"--color", "always"}}) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{}, {"--details"}, {"--p2p"}, {"--bench"}, {"-d", "0"}, {"--color", "always"}}) {
     INFO(args.size());
     auto r = run_query(args, {no_driver});
     CHECK(r.exit_code == 2);
@@ -154,10 +153,12 @@ TEST_CASE("NVRTC: the summary gives the version built with, the other views the 
 }
 
 TEST_CASE("environment values that are not UTF-8 still give a valid JSON document", "[query][cli]") {
-  auto r = run_query({"--json"}, {no_driver, "CUDA_VISIBLE_DEVICES=\xff" "0"});
+  auto r = run_query({"--json"}, {no_driver, "CUDA_VISIBLE_DEVICES=\xff"
+                                             "0"});
   CHECK(r.exit_code == 2);
   REQUIRE_SCHEMA_VALID(r.out);
-  CHECK(query_test::parse(r.out)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd" "0");
+  CHECK(query_test::parse(r.out)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd"
+                                                                           "0");
 }
 
 // --- lost output: exit status 5 -------------------------------------------------------------------------

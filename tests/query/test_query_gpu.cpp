@@ -159,12 +159,24 @@ class raw_device_bench {
     hs_ = s_.native_handle();
   }
 
-  double h2d_pinned_gbps() { return gbps(timed(o_.iterations, [&] { check(htod(a_.data(), pinned_, o_.size, hs_)); })); }
-  double d2h_pinned_gbps() { return gbps(timed(o_.iterations, [&] { check(dtoh(pinned_, a_.data(), o_.size, hs_)); })); }
-  double h2d_pageable_gbps() { return gbps(timed(o_.iterations, [&] { check(htod(a_.data(), pageable_, o_.size, hs_)); })); }
-  double d2h_pageable_gbps() { return gbps(timed(o_.iterations, [&] { check(dtoh(pageable_, a_.data(), o_.size, hs_)); })); }
-  double d2d_copy_gbps() { return gbps(timed(o_.iterations, [&] { check(dtod(b_.data(), a_.data(), o_.size, hs_)); })); }
-  double launch_us() { return 1e6 * timed(o_.iterations * 100, [&] { launch_one(); }); }
+  double h2d_pinned_gbps() {
+    return gbps(timed(o_.iterations, [&] { check(htod(a_.data(), pinned_, o_.size, hs_)); }));
+  }
+  double d2h_pinned_gbps() {
+    return gbps(timed(o_.iterations, [&] { check(dtoh(pinned_, a_.data(), o_.size, hs_)); }));
+  }
+  double h2d_pageable_gbps() {
+    return gbps(timed(o_.iterations, [&] { check(htod(a_.data(), pageable_, o_.size, hs_)); }));
+  }
+  double d2h_pageable_gbps() {
+    return gbps(timed(o_.iterations, [&] { check(dtoh(pageable_, a_.data(), o_.size, hs_)); }));
+  }
+  double d2d_copy_gbps() {
+    return gbps(timed(o_.iterations, [&] { check(dtod(b_.data(), a_.data(), o_.size, hs_)); }));
+  }
+  double launch_us() {
+    return 1e6 * timed(o_.iterations * 100, [&] { launch_one(); });
+  }
   double launch_sync_us() {
     std::vector<double> trips;
     launch_one();
@@ -240,9 +252,11 @@ class raw_device_bench {
 TEST_CASE("the JSON of every view validates and matches cudrv", "[query][gpu]") {
   CUDRV_REQUIRE_GPU();
   const int count = cudrv::device_count();
-  for (std::vector<std::string> args : {std::vector<std::string>{}, {"--details"}, {"--p2p"},
-                                        {"--bench", "--bench-size", "4M", "--bench-iterations", "2",
-                                         "--bench-trials", "2", "--no-progress"}}) {
+  for (std::vector<std::string> args :
+       {std::vector<std::string>{},
+        {"--details"},
+        {"--p2p"},
+        {"--bench", "--bench-size", "4M", "--bench-iterations", "2", "--bench-trials", "2", "--no-progress"}}) {
     INFO((args.empty() ? "summary" : args[0]));
     json doc = query_json(args);
     CHECK(doc["status"] == "ok");
@@ -361,7 +375,8 @@ TEST_CASE("cudrv-query --version reports the driver's CUDA version when a driver
   REQUIRE(r.exit_code == 0);
   const int v = cudrv::driver::version();
   REQUIRE(v > 0);
-  CHECK(contains(r.out, "\nCUDA driver: CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) + "\n"));
+  CHECK(
+      contains(r.out, "\nCUDA driver: CUDA " + std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10) + "\n"));
   CHECK(contains(r.out, std::string("\ncudrv library: ") + cudrv::version_string() + "\n"));
 }
 
@@ -494,7 +509,8 @@ TEST_CASE("cudrv-query --p2p reports the driver's peer matrix and link attribute
     INFO(a.ordinal() << " -> " << b.ordinal());
     CHECK(l["can_access"] == a.can_access_peer(b));
     int value = -1;
-    REQUIRE(rank(&value, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, a.native_handle(), b.native_handle()) == CUDA_SUCCESS);
+    REQUIRE(rank(&value, CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK, a.native_handle(), b.native_handle()) ==
+            CUDA_SUCCESS);
     CHECK(l["performance_rank"] == value);
     REQUIRE(rank(&value, CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED, a.native_handle(), b.native_handle()) ==
             CUDA_SUCCESS);

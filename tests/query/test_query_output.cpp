@@ -98,7 +98,8 @@ system_info make_system(std::mt19937& rng) {
         v.error = "CUDA_ERROR_INVALID_VALUE";  // one attribute the "driver" does not know
         first = false;
       } else {
-        v.value = a.kind == attribute_kind::boolean ? static_cast<long long>(rng() % 2) : static_cast<long long>(rng() % 100000);
+        v.value = a.kind == attribute_kind::boolean ? static_cast<long long>(rng() % 2)
+                                                    : static_cast<long long>(rng() % 100000);
       }
       d.attributes.push_back(v);
     }
@@ -175,9 +176,9 @@ TEST_CASE("selectors are classified as ordinals, UUIDs and PCI bus ids", "[query
     CHECK(s->pci_function == c.function);
   }
 
-  for (std::string bad : {"", "-1", "99999999999999999999", "abc", "GPU-", "GPU-8f3a!", "GPU-zz", "MIG-", "MIG-GPU-",
-                          "GPU-8f3a/1", "0000:c1:00.8",
-                          "0000:c1:20.0", "0000:1c1:00.0", "000000000:c1:00.0", "c1-00.0"}) {
+  for (std::string bad :
+       {"", "-1", "99999999999999999999", "abc", "GPU-", "GPU-8f3a!", "GPU-zz", "MIG-", "MIG-GPU-", "GPU-8f3a/1",
+        "0000:c1:00.8", "0000:c1:20.0", "0000:1c1:00.0", "000000000:c1:00.0", "c1-00.0"}) {
     INFO("'" << bad << "'");
     error.clear();
     CHECK_FALSE(parse_selector(bad, error));
@@ -361,11 +362,13 @@ TEST_CASE("failures are JSON documents that say why", "[query]") {
   REQUIRE_SCHEMA_VALID(to_json(tiny, view::bench, nullptr));
 
   // Strings that are not UTF-8 (an environment variable, a dlerror text) do not break the document.
-  tiny.visible_devices = std::string("\xff\xfe" "0");
+  tiny.visible_devices = std::string("\xff\xfe"
+                                     "0");
   tiny.nvml.reason = "bad \xc3";
   text = to_json(tiny, view::summary, nullptr);
   REQUIRE_SCHEMA_VALID(text);
-  CHECK(query_test::parse(text)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd\xef\xbf\xbd" "0");
+  CHECK(query_test::parse(text)["environment"]["CUDA_VISIBLE_DEVICES"] == "\xef\xbf\xbd\xef\xbf\xbd"
+                                                                          "0");
 
   // The schema itself refuses what cudrv-query must never print.
   json bad = query_test::parse(to_json(info, view::summary, nullptr));

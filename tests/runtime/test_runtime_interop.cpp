@@ -10,9 +10,9 @@
 // printed on failure; CUDRV_TEST_SEED replays it), outputs are poisoned first and compared with a host
 // reference. Ordering is shown with gates: a host callable holds a stream back, and what must wait
 // for it is checked not to have run before the gate opens.
-#include <catch2/catch.hpp>
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <catch2/catch.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -36,19 +36,18 @@ using cudrv::test::poison_value;
 using cudrv::test::random_vector;
 
 // Requires a runtime call to succeed, naming the call and the runtime's error.
-#define RT_REQUIRE(call)                                                 \
-  do {                                                                   \
-    const cudaError_t rt_status_ = (call);                               \
-    INFO(#call << ": " << cudaGetErrorName(rt_status_) << " ("           \
-               << cudaGetErrorString(rt_status_) << ")");                \
-    REQUIRE(rt_status_ == cudaSuccess);                                  \
+#define RT_REQUIRE(call)                                                                                  \
+  do {                                                                                                    \
+    const cudaError_t rt_status_ = (call);                                                                \
+    INFO(#call << ": " << cudaGetErrorName(rt_status_) << " (" << cudaGetErrorString(rt_status_) << ")"); \
+    REQUIRE(rt_status_ == cudaSuccess);                                                                   \
   } while (0)
 // Requires a cuBLAS call to succeed.
-#define BLAS_REQUIRE(call)                                              \
-  do {                                                                  \
-    const cublasStatus_t blas_status_ = (call);                         \
-    INFO(#call << ": " << cublasGetStatusName(blas_status_));           \
-    REQUIRE(blas_status_ == CUBLAS_STATUS_SUCCESS);                     \
+#define BLAS_REQUIRE(call)                                    \
+  do {                                                        \
+    const cublasStatus_t blas_status_ = (call);               \
+    INFO(#call << ": " << cublasGetStatusName(blas_status_)); \
+    REQUIRE(blas_status_ == CUBLAS_STATUS_SUCCESS);           \
   } while (0)
 
 namespace {
@@ -305,7 +304,8 @@ TEST_CASE("runtime: cuBLAS SAXPY and SGEMM on a cudrv stream, cudrv buffers and 
       for (int i = 0; i < m; ++i) {
         double ref = 0, mag = 0;
         for (int l = 0; l < k; ++l) {
-          const double t = static_cast<double>(a[static_cast<std::size_t>(l) * m + i]) * b[static_cast<std::size_t>(j) * k + l];
+          const double t =
+              static_cast<double>(a[static_cast<std::size_t>(l) * m + i]) * b[static_cast<std::size_t>(j) * k + l];
           ref += t;
           mag += std::fabs(t);
         }

@@ -66,12 +66,11 @@ enum kind : int {
   kind_count
 };
 
-constexpr std::array<const char*, kind_count> kind_names = {
-    "stream", "event", "alloc_default", "alloc_pool", "launch_typed", "launch_untyped", "graph", "graph_shared", "compile"};
+constexpr std::array<const char*, kind_count> kind_names = {"stream",     "event",        "alloc_default",
+                                                            "alloc_pool", "launch_typed", "launch_untyped",
+                                                            "graph",      "graph_shared", "compile"};
 
-bool needs_affine(int k) {
-  return k == k_launch_typed || k == k_launch_untyped || k == k_graph || k == k_graph_shared;
-}
+bool needs_affine(int k) { return k == k_launch_typed || k == k_launch_untyped || k == k_graph || k == k_graph_shared; }
 
 struct options {
   int threads = 16;
@@ -671,8 +670,8 @@ int main(int argc, char** argv) {
   std::string json = "{\"program\":\"cudrv_stress\",\"skipped\":false,\"threads\":" + std::to_string(opt.threads) +
                      ",\"seconds\":" + std::to_string(elapsed) + ",\"seed\":" + std::to_string(opt.seed) +
                      ",\"ops\":" + std::to_string(ops) + ",\"mismatches\":" + std::to_string(mismatches) +
-                     ",\"errors\":" + std::to_string(errors) + ",\"destruction_errors\":" +
-                     std::to_string(teardown_errors) + ",\"kinds\":{";
+                     ",\"errors\":" + std::to_string(errors) +
+                     ",\"destruction_errors\":" + std::to_string(teardown_errors) + ",\"kinds\":{";
   bool first = true;
   for (int k : opt.kinds) {
     const auto i = static_cast<std::size_t>(k);
@@ -684,8 +683,8 @@ int main(int argc, char** argv) {
     first = false;
   }
   json += "},\"compile_cache\":{\"hits\":" + std::to_string(cs.hits) + ",\"misses\":" + std::to_string(cs.misses) +
-          ",\"corrupt\":" + std::to_string(cs.corrupt_entries) + ",\"store_failures\":" +
-          std::to_string(cs.store_failures) + "},\"setup_error\":" + json_string(setup_error) +
+          ",\"corrupt\":" + std::to_string(cs.corrupt_entries) +
+          ",\"store_failures\":" + std::to_string(cs.store_failures) + "},\"setup_error\":" + json_string(setup_error) +
           ",\"pass\":" + (pass ? "true" : "false") + "}";
   std::printf("%s\n", json.c_str());
   return pass ? 0 : 3;

@@ -28,7 +28,9 @@ cudrv::invalid_argument_error require_invalid_argument(const char* what, F&& f) 
 
 /// Whether bytes start like a CUDA cubin: an ELF header whose e_machine is EM_CUDA (190).
 inline bool is_cuda_elf(const std::string& bytes) {
-  if (bytes.size() < 20 || bytes.compare(0, 4, "\x7f" "ELF") != 0) {
+  if (bytes.size() < 20 || bytes.compare(0, 4,
+                                         "\x7f"
+                                         "ELF") != 0) {
     return false;
   }
   std::uint16_t machine = 0;

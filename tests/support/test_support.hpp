@@ -135,9 +135,7 @@ std::optional<E> catch_as(F&& f) {
 }
 
 /// Whether @p text contains @p part.
-inline bool contains(const std::string& text, const std::string& part) {
-  return text.find(part) != std::string::npos;
-}
+inline bool contains(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
 
 /// Polls @p done until it returns true or @p timeout passes; returns its last value.
 template <class Pred>
@@ -204,35 +202,34 @@ inline bool driverless() {
 
 /// Ends the current GPU test case with a visible skip message when no GPU is usable. ctest marks
 /// such a test "Skipped" through SKIP_REGULAR_EXPRESSION "SKIPPED: no CUDA device".
-#define CUDRV_REQUIRE_GPU()                                                                   \
-  do {                                                                                        \
-    if (!::cudrv::test::gpu_available()) {                                                    \
-      std::cout << "SKIPPED: no CUDA device (" << ::cudrv::test::gpu_unavailable_reason() << ")" \
-                << std::endl;                                                                 \
-      return;                                                                                 \
-    }                                                                                         \
+#define CUDRV_REQUIRE_GPU()                                                                                    \
+  do {                                                                                                         \
+    if (!::cudrv::test::gpu_available()) {                                                                     \
+      std::cout << "SKIPPED: no CUDA device (" << ::cudrv::test::gpu_unavailable_reason() << ")" << std::endl; \
+      return;                                                                                                  \
+    }                                                                                                          \
   } while (0)
 
 /// Starts a GPU test case that needs @p n devices: skips it, saying so ("SKIPPED: needs ..."), where no
 /// GPU is usable or fewer than @p n are visible. ctest counts the message as a skip.
-#define CUDRV_REQUIRE_GPUS(n)                                                                          \
-  do {                                                                                                 \
-    CUDRV_REQUIRE_GPU();                                                                               \
-    if (::cudrv::device_count() < (n)) {                                                               \
-      std::cout << "SKIPPED: needs " << (n) << " devices (this machine has " << ::cudrv::device_count() \
-                << ")" << std::endl;                                                                   \
-      return;                                                                                          \
-    }                                                                                                  \
+#define CUDRV_REQUIRE_GPUS(n)                                                                                  \
+  do {                                                                                                         \
+    CUDRV_REQUIRE_GPU();                                                                                       \
+    if (::cudrv::device_count() < (n)) {                                                                       \
+      std::cout << "SKIPPED: needs " << (n) << " devices (this machine has " << ::cudrv::device_count() << ")" \
+                << std::endl;                                                                                  \
+      return;                                                                                                  \
+    }                                                                                                          \
   } while (0)
 
 /// Starts a [driverless] test case: they need a process in which no driver can be loaded. ctest runs
 /// them with CUDRV_LIBCUDA=/nonexistent/libcuda.so.1; run by hand on a machine with a driver they
 /// end early with a message instead of failing.
-#define CUDRV_REQUIRE_DRIVERLESS()                                                                 \
-  do {                                                                                             \
-    if (!::cudrv::test::driverless()) {                                                            \
-      std::cout << "SKIPPED: a CUDA driver is loaded; run with CUDRV_LIBCUDA="                     \
-                << ::cudrv::test::driverless_library << " (ctest does)" << std::endl;              \
-      return;                                                                                      \
-    }                                                                                              \
+#define CUDRV_REQUIRE_DRIVERLESS()                                                                                  \
+  do {                                                                                                              \
+    if (!::cudrv::test::driverless()) {                                                                             \
+      std::cout << "SKIPPED: a CUDA driver is loaded; run with CUDRV_LIBCUDA=" << ::cudrv::test::driverless_library \
+                << " (ctest does)" << std::endl;                                                                    \
+      return;                                                                                                       \
+    }                                                                                                               \
   } while (0)

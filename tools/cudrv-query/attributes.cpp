@@ -490,22 +490,15 @@ constexpr value_name k_decompress_algorithms[] = {
 /// The value names of an enumeration or bitmask attribute; empty for any other.
 std::span<const value_name> value_names(CUdevice_attribute id) noexcept {
   switch (id) {
-    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
-      return k_compute_modes;
-    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG:
-      return k_numa_configs;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING:
-      return k_rdma_writes_orderings;
-    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:
-      return k_handle_types;
-    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS:
-      return k_rdma_flush_options;
+    case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE: return k_compute_modes;
+    case CU_DEVICE_ATTRIBUTE_NUMA_CONFIG: return k_numa_configs;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING: return k_rdma_writes_orderings;
+    case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES: return k_handle_types;
+    case CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS: return k_rdma_flush_options;
 #if CUDA_VERSION >= 12080
-    case CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK:
-      return k_decompress_algorithms;
+    case CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK: return k_decompress_algorithms;
 #endif
-    default:
-      return {};
+    default: return {};
   }
 }
 
@@ -545,13 +538,10 @@ std::span<const char* const> group_names() noexcept { return k_group_names; }
 
 std::string describe(const attribute_desc& attribute, long long value) {
   switch (attribute.kind) {
-    case attribute_kind::enumeration:
-      return describe_enumeration(value_names(attribute.id), value);
-    case attribute_kind::bitmask:
-      return describe_bitmask(value_names(attribute.id), value);
+    case attribute_kind::enumeration: return describe_enumeration(value_names(attribute.id), value);
+    case attribute_kind::bitmask: return describe_bitmask(value_names(attribute.id), value);
     case attribute_kind::integer:
-    case attribute_kind::boolean:
-      break;
+    case attribute_kind::boolean: break;
   }
   return {};
 }

@@ -124,8 +124,8 @@ struct device_bench::state {
   }
 
   double copy_gbps(auto&& dst, auto&& src) {
-    return gbps(options.size, time_per_operation(s, start, stop, options, options.iterations,
-                                                 [&] { cudrv::copy(dst, src, s); }));
+    return gbps(options.size,
+                time_per_operation(s, start, stop, options, options.iterations, [&] { cudrv::copy(dst, src, s); }));
   }
 
   bench_options options;
@@ -190,9 +190,8 @@ double device_bench::p2p_gbps(device_bench& destination, bool& peer_access) {
     src.dev.enable_peer_access(dst.dev);
     dst.dev.enable_peer_access(src.dev);
   }
-  return gbps(src.options.size, time_per_operation(src.s, src.start, src.stop, src.options, src.options.iterations, [&] {
-                cudrv::copy_peer(dst.a, dst.dev, src.a, src.dev, src.s);
-              }));
+  return gbps(src.options.size, time_per_operation(src.s, src.start, src.stop, src.options, src.options.iterations,
+                                                   [&] { cudrv::copy_peer(dst.a, dst.dev, src.a, src.dev, src.s); }));
 }
 
 bench_results run_bench(const system_info& info, const bench_options& options) {

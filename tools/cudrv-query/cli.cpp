@@ -74,10 +74,8 @@ const char* write_failure_reason(int e) {
     case EFBIG:
     case EIO:
     case EBADF:
-    case ECONNRESET:
-      return std::strerror(e);
-    default:
-      return nullptr;
+    case ECONNRESET: return std::strerror(e);
+    default: return nullptr;
   }
 }
 
@@ -210,8 +208,8 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
   const bench_options& bench_opts = cmd.bench;
   const char* no_color = std::getenv("NO_COLOR");
   const char* term = std::getenv("TERM");
-  text_style style{color_wanted(cmd.color, no_color != nullptr ? no_color : "", term != nullptr ? term : "",
-                                out_is_terminal)};
+  text_style style{
+      color_wanted(cmd.color, no_color != nullptr ? no_color : "", term != nullptr ? term : "", out_is_terminal)};
 
   system_info info;
   read_environment(info);
@@ -242,17 +240,10 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       return finish(out, err, info, v, json, style, &*bad);
     }
     switch (v) {
-      case view::summary:
-        break;
-      case view::details:
-        collect_attributes(info);
-        break;
-      case view::p2p:
-        collect_p2p(info);
-        break;
-      case view::bench:
-        info.bench = run_bench(info, bench_opts);
-        break;
+      case view::summary: break;
+      case view::details: collect_attributes(info); break;
+      case view::p2p: collect_p2p(info); break;
+      case view::bench: info.bench = run_bench(info, bench_opts); break;
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is
@@ -263,7 +254,8 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
     error = {exit_cuda_error, std::string("CUDA error: ") + e.what(), {}};
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::bad_alloc&) {
-    error = {exit_cuda_error, "out of host memory" + (v == view::bench ? " (try a smaller --bench-size)" : std::string()),
+    error = {exit_cuda_error,
+             "out of host memory" + (v == view::bench ? " (try a smaller --bench-size)" : std::string()),
              {}};
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::exception& e) {

@@ -78,14 +78,10 @@ struct side_results {
 
 const char* view_name(view v) noexcept {
   switch (v) {
-    case view::summary:
-      return "summary";
-    case view::details:
-      return "details";
-    case view::p2p:
-      return "p2p";
-    case view::bench:
-      return "bench";
+    case view::summary: return "summary";
+    case view::details: return "details";
+    case view::p2p: return "p2p";
+    case view::bench: return "bench";
   }
   return "summary";
 }

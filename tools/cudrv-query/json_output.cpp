@@ -121,16 +121,11 @@ json device_json(const device_info& d, view v) {
 
 const char* status_name(exit_status s) {
   switch (s) {
-    case exit_ok:
-      return "ok";
-    case exit_usage:
-      return "usage_error";
-    case exit_no_driver:
-      return "no_driver";
-    case exit_no_device:
-      return "no_device";
-    case exit_cuda_error:
-      return "cuda_error";
+    case exit_ok: return "ok";
+    case exit_usage: return "usage_error";
+    case exit_no_driver: return "no_driver";
+    case exit_no_device: return "no_device";
+    case exit_cuda_error: return "cuda_error";
     case exit_output_error:  // never in a document: decided after the document failed to be written
       return "output_error";
   }

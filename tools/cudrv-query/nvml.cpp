@@ -27,9 +27,9 @@ struct nvml_utilization {  // nvmlUtilization_t
 constexpr int nvml_clock_graphics = 0;  // nvmlClockType_t
 constexpr int nvml_clock_sm = 1;
 constexpr int nvml_clock_mem = 2;
-constexpr int nvml_temperature_gpu = 0;     // nvmlTemperatureSensors_t
-constexpr int nvml_pstate_unknown = 32;     // nvmlPstates_t
-constexpr unsigned int nvml_buffer = 96;    // larger than NVML's UUID (80) and version (80) buffers
+constexpr int nvml_temperature_gpu = 0;   // nvmlTemperatureSensors_t
+constexpr int nvml_pstate_unknown = 32;   // nvmlPstates_t
+constexpr unsigned int nvml_buffer = 96;  // larger than NVML's UUID (80) and version (80) buffers
 
 template <class F>
 F symbol(void* lib, const char* name) {

@@ -23,29 +23,29 @@ struct nvml_clocks {
 
 /// What NVML says of one GPU.
 struct nvml_device {
-  unsigned int index = 0;                       ///< NVML's index (nvidia-smi's), not CUDA's ordinal
-  std::string uuid;                             ///< the GPU's UUID, as nvidia-smi prints it
-  bool via_mig = false;                         ///< matched through a MIG instance's UUID: memory is the instance's, the rest the GPU's
-  std::optional<unsigned long long> memory_total_bytes;  ///< framebuffer total (nvidia-smi's memory.total)
-  std::optional<unsigned long long> memory_free_bytes;   ///< free
-  std::optional<unsigned long long> memory_used_bytes;   ///< used (reserved memory included)
-  nvml_clocks clocks;                           ///< current clocks
-  nvml_clocks max_clocks;                       ///< maximum clocks
-  std::optional<unsigned int> temperature_c;    ///< GPU core temperature, degrees Celsius
-  std::optional<double> power_draw_w;           ///< power draw, watts
-  std::optional<double> power_limit_w;          ///< enforced power limit, watts
-  std::optional<unsigned int> pcie_generation;      ///< current PCIe link generation (idle GPUs may downshift)
-  std::optional<unsigned int> pcie_max_generation;  ///< maximum generation of the GPU and the system
-  std::optional<unsigned int> pcie_width;           ///< current link width (lanes)
-  std::optional<unsigned int> pcie_max_width;       ///< maximum link width
-  std::optional<bool> ecc_enabled;              ///< ECC mode now
-  std::optional<bool> ecc_pending;              ///< ECC mode after the next reboot
-  std::optional<bool> mig_enabled;              ///< MIG mode now
-  std::optional<bool> mig_pending;              ///< MIG mode after the next GPU reset
+  unsigned int index = 0;  ///< NVML's index (nvidia-smi's), not CUDA's ordinal
+  std::string uuid;        ///< the GPU's UUID, as nvidia-smi prints it
+  bool via_mig = false;    ///< matched through a MIG instance's UUID: memory is the instance's, the rest the GPU's
+  std::optional<unsigned long long> memory_total_bytes;    ///< framebuffer total (nvidia-smi's memory.total)
+  std::optional<unsigned long long> memory_free_bytes;     ///< free
+  std::optional<unsigned long long> memory_used_bytes;     ///< used (reserved memory included)
+  nvml_clocks clocks;                                      ///< current clocks
+  nvml_clocks max_clocks;                                  ///< maximum clocks
+  std::optional<unsigned int> temperature_c;               ///< GPU core temperature, degrees Celsius
+  std::optional<double> power_draw_w;                      ///< power draw, watts
+  std::optional<double> power_limit_w;                     ///< enforced power limit, watts
+  std::optional<unsigned int> pcie_generation;             ///< current PCIe link generation (idle GPUs may downshift)
+  std::optional<unsigned int> pcie_max_generation;         ///< maximum generation of the GPU and the system
+  std::optional<unsigned int> pcie_width;                  ///< current link width (lanes)
+  std::optional<unsigned int> pcie_max_width;              ///< maximum link width
+  std::optional<bool> ecc_enabled;                         ///< ECC mode now
+  std::optional<bool> ecc_pending;                         ///< ECC mode after the next reboot
+  std::optional<bool> mig_enabled;                         ///< MIG mode now
+  std::optional<bool> mig_pending;                         ///< MIG mode after the next GPU reset
   std::optional<unsigned int> utilization_gpu_percent;     ///< kernel activity over the last sample period
   std::optional<unsigned int> utilization_memory_percent;  ///< memory-controller activity
-  std::optional<int> performance_state;         ///< P-state: 0 (fastest) to 15
-  std::optional<bool> persistence_mode;         ///< driver persistence mode
+  std::optional<int> performance_state;                    ///< P-state: 0 (fastest) to 15
+  std::optional<bool> persistence_mode;                    ///< driver persistence mode
 };
 
 /// How much to read of each GPU.
@@ -56,11 +56,11 @@ enum class nvml_fields {
 
 /// Whether NVML could be used, and its versions.
 struct nvml_status {
-  bool available = false;       ///< loaded and initialised
-  std::string library;          ///< the file name given to dlopen
-  std::string reason;           ///< why not, when !available
-  std::string driver_version;   ///< the kernel driver's version, e.g. "580.159.04"
-  std::string nvml_version;     ///< NVML's own version, e.g. "13.580.159.04"
+  bool available = false;      ///< loaded and initialised
+  std::string library;         ///< the file name given to dlopen
+  std::string reason;          ///< why not, when !available
+  std::string driver_version;  ///< the kernel driver's version, e.g. "580.159.04"
+  std::string nvml_version;    ///< NVML's own version, e.g. "13.580.159.04"
 };
 
 /// A loaded and initialised NVML (nvmlInit_v2 in the constructor, nvmlShutdown in the destructor).

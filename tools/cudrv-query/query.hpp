@@ -23,11 +23,11 @@ namespace cudrv_query {
 
 /// The exit statuses of cudrv-query (also listed in the --help footer and docs/cudrv-query.md).
 enum exit_status : int {
-  exit_ok = 0,          ///< success
-  exit_usage = 1,       ///< bad command line (unknown option, bad value, a -d that matches no device)
-  exit_no_driver = 2,   ///< no usable CUDA driver (libcuda.so.1 missing, or cuInit failed)
-  exit_no_device = 3,   ///< the driver works but sees no device
-  exit_cuda_error = 4,  ///< a CUDA (or other) error while querying or measuring
+  exit_ok = 0,            ///< success
+  exit_usage = 1,         ///< bad command line (unknown option, bad value, a -d that matches no device)
+  exit_no_driver = 2,     ///< no usable CUDA driver (libcuda.so.1 missing, or cuInit failed)
+  exit_no_device = 3,     ///< the driver works but sees no device
+  exit_cuda_error = 4,    ///< a CUDA (or other) error while querying or measuring
   exit_output_error = 5,  ///< the run succeeded but its output could not be written (a full disk, a closed pipe)
 };
 
@@ -43,44 +43,44 @@ enum class view { summary, details, p2p, bench };
 
 /// One device attribute as read from the driver (details view).
 struct attribute_value {
-  const attribute_desc* desc = nullptr;    ///< what it is (attributes.hpp)
-  std::optional<long long> value;               ///< empty when the driver does not know it
-  std::string error;                            ///< the driver's status name when it is empty
+  const attribute_desc* desc = nullptr;  ///< what it is (attributes.hpp)
+  std::optional<long long> value;        ///< empty when the driver does not know it
+  std::string error;                     ///< the driver's status name when it is empty
 };
 
 /// What is known about one device. Only queries that need no CUDA context are made.
 struct device_info {
-  int ordinal = 0;                   ///< CUDA's ordinal (after CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER)
-  std::string name;                  ///< e.g. "NVIDIA H100 80GB HBM3"
-  int cc_major = 0;                  ///< compute capability, major
-  int cc_minor = 0;                  ///< compute capability, minor
-  int multiprocessors = 0;           ///< SM count
-  std::size_t total_memory = 0;      ///< bytes (cuDeviceTotalMem)
-  int sm_clock_khz = 0;              ///< CU_DEVICE_ATTRIBUTE_CLOCK_RATE
-  int memory_clock_khz = 0;          ///< CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
-  std::string uuid;                  ///< "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (MIG-… for a MIG instance)
-  std::string pci_bus_id;            ///< "0000:c1:00.0", as the driver writes it
-  std::optional<nvml_device> nvml;   ///< NVML's view of the same GPU, matched by UUID
+  int ordinal = 0;                          ///< CUDA's ordinal (after CUDA_VISIBLE_DEVICES and CUDA_DEVICE_ORDER)
+  std::string name;                         ///< e.g. "NVIDIA H100 80GB HBM3"
+  int cc_major = 0;                         ///< compute capability, major
+  int cc_minor = 0;                         ///< compute capability, minor
+  int multiprocessors = 0;                  ///< SM count
+  std::size_t total_memory = 0;             ///< bytes (cuDeviceTotalMem)
+  int sm_clock_khz = 0;                     ///< CU_DEVICE_ATTRIBUTE_CLOCK_RATE
+  int memory_clock_khz = 0;                 ///< CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE
+  std::string uuid;                         ///< "GPU-xxxxxxxx-xxxx-xxxx-xxxx-xxxxxxxxxxxx" (MIG-… for a MIG instance)
+  std::string pci_bus_id;                   ///< "0000:c1:00.0", as the driver writes it
+  std::optional<nvml_device> nvml;          ///< NVML's view of the same GPU, matched by UUID
   std::vector<attribute_value> attributes;  ///< details view only: every attribute of attributes.hpp
 };
 
 /// A library cudrv-query loads at run time (NVRTC), and what it said.
 struct library_status {
-  bool checked = false;     ///< the view looked for it (the summary does not: start-up time)
-  bool available = false;   ///< loaded
-  int version = 0;          ///< 1000 * major + 10 * minor
-  std::string reason;       ///< why not, when checked and !available
+  bool checked = false;    ///< the view looked for it (the summary does not: start-up time)
+  bool available = false;  ///< loaded
+  int version = 0;         ///< 1000 * major + 10 * minor
+  std::string reason;      ///< why not, when checked and !available
 };
 
 /// One ordered pair of devices in the P2P view: what the driver says of the link from one to the other.
 struct p2p_link {
-  int from = 0;                                           ///< ordinal of the accessing device
-  int to = 0;                                             ///< ordinal of the device whose memory is accessed
-  bool can_access = false;                                ///< cuDeviceCanAccessPeer
-  std::optional<int> performance_rank;                    ///< CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK
-  std::optional<bool> access_supported;                   ///< CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED
-  std::optional<bool> native_atomic_supported;            ///< CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED
-  std::optional<bool> cuda_array_access_supported;        ///< CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED
+  int from = 0;                                              ///< ordinal of the accessing device
+  int to = 0;                                                ///< ordinal of the device whose memory is accessed
+  bool can_access = false;                                   ///< cuDeviceCanAccessPeer
+  std::optional<int> performance_rank;                       ///< CU_DEVICE_P2P_ATTRIBUTE_PERFORMANCE_RANK
+  std::optional<bool> access_supported;                      ///< CU_DEVICE_P2P_ATTRIBUTE_ACCESS_SUPPORTED
+  std::optional<bool> native_atomic_supported;               ///< CU_DEVICE_P2P_ATTRIBUTE_NATIVE_ATOMIC_SUPPORTED
+  std::optional<bool> cuda_array_access_supported;           ///< CU_DEVICE_P2P_ATTRIBUTE_CUDA_ARRAY_ACCESS_SUPPORTED
   std::optional<bool> only_partial_native_atomic_supported;  ///< CUDA 13.0 headers and drivers
 };
 
@@ -100,52 +100,52 @@ struct bench_options {
 
 /// The bench results of one device (medians over the trials).
 struct bench_device {
-  int ordinal = 0;                 ///< CUDA ordinal
-  double h2d_pinned_gbps = 0;      ///< host (page-locked) to device, 1e9 bytes per second
-  double d2h_pinned_gbps = 0;      ///< device to host (page-locked)
-  double h2d_pageable_gbps = 0;    ///< host (pageable) to device
-  double d2h_pageable_gbps = 0;    ///< device to host (pageable)
-  double d2d_copy_gbps = 0;        ///< device to device: bytes copied per second
-  double launch_us = 0;            ///< empty kernel, back-to-back on one stream: event-timed time per launch
-  double launch_sync_us = 0;       ///< empty kernel launch + stream synchronize, host-timed round trip
+  int ordinal = 0;               ///< CUDA ordinal
+  double h2d_pinned_gbps = 0;    ///< host (page-locked) to device, 1e9 bytes per second
+  double d2h_pinned_gbps = 0;    ///< device to host (page-locked)
+  double h2d_pageable_gbps = 0;  ///< host (pageable) to device
+  double d2h_pageable_gbps = 0;  ///< device to host (pageable)
+  double d2d_copy_gbps = 0;      ///< device to device: bytes copied per second
+  double launch_us = 0;          ///< empty kernel, back-to-back on one stream: event-timed time per launch
+  double launch_sync_us = 0;     ///< empty kernel launch + stream synchronize, host-timed round trip
 };
 
 /// The bench result of one ordered pair of devices.
 struct bench_p2p {
-  int from = 0;               ///< ordinal of the source device
-  int to = 0;                 ///< ordinal of the destination device
-  bool peer_access = false;   ///< peer access was enabled (else the driver staged the copy through the host)
-  double gbps = 0;            ///< bytes copied per second, 1e9 bytes
+  int from = 0;              ///< ordinal of the source device
+  int to = 0;                ///< ordinal of the destination device
+  bool peer_access = false;  ///< peer access was enabled (else the driver staged the copy through the host)
+  double gbps = 0;           ///< bytes copied per second, 1e9 bytes
 };
 
 /// The results of --bench.
 struct bench_results {
-  bench_options options;                 ///< what was run
-  std::vector<bench_device> devices;     ///< one per selected device
-  std::vector<bench_p2p> p2p;            ///< every ordered pair of selected devices (none for one device)
+  bench_options options;              ///< what was run
+  std::vector<bench_device> devices;  ///< one per selected device
+  std::vector<bench_p2p> p2p;         ///< every ordered pair of selected devices (none for one device)
 };
 
 /// What is known about the driver and the selected devices: the content of every view.
 struct system_info {
-  bool driver_available = false;                ///< libcuda loaded and cuInit succeeded (or found no device)
-  std::string unavailable_reason;               ///< why not, when !driver_available
-  int driver_version = 0;                       ///< CUDA version of the driver: 1000 * major + 10 * minor; 0 when unknown
-  std::string driver_library;                   ///< path of the loaded libcuda
-  int toolkit_version = CUDA_VERSION;           ///< the CUDA toolkit cudrv-query was built with
-  library_status nvrtc;                         ///< the NVRTC library cudrv would load (not in the summary)
-  nvml_status nvml;                             ///< NVML: loaded or not, kernel driver version
-  std::optional<std::string> visible_devices;   ///< CUDA_VISIBLE_DEVICES, when set
-  std::optional<std::string> device_order;      ///< CUDA_DEVICE_ORDER, when set
-  int device_count = 0;                         ///< devices the driver exposes (before -d)
-  std::vector<device_info> devices;             ///< the selected devices, in ordinal order
-  std::vector<p2p_link> p2p;                    ///< p2p view: every ordered pair of selected devices
-  std::optional<bench_results> bench;           ///< bench view
+  bool driver_available = false;       ///< libcuda loaded and cuInit succeeded (or found no device)
+  std::string unavailable_reason;      ///< why not, when !driver_available
+  int driver_version = 0;              ///< CUDA version of the driver: 1000 * major + 10 * minor; 0 when unknown
+  std::string driver_library;          ///< path of the loaded libcuda
+  int toolkit_version = CUDA_VERSION;  ///< the CUDA toolkit cudrv-query was built with
+  library_status nvrtc;                ///< the NVRTC library cudrv would load (not in the summary)
+  nvml_status nvml;                    ///< NVML: loaded or not, kernel driver version
+  std::optional<std::string> visible_devices;  ///< CUDA_VISIBLE_DEVICES, when set
+  std::optional<std::string> device_order;     ///< CUDA_DEVICE_ORDER, when set
+  int device_count = 0;                        ///< devices the driver exposes (before -d)
+  std::vector<device_info> devices;            ///< the selected devices, in ordinal order
+  std::vector<p2p_link> p2p;                   ///< p2p view: every ordered pair of selected devices
+  std::optional<bench_results> bench;          ///< bench view
 };
 
 /// How a failure ended the run; reported in the JSON's `status` and `error` and by the exit status.
 struct failure {
-  exit_status status = exit_ok;  ///< the exit status
-  std::string message;           ///< one line, without the "cudrv-query: " prefix
+  exit_status status = exit_ok;              ///< the exit status
+  std::string message;                       ///< one line, without the "cudrv-query: " prefix
   std::vector<std::string> valid_selectors;  ///< for a -d that matched nothing: what would have
 };
 
@@ -179,17 +179,17 @@ class device_bench {
  public:
   /// Prepares device @p ordinal (its primary context). @throws cudrv::error, std::bad_alloc
   device_bench(int ordinal, const bench_options& options);
-  ~device_bench();                                      ///< frees everything
-  device_bench(device_bench&&) noexcept;                ///< movable
-  device_bench& operator=(device_bench&&) noexcept;     ///< movable
-  [[nodiscard]] int ordinal() const noexcept;           ///< the device
-  [[nodiscard]] double h2d_pinned_gbps();               ///< pinned host to device, GB/s
-  [[nodiscard]] double d2h_pinned_gbps();               ///< device to pinned host
-  [[nodiscard]] double h2d_pageable_gbps();             ///< pageable host to device
-  [[nodiscard]] double d2h_pageable_gbps();             ///< device to pageable host
-  [[nodiscard]] double d2d_copy_gbps();                 ///< within the device, bytes copied per second
-  [[nodiscard]] double launch_us();                     ///< empty kernel, back-to-back, per launch
-  [[nodiscard]] double launch_sync_us();                ///< empty kernel + synchronize, round trip
+  ~device_bench();                                   ///< frees everything
+  device_bench(device_bench&&) noexcept;             ///< movable
+  device_bench& operator=(device_bench&&) noexcept;  ///< movable
+  [[nodiscard]] int ordinal() const noexcept;        ///< the device
+  [[nodiscard]] double h2d_pinned_gbps();            ///< pinned host to device, GB/s
+  [[nodiscard]] double d2h_pinned_gbps();            ///< device to pinned host
+  [[nodiscard]] double h2d_pageable_gbps();          ///< pageable host to device
+  [[nodiscard]] double d2h_pageable_gbps();          ///< device to pageable host
+  [[nodiscard]] double d2d_copy_gbps();              ///< within the device, bytes copied per second
+  [[nodiscard]] double launch_us();                  ///< empty kernel, back-to-back, per launch
+  [[nodiscard]] double launch_sync_us();             ///< empty kernel + synchronize, round trip
   /// From this device's buffer to @p destination's, on this device's stream, with peer access
   /// enabled where the driver allows it (@p peer_access says whether it did).
   [[nodiscard]] double p2p_gbps(device_bench& destination, bool& peer_access);

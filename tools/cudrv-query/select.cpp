@@ -11,7 +11,8 @@ namespace {
 
 std::string lower(std::string_view s) {
   std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  std::transform(out.begin(), out.end(), out.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return out;
 }
 
@@ -29,10 +30,8 @@ bool starts_with_icase(std::string_view s, std::string_view prefix) {
 
 bool matches(const selector& sel, const device_info& d) {
   switch (sel.type) {
-    case selector::kind::ordinal:
-      return d.ordinal == sel.ordinal;
-    case selector::kind::uuid:
-      return starts_with_icase(d.uuid, sel.uuid_prefix);
+    case selector::kind::ordinal: return d.ordinal == sel.ordinal;
+    case selector::kind::uuid: return starts_with_icase(d.uuid, sel.uuid_prefix);
     case selector::kind::pci_bus_id: {
       unsigned int domain = 0, bus = 0, device = 0, function = 0;
       return parse_pci_bus_id(d.pci_bus_id, domain, bus, device, function) && domain == sel.pci_domain &&

@@ -85,17 +85,14 @@ std::string format_attribute(const attribute_value& v) {
   long long x = *v.value;
   std::string unit = a.unit;
   switch (a.kind) {
-    case attribute_kind::boolean:
-      return yes_no(x != 0);
-    case attribute_kind::enumeration:
-      return describe(a, x) + " (" + std::to_string(x) + ")";
+    case attribute_kind::boolean: return yes_no(x != 0);
+    case attribute_kind::enumeration: return describe(a, x) + " (" + std::to_string(x) + ")";
     case attribute_kind::bitmask: {
       char hex[32];
       std::snprintf(hex, sizeof(hex), "0x%llx", static_cast<unsigned long long>(x));
       return describe(a, x) + " (" + hex + ")";
     }
-    case attribute_kind::integer:
-      break;
+    case attribute_kind::integer: break;
   }
   if (std::string_view(a.key) == "gpu_pci_device_id" || std::string_view(a.key) == "gpu_pci_subsystem_id") {
     char hex[32];  // vendor and device ids, as lspci shows them
@@ -128,8 +125,9 @@ void print_header(std::ostream& out, const system_info& info, const painter& pai
   label("NVRTC         ");
   out << format_cuda_version(info.toolkit_version) << " (built with)";
   if (info.nvrtc.checked) {
-    out << "; " << (info.nvrtc.available ? "library " + format_cuda_version(info.nvrtc.version) + " loaded"
-                                         : "library not loaded: " + info.nvrtc.reason);
+    out << "; "
+        << (info.nvrtc.available ? "library " + format_cuda_version(info.nvrtc.version) + " loaded"
+                                 : "library not loaded: " + info.nvrtc.reason);
   }
   out << '\n';
   label("NVML          ");
@@ -189,8 +187,8 @@ void print_nvml(std::ostream& out, const nvml_device& n, const painter& paint) {
   if (n.ecc_enabled) row("ECC", yes_no(*n.ecc_enabled) + (n.ecc_pending != n.ecc_enabled ? " (pending change)" : ""));
   if (n.mig_enabled) row("MIG", yes_no(*n.mig_enabled) + (n.mig_pending != n.mig_enabled ? " (pending change)" : ""));
   if (n.utilization_gpu_percent) {
-    row("Utilization GPU/memory",
-        std::to_string(*n.utilization_gpu_percent) + "/" + std::to_string(n.utilization_memory_percent.value_or(0)) + " %");
+    row("Utilization GPU/memory", std::to_string(*n.utilization_gpu_percent) + "/" +
+                                      std::to_string(n.utilization_memory_percent.value_or(0)) + " %");
   }
   if (n.performance_state) row("Performance state", std::string("P").append(std::to_string(*n.performance_state)));
   if (n.persistence_mode) row("Persistence mode", yes_no(*n.persistence_mode));
@@ -240,21 +238,24 @@ void print_p2p(std::ostream& out, const system_info& info, const painter& paint)
   }
   std::vector<std::vector<std::string>> devices;
   devices.push_back({"ID", "Name", "UUID", "PCI bus id"});
-  for (const device_info& d : info.devices) devices.push_back({std::to_string(d.ordinal), d.name, d.uuid, d.pci_bus_id});
+  for (const device_info& d : info.devices)
+    devices.push_back({std::to_string(d.ordinal), d.name, d.uuid, d.pci_bus_id});
   print_table(out, devices, {true, false, false, false}, paint);
   out << '\n'
       << paint.heading("Peer access") << " (row: the device that accesses, column: the device whose memory it reads)\n";
   std::vector<int> ordinals;
   for (const device_info& d : info.devices) ordinals.push_back(d.ordinal);
-  print_pair_matrix(out, ordinals, info.p2p, [](const p2p_link& l) { return yes_no(l.can_access); }, paint);
+  print_pair_matrix(
+      out, ordinals, info.p2p, [](const p2p_link& l) { return yes_no(l.can_access); }, paint);
   out << '\n' << paint.heading("Links") << '\n';
   auto opt_bool = [](const std::optional<bool>& b) { return b ? yes_no(*b) : std::string("n/a"); };
   std::vector<std::vector<std::string>> rows;
   rows.push_back({"From", "To", "Access", "Rank", "Native atomics", "Partial atomics only", "CUDA arrays"});
   for (const p2p_link& l : info.p2p) {
     rows.push_back({std::to_string(l.from), std::to_string(l.to), yes_no(l.can_access),
-                    l.performance_rank ? std::to_string(*l.performance_rank) : "n/a", opt_bool(l.native_atomic_supported),
-                    opt_bool(l.only_partial_native_atomic_supported), opt_bool(l.cuda_array_access_supported)});
+                    l.performance_rank ? std::to_string(*l.performance_rank) : "n/a",
+                    opt_bool(l.native_atomic_supported), opt_bool(l.only_partial_native_atomic_supported),
+                    opt_bool(l.cuda_array_access_supported)});
   }
   print_table(out, rows, {true, true, false, true, false, false, false}, paint, "  ");
   out << paint.dim("  Rank: the driver's relative performance of the link (lower is better).") << '\n';
@@ -282,14 +283,15 @@ void print_bench(std::ostream& out, const system_info& info, const painter& pain
     rows.push_back({"Device to host, pinned", fixed(r.d2h_pinned_gbps, 1) + " GB/s"});
     rows.push_back({"Host to device, pageable", fixed(r.h2d_pageable_gbps, 1) + " GB/s"});
     rows.push_back({"Device to host, pageable", fixed(r.d2h_pageable_gbps, 1) + " GB/s"});
-    rows.push_back({"Device to device", fixed(r.d2d_copy_gbps, 1) + " GB/s (" + fixed(2 * r.d2d_copy_gbps, 1) +
-                                            " GB/s read + written)"});
+    rows.push_back({"Device to device",
+                    fixed(r.d2d_copy_gbps, 1) + " GB/s (" + fixed(2 * r.d2d_copy_gbps, 1) + " GB/s read + written)"});
     rows.push_back({"Empty kernel, back-to-back", fixed(r.launch_us, 2) + " us per launch"});
     rows.push_back({"Empty kernel + synchronize", fixed(r.launch_sync_us, 2) + " us round trip"});
     print_table(out, rows, {false, false}, paint, "  ");
   }
   if (!b.p2p.empty()) {
-    out << '\n' << paint.heading("Peer to peer") << " (GB/s; row: source, column: destination; * staged through the host)\n";
+    out << '\n'
+        << paint.heading("Peer to peer") << " (GB/s; row: source, column: destination; * staged through the host)\n";
     std::vector<int> ordinals;
     for (const bench_device& d : b.devices) ordinals.push_back(d.ordinal);
     print_pair_matrix(
@@ -335,15 +337,9 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
       out << '\n';
       print_summary(out, info, paint);
       break;
-    case view::details:
-      print_details(out, info, paint);
-      break;
-    case view::p2p:
-      print_p2p(out, info, paint);
-      break;
-    case view::bench:
-      print_bench(out, info, paint);
-      break;
+    case view::details: print_details(out, info, paint); break;
+    case view::p2p: print_p2p(out, info, paint); break;
+    case view::bench: print_bench(out, info, paint); break;
   }
 }
 

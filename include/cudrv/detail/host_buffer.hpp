@@ -23,9 +23,10 @@ struct host_allocation {
   context_token context{};
   int device = -1;  // managed memory: its context's device (-2 until known); -1 for host memory
 
-
-  static host_allocation allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
-  static host_allocation allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size, unsigned int flags);
+  static host_allocation allocate_pinned(CUcontext ctx, std::size_t count, std::size_t element_size,
+                                         unsigned int flags);
+  static host_allocation allocate_managed(CUcontext ctx, std::size_t count, std::size_t element_size,
+                                          unsigned int flags);
   static host_allocation register_memory(CUcontext ctx, void* pointer, std::size_t bytes, unsigned int flags);
   void free_pinned() noexcept;
   void free_managed() noexcept;

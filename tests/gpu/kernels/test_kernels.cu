@@ -132,7 +132,6 @@ extern "C" __global__ void __cluster_dims__(2, 1, 1) fixed_cluster(int* out) {
   }
 }
 
-
 // Graph conditionals: each run counts itself and keeps the while loop going until the counter is 0.
 extern "C" __global__ void countdown(cudaGraphConditionalHandle handle, int* counter, int* iterations) {
   if (threadIdx.x == 0 && blockIdx.x == 0) {
