@@ -344,10 +344,10 @@ class graph_builder {
   /// @brief The last node added (throws when none was added).
   [[nodiscard]] graph_node_ref last() const;
   /// @brief Adds @p node to the dependencies of the next node (to join branches).
-  void depend_on(graph_node_ref node) { deps_.push_back(node); }
+  void depend_on(graph_node_ref node);
   /// @brief Makes @p node the only dependency of the next node (internal use by the adders, and to
   /// continue after a node added directly with graph_ref's functions).
-  void advance(graph_node_ref node) { deps_.assign(1, node); }
+  void advance(graph_node_ref node);
   /// @brief Makes the graph keep @p library loaded, once per builder and library (internal).
   void keep_library(detail::library_state* library);
 

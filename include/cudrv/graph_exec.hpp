@@ -10,7 +10,6 @@
 #include <utility>
 #include <vector>
 
-#include "cudrv/detail/exchange.hpp"
 #include "cudrv/graph.hpp"
 #include "cudrv/stream.hpp"
 
@@ -148,10 +147,7 @@ class graph_exec : public graph_exec_base {
   graph_exec(const graph_exec&) = delete;
   graph_exec& operator=(const graph_exec&) = delete;
   /// @brief Takes over @p other's executable.
-  graph_exec(graph_exec&& other) noexcept
-      : graph_exec_base(cudrv::detail::exchange(other.handle_, nullptr), cudrv::detail::exchange(other.ctx_, nullptr)),
-        token_(cudrv::detail::exchange(other.token_, {})),
-        kept_(cudrv::detail::exchange(other.kept_, {})) {}
+  graph_exec(graph_exec&& other) noexcept;
   /// @brief Destroys the current executable, then takes over @p other's.
   graph_exec& operator=(graph_exec&& other) noexcept;
   /// @brief Destroys the executable; errors go to the destruction handler. When its context was

@@ -86,7 +86,9 @@ class imported_pool_share {
   imported_pool_share(const imported_pool_share& other) noexcept;
   imported_pool_share(imported_pool_share&& other) noexcept : state_(cudrv::detail::exchange(other.state_, nullptr)) {}
   imported_pool_share& operator=(imported_pool_share other) noexcept {
-    std::swap(state_, other.state_);
+    imported_pool_state* const previous = state_;  // a swap, without instantiating std::swap
+    state_ = other.state_;
+    other.state_ = previous;
     return *this;
   }
   ~imported_pool_share() { reset(); }

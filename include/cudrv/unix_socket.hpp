@@ -24,7 +24,6 @@
 #include <utility>
 #include <vector>
 
-#include "cudrv/detail/exchange.hpp"
 #include "cudrv/file_descriptor.hpp"
 
 namespace cudrv {
@@ -220,8 +219,7 @@ class unix_listener {
   unix_listener(const unix_listener&) = delete;
   unix_listener& operator=(const unix_listener&) = delete;
   /// @brief Takes over @p other's socket and path.
-  unix_listener(unix_listener&& other) noexcept
-      : fd_(std::move(other.fd_)), path_(cudrv::detail::exchange(other.path_, std::string())) {}
+  unix_listener(unix_listener&& other) noexcept;
   /// @brief Closes the held socket, then takes over @p other's.
   unix_listener& operator=(unix_listener&& other) noexcept;
   /// @brief Closes the socket and removes its file.
