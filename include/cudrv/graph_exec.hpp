@@ -192,8 +192,7 @@ class graph_exec : public graph_exec_base {
   void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel, void** args,
                       const detail::kernel_signature* signature);
 
-  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept
-      : graph_exec_base(handle, ctx.handle), token_(ctx) {}
+  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept;
   friend class graph_base;
   detail::context_token token_;               // the context's identity, checked before destruction
   std::vector<detail::library_state*> kept_;  // libraries of kernels set with set_kernel_node (references)

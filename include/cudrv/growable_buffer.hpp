@@ -46,7 +46,7 @@ class growable_storage {
   growable_storage& operator=(const growable_storage&) = delete;
   growable_storage(growable_storage&& other) noexcept;
   growable_storage& operator=(growable_storage&& other) noexcept;
-  ~growable_storage() { reset(); }
+  ~growable_storage();
 
   // Maps chunks until at least `bytes` are mapped; on failure, unmaps and releases what this call
   // mapped and throws (the mapped size is unchanged).
