@@ -20,6 +20,7 @@
 
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
@@ -415,17 +416,17 @@ class array : public array_base {
   array& operator=(const array&) = delete;
   /// @brief Takes over @p other's array; @p other becomes empty.
   array(array&& other) noexcept
-      : array_base(std::exchange(other.handle_, nullptr), std::exchange(other.description_, {}),
-                   std::exchange(other.context_, nullptr)),
-        token_(std::exchange(other.token_, {})) {}
+      : array_base(cudrv::detail::exchange(other.handle_, nullptr), cudrv::detail::exchange(other.description_, {}),
+                   cudrv::detail::exchange(other.context_, nullptr)),
+        token_(cudrv::detail::exchange(other.token_, {})) {}
   /// @brief Destroys the held array, then takes over @p other's.
   array& operator=(array&& other) noexcept {
     if (this != &other) {
       reset();
-      handle_ = std::exchange(other.handle_, nullptr);
-      description_ = std::exchange(other.description_, {});
-      context_ = std::exchange(other.context_, nullptr);
-      token_ = std::exchange(other.token_, {});
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      description_ = cudrv::detail::exchange(other.description_, {});
+      context_ = cudrv::detail::exchange(other.context_, nullptr);
+      token_ = cudrv::detail::exchange(other.token_, {});
     }
     return *this;
   }
@@ -447,12 +448,12 @@ class array : public array_base {
     description_ = {};
     context_ = nullptr;
     token_ = {};
-    return std::exchange(handle_, nullptr);
+    return cudrv::detail::exchange(handle_, nullptr);
   }
   /// @brief Destroys the array now; the object becomes empty.
   void reset() noexcept {
     if (handle_ != nullptr) {
-      detail::destroy_array(std::exchange(handle_, nullptr), std::exchange(token_, {}));
+      detail::destroy_array(cudrv::detail::exchange(handle_, nullptr), cudrv::detail::exchange(token_, {}));
       description_ = {};
       context_ = nullptr;
     }
@@ -626,18 +627,20 @@ class mipmapped_array : public mipmapped_array_base {
   mipmapped_array& operator=(const mipmapped_array&) = delete;
   /// @brief Takes over @p other's array; @p other becomes empty.
   mipmapped_array(mipmapped_array&& other) noexcept
-      : mipmapped_array_base(std::exchange(other.handle_, nullptr), std::exchange(other.description_, {}),
-                             std::exchange(other.levels_, 0u), std::exchange(other.context_, nullptr)),
-        token_(std::exchange(other.token_, {})) {}
+      : mipmapped_array_base(cudrv::detail::exchange(other.handle_, nullptr),
+                             cudrv::detail::exchange(other.description_, {}),
+                             cudrv::detail::exchange(other.levels_, 0u),
+                             cudrv::detail::exchange(other.context_, nullptr)),
+        token_(cudrv::detail::exchange(other.token_, {})) {}
   /// @brief Destroys the held array, then takes over @p other's.
   mipmapped_array& operator=(mipmapped_array&& other) noexcept {
     if (this != &other) {
       reset();
-      handle_ = std::exchange(other.handle_, nullptr);
-      description_ = std::exchange(other.description_, {});
-      levels_ = std::exchange(other.levels_, 0u);
-      context_ = std::exchange(other.context_, nullptr);
-      token_ = std::exchange(other.token_, {});
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      description_ = cudrv::detail::exchange(other.description_, {});
+      levels_ = cudrv::detail::exchange(other.levels_, 0u);
+      context_ = cudrv::detail::exchange(other.context_, nullptr);
+      token_ = cudrv::detail::exchange(other.token_, {});
     }
     return *this;
   }
@@ -659,12 +662,12 @@ class mipmapped_array : public mipmapped_array_base {
     levels_ = 0;
     context_ = nullptr;
     token_ = {};
-    return std::exchange(handle_, nullptr);
+    return cudrv::detail::exchange(handle_, nullptr);
   }
   /// @brief Destroys the array now; the object becomes empty.
   void reset() noexcept {
     if (handle_ != nullptr) {
-      detail::destroy_mipmapped_array(std::exchange(handle_, nullptr), std::exchange(token_, {}));
+      detail::destroy_mipmapped_array(cudrv::detail::exchange(handle_, nullptr), cudrv::detail::exchange(token_, {}));
       description_ = {};
       levels_ = 0;
       context_ = nullptr;

@@ -251,7 +251,7 @@ class batch_copy_3d {
   /// @brief Whether the batch holds no copy.
   [[nodiscard]] bool empty() const noexcept { return ops_.empty(); }
   /// @brief Removes every copy.
-  void clear() noexcept { ops_.clear(); }
+  void clear() noexcept;
   /// @brief The copies, in bytes.
   [[nodiscard]] std::span<const batch_copy_3d_op> operations() const noexcept;
 

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
+
 namespace cudrv {
 
 class device;
@@ -140,7 +142,7 @@ class context : public context_base {
   context(const context&) = delete;
   context& operator=(const context&) = delete;
   /// @brief Takes over @p other's context; @p other becomes empty.
-  context(context&& other) noexcept : context_base(std::exchange(other.handle_, nullptr)) {}
+  context(context&& other) noexcept : context_base(cudrv::detail::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the held context, then takes over @p other's.
   context& operator=(context&& other) noexcept;
   /// @brief Destroys the context (errors go to the destruction handler).
@@ -149,7 +151,7 @@ class context : public context_base {
   /// @brief Takes ownership of a context created by cuCtxCreate.
   [[nodiscard]] static context from_native_handle(CUcontext handle) noexcept { return context(handle); }
   /// @brief Gives up ownership: the caller must destroy the returned context.
-  [[nodiscard]] CUcontext release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] CUcontext release() noexcept { return cudrv::detail::exchange(handle_, nullptr); }
   /// @brief Destroys the context now; the object becomes empty.
   void reset() noexcept;
   /// @brief Whether this object holds a context (false after a move).
@@ -184,7 +186,7 @@ class primary_context : public context_base {
   primary_context& operator=(const primary_context&) = delete;
   /// @brief Takes over @p other's reference; @p other becomes empty.
   primary_context(primary_context&& other) noexcept
-      : context_base(std::exchange(other.handle_, nullptr)), device_(other.device_) {}
+      : context_base(cudrv::detail::exchange(other.handle_, nullptr)), device_(other.device_) {}
   /// @brief Releases the held reference, then takes over @p other's.
   primary_context& operator=(primary_context&& other) noexcept;
   /// @brief Releases the reference (errors go to the destruction handler).
@@ -195,7 +197,7 @@ class primary_context : public context_base {
     return primary_context(dev, handle);
   }
   /// @brief Gives up the reference: the caller must call cuDevicePrimaryCtxRelease on @ref native_device.
-  [[nodiscard]] CUcontext release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] CUcontext release() noexcept { return cudrv::detail::exchange(handle_, nullptr); }
   /// @brief Releases the reference now; the object becomes empty.
   void reset() noexcept;
   /// @brief The device whose primary context this is.

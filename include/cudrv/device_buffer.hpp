@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
@@ -117,12 +118,12 @@ class device_buffer {
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
-  device_buffer(device_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
+  device_buffer(device_buffer&& other) noexcept : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held memory, then takes over @p other's.
   device_buffer& operator=(device_buffer&& other) noexcept {
     if (this != &other) {
       alloc_.free();
-      alloc_ = std::exchange(other.alloc_, {});
+      alloc_ = cudrv::detail::exchange(other.alloc_, {});
     }
     return *this;
   }

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/error.hpp"
 #include "cudrv/managed_buffer.hpp"
@@ -366,11 +367,11 @@ class dlpack_ptr {
   dlpack_ptr(const dlpack_ptr&) = delete;
   dlpack_ptr& operator=(const dlpack_ptr&) = delete;
   /// @brief Takes over @p other's tensor; @p other becomes empty.
-  dlpack_ptr(dlpack_ptr&& other) noexcept : managed_(std::exchange(other.managed_, nullptr)) {}
+  dlpack_ptr(dlpack_ptr&& other) noexcept : managed_(cudrv::detail::exchange(other.managed_, nullptr)) {}
   /// @brief Deletes the held tensor, then takes over @p other's.
   dlpack_ptr& operator=(dlpack_ptr&& other) noexcept {
     if (this != &other) {
-      reset(std::exchange(other.managed_, nullptr));
+      reset(cudrv::detail::exchange(other.managed_, nullptr));
     }
     return *this;
   }
@@ -384,10 +385,10 @@ class dlpack_ptr {
   /// @brief Whether a tensor is held.
   [[nodiscard]] explicit operator bool() const noexcept { return managed_ != nullptr; }
   /// @brief Gives up ownership without calling the deleter.
-  [[nodiscard]] M* release() noexcept { return std::exchange(managed_, nullptr); }
+  [[nodiscard]] M* release() noexcept { return cudrv::detail::exchange(managed_, nullptr); }
   /// @brief Calls the deleter of the held tensor, then holds @p managed.
   void reset(M* managed = nullptr) noexcept {
-    M* old = std::exchange(managed_, managed);
+    M* old = cudrv::detail::exchange(managed_, managed);
     if (old != nullptr && old->deleter != nullptr) {
       old->deleter(old);
     }
@@ -724,12 +725,12 @@ class dlpack_tensor {
   dlpack_tensor& operator=(const dlpack_tensor&) = delete;
   /// @brief Takes over @p other's tensor; @p other becomes empty.
   dlpack_tensor(dlpack_tensor&& other) noexcept
-      : managed_(std::move(other.managed_)), view_(std::exchange(other.view_, {})) {}
+      : managed_(std::move(other.managed_)), view_(cudrv::detail::exchange(other.view_, {})) {}
   /// @brief Deletes the held tensor, then takes over @p other's.
   dlpack_tensor& operator=(dlpack_tensor&& other) noexcept {
     if (this != &other) {
       managed_ = std::move(other.managed_);
-      view_ = std::exchange(other.view_, {});
+      view_ = cudrv::detail::exchange(other.view_, {});
     }
     return *this;
   }

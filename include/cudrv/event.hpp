@@ -17,6 +17,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 
 namespace cudrv {
@@ -116,7 +117,8 @@ class event : public event_base {
   event& operator=(const event&) = delete;
   /// @brief Takes over @p other's event; @p other becomes empty.
   event(event&& other) noexcept
-      : event_base(std::exchange(other.handle_, nullptr)), context_(std::exchange(other.context_, {})) {}
+      : event_base(cudrv::detail::exchange(other.handle_, nullptr)),
+        context_(cudrv::detail::exchange(other.context_, {})) {}
   /// @brief Destroys the held event, then takes over @p other's.
   event& operator=(event&& other) noexcept;
   /// @brief Destroys the event; errors go to the destruction handler. When the event's context was
@@ -138,7 +140,7 @@ class event : public event_base {
   /// @brief Gives up ownership; the caller must destroy the returned event.
   [[nodiscard]] CUevent release() noexcept {
     context_ = {};
-    return std::exchange(handle_, nullptr);
+    return cudrv::detail::exchange(handle_, nullptr);
   }
   /// @brief Destroys the event now; the object becomes empty.
   void reset() noexcept;

@@ -9,6 +9,7 @@
 #include <string>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/error.hpp"
 
 namespace cudrv {
@@ -51,12 +52,12 @@ class file_descriptor {
   file_descriptor(const file_descriptor&) = delete;
   file_descriptor& operator=(const file_descriptor&) = delete;
   /// @brief Takes over @p other's descriptor; @p other becomes empty.
-  file_descriptor(file_descriptor&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  file_descriptor(file_descriptor&& other) noexcept : fd_(cudrv::detail::exchange(other.fd_, -1)) {}
   /// @brief Closes the held descriptor, then takes over @p other's.
   file_descriptor& operator=(file_descriptor&& other) noexcept {
     if (this != &other) {
       reset();
-      fd_ = std::exchange(other.fd_, -1);
+      fd_ = cudrv::detail::exchange(other.fd_, -1);
     }
     return *this;
   }
@@ -68,7 +69,7 @@ class file_descriptor {
   /// @brief The descriptor, still owned by this object; -1 when empty.
   [[nodiscard]] constexpr int native_handle() const noexcept { return fd_; }
   /// @brief Gives up ownership; the caller must close the returned descriptor.
-  [[nodiscard]] int release() noexcept { return std::exchange(fd_, -1); }
+  [[nodiscard]] int release() noexcept { return cudrv::detail::exchange(fd_, -1); }
   /// @brief Closes the descriptor now; the object becomes empty.
   void reset() noexcept;
   /// @brief Whether this object holds a descriptor.

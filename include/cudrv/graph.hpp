@@ -18,6 +18,7 @@
 
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/event.hpp"
 #include "cudrv/launch.hpp"
 #include "cudrv/stream.hpp"
@@ -291,13 +292,13 @@ class graph : public graph_base {
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
   /// @brief Takes over @p other's graph; @p other becomes empty.
-  graph(graph&& other) noexcept : graph_base(std::exchange(other.handle_, nullptr)) {}
+  graph(graph&& other) noexcept : graph_base(cudrv::detail::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the current graph, then takes over @p other's.
   graph& operator=(graph&& other) noexcept;
   /// @brief Destroys the graph; errors go to the destruction handler.
   ~graph();
   /// @brief Gives up ownership.
-  [[nodiscard]] CUgraph release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] CUgraph release() noexcept { return cudrv::detail::exchange(handle_, nullptr); }
   /// @brief Destroys the graph now; the object becomes empty.
   void reset() noexcept;
   /// @brief Whether the object owns a graph (false once moved from or released).
@@ -343,10 +344,10 @@ class graph_builder {
   /// @brief The last node added (throws when none was added).
   [[nodiscard]] graph_node_ref last() const;
   /// @brief Adds @p node to the dependencies of the next node (to join branches).
-  void depend_on(graph_node_ref node) { deps_.push_back(node); }
+  void depend_on(graph_node_ref node);
   /// @brief Makes @p node the only dependency of the next node (internal use by the adders, and to
   /// continue after a node added directly with graph_ref's functions).
-  void advance(graph_node_ref node) { deps_.assign(1, node); }
+  void advance(graph_node_ref node);
   /// @brief Makes the graph keep @p library loaded, once per builder and library (internal).
   void keep_library(detail::library_state* library);
 

@@ -147,10 +147,7 @@ class graph_exec : public graph_exec_base {
   graph_exec(const graph_exec&) = delete;
   graph_exec& operator=(const graph_exec&) = delete;
   /// @brief Takes over @p other's executable.
-  graph_exec(graph_exec&& other) noexcept
-      : graph_exec_base(std::exchange(other.handle_, nullptr), std::exchange(other.ctx_, nullptr)),
-        token_(std::exchange(other.token_, {})),
-        kept_(std::exchange(other.kept_, {})) {}
+  graph_exec(graph_exec&& other) noexcept;
   /// @brief Destroys the current executable, then takes over @p other's.
   graph_exec& operator=(graph_exec&& other) noexcept;
   /// @brief Destroys the executable; errors go to the destruction handler. When its context was
@@ -195,8 +192,7 @@ class graph_exec : public graph_exec_base {
   void set_kernel_raw(graph_node_ref node, context_ref ctx, const launch_config& config, CUkernel kernel, void** args,
                       const detail::kernel_signature* signature);
 
-  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept
-      : graph_exec_base(handle, ctx.handle), token_(ctx) {}
+  graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept;
   friend class graph_base;
   detail::context_token token_;               // the context's identity, checked before destruction
   std::vector<detail::library_state*> kept_;  // libraries of kernels set with set_kernel_node (references)

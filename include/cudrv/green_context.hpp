@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/event.hpp"
 #include "cudrv/stream.hpp"
@@ -295,8 +296,9 @@ class green_context : public green_context_base {
   green_context& operator=(const green_context&) = delete;
   /// @brief Takes over @p other's green context; @p other becomes empty.
   green_context(green_context&& other) noexcept
-      : green_context_base(std::exchange(other.handle_, nullptr), std::exchange(other.context_, nullptr),
-                           std::exchange(other.state_, nullptr)) {}
+      : green_context_base(cudrv::detail::exchange(other.handle_, nullptr),
+                           cudrv::detail::exchange(other.context_, nullptr),
+                           cudrv::detail::exchange(other.state_, nullptr)) {}
   /// @brief Gives up the held green context, then takes over @p other's.
   green_context& operator=(green_context&& other) noexcept;
   /// @brief Destroys the green context once no stream made by @ref create_stream needs it any more;

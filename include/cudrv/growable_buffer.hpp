@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/virtual_memory.hpp"
@@ -45,7 +46,7 @@ class growable_storage {
   growable_storage& operator=(const growable_storage&) = delete;
   growable_storage(growable_storage&& other) noexcept;
   growable_storage& operator=(growable_storage&& other) noexcept;
-  ~growable_storage() { reset(); }
+  ~growable_storage();
 
   // Maps chunks until at least `bytes` are mapped; on failure, unmaps and releases what this call
   // mapped and throws (the mapped size is unchanged).
@@ -119,12 +120,12 @@ class growable_buffer {
   growable_buffer& operator=(const growable_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
   growable_buffer(growable_buffer&& other) noexcept
-      : storage_(std::move(other.storage_)), size_(std::exchange(other.size_, 0)) {}
+      : storage_(std::move(other.storage_)), size_(cudrv::detail::exchange(other.size_, 0)) {}
   /// @brief Frees the held memory, then takes over @p other's.
   growable_buffer& operator=(growable_buffer&& other) noexcept {
     if (this != &other) {
       storage_ = std::move(other.storage_);
-      size_ = std::exchange(other.size_, 0);
+      size_ = cudrv::detail::exchange(other.size_, 0);
     }
     return *this;
   }

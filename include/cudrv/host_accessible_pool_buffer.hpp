@@ -13,6 +13,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
@@ -73,12 +74,13 @@ class host_accessible_pool_buffer {
   host_accessible_pool_buffer(const host_accessible_pool_buffer&) = delete;
   host_accessible_pool_buffer& operator=(const host_accessible_pool_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
-  host_accessible_pool_buffer(host_accessible_pool_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
+  host_accessible_pool_buffer(host_accessible_pool_buffer&& other) noexcept
+      : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held memory (on its stream), then takes over @p other's.
   host_accessible_pool_buffer& operator=(host_accessible_pool_buffer&& other) noexcept {
     if (this != &other) {
       alloc_.free();
-      alloc_ = std::exchange(other.alloc_, {});
+      alloc_ = cudrv::detail::exchange(other.alloc_, {});
     }
     return *this;
   }

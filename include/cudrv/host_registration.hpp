@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/detail/host_buffer.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
@@ -62,12 +63,12 @@ class host_registration {
   host_registration(const host_registration&) = delete;
   host_registration& operator=(const host_registration&) = delete;
   /// @brief Takes over @p other's registration; @p other becomes empty.
-  host_registration(host_registration&& other) noexcept : reg_(std::exchange(other.reg_, {})) {}
+  host_registration(host_registration&& other) noexcept : reg_(cudrv::detail::exchange(other.reg_, {})) {}
   /// @brief Ends the held registration, then takes over @p other's.
   host_registration& operator=(host_registration&& other) noexcept {
     if (this != &other) {
       reg_.unregister();
-      reg_ = std::exchange(other.reg_, {});
+      reg_ = cudrv::detail::exchange(other.reg_, {});
     }
     return *this;
   }
@@ -81,7 +82,7 @@ class host_registration {
     return host_registration(detail::host_allocation{pointer, bytes, detail::context_token::of(ctx.native_handle())});
   }
   /// @brief Gives up the registration; the caller must call cuMemHostUnregister on the returned pointer.
-  [[nodiscard]] void* release() noexcept { return std::exchange(reg_, {}).pointer; }
+  [[nodiscard]] void* release() noexcept { return cudrv::detail::exchange(reg_, {}).pointer; }
   /// @brief Unregisters the memory now; the object becomes empty.
   void reset() noexcept { reg_.unregister(); }
   /// @brief The registered address (host memory: a host pointer).

@@ -16,6 +16,7 @@
 #include <type_traits>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/file_descriptor.hpp"
@@ -83,9 +84,11 @@ class imported_pool_share {
   /// @brief Takes @p adopted, a new state (from `new`) with a count of one.
   explicit imported_pool_share(imported_pool_state* adopted) noexcept : state_(adopted) {}
   imported_pool_share(const imported_pool_share& other) noexcept;
-  imported_pool_share(imported_pool_share&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  imported_pool_share(imported_pool_share&& other) noexcept : state_(cudrv::detail::exchange(other.state_, nullptr)) {}
   imported_pool_share& operator=(imported_pool_share other) noexcept {
-    std::swap(state_, other.state_);
+    imported_pool_state* const previous = state_;  // a swap, without instantiating std::swap
+    state_ = other.state_;
+    other.state_ = previous;
     return *this;
   }
   ~imported_pool_share() { reset(); }
@@ -116,7 +119,7 @@ struct imported_allocation {
   CUdeviceptr release() noexcept {
     pool.reset();
     bytes = 0;
-    return std::exchange(address, 0);
+    return cudrv::detail::exchange(address, 0);
   }
 };
 
@@ -184,12 +187,12 @@ class imported_buffer {
   imported_buffer(const imported_buffer&) = delete;
   imported_buffer& operator=(const imported_buffer&) = delete;
   /// @brief Takes over @p other's import; @p other becomes empty.
-  imported_buffer(imported_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
+  imported_buffer(imported_buffer&& other) noexcept : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held import, then takes over @p other's.
   imported_buffer& operator=(imported_buffer&& other) noexcept {
     if (this != &other) {
       alloc_.free();
-      alloc_ = std::exchange(other.alloc_, {});
+      alloc_ = cudrv::detail::exchange(other.alloc_, {});
     }
     return *this;
   }
@@ -270,12 +273,12 @@ class imported_memory_pool : public memory_pool_base {
   imported_memory_pool& operator=(const imported_memory_pool&) = delete;
   /// @brief Takes over @p other's pool; @p other becomes empty.
   imported_memory_pool(imported_memory_pool&& other) noexcept
-      : memory_pool_base(std::exchange(other.handle_, nullptr)), state_(std::move(other.state_)) {}
+      : memory_pool_base(cudrv::detail::exchange(other.handle_, nullptr)), state_(std::move(other.state_)) {}
   /// @brief Drops the held pool, then takes over @p other's.
   imported_memory_pool& operator=(imported_memory_pool&& other) noexcept {
     if (this != &other) {
       reset();
-      handle_ = std::exchange(other.handle_, nullptr);
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
       state_ = std::move(other.state_);
     }
     return *this;
@@ -389,12 +392,12 @@ class ipc_mapped_buffer {
   ipc_mapped_buffer(const ipc_mapped_buffer&) = delete;
   ipc_mapped_buffer& operator=(const ipc_mapped_buffer&) = delete;
   /// @brief Takes over @p other's mapping; @p other becomes empty.
-  ipc_mapped_buffer(ipc_mapped_buffer&& other) noexcept : map_(std::exchange(other.map_, {})) {}
+  ipc_mapped_buffer(ipc_mapped_buffer&& other) noexcept : map_(cudrv::detail::exchange(other.map_, {})) {}
   /// @brief Unmaps the held memory, then takes over @p other's.
   ipc_mapped_buffer& operator=(ipc_mapped_buffer&& other) noexcept {
     if (this != &other) {
       map_.close();
-      map_ = std::exchange(other.map_, {});
+      map_ = cudrv::detail::exchange(other.map_, {});
     }
     return *this;
   }
@@ -409,7 +412,7 @@ class ipc_mapped_buffer {
     return ipc_mapped_buffer(detail::ipc_mapping{address, count * sizeof(T), ctx.native_handle()});
   }
   /// @brief Gives up ownership: the caller unmaps the returned address (cuIpcCloseMemHandle).
-  [[nodiscard]] CUdeviceptr release() noexcept { return std::exchange(map_, {}).address; }
+  [[nodiscard]] CUdeviceptr release() noexcept { return cudrv::detail::exchange(map_, {}).address; }
   /// @brief Unmaps now; the object becomes empty.
   void reset() noexcept { map_.close(); }
   /// @brief The device address in this process.

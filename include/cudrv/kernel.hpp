@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/launch_config.hpp"
 
@@ -360,13 +361,14 @@ class kernel : public kernel_base {
   kernel& operator=(const kernel&) = delete;
   /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
   kernel(kernel&& other) noexcept
-      : kernel_base(std::exchange(other.handle_, nullptr), std::exchange(other.signature_, nullptr)),
+      : kernel_base(cudrv::detail::exchange(other.handle_, nullptr),
+                    cudrv::detail::exchange(other.signature_, nullptr)),
         hold_(std::move(other.hold_)) {}
   /// @brief Drops the held reference, then takes over @p other's.
   kernel& operator=(kernel&& other) noexcept {
     if (this != &other) {
-      handle_ = std::exchange(other.handle_, nullptr);
-      signature_ = std::exchange(other.signature_, nullptr);
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      signature_ = cudrv::detail::exchange(other.signature_, nullptr);
       hold_ = std::move(other.hold_);
     }
     return *this;
@@ -420,13 +422,14 @@ class typed_kernel<void(Params...)> : public kernel_base {
   typed_kernel& operator=(const typed_kernel&) = delete;
   /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
   typed_kernel(typed_kernel&& other) noexcept
-      : kernel_base(std::exchange(other.handle_, nullptr), std::exchange(other.signature_, nullptr)),
+      : kernel_base(cudrv::detail::exchange(other.handle_, nullptr),
+                    cudrv::detail::exchange(other.signature_, nullptr)),
         hold_(std::move(other.hold_)) {}
   /// @brief Drops the held reference, then takes over @p other's.
   typed_kernel& operator=(typed_kernel&& other) noexcept {
     if (this != &other) {
-      handle_ = std::exchange(other.handle_, nullptr);
-      signature_ = std::exchange(other.signature_, nullptr);
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      signature_ = cudrv::detail::exchange(other.signature_, nullptr);
       hold_ = std::move(other.hold_);
     }
     return *this;

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
 
@@ -187,8 +188,8 @@ class memory_pool : public memory_pool_base {
   memory_pool& operator=(const memory_pool&) = delete;
   /// @brief Takes over @p other's pool; @p other becomes empty.
   memory_pool(memory_pool&& other) noexcept
-      : memory_pool_base(std::exchange(other.handle_, nullptr), other.location_,
-                         std::exchange(other.type_, CU_MEM_ALLOCATION_TYPE_INVALID)) {}
+      : memory_pool_base(cudrv::detail::exchange(other.handle_, nullptr), other.location_,
+                         cudrv::detail::exchange(other.type_, CU_MEM_ALLOCATION_TYPE_INVALID)) {}
   /// @brief Destroys the held pool, then takes over @p other's.
   memory_pool& operator=(memory_pool&& other) noexcept;
   /// @brief Destroys the pool; errors go to the destruction handler.
@@ -204,7 +205,7 @@ class memory_pool : public memory_pool_base {
   /// @brief Gives up ownership; the caller must destroy the returned pool.
   [[nodiscard]] CUmemoryPool release() noexcept {
     type_ = CU_MEM_ALLOCATION_TYPE_INVALID;
-    return std::exchange(handle_, nullptr);
+    return cudrv::detail::exchange(handle_, nullptr);
   }
   /// @brief Destroys the pool now; the object becomes empty.
   void reset() noexcept;

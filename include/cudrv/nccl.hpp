@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/error.hpp"
@@ -753,7 +754,7 @@ class communicator : public communicator_base {
   /// @throws nccl_error when NCCL reports an error while aborting (the owner is empty anyway)
   void abort();
   /// @brief Gives up ownership; the caller must destroy the returned handle.
-  [[nodiscard]] ncclComm* release() noexcept { return std::exchange(handle_, nullptr); }
+  [[nodiscard]] ncclComm* release() noexcept { return cudrv::detail::exchange(handle_, nullptr); }
   /// @brief Whether the owner holds a communicator.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view, valid while this communicator lives (an empty owner gives a view of a null handle).
@@ -840,13 +841,14 @@ class registration {
   registration& operator=(const registration&) = delete;
   /// @brief Takes over @p other's registration; @p other becomes empty.
   registration(registration&& other) noexcept
-      : comm_(std::exchange(other.comm_, nullptr)), handle_(std::exchange(other.handle_, nullptr)) {}
+      : comm_(cudrv::detail::exchange(other.comm_, nullptr)),
+        handle_(cudrv::detail::exchange(other.handle_, nullptr)) {}
   /// @brief Deregisters the held memory, then takes over @p other's registration.
   registration& operator=(registration&& other) noexcept {
     if (this != &other) {
       reset();
-      comm_ = std::exchange(other.comm_, nullptr);
-      handle_ = std::exchange(other.handle_, nullptr);
+      comm_ = cudrv::detail::exchange(other.comm_, nullptr);
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
     }
     return *this;
   }

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/span.hpp"
@@ -56,20 +57,20 @@ class pitched_buffer {
   pitched_buffer& operator=(const pitched_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
   pitched_buffer(pitched_buffer&& other) noexcept
-      : alloc_(std::exchange(other.alloc_, {})),
-        pitch_(std::exchange(other.pitch_, 0)),
-        width_(std::exchange(other.width_, 0)),
-        height_(std::exchange(other.height_, 0)),
-        depth_(std::exchange(other.depth_, 0)) {}
+      : alloc_(cudrv::detail::exchange(other.alloc_, {})),
+        pitch_(cudrv::detail::exchange(other.pitch_, 0)),
+        width_(cudrv::detail::exchange(other.width_, 0)),
+        height_(cudrv::detail::exchange(other.height_, 0)),
+        depth_(cudrv::detail::exchange(other.depth_, 0)) {}
   /// @brief Frees the held memory, then takes over @p other's.
   pitched_buffer& operator=(pitched_buffer&& other) noexcept {
     if (this != &other) {
       alloc_.free();
-      alloc_ = std::exchange(other.alloc_, {});
-      pitch_ = std::exchange(other.pitch_, 0);
-      width_ = std::exchange(other.width_, 0);
-      height_ = std::exchange(other.height_, 0);
-      depth_ = std::exchange(other.depth_, 0);
+      alloc_ = cudrv::detail::exchange(other.alloc_, {});
+      pitch_ = cudrv::detail::exchange(other.pitch_, 0);
+      width_ = cudrv::detail::exchange(other.width_, 0);
+      height_ = cudrv::detail::exchange(other.height_, 0);
+      depth_ = cudrv::detail::exchange(other.depth_, 0);
     }
     return *this;
   }

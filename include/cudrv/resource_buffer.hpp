@@ -11,6 +11,7 @@
 #include <span>
 #include <utility>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_resource.hpp"
 #include "cudrv/span.hpp"
@@ -102,20 +103,20 @@ class resource_buffer {
   resource_buffer& operator=(const resource_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
   resource_buffer(resource_buffer&& other) noexcept
-      : memory_(std::exchange(other.memory_, allocation{nullptr, 0, 0})),
-        link_(std::exchange(other.link_, nullptr)),
-        stream_(std::exchange(other.stream_, nullptr)),
-        stream_owner_(std::exchange(other.stream_owner_, nullptr)),
-        properties_(std::exchange(other.properties_, {})) {}
+      : memory_(cudrv::detail::exchange(other.memory_, allocation{nullptr, 0, 0})),
+        link_(cudrv::detail::exchange(other.link_, nullptr)),
+        stream_(cudrv::detail::exchange(other.stream_, nullptr)),
+        stream_owner_(cudrv::detail::exchange(other.stream_owner_, nullptr)),
+        properties_(cudrv::detail::exchange(other.properties_, {})) {}
   /// @brief Frees the held memory, then takes over @p other's.
   resource_buffer& operator=(resource_buffer&& other) noexcept {
     if (this != &other) {
       reset();
-      memory_ = std::exchange(other.memory_, allocation{nullptr, 0, 0});
-      link_ = std::exchange(other.link_, nullptr);
-      stream_ = std::exchange(other.stream_, nullptr);
-      stream_owner_ = std::exchange(other.stream_owner_, nullptr);
-      properties_ = std::exchange(other.properties_, {});
+      memory_ = cudrv::detail::exchange(other.memory_, allocation{nullptr, 0, 0});
+      link_ = cudrv::detail::exchange(other.link_, nullptr);
+      stream_ = cudrv::detail::exchange(other.stream_, nullptr);
+      stream_owner_ = cudrv::detail::exchange(other.stream_owner_, nullptr);
+      properties_ = cudrv::detail::exchange(other.properties_, {});
     }
     return *this;
   }

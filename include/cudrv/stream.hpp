@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/event.hpp"
 
@@ -205,7 +206,7 @@ class stream : public stream_base {
   stream& operator=(const stream&) = delete;
   /// @brief Takes over @p other's stream; @p other becomes empty.
   stream(stream&& other) noexcept
-      : stream_base(std::exchange(other.handle_, nullptr), std::exchange(other.state_, nullptr)) {}
+      : stream_base(cudrv::detail::exchange(other.handle_, nullptr), cudrv::detail::exchange(other.state_, nullptr)) {}
   /// @brief Destroys the held stream, then takes over @p other's.
   stream& operator=(stream&& other) noexcept;
   /// @brief Destroys the stream once its queued work completes (cuStreamDestroy), or once the last

@@ -27,6 +27,7 @@
 
 #include "cudrv/array.hpp"
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
 #include "cudrv/span.hpp"
@@ -324,13 +325,14 @@ class texture_object : public texture_object_base {
   texture_object& operator=(const texture_object&) = delete;
   /// @brief Takes over @p other's texture; @p other becomes empty.
   texture_object(texture_object&& other) noexcept
-      : texture_object_base(std::exchange(other.handle_, 0)), context_(std::exchange(other.context_, {})) {}
+      : texture_object_base(cudrv::detail::exchange(other.handle_, 0)),
+        context_(cudrv::detail::exchange(other.context_, {})) {}
   /// @brief Destroys the held texture, then takes over @p other's.
   texture_object& operator=(texture_object&& other) noexcept {
     if (this != &other) {
       reset();
-      handle_ = std::exchange(other.handle_, 0);
-      context_ = std::exchange(other.context_, {});
+      handle_ = cudrv::detail::exchange(other.handle_, 0);
+      context_ = cudrv::detail::exchange(other.context_, {});
     }
     return *this;
   }
@@ -344,12 +346,12 @@ class texture_object : public texture_object_base {
   /// @brief Gives up ownership; the caller must destroy the returned texture object.
   [[nodiscard]] CUtexObject release() noexcept {
     context_ = {};
-    return std::exchange(handle_, 0);
+    return cudrv::detail::exchange(handle_, 0);
   }
   /// @brief Destroys the texture now; the object becomes empty.
   void reset() noexcept {
     if (handle_ != 0) {
-      detail::destroy_texture(std::exchange(handle_, 0), std::exchange(context_, {}));
+      detail::destroy_texture(cudrv::detail::exchange(handle_, 0), cudrv::detail::exchange(context_, {}));
     }
   }
   /// @brief Whether this object holds a texture.
@@ -436,13 +438,14 @@ class surface_object : public surface_object_base {
   surface_object& operator=(const surface_object&) = delete;
   /// @brief Takes over @p other's surface; @p other becomes empty.
   surface_object(surface_object&& other) noexcept
-      : surface_object_base(std::exchange(other.handle_, 0)), context_(std::exchange(other.context_, {})) {}
+      : surface_object_base(cudrv::detail::exchange(other.handle_, 0)),
+        context_(cudrv::detail::exchange(other.context_, {})) {}
   /// @brief Destroys the held surface, then takes over @p other's.
   surface_object& operator=(surface_object&& other) noexcept {
     if (this != &other) {
       reset();
-      handle_ = std::exchange(other.handle_, 0);
-      context_ = std::exchange(other.context_, {});
+      handle_ = cudrv::detail::exchange(other.handle_, 0);
+      context_ = cudrv::detail::exchange(other.context_, {});
     }
     return *this;
   }
@@ -456,12 +459,12 @@ class surface_object : public surface_object_base {
   /// @brief Gives up ownership; the caller must destroy the returned surface object.
   [[nodiscard]] CUsurfObject release() noexcept {
     context_ = {};
-    return std::exchange(handle_, 0);
+    return cudrv::detail::exchange(handle_, 0);
   }
   /// @brief Destroys the surface now; the object becomes empty.
   void reset() noexcept {
     if (handle_ != 0) {
-      detail::destroy_surface(std::exchange(handle_, 0), std::exchange(context_, {}));
+      detail::destroy_surface(cudrv::detail::exchange(handle_, 0), cudrv::detail::exchange(context_, {}));
     }
   }
   /// @brief Whether this object holds a surface.

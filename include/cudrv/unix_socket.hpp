@@ -219,8 +219,7 @@ class unix_listener {
   unix_listener(const unix_listener&) = delete;
   unix_listener& operator=(const unix_listener&) = delete;
   /// @brief Takes over @p other's socket and path.
-  unix_listener(unix_listener&& other) noexcept
-      : fd_(std::move(other.fd_)), path_(std::exchange(other.path_, std::string())) {}
+  unix_listener(unix_listener&& other) noexcept;
   /// @brief Closes the held socket, then takes over @p other's.
   unix_listener& operator=(unix_listener&& other) noexcept;
   /// @brief Closes the socket and removes its file.

@@ -16,6 +16,7 @@
 #include <utility>
 #include <vector>
 
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/file_descriptor.hpp"
 #include "cudrv/memory_resource.hpp"
@@ -235,8 +236,8 @@ class physical_allocation : public physical_allocation_base {
   physical_allocation& operator=(const physical_allocation&) = delete;
   /// @brief Takes over @p other's allocation; @p other becomes empty.
   physical_allocation(physical_allocation&& other) noexcept
-      : physical_allocation_base(std::exchange(other.handle_, 0), std::exchange(other.size_, 0),
-                                 std::exchange(other.granularity_, 0)) {}
+      : physical_allocation_base(cudrv::detail::exchange(other.handle_, 0), cudrv::detail::exchange(other.size_, 0),
+                                 cudrv::detail::exchange(other.granularity_, 0)) {}
   /// @brief Releases the held allocation, then takes over @p other's.
   physical_allocation& operator=(physical_allocation&& other) noexcept;
   /// @brief Releases the handle (errors go to the destruction handler).
@@ -258,7 +259,7 @@ class physical_allocation : public physical_allocation_base {
   [[nodiscard]] CUmemGenericAllocationHandle release() noexcept {
     size_ = 0;
     granularity_ = 0;
-    return std::exchange(handle_, 0);
+    return cudrv::detail::exchange(handle_, 0);
   }
   /// @brief Releases the handle now; the object becomes empty.
   void reset() noexcept;
@@ -390,8 +391,8 @@ class address_range : public address_range_base {
   address_range& operator=(const address_range&) = delete;
   /// @brief Takes over @p other's range; @p other becomes empty.
   address_range(address_range&& other) noexcept
-      : address_range_base(std::exchange(other.address_, 0), std::exchange(other.size_, 0),
-                           std::exchange(other.state_, nullptr)) {}
+      : address_range_base(cudrv::detail::exchange(other.address_, 0), cudrv::detail::exchange(other.size_, 0),
+                           cudrv::detail::exchange(other.state_, nullptr)) {}
   /// @brief Drops the held range (see @ref reset), then takes over @p other's.
   address_range& operator=(address_range&& other) noexcept;
   /// @brief Drops the range (see @ref reset).
@@ -515,8 +516,8 @@ class memory_mapping : public memory_mapping_base {
   memory_mapping& operator=(const memory_mapping&) = delete;
   /// @brief Takes over @p other's mapping; @p other becomes empty.
   memory_mapping(memory_mapping&& other) noexcept
-      : memory_mapping_base(std::exchange(other.address_, 0), std::exchange(other.size_, 0)),
-        range_(std::exchange(other.range_, nullptr)) {}
+      : memory_mapping_base(cudrv::detail::exchange(other.address_, 0), cudrv::detail::exchange(other.size_, 0)),
+        range_(cudrv::detail::exchange(other.range_, nullptr)) {}
   /// @brief Unmaps the held mapping, then takes over @p other's.
   memory_mapping& operator=(memory_mapping&& other) noexcept;
   /// @brief Unmaps (errors go to the destruction handler), then drops the reference on the range.

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 
 #include "cudrv/file_descriptor.hpp"
 #include "driver/system_support.hpp"
@@ -560,6 +561,9 @@ unix_listener::unix_listener(std::string path, int backlog) {
   }
   fd_ = std::move(fd);
 }
+
+unix_listener::unix_listener(unix_listener&& other) noexcept
+    : fd_(std::move(other.fd_)), path_(std::exchange(other.path_, std::string())) {}
 
 unix_listener& unix_listener::operator=(unix_listener&& other) noexcept {
   if (this != &other) {

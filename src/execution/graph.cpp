@@ -739,6 +739,10 @@ void graph_builder::keep_library(detail::library_state* library) {
   kept_.push_back(library);
 }
 
+void graph_builder::depend_on(graph_node_ref node) { deps_.push_back(node); }
+
+void graph_builder::advance(graph_node_ref node) { deps_.assign(1, node); }
+
 graph_node_ref graph_builder::last() const {
   if (deps_.size() != 1) {
     throw invalid_argument_error("cudrv::graph_builder::last", "the builder has " + std::to_string(deps_.size()) +

@@ -21,6 +21,14 @@
 
 namespace cudrv {
 
+graph_exec::graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept
+    : graph_exec_base(handle, ctx.handle), token_(ctx) {}
+
+graph_exec::graph_exec(graph_exec&& other) noexcept
+    : graph_exec_base(std::exchange(other.handle_, nullptr), std::exchange(other.ctx_, nullptr)),
+      token_(std::exchange(other.token_, {})),
+      kept_(std::exchange(other.kept_, {})) {}
+
 graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
     reset();

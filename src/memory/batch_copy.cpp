@@ -227,6 +227,8 @@ std::span<const copy_attributes> batch_copy::attributes() const noexcept { retur
 std::span<const std::size_t> batch_copy::attribute_indices() const noexcept { return attr_indices_; }
 std::span<const batch_copy_3d_op> batch_copy_3d::operations() const noexcept { return ops_; }
 
+void batch_copy_3d::clear() noexcept { ops_.clear(); }
+
 void batch_copy::clear() noexcept {
   dsts_.clear();
   srcs_.clear();

@@ -63,6 +63,8 @@ growable_storage::growable_storage(const device& dev, std::size_t max_bytes, con
   chunk_bytes_ = chunk;
 }
 
+growable_storage::~growable_storage() { reset(); }
+
 growable_storage::growable_storage(growable_storage&& other) noexcept
     : range_(std::move(other.range_)),
       chunks_(std::move(other.chunks_)),

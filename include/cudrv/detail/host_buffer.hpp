@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "cudrv/context.hpp"
+#include "cudrv/detail/exchange.hpp"
 
 namespace cudrv {
 namespace detail {
@@ -49,12 +50,12 @@ class host_buffer {
   host_buffer(const host_buffer&) = delete;
   host_buffer& operator=(const host_buffer&) = delete;
   /// @brief Takes over @p other's memory; @p other becomes empty.
-  host_buffer(host_buffer&& other) noexcept : alloc_(std::exchange(other.alloc_, {})) {}
+  host_buffer(host_buffer&& other) noexcept : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held memory, then takes over @p other's.
   host_buffer& operator=(host_buffer&& other) noexcept {
     if (this != &other) {
       (alloc_.*Free)();
-      alloc_ = std::exchange(other.alloc_, {});
+      alloc_ = cudrv::detail::exchange(other.alloc_, {});
     }
     return *this;
   }
@@ -62,7 +63,7 @@ class host_buffer {
   ~host_buffer() { (alloc_.*Free)(); }
 
   /// @brief Gives up ownership; the caller must free the returned pointer.
-  [[nodiscard]] T* release() noexcept { return static_cast<T*>(std::exchange(alloc_, {}).pointer); }
+  [[nodiscard]] T* release() noexcept { return static_cast<T*>(cudrv::detail::exchange(alloc_, {}).pointer); }
   /// @brief Frees the memory now; the buffer becomes empty.
   void reset() noexcept { (alloc_.*Free)(); }
   /// @brief The host pointer (`data()` is the address in the space the memory is used from: host memory).
