@@ -27,6 +27,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <type_traits>
 #include <vector>
 
 #include <cudrv/cudrv.hpp>
@@ -143,8 +144,9 @@ T through_socket(const T& value, bool wrong_size) {
 std::size_t accepted = 0;  // imports that passed every check (printed at exit with CUDRV_FUZZ_VERBOSE=1)
 std::size_t refused = 0;   // inputs that ended in a typed error
 
+// b is written (a copy into the whole import): a const buffer gives only read-only views.
 template <class B>
-void check_import(const B& b) {
+void check_import(B&& b) {
   producer& p = the_producer();
   ++accepted;
   if (!b) {
@@ -154,7 +156,7 @@ void check_import(const B& b) {
   if (b.size_bytes() > mapped) {
     fail("an import reports more bytes than the driver mapped");
   }
-  using T = typename B::value_type;
+  using T = typename std::remove_reference_t<B>::value_type;
   std::vector<T> host(b.size());
   std::memset(static_cast<void*>(host.data()), 0x5a, host.size() * sizeof(T));
   cudrv::copy(b, host);
