@@ -18,13 +18,16 @@
 
 #include "fake_driver/fake_hooks.hpp"
 #include "support/catch_support.hpp"
+#include "support/device_buffer_support.hpp"
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
 using cudrv::test::mismatch;
 using cudrv::test::poison_value;
+using cudrv::test::poisoned_buffer;
 using cudrv::test::random_vector;
+using cudrv::test::read_back;
 
 namespace {
 
@@ -36,21 +39,6 @@ std::string log_since(std::size_t before) { return fake_log().substr(before); }
 
 std::string loc(CUmemLocationType type, int id) {
   return std::to_string(static_cast<int>(type)) + ":" + std::to_string(id);
-}
-
-template <class T>
-std::vector<T> read_back(const cudrv::device_buffer<T>& b) {
-  std::vector<T> out(b.size());
-  cudrv::copy(out, b);
-  return out;
-}
-
-template <class T>
-cudrv::device_buffer<T> poisoned_buffer(const cudrv::device& dev, std::size_t n) {
-  cudrv::device_buffer<T> b(dev, n);
-  const std::vector<T> poison(n, poison_value<T>());
-  cudrv::copy(b, poison);
-  return b;
 }
 
 // Device 1 (sm_90) of the fake; device 0 (sm_80) is held by another process unless the test frees it.

@@ -16,11 +16,14 @@
 
 #include "fake_driver/fake_hooks.hpp"
 #include "support/catch_support.hpp"
+#include "support/device_buffer_support.hpp"
 #include "support/memory_support.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::contains;
 using cudrv::test::poison_value;
+using cudrv::test::poisoned_buffer;
+using cudrv::test::read_back;
 
 namespace {
 
@@ -35,21 +38,6 @@ std::string hex_address(CUdeviceptr p) {
   std::ostringstream o;
   o << reinterpret_cast<void*>(p);
   return o.str();
-}
-
-template <class T>
-std::vector<T> read_back(const cudrv::device_buffer<T>& b) {
-  std::vector<T> out(b.size());
-  cudrv::copy(out, b);
-  return out;
-}
-
-template <class T>
-cudrv::device_buffer<T> poisoned_buffer(const cudrv::device& dev, std::size_t n) {
-  cudrv::device_buffer<T> b(dev, n);
-  const std::vector<T> poison(n, poison_value<T>());
-  cudrv::copy(b, poison);
-  return b;
 }
 
 // Device 1 (sm_90) of the fake; device 0 (sm_80) is held by another process unless the test frees it.
