@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <algorithm>
 #include <chrono>

@@ -25,6 +25,7 @@
 #include <cudaTypedefs.h>
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include "bench_support.hpp"
 

@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <algorithm>
 #include <cerrno>

@@ -40,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include <cudrv/unix_socket.hpp>  // the producer hands the pool descriptor to the consumer
 #include "example_main.hpp"
 
 namespace {

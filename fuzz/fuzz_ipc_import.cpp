@@ -31,6 +31,7 @@
 #include <vector>
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/unix_socket.hpp>
 
 namespace {
 

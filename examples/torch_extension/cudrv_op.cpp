@@ -21,6 +21,7 @@
 
 #include <cudrv/cudrv.hpp>
 #include <cudrv/dlpack.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <atomic>
 #include <chrono>

@@ -11,19 +11,23 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
+#include <optional>  // batch_copy_error::failed_index (declared here, defined in src/)
 #include <span>
 #include <string>
-#include <utility>
-#include <vector>
 
 #include "cudrv/copy.hpp"
+#include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/error.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 
 namespace cudrv {
+
+namespace detail {
+struct batch_copy_storage;
+struct batch_copy_3d_storage;
+}  // namespace detail
 
 /// @brief When the driver may read the source of a batched copy (`CUmemcpySrcAccessOrder`). The
 /// destination is always written in stream order.
@@ -126,16 +130,18 @@ class batch_copy_error : public error {
   /// @param batch_size the number of copies in the batch
   /// @param context a description of the failed copy and the batch
   batch_copy_error(CUresult code, std::string api, std::optional<std::size_t> failed_index, std::size_t batch_size,
-                   std::string context)
-      : error(code, std::move(api), std::move(context)), failed_index_(failed_index), batch_size_(batch_size) {}
+                   std::string context);
   /// @brief The index of the copy that failed (the driver's `failIdx`), or nothing when the failure
   /// concerns the batch as a whole.
-  [[nodiscard]] std::optional<std::size_t> failed_index() const noexcept { return failed_index_; }
+  [[nodiscard]] std::optional<std::size_t> failed_index() const noexcept;
   /// @brief The number of copies in the batch.
   [[nodiscard]] std::size_t batch_size() const noexcept { return batch_size_; }
 
  private:
-  std::optional<std::size_t> failed_index_;
+  // A count and a flag, not a std::optional member: the class would instantiate std::optional<std::size_t>
+  // in every translation unit of the umbrella (docs/design.md, "Header cost").
+  std::size_t failed_index_ = 0;
+  bool has_failed_index_ = false;
   std::size_t batch_size_;
 };
 
@@ -159,8 +165,17 @@ class batch_copy_error : public error {
 /// @endcode
 class batch_copy {
  public:
-  /// @brief An empty batch.
-  batch_copy() = default;
+  /// @brief An empty batch (it allocates nothing until the first @ref add or @ref reserve).
+  batch_copy() noexcept = default;
+  /// @brief A copy of @p other's copies.
+  batch_copy(const batch_copy& other);
+  /// @brief Takes @p other's copies; @p other is left empty.
+  batch_copy(batch_copy&& other) noexcept : storage_(detail::exchange(other.storage_, nullptr)) {}
+  /// @brief Replaces the copies with @p other's.
+  batch_copy& operator=(const batch_copy& other);
+  /// @brief Takes @p other's copies; @p other is left empty.
+  batch_copy& operator=(batch_copy&& other) noexcept;
+  ~batch_copy();
   /// @brief Reserves room for @p copies copies.
   void reserve(std::size_t copies);
 
@@ -181,14 +196,11 @@ class batch_copy {
   }
 
   /// @brief The number of copies.
-  [[nodiscard]] std::size_t size() const noexcept { return sizes_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept;
   /// @brief Whether the batch holds no copy.
-  [[nodiscard]] bool empty() const noexcept { return sizes_.empty(); }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
   /// @brief Removes every copy (keeps the memory reserved).
   void clear() noexcept;
-
-  // The accessors below are defined in src/memory/batch_copy.cpp: inline, each vector-to-span conversion
-  // costs every includer a share of the umbrella's compile time (docs/design.md, "Header cost").
 
   /// @brief The destination address of each copy.
   [[nodiscard]] std::span<const CUdeviceptr> destinations() const noexcept;
@@ -205,11 +217,9 @@ class batch_copy {
  private:
   void add_checked(const detail::linear_copy& c, const copy_attributes& attributes);
 
-  std::vector<CUdeviceptr> dsts_;
-  std::vector<CUdeviceptr> srcs_;
-  std::vector<std::size_t> sizes_;
-  std::vector<copy_attributes> attrs_;
-  std::vector<std::size_t> attr_indices_;
+  // The five arrays live in src/memory/batch_copy.cpp: as std::vector members here they would instantiate
+  // four vector types in every translation unit of the umbrella (docs/design.md, "Header cost").
+  detail::batch_copy_storage* storage_ = nullptr;
 };
 
 /// @brief One copy of a @ref cudrv::batch_copy_3d (a pitched source and destination, in bytes, and its attributes).
@@ -232,8 +242,17 @@ struct batch_copy_3d_op {
 /// @endcode
 class batch_copy_3d {
  public:
-  /// @brief An empty batch.
-  batch_copy_3d() = default;
+  /// @brief An empty batch (it allocates nothing until the first @ref add).
+  batch_copy_3d() noexcept = default;
+  /// @brief A copy of @p other's copies.
+  batch_copy_3d(const batch_copy_3d& other);
+  /// @brief Takes @p other's copies; @p other is left empty.
+  batch_copy_3d(batch_copy_3d&& other) noexcept : storage_(detail::exchange(other.storage_, nullptr)) {}
+  /// @brief Replaces the copies with @p other's.
+  batch_copy_3d& operator=(const batch_copy_3d& other);
+  /// @brief Takes @p other's copies; @p other is left empty.
+  batch_copy_3d& operator=(batch_copy_3d&& other) noexcept;
+  ~batch_copy_3d();
   /// @brief Adds a copy of the extent of @p src (`width` × `height` × `depth` elements) to @p dst.
   /// @throws invalid_argument_error as the stream-ordered pitched `cudrv::copy`
   template <class T, class U>
@@ -247,9 +266,9 @@ class batch_copy_3d {
     return *this;
   }
   /// @brief The number of copies.
-  [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
+  [[nodiscard]] std::size_t size() const noexcept;
   /// @brief Whether the batch holds no copy.
-  [[nodiscard]] bool empty() const noexcept { return ops_.empty(); }
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
   /// @brief Removes every copy.
   void clear() noexcept;
   /// @brief The copies, in bytes.
@@ -257,7 +276,7 @@ class batch_copy_3d {
 
  private:
   void add_checked(const batch_copy_3d_op& op);
-  std::vector<batch_copy_3d_op> ops_;
+  detail::batch_copy_3d_storage* storage_ = nullptr;  // in src/, as for batch_copy
 };
 
 /// @brief Enqueues every copy of @p batch on @p s: one `cuMemcpyBatchAsync` where the driver has it

@@ -1,6 +1,12 @@
 /// @file cudrv.hpp
 /// @brief The umbrella header: includes the public cudrv headers of the library target `cudrv::cudrv`
 /// (`<cudrv/device_attributes.hpp>` through `<cudrv/device.hpp>`), except these opt-in ones:
+/// - `<cudrv/rtc.hpp>`: run-time compilation (`<cudrv/program.hpp>` for NVRTC, `<cudrv/linker.hpp>`
+///   for nvJitLink, `<cudrv/compile_cache.hpp>`); their option and result types (with the socket
+///   below) add about a sixth to what cudrv's declarations cost and would put the umbrella above the
+///   standard-header floor, in every program, also those that only load code built ahead of time.
+/// - `<cudrv/unix_socket.hpp>`: the Unix-domain socket that carries file descriptors between
+///   processes (for the shareable handles of `<cudrv/ipc.hpp>`); a POSIX transport, not a CUDA concept.
 /// - `<cudrv/nvtx.hpp>`: built on the toolkit's `<nvtx3/nvtx3.hpp>`, which costs about 0.1 s per
 ///   translation unit; include it where you annotate.
 /// - `<cudrv/nccl.hpp>` and `<cudrv/mpi.hpp>`: the scale-out layer (docs/scale-out.md); mpi.hpp needs
@@ -18,7 +24,6 @@
 #include "cudrv/array.hpp"
 #include "cudrv/batch_copy.hpp"
 #include "cudrv/builtin_memory_resources.hpp"
-#include "cudrv/compile_cache.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/copy.hpp"
 #include "cudrv/device.hpp"
@@ -38,7 +43,6 @@
 #include "cudrv/launch.hpp"
 #include "cudrv/launch_config.hpp"
 #include "cudrv/library.hpp"
-#include "cudrv/linker.hpp"
 #include "cudrv/managed_buffer.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
@@ -47,7 +51,6 @@
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
 #include "cudrv/pointer_attributes.hpp"
-#include "cudrv/program.hpp"
 #include "cudrv/resource_buffer.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
@@ -55,6 +58,5 @@
 #include "cudrv/stream_memory_ops.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/texture.hpp"
-#include "cudrv/unix_socket.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"

@@ -86,12 +86,12 @@ class device {
   /// @brief Any device attribute, as the driver's `int`.
   [[nodiscard]] int attribute(CUdevice_attribute attr) const;
   /// @brief A typed attribute, e.g. `dev.attribute(device_attributes::l2_cache_size)` (a size_t).
-  template <CUdevice_attribute Attr, class T>
-  [[nodiscard]] T attribute(device_attribute<Attr, T>) const {
+  template <class T>
+  [[nodiscard]] T attribute(device_attribute<T> tag) const {
     if constexpr (std::is_same_v<T, bool>) {
-      return attribute(Attr) != 0;
+      return attribute(tag.value) != 0;
     } else {
-      return static_cast<T>(attribute(Attr));
+      return static_cast<T>(attribute(tag.value));
     }
   }
 

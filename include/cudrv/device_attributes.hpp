@@ -13,12 +13,15 @@
 namespace cudrv {
 
 /// @brief A device attribute tag: the `CUdevice_attribute` to query and the type of its value.
-/// @tparam Attr the driver attribute
+///
+/// The attribute is a member, not a template argument: the tags below are about a dozen class types
+/// rather than one per attribute, which keeps this header cheap to include (docs/design.md, "Header
+/// cost"). A tag for an attribute this header lacks: `cudrv::device_attribute<int>{CU_DEVICE_ATTRIBUTE_...}`.
 /// @tparam T the type the value is returned as (`int`, `bool`, `std::size_t`, `unsigned int` or an enum)
-template <CUdevice_attribute Attr, class T>
+template <class T>
 struct device_attribute {
   /// @brief The driver attribute this tag queries.
-  static constexpr CUdevice_attribute value = Attr;
+  CUdevice_attribute value;
   /// @brief The type of the attribute's value.
   using type = T;
 };
@@ -37,312 +40,312 @@ struct device_attribute_entry {
 /// `dev.attribute(device_attributes::compute_mode)` a `CUcomputemode`.
 namespace device_attributes {
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, int> max_threads_per_block{};
+inline constexpr device_attribute<int> max_threads_per_block{CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X, int> max_block_dim_x{};
+inline constexpr device_attribute<int> max_block_dim_x{CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_X};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y, int> max_block_dim_y{};
+inline constexpr device_attribute<int> max_block_dim_y{CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Y};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z, int> max_block_dim_z{};
+inline constexpr device_attribute<int> max_block_dim_z{CU_DEVICE_ATTRIBUTE_MAX_BLOCK_DIM_Z};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X, int> max_grid_dim_x{};
+inline constexpr device_attribute<int> max_grid_dim_x{CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y, int> max_grid_dim_y{};
+inline constexpr device_attribute<int> max_grid_dim_y{CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Y};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z, int> max_grid_dim_z{};
+inline constexpr device_attribute<int> max_grid_dim_z{CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_Z};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK, std::size_t> max_shared_memory_per_block{};
+inline constexpr device_attribute<std::size_t> max_shared_memory_per_block{CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK};
 /// @brief `CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY, std::size_t> total_constant_memory{};
+inline constexpr device_attribute<std::size_t> total_constant_memory{CU_DEVICE_ATTRIBUTE_TOTAL_CONSTANT_MEMORY};
 /// @brief `CU_DEVICE_ATTRIBUTE_WARP_SIZE` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_WARP_SIZE, int> warp_size{};
+inline constexpr device_attribute<int> warp_size{CU_DEVICE_ATTRIBUTE_WARP_SIZE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_PITCH` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_PITCH, std::size_t> max_pitch{};
+inline constexpr device_attribute<std::size_t> max_pitch{CU_DEVICE_ATTRIBUTE_MAX_PITCH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK, int> max_registers_per_block{};
+inline constexpr device_attribute<int> max_registers_per_block{CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_BLOCK};
 /// @brief `CU_DEVICE_ATTRIBUTE_CLOCK_RATE` as `int`, kHz.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CLOCK_RATE, int> clock_rate_khz{};
+inline constexpr device_attribute<int> clock_rate_khz{CU_DEVICE_ATTRIBUTE_CLOCK_RATE};
 /// @brief `CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT, std::size_t> texture_alignment{};
+inline constexpr device_attribute<std::size_t> texture_alignment{CU_DEVICE_ATTRIBUTE_TEXTURE_ALIGNMENT};
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_OVERLAP` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_OVERLAP, int> gpu_overlap{};
+inline constexpr device_attribute<int> gpu_overlap{CU_DEVICE_ATTRIBUTE_GPU_OVERLAP};
 /// @brief `CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, int> multiprocessor_count{};
+inline constexpr device_attribute<int> multiprocessor_count{CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT};
 /// @brief `CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT, bool> kernel_exec_timeout{};
+inline constexpr device_attribute<bool> kernel_exec_timeout{CU_DEVICE_ATTRIBUTE_KERNEL_EXEC_TIMEOUT};
 /// @brief `CU_DEVICE_ATTRIBUTE_INTEGRATED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_INTEGRATED, bool> integrated{};
+inline constexpr device_attribute<bool> integrated{CU_DEVICE_ATTRIBUTE_INTEGRATED};
 /// @brief `CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY, bool> can_map_host_memory{};
+inline constexpr device_attribute<bool> can_map_host_memory{CU_DEVICE_ATTRIBUTE_CAN_MAP_HOST_MEMORY};
 /// @brief `CU_DEVICE_ATTRIBUTE_COMPUTE_MODE` as `CUcomputemode`, the driver's enum.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_MODE, CUcomputemode> compute_mode{};
+inline constexpr device_attribute<CUcomputemode> compute_mode{CU_DEVICE_ATTRIBUTE_COMPUTE_MODE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH, int> maximum_texture1d_width{};
+inline constexpr device_attribute<int> maximum_texture1d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH, int> maximum_texture2d_width{};
+inline constexpr device_attribute<int> maximum_texture2d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT, int> maximum_texture2d_height{};
+inline constexpr device_attribute<int> maximum_texture2d_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH, int> maximum_texture3d_width{};
+inline constexpr device_attribute<int> maximum_texture3d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT, int> maximum_texture3d_height{};
+inline constexpr device_attribute<int> maximum_texture3d_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH, int> maximum_texture3d_depth{};
+inline constexpr device_attribute<int> maximum_texture3d_depth{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH, int> maximum_texture2d_layered_width{};
+inline constexpr device_attribute<int> maximum_texture2d_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT, int> maximum_texture2d_layered_height{};
+inline constexpr device_attribute<int> maximum_texture2d_layered_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS, int> maximum_texture2d_layered_layers{};
+inline constexpr device_attribute<int> maximum_texture2d_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT, std::size_t> surface_alignment{};
+inline constexpr device_attribute<std::size_t> surface_alignment{CU_DEVICE_ATTRIBUTE_SURFACE_ALIGNMENT};
 /// @brief `CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS, bool> concurrent_kernels{};
+inline constexpr device_attribute<bool> concurrent_kernels{CU_DEVICE_ATTRIBUTE_CONCURRENT_KERNELS};
 /// @brief `CU_DEVICE_ATTRIBUTE_ECC_ENABLED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_ECC_ENABLED, bool> ecc_enabled{};
+inline constexpr device_attribute<bool> ecc_enabled{CU_DEVICE_ATTRIBUTE_ECC_ENABLED};
 /// @brief `CU_DEVICE_ATTRIBUTE_PCI_BUS_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_BUS_ID, int> pci_bus_id{};
+inline constexpr device_attribute<int> pci_bus_id{CU_DEVICE_ATTRIBUTE_PCI_BUS_ID};
 /// @brief `CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID, int> pci_device_id{};
+inline constexpr device_attribute<int> pci_device_id{CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID};
 /// @brief `CU_DEVICE_ATTRIBUTE_TCC_DRIVER` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TCC_DRIVER, bool> tcc_driver{};
+inline constexpr device_attribute<bool> tcc_driver{CU_DEVICE_ATTRIBUTE_TCC_DRIVER};
 /// @brief `CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE` as `int`, kHz.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE, int> memory_clock_rate_khz{};
+inline constexpr device_attribute<int> memory_clock_rate_khz{CU_DEVICE_ATTRIBUTE_MEMORY_CLOCK_RATE};
 /// @brief `CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH` as `int`, bits.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH, int> global_memory_bus_width{};
+inline constexpr device_attribute<int> global_memory_bus_width{CU_DEVICE_ATTRIBUTE_GLOBAL_MEMORY_BUS_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE, std::size_t> l2_cache_size{};
+inline constexpr device_attribute<std::size_t> l2_cache_size{CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR, int> max_threads_per_multiprocessor{};
+inline constexpr device_attribute<int> max_threads_per_multiprocessor{CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_MULTIPROCESSOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT, int> async_engine_count{};
+inline constexpr device_attribute<int> async_engine_count{CU_DEVICE_ATTRIBUTE_ASYNC_ENGINE_COUNT};
 /// @brief `CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, bool> unified_addressing{};
+inline constexpr device_attribute<bool> unified_addressing{CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH, int> maximum_texture1d_layered_width{};
+inline constexpr device_attribute<int> maximum_texture1d_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS, int> maximum_texture1d_layered_layers{};
+inline constexpr device_attribute<int> maximum_texture1d_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH, int> maximum_texture2d_gather_width{};
+inline constexpr device_attribute<int> maximum_texture2d_gather_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT, int> maximum_texture2d_gather_height{};
+inline constexpr device_attribute<int> maximum_texture2d_gather_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_GATHER_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE, int> maximum_texture3d_width_alternate{};
+inline constexpr device_attribute<int> maximum_texture3d_width_alternate{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_WIDTH_ALTERNATE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE, int> maximum_texture3d_height_alternate{};
+inline constexpr device_attribute<int> maximum_texture3d_height_alternate{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_HEIGHT_ALTERNATE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE, int> maximum_texture3d_depth_alternate{};
+inline constexpr device_attribute<int> maximum_texture3d_depth_alternate{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE3D_DEPTH_ALTERNATE};
 /// @brief `CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID, int> pci_domain_id{};
+inline constexpr device_attribute<int> pci_domain_id{CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID};
 /// @brief `CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT, std::size_t> texture_pitch_alignment{};
+inline constexpr device_attribute<std::size_t> texture_pitch_alignment{CU_DEVICE_ATTRIBUTE_TEXTURE_PITCH_ALIGNMENT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH, int> maximum_texturecubemap_width{};
+inline constexpr device_attribute<int> maximum_texturecubemap_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH, int> maximum_texturecubemap_layered_width{};
+inline constexpr device_attribute<int> maximum_texturecubemap_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS, int> maximum_texturecubemap_layered_layers{};
+inline constexpr device_attribute<int> maximum_texturecubemap_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURECUBEMAP_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH, int> maximum_surface1d_width{};
+inline constexpr device_attribute<int> maximum_surface1d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH, int> maximum_surface2d_width{};
+inline constexpr device_attribute<int> maximum_surface2d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT, int> maximum_surface2d_height{};
+inline constexpr device_attribute<int> maximum_surface2d_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH, int> maximum_surface3d_width{};
+inline constexpr device_attribute<int> maximum_surface3d_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT, int> maximum_surface3d_height{};
+inline constexpr device_attribute<int> maximum_surface3d_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH, int> maximum_surface3d_depth{};
+inline constexpr device_attribute<int> maximum_surface3d_depth{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE3D_DEPTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH, int> maximum_surface1d_layered_width{};
+inline constexpr device_attribute<int> maximum_surface1d_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS, int> maximum_surface1d_layered_layers{};
+inline constexpr device_attribute<int> maximum_surface1d_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE1D_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH, int> maximum_surface2d_layered_width{};
+inline constexpr device_attribute<int> maximum_surface2d_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT, int> maximum_surface2d_layered_height{};
+inline constexpr device_attribute<int> maximum_surface2d_layered_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS, int> maximum_surface2d_layered_layers{};
+inline constexpr device_attribute<int> maximum_surface2d_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACE2D_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH, int> maximum_surfacecubemap_width{};
+inline constexpr device_attribute<int> maximum_surfacecubemap_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH, int> maximum_surfacecubemap_layered_width{};
+inline constexpr device_attribute<int> maximum_surfacecubemap_layered_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS, int> maximum_surfacecubemap_layered_layers{};
+inline constexpr device_attribute<int> maximum_surfacecubemap_layered_layers{CU_DEVICE_ATTRIBUTE_MAXIMUM_SURFACECUBEMAP_LAYERED_LAYERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH, int> maximum_texture2d_linear_width{};
+inline constexpr device_attribute<int> maximum_texture2d_linear_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT, int> maximum_texture2d_linear_height{};
+inline constexpr device_attribute<int> maximum_texture2d_linear_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH, std::size_t> maximum_texture2d_linear_pitch{};
+inline constexpr device_attribute<std::size_t> maximum_texture2d_linear_pitch{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH, int> maximum_texture2d_mipmapped_width{};
+inline constexpr device_attribute<int> maximum_texture2d_mipmapped_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT, int> maximum_texture2d_mipmapped_height{};
+inline constexpr device_attribute<int> maximum_texture2d_mipmapped_height{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_MIPMAPPED_HEIGHT};
 /// @brief `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, int> compute_capability_major{};
+inline constexpr device_attribute<int> compute_capability_major{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, int> compute_capability_minor{};
+inline constexpr device_attribute<int> compute_capability_minor{CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH, int> maximum_texture1d_mipmapped_width{};
+inline constexpr device_attribute<int> maximum_texture1d_mipmapped_width{CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE1D_MIPMAPPED_WIDTH};
 /// @brief `CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED, bool> stream_priorities_supported{};
+inline constexpr device_attribute<bool> stream_priorities_supported{CU_DEVICE_ATTRIBUTE_STREAM_PRIORITIES_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED, bool> global_l1_cache_supported{};
+inline constexpr device_attribute<bool> global_l1_cache_supported{CU_DEVICE_ATTRIBUTE_GLOBAL_L1_CACHE_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED, bool> local_l1_cache_supported{};
+inline constexpr device_attribute<bool> local_l1_cache_supported{CU_DEVICE_ATTRIBUTE_LOCAL_L1_CACHE_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR, std::size_t> max_shared_memory_per_multiprocessor{};
+inline constexpr device_attribute<std::size_t> max_shared_memory_per_multiprocessor{CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_MULTIPROCESSOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR, int> max_registers_per_multiprocessor{};
+inline constexpr device_attribute<int> max_registers_per_multiprocessor{CU_DEVICE_ATTRIBUTE_MAX_REGISTERS_PER_MULTIPROCESSOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY, bool> managed_memory{};
+inline constexpr device_attribute<bool> managed_memory{CU_DEVICE_ATTRIBUTE_MANAGED_MEMORY};
 /// @brief `CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD, bool> multi_gpu_board{};
+inline constexpr device_attribute<bool> multi_gpu_board{CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD};
 /// @brief `CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID, int> multi_gpu_board_group_id{};
+inline constexpr device_attribute<int> multi_gpu_board_group_id{CU_DEVICE_ATTRIBUTE_MULTI_GPU_BOARD_GROUP_ID};
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED, bool> host_native_atomic_supported{};
+inline constexpr device_attribute<bool> host_native_atomic_supported{CU_DEVICE_ATTRIBUTE_HOST_NATIVE_ATOMIC_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO, int> single_to_double_precision_perf_ratio{};
+inline constexpr device_attribute<int> single_to_double_precision_perf_ratio{CU_DEVICE_ATTRIBUTE_SINGLE_TO_DOUBLE_PRECISION_PERF_RATIO};
 /// @brief `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS, bool> pageable_memory_access{};
+inline constexpr device_attribute<bool> pageable_memory_access{CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS};
 /// @brief `CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS, bool> concurrent_managed_access{};
+inline constexpr device_attribute<bool> concurrent_managed_access{CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS};
 /// @brief `CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED, bool> compute_preemption_supported{};
+inline constexpr device_attribute<bool> compute_preemption_supported{CU_DEVICE_ATTRIBUTE_COMPUTE_PREEMPTION_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM, bool> can_use_host_pointer_for_registered_mem{};
+inline constexpr device_attribute<bool> can_use_host_pointer_for_registered_mem{CU_DEVICE_ATTRIBUTE_CAN_USE_HOST_POINTER_FOR_REGISTERED_MEM};
 /// @brief `CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH, bool> cooperative_launch{};
+inline constexpr device_attribute<bool> cooperative_launch{CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN, std::size_t> max_shared_memory_per_block_optin{};
+inline constexpr device_attribute<std::size_t> max_shared_memory_per_block_optin{CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN};
 /// @brief `CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES, bool> can_flush_remote_writes{};
+inline constexpr device_attribute<bool> can_flush_remote_writes{CU_DEVICE_ATTRIBUTE_CAN_FLUSH_REMOTE_WRITES};
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED, bool> host_register_supported{};
+inline constexpr device_attribute<bool> host_register_supported{CU_DEVICE_ATTRIBUTE_HOST_REGISTER_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES, bool> pageable_memory_access_uses_host_page_tables{};
+inline constexpr device_attribute<bool> pageable_memory_access_uses_host_page_tables{CU_DEVICE_ATTRIBUTE_PAGEABLE_MEMORY_ACCESS_USES_HOST_PAGE_TABLES};
 /// @brief `CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST, bool> direct_managed_mem_access_from_host{};
+inline constexpr device_attribute<bool> direct_managed_mem_access_from_host{CU_DEVICE_ATTRIBUTE_DIRECT_MANAGED_MEM_ACCESS_FROM_HOST};
 /// @brief `CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, bool> virtual_memory_management_supported{};
+inline constexpr device_attribute<bool> virtual_memory_management_supported{CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, bool> handle_type_posix_file_descriptor_supported{};
+inline constexpr device_attribute<bool> handle_type_posix_file_descriptor_supported{CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED, bool> handle_type_win32_handle_supported{};
+inline constexpr device_attribute<bool> handle_type_win32_handle_supported{CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED, bool> handle_type_win32_kmt_handle_supported{};
+inline constexpr device_attribute<bool> handle_type_win32_kmt_handle_supported{CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR, int> max_blocks_per_multiprocessor{};
+inline constexpr device_attribute<int> max_blocks_per_multiprocessor{CU_DEVICE_ATTRIBUTE_MAX_BLOCKS_PER_MULTIPROCESSOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED, bool> generic_compression_supported{};
+inline constexpr device_attribute<bool> generic_compression_supported{CU_DEVICE_ATTRIBUTE_GENERIC_COMPRESSION_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE, std::size_t> max_persisting_l2_cache_size{};
+inline constexpr device_attribute<std::size_t> max_persisting_l2_cache_size{CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE};
 /// @brief `CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE, std::size_t> max_access_policy_window_size{};
+inline constexpr device_attribute<std::size_t> max_access_policy_window_size{CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE};
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, bool> gpu_direct_rdma_with_cuda_vmm_supported{};
+inline constexpr device_attribute<bool> gpu_direct_rdma_with_cuda_vmm_supported{CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK, std::size_t> reserved_shared_memory_per_block{};
+inline constexpr device_attribute<std::size_t> reserved_shared_memory_per_block{CU_DEVICE_ATTRIBUTE_RESERVED_SHARED_MEMORY_PER_BLOCK};
 /// @brief `CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED, bool> sparse_cuda_array_supported{};
+inline constexpr device_attribute<bool> sparse_cuda_array_supported{CU_DEVICE_ATTRIBUTE_SPARSE_CUDA_ARRAY_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, bool> read_only_host_register_supported{};
+inline constexpr device_attribute<bool> read_only_host_register_supported{CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED, bool> timeline_semaphore_interop_supported{};
+inline constexpr device_attribute<bool> timeline_semaphore_interop_supported{CU_DEVICE_ATTRIBUTE_TIMELINE_SEMAPHORE_INTEROP_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED, bool> memory_pools_supported{};
+inline constexpr device_attribute<bool> memory_pools_supported{CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED, bool> gpu_direct_rdma_supported{};
+inline constexpr device_attribute<bool> gpu_direct_rdma_supported{CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS` as `unsigned int`, a mask of CUflushGPUDirectRDMAWritesOptions.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS, unsigned int> gpu_direct_rdma_flush_writes_options{};
+inline constexpr device_attribute<unsigned int> gpu_direct_rdma_flush_writes_options{CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_FLUSH_WRITES_OPTIONS};
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING` as `CUGPUDirectRDMAWritesOrdering`, the driver's enum.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING, CUGPUDirectRDMAWritesOrdering> gpu_direct_rdma_writes_ordering{};
+inline constexpr device_attribute<CUGPUDirectRDMAWritesOrdering> gpu_direct_rdma_writes_ordering{CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WRITES_ORDERING};
 /// @brief `CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES` as `unsigned int`, a mask of CUmemAllocationHandleType.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES, unsigned int> mempool_supported_handle_types{};
+inline constexpr device_attribute<unsigned int> mempool_supported_handle_types{CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES};
 /// @brief `CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH, bool> cluster_launch{};
+inline constexpr device_attribute<bool> cluster_launch{CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH};
 /// @brief `CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED, bool> deferred_mapping_cuda_array_supported{};
+inline constexpr device_attribute<bool> deferred_mapping_cuda_array_supported{CU_DEVICE_ATTRIBUTE_DEFERRED_MAPPING_CUDA_ARRAY_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, bool> can_use_64_bit_stream_mem_ops{};
+inline constexpr device_attribute<bool> can_use_64_bit_stream_mem_ops{CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS};
 /// @brief `CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR, bool> can_use_stream_wait_value_nor{};
+inline constexpr device_attribute<bool> can_use_stream_wait_value_nor{CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR};
 /// @brief `CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED, bool> dma_buf_supported{};
+inline constexpr device_attribute<bool> dma_buf_supported{CU_DEVICE_ATTRIBUTE_DMA_BUF_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED, bool> ipc_event_supported{};
+inline constexpr device_attribute<bool> ipc_event_supported{CU_DEVICE_ATTRIBUTE_IPC_EVENT_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT, int> mem_sync_domain_count{};
+inline constexpr device_attribute<int> mem_sync_domain_count{CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT};
 /// @brief `CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED, bool> tensor_map_access_supported{};
+inline constexpr device_attribute<bool> tensor_map_access_supported{CU_DEVICE_ATTRIBUTE_TENSOR_MAP_ACCESS_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, bool> handle_type_fabric_supported{};
+inline constexpr device_attribute<bool> handle_type_fabric_supported{CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS, bool> unified_function_pointers{};
+inline constexpr device_attribute<bool> unified_function_pointers{CU_DEVICE_ATTRIBUTE_UNIFIED_FUNCTION_POINTERS};
 /// @brief `CU_DEVICE_ATTRIBUTE_NUMA_CONFIG` as `CUdeviceNumaConfig`, the driver's enum.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_NUMA_CONFIG, CUdeviceNumaConfig> numa_config{};
+inline constexpr device_attribute<CUdeviceNumaConfig> numa_config{CU_DEVICE_ATTRIBUTE_NUMA_CONFIG};
 /// @brief `CU_DEVICE_ATTRIBUTE_NUMA_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_NUMA_ID, int> numa_id{};
+inline constexpr device_attribute<int> numa_id{CU_DEVICE_ATTRIBUTE_NUMA_ID};
 /// @brief `CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED, bool> multicast_supported{};
+inline constexpr device_attribute<bool> multicast_supported{CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED};
 /// @brief `CU_DEVICE_ATTRIBUTE_MPS_ENABLED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MPS_ENABLED, bool> mps_enabled{};
+inline constexpr device_attribute<bool> mps_enabled{CU_DEVICE_ATTRIBUTE_MPS_ENABLED};
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID` as `int`.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID, int> host_numa_id{};
+inline constexpr device_attribute<int> host_numa_id{CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID};
 #if CUDA_VERSION >= 12050
 /// @brief `CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED, bool> d3d12_cig_supported{};
+inline constexpr device_attribute<bool> d3d12_cig_supported{CU_DEVICE_ATTRIBUTE_D3D12_CIG_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 12080
 /// @brief `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK` as `unsigned int`, a mask of CUmemDecompressAlgorithm.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK, unsigned int> mem_decompress_algorithm_mask{};
+inline constexpr device_attribute<unsigned int> mem_decompress_algorithm_mask{CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_ALGORITHM_MASK};
 #endif
 #if CUDA_VERSION >= 12080
 /// @brief `CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH` as `std::size_t`, bytes.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH, std::size_t> mem_decompress_maximum_length{};
+inline constexpr device_attribute<std::size_t> mem_decompress_maximum_length{CU_DEVICE_ATTRIBUTE_MEM_DECOMPRESS_MAXIMUM_LENGTH};
 #endif
 #if CUDA_VERSION >= 12090
 /// @brief `CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED, bool> vulkan_cig_supported{};
+inline constexpr device_attribute<bool> vulkan_cig_supported{CU_DEVICE_ATTRIBUTE_VULKAN_CIG_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 12080
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID` as `unsigned int`, PCI device id << 16 | PCI vendor id.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID, unsigned int> gpu_pci_device_id{};
+inline constexpr device_attribute<unsigned int> gpu_pci_device_id{CU_DEVICE_ATTRIBUTE_GPU_PCI_DEVICE_ID};
 #endif
 #if CUDA_VERSION >= 12080
 /// @brief `CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID` as `unsigned int`, PCI subsystem id << 16 | subsystem vendor id.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID, unsigned int> gpu_pci_subsystem_id{};
+inline constexpr device_attribute<unsigned int> gpu_pci_subsystem_id{CU_DEVICE_ATTRIBUTE_GPU_PCI_SUBSYSTEM_ID};
 #endif
 #if CUDA_VERSION >= 12090
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, bool> host_numa_virtual_memory_management_supported{};
+inline constexpr device_attribute<bool> host_numa_virtual_memory_management_supported{CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 12090
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED, bool> host_numa_memory_pools_supported{};
+inline constexpr device_attribute<bool> host_numa_memory_pools_supported{CU_DEVICE_ATTRIBUTE_HOST_NUMA_MEMORY_POOLS_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 12080
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED, bool> host_numa_multinode_ipc_supported{};
+inline constexpr device_attribute<bool> host_numa_multinode_ipc_supported{CU_DEVICE_ATTRIBUTE_HOST_NUMA_MULTINODE_IPC_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 13000
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED, bool> host_memory_pools_supported{};
+inline constexpr device_attribute<bool> host_memory_pools_supported{CU_DEVICE_ATTRIBUTE_HOST_MEMORY_POOLS_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 13000
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, bool> host_virtual_memory_management_supported{};
+inline constexpr device_attribute<bool> host_virtual_memory_management_supported{CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 13000
 /// @brief `CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED, bool> host_alloc_dma_buf_supported{};
+inline constexpr device_attribute<bool> host_alloc_dma_buf_supported{CU_DEVICE_ATTRIBUTE_HOST_ALLOC_DMA_BUF_SUPPORTED};
 #endif
 #if CUDA_VERSION >= 13000
 /// @brief `CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED` as `bool`, yes or no.
-inline constexpr device_attribute<CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED, bool> only_partial_host_native_atomic_supported{};
+inline constexpr device_attribute<bool> only_partial_host_native_atomic_supported{CU_DEVICE_ATTRIBUTE_ONLY_PARTIAL_HOST_NATIVE_ATOMIC_SUPPORTED};
 #endif
 
 /// @brief Every attribute above with its tag's name, in the order of cuda.h.

@@ -132,8 +132,7 @@ class out_of_memory_error : public error {
   /// @param api the call that failed, e.g. `cuMemAlloc`
   /// @param context where it failed, with the figures in words
   /// @param numbers the same figures as numbers
-  out_of_memory_error(CUresult code, std::string api, std::string context, const figures& numbers)
-      : error(code, std::move(api), std::move(context)), figures_(numbers) {}
+  out_of_memory_error(CUresult code, std::string api, std::string context, const figures& numbers);
 
   /// @brief Bytes the failed allocation asked for, or @ref unknown_bytes.
   [[nodiscard]] std::size_t requested_bytes() const noexcept { return figures_.requested; }
@@ -348,8 +347,7 @@ class graph_update_error : public error {
   /// @param code the status of `cuGraphExecUpdate`
   /// @param reason the update result the driver reported
   /// @param explanation what differs, naming the node involved
-  graph_update_error(CUresult code, int reason, std::string explanation)
-      : error(code, "cuGraphExecUpdate", std::move(explanation)), reason_(reason) {}
+  graph_update_error(CUresult code, int reason, std::string explanation);
   /// @brief The driver's `CUgraphExecUpdateResult`, as an int.
   [[nodiscard]] int reason() const noexcept { return reason_; }
 

@@ -36,6 +36,8 @@ struct growable_buffer_options {
 };
 
 namespace detail {
+struct growable_chunks;
+
 /// @brief The untyped storage of a @ref cudrv::growable_buffer (internal): the reserved range, the
 /// mapped chunks, and the access list granted over each newly mapped span.
 class growable_storage {
@@ -57,21 +59,20 @@ class growable_storage {
   void reset() noexcept;
 
   [[nodiscard]] CUdeviceptr address() const noexcept { return range_.address(); }
-  [[nodiscard]] std::size_t mapped_bytes() const noexcept { return chunks_.size() * chunk_bytes_; }
+  [[nodiscard]] std::size_t mapped_bytes() const noexcept { return chunk_count_ * chunk_bytes_; }
   [[nodiscard]] std::size_t reserved_bytes() const noexcept { return range_.size(); }
   [[nodiscard]] std::size_t chunk_bytes() const noexcept { return chunk_bytes_; }
-  [[nodiscard]] std::size_t chunk_count() const noexcept { return chunks_.size(); }
+  [[nodiscard]] std::size_t chunk_count() const noexcept { return chunk_count_; }
   [[nodiscard]] int device_ordinal() const noexcept { return device_; }
   [[nodiscard]] explicit operator bool() const noexcept { return static_cast<bool>(range_); }
 
  private:
-  struct chunk {
-    physical_allocation memory;
-    memory_mapping mapping;  // destroyed first: unmap, then release
-  };
   address_range range_;  // declared first, destroyed last: freed after every chunk is unmapped
-  std::vector<chunk> chunks_;
-  std::vector<access_descriptor> access_;
+  // The mapped chunks and the access list, in src/memory/growable_buffer.cpp (made with the range): as
+  // std::vector members here they would instantiate two vector types in every translation unit of the
+  // umbrella (docs/design.md, "Header cost").
+  growable_chunks* chunks_ = nullptr;
+  std::size_t chunk_count_ = 0;  // chunks_'s size, read inline by mapped_bytes()
   physical_allocation_properties properties_{};
   std::size_t chunk_bytes_ = 0;
   int device_ = -1;

@@ -149,7 +149,6 @@ struct pointer_export {
   /// extent the driver maps (@ref imported_memory_pool::import_pointer).
   std::uint64_t bytes;
 };
-static_assert(std::is_trivially_copyable_v<pointer_export>);
 
 /// @brief Exports one allocation of a shareable pool (cuMemPoolExportPointer): @p buffer must be a
 /// stream-ordered buffer allocated from a pool created shareable. The importer must not touch it before
@@ -346,7 +345,6 @@ struct ipc_memory_handle {
   /// driver maps (@ref ipc_mapped_buffer).
   std::uint64_t bytes;
 };
-static_assert(std::is_trivially_copyable_v<ipc_memory_handle>);
 
 /// @brief The legacy IPC handle of @p buffer (cuIpcGetMemHandle), which must have been allocated
 /// synchronously (cuMemAlloc: `device_buffer(dev, n)`); pool memory is shared with

@@ -17,11 +17,14 @@
 #include "cudrv/device.hpp"
 #include "cudrv/kernel.hpp"
 #include "cudrv/object_code.hpp"
-#include "cudrv/program.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 
 namespace cudrv {
+
+// Declared only: a library loads a compile_result's code, and whoever has one has included
+// <cudrv/program.hpp> (or <cudrv/rtc.hpp>) already; the umbrella does not pay for run-time compilation.
+struct compile_result;
 
 /// @brief Options for the driver's JIT when a library is loaded. They matter for PTX (which is
 /// compiled at load time); for a cubin the driver ignores the code-generation ones.
@@ -33,8 +36,9 @@ namespace cudrv {
 struct jit_options {
   /// @brief PTX optimisation level, 0-4 (`CU_JIT_OPTIMIZATION_LEVEL`); empty: the driver's default (4).
   std::optional<int> optimization_level{};
-  /// @brief Register limit per thread (`CU_JIT_MAX_REGISTERS`); empty: no limit.
-  std::optional<unsigned> max_registers{};
+  /// @brief Register limit per thread (`CU_JIT_MAX_REGISTERS`), positive; empty: no limit. An `int`, as
+  /// in @ref compile_options and @ref link_options.
+  std::optional<int> max_registers{};
   /// @brief Generate line information (`CU_JIT_GENERATE_LINE_INFO`).
   bool line_info = false;
   /// @brief Generate debug information (`CU_JIT_GENERATE_DEBUG_INFO`).
@@ -351,12 +355,12 @@ class library : public library_base {
   template <class T>
   global_ref<T> get_global(const std::string&, context_ref) const&& = delete;
   /// @brief Refused, as @ref get_global on a temporary library.
-  std::pair<CUdeviceptr, std::size_t> raw_global(const std::string&, context_ref) const&& = delete;
+  void raw_global(const std::string&, context_ref) const&& = delete;
   /// @brief Refused: the host view of a temporary library's managed variable would dangle.
   template <class T>
   std::span<T> get_managed(const std::string&) const&& = delete;
   /// @brief Refused, as @ref get_managed on a temporary library.
-  std::pair<CUdeviceptr, std::size_t> raw_managed(const std::string&) const&& = delete;
+  void raw_managed(const std::string&) const&& = delete;
   /// @brief Refused: the module of a temporary library would be unloaded with it.
   CUmodule module(context_ref) const&& = delete;
 

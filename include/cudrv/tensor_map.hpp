@@ -227,8 +227,6 @@ class alignas(alignof(CUtensorMap)) tensor_map {
 static_assert(sizeof(tensor_map) == sizeof(CUtensorMap) && alignof(tensor_map) == alignof(CUtensorMap),
               "cudrv::tensor_map must have CUtensorMap's layout");
 static_assert(alignof(tensor_map) >= 64, "the driver needs tensor maps aligned to 64 bytes");
-static_assert(std::is_trivially_copyable_v<tensor_map> && std::is_standard_layout_v<tensor_map>,
-              "cudrv::tensor_map is passed to kernels by value");
 
 /// @brief Everything `cuTensorMapEncodeTiled` takes: a tensor in global memory and the box a TMA copy
 /// moves to or from shared memory. Entries past @ref rank are ignored.

@@ -291,8 +291,6 @@ class texture_object_ref : public texture_object_base {
     return texture_object_ref(handle);
   }
 };
-static_assert(std::is_trivially_copyable_v<texture_object_ref> && sizeof(texture_object_ref) == sizeof(CUtexObject),
-              "a texture_object_ref is a kernel argument: the handle and nothing else");
 
 /// @brief An owning texture object (cuTexObjectCreate / cuTexObjectDestroy): a resource read through a
 /// sampler. Move-only; converts to @ref texture_object_ref (only as an lvalue: a view of a temporary
@@ -414,8 +412,6 @@ class surface_object_ref : public surface_object_base {
     return surface_object_ref(handle);
   }
 };
-static_assert(std::is_trivially_copyable_v<surface_object_ref> && sizeof(surface_object_ref) == sizeof(CUsurfObject),
-              "a surface_object_ref is a kernel argument: the handle and nothing else");
 
 /// @brief An owning surface object (cuSurfObjectCreate / cuSurfObjectDestroy): an array that kernels
 /// read and write with `surf2Dread` / `surf2Dwrite` (x in bytes). The array needs

@@ -604,8 +604,9 @@ class virtual_memory_resource : public memory_resource {
   cudrv::device device_;
   physical_allocation_properties properties_;
   std::size_t granularity_ = 0;
-  std::vector<access_descriptor> access_;
-  detail::virtual_memory_allocations* live_;  // the live allocations by address, behind a mutex
+  // The access list and the live allocations by address (behind a mutex), in src/: a std::vector member
+  // here would instantiate one more vector type in every translation unit of the umbrella.
+  detail::virtual_memory_allocations* live_;
 };
 
 }  // namespace cudrv

@@ -15,6 +15,7 @@
 #include "code/kernel_support.hpp"
 #include "cudrv/context.hpp"
 #include "cudrv/driver.hpp"
+#include "cudrv/program.hpp"  // library(const compile_result&): the header only declares compile_result
 #include "driver/driver_api.hpp"
 #include "memory/memory_support.hpp"
 
@@ -457,8 +458,9 @@ void check_loadable(const object_code& code, const jit_options& options) {
     throw invalid_argument_error(api, "jit_options::optimization_level is " +
                                           std::to_string(*options.optimization_level) + "; it must be 0 to 4");
   }
-  if (options.max_registers && *options.max_registers == 0) {
-    throw invalid_argument_error(api, "jit_options::max_registers is 0; give a positive limit or leave it empty");
+  if (options.max_registers && *options.max_registers <= 0) {
+    throw invalid_argument_error(api, "jit_options::max_registers is " + std::to_string(*options.max_registers) +
+                                          "; give a positive limit or leave it empty");
   }
   if (options.target && (*options.target < 30 || *options.target > 199)) {
     throw invalid_argument_error(api, "jit_options::target is " + std::to_string(*options.target) +
@@ -495,7 +497,7 @@ unsigned write_jit_options(detail::library_state& state, const jit_options& opti
     add(CU_JIT_OPTIMIZATION_LEVEL, static_cast<std::uintptr_t>(*options.optimization_level));
   }
   if (options.max_registers) {
-    add(CU_JIT_MAX_REGISTERS, *options.max_registers);
+    add(CU_JIT_MAX_REGISTERS, static_cast<std::uintptr_t>(*options.max_registers));
   }
   if (options.line_info) {
     add(CU_JIT_GENERATE_LINE_INFO, 1);

@@ -132,6 +132,12 @@ error::error(CUresult code, std::string api, std::string context)
     : error(error_source::driver, static_cast<int>(code), error_name(code), error_description(code), std::move(api),
             std::move(context)) {}
 
+out_of_memory_error::out_of_memory_error(CUresult code, std::string api, std::string context, const figures& numbers)
+    : error(code, std::move(api), std::move(context)), figures_(numbers) {}
+
+graph_update_error::graph_update_error(CUresult code, int reason, std::string explanation)
+    : error(code, "cuGraphExecUpdate", std::move(explanation)), reason_(reason) {}
+
 invalid_argument_error::invalid_argument_error(std::string api, std::string message)
     : error(error_source::cudrv, CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", std::move(message),
             std::move(api), {}) {}

@@ -3,6 +3,8 @@
 #include "cudrv/batch_copy.hpp"
 
 #include <atomic>
+#include <optional>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -214,27 +216,147 @@ bool batch_copy_3d_supported() {
 #endif
 }
 
-void batch_copy::reserve(std::size_t copies) {
-  dsts_.reserve(copies);
-  srcs_.reserve(copies);
-  sizes_.reserve(copies);
+}  // namespace cudrv
+
+namespace cudrv::detail {
+
+// What a batch_copy holds, in the driver's layout: one array per cuMemcpyBatchAsync argument.
+struct batch_copy_storage {
+  std::vector<CUdeviceptr> dsts;
+  std::vector<CUdeviceptr> srcs;
+  std::vector<std::size_t> sizes;
+  std::vector<copy_attributes> attrs;
+  std::vector<std::size_t> attr_indices;
+};
+
+struct batch_copy_3d_storage {
+  std::vector<batch_copy_3d_op> ops;
+};
+
+}  // namespace cudrv::detail
+
+namespace cudrv {
+namespace {
+
+// The storage of a batch, made on first use (a moved-from or new batch has none).
+template <class Storage>
+Storage& storage_of(Storage*& storage) {
+  if (storage == nullptr) {
+    storage = new Storage();
+  }
+  return *storage;
 }
 
-std::span<const CUdeviceptr> batch_copy::destinations() const noexcept { return dsts_; }
-std::span<const CUdeviceptr> batch_copy::sources() const noexcept { return srcs_; }
-std::span<const std::size_t> batch_copy::sizes() const noexcept { return sizes_; }
-std::span<const copy_attributes> batch_copy::attributes() const noexcept { return attrs_; }
-std::span<const std::size_t> batch_copy::attribute_indices() const noexcept { return attr_indices_; }
-std::span<const batch_copy_3d_op> batch_copy_3d::operations() const noexcept { return ops_; }
+template <class Storage>
+Storage* copy_of(const Storage* storage) {
+  return storage == nullptr ? nullptr : new Storage(*storage);
+}
 
-void batch_copy_3d::clear() noexcept { ops_.clear(); }
+// Copy and move assignment of a batch's storage; the copy is made first, so a failure leaves `mine` as
+// it was.
+template <class Storage>
+void assign_copy(Storage*& mine, const Storage* theirs) {
+  if (mine != theirs) {
+    Storage* copy = copy_of(theirs);
+    delete mine;
+    mine = copy;
+  }
+}
+
+template <class Storage>
+void assign_move(Storage*& mine, Storage*& theirs) noexcept {
+  if (&mine != &theirs) {
+    delete mine;
+    mine = detail::exchange(theirs, nullptr);
+  }
+}
+
+}  // namespace
+
+batch_copy_error::batch_copy_error(CUresult code, std::string api, std::optional<std::size_t> failed_index,
+                                   std::size_t batch_size, std::string context)
+    : error(code, std::move(api), std::move(context)),
+      failed_index_(failed_index.value_or(0)),
+      has_failed_index_(failed_index.has_value()),
+      batch_size_(batch_size) {}
+
+std::optional<std::size_t> batch_copy_error::failed_index() const noexcept {
+  return has_failed_index_ ? std::optional<std::size_t>(failed_index_) : std::nullopt;
+}
+
+batch_copy::batch_copy(const batch_copy& other) : storage_(copy_of(other.storage_)) {}
+
+batch_copy& batch_copy::operator=(const batch_copy& other) {
+  assign_copy(storage_, other.storage_);
+  return *this;
+}
+
+batch_copy& batch_copy::operator=(batch_copy&& other) noexcept {
+  assign_move(storage_, other.storage_);
+  return *this;
+}
+
+batch_copy::~batch_copy() { delete storage_; }
+
+std::size_t batch_copy::size() const noexcept { return storage_ == nullptr ? 0 : storage_->sizes.size(); }
+
+void batch_copy::reserve(std::size_t copies) {
+  detail::batch_copy_storage& st = storage_of(storage_);
+  st.dsts.reserve(copies);
+  st.srcs.reserve(copies);
+  st.sizes.reserve(copies);
+}
+
+std::span<const CUdeviceptr> batch_copy::destinations() const noexcept {
+  return storage_ == nullptr ? std::span<const CUdeviceptr>() : std::span<const CUdeviceptr>(storage_->dsts);
+}
+std::span<const CUdeviceptr> batch_copy::sources() const noexcept {
+  return storage_ == nullptr ? std::span<const CUdeviceptr>() : std::span<const CUdeviceptr>(storage_->srcs);
+}
+std::span<const std::size_t> batch_copy::sizes() const noexcept {
+  return storage_ == nullptr ? std::span<const std::size_t>() : std::span<const std::size_t>(storage_->sizes);
+}
+std::span<const copy_attributes> batch_copy::attributes() const noexcept {
+  return storage_ == nullptr ? std::span<const copy_attributes>() : std::span<const copy_attributes>(storage_->attrs);
+}
+std::span<const std::size_t> batch_copy::attribute_indices() const noexcept {
+  return storage_ == nullptr ? std::span<const std::size_t>() : std::span<const std::size_t>(storage_->attr_indices);
+}
 
 void batch_copy::clear() noexcept {
-  dsts_.clear();
-  srcs_.clear();
-  sizes_.clear();
-  attrs_.clear();
-  attr_indices_.clear();
+  if (storage_ != nullptr) {
+    storage_->dsts.clear();
+    storage_->srcs.clear();
+    storage_->sizes.clear();
+    storage_->attrs.clear();
+    storage_->attr_indices.clear();
+  }
+}
+
+batch_copy_3d::batch_copy_3d(const batch_copy_3d& other) : storage_(copy_of(other.storage_)) {}
+
+batch_copy_3d& batch_copy_3d::operator=(const batch_copy_3d& other) {
+  assign_copy(storage_, other.storage_);
+  return *this;
+}
+
+batch_copy_3d& batch_copy_3d::operator=(batch_copy_3d&& other) noexcept {
+  assign_move(storage_, other.storage_);
+  return *this;
+}
+
+batch_copy_3d::~batch_copy_3d() { delete storage_; }
+
+std::size_t batch_copy_3d::size() const noexcept { return storage_ == nullptr ? 0 : storage_->ops.size(); }
+
+std::span<const batch_copy_3d_op> batch_copy_3d::operations() const noexcept {
+  return storage_ == nullptr ? std::span<const batch_copy_3d_op>() : std::span<const batch_copy_3d_op>(storage_->ops);
+}
+
+void batch_copy_3d::clear() noexcept {
+  if (storage_ != nullptr) {
+    storage_->ops.clear();
+  }
 }
 
 void batch_copy::add_checked(const detail::linear_copy& c, const copy_attributes& attributes) {
@@ -245,22 +367,23 @@ void batch_copy::add_checked(const detail::linear_copy& c, const copy_attributes
     throw invalid_argument_error(api, index_of(size(), size() + 1) + ": " + e.description());
   }
   check_attributes(api, attributes, size());
-  const bool new_group = attrs_.empty() || !(attrs_.back() == attributes);
+  detail::batch_copy_storage& st = storage_of(storage_);  // may throw: the batch is unchanged
+  const bool new_group = st.attrs.empty() || !(st.attrs.back() == attributes);
   // The strong guarantee: room for the new entries is made first (which may throw, changing only
   // capacities), then they are appended, which cannot throw. The five arrays never disagree, so no
   // attribute entry is left without its first copy (the driver would get numAttrs = 1 and no index).
-  make_room(dsts_);
-  make_room(srcs_);
-  make_room(sizes_);
+  make_room(st.dsts);
+  make_room(st.srcs);
+  make_room(st.sizes);
   if (new_group) {
-    make_room(attrs_);
-    make_room(attr_indices_);
-    attrs_.push_back(attributes);
-    attr_indices_.push_back(size());
+    make_room(st.attrs);
+    make_room(st.attr_indices);
+    st.attrs.push_back(attributes);
+    st.attr_indices.push_back(size());
   }
-  dsts_.push_back(static_cast<CUdeviceptr>(c.dst));
-  srcs_.push_back(static_cast<CUdeviceptr>(c.src));
-  sizes_.push_back(c.bytes);
+  st.dsts.push_back(static_cast<CUdeviceptr>(c.dst));
+  st.srcs.push_back(static_cast<CUdeviceptr>(c.src));
+  st.sizes.push_back(c.bytes);
 }
 
 void batch_copy_3d::add_checked(const batch_copy_3d_op& op) {
@@ -271,7 +394,7 @@ void batch_copy_3d::add_checked(const batch_copy_3d_op& op) {
     throw invalid_argument_error(api, index_of(size(), size() + 1) + ": " + e.description());
   }
   check_attributes(api, op.attributes, size());
-  ops_.push_back(op);
+  storage_of(storage_).ops.push_back(op);
 }
 
 batch_copy_path copy(const batch_copy& batch, stream_ref s, batch_copy_mode mode) {

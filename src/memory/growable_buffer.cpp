@@ -3,6 +3,8 @@
 
 #include <limits>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "cudrv/error.hpp"
 #include "memory/memory_support.hpp"
@@ -27,6 +29,15 @@ void throw_growable_count(const char* api, std::size_t count, const char* what, 
   throw invalid_argument_error(api, std::to_string(count) + " elements " + what + " " + std::to_string(limit));
 }
 
+struct growable_chunks {
+  struct chunk {
+    physical_allocation memory;
+    memory_mapping mapping;  // destroyed first: unmap, then release
+  };
+  std::vector<chunk> chunks;
+  std::vector<access_descriptor> access;
+};
+
 growable_storage::growable_storage(const device& dev, std::size_t max_bytes, const growable_buffer_options& options)
     : properties_(physical_allocation_properties::on(dev)), device_(dev.ordinal()) {
   constexpr const char* api = "cudrv::growable_buffer";
@@ -44,11 +55,12 @@ growable_storage::growable_storage(const device& dev, std::size_t max_bytes, con
     throw invalid_argument_error(api, format_bytes(max_bytes) + " cannot be rounded up to whole chunks of " +
                                           format_bytes(chunk));
   }
-  access_.reserve(1 + options.peers.size());
-  access_.push_back(access_descriptor::for_device(dev));
+  std::vector<access_descriptor> access;
+  access.reserve(1 + options.peers.size());
+  access.push_back(access_descriptor::for_device(dev));
   for (const device& peer : options.peers) {
     if (peer != dev) {
-      access_.push_back(access_descriptor::for_device(peer, options.peer_access));
+      access.push_back(access_descriptor::for_device(peer, options.peer_access));
     }
   }
   // Chunks start on multiples of their size when it is a power of two (up to 1 GiB), which lets the
@@ -59,7 +71,14 @@ growable_storage::growable_storage(const device& dev, std::size_t max_bytes, con
   } else if (is_power_of_two(minimum)) {
     alignment = minimum;
   }
-  range_ = address_range(reserved, {.alignment = alignment});
+  auto* chunks = new growable_chunks{{}, std::move(access)};
+  try {
+    range_ = address_range(reserved, {.alignment = alignment});
+  } catch (...) {
+    delete chunks;
+    throw;
+  }
+  chunks_ = chunks;
   chunk_bytes_ = chunk;
 }
 
@@ -67,21 +86,18 @@ growable_storage::~growable_storage() { reset(); }
 
 growable_storage::growable_storage(growable_storage&& other) noexcept
     : range_(std::move(other.range_)),
-      chunks_(std::move(other.chunks_)),
-      access_(std::move(other.access_)),
+      chunks_(std::exchange(other.chunks_, nullptr)),
+      chunk_count_(std::exchange(other.chunk_count_, 0)),
       properties_(other.properties_),
       chunk_bytes_(std::exchange(other.chunk_bytes_, 0)),
-      device_(std::exchange(other.device_, -1)) {
-  other.chunks_.clear();
-}
+      device_(std::exchange(other.device_, -1)) {}
 
 growable_storage& growable_storage::operator=(growable_storage&& other) noexcept {
   if (this != &other) {
     reset();
     range_ = std::move(other.range_);
-    chunks_ = std::move(other.chunks_);
-    other.chunks_.clear();
-    access_ = std::move(other.access_);
+    chunks_ = std::exchange(other.chunks_, nullptr);
+    chunk_count_ = std::exchange(other.chunk_count_, 0);
     properties_ = other.properties_;
     chunk_bytes_ = std::exchange(other.chunk_bytes_, 0);
     device_ = std::exchange(other.device_, -1);
@@ -97,21 +113,23 @@ void growable_storage::map_at_least(std::size_t bytes, const char* api) {
     return;
   }
   const std::size_t wanted = bytes / chunk_bytes_ + (bytes % chunk_bytes_ != 0 ? 1 : 0);
-  const std::size_t first = chunks_.size();
-  chunks_.reserve(wanted);  // the only step that allocates host memory: nothing is mapped yet if it throws
+  std::vector<growable_chunks::chunk>& chunks = chunks_->chunks;
+  const std::size_t first = chunks.size();
+  chunks.reserve(wanted);  // the only step that allocates host memory: nothing is mapped yet if it throws
   try {
     for (std::size_t i = first; i < wanted; ++i) {
       physical_allocation memory(chunk_bytes_, properties_);
       memory_mapping mapping(range_, i * chunk_bytes_, memory);
-      chunks_.push_back(chunk{std::move(memory), std::move(mapping)});
+      chunks.push_back(growable_chunks::chunk{std::move(memory), std::move(mapping)});
     }
-    set_access(range_.address() + first * chunk_bytes_, (wanted - first) * chunk_bytes_, access_);
+    set_access(range_.address() + first * chunk_bytes_, (wanted - first) * chunk_bytes_, chunks_->access);
   } catch (...) {
-    while (chunks_.size() > first) {
-      chunks_.pop_back();  // unmap, then release: the buffer is as it was
+    while (chunks.size() > first) {
+      chunks.pop_back();  // unmap, then release: the buffer is as it was
     }
     throw;
   }
+  chunk_count_ = chunks.size();
 }
 
 void growable_storage::unmap_beyond(std::size_t bytes) noexcept {
@@ -119,15 +137,20 @@ void growable_storage::unmap_beyond(std::size_t bytes) noexcept {
     return;
   }
   const std::size_t keep = bytes / chunk_bytes_ + (bytes % chunk_bytes_ != 0 ? 1 : 0);
-  while (chunks_.size() > keep) {
-    chunks_.pop_back();  // the last chunk first: unmap, then release
+  while (chunks_ != nullptr && chunks_->chunks.size() > keep) {
+    chunks_->chunks.pop_back();  // the last chunk first: unmap, then release
   }
+  chunk_count_ = chunks_ == nullptr ? 0 : chunks_->chunks.size();
 }
 
 void growable_storage::reset() noexcept {
-  while (!chunks_.empty()) {
-    chunks_.pop_back();
+  if (chunks_ != nullptr) {
+    while (!chunks_->chunks.empty()) {
+      chunks_->chunks.pop_back();
+    }
+    delete std::exchange(chunks_, nullptr);
   }
+  chunk_count_ = 0;
   range_.reset();  // freed last, when nothing is mapped in it any more
 }
 

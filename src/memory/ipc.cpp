@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "cudrv/device_attributes.hpp"
 #include "cudrv/error.hpp"
@@ -13,6 +14,11 @@
 #include "memory/memory_support.hpp"
 
 namespace cudrv {
+
+// What the header promises about these types, checked here rather than in every translation unit
+// that includes it (docs/design.md, "Header cost").
+static_assert(std::is_trivially_copyable_v<pointer_export>);
+static_assert(std::is_trivially_copyable_v<ipc_memory_handle>);
 
 using detail::check;
 namespace drv = detail::drv;

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 #include "cudrv/context.hpp"
 #include "cudrv/device.hpp"
@@ -22,6 +23,11 @@
 #include "memory/memory_support.hpp"
 
 namespace cudrv {
+
+// What the header promises about these types, checked here rather than in every translation unit
+// that includes it (docs/design.md, "Header cost").
+static_assert(std::is_trivially_copyable_v<tensor_map> && std::is_standard_layout_v<tensor_map>,
+              "cudrv::tensor_map is passed to kernels by value");
 
 namespace {
 

@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <type_traits>
 
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
@@ -11,6 +12,13 @@
 #include "memory/memory_support.hpp"
 
 namespace cudrv {
+
+// What the header promises about these types, checked here rather than in every translation unit
+// that includes it (docs/design.md, "Header cost").
+static_assert(std::is_trivially_copyable_v<texture_object_ref> && sizeof(texture_object_ref) == sizeof(CUtexObject),
+              "a texture_object_ref is a kernel argument: the handle and nothing else");
+static_assert(std::is_trivially_copyable_v<surface_object_ref> && sizeof(surface_object_ref) == sizeof(CUsurfObject),
+              "a surface_object_ref is a kernel argument: the handle and nothing else");
 
 namespace {
 

@@ -39,6 +39,7 @@ struct virtual_memory_allocations {
     physical_allocation memory;
     memory_mapping mapping;  // destroyed first: unmap, then release, then free
   };
+  std::vector<access_descriptor> access;  // the owner's and its peers' access, set on each allocation
   std::mutex mutex;
   std::map<CUdeviceptr, entry> live;
 };
@@ -559,13 +560,15 @@ virtual_memory_resource::virtual_memory_resource(const cudrv::device& dev, virtu
       properties_{physical_location::on(dev), options.handle_types, false, options.gpu_direct_rdma},
       live_(nullptr) {
   granularity_ = allocation_granularity(properties_, options.rounding);
-  access_.push_back(access_descriptor::for_device(dev));
+  std::vector<access_descriptor> access;
+  access.push_back(access_descriptor::for_device(dev));
   for (const cudrv::device& peer : options.peers) {
     if (peer != dev) {
-      access_.push_back(access_descriptor::for_device(peer, options.peer_access));
+      access.push_back(access_descriptor::for_device(peer, options.peer_access));
     }
   }
   live_ = new detail::virtual_memory_allocations;
+  live_->access = std::move(access);
 }
 
 virtual_memory_resource::~virtual_memory_resource() {
@@ -588,7 +591,7 @@ void* virtual_memory_resource::do_allocate(std::size_t bytes, std::size_t alignm
   address_range range(size, {.alignment = align});
   physical_allocation memory(size, properties_);
   memory_mapping mapping(range, 0, memory);
-  set_access(mapping.address(), size, access_);
+  set_access(mapping.address(), size, live_->access);
   const CUdeviceptr address = mapping.address();
   {
     std::lock_guard<std::mutex> lock(live_->mutex);

@@ -79,6 +79,73 @@ TEST_CASE("batch_copy: one attribute entry per run of equal attributes, indices 
   CHECK(batch.attribute_indices().empty());
 }
 
+// The arrays of a batch live in the library's sources (docs/design.md, "Header cost"): copies are deep,
+// a move hands them over and leaves the source empty, and a new or moved-from batch works as an empty one.
+TEST_CASE("batch_copy and batch_copy_3d: deep copies, moves that empty the source, empty batches", "[batch_copy]") {
+  std::vector<float> src(16), dst(16);
+  cudrv::batch_copy empty;
+  CHECK(empty.size() == 0);
+  CHECK(empty.empty());
+  CHECK(empty.sizes().empty());
+  CHECK(empty.destinations().empty());
+  CHECK(empty.attributes().empty());
+  empty.clear();  // nothing to clear
+  cudrv::batch_copy copy_of_empty(empty);
+  CHECK(copy_of_empty.empty());
+
+  cudrv::batch_copy a;
+  a.reserve(4);
+  a.add(std::span(dst).subspan(0, 4), std::span(src).subspan(0, 4));
+  a.add(std::span(dst).subspan(4, 2), std::span(src).subspan(8, 2), {.prefer_overlap_with_compute = true});
+  cudrv::batch_copy b(a);
+  REQUIRE(b.size() == 2);
+  CHECK(b.sizes()[0] == 4 * sizeof(float));
+  CHECK(b.sources()[1] == reinterpret_cast<CUdeviceptr>(&src[8]));
+  CHECK(b.attributes().size() == 2);
+  CHECK(b.destinations().data() != a.destinations().data());  // its own arrays
+  b.add(std::span(dst).subspan(8, 1), std::span(src).subspan(0, 1));
+  CHECK(a.size() == 2);  // the copy grew, the original did not
+  CHECK(b.size() == 3);
+
+  cudrv::batch_copy c;
+  c = b;  // copy assignment replaces
+  CHECK(c.size() == 3);
+  c = empty;  // and an empty batch replaces with nothing
+  CHECK(c.empty());
+  CHECK(c.sizes().empty());
+
+  cudrv::batch_copy moved(std::move(b));
+  CHECK(moved.size() == 3);
+  CHECK(b.empty());  // NOLINT(bugprone-use-after-move): the moved-from state is specified
+  CHECK(b.sizes().empty());
+  b.add(std::span(dst).subspan(0, 1), std::span(src).subspan(0, 1));  // usable again
+  CHECK(b.size() == 1);
+  moved = std::move(b);
+  CHECK(moved.size() == 1);
+  CHECK(b.empty());  // NOLINT(bugprone-use-after-move)
+  auto& self = moved;
+  moved = self;  // self-assignment keeps the copies
+  CHECK(moved.size() == 1);
+
+  std::vector<double> host(100);
+  const auto span = cudrv::pitched_span<double>::dense(host.data(), 10, 10);
+  cudrv::batch_copy_3d d3;
+  CHECK(d3.empty());
+  CHECK(d3.operations().empty());
+  d3.add(span, cudrv::pitched_span<const double>(span));
+  cudrv::batch_copy_3d e3(d3);
+  CHECK(e3.size() == 1);
+  CHECK(e3.operations()[0].src.address == span.address);
+  cudrv::batch_copy_3d f3(std::move(d3));
+  CHECK(f3.size() == 1);
+  CHECK(d3.empty());  // NOLINT(bugprone-use-after-move)
+  d3 = e3;
+  CHECK(d3.size() == 1);
+  e3.clear();
+  CHECK(e3.empty());
+  CHECK(d3.size() == 1);
+}
+
 TEST_CASE("batch_copy and batch_copy_3d refuse bad copies when they are added", "[batch_copy]") {
   std::vector<int> small(3), large(9), none;
   cudrv::batch_copy batch;

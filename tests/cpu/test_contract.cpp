@@ -16,6 +16,8 @@
 
 #include <cudrv/cudrv.hpp>
 #include <cudrv/nccl.hpp>
+#include <cudrv/rtc.hpp>
+#include <cudrv/unix_socket.hpp>
 #if defined(CUDRV_TEST_DLPACK)
 #include <cudrv/dlpack.hpp>
 #endif

@@ -15,6 +15,10 @@
 namespace attrs = cudrv::device_attributes;
 
 static_assert(std::is_same_v<decltype(attrs::l2_cache_size)::type, std::size_t>);
+static_assert(attrs::l2_cache_size.value == CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE);
+static_assert(attrs::compute_mode.value == CU_DEVICE_ATTRIBUTE_COMPUTE_MODE);
+// The tags share their class per value type (the attribute is a member): a handful of types, not one per tag.
+static_assert(std::is_same_v<decltype(attrs::warp_size), decltype(attrs::multiprocessor_count)>);
 static_assert(std::is_same_v<decltype(attrs::max_shared_memory_per_block_optin)::type, std::size_t>);
 static_assert(std::is_same_v<decltype(attrs::integrated)::type, bool>);
 static_assert(std::is_same_v<decltype(attrs::gpu_direct_rdma_supported)::type, bool>);

@@ -123,6 +123,14 @@ TEST_CASE("library: images refused before the driver, each with what to fix", "[
                    cudrv::library l(ptx, {.optimization_level = 5});
                  }).what(),
                  "0 to 4"));
+  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] {
+                   cudrv::library l(ptx, {.max_registers = -8});
+                 }).what(),
+                 "max_registers is -8; give a positive limit"));
+  CHECK(contains(require_error<cudrv::invalid_argument_error>([&] {
+                   cudrv::library l(ptx, {.max_registers = 0});
+                 }).what(),
+                 "max_registers is 0"));
   CHECK(contains(require_error<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.target = 1000}); }).what(),
                  "major * 10 + minor"));
 

@@ -31,6 +31,7 @@
 #include <thread>
 #include <vector>
 
+#include <cudrv/unix_socket.hpp>
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;

@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <atomic>
 #include <cstdlib>

@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <cstddef>
 #include <cstdint>

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <string>
 

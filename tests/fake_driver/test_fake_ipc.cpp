@@ -10,6 +10,7 @@
 
 #include <sys/mman.h>
 #include <cudrv/cudrv.hpp>
+#include <cudrv/unix_socket.hpp>
 
 #include <cstdlib>
 #include <string>

@@ -8,6 +8,7 @@
 
 #include <cudrv/cudrv.hpp>
 #include <cudrv/nvtx.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <dirent.h>
 

@@ -36,6 +36,7 @@
 #include <thread>
 #include <vector>
 
+#include <cudrv/unix_socket.hpp>
 #include "support/test_support.hpp"
 
 extern char** environ;

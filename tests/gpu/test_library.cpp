@@ -95,7 +95,7 @@ TEST_CASE("JIT options reach the driver and the info log is kept", "[gpu][librar
   check_vector_add(targeted, dev);
   // Bad option values are refused before the driver is called.
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.optimization_level = 7}); }));
-  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.max_registers = 0u}); }));
+  CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.max_registers = 0}); }));
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::library l(ptx, {.target = 5}); }));
 }
 

@@ -31,6 +31,7 @@
 // an operation failed, a result did not match or a destruction reported an error.
 #include <cudrv/cudrv.hpp>
 #include <cudrv/nvtx.hpp>
+#include <cudrv/rtc.hpp>
 
 #include <unistd.h>
 

@@ -3,6 +3,7 @@
 
 #include <cudaTypedefs.h>
 #include <cudrv/cudrv.hpp>
+#include <cudrv/rtc.hpp>  // most tests compile their kernels at run time (NVRTC)
 
 #include <atomic>
 #include <chrono>

@@ -1,0 +1,3 @@
+/// @file forgotten.hpp
+/// @brief In neither umbrella of the fixture, and not named.
+#pragma once

