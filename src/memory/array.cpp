@@ -393,8 +393,12 @@ struct extent3 {
 };
 
 std::string describe_box(const array_region& r, const extent3& e) {
-  return "(" + std::to_string(r.x) + ", " + std::to_string(r.y) + ", " + std::to_string(r.z) + ") + " +
+  // Appended to a string that starts with "(", not "(" + a temporary: g++ 12 warns (-Wrestrict, a false
+  // positive) about the memcpy of a C string put in front of a temporary string.
+  std::string out = "(";
+  out += std::to_string(r.x) + ", " + std::to_string(r.y) + ", " + std::to_string(r.z) + ") + " +
          std::to_string(e.width) + " x " + std::to_string(e.height) + " x " + std::to_string(e.depth);
+  return out;
 }
 
 // The extent of an array side's region (0 extents: to the end), checked against the array.

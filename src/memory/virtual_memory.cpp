@@ -192,10 +192,13 @@ void set_access(CUdeviceptr address, std::size_t bytes, std::span<const access_d
   check(drv::cuMemSetAccess(address, bytes, descs, access.size()), "cuMemSetAccess", [&] {
     std::string out = format_bytes(bytes) + " at " + format_address(address) + " for";
     for (const access_descriptor& a : access) {
-      out += " " + describe(a.location) +
-             (a.rights == access_rights::read_write  ? " (read-write)"
-              : a.rights == access_rights::read_only ? " (read-only)"
-                                                     : " (none)");
+      // Appended piece by piece, not " " + a temporary: g++ 12 warns (-Wrestrict, a false positive) about
+      // the memcpy of a C string put in front of a temporary string.
+      out += ' ';
+      out += describe(a.location);
+      out += a.rights == access_rights::read_write  ? " (read-write)"
+             : a.rights == access_rights::read_only ? " (read-only)"
+                                                    : " (none)";
     }
     return out;
   });
