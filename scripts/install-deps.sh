@@ -1,29 +1,46 @@
 #!/usr/bin/env bash
-# Installs what cudrv needs to build, test and document itself on Debian or Ubuntu, when missing:
-# cmake, g++, make, Catch2, Doxygen, nlohmann-json, CLI11, Python's jsonschema (the cudrv-query tests
-# validate its JSON with it) and Open MPI (headers, library and mpirun: the cudrv::mpi component and its
-# tests under mpiexec); for CI's extra build trees (.ci/run, docs/reliability.md): clang (Debian's clang++),
-# libclang-rt-dev (clang's compiler-rt: libFuzzer and the sanitizer runtimes, libclang_rt.fuzzer*.a) and
-# llvm (llvm-symbolizer, which names the frames of clang-built sanitizer reports); clang-format-14 and
-# clang-tidy-14 (scripts/format.sh, scripts/tidy.sh: CI's format check and clang-tidy over src/). g++'s own sanitizer
-# runtimes (libasan, libubsan) come with g++. The CUDA toolkit (with NCCL's header, nccl.h) must already be installed; this
-# script only checks for it.
+# Installs what cudrv needs, when missing, on Debian or Ubuntu.
+#
+#   scripts/install-deps.sh          what a user needs to build cudrv and run its tests (README.md): checks
+#                                    the CUDA toolkit (12.4 or newer; never installed here) and CMake (3.25 or
+#                                    newer); installs cmake, g++, make, Catch2, nlohmann-json and CLI11 (the
+#                                    tests and cudrv-query), Python's jsonschema (the cudrv-query tests validate
+#                                    its JSON with it) and python3-venv; then, in the project's Python
+#                                    environment .venv, the DLPack header and, where no nccl.h is installed,
+#                                    NCCL's header (see below).
+#   scripts/install-deps.sh --ci     also what CI's stages add (.ci/run, docs/reliability.md): Doxygen (the
+#                                    `docs` target and its tests), Open MPI (headers, library and mpirun: the
+#                                    cudrv::mpi component and its tests under mpiexec), clang (Debian's clang++),
+#                                    libclang-rt-dev (libFuzzer and clang's sanitizer runtimes), llvm
+#                                    (llvm-symbolizer for clang-built sanitizer reports), clang-format-14 and
+#                                    clang-tidy-14 (scripts/format.sh, scripts/tidy.sh). g++'s own sanitizer
+#                                    runtimes come with g++.
+#   scripts/install-deps.sh --plot   also matplotlib into .venv, for scripts/plot-examples.py.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
 # Runs apt-get through sudo when not root. Environment:
 #   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
+#   CUDRV_NCCL_INCLUDE_DIR        a folder holding nccl.h (then no NCCL wheel is installed)
 #   CUDRV_SKIP_DEPS=1             do nothing (for machines managed some other way)
-# It also makes the project's Python environment .venv (python3 -m venv, then pip; Debian's pip refuses
-# system-wide installs) and installs the DLPack header into it: the wheel apache-tvm-ffi (pip install
-# --no-deps, about 3 MB) carries dlpack/dlpack.h 1.x, which CMake finds there for <cudrv/dlpack.hpp>
-# (Debian's libdlpack-dev is 0.6, without the versioned struct). Without network the build goes on
-# without DLPack. With --plot it also installs matplotlib into .venv, for scripts/plot-examples.py.
+# .venv is made with python3 -m venv, then pip (Debian's pip refuses system-wide installs):
+# - DLPack: the wheel apache-tvm-ffi (pip install --no-deps, about 3 MB) carries dlpack/dlpack.h 1.x, which
+#   CMake finds there for <cudrv/dlpack.hpp> (Debian's libdlpack-dev is 0.6, without the versioned struct).
+# - NCCL: the NCCL layer (<cudrv/nccl.hpp>) is compiled against nccl.h, which a CUDA toolkit does not bring.
+#   When it is in neither the toolkit, /usr/include, /usr/local/include nor $CUDRV_NCCL_INCLUDE_DIR, NCCL's
+#   wheel for the toolkit's CUDA major version (nvidia-nccl-cu12 or nvidia-nccl-cu13, pip install --no-deps;
+#   a download of about 300 MB, for its header and libnccl.so.2) goes into .venv, where CMake finds
+#   nvidia/nccl/include/nccl.h. --no-nccl skips it.
+# Without network the build goes on without DLPack and without the NCCL layer, and CMake says so.
 set -euo pipefail
 plot=0
+ci=0
+nccl=1
 for arg in "$@"; do
   case "$arg" in
     --plot) plot=1 ;;
-    *) printf 'install-deps: unknown option %s (known: --plot)\n' "$arg" >&2; exit 1 ;;
+    --ci) ci=1 ;;
+    --no-nccl) nccl=0 ;;
+    *) printf 'install-deps: unknown option %s (known: --ci, --plot, --no-nccl)\n' "$arg" >&2; exit 1 ;;
   esac
 done
 
@@ -45,19 +62,16 @@ for candidate in "${CUDAToolkit_ROOT:-}" "${CUDA_PATH:-}" /usr/local/cuda; do
 done
 if [[ -z "$cuda_root" ]]; then
   die "the CUDA toolkit was not found (looked for include/cuda.h under \$CUDAToolkit_ROOT, \$CUDA_PATH and /usr/local/cuda).
-  Install the CUDA toolkit 12.0 or newer (https://developer.nvidia.com/cuda-downloads), or set
+  Install the CUDA toolkit 12.4 or newer (https://developer.nvidia.com/cuda-downloads), or set
   CUDAToolkit_ROOT to its directory. A GPU and a driver are not needed to build."
 fi
-if [[ ! -f "$cuda_root/include/cudaTypedefs.h" ]]; then
-  die "$cuda_root/include/cudaTypedefs.h is missing: the CUDA toolkit at $cuda_root is incomplete or older than 12.0"
+# CUDA_VERSION in cuda.h: 1000 * major + 10 * minor (12040 is 12.4), as CMake's find_package(CUDAToolkit 12.4).
+cuda_version="$(sed -n 's/^#define CUDA_VERSION \([0-9][0-9]*\).*/\1/p' "$cuda_root/include/cuda.h" | head -n 1)"
+if [[ -z "$cuda_version" ]] || ((cuda_version < 12040)); then
+  die "the CUDA toolkit at $cuda_root is CUDA_VERSION ${cuda_version:-?} (cuda.h): cudrv needs 12.4 or newer"
 fi
-# NCCL's header (the NCCL layer is compiled against it; NCCL itself is loaded at run time).
-if [[ ! -f "$cuda_root/include/nccl.h" && ! -f /usr/include/nccl.h && ! -f /usr/local/include/nccl.h &&
-      -z "${CUDRV_NCCL_INCLUDE_DIR:-}" ]]; then
-  die "NCCL's header nccl.h was not found in $cuda_root/include, /usr/include or /usr/local/include.
-  Install NCCL's development files (NVIDIA's libnccl-dev package from the CUDA repository), or pass
-  -DCUDRV_NCCL_INCLUDE_DIR=<folder of nccl.h> to CMake and set CUDRV_NCCL_INCLUDE_DIR here."
-fi
+cuda_major=$((cuda_version / 1000))
+cuda_minor=$((cuda_version % 1000 / 10))
 
 # --- packages ---------------------------------------------------------------------------------------
 # Each entry: the Debian/Ubuntu package, and a check that passes when the tool or headers are present
@@ -110,8 +124,11 @@ present() {
   esac
 }
 
-packages=(cmake g++ make catch2 doxygen nlohmann-json3-dev libcli11-dev python3-jsonschema libopenmpi-dev openmpi-bin
-          python3-venv clang libclang-rt-dev llvm clang-format-14 clang-tidy-14)
+# What a user needs (README.md's commands), then what CI adds (--ci).
+packages=(cmake g++ make catch2 nlohmann-json3-dev libcli11-dev python3-jsonschema python3-venv)
+if [[ "$ci" == 1 ]]; then
+  packages+=(doxygen libopenmpi-dev openmpi-bin clang libclang-rt-dev llvm clang-format-14 clang-tidy-14)
+fi
 missing=()
 for pkg in "${packages[@]}"; do
   if ! have_pkg "$pkg" && ! present "$pkg"; then
@@ -150,7 +167,7 @@ if ((${#missing[@]} > 0)); then
   while IFS= read -r pkg; do
     [[ -z "$pkg" ]] && continue
     if [[ "$optional" == *" $pkg "* ]]; then
-      say "warning: $pkg is not installed; continuing without it (no 'docs' target)"
+      say "warning: $pkg is not installed; continuing without it (doxygen: no 'docs' target; python3-venv: no .venv)"
     else
       required_left+=("$pkg")
     fi
@@ -167,7 +184,8 @@ if [[ -z "$cmake_version" ]] || ! printf '3.25\n%s\n' "$cmake_version" | sort -V
   or the Kitware APT repository https://apt.kitware.com)"
 fi
 
-say "ok: CUDA toolkit at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /'), $(clang++ -dumpversion 2>/dev/null | sed 's/^/clang++ /')"
+say "ok: CUDA toolkit $cuda_major.$cuda_minor at $cuda_root, cmake $cmake_version, $(g++ -dumpfullversion 2>/dev/null | sed 's/^/g++ /')$(
+  [[ "$ci" == 1 ]] && clang++ -dumpversion 2>/dev/null | sed 's/^/, clang++ /')"
 if [[ "$cuda_root" != /usr/local/cuda && "${CUDAToolkit_ROOT:-}" != "$cuda_root" ]]; then
   say "note: the toolkit is not at /usr/local/cuda; export CUDAToolkit_ROOT=$cuda_root before running cmake"
 fi
@@ -191,6 +209,40 @@ elif [[ -n "$(dlpack_header)" ]]; then
   say "ok: DLPack header installed at $(dlpack_header)"
 else
   say "warning: apache-tvm-ffi installed but carries no tvm_ffi/include/dlpack/dlpack.h; building without DLPack"
+fi
+
+# NCCL's header: installed elsewhere, already in .venv, or NCCL's wheel for the toolkit's CUDA major version.
+nccl_elsewhere() {
+  local dir
+  for dir in "$cuda_root/include" /usr/include /usr/local/include "${CUDRV_NCCL_INCLUDE_DIR:-}"; do
+    if [[ -n "$dir" && -f "$dir/nccl.h" ]]; then
+      printf '%s\n' "$dir/nccl.h"
+      return 0
+    fi
+  done
+  return 1
+}
+nccl_header() {
+  compgen -G "$venv/lib/python3*/site-packages/nvidia/nccl/include/nccl.h" | head -n 1
+}
+nccl_wheel="nvidia-nccl-cu$cuda_major"
+if nccl_elsewhere >/dev/null; then
+  say "ok: NCCL header at $(nccl_elsewhere)"
+elif [[ -n "$(nccl_header)" ]]; then
+  say "ok: NCCL header at $(nccl_header)"
+elif [[ "$nccl" == 0 ]]; then
+  say "--no-nccl: no NCCL header; building without the NCCL layer (<cudrv/nccl.hpp>)"
+elif ! make_venv; then
+  say "warning: python3 -m venv $venv failed; building without the NCCL layer (<cudrv/nccl.hpp>)"
+else
+  say "installing $nccl_wheel into $venv for NCCL's header (nccl.h)"
+  if ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$nccl_wheel"; then
+    say "warning: pip could not install $nccl_wheel into $venv (no network?); building without the NCCL layer"
+  elif [[ -n "$(nccl_header)" ]]; then
+    say "ok: NCCL header installed at $(nccl_header)"
+  else
+    say "warning: $nccl_wheel installed but carries no nvidia/nccl/include/nccl.h; building without the NCCL layer"
+  fi
 fi
 
 if [[ "$plot" == 1 ]]; then

@@ -6,7 +6,9 @@
 ///
 /// NCCL is loaded at run time, like the driver: the first call that needs it opens `libnccl.so.2`
 /// with `dlopen` (or the file named by `CUDRV_LIBNCCL`), so nothing links libnccl and a machine without
-/// NCCL gets a @ref cudrv::library_unavailable_error that says so. This header does not include `<nccl.h>`.
+/// NCCL gets a @ref cudrv::library_unavailable_error that says so. This header does not include `<nccl.h>`,
+/// but the layer's source is compiled against it: libcudrv has this header's functions only where CMake
+/// found `nccl.h` when cudrv was built (`CUDRV_WITH_NCCL`; `find_package(cudrv COMPONENTS nccl)` checks).
 ///
 /// Layer: scaleout (docs/design.md, "Source layers").
 #pragma once

@@ -473,6 +473,8 @@ cudrv::device select_device(const node_info& node, device_policy policy) {
 }
 
 // --- the NCCL unique id ----------------------------------------------------------------------------
+// Built with the NCCL layer only (CMake: CUDRV_NCCL_LAYER): nccl::unique_id::generate is part of it.
+#if CUDRV_NCCL_LAYER
 
 namespace {
 
@@ -538,6 +540,8 @@ nccl::unique_id broadcast_unique_id(MPI_Comm comm, int root) {
   std::memcpy(id.bytes.data(), packet.bytes, sizeof(packet.bytes));
   return id;
 }
+
+#endif  // CUDRV_NCCL_LAYER
 
 // --- GPU-aware MPI ---------------------------------------------------------------------------------
 

@@ -5,7 +5,13 @@
 # the tests set when cudrv's build defines those targets).
 #   MODE=install: `cmake --install` of the cudrv build tree into WORK_DIR/prefix, then
 #                 find_package(cudrv) with CMAKE_PREFIX_PATH pointing there.
-#   MODE=subdir:  add_subdirectory(<cudrv source dir>) from the consumer.
+#   MODE=subdir:  add_subdirectory(<cudrv source dir>) from the consumer, which asks for no MPI: the
+#                 consumer checks that cudrv then enables no C language and defines no cudrv_mpi.
+#   MODE=fetch:   FetchContent_Declare(cudrv SOURCE_DIR <cudrv source dir>) and FetchContent_MakeAvailable,
+#                 with CUDRV_WITH_NCCL=OFF: cudrv without its NCCL layer, as where no nccl.h is found,
+#                 must build and say that the layer is skipped (with REQUIRE_MPI, cudrv::mpi too).
+# subdir and fetch: the configure log must have no message for cudrv's own developers (install-deps.sh)
+# and the build log no compiler warning.
 # The consumer runs twice: as is, and with CUDRV_LIBCUDA naming a library that does not exist; it
 # must exit 0 both times and must not link libcuda. With REQUIRE_MPI it also builds and runs app_mpi,
 # through cudrv's mpi component, and checks that app, which links cudrv alone, does not need libmpi.
@@ -24,6 +30,10 @@ function(run)
   endif()
   set(run_output "${out}" PARENT_SCOPE)
 endfunction()
+
+if(MODE STREQUAL "subdir")
+  set(REQUIRE_MPI OFF)  # the subdir consumer asks for no MPI (see above)
+endif()
 
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}")
@@ -90,8 +100,16 @@ if(MODE STREQUAL "install")
   endif()
 elseif(MODE STREQUAL "subdir")
   run("${CMAKE_COMMAND}" ${configure_args} "-DCUDRV_CONSUMER_SUBDIR=${CUDRV_SOURCE_DIR}")
+elseif(MODE STREQUAL "fetch")
+  run("${CMAKE_COMMAND}" ${configure_args} "-DCUDRV_CONSUMER_FETCH=${CUDRV_SOURCE_DIR}" -DCUDRV_WITH_NCCL=OFF)
+  if(NOT run_output MATCHES "cudrv: CUDRV_WITH_NCCL=OFF: the NCCL layer <cudrv/nccl.hpp> and its tests are skipped")
+    message(FATAL_ERROR "configuring cudrv with CUDRV_WITH_NCCL=OFF did not say that the NCCL layer is skipped:\n${run_output}")
+  endif()
 else()
   message(FATAL_ERROR "unknown MODE '${MODE}'")
+endif()
+if(NOT MODE STREQUAL "install" AND run_output MATCHES "install-deps")
+  message(FATAL_ERROR "cudrv as a subproject speaks to its own developers (install-deps.sh):\n${run_output}")
 endif()
 
 # The coexistence program is built when the toolkit has CCCL's package (required then).
@@ -111,6 +129,10 @@ if(REQUIRE_CCCL_INTEROP)
   list(APPEND targets app_cccl)
 endif()
 run("${CMAKE_COMMAND}" --build "${build}" --target ${targets} --parallel 2)
+# cudrv built as a subproject must be warning-free (under the consumer's, or CI's, flags and compiler).
+if(NOT MODE STREQUAL "install" AND run_output MATCHES "[Ww]arning:")
+  message(FATAL_ERROR "building cudrv as a subproject gave compiler warnings:\n${run_output}")
+endif()
 set(binaries "${app}")
 if(REQUIRE_CCCL)
   list(APPEND binaries "${coexist}")

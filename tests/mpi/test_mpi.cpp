@@ -388,6 +388,8 @@ TEST_CASE("select_device: three ranks, two devices", "[mpi][device][fake-driver]
 }
 
 // --- broadcast_unique_id -------------------------------------------------------------------------------
+// Only where cudrv was built with its NCCL layer (CUDRV_TEST_NCCL, set by tests/mpi/CMakeLists.txt).
+#if CUDRV_TEST_NCCL
 
 TEST_CASE("broadcast_unique_id: every rank gets the root's id", "[mpi][nccl]") {
   // NCCL's ncclGetUniqueId needs neither a GPU nor a driver, only the library.
@@ -452,6 +454,7 @@ TEST_CASE("broadcast_unique_id: without NCCL every rank throws", "[mpi][nccl][no
   }
   CHECK(world_errhandler_is_fatal());
 }
+#endif  // CUDRV_TEST_NCCL
 
 // --- gpu_aware -------------------------------------------------------------------------------------------
 
