@@ -180,7 +180,7 @@ enum class device_policy {
 /// (`MPI_Bcast`), for `cudrv::nccl::communicator::init_rank`. Collective over @p comm. When @p root
 /// cannot make the id (no NCCL, NCCL refuses), every rank throws, none waits forever: the root sends
 /// its failure along with the bytes. Part of the NCCL layer: defined only where cudrv was built with it
-/// (see <cudrv/nccl.hpp>).
+/// (see `<cudrv/nccl.hpp>`).
 /// @code
 /// auto id = cudrv::mpi::broadcast_unique_id(MPI_COMM_WORLD);
 /// auto comm = cudrv::nccl::communicator::init_rank(id, node.size, node.rank, dev);
