@@ -20,7 +20,7 @@
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
 # Runs apt-get through sudo when not root. Environment:
 #   CUDAToolkit_ROOT, CUDA_PATH   where the CUDA toolkit is (default /usr/local/cuda)
-#   CUDRV_NCCL_INCLUDE_DIR        a folder holding nccl.h (then no NCCL wheel is installed)
+#   CUDRV_NCCL_INCLUDE_DIR        a folder holding nccl.h (then no NCCL wheel is installed; CMake reads it too)
 #   CUDRV_SKIP_DEPS=1             do nothing (for machines managed some other way)
 # .venv is made with python3 -m venv, then pip (Debian's pip refuses system-wide installs):
 # - DLPack: the wheel apache-tvm-ffi (pip install --no-deps, about 3 MB) carries dlpack/dlpack.h 1.x, which
