@@ -155,6 +155,7 @@ constexpr value_hint value_hints[] = {
     {"--bench-trials", "a whole number from 1 to 1000"},
 };
 
+/// What to give to @p option (a long name), or nullptr for a flag.
 const char* value_hint_for(std::string_view option) {
   for (const value_hint& h : value_hints) {
     if (h.option == option) {
@@ -292,9 +293,9 @@ std::string to_size(std::string& text) {
   return {};
 }
 
-/// The -d values, each split at its commas. Every element must be a selector: an empty one (-d '',
-/// -d 0, or -d 0,,1) is a usage error, as is an element that cannot be one; whether it matches a
-/// device is checked after the driver is loaded.
+/// The -d values, each split at its commas. Every element must be a selector: an empty one ('', '0,',
+/// ',0', '0,,1') is a usage error, as is an element that cannot be one; whether it matches a device is
+/// checked after the driver is loaded.
 bool split_selectors(const std::vector<std::string>& values, std::vector<std::string>& selectors,
                      std::string& problem) {
   for (const std::string& value : values) {
