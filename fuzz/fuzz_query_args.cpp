@@ -6,7 +6,8 @@
 // (CUDRV_LIBCUDA and CUDRV_LIBNVML name files that do not exist, so nothing is loaded on any machine),
 // and its selectors are matched against two made-up devices, whose every view is printed as text and
 // JSON. Output goes to string streams. Invariants: the exit statuses are those of the manual, a usage
-// error writes one line starting "cudrv-query: ", and a driver-less run exits with status 2.
+// error writes one line starting "cudrv-query: " (and on out nothing, or with --json its JSON
+// document), and a driver-less run exits with status 2.
 #include <cstddef>
 #include <cstdint>
 #include <cstdio>
@@ -86,6 +87,12 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     }
     if (*status == cudrv_query::exit_usage && err.str().rfind("cudrv-query: ", 0) != 0) {
       fail("a usage error does not start with 'cudrv-query: '", err.str());
+    }
+    // With --json, a usage error's document; without, nothing on out.
+    const std::string o = out.str();
+    if (*status == cudrv_query::exit_usage && !o.empty() &&
+        (o.rfind("{\n", 0) != 0 || o.find("\"status\": \"usage_error\"") == std::string::npos)) {
+      fail("a usage error printed something other than its JSON document on out", o);
     }
     return 0;
   }

@@ -49,10 +49,19 @@ struct dims {
       : x(static_cast<unsigned>(x_)), y(static_cast<unsigned>(y_)), z(static_cast<unsigned>(z_)) {}
   /// @brief Refused at compile time: a 64-bit (or floating-point, or bool) extent could be truncated
   /// silently; use @ref checked, which refuses what does not fit.
+  ///
+  /// Deleted rather than a body that fails a `static_assert`, so that traits and requires-expressions
+  /// see the refusal (`std::is_convertible_v<std::size_t, dims>` is false). The compiler's error
+  /// points here, and the line it quotes (the one below) names @ref checked; C++26 compilers print
+  /// the reason of `= delete("…")` itself.
   template <class X, class Y = unsigned, class Z = unsigned>
   requires(!(detail::is_extent_type<X> && detail::is_extent_type<Y> && detail::is_extent_type<Z>))
-      dims(X, Y = 1u, Z = 1u)
+      dims(X, Y = 1u, Z = 1u)  // a 64-bit extent could be truncated: use dims::checked(x, y, z)
+#if defined(__cpp_deleted_function) && __cpp_deleted_function >= 202403L
+  = delete ("a 64-bit, floating-point or bool extent could be truncated: use dims::checked(x, y, z)");
+#else
   = delete;
+#endif
   /// @brief @p x_ x @p y_ x @p z_ from 64-bit values, each checked to fit 32 bits.
   /// @throws invalid_argument_error naming the axis and the value when one does not
   [[nodiscard]] static constexpr dims checked(unsigned long long x_, unsigned long long y_ = 1,

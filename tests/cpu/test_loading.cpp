@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <string>
@@ -158,6 +159,51 @@ TEST_CASE("launch_config: defaults, dims and when the extended launch is needed"
   CHECK(cudrv::launch_config{.cooperative = true}.needs_extended_launch());
   CHECK(cudrv::launch_config{.programmatic_stream_serialization = true}.needs_extended_launch());
   CHECK(cudrv::launch_config{.priority = -1}.needs_extended_launch());
+}
+
+namespace {
+// Whether `dims(args...)` compiles, and whether a launch_config's grid can be written from a T.
+template <class... Args>
+constexpr bool dims_from = requires(Args... args) {
+  cudrv::dims(args...);
+};
+template <class T>
+constexpr bool grid_from = requires(T t) {
+  cudrv::launch_config{.grid = t};
+};
+}  // namespace
+
+TEST_CASE("dims: integers of at most 32 bits convert, wider ones only through dims::checked", "[loading]") {
+  // Accepted: what fits in unsigned (a negative int is refused at launch, with the limit named).
+  STATIC_REQUIRE(std::is_convertible_v<int, cudrv::dims>);
+  STATIC_REQUIRE(std::is_convertible_v<unsigned, cudrv::dims>);
+  STATIC_REQUIRE(std::is_convertible_v<short, cudrv::dims>);
+  STATIC_REQUIRE(std::is_convertible_v<std::uint8_t, cudrv::dims>);
+  STATIC_REQUIRE(dims_from<int, unsigned, short>);
+  STATIC_REQUIRE(dims_from<unsigned, unsigned>);
+  STATIC_REQUIRE(grid_from<int>);
+  STATIC_REQUIRE(grid_from<std::uint32_t>);
+  // Refused, by traits and requires-expressions alike (the overload is deleted, so they see it): 64-bit,
+  // floating-point and bool extents, in any position.
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<std::size_t, cudrv::dims>);
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudrv::dims, std::size_t>);
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudrv::dims, long long>);
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudrv::dims, std::uint64_t, int>);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<double, cudrv::dims>);
+  STATIC_REQUIRE_FALSE(std::is_convertible_v<bool, cudrv::dims>);
+  STATIC_REQUIRE_FALSE(dims_from<int, std::size_t>);
+  STATIC_REQUIRE_FALSE(dims_from<int, int, long long>);
+  STATIC_REQUIRE_FALSE(dims_from<float, int>);
+  STATIC_REQUIRE_FALSE(grid_from<std::size_t>);
+  STATIC_REQUIRE_FALSE(grid_from<long>);
+  // dims::checked takes 64-bit values and refuses, at run time, what does not fit 32 bits.
+  STATIC_REQUIRE(std::is_same_v<decltype(cudrv::dims::checked(std::size_t{1})), cudrv::dims>);
+  const std::size_t n = (std::size_t{1} << 33) + 255;
+  CHECK(cudrv::dims::checked(n / 256, 2) == cudrv::dims(33554432u, 2u, 1u));
+  CHECK(cudrv::dims::checked(0xFFFFFFFFull).x == 0xFFFFFFFFu);
+  auto e = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::dims::checked(1, 1, n); });
+  REQUIRE(e);
+  CHECK(contains(e->what(), "extent z = " + std::to_string(n)));
 }
 
 TEST_CASE("typed kernels: arity and parameter types are part of the type", "[loading]") {

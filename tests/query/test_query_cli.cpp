@@ -10,6 +10,8 @@
 #include <sstream>
 #include <streambuf>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "query.hpp"
@@ -26,6 +28,17 @@ void require_one_error_line(const query_test::process_result& r) {
   INFO("stderr: " << r.err);
   REQUIRE(query_test::line_count(r.err) == 1);
   CHECK(r.err.rfind("cudrv-query: ", 0) == 0);
+}
+
+// None of CLI11's own phrases: the tool says what went wrong in its own words.
+void require_no_cli11_wording(const std::string& err) {
+  INFO("stderr: " << err);
+  for (const char* phrase :
+       {"was not expected", "were not expected", "not recognized", "Allowed values", "required", "missing", "excludes",
+        "requires", "Could not convert", "Should be true/false", "not in {", "Value ", "ValidationError"}) {
+    INFO(phrase);
+    CHECK_FALSE(contains(err, phrase));
+  }
 }
 
 }  // namespace
@@ -77,6 +90,14 @@ TEST_CASE("usage errors exit with status 1 and one line on stderr, before the dr
       {"-d", "foo"},
       {"-d", "0,GPU-xyz"},
       {"--device", "0000:c1:00.9"},
+      {"-d", ""},
+      {"-d", "0,"},
+      {"-d", ",0"},
+      {"-d", "0,,1"},
+      {"--device=0,"},
+      {"--details=maybe"},
+      {"--bench", "--bench-iterations", "ten"},
+      {"--", "--json"},
   };
   for (const auto& args : bad) {
     std::string joined;
@@ -88,7 +109,201 @@ TEST_CASE("usage errors exit with status 1 and one line on stderr, before the dr
     CHECK(r.out.empty());
     require_one_error_line(r);
     CHECK(contains(r.err, "--help"));
+    require_no_cli11_wording(r.err);
   }
+}
+
+TEST_CASE("usage errors are said in the tool's words, not CLI11's", "[query][cli]") {
+  const std::string hint = " (run with --help for usage)\n";
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--no-such-option"}, "unknown option '--no-such-option'"},
+      {{"--no-such-option=3", "--details"}, "unknown option '--no-such-option'"},
+      {{"extra-argument"}, "unexpected argument 'extra-argument': cudrv-query takes no positional arguments"},
+      {{"one", "two", "three"},
+       "unexpected argument 'one': cudrv-query takes no positional arguments (and 2 more unexpected arguments)"},
+      {{"-d"},
+       "--device needs a value: an ordinal (0), a UUID or its prefix (GPU-8f3a) or a PCI bus id (0000:c1:00.0)"},
+      {{"--color"}, "--color needs a value: auto, always or never"},
+      {{"--color", "purple"}, "--color: 'purple' is not auto, always or never"},
+      {{"--bench", "--bench-size", "12Q"},
+       "--bench-size: '12Q' is not a size: give a size in bytes, optionally with a unit K, M, G or T (powers of "
+       "1024), e.g. 64M"},
+      {{"--bench", "--bench-size", "0"}, "--bench-size: '0' is out of range: give 1 byte to 1T"},
+      {{"--bench", "--bench-size", "2T"}, "--bench-size: '2T' is out of range: give 1 byte to 1T"},
+      {{"--bench", "--bench-iterations", "0"},
+       "--bench-iterations: '0' is out of range: give a whole number from 1 "
+       "to 100000"},
+      {{"--bench", "--bench-trials", "1.5"},
+       "--bench-trials: '1.5' is not a whole number: give a whole number from 1 to 1000"},
+      {{"--details", "--p2p"}, "--details and --p2p cannot be combined: one view at a time"},
+      {{"--bench-size", "1M"}, "--bench-size applies to --bench only: add --bench"},
+      {{"--details=maybe"}, "--details takes no value (give --details alone)"},
+  };
+  for (const auto& [args, message] : cases) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("cudrv-query " << joined);
+    auto r = run_query(args, {no_driver});
+    CHECK(r.exit_code == 1);
+    CHECK(r.out.empty());
+    CHECK(r.err == "cudrv-query: " + message + hint);
+  }
+}
+
+TEST_CASE("option --bench-size takes bytes with the units K, M, G and T, powers of 1024", "[query][cli]") {
+  const std::vector<std::pair<std::string, std::size_t>> sizes = {
+      {"1", 1},           {"4096", 4096},      {"64M", std::size_t{64} << 20}, {"64m", std::size_t{64} << 20},
+      {"64MB", 64 << 20}, {"64MiB", 64 << 20}, {"1G", std::size_t{1} << 30},   {"1T", std::size_t{1} << 40},
+      {"2k", 2048},       {"100b", 100},
+  };
+  for (const auto& [text, bytes] : sizes) {
+    INFO("--bench-size " << text);
+    const char* argv[] = {"cudrv-query", "--bench", "--bench-size", text.c_str()};
+    std::ostringstream out;
+    std::ostringstream err;
+    auto parsed = cudrv_query::parse_command_line(4, argv, out, err);
+    INFO("stderr: " << err.str());
+    REQUIRE(std::holds_alternative<cudrv_query::command_line>(parsed));
+    CHECK(std::get<cudrv_query::command_line>(parsed).bench.size == bytes);
+  }
+}
+
+TEST_CASE("with --json a usage error also prints the JSON document that says so", "[query][cli]") {
+  const std::vector<std::vector<std::string>> bad = {
+      {"--json", "--no-such-option"},
+      {"extra-argument", "--json"},
+      {"--json", "-d"},
+      {"--json", "--details", "--p2p"},
+      {"--json", "--color", "purple"},
+      {"--json", "-d", "0,"},
+      {"--json", "--bench", "--bench-size", "12Q"},
+      {"--json", "-d", "foo"},
+      {"--json", "--no-progress"},
+      {"--json=true", "-d", ""},
+  };
+  for (const auto& args : bad) {
+    std::string joined;
+    for (const auto& a : args) joined += a + " ";
+    INFO("cudrv-query " << joined);
+    auto r = run_query(args, {no_driver});
+    CHECK(r.exit_code == 1);
+    require_one_error_line(r);
+    require_no_cli11_wording(r.err);
+    REQUIRE_SCHEMA_VALID(r.out);
+    nlohmann::json j = query_test::parse(r.out);
+    CHECK(j["schema_version"] == 1);
+    CHECK(j["tool"]["name"] == "cudrv-query");
+    CHECK(j["tool"]["version"] == CUDRV_TEST_VERSION);
+    CHECK(j["status"] == "usage_error");
+    CHECK(j["exit_code"] == 1);
+    // The message is the line on stderr, without the prefix and the pointer to --help.
+    const std::string line = r.err.substr(0, r.err.size() - 1);
+    CHECK("cudrv-query: " + j["error"]["message"].get<std::string>() + " (run with --help for usage)" == line);
+    // Nothing was run: no view, no driver, no devices.
+    for (const char* key : {"view", "driver", "toolkit", "devices", "device_count", "environment"}) {
+      INFO(key);
+      CHECK_FALSE(j.contains(key));
+    }
+  }
+  // The same usage error without --json prints nothing on stdout (checked above); with the --json after
+  // "--" it is an argument, not the option.
+  auto after = run_query({"--", "--json"}, {no_driver});
+  CHECK(after.exit_code == 1);
+  CHECK(after.out.empty());
+  auto off = run_query({"--json=false", "--no-such-option"}, {no_driver});
+  CHECK(off.exit_code == 1);
+  CHECK(off.out.empty());
+}
+
+TEST_CASE("option --version --json prints the versions as a JSON document", "[query][cli]") {
+  for (const std::vector<std::string>& args :
+       {std::vector<std::string>{"--version", "--json"}, std::vector<std::string>{"--json", "--version"}}) {
+    INFO("cudrv-query " << args[0] << " " << args[1]);
+    auto r = run_query(args, {no_driver});
+    REQUIRE(r.exit_code == 0);
+    CHECK(r.err.empty());
+    REQUIRE_SCHEMA_VALID(r.out);
+    nlohmann::json j = query_test::parse(r.out);
+    CHECK(j["schema_version"] == 1);
+    CHECK(j["view"] == "version");
+    CHECK(j["status"] == "ok");
+    CHECK(j["exit_code"] == 0);
+    CHECK(j["tool"]["version"] == CUDRV_TEST_VERSION);
+    CHECK(j["library"]["name"] == "cudrv");
+    CHECK(j["library"]["version"] == CUDRV_TEST_VERSION);
+    CHECK(j["driver"]["available"] == false);
+    CHECK_FALSE(j["driver"].contains("cuda_version"));
+    CHECK(contains(j["driver"]["unavailable_reason"].get<std::string>(), "/nonexistent/libcuda.so.1"));
+    CHECK(j["toolkit"]["cuda_version"] == CUDA_VERSION);
+    CHECK(j["toolkit"]["cuda_version_string"] ==
+          std::to_string(CUDA_VERSION / 1000) + "." + std::to_string(CUDA_VERSION % 1000 / 10));
+    CHECK_FALSE(j.contains("devices"));
+  }
+}
+
+TEST_CASE("the documents of --version and of a usage error agree with the text and with the schema", "[query][cli]") {
+  cudrv_query::version_info v;
+  v.tool = "1.2.3";
+  v.library = "1.2.4";
+  v.driver_available = true;
+  v.driver_version = 13000;
+  v.driver_library = "/usr/lib/libcuda.so.1";
+  v.toolkit_version = 12090;
+  CHECK(cudrv_query::version_text(v) ==
+        "cudrv-query 1.2.3\ncudrv library: 1.2.4\nCUDA driver: CUDA 13.0\nCUDA toolkit (built with): CUDA 12.9");
+  const std::string doc = cudrv_query::version_to_json(v);
+  REQUIRE_SCHEMA_VALID(doc);
+  nlohmann::json j = query_test::parse(doc);
+  CHECK(j["tool"]["version"] == "1.2.3");
+  CHECK(j["library"]["version"] == "1.2.4");
+  CHECK(j["driver"] == nlohmann::json{{"available", true},
+                                      {"cuda_version", 13000},
+                                      {"cuda_version_string", "13.0"},
+                                      {"library", "/usr/lib/libcuda.so.1"}});
+  CHECK(j["toolkit"]["cuda_version_string"] == "12.9");
+
+  const std::string error = cudrv_query::usage_error_to_json("unknown option '--x'");
+  REQUIRE_SCHEMA_VALID(error);
+  CHECK(query_test::parse(error)["error"]["message"] == "unknown option '--x'");
+  // The schema tells the kinds apart: a usage error with a view, or a version document with devices,
+  // is none of them.
+  nlohmann::json wrong = query_test::parse(error);
+  wrong["view"] = "summary";
+  bool valid = true;
+  query_test::validate(wrong.dump(), valid);
+  CHECK_FALSE(valid);
+  wrong = j;
+  wrong["devices"] = nlohmann::json::array();
+  query_test::validate(wrong.dump(), valid);
+  CHECK_FALSE(valid);
+}
+
+TEST_CASE("option -d: every comma-separated element must be a selector, an empty one anywhere refused",
+          "[query][cli]") {
+  for (const std::string& list : {std::string(""), std::string("0,"), std::string(",0"), std::string("0,,1"),
+                                  std::string(","), std::string("GPU-8f3a,")}) {
+    INFO("-d '" << list << "'");
+    auto r = run_query({"-d", list}, {no_driver});
+    CHECK(r.exit_code == 1);
+    CHECK(r.err == "cudrv-query: --device: an empty selector in '" + list +
+                       "' (selectors are separated by single commas, e.g. -d 0,1) (run with --help for usage)\n");
+  }
+  // An empty -d among good ones is refused too.
+  auto r = run_query({"-d", "0", "-d", ""}, {no_driver});
+  CHECK(r.exit_code == 1);
+  CHECK(contains(r.err, "an empty selector in ''"));
+
+  // A good list is split in order, each element kept as given; it passes the parse (without a driver the
+  // run then exits 2).
+  const char* argv[] = {"cudrv-query", "-d", "1,GPU-8f3a,0000:c1:00.0", "--device", "0"};
+  std::ostringstream out;
+  std::ostringstream err;
+  auto parsed = cudrv_query::parse_command_line(5, argv, out, err);
+  INFO("stderr: " << err.str());
+  REQUIRE(std::holds_alternative<cudrv_query::command_line>(parsed));
+  CHECK(std::get<cudrv_query::command_line>(parsed).selectors ==
+        std::vector<std::string>{"1", "GPU-8f3a", "0000:c1:00.0", "0"});
+  CHECK(run_query({"-d", "0,1"}, {no_driver}).exit_code == 2);
 }
 
 TEST_CASE("without a driver every view exits 2 with one line on stderr", "[query][cli]") {

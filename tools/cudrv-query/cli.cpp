@@ -3,19 +3,24 @@
 //
 // Exit statuses are listed in query.hpp (exit_status), the --help footer and the manual. Every
 // failure prints one line on err starting "cudrv-query: "; with --json a JSON document that says
-// what went wrong is printed on out as well (except for command lines that cannot be parsed).
+// what went wrong is printed on out as well, also for a command line that cannot be parsed (CLI11's
+// own messages are replaced by the tool's: see usage_message()).
 // Nothing here exits the process: --help, --version and usage errors return their status, so that
 // the fuzz target fuzz/fuzz_query_args.cpp can call parse_command_line() and run() in-process.
 #include <algorithm>
+#include <cctype>
 #include <cerrno>
+#include <charconv>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
 #include <ostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 #include <cudrv/driver.hpp>
@@ -62,7 +67,8 @@ constexpr const char* footer_text =
     "  CUDRV_LIBNVRTC        the NVRTC library to load (see the cudrv documentation)\n"
     "\n"
     "JSON: --json prints one document (schema_version 1, docs/cudrv-query.schema.json) for every view,\n"
-    "also when the run fails (status, exit_code and error say why).";
+    "also when the run fails (status, exit_code and error say why), a usage error included; with\n"
+    "--version it prints the versions as a document.";
 
 /// The system's reason for a failed write, when errno holds one a write gives (a full disk, a pipe
 /// without a reader, a closed descriptor); nullptr for anything else, which a later call may have left.
@@ -123,28 +129,233 @@ int finish(std::ostream& out, std::ostream& err, const system_info& info, view v
 
 // --version: the tool (its headers), the linked library, the driver's CUDA version (loading the
 // driver if there is one) and the toolkit the tool was compiled with.
-std::string version_text() {
-  std::string out = std::string("cudrv-query ") + CUDRV_VERSION_STRING + "\n";
-  out += std::string("cudrv library: ") + cudrv::version_string() + "\n";
-  const int driver = cudrv::driver::version();
-  out += "CUDA driver: " + (driver > 0 ? "CUDA " + format_cuda_version(driver) : std::string("not available")) + "\n";
-  out += "CUDA toolkit (built with): CUDA " + format_cuda_version(CUDA_VERSION);
-  return out;
+version_info read_versions() {
+  version_info v;
+  v.tool = CUDRV_VERSION_STRING;
+  v.library = cudrv::version_string();
+  v.driver_available = cudrv::driver::available();
+  v.driver_version = cudrv::driver::version();
+  v.driver_library = cudrv::driver::library_path();
+  if (!v.driver_available) {
+    v.unavailable_reason = cudrv::driver::unavailable_reason();
+  }
+  return v;
+}
+
+/// What the value of each option is, for the messages of a missing or a bad value.
+struct value_hint {
+  std::string_view option;  ///< the long name, as CLI11 names it in its errors
+  const char* value;        ///< what to give
+};
+constexpr value_hint value_hints[] = {
+    {"--device", "an ordinal (0), a UUID or its prefix (GPU-8f3a) or a PCI bus id (0000:c1:00.0)"},
+    {"--color", "auto, always or never"},
+    {"--bench-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 64M"},
+    {"--bench-iterations", "a whole number from 1 to 100000"},
+    {"--bench-trials", "a whole number from 1 to 1000"},
+};
+
+/// What to give to @p option (a long name), or nullptr for a flag.
+const char* value_hint_for(std::string_view option) {
+  for (const value_hint& h : value_hints) {
+    if (h.option == option) {
+      return h.value;
+    }
+  }
+  return nullptr;
+}
+
+/// The first option CLI11 names in its message ("--color: …", "Could not convert: --details = …"),
+/// or empty.
+std::string_view option_named_in(std::string_view message) {
+  for (std::size_t at = 0; at + 1 < message.size(); ++at) {
+    const bool word_start = at == 0 || message[at - 1] == ' ';
+    const auto next = static_cast<unsigned char>(message[at + 1]);
+    if (word_start && message[at] == '-' && (next == '-' || std::isalpha(next) != 0)) {
+      const std::size_t end = message.find_first_of(" :,=", at);
+      return message.substr(at, end == std::string_view::npos ? std::string_view::npos : end - at);
+    }
+  }
+  return {};
+}
+
+/// Arguments CLI11 left over (allow_extras): an unknown option or a positional argument.
+std::string unexpected_arguments_message(const std::vector<std::string>& rest) {
+  const std::string& first = rest.front();
+  std::string message = first.size() > 1 && first[0] == '-'
+                            ? "unknown option '" + first.substr(0, first.find('=')) + "'"
+                            : "unexpected argument '" + first + "': cudrv-query takes no positional arguments";
+  if (rest.size() > 1) {
+    message +=
+        " (and " + std::to_string(rest.size() - 1) + " more unexpected argument" + (rest.size() > 2 ? "s" : "") + ")";
+  }
+  return message;
+}
+
+/// The tool's message for a CLI11 parse error, without the "cudrv-query: " prefix: CLI11's wording
+/// ("The following argument was not expected", "… unit not recognized. Allowed values: {…}") is
+/// replaced. The validators of the options write their own messages (bad values); this handles a
+/// missing value, a value given to a flag, views combined and a --bench-… option without --bench.
+std::string usage_message(const CLI::ParseError& e) {
+  const std::string what = e.what();
+  const std::string_view option = option_named_in(what);
+  if (dynamic_cast<const CLI::ValidationError*>(&e) != nullptr) {
+    return what;  // "--color: " + the message of a validator below
+  }
+  if (dynamic_cast<const CLI::ArgumentMismatch*>(&e) != nullptr && !option.empty()) {
+    const char* hint = value_hint_for(option);
+    return std::string(option) + " needs a value" + (hint != nullptr ? std::string(": ") + hint : std::string());
+  }
+  if (dynamic_cast<const CLI::ConversionError*>(&e) != nullptr && !option.empty()) {
+    return std::string(option) + " takes no value (give " + std::string(option) + " alone)";
+  }
+  if (dynamic_cast<const CLI::ExcludesError*>(&e) != nullptr) {
+    if (const std::size_t at = what.find(" excludes "); at != std::string::npos) {
+      return what.substr(0, at) + " and " + what.substr(at + 10) + " cannot be combined: one view at a time";
+    }
+  }
+  if (dynamic_cast<const CLI::RequiresError*>(&e) != nullptr) {
+    if (const std::size_t at = what.find(" requires "); at != std::string::npos) {
+      return what.substr(0, at) + " applies to " + what.substr(at + 10) + " only: add " + what.substr(at + 10);
+    }
+  }
+  return what;
+}
+
+/// Whether the command line asks for JSON: an argument "--json" (or "--json=" and a true value) before
+/// any "--". Read from argv, not from CLI11's result, so that a command line CLI11 refuses part-way
+/// still gets its document.
+bool asks_for_json(int argc, const char* const* argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i] != nullptr ? argv[i] : "";
+    if (arg == "--") {
+      return false;
+    }
+    if (arg == "--json") {
+      return true;
+    }
+    if (arg.rfind("--json=", 0) == 0) {  // --json=true, --json=0: a flag's value, read as CLI11 reads it
+      try {
+        return CLI::detail::to_flag_value(std::string(arg.substr(7))) > 0;
+      } catch (const std::exception&) {
+        return false;  // not a flag value: a usage error, in text
+      }
+    }
+  }
+  return false;
+}
+
+/// A validator's result: empty when @p text is a whole number in [@p min, @p max], else what is wrong.
+std::string check_count(const std::string& text, long long min, long long max) {
+  long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  const std::string range = "give a whole number from " + std::to_string(min) + " to " + std::to_string(max);
+  if (text.empty() || ec == std::errc::invalid_argument || end != text.data() + text.size()) {
+    return "'" + text + "' is not a whole number: " + range;
+  }
+  if (ec == std::errc::result_out_of_range || value < min || value > max) {
+    return "'" + text + "' is out of range: " + range;
+  }
+  return {};
+}
+
+/// The transform of --bench-size: "64M" (units K, M, G, T, any case, with an optional B or iB,
+/// powers of 1024) becomes its number of bytes; a value that is not a size, or is 0 or above 1 TiB,
+/// gets a message.
+std::string to_size(std::string& text) {
+  std::size_t digits = 0;
+  while (digits < text.size() && std::isdigit(static_cast<unsigned char>(text[digits])) != 0) {
+    ++digits;
+  }
+  std::string unit;
+  for (char c : text.substr(digits)) {
+    unit += static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  }
+  int shift = -1;
+  for (const auto& [name, bits] :
+       {std::pair<const char*, int>{"", 0}, {"b", 0}, {"k", 10}, {"m", 20}, {"g", 30}, {"t", 40}}) {
+    const std::string n = name;
+    if (unit == n || (!n.empty() && n != "b" && (unit == n + "b" || unit == n + "ib"))) {
+      shift = bits;
+    }
+  }
+  const char* sizes = ": give a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 64M";
+  unsigned long long value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + digits, value);
+  if (digits == 0 || shift < 0) {
+    return "'" + text + "' is not a size" + sizes;
+  }
+  constexpr unsigned long long max = 1ULL << 40;
+  if (ec != std::errc() || end != text.data() + digits || value == 0 || value > (max >> shift)) {
+    return "'" + text + "' is out of range: give 1 byte to 1T";
+  }
+  text = std::to_string(value << shift);
+  return {};
+}
+
+/// The -d values, each split at its commas. Every element must be a selector: an empty one ('', '0,',
+/// ',0', '0,,1') is a usage error, as is an element that cannot be one; whether it matches a device is
+/// checked after the driver is loaded.
+bool split_selectors(const std::vector<std::string>& values, std::vector<std::string>& selectors,
+                     std::string& problem) {
+  for (const std::string& value : values) {
+    std::size_t start = 0;
+    while (true) {
+      const std::size_t comma = value.find(',', start);
+      std::string element = value.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+      if (element.empty()) {
+        problem =
+            "--device: an empty selector in '" + value + "' (selectors are separated by single commas, e.g. -d 0,1)";
+        return false;
+      }
+      std::string why;
+      if (!parse_selector(element, why)) {
+        problem = "--device: " + why;
+        return false;
+      }
+      selectors.push_back(std::move(element));
+      if (comma == std::string::npos) {
+        break;
+      }
+      start = comma + 1;
+    }
+  }
+  return true;
 }
 
 }  // namespace
 
+std::string version_text(const version_info& v) {
+  std::string out = "cudrv-query " + v.tool + "\n";
+  out += "cudrv library: " + v.library + "\n";
+  out += "CUDA driver: " +
+         (v.driver_version > 0 ? "CUDA " + format_cuda_version(v.driver_version) : std::string("not available")) + "\n";
+  out += "CUDA toolkit (built with): CUDA " + format_cuda_version(v.toolkit_version);
+  return out;
+}
+
 std::variant<command_line, int> parse_command_line(int argc, const char* const* argv, std::ostream& out,
                                                    std::ostream& err) {
-  CLI::App app{description, "cudrv-query"};
-  app.set_version_flag("--version", version_text,
-                       "Print the versions of cudrv-query, the cudrv library, the driver and the toolkit, and exit");
-  app.footer(footer_text);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return std::string("cudrv-query: ") + e.what() + " (run with --help for usage)\n";
-  });
+  const bool json_wanted = asks_for_json(argc, argv);
+  // Every usage error: one line on err, and with --json the document that says so on out.
+  auto usage_error = [&](std::string message) {
+    std::replace(message.begin(), message.end(), '\n', ' ');
+    err << "cudrv-query: " << message << " (run with --help for usage)\n";
+    if (json_wanted) {
+      out << usage_error_to_json(message);
+    }
+    return static_cast<int>(exit_usage);
+  };
 
-  std::vector<std::string> selectors;
+  CLI::App app{description, "cudrv-query"};
+  // The text is printed when CallForVersion is caught below, as JSON with --json.
+  app.set_version_flag(
+      "--version", [] { return std::string(); },
+      "Print the versions of cudrv-query, the cudrv library, the driver and the toolkit (JSON with --json), and exit");
+  app.footer(footer_text);
+  app.allow_extras();  // unknown arguments are reported below, in the tool's words
+
+  std::vector<std::string> device_values;
   bool details = false;
   bool p2p = false;
   bool bench = false;
@@ -153,51 +364,62 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   bench_options bench_opts;
   bool no_progress = false;
 
-  app.add_option("-d,--device", selectors, "Only these devices: ordinal, UUID (prefix) or PCI bus id")
-      ->delimiter(',')
-      ->type_name("SELECTOR");
+  app.add_option("-d,--device", device_values, "Only these devices: ordinal, UUID (prefix) or PCI bus id")
+      ->type_name("SELECTOR[,SELECTOR...]");
   auto* details_flag = app.add_flag("--details", details, "Every attribute of each device, grouped");
   auto* p2p_flag = app.add_flag("--p2p", p2p, "The peer-access matrix and P2P attributes");
   auto* bench_flag = app.add_flag("--bench", bench, "Measure copy bandwidths and launch latency");
   details_flag->excludes(p2p_flag)->excludes(bench_flag);
   p2p_flag->excludes(bench_flag);
-  app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text");
+  app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text, also for failures");
   app.add_option("--color", color, "Colours in the text output: auto (a terminal, NO_COLOR unset), always, never")
-      ->check(CLI::IsMember({"auto", "always", "never"}));
+      ->type_name("WHEN")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return v == "auto" || v == "always" || v == "never" ? std::string()
+                                                                : "'" + v + "' is not auto, always or never";
+          },
+          ""));
   app.add_option("--bench-size", bench_opts.size, "Bytes per copy for --bench, e.g. 64M, 1G (default 64M)")
-      ->transform(CLI::AsSizeValue(false))
-      ->check(CLI::Range(std::size_t{1}, std::size_t{1} << 40))
+      ->type_name("BYTES")
+      ->transform(CLI::Validator(to_size, ""))
       ->needs(bench_flag);
   app.add_option("--bench-iterations", bench_opts.iterations, "Copies per timed trial (x100 launches; default 10)")
-      ->check(CLI::Range(1, 100000))
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 100000); }, ""))
       ->needs(bench_flag);
   app.add_option("--bench-trials", bench_opts.trials, "Timed trials; the median is reported (default 5)")
-      ->check(CLI::Range(1, 1000))
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
       ->needs(bench_flag);
   app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench")->needs(bench_flag);
 
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    // --help and --version arrive here too, with exit code 0.
+  } catch (const CLI::CallForVersion&) {
+    const version_info versions = read_versions();
+    out << (json_wanted ? version_to_json(versions) : version_text(versions) + "\n");
+    return exit_ok;
+  } catch (const CLI::Success& e) {  // --help
     return app.exit(e, out, err) == 0 ? exit_ok : exit_usage;
+  } catch (const CLI::ParseError& e) {
+    return usage_error(usage_message(e));
+  }
+  if (!app.remaining().empty()) {
+    return usage_error(unexpected_arguments_message(app.remaining()));
   }
   command_line cmd;
-  cmd.selectors = std::move(selectors);
+  // A selector that cannot be one is a usage error before the driver is loaded (as the other bad
+  // arguments are); whether it matches a device is checked after.
+  std::string problem;
+  if (!split_selectors(device_values, cmd.selectors, problem)) {
+    return usage_error(problem);
+  }
   cmd.json = json;
   cmd.color = std::move(color);
   cmd.bench = bench_opts;
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
-  // A selector that cannot be one is a usage error before the driver is loaded (as the other bad
-  // arguments are); whether it matches a device is checked after.
-  for (const std::string& text : cmd.selectors) {
-    std::string problem;
-    if (!parse_selector(text, problem)) {
-      err << "cudrv-query: --device: " << problem << " (run with --help for usage)\n";
-      return exit_usage;
-    }
-  }
   return cmd;
 }
 

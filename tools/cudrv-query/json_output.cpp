@@ -132,16 +132,57 @@ const char* status_name(exit_status s) {
   return "cuda_error";
 }
 
-}  // namespace
-
-std::string to_json(const system_info& info, view v, const failure* error) {
+/// The keys every document starts with: the schema, the tool, the view (none when the command line
+/// could not be parsed) and how the run ended.
+json document_head(const char* view, exit_status status) {
   json doc;
   doc["schema_version"] = json_schema_version;
   doc["tool"] = json{{"name", "cudrv-query"}, {"version", CUDRV_VERSION_STRING}};
-  doc["view"] = view_name(v);
-  exit_status status = error != nullptr ? error->status : exit_ok;
+  if (view != nullptr) doc["view"] = view;
   doc["status"] = status_name(status);
   doc["exit_code"] = static_cast<int>(status);
+  return doc;
+}
+
+/// The `driver` object: what was loaded (or why not) and the CUDA version it supports.
+json driver_json(bool available, int version, const std::string& library, const std::string& kernel_version,
+                 const std::string& unavailable_reason) {
+  json driver;
+  driver["available"] = available;
+  if (version > 0) {
+    driver["cuda_version"] = version;
+    driver["cuda_version_string"] = format_cuda_version(version);
+  }
+  if (!library.empty()) driver["library"] = library;
+  if (!kernel_version.empty()) driver["kernel_driver_version"] = kernel_version;
+  if (!available) driver["unavailable_reason"] = unavailable_reason;
+  return driver;
+}
+
+/// Serialised with two spaces; strings from the environment, dlerror or the driver need not be
+/// UTF-8: invalid bytes become U+FFFD.
+std::string serialise(const json& doc) { return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
+
+}  // namespace
+
+std::string version_to_json(const version_info& v) {
+  json doc = document_head("version", exit_ok);
+  doc["tool"]["version"] = v.tool;
+  doc["library"] = json{{"name", "cudrv"}, {"version", v.library}};
+  doc["driver"] = driver_json(v.driver_available, v.driver_version, v.driver_library, "", v.unavailable_reason);
+  doc["toolkit"] = version_json(v.toolkit_version);
+  return serialise(doc);
+}
+
+std::string usage_error_to_json(const std::string& message) {
+  json doc = document_head(nullptr, exit_usage);
+  doc["error"] = json{{"message", message}};
+  return serialise(doc);
+}
+
+std::string to_json(const system_info& info, view v, const failure* error) {
+  const exit_status status = error != nullptr ? error->status : exit_ok;
+  json doc = document_head(view_name(v), status);
   if (error != nullptr && status != exit_ok) {
     json e;
     e["message"] = error->message;
@@ -149,16 +190,8 @@ std::string to_json(const system_info& info, view v, const failure* error) {
     doc["error"] = e;
   }
 
-  json driver;
-  driver["available"] = info.driver_available;
-  if (info.driver_version > 0) {
-    driver["cuda_version"] = info.driver_version;
-    driver["cuda_version_string"] = format_cuda_version(info.driver_version);
-  }
-  if (!info.driver_library.empty()) driver["library"] = info.driver_library;
-  if (!info.nvml.driver_version.empty()) driver["kernel_driver_version"] = info.nvml.driver_version;
-  if (!info.driver_available) driver["unavailable_reason"] = info.unavailable_reason;
-  doc["driver"] = driver;
+  doc["driver"] = driver_json(info.driver_available, info.driver_version, info.driver_library, info.nvml.driver_version,
+                              info.unavailable_reason);
   doc["toolkit"] = version_json(info.toolkit_version);
 
   json nvrtc;
@@ -242,8 +275,7 @@ std::string to_json(const system_info& info, view v, const failure* error) {
     bench["p2p"] = pairs;
     doc["bench"] = bench;
   }
-  // Strings from the environment, dlerror or the driver need not be UTF-8: invalid bytes become U+FFFD.
-  return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n";
+  return serialise(doc);
 }
 
 }  // namespace cudrv_query

@@ -257,6 +257,28 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
 /// The JSON document of a view, serialised (two-space indent, a final newline).
 [[nodiscard]] std::string to_json(const system_info& info, view v, const failure* error);
 
+/// What --version reports: the tool, the library it is linked with, the driver and the toolkit.
+struct version_info {
+  std::string tool;                    ///< cudrv-query's version (the cudrv headers it was built with)
+  std::string library;                 ///< the linked cudrv library's version
+  bool driver_available = false;       ///< libcuda loaded and cuInit succeeded
+  int driver_version = 0;              ///< CUDA version of the driver; 0 when unknown
+  std::string driver_library;          ///< path of the loaded libcuda
+  std::string unavailable_reason;      ///< why not, when !driver_available
+  int toolkit_version = CUDA_VERSION;  ///< the CUDA toolkit cudrv-query was built with
+};
+
+/// The text of --version: four lines ("cudrv-query X", "cudrv library: X", "CUDA driver: …",
+/// "CUDA toolkit (built with): CUDA X"), without a final newline.
+[[nodiscard]] std::string version_text(const version_info& v);
+
+/// The JSON document of --version --json (`view` "version"), serialised as to_json() does.
+[[nodiscard]] std::string version_to_json(const version_info& v);
+
+/// The JSON document of a command line that could not be parsed: status "usage_error", exit_code 1
+/// and @p message (without the "cudrv-query: " prefix), and nothing else, since nothing was run.
+[[nodiscard]] std::string usage_error_to_json(const std::string& message);
+
 // --- the command line (cli.cpp) ---------------------------------------------------------------------
 
 /// What a command line asks for, once parsed.
@@ -269,8 +291,10 @@ struct command_line {
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write
-/// their text on @p out and return exit_ok; a usage error writes one line on @p err and returns
-/// exit_usage. Otherwise returns the command line. --version reads the driver's version (loading it).
+/// their text on @p out and return exit_ok (--version --json its JSON document); a usage error writes
+/// one line starting "cudrv-query: " on @p err (and, when --json is among the arguments, the JSON
+/// document of usage_error_to_json() on @p out) and returns exit_usage. Otherwise returns the command
+/// line. --version reads the driver's version (loading it).
 [[nodiscard]] std::variant<command_line, int> parse_command_line(int argc, const char* const* argv, std::ostream& out,
                                                                  std::ostream& err);
 
