@@ -364,7 +364,10 @@ class array_ref : public array_base {
   template <class>
   friend class mipmapped_array;
   friend class mipmapped_array_base;
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct unchecked_tag {};
+  /// @endcond
   constexpr array_ref(unchecked_tag, CUarray handle, const array_description& d, CUcontext ctx) noexcept
       : array_base(handle, d, ctx) {}
   static constexpr array_ref unchecked(CUarray handle, const array_description& d, CUcontext ctx) noexcept {
@@ -582,7 +585,10 @@ class mipmapped_array_ref : public mipmapped_array_base {
  private:
   template <class>
   friend class mipmapped_array;
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct unchecked_tag {};
+  /// @endcond
   constexpr mipmapped_array_ref(unchecked_tag, const mipmapped_array_base& b) noexcept : mipmapped_array_base(b) {}
 };
 

@@ -416,7 +416,10 @@ class address_range : public address_range_base {
   operator address_range_ref() const&& = delete;
 
  private:
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct adopt_tag {};
+  /// @endcond
   address_range(detail::address_reservation* state, adopt_tag) noexcept;
 };
 
