@@ -416,6 +416,7 @@ class array : public array_base {
       : array(ctx, array_description{format, shape, flags}) {}
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   array(cudrv::context&&, const array_shape&, array_flags = array_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -475,6 +476,7 @@ class array : public array_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator array_ref<T>() const&& = delete;
   /// @}
@@ -485,6 +487,7 @@ class array : public array_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator array_ref<void>() const&& requires(!std::is_void_v<T>) = delete;
   /// @}
@@ -492,6 +495,7 @@ class array : public array_base {
   [[nodiscard]] array_ref<T> view() const& noexcept { return *this; }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   array_ref<T> view() const&& = delete;
   /// @}
@@ -645,6 +649,7 @@ class mipmapped_array : public mipmapped_array_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   mipmapped_array(cudrv::context&&, const array_shape&, unsigned int, array_flags = array_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -708,6 +713,7 @@ class mipmapped_array : public mipmapped_array_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator mipmapped_array_ref<T>() const&& = delete;
   /// @}
@@ -719,6 +725,7 @@ class mipmapped_array : public mipmapped_array_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   array_ref<T> level(unsigned int) const&& = delete;
   /// @}

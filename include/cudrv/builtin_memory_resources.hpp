@@ -69,6 +69,7 @@ class device_memory_resource final : public detail::context_memory_resource {
   explicit device_memory_resource(context_ref ctx);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit device_memory_resource(cudrv::context&&) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
@@ -105,6 +106,7 @@ class pinned_memory_resource final : public detail::context_memory_resource {
   explicit pinned_memory_resource(context_ref ctx, pinned_flags flags = pinned_flags::portable);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit pinned_memory_resource(cudrv::context&&, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
@@ -143,6 +145,7 @@ class managed_memory_resource final : public detail::context_memory_resource {
   explicit managed_memory_resource(context_ref ctx, managed_attach attach = managed_attach::global);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit managed_memory_resource(cudrv::context&&, managed_attach = managed_attach::global) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
@@ -195,6 +198,7 @@ class pool_memory_resource final : public memory_resource {
   pool_memory_resource(memory_pool_ref pool, stream_ref sync_stream);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary pool would be destroyed before the resource.
   explicit pool_memory_resource(cudrv::memory_pool&&) = delete;
   /// @brief Refused: the temporary pool would be destroyed before the resource.

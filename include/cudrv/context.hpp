@@ -166,6 +166,7 @@ class context : public context_base {
   operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary context would outlive it.
   operator context_ref() const&& = delete;
   /// @}
@@ -220,6 +221,7 @@ class primary_context : public context_base {
   operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary context would outlive it.
   operator context_ref() const&& = delete;
   /// @}

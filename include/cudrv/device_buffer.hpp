@@ -107,6 +107,7 @@ class device_buffer {
 
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   device_buffer(cudrv::context&&, std::size_t) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -175,6 +176,7 @@ class device_buffer {
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
@@ -196,6 +198,7 @@ class device_buffer {
   void set_stream(stream_ref s) { alloc_.set_stream(s.native_handle(), s.state(), "cudrv::device_buffer::set_stream"); }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
   void set_stream(cudrv::stream&&) = delete;
   /// @}

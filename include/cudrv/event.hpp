@@ -114,6 +114,7 @@ class event : public event_base {
   explicit event(context_ref ctx, event_flags flags = event_flags::none);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   event(cudrv::context&&, event_flags = event_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -156,6 +157,7 @@ class event : public event_base {
   operator event_ref() const& noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary event would outlive it.
   operator event_ref() const&& = delete;
   /// @}

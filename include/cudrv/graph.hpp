@@ -313,6 +313,7 @@ class graph : public graph_base {
   operator graph_ref() const& noexcept { return graph_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary graph would outlive it.
   operator graph_ref() const&& = delete;
   /// @}

@@ -172,6 +172,7 @@ class graph_exec : public graph_exec_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary executable would outlive it.
   operator graph_exec_ref() const&& = delete;
   /// @}

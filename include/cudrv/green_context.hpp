@@ -328,6 +328,7 @@ class green_context : public green_context_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary green context would outlive it.
   operator green_context_ref() const&& = delete;
   /// @}

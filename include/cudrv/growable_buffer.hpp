@@ -213,6 +213,7 @@ class growable_buffer {
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.

@@ -69,6 +69,7 @@ class host_accessible_pool_buffer {
       : alloc_(detail::allocate_host_accessible(s.native_handle(), s.state(), pool, count, sizeof(T))) {}
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   host_accessible_pool_buffer(cudrv::memory_pool&&, stream_ref, std::size_t) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -159,6 +160,7 @@ class host_accessible_pool_buffer {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
   void set_stream(cudrv::stream&&) = delete;
   /// @}

@@ -210,6 +210,7 @@ class imported_buffer {
                                                           const imported_memory_pool& pool);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the buffer keeps its pool, which a temporary owner cannot give.
   static imported_buffer from_native_handle(CUdeviceptr, std::size_t, imported_memory_pool&&) = delete;
   /// @}
@@ -244,6 +245,7 @@ class imported_buffer {
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
@@ -333,6 +335,7 @@ class imported_memory_pool : public memory_pool_base {
   operator memory_pool_ref() const& noexcept { return memory_pool_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary imported pool would outlive it.
   operator memory_pool_ref() const&& = delete;
   /// @}
@@ -451,6 +454,7 @@ class ipc_mapped_buffer {
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.

@@ -397,6 +397,7 @@ class kernel : public kernel_base {
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it (and perhaps its library).
   operator kernel_ref() const&& = delete;
   /// @}
@@ -404,6 +405,7 @@ class kernel : public kernel_base {
   using kernel_base::as;
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library);
   /// use @ref as_owned.
   template <class Signature>
@@ -469,6 +471,7 @@ class typed_kernel<void(Params...)> : public kernel_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it.
   operator typed_kernel_ref<void(Params...)>() const&& = delete;
   /// @}
@@ -476,6 +479,7 @@ class typed_kernel<void(Params...)> : public kernel_base {
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it.
   operator kernel_ref() const&& = delete;
   /// @}
@@ -483,6 +487,7 @@ class typed_kernel<void(Params...)> : public kernel_base {
   using kernel_base::as;
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library).
   template <class Signature>
   typed_kernel_ref<Signature> as() const&& = delete;

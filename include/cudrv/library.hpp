@@ -313,6 +313,7 @@ class library : public library_base {
   library(const compile_result& result, const device& dev, const jit_options& options = {});
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   library(const object_code&, cudrv::context&&, const jit_options& = {}) = delete;
   /// @}
@@ -349,6 +350,7 @@ class library : public library_base {
   operator library_ref() const& noexcept { return library_ref(handle_, state_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view of a temporary library would outlive it (the code unloaded at the end of
   /// the statement).
   operator library_ref() const&& = delete;
@@ -361,6 +363,7 @@ class library : public library_base {
   using library_base::raw_managed;
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the variable of a temporary library would be unloaded with it at the end of the
   /// statement. Keep the library in a variable.
   template <class T>

@@ -65,6 +65,7 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
 
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   managed_buffer(cudrv::context&&, std::size_t, managed_attach = managed_attach::global) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.

@@ -223,6 +223,7 @@ class memory_pool : public memory_pool_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary pool would outlive it.
   operator memory_pool_ref() const&& = delete;
   /// @}

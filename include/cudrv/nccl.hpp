@@ -766,6 +766,7 @@ class communicator : public communicator_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the communicator is destroyed at the end of the statement
   /// (`communicator_ref v = communicator::init_rank(...)` would dangle at once).
   operator communicator_ref() const&& = delete;
@@ -843,6 +844,7 @@ class registration {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief A temporary owner of the memory does not compile: it would be freed while registered.
   template <class Data>
   requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)

@@ -63,6 +63,7 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
 
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pinned_buffer(cudrv::context&&, std::size_t, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.

@@ -51,6 +51,7 @@ class pitched_buffer {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pitched_buffer(cudrv::context&&, std::size_t, std::size_t, std::size_t = 1) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -129,6 +130,7 @@ class pitched_buffer {
   operator pitched_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator pitched_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.

@@ -90,6 +90,7 @@ class resource_buffer {
 
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
   resource_buffer(memory_resource&&, std::size_t, std::size_t = memory_resource::default_alignment) = delete;
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
@@ -144,6 +145,7 @@ class resource_buffer {
   [[nodiscard]] static resource_buffer from_native_handle(memory_resource& mr, allocation memory, stream_ref s);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
   static resource_buffer from_native_handle(memory_resource&&, allocation) = delete;
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
@@ -195,6 +197,7 @@ class resource_buffer {
   void set_stream(stream_ref s);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the memory is freed on it.
   void set_stream(cudrv::stream&&) = delete;
   /// @}
@@ -219,6 +222,7 @@ class resource_buffer {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary buffer's memory.
   template <class T>
   device_span<const T> as() const&& = delete;
@@ -238,6 +242,7 @@ class resource_buffer {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary buffer's memory.
   template <class T>
   std::span<const T> as_host() const&& = delete;

@@ -203,6 +203,7 @@ class stream : public stream_base {
   explicit stream(context_ref ctx, stream_options options = {});
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   stream(cudrv::context&&, stream_options = {}) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -236,6 +237,7 @@ class stream : public stream_base {
   operator stream_ref() const& noexcept { return stream_ref(handle_, state_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary stream would outlive it.
   operator stream_ref() const&& = delete;
   /// @}

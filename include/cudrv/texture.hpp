@@ -58,6 +58,7 @@ class texture_resource {
   texture_resource(const array<T>& a) noexcept : texture_resource(a.view()) {}  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary array would be destroyed at the end of the statement.
   template <class T>
   texture_resource(array<T>&&) = delete;
@@ -76,6 +77,7 @@ class texture_resource {
       : texture_resource(static_cast<mipmapped_array_ref<T>>(m)) {}
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary array would be destroyed at the end of the statement.
   template <class T>
   texture_resource(mipmapped_array<T>&&) = delete;
@@ -99,6 +101,7 @@ class texture_resource {
       : texture_resource(b.view()) {}
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
   texture_resource(device_buffer<T>&&) = delete;
@@ -124,6 +127,7 @@ class texture_resource {
       : texture_resource(b.view()) {}
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
   texture_resource(pitched_buffer<T>&&) = delete;
@@ -376,6 +380,7 @@ class texture_object : public texture_object_base {
   operator texture_object_ref() const& noexcept { return texture_object_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary texture.
   operator texture_object_ref() const&& = delete;
   /// @}
@@ -383,6 +388,7 @@ class texture_object : public texture_object_base {
   [[nodiscard]] texture_object_ref view() const& noexcept { return texture_object_ref(handle_); }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary texture.
   texture_object_ref view() const&& = delete;
   /// @}
@@ -499,6 +505,7 @@ class surface_object : public surface_object_base {
   operator surface_object_ref() const& noexcept { return surface_object_ref(handle_); }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary surface.
   operator surface_object_ref() const&& = delete;
   /// @}
@@ -506,6 +513,7 @@ class surface_object : public surface_object_base {
   [[nodiscard]] surface_object_ref view() const& noexcept { return surface_object_ref(handle_); }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: the view would outlive the temporary surface.
   surface_object_ref view() const&& = delete;
   /// @}

@@ -274,6 +274,7 @@ class physical_allocation : public physical_allocation_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary allocation would outlive it.
   operator physical_allocation_ref() const&& = delete;
   /// @}
@@ -423,6 +424,7 @@ class address_range : public address_range_base {
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary range would outlive it (map into a named range).
   operator address_range_ref() const&& = delete;
   /// @}
@@ -559,6 +561,7 @@ class memory_mapping : public memory_mapping_base {
   }  // NOLINT: implicit on purpose
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
+
   /// @brief Refused: a view of a temporary mapping would outlive it.
   operator memory_mapping_ref() const&& = delete;
   /// @}
