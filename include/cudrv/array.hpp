@@ -330,8 +330,11 @@ class array_ref : public array_base {
       detail::check_array_format("cudrv::array_ref", detail::element_format<T>::value, d.format);
     }
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   array_ref(std::nullptr_t) = delete;
   array_ref(int) = delete;
+  /// @}
   /// @brief Views the same array as @p other.
   constexpr array_ref(const array_ref& other) noexcept = default;
   /// @brief Views the array @p other views.
@@ -364,7 +367,10 @@ class array_ref : public array_base {
   template <class>
   friend class mipmapped_array;
   friend class mipmapped_array_base;
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct unchecked_tag {};
+  /// @endcond
   constexpr array_ref(unchecked_tag, CUarray handle, const array_description& d, CUcontext ctx) noexcept
       : array_base(handle, d, ctx) {}
   static constexpr array_ref unchecked(CUarray handle, const array_description& d, CUcontext ctx) noexcept {
@@ -408,12 +414,16 @@ class array : public array_base {
   array(context_ref ctx, const array_format& format, const array_shape& shape,
         array_flags flags = array_flags::none) requires std::is_void_v<T>
       : array(ctx, array_description{format, shape, flags}) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   array(cudrv::context&&, const array_shape&, array_flags = array_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   array(cudrv::primary_context&&, const array_shape&, array_flags = array_flags::none) = delete;
   array(const array&) = delete;
   array& operator=(const array&) = delete;
+  /// @}
   /// @brief Takes over @p other's array; @p other becomes empty.
   array(array&& other) noexcept
       : array_base(cudrv::detail::exchange(other.handle_, nullptr), cudrv::detail::exchange(other.description_, {}),
@@ -464,19 +474,31 @@ class array : public array_base {
   operator array_ref<T>() const& noexcept {  // NOLINT: implicit on purpose
     return array_ref<T>::unchecked(handle_, description_, context_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator array_ref<T>() const&& = delete;
+  /// @}
   /// @brief The untyped view of the array.
   operator array_ref<void>() const& noexcept  // NOLINT: implicit on purpose
       requires(!std::is_void_v<T>) {
     return array_ref<void>::unchecked(handle_, description_, context_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator array_ref<void>() const&& requires(!std::is_void_v<T>) = delete;
+  /// @}
   /// @brief A view of the array (the same as the conversion).
   [[nodiscard]] array_ref<T> view() const& noexcept { return *this; }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   array_ref<T> view() const&& = delete;
+  /// @}
   /// @brief The context the array was made in.
   /// @throws invalid_argument_error for an empty owner
   [[nodiscard]] context_ref context() const {
@@ -566,8 +588,11 @@ class mipmapped_array_ref : public mipmapped_array_base {
       detail::check_array_format("cudrv::mipmapped_array_ref", detail::element_format<T>::value, d.format);
     }
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   mipmapped_array_ref(std::nullptr_t) = delete;
   mipmapped_array_ref(int) = delete;
+  /// @}
   /// @brief Views the same array as @p other.
   constexpr mipmapped_array_ref(const mipmapped_array_ref& other) noexcept = default;
   /// @brief Views the array @p other views.
@@ -582,7 +607,10 @@ class mipmapped_array_ref : public mipmapped_array_base {
  private:
   template <class>
   friend class mipmapped_array;
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct unchecked_tag {};
+  /// @endcond
   constexpr mipmapped_array_ref(unchecked_tag, const mipmapped_array_base& b) noexcept : mipmapped_array_base(b) {}
 };
 
@@ -619,12 +647,16 @@ class mipmapped_array : public mipmapped_array_base {
     }
     handle_ = detail::create_mipmapped_array(ctx.native_handle(), d, levels);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   mipmapped_array(cudrv::context&&, const array_shape&, unsigned int, array_flags = array_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   mipmapped_array(cudrv::primary_context&&, const array_shape&, unsigned int, array_flags = array_flags::none) = delete;
   mipmapped_array(const mipmapped_array&) = delete;
   mipmapped_array& operator=(const mipmapped_array&) = delete;
+  /// @}
   /// @brief Takes over @p other's array; @p other becomes empty.
   mipmapped_array(mipmapped_array&& other) noexcept
       : mipmapped_array_base(cudrv::detail::exchange(other.handle_, nullptr),
@@ -679,16 +711,24 @@ class mipmapped_array : public mipmapped_array_base {
   operator mipmapped_array_ref<T>() const& noexcept {  // NOLINT: implicit on purpose
     return mipmapped_array_ref<T>(typename mipmapped_array_ref<T>::unchecked_tag{}, *this);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   operator mipmapped_array_ref<T>() const&& = delete;
+  /// @}
   /// @brief A view of level @p level (valid while this array lives); level 0 is the largest.
   /// @throws invalid_argument_error when @p level is not below @ref levels, or the array is empty
   [[nodiscard]] array_ref<T> level(unsigned int level) const& {
     array_ref<void> l = untyped_level(level);
     return array_ref<T>::unchecked(l.native_handle(), l.description(), context_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary array.
   array_ref<T> level(unsigned int) const&& = delete;
+  /// @}
 
  private:
   mipmapped_array(CUmipmappedArray handle, const array_description& d, unsigned int levels,

@@ -67,10 +67,14 @@ class device_memory_resource final : public detail::context_memory_resource {
   explicit device_memory_resource(const device& dev);
   /// @brief Allocates in @p ctx, which must outlive the memory.
   explicit device_memory_resource(context_ref ctx);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit device_memory_resource(cudrv::context&&) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit device_memory_resource(cudrv::primary_context&&) = delete;
+  /// @}
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
@@ -100,10 +104,14 @@ class pinned_memory_resource final : public detail::context_memory_resource {
   explicit pinned_memory_resource(const device& dev, pinned_flags flags = pinned_flags::portable);
   /// @brief Allocates with @p flags in @p ctx, which must outlive the memory.
   explicit pinned_memory_resource(context_ref ctx, pinned_flags flags = pinned_flags::portable);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit pinned_memory_resource(cudrv::context&&, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit pinned_memory_resource(cudrv::primary_context&&, pinned_flags = pinned_flags::portable) = delete;
+  /// @}
 
   /// @brief The cuMemHostAlloc flags.
   [[nodiscard]] pinned_flags flags() const noexcept { return flags_; }
@@ -135,10 +143,14 @@ class managed_memory_resource final : public detail::context_memory_resource {
   explicit managed_memory_resource(const device& dev, managed_attach attach = managed_attach::global);
   /// @brief Allocates attached as @p attach in @p ctx, which must outlive the memory.
   explicit managed_memory_resource(context_ref ctx, managed_attach attach = managed_attach::global);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary context would be destroyed before the memory.
   explicit managed_memory_resource(cudrv::context&&, managed_attach = managed_attach::global) = delete;
   /// @brief Refused: the temporary reference would be released before the memory.
   explicit managed_memory_resource(cudrv::primary_context&&, managed_attach = managed_attach::global) = delete;
+  /// @}
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override;
@@ -184,12 +196,16 @@ class pool_memory_resource final : public memory_resource {
   /// @throws invalid_argument_error when @p pool is empty or not described, or @p sync_stream is a
   /// moved-from stream
   pool_memory_resource(memory_pool_ref pool, stream_ref sync_stream);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary pool would be destroyed before the resource.
   explicit pool_memory_resource(cudrv::memory_pool&&) = delete;
   /// @brief Refused: the temporary pool would be destroyed before the resource.
   pool_memory_resource(cudrv::memory_pool&&, stream_ref) = delete;
   /// @brief Refused: the temporary stream would be destroyed before the resource.
   pool_memory_resource(memory_pool_ref, cudrv::stream&&) = delete;
+  /// @}
 
   /// @brief The pool memory comes from.
   [[nodiscard]] memory_pool_ref pool() const noexcept { return pool_; }

@@ -111,8 +111,11 @@ class context_ref : public context_base {
   /// @brief Views an existing context.
   /// @param handle a valid CUcontext
   constexpr explicit context_ref(CUcontext handle) noexcept : context_base(handle) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   context_ref(std::nullptr_t) = delete;
   context_ref(int) = delete;
+  /// @}
   /// @brief Views the same context as @p other.
   constexpr context_ref(const context_ref& other) noexcept = default;
   /// @brief Views the context @p other views.
@@ -139,8 +142,11 @@ class context : public context_base {
  public:
   /// @brief Creates a context on @p dev with @p flags.
   explicit context(const cudrv::device& dev, context_flags flags = context_flags::sched_auto);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   context(const context&) = delete;
   context& operator=(const context&) = delete;
+  /// @}
   /// @brief Takes over @p other's context; @p other becomes empty.
   context(context&& other) noexcept : context_base(cudrv::detail::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the held context, then takes over @p other's.
@@ -158,8 +164,12 @@ class context : public context_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the context.
   operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary context would outlive it.
   operator context_ref() const&& = delete;
+  /// @}
 
  private:
   explicit context(CUcontext handle) noexcept : context_base(handle) {}
@@ -182,8 +192,11 @@ class primary_context : public context_base {
  public:
   /// @brief Retains the primary context of @p dev.
   explicit primary_context(const cudrv::device& dev);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   primary_context(const primary_context&) = delete;
   primary_context& operator=(const primary_context&) = delete;
+  /// @}
   /// @brief Takes over @p other's reference; @p other becomes empty.
   primary_context(primary_context&& other) noexcept
       : context_base(cudrv::detail::exchange(other.handle_, nullptr)), device_(other.device_) {}
@@ -206,8 +219,12 @@ class primary_context : public context_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the context.
   operator context_ref() const& noexcept { return context_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary context would outlive it.
   operator context_ref() const&& = delete;
+  /// @}
 
  private:
   primary_context(CUdevice dev, CUcontext handle) noexcept : context_base(handle), device_(dev) {}
@@ -228,8 +245,11 @@ class context_guard {
  public:
   /// @brief Makes @p ctx current.
   explicit context_guard(context_ref ctx);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   context_guard(const context_guard&) = delete;
   context_guard& operator=(const context_guard&) = delete;
+  /// @}
   /// @brief Restores the context that was current before (errors go to the destruction handler).
   ~context_guard();
 

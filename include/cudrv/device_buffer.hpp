@@ -105,6 +105,9 @@ class device_buffer {
   device_buffer(memory_pool_ref pool, stream_ref s, std::size_t count)
       : alloc_(detail::device_allocation::allocate_from_pool(s.native_handle(), s.state(), pool, count, sizeof(T))) {}
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   device_buffer(cudrv::context&&, std::size_t) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
@@ -117,6 +120,7 @@ class device_buffer {
   device_buffer(memory_pool_ref, cudrv::stream&&, std::size_t) = delete;
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's memory; @p other becomes empty.
   device_buffer(device_buffer&& other) noexcept : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held memory, then takes over @p other's.
@@ -170,10 +174,14 @@ class device_buffer {
   operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<const T>() const&& = delete;
+  /// @}
 
   /// @brief Whether the buffer is freed on a stream (allocated stream-ordered).
   [[nodiscard]] bool is_stream_ordered() const noexcept { return alloc_.stream != nullptr; }
@@ -188,8 +196,12 @@ class device_buffer {
   /// until then; a stream cudrv does not own must outlive the buffer.
   /// @throws invalid_argument_error for a synchronously allocated buffer or a moved-from stream
   void set_stream(stream_ref s) { alloc_.set_stream(s.native_handle(), s.state(), "cudrv::device_buffer::set_stream"); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
   void set_stream(cudrv::stream&&) = delete;
+  /// @}
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const { return context_ref(alloc_.owning_context()); }
   /// @brief What the memory is, from the way it was allocated (no pointer-attribute query): always

@@ -364,8 +364,11 @@ class dlpack_ptr {
   constexpr dlpack_ptr() noexcept = default;
   /// @brief Takes ownership of @p managed (may be null).
   explicit dlpack_ptr(M* managed) noexcept : managed_(managed) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   dlpack_ptr(const dlpack_ptr&) = delete;
   dlpack_ptr& operator=(const dlpack_ptr&) = delete;
+  /// @}
   /// @brief Takes over @p other's tensor; @p other becomes empty.
   dlpack_ptr(dlpack_ptr&& other) noexcept : managed_(cudrv::detail::exchange(other.managed_, nullptr)) {}
   /// @brief Deletes the held tensor, then takes over @p other's.
@@ -721,8 +724,11 @@ class dlpack_tensor {
 
   /// @brief Holds nothing.
   dlpack_tensor() noexcept = default;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   dlpack_tensor(const dlpack_tensor&) = delete;
   dlpack_tensor& operator=(const dlpack_tensor&) = delete;
+  /// @}
   /// @brief Takes over @p other's tensor; @p other becomes empty.
   dlpack_tensor(dlpack_tensor&& other) noexcept
       : managed_(std::move(other.managed_)), view_(cudrv::detail::exchange(other.view_, {})) {}

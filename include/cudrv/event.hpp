@@ -80,8 +80,11 @@ class event_ref : public event_base {
  public:
   /// @brief Views @p handle.
   constexpr explicit event_ref(CUevent handle) noexcept : event_base(handle) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   event_ref(std::nullptr_t) = delete;
   event_ref(int) = delete;
+  /// @}
   /// @brief Views the same event as @p other.
   constexpr event_ref(const event_ref& other) noexcept = default;
   /// @brief Views the event @p other views.
@@ -109,12 +112,16 @@ class event : public event_base {
   explicit event(const cudrv::device& dev, event_flags flags = event_flags::none);
   /// @brief Creates an event in @p ctx.
   explicit event(context_ref ctx, event_flags flags = event_flags::none);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   event(cudrv::context&&, event_flags = event_flags::none) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   event(cudrv::primary_context&&, event_flags = event_flags::none) = delete;
   event(const event&) = delete;
   event& operator=(const event&) = delete;
+  /// @}
   /// @brief Takes over @p other's event; @p other becomes empty.
   event(event&& other) noexcept
       : event_base(cudrv::detail::exchange(other.handle_, nullptr)),
@@ -148,8 +155,12 @@ class event : public event_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the event.
   operator event_ref() const& noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary event would outlive it.
   operator event_ref() const&& = delete;
+  /// @}
   /// @brief The context the event was created in.
   /// @throws invalid_argument_error when it is not known (adopted without a context) or the event is empty
   [[nodiscard]] context_ref context() const;

@@ -49,8 +49,11 @@ class file_descriptor {
  public:
   /// @brief An empty object (holds no descriptor).
   constexpr file_descriptor() noexcept = default;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   file_descriptor(const file_descriptor&) = delete;
   file_descriptor& operator=(const file_descriptor&) = delete;
+  /// @}
   /// @brief Takes over @p other's descriptor; @p other becomes empty.
   file_descriptor(file_descriptor&& other) noexcept : fd_(cudrv::detail::exchange(other.fd_, -1)) {}
   /// @brief Closes the held descriptor, then takes over @p other's.

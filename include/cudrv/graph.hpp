@@ -257,7 +257,10 @@ class graph_ref : public graph_base {
  public:
   /// @brief Views a `CUgraph` the caller keeps alive.
   [[nodiscard]] static graph_ref from_native_handle(CUgraph handle) noexcept { return graph_ref(handle); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   graph_ref(std::nullptr_t) = delete;
+  /// @}
   /// @brief Views the same graph as @p other.
   graph_ref(const graph_ref& other) noexcept = default;
   /// @brief Views the graph @p other views.
@@ -289,8 +292,11 @@ class graph : public graph_base {
   graph();
   /// @brief Adopts a `CUgraph`: it will be destroyed by this object.
   [[nodiscard]] static graph from_native_handle(CUgraph handle) noexcept { return graph(handle, 0); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   graph(const graph&) = delete;
   graph& operator=(const graph&) = delete;
+  /// @}
   /// @brief Takes over @p other's graph; @p other becomes empty.
   graph(graph&& other) noexcept : graph_base(cudrv::detail::exchange(other.handle_, nullptr)) {}
   /// @brief Destroys the current graph, then takes over @p other's.
@@ -305,8 +311,12 @@ class graph : public graph_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the graph.
   operator graph_ref() const& noexcept { return graph_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary graph would outlive it.
   operator graph_ref() const&& = delete;
+  /// @}
 
  private:
   graph(CUgraph handle, int) noexcept : graph_base(handle) {}

@@ -108,8 +108,11 @@ class graph_exec_ref : public graph_exec_base {
   explicit graph_exec_ref(CUgraphExec handle) noexcept : graph_exec_base(handle, nullptr) {}
   /// @brief Views @p handle, instantiated in @p ctx (updates run there).
   graph_exec_ref(CUgraphExec handle, context_ref ctx) noexcept : graph_exec_base(handle, ctx.native_handle()) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   graph_exec_ref(std::nullptr_t) = delete;
   graph_exec_ref(int) = delete;
+  /// @}
   /// @brief Views the same executable as @p other.
   graph_exec_ref(const graph_exec_ref& other) noexcept = default;
   /// @brief Views the executable @p other views.
@@ -144,8 +147,11 @@ class graph_exec : public graph_exec_base {
   [[nodiscard]] static graph_exec from_native_handle(CUgraphExec handle, context_ref ctx) noexcept {
     return graph_exec(handle, detail::context_token::of(ctx.native_handle()));
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   graph_exec(const graph_exec&) = delete;
   graph_exec& operator=(const graph_exec&) = delete;
+  /// @}
   /// @brief Takes over @p other's executable.
   graph_exec(graph_exec&& other) noexcept;
   /// @brief Destroys the current executable, then takes over @p other's.
@@ -164,8 +170,12 @@ class graph_exec : public graph_exec_base {
   operator graph_exec_ref() const& noexcept {  // NOLINT: implicit on purpose
     return graph_exec_ref(handle_, context_ref(ctx_));
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary executable would outlive it.
   operator graph_exec_ref() const&& = delete;
+  /// @}
 
   /// @brief Changes the kernel, shape and arguments of kernel node @p node in this executable
   /// (`cuGraphExecKernelNodeSetParams`); the graph it came from is unchanged (and must still exist:

@@ -249,8 +249,11 @@ class green_context_ref : public green_context_base {
  public:
   /// @brief Views @p handle.
   explicit green_context_ref(CUgreenCtx handle) noexcept : green_context_base(handle, nullptr, nullptr) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   green_context_ref(std::nullptr_t) = delete;
   green_context_ref(int) = delete;
+  /// @}
   /// @brief Views the same green context as @p other.
   constexpr green_context_ref(const green_context_ref& other) noexcept = default;
   /// @brief Views the green context @p other views.
@@ -292,8 +295,11 @@ class green_context : public green_context_base {
   green_context(const cudrv::device& dev, std::span<const cudrv::sm_resource> resources);
   /// @brief Creates a green context on @p dev with the resources described by @p desc.
   green_context(const cudrv::device& dev, resource_descriptor desc);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   green_context(const green_context&) = delete;
   green_context& operator=(const green_context&) = delete;
+  /// @}
   /// @brief Takes over @p other's green context; @p other becomes empty.
   green_context(green_context&& other) noexcept
       : green_context_base(cudrv::detail::exchange(other.handle_, nullptr),
@@ -320,8 +326,12 @@ class green_context : public green_context_base {
   operator green_context_ref() const& noexcept {  // NOLINT: implicit on purpose
     return green_context_ref(handle_, context_, state_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary green context would outlive it.
   operator green_context_ref() const&& = delete;
+  /// @}
 
  private:
   green_context(CUgreenCtx handle, CUcontext ctx, detail::green_context_state* state) noexcept

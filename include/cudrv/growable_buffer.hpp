@@ -44,8 +44,11 @@ class growable_storage {
  public:
   growable_storage() noexcept = default;
   growable_storage(const device& dev, std::size_t max_bytes, const growable_buffer_options& options);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   growable_storage(const growable_storage&) = delete;
   growable_storage& operator=(const growable_storage&) = delete;
+  /// @}
   growable_storage(growable_storage&& other) noexcept;
   growable_storage& operator=(growable_storage&& other) noexcept;
   ~growable_storage();
@@ -117,8 +120,11 @@ class growable_buffer {
   /// minimum granularity (the message names it)
   growable_buffer(const device& dev, std::size_t max_count, const growable_buffer_options& options = {})
       : storage_(dev, checked_bytes(max_count), options) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   growable_buffer(const growable_buffer&) = delete;
   growable_buffer& operator=(const growable_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's memory; @p other becomes empty.
   growable_buffer(growable_buffer&& other) noexcept
       : storage_(std::move(other.storage_)), size_(cudrv::detail::exchange(other.size_, 0)) {}
@@ -205,10 +211,14 @@ class growable_buffer {
   operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of the elements in use.
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<const T>() const&& = delete;
+  /// @}
 
  private:
   static std::size_t checked_bytes(std::size_t count) {

@@ -67,12 +67,16 @@ class host_accessible_pool_buffer {
   /// (use @ref device_buffer) or when it is a view of a bare handle whose location is unknown
   host_accessible_pool_buffer(memory_pool_ref pool, stream_ref s, std::size_t count)
       : alloc_(detail::allocate_host_accessible(s.native_handle(), s.state(), pool, count, sizeof(T))) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   host_accessible_pool_buffer(cudrv::memory_pool&&, stream_ref, std::size_t) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   host_accessible_pool_buffer(memory_pool_ref, cudrv::stream&&, std::size_t) = delete;
   host_accessible_pool_buffer(const host_accessible_pool_buffer&) = delete;
   host_accessible_pool_buffer& operator=(const host_accessible_pool_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's memory; @p other becomes empty.
   host_accessible_pool_buffer(host_accessible_pool_buffer&& other) noexcept
       : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
@@ -154,8 +158,12 @@ class host_accessible_pool_buffer {
   void set_stream(stream_ref s) {
     alloc_.set_stream(s.native_handle(), s.state(), "cudrv::host_accessible_pool_buffer::set_stream");
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the buffer is freed on it.
   void set_stream(cudrv::stream&&) = delete;
+  /// @}
   /// @brief What the memory is, from its pool's description (no pointer-attribute query): host- and
   /// device-accessible; the preferred device of a managed pool, else none (-1). An empty buffer gives
   /// `{-1, false, false}`.

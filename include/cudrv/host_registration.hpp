@@ -60,8 +60,11 @@ class host_registration {
   template <class T>
   host_registration(const device& dev, std::span<T> range, host_register_flags flags = host_register_flags::portable)
       : host_registration(dev, const_cast<void*>(static_cast<const void*>(range.data())), range.size_bytes(), flags) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   host_registration(const host_registration&) = delete;
   host_registration& operator=(const host_registration&) = delete;
+  /// @}
   /// @brief Takes over @p other's registration; @p other becomes empty.
   host_registration(host_registration&& other) noexcept : reg_(cudrv::detail::exchange(other.reg_, {})) {}
   /// @brief Ends the held registration, then takes over @p other's.

@@ -183,8 +183,11 @@ class imported_buffer {
   using value_type = T;           ///< The element type.
   using size_type = std::size_t;  ///< Sizes in elements.
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   imported_buffer(const imported_buffer&) = delete;
   imported_buffer& operator=(const imported_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's import; @p other becomes empty.
   imported_buffer(imported_buffer&& other) noexcept : alloc_(cudrv::detail::exchange(other.alloc_, {})) {}
   /// @brief Frees the held import, then takes over @p other's.
@@ -205,8 +208,12 @@ class imported_buffer {
   /// @throws invalid_argument_error when @p pool is empty
   [[nodiscard]] static imported_buffer from_native_handle(CUdeviceptr address, std::size_t count,
                                                           const imported_memory_pool& pool);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the buffer keeps its pool, which a temporary owner cannot give.
   static imported_buffer from_native_handle(CUdeviceptr, std::size_t, imported_memory_pool&&) = delete;
+  /// @}
   /// @brief Gives up ownership: the caller frees the returned address (cuMemFree, in the context of the
   /// pool's device) before the exporting process frees the allocation. The buffer drops its pool
   /// reference; a pool destroyed while the address is still imported is released by the driver once
@@ -236,10 +243,14 @@ class imported_buffer {
   operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<const T>() const&& = delete;
+  /// @}
 
  private:
   friend class imported_memory_pool;
@@ -268,8 +279,11 @@ class imported_memory_pool : public memory_pool_base {
   /// @brief Imports the pool exported as the fabric handle @p handle, for use on @p dev.
   /// @throws not_supported_error when @p dev does not support fabric handles
   imported_memory_pool(const cudrv::device& dev, const fabric_handle& handle);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   imported_memory_pool(const imported_memory_pool&) = delete;
   imported_memory_pool& operator=(const imported_memory_pool&) = delete;
+  /// @}
   /// @brief Takes over @p other's pool; @p other becomes empty.
   imported_memory_pool(imported_memory_pool&& other) noexcept
       : memory_pool_base(cudrv::detail::exchange(other.handle_, nullptr)), state_(std::move(other.state_)) {}
@@ -319,8 +333,12 @@ class imported_memory_pool : public memory_pool_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the pool.
   operator memory_pool_ref() const& noexcept { return memory_pool_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary imported pool would outlive it.
   operator memory_pool_ref() const&& = delete;
+  /// @}
 
  private:
   imported_memory_pool() noexcept : memory_pool_base(nullptr) {}
@@ -387,8 +405,11 @@ class ipc_mapped_buffer {
   ///   driver mapped (the error names both figures)
   ipc_mapped_buffer(const cudrv::device& dev, const ipc_memory_handle& handle)
       : map_(detail::ipc_mapping::open(dev, &handle.handle, handle.bytes, sizeof(T))) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   ipc_mapped_buffer(const ipc_mapped_buffer&) = delete;
   ipc_mapped_buffer& operator=(const ipc_mapped_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's mapping; @p other becomes empty.
   ipc_mapped_buffer(ipc_mapped_buffer&& other) noexcept : map_(cudrv::detail::exchange(other.map_, {})) {}
   /// @brief Unmaps the held memory, then takes over @p other's.
@@ -431,10 +452,14 @@ class ipc_mapped_buffer {
   operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of all elements.
   operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator device_span<const T>() const&& = delete;
+  /// @}
 
  private:
   explicit ipc_mapped_buffer(detail::ipc_mapping map) noexcept : map_(map) {}

@@ -256,7 +256,10 @@ class kernel_ref : public kernel_base {
   /// by asking the driver for the parameter layout on every launch; prefer kernels from a
   /// @ref library, whose layouts are cached.
   [[nodiscard]] static kernel_ref from_native_handle(CUkernel handle) noexcept { return kernel_ref(handle, nullptr); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   kernel_ref(std::nullptr_t) = delete;
+  /// @}
   /// @brief Views the same kernel as @p other.
   kernel_ref(const kernel_ref& other) noexcept = default;
   /// @brief Views the kernel @p other views.
@@ -322,8 +325,11 @@ class library_hold {
  public:
   library_hold() noexcept = default;
   explicit library_hold(library_state* state) noexcept : state_(state) { retain_library(state_); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   library_hold(const library_hold&) = delete;
   library_hold& operator=(const library_hold&) = delete;
+  /// @}
   library_hold(library_hold&& other) noexcept : state_(other.state_) { other.state_ = nullptr; }
   library_hold& operator=(library_hold&& other) noexcept {
     if (this != &other) {
@@ -357,8 +363,11 @@ class library_hold {
 /// @endcode
 class kernel : public kernel_base {
  public:
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   kernel(const kernel&) = delete;
   kernel& operator=(const kernel&) = delete;
+  /// @}
   /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
   kernel(kernel&& other) noexcept
       : kernel_base(cudrv::detail::exchange(other.handle_, nullptr),
@@ -386,14 +395,22 @@ class kernel : public kernel_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view, valid while this kernel lives.
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it (and perhaps its library).
   operator kernel_ref() const&& = delete;
+  /// @}
   /// @brief A typed view, valid while this kernel lives (see @ref kernel_base::as).
   using kernel_base::as;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library);
   /// use @ref as_owned.
   template <class Signature>
   typed_kernel_ref<Signature> as() const&& = delete;
+  /// @}
   /// @brief A typed owner of the same kernel (another reference on the library), after the checks of
   /// @ref kernel_base::as.
   template <class Signature>
@@ -418,8 +435,11 @@ class typed_kernel<void(Params...)> : public kernel_base {
  public:
   /// @brief The signature, `void(Params...)`.
   using signature_type = void(Params...);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   typed_kernel(const typed_kernel&) = delete;
   typed_kernel& operator=(const typed_kernel&) = delete;
+  /// @}
   /// @brief Takes over @p other's kernel and library reference; @p other becomes empty.
   typed_kernel(typed_kernel&& other) noexcept
       : kernel_base(cudrv::detail::exchange(other.handle_, nullptr),
@@ -449,17 +469,29 @@ class typed_kernel<void(Params...)> : public kernel_base {
   operator typed_kernel_ref<void(Params...)>() const& noexcept {  // NOLINT: implicit on purpose
     return typed_kernel_ref<void(Params...)>(handle_, signature_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it.
   operator typed_kernel_ref<void(Params...)>() const&& = delete;
+  /// @}
   /// @brief An untyped view, valid while this kernel lives.
   operator kernel_ref() const& noexcept { return kernel_ref(handle_, signature_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view of a temporary kernel would outlive it.
   operator kernel_ref() const&& = delete;
+  /// @}
   /// @brief A typed view, valid while this kernel lives (see @ref kernel_base::as).
   using kernel_base::as;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the typed view of a temporary kernel would outlive it (and perhaps its library).
   template <class Signature>
   typed_kernel_ref<Signature> as() const&& = delete;
+  /// @}
   /// @brief The number of parameters.
   static constexpr std::size_t arity = sizeof...(Params);
 

@@ -253,7 +253,10 @@ class library_ref : public library_base {
   [[nodiscard]] static library_ref from_native_handle(CUlibrary handle) noexcept {
     return library_ref(handle, nullptr);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   library_ref(std::nullptr_t) = delete;
+  /// @}
   /// @brief Views the same library as @p other.
   library_ref(const library_ref& other) noexcept = default;
   /// @brief Views the library @p other views.
@@ -308,8 +311,12 @@ class library : public library_base {
   library(const compile_result& result, context_ref ctx, const jit_options& options = {});
   /// @brief Loads the code of a compilation, eagerly into @p dev's primary context.
   library(const compile_result& result, const device& dev, const jit_options& options = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   library(const object_code&, cudrv::context&&, const jit_options& = {}) = delete;
+  /// @}
   /// @brief Loads a file; the kind comes from the extension (see @ref object_code::from_file).
   [[nodiscard]] static library from_file(const std::string& path, const jit_options& options = {});
   /// @brief Loads a file, eagerly into @p ctx.
@@ -318,8 +325,11 @@ class library : public library_base {
   /// handle is adopted even when this throws for want of memory: it is unloaded then.
   [[nodiscard]] static library from_native_handle(CUlibrary handle);
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   library(const library&) = delete;
   library& operator=(const library&) = delete;
+  /// @}
   /// @brief Takes over @p other's library; @p other becomes empty.
   library(library&& other) noexcept;
   /// @brief Drops the current library, then takes over @p other's.
@@ -338,15 +348,22 @@ class library : public library_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the library, valid while this object (or a kernel taken from it) lives.
   operator library_ref() const& noexcept { return library_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view of a temporary library would outlive it (the code unloaded at the end of
   /// the statement).
   operator library_ref() const&& = delete;
+  /// @}
 
   using library_base::get_global;
   using library_base::get_managed;
   using library_base::module;
   using library_base::raw_global;
   using library_base::raw_managed;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the variable of a temporary library would be unloaded with it at the end of the
   /// statement. Keep the library in a variable.
   template <class T>
@@ -354,7 +371,7 @@ class library : public library_base {
   /// @brief Refused, as the other form on a temporary library.
   template <class T>
   global_ref<T> get_global(const std::string&, context_ref) const&& = delete;
-  /// @brief Refused, as @ref get_global on a temporary library.
+  /// @brief Refused, as @ref library_base::get_global on a temporary library.
   void raw_global(const std::string&, context_ref) const&& = delete;
   /// @brief Refused: the host view of a temporary library's managed variable would dangle.
   template <class T>
@@ -363,6 +380,7 @@ class library : public library_base {
   void raw_managed(const std::string&) const&& = delete;
   /// @brief Refused: the module of a temporary library would be unloaded with it.
   CUmodule module(context_ref) const&& = delete;
+  /// @}
 
  private:
   explicit library(detail::library_state* state) noexcept;

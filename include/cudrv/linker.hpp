@@ -89,8 +89,11 @@ class linker {
   ///   `/usr/local/cuda/lib`; the environment variable `CUDRV_LIBNVJITLINK`, when set, names the only
   ///   file tried
   explicit linker(const link_options& options = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   linker(const linker&) = delete;
   linker& operator=(const linker&) = delete;
+  /// @}
   /// @brief Takes over the handle and the inputs; @p other is left empty.
   linker(linker&& other) noexcept;
   /// @brief Destroys the current handle, then takes over @p other's.

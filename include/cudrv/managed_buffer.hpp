@@ -63,10 +63,14 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
       : base(detail::host_allocation::allocate_managed(ctx.native_handle(), count, sizeof(T),
                                                        static_cast<unsigned int>(attach))) {}
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   managed_buffer(cudrv::context&&, std::size_t, managed_attach = managed_attach::global) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   managed_buffer(cudrv::primary_context&&, std::size_t, managed_attach = managed_attach::global) = delete;
+  /// @}
   /// @brief Adopts memory from cuMemAllocManaged made in @p ctx.
   [[nodiscard]] static managed_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
     return managed_buffer(

@@ -131,8 +131,11 @@ class memory_pool_ref : public memory_pool_base {
   /// @brief Views @p handle, a pool of @p type memory at @p where (the caller vouches for both).
   memory_pool_ref(CUmemoryPool handle, memory_location where, memory_allocation_type type) noexcept
       : memory_pool_base(handle, where.native(), static_cast<CUmemAllocationType>(type)) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   memory_pool_ref(std::nullptr_t) = delete;
   memory_pool_ref(int) = delete;
+  /// @}
   /// @brief Views the same pool as @p other.
   constexpr memory_pool_ref(const memory_pool_ref& other) noexcept = default;
   /// @brief Views the pool @p other views.
@@ -184,8 +187,11 @@ class memory_pool : public memory_pool_base {
   /// (a @ref not_supported_error where the driver says `CUDA_ERROR_NOT_SUPPORTED`)
   [[nodiscard]] static memory_pool managed(memory_location preferred = memory_location::none(),
                                            memory_pool_properties properties = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   memory_pool(const memory_pool&) = delete;
   memory_pool& operator=(const memory_pool&) = delete;
+  /// @}
   /// @brief Takes over @p other's pool; @p other becomes empty.
   memory_pool(memory_pool&& other) noexcept
       : memory_pool_base(cudrv::detail::exchange(other.handle_, nullptr), other.location_,
@@ -215,8 +221,12 @@ class memory_pool : public memory_pool_base {
   operator memory_pool_ref() const& noexcept {  // NOLINT: implicit on purpose
     return memory_pool_ref(static_cast<const memory_pool_base&>(*this));
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary pool would outlive it.
   operator memory_pool_ref() const&& = delete;
+  /// @}
 
  private:
   explicit memory_pool(CUmemoryPool handle) noexcept : memory_pool_base(handle) {}

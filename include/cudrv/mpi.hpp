@@ -97,8 +97,11 @@ class environment {
   /// @brief Starts MPI without command-line arguments.
   /// @throws mpi_error as the constructor with arguments
   explicit environment(int required = MPI_THREAD_FUNNELED);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   environment(const environment&) = delete;
   environment& operator=(const environment&) = delete;
+  /// @}
   /// @brief Finalizes MPI when this object started it; never throws.
   ~environment();
   /// @brief The thread support MPI provides (`MPI_THREAD_SINGLE` ... `MPI_THREAD_MULTIPLE`).

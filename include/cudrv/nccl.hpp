@@ -727,8 +727,11 @@ class communicator : public communicator_base {
   /// @endcode
   [[nodiscard]] static communicator from_native_handle(ncclComm* handle);
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   communicator(const communicator&) = delete;
   communicator& operator=(const communicator&) = delete;
+  /// @}
   /// @brief Takes over @p other's communicator; @p other becomes empty.
   communicator(communicator&& other) noexcept : communicator_base(other) { other.handle_ = nullptr; }
   /// @brief Destroys the held communicator, then takes over @p other's.
@@ -763,9 +766,13 @@ class communicator : public communicator_base {
   operator communicator_ref() const& noexcept {  // NOLINT: implicit on purpose
     return communicator_ref(handle_, rank_, size_, home_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the communicator is destroyed at the end of the statement
   /// (`communicator_ref v = communicator::init_rank(...)` would dangle at once).
   operator communicator_ref() const&& = delete;
+  /// @}
 
  private:
   friend class communicator_base;
@@ -794,8 +801,11 @@ class group {
   /// @brief Starts a group (ncclGroupStart).
   /// @throws nccl_error when NCCL refuses, library_unavailable_error without NCCL
   group();
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   group(const group&) = delete;
   group& operator=(const group&) = delete;
+  /// @}
   /// @brief Ends the group when @ref end was not called; failures go to the destruction handler.
   ~group();
   /// @brief Ends the group (ncclGroupEnd), launching its calls. Call it once.
@@ -834,6 +844,9 @@ class registration {
     handle_ = cudrv::detail::nccl_register(comm.native_handle(), d.data(), d.size_bytes());
     comm_ = comm.native_handle();
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief A temporary owner of the memory does not compile: it would be freed while registered.
   template <class Data>
   requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)
@@ -841,6 +854,7 @@ class registration {
   = delete;
   registration(const registration&) = delete;
   registration& operator=(const registration&) = delete;
+  /// @}
   /// @brief Takes over @p other's registration; @p other becomes empty.
   registration(registration&& other) noexcept
       : comm_(cudrv::detail::exchange(other.comm_, nullptr)),

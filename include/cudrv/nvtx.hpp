@@ -242,12 +242,15 @@ class [[maybe_unused]] range {
   explicit range(const Args&... args) noexcept : range_((detail::nvtx_ready(), event_attributes{args...})) {}
   /// @brief Pushes a range without attributes.
   range() noexcept : range_((detail::nvtx_ready(), event_attributes{})) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   range(const range&) = delete;
   range& operator=(const range&) = delete;
   range(range&&) = delete;
   range& operator=(range&&) = delete;
   /// @brief Refused: a range lives on the stack, so that it ends where it began.
   void* operator new(std::size_t) = delete;
+  /// @}
   /// @brief Pops the range.
   ~range() = default;
 
@@ -347,9 +350,12 @@ class [[maybe_unused]] range {
  public:
   template <class... Args>
   constexpr explicit range(const Args&...) noexcept {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   range(const range&) = delete;
   range& operator=(const range&) = delete;
   void* operator new(std::size_t) = delete;
+  /// @}
 };
 template <class D = domain, class... Args>
 constexpr void mark(const Args&...) noexcept {}

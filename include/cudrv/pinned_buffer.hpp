@@ -61,10 +61,14 @@ class pinned_buffer : public detail::host_buffer<T, &detail::host_allocation::fr
       : base(detail::host_allocation::allocate_pinned(ctx.native_handle(), count, sizeof(T),
                                                       static_cast<unsigned int>(flags))) {}
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pinned_buffer(cudrv::context&&, std::size_t, pinned_flags = pinned_flags::portable) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pinned_buffer(cudrv::primary_context&&, std::size_t, pinned_flags = pinned_flags::portable) = delete;
+  /// @}
   /// @brief Adopts memory from cuMemHostAlloc made in @p ctx.
   [[nodiscard]] static pinned_buffer from_native_handle(T* pointer, std::size_t count, context_ref ctx) noexcept {
     return pinned_buffer(

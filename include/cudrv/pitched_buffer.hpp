@@ -49,12 +49,16 @@ class pitched_buffer {
       : width_(width), height_(height), depth_(depth) {
     alloc_ = detail::allocate_pitched(ctx.native_handle(), width, height, depth, sizeof(T), &pitch_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pitched_buffer(cudrv::context&&, std::size_t, std::size_t, std::size_t = 1) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   pitched_buffer(cudrv::primary_context&&, std::size_t, std::size_t, std::size_t = 1) = delete;
   pitched_buffer(const pitched_buffer&) = delete;
   pitched_buffer& operator=(const pitched_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's memory; @p other becomes empty.
   pitched_buffer(pitched_buffer&& other) noexcept
       : alloc_(cudrv::detail::exchange(other.alloc_, {})),
@@ -124,10 +128,14 @@ class pitched_buffer {
   operator pitched_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose
   /// @brief Converts to a read-only view of the whole array.
   operator pitched_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator pitched_span<T>() && = delete;
   /// @brief Refused: a view of a temporary buffer would outlive its memory.
   operator pitched_span<const T>() const&& = delete;
+  /// @}
   /// @brief The context the memory belongs to.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(alloc_.context.handle); }
   /// @brief What the memory is (no pointer-attribute query): device memory of its context's device,

@@ -88,6 +88,9 @@ class resource_buffer {
   /// @brief As the other stream-ordered form, aligned to @p alignment.
   resource_buffer(memory_resource& mr, std::size_t bytes, std::size_t alignment, stream_ref s);
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
   resource_buffer(memory_resource&&, std::size_t, std::size_t = memory_resource::default_alignment) = delete;
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
@@ -98,9 +101,13 @@ class resource_buffer {
   resource_buffer(memory_resource&, std::size_t, cudrv::stream&&) = delete;
   /// @brief Refused: the temporary stream would be destroyed before the memory is freed on it.
   resource_buffer(memory_resource&, std::size_t, std::size_t, cudrv::stream&&) = delete;
+  /// @}
 
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   resource_buffer(const resource_buffer&) = delete;
   resource_buffer& operator=(const resource_buffer&) = delete;
+  /// @}
   /// @brief Takes over @p other's memory; @p other becomes empty.
   resource_buffer(resource_buffer&& other) noexcept
       : memory_(cudrv::detail::exchange(other.memory_, allocation{nullptr, 0, 0})),
@@ -136,12 +143,16 @@ class resource_buffer {
   /// @throws invalid_argument_error as the synchronous form, and for a moved-from stream or the
   /// per-thread default stream
   [[nodiscard]] static resource_buffer from_native_handle(memory_resource& mr, allocation memory, stream_ref s);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
   static resource_buffer from_native_handle(memory_resource&&, allocation) = delete;
   /// @brief Refused: the temporary resource would be destroyed before the memory is freed through it.
   static resource_buffer from_native_handle(memory_resource&&, allocation, stream_ref) = delete;
   /// @brief Refused: the temporary stream would be destroyed before the memory is freed on it.
   static resource_buffer from_native_handle(memory_resource&, allocation, cudrv::stream&&) = delete;
+  /// @}
 
   /// @brief Gives up ownership: the caller frees the returned memory through the resource (with the
   /// returned size and alignment). The buffer becomes empty and drops its references.
@@ -184,8 +195,12 @@ class resource_buffer {
   /// @throws invalid_argument_error for a synchronously allocated or empty buffer, a moved-from stream or
   /// the per-thread default stream
   void set_stream(stream_ref s);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary stream would be destroyed before the memory is freed on it.
   void set_stream(cudrv::stream&&) = delete;
+  /// @}
   /// @brief What the memory is, as the resource described it when the buffer was allocated
   /// (`mr.properties()`): its device, and whether kernels and the host may access it. An empty buffer
   /// gives `{-1, false, false}`.
@@ -205,9 +220,13 @@ class resource_buffer {
     check_view("cudrv::resource_buffer::as", false, sizeof(T), alignof(T));
     return {data(), memory_.bytes / sizeof(T)};
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary buffer's memory.
   template <class T>
   device_span<const T> as() const&& = delete;
+  /// @}
   /// @brief The memory as elements of @p T the host may read and write.
   /// @throws invalid_argument_error when the memory is not host-accessible, or as @ref as
   template <class T>
@@ -221,9 +240,13 @@ class resource_buffer {
     check_view("cudrv::resource_buffer::as_host", true, sizeof(T), alignof(T));
     return {static_cast<const T*>(memory_.pointer), memory_.bytes / sizeof(T)};
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary buffer's memory.
   template <class T>
   std::span<const T> as_host() const&& = delete;
+  /// @}
 
  private:
   void check_view(const char* api, bool host, std::size_t element_size, std::size_t element_alignment) const {

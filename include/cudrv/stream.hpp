@@ -160,8 +160,11 @@ class stream_ref : public stream_base {
  public:
   /// @brief Views @p handle; a null handle means the legacy default stream.
   explicit stream_ref(CUstream handle) noexcept : stream_base(handle != nullptr ? handle : CU_STREAM_LEGACY, nullptr) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   stream_ref(std::nullptr_t) = delete;
   stream_ref(int) = delete;
+  /// @}
   /// @brief Views the same stream as @p other.
   constexpr stream_ref(const stream_ref& other) noexcept = default;
   /// @brief Views the stream @p other views.
@@ -198,12 +201,16 @@ class stream : public stream_base {
   explicit stream(const cudrv::device& dev, stream_options options = {});
   /// @brief Creates a stream in @p ctx.
   explicit stream(context_ref ctx, stream_options options = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   stream(cudrv::context&&, stream_options = {}) = delete;
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   stream(cudrv::primary_context&&, stream_options = {}) = delete;
   stream(const stream&) = delete;
   stream& operator=(const stream&) = delete;
+  /// @}
   /// @brief Takes over @p other's stream; @p other becomes empty.
   stream(stream&& other) noexcept
       : stream_base(cudrv::detail::exchange(other.handle_, nullptr), cudrv::detail::exchange(other.state_, nullptr)) {}
@@ -228,8 +235,12 @@ class stream : public stream_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view of the stream, sharing its bookkeeping (host-callable failures).
   operator stream_ref() const& noexcept { return stream_ref(handle_, state_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary stream would outlive it.
   operator stream_ref() const&& = delete;
+  /// @}
 
  private:
   stream(CUstream handle, detail::stream_state* state) noexcept : stream_base(handle, state) {}

@@ -74,8 +74,11 @@ class stream_capture {
   /// @throws invalid_argument_error for the legacy default stream, which cannot be captured, or an
   ///   empty stream; error when the stream is already capturing
   explicit stream_capture(stream_ref stream, capture_mode mode = capture_mode::global);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   stream_capture(const stream_capture&) = delete;
   stream_capture& operator=(const stream_capture&) = delete;
+  /// @}
   /// @brief Ends the capture if it is still running and discards its graph; never throws.
   ~stream_capture();
 

@@ -56,9 +56,13 @@ class texture_resource {
   /// @brief An array owner (it must outlive the texture).
   template <class T>
   texture_resource(const array<T>& a) noexcept : texture_resource(a.view()) {}  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary array would be destroyed at the end of the statement.
   template <class T>
   texture_resource(array<T>&&) = delete;
+  /// @}
 
   /// @brief A mipmapped array (CU_RESOURCE_TYPE_MIPMAPPED_ARRAY).
   template <class T>
@@ -71,9 +75,13 @@ class texture_resource {
   template <class T>
   texture_resource(const mipmapped_array<T>& m) noexcept  // NOLINT: implicit on purpose
       : texture_resource(static_cast<mipmapped_array_ref<T>>(m)) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary array would be destroyed at the end of the statement.
   template <class T>
   texture_resource(mipmapped_array<T>&&) = delete;
+  /// @}
 
   /// @brief Linear device memory of elements @p T (CU_RESOURCE_TYPE_LINEAR), read with `tex1Dfetch`.
   template <class T>
@@ -91,9 +99,13 @@ class texture_resource {
   requires array_element<T> texture_resource(const device_buffer<T>& b)
   noexcept  // NOLINT: implicit on purpose
       : texture_resource(b.view()) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
   texture_resource(device_buffer<T>&&) = delete;
+  /// @}
 
   /// @brief Pitched 2-D device memory (CU_RESOURCE_TYPE_PITCH2D); its depth must be 1.
   template <class T>
@@ -113,9 +125,13 @@ class texture_resource {
   requires array_element<T> texture_resource(const pitched_buffer<T>& b)
   noexcept  // NOLINT: implicit on purpose
       : texture_resource(b.view()) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the temporary buffer would be freed at the end of the statement.
   template <class T>
   texture_resource(pitched_buffer<T>&&) = delete;
+  /// @}
 
   /// @brief Untyped linear memory: @p bytes at @p address, elements of @p format.
   [[nodiscard]] static texture_resource linear(CUdeviceptr address, const array_format& format,
@@ -280,8 +296,11 @@ class texture_object_ref : public texture_object_base {
  public:
   /// @brief Views @p handle.
   constexpr explicit texture_object_ref(CUtexObject handle) noexcept : texture_object_base(handle) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   texture_object_ref(std::nullptr_t) = delete;
   texture_object_ref(int) = delete;
+  /// @}
   /// @brief Views the same texture as @p other.
   constexpr texture_object_ref(const texture_object_ref& other) noexcept = default;
   /// @brief Views the texture @p other views.
@@ -319,8 +338,11 @@ class texture_object : public texture_object_base {
       : texture_object_base(0) {
     handle_ = detail::create_texture(resource, sampler, &view, &context_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   texture_object(const texture_object&) = delete;
   texture_object& operator=(const texture_object&) = delete;
+  /// @}
   /// @brief Takes over @p other's texture; @p other becomes empty.
   texture_object(texture_object&& other) noexcept
       : texture_object_base(cudrv::detail::exchange(other.handle_, 0)),
@@ -356,12 +378,20 @@ class texture_object : public texture_object_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != 0; }
   /// @brief A view, the kernel argument.
   operator texture_object_ref() const& noexcept { return texture_object_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary texture.
   operator texture_object_ref() const&& = delete;
+  /// @}
   /// @brief A view, the kernel argument (for untyped launches, which take arguments as they are).
   [[nodiscard]] texture_object_ref view() const& noexcept { return texture_object_ref(handle_); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary texture.
   texture_object_ref view() const&& = delete;
+  /// @}
   /// @brief The context the texture was made in.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
 
@@ -401,8 +431,11 @@ class surface_object_ref : public surface_object_base {
  public:
   /// @brief Views @p handle.
   constexpr explicit surface_object_ref(CUsurfObject handle) noexcept : surface_object_base(handle) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   surface_object_ref(std::nullptr_t) = delete;
   surface_object_ref(int) = delete;
+  /// @}
   /// @brief Views the same surface as @p other.
   constexpr surface_object_ref(const surface_object_ref& other) noexcept = default;
   /// @brief Views the surface @p other views.
@@ -430,8 +463,11 @@ class surface_object : public surface_object_base {
   explicit surface_object(const texture_resource& resource) : surface_object_base(0) {
     handle_ = detail::create_surface(resource, &context_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   surface_object(const surface_object&) = delete;
   surface_object& operator=(const surface_object&) = delete;
+  /// @}
   /// @brief Takes over @p other's surface; @p other becomes empty.
   surface_object(surface_object&& other) noexcept
       : surface_object_base(cudrv::detail::exchange(other.handle_, 0)),
@@ -467,12 +503,20 @@ class surface_object : public surface_object_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != 0; }
   /// @brief A view, the kernel argument.
   operator surface_object_ref() const& noexcept { return surface_object_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary surface.
   operator surface_object_ref() const&& = delete;
+  /// @}
   /// @brief A view, the kernel argument (for untyped launches).
   [[nodiscard]] surface_object_ref view() const& noexcept { return surface_object_ref(handle_); }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: the view would outlive the temporary surface.
   surface_object_ref view() const&& = delete;
+  /// @}
   /// @brief The context the surface was made in.
   [[nodiscard]] context_ref context() const noexcept { return context_ref(context_.handle); }
 

@@ -121,8 +121,11 @@ class unix_socket {
 
   /// @brief An empty object (no socket).
   constexpr unix_socket() noexcept = default;
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   unix_socket(const unix_socket&) = delete;
   unix_socket& operator=(const unix_socket&) = delete;
+  /// @}
   /// @brief Takes over @p other's socket.
   unix_socket(unix_socket&& other) noexcept = default;
   /// @brief Closes the held socket, then takes over @p other's.
@@ -216,8 +219,11 @@ class unix_listener {
   /// @throws invalid_argument_error for an empty or too long path; @ref system_error when binding
   /// fails (`EADDRINUSE`: the file exists, perhaps left by a process that died; remove it first)
   explicit unix_listener(std::string path, int backlog = 16);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   unix_listener(const unix_listener&) = delete;
   unix_listener& operator=(const unix_listener&) = delete;
+  /// @}
   /// @brief Takes over @p other's socket and path.
   unix_listener(unix_listener&& other) noexcept;
   /// @brief Closes the held socket, then takes over @p other's.

@@ -232,8 +232,11 @@ class physical_allocation : public physical_allocation_base {
   /// @brief Creates @p bytes of plain device memory on @p dev.
   physical_allocation(const device& dev, std::size_t bytes)
       : physical_allocation(bytes, physical_allocation_properties::on(dev)) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   physical_allocation(const physical_allocation&) = delete;
   physical_allocation& operator=(const physical_allocation&) = delete;
+  /// @}
   /// @brief Takes over @p other's allocation; @p other becomes empty.
   physical_allocation(physical_allocation&& other) noexcept
       : physical_allocation_base(cudrv::detail::exchange(other.handle_, 0), cudrv::detail::exchange(other.size_, 0),
@@ -269,8 +272,12 @@ class physical_allocation : public physical_allocation_base {
   operator physical_allocation_ref() const& noexcept {  // NOLINT: implicit on purpose
     return physical_allocation_ref(handle_, size_, granularity_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary allocation would outlive it.
   operator physical_allocation_ref() const&& = delete;
+  /// @}
 
  private:
   physical_allocation(CUmemGenericAllocationHandle handle, std::size_t bytes, std::size_t gran) noexcept
@@ -387,8 +394,11 @@ class address_range : public address_range_base {
   /// the alignment is not 0 or a power of two, or when the fixed address is not a multiple of the
   /// host page size (before the driver is called)
   explicit address_range(std::size_t bytes, address_range_options options = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   address_range(const address_range&) = delete;
   address_range& operator=(const address_range&) = delete;
+  /// @}
   /// @brief Takes over @p other's range; @p other becomes empty.
   address_range(address_range&& other) noexcept
       : address_range_base(cudrv::detail::exchange(other.address_, 0), cudrv::detail::exchange(other.size_, 0),
@@ -412,11 +422,18 @@ class address_range : public address_range_base {
   operator address_range_ref() const& noexcept {  // NOLINT: implicit on purpose
     return address_range_ref(address_, size_, state_);
   }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary range would outlive it (map into a named range).
   operator address_range_ref() const&& = delete;
+  /// @}
 
  private:
+  // A private tag, hidden: Doxygen 1.9 would link the class page to a section it leaves out.
+  /// @cond
   struct adopt_tag {};
+  /// @endcond
   address_range(detail::address_reservation* state, adopt_tag) noexcept;
 };
 
@@ -512,8 +529,11 @@ class memory_mapping : public memory_mapping_base {
   memory_mapping(address_range_ref range, std::size_t offset, const physical_allocation& allocation,
                  std::size_t allocation_offset, std::size_t bytes)
       : memory_mapping(range, offset, static_cast<physical_allocation_ref>(allocation), allocation_offset, bytes) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   memory_mapping(const memory_mapping&) = delete;
   memory_mapping& operator=(const memory_mapping&) = delete;
+  /// @}
   /// @brief Takes over @p other's mapping; @p other becomes empty.
   memory_mapping(memory_mapping&& other) noexcept
       : memory_mapping_base(cudrv::detail::exchange(other.address_, 0), cudrv::detail::exchange(other.size_, 0)),
@@ -539,8 +559,12 @@ class memory_mapping : public memory_mapping_base {
   operator memory_mapping_ref() const& noexcept {
     return memory_mapping_ref(address_, size_);
   }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused: a view of a temporary mapping would outlive it.
   operator memory_mapping_ref() const&& = delete;
+  /// @}
 
  private:
   memory_mapping(CUdeviceptr address, std::size_t bytes) noexcept : memory_mapping_base(address, bytes) {}
@@ -584,8 +608,11 @@ class virtual_memory_resource : public memory_resource {
  public:
   /// @brief A resource allocating device memory on @p dev.
   explicit virtual_memory_resource(const cudrv::device& dev, virtual_memory_resource_options options = {});
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
   virtual_memory_resource(const virtual_memory_resource&) = delete;
   virtual_memory_resource& operator=(const virtual_memory_resource&) = delete;
+  /// @}
   /// @brief Frees what is still allocated.
   ~virtual_memory_resource() override;
 
