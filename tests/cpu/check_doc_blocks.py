@@ -97,8 +97,10 @@ FEATURE_HEADER = {
 
 JARGON = [
     (re.compile(r"\bnvidia-[a-z0-9]+-x\d+\b", re.I), "a machine-kind label"),
-    (re.compile(r"\b(?:were|was|is|are|not|be|been)\s+lent\b", re.I), "machines that were (not) lent"),
-    (re.compile(r"\blent\s+(?:machine|GPU|device|host)s?\b", re.I), "lent machines"),
+    (re.compile(r"\b(?:not|never)\s+(?:been\s+)?lent\b", re.I), "machines that were not lent"),
+    (re.compile(r"\blent\s+(?:[\w-]+\s+){0,3}?(?:machine|GPU|H100|H200|device|host)s?\b", re.I), "lent machines"),
+    (re.compile(r"\b(?:device|test) machines?\b", re.I), "the test machines"),
+    (re.compile(r"\bkind of machine\b", re.I), "a kind of test machine"),
     (re.compile(r"\bmachine[- ]kinds?\b", re.I), "machine kinds"),
     (re.compile(r"\bdevice[- ]time budget\b", re.I), "the test machines' time budget"),
 ]
@@ -190,7 +192,8 @@ def features_of(blocks: list[Block]) -> set[str]:
 
 
 def line_directive(block: Block, offset: int = 0) -> str:
-    return f'#line {block.line + offset} "{block.rel}"\n'
+    # The absolute path: the compiler then quotes the Markdown file's own lines under its messages.
+    return f'#line {block.line + offset} "{block.path}"\n'
 
 
 def class_lines(body: list[str]) -> set[int]:
@@ -261,16 +264,16 @@ def blame(output: str, blocks: list[Block]) -> list[str]:
     """The blocks named by the compiler's error lines."""
     named = []
     for m in re.finditer(r"^([^:\s]+\.md):(\d+):(?:\d+:)?\s*(?:fatal )?error", output, re.M):
-        rel, line = m.group(1), int(m.group(2))
+        name, line = m.group(1), int(m.group(2))
         for b in blocks:
-            if b.rel == rel and b.line <= line < b.line + len(b.code):
+            if name in (b.rel, str(b.path)) and b.line <= line < b.line + len(b.code):
                 named.append(f"{b.where} (error at line {line})")
     return list(dict.fromkeys(named))
 
 
 def check_blocks(args: argparse.Namespace, root: Path) -> int:
     files = [root / "README.md"] + sorted((root / "docs").glob("*.md"))
-    include_flags = [f"-I{root / 'include'}"] + [f"-I{d}" for d in args.include]
+    include_flags = [f"-I{args.project_include}"] + [f"-I{d}" for d in args.include]
     feature_dirs: dict[str, str] = {}
     for item in args.with_feature:
         name, _, folder = item.partition("=")
@@ -379,6 +382,8 @@ def check_examples(root: Path) -> int:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--source-dir", default=str(Path(__file__).resolve().parents[2]))
+    parser.add_argument("--project-include", default=str(Path(__file__).resolve().parents[2] / "include"),
+                        help="cudrv's include folder (default: the one next to this script's tests/)")
     parser.add_argument("--check", default="blocks,words,examples", help="comma-separated: blocks, words, examples")
     parser.add_argument("--cxx", default=os.environ.get("CXX", "g++"))
     parser.add_argument("--nvcc", default="", help="nvcc for the device-code blocks; empty: skip them")
