@@ -313,10 +313,10 @@ class library : public library_base {
   /// @brief Refused, as the form that loads an @ref object_code into a temporary context.
   library(const compile_result&, cudrv::context&&, const jit_options& = {}) = delete;
   /// @brief Loads a file; the kind comes from the extension (see @ref object_code::from_file).
-  /// Otherwise as the constructor from an @ref object_code: eagerly into the current context if one is
+  /// Otherwise as the constructor from an @ref object_code, eagerly into the current context if one is
   /// current.
   /// @throws invalid_argument_error for an unknown extension or a file that cannot be read; otherwise
-  ///   as @ref library(const object_code&, const jit_options&)
+  ///   as the constructor from an @ref object_code
   [[nodiscard]] static library from_file(const std::string& path, const jit_options& options = {});
   /// @brief Loads a file, eagerly into @p ctx (which later parameter queries use too).
   [[nodiscard]] static library from_file(const std::string& path, context_ref ctx, const jit_options& options = {});
@@ -327,7 +327,7 @@ class library : public library_base {
   /// auto lib = cudrv::library::from_file("kernels.cubin", dev);   // nvcc -cubin -arch=sm_90 kernels.cu
   /// @endcode
   /// @throws invalid_argument_error for an unknown extension or a file that cannot be read; otherwise
-  ///   as @ref library(const object_code&, const device&, const jit_options&)
+  ///   as the constructor from an @ref object_code and a device
   [[nodiscard]] static library from_file(const std::string& path, const device& dev, const jit_options& options = {});
   /// @brief Refused: the temporary context would be destroyed at the end of the statement, before the
   /// library that was loaded into it.
