@@ -316,11 +316,29 @@ class library : public library_base {
 
   /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
   library(const object_code&, cudrv::context&&, const jit_options& = {}) = delete;
+  /// @brief Refused, as the form that loads an @ref object_code into a temporary context.
+  library(const compile_result&, cudrv::context&&, const jit_options& = {}) = delete;
+  /// @brief Refused: the temporary context would be destroyed at the end of the statement, before the
+  /// library that was loaded into it.
+  static library from_file(const std::string&, cudrv::context&&, const jit_options& = {}) = delete;
   /// @}
   /// @brief Loads a file; the kind comes from the extension (see @ref object_code::from_file).
+  /// Otherwise as the constructor from an @ref object_code, eagerly into the current context if one is
+  /// current.
+  /// @throws invalid_argument_error for an unknown extension or a file that cannot be read; otherwise
+  ///   as the constructor from an @ref object_code
   [[nodiscard]] static library from_file(const std::string& path, const jit_options& options = {});
-  /// @brief Loads a file, eagerly into @p ctx.
+  /// @brief Loads a file, eagerly into @p ctx (which later parameter queries use too).
   [[nodiscard]] static library from_file(const std::string& path, context_ref ctx, const jit_options& options = {});
+  /// @brief Loads a file, eagerly into @p dev's primary context: the same targets as the constructors.
+  ///
+  /// @code
+  /// cudrv::device dev(0);
+  /// auto lib = cudrv::library::from_file("kernels.cubin", dev);   // nvcc -cubin -arch=sm_90 kernels.cu
+  /// @endcode
+  /// @throws invalid_argument_error for an unknown extension or a file that cannot be read; otherwise
+  ///   as the constructor from an @ref object_code and a device
+  [[nodiscard]] static library from_file(const std::string& path, const device& dev, const jit_options& options = {});
   /// @brief Adopts a loaded `CUlibrary`: it will be unloaded by this object (and its kernels). The
   /// handle is adopted even when this throws for want of memory: it is unloaded then.
   [[nodiscard]] static library from_native_handle(CUlibrary handle);

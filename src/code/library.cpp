@@ -629,6 +629,10 @@ library library::from_file(const std::string& path, context_ref ctx, const jit_o
   return library(object_code::from_file(path), ctx, options);
 }
 
+library library::from_file(const std::string& path, const device& dev, const jit_options& options) {
+  return library(object_code::from_file(path), dev, options);
+}
+
 library library::from_native_handle(CUlibrary handle) {
   std::unique_ptr<detail::library_state> state;
   try {

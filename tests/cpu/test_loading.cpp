@@ -232,3 +232,44 @@ TEST_CASE("launch refuses dynamic shared memory beyond 32 bits before the driver
   CHECK(e.source() == cudrv::error_source::cudrv);
   CHECK(contains(e.what(), "8589934592 bytes of dynamic shared memory"));
 }
+
+namespace {
+// Whether library::from_file accepts a path followed by arguments of types A.
+template <class... A>
+concept loads_file = requires(A&&... a) {
+  cudrv::library::from_file(std::string(), std::forward<A>(a)...);
+};
+// Whether the constructor accepts an object_code followed by arguments of types A.
+template <class... A>
+constexpr bool constructs = std::is_constructible_v<cudrv::library, const cudrv::object_code&, A...>;
+}  // namespace
+
+TEST_CASE("library::from_file takes the targets the constructors take", "[loading][driverless]") {
+  // Every target of a constructor is a target of from_file, with and without options.
+  STATIC_REQUIRE(constructs<> && loads_file<>);
+  STATIC_REQUIRE(constructs<cudrv::jit_options> && loads_file<cudrv::jit_options>);
+  STATIC_REQUIRE(constructs<cudrv::context_ref> && loads_file<cudrv::context_ref>);
+  STATIC_REQUIRE(constructs<cudrv::context&> && loads_file<cudrv::context&>);
+  STATIC_REQUIRE(constructs<const cudrv::device&> && loads_file<const cudrv::device&>);
+  STATIC_REQUIRE(constructs<cudrv::device, cudrv::jit_options> && loads_file<cudrv::device, cudrv::jit_options>);
+  STATIC_REQUIRE(constructs<cudrv::context_ref, cudrv::jit_options> &&
+                 loads_file<cudrv::context_ref, cudrv::jit_options>);
+  // A temporary context is refused by both: it would be destroyed before the library loaded into it.
+  STATIC_REQUIRE_FALSE(constructs<cudrv::context>);
+  STATIC_REQUIRE_FALSE(loads_file<cudrv::context>);
+  STATIC_REQUIRE_FALSE(loads_file<cudrv::context, cudrv::jit_options>);
+  STATIC_REQUIRE_FALSE(std::is_constructible_v<cudrv::library, const cudrv::compile_result&, cudrv::context>);
+
+  CUDRV_REQUIRE_DRIVERLESS();
+  // The file is read before any context is touched: a missing file names itself with each target.
+  const cudrv::context_ref ctx(reinterpret_cast<CUcontext>(std::uintptr_t{0x1000}));
+  auto missing = require_error<cudrv::invalid_argument_error>(
+      [&] { (void)cudrv::library::from_file("/nonexistent/dir/k.cubin", ctx); });
+  CHECK(contains(missing.what(), "/nonexistent/dir/k.cubin"));
+  // A valid file gets as far as the driver, which is missing.
+  const std::string path = temp_path("k.cubin");
+  nvrtc_cubin().write_to_file(path);
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { (void)cudrv::library::from_file(path, ctx); }));
+  CHECK(catch_as<cudrv::driver_unavailable_error>([&] { (void)cudrv::library::from_file(path); }));
+  std::remove(path.c_str());
+}

@@ -1268,6 +1268,7 @@ CUresult load_in_current(fake_library* lib) {
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
   count("loaded_in:" + std::to_string(as_ctx(current())->device));
+  note("library_load_in " + hex(current()));  // which context, for the tests of library::from_file's targets
   if (st().devices[static_cast<std::size_t>(as_ctx(current())->device)] < lib->target) {
     return fail(CUDA_ERROR_NO_BINARY_FOR_GPU);
   }

@@ -8,8 +8,12 @@
 #include <cudrv/cudrv.hpp>
 #include <cudrv/rtc.hpp>
 
+#include <unistd.h>
+
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <new>
 #include <optional>
 #include <stdexcept>
@@ -222,6 +226,67 @@ TEST_CASE("fake driver: a callable that owns a buffer is destroyed off the callb
   CHECK_FALSE(f.is_live(b));
   CHECK(f.counter("not_permitted") == 0);  // no CUDA call from the callback thread
   CHECK(handler.reports == 0);
+}
+
+TEST_CASE("fake driver: library::from_file takes the targets the constructors take", "[fake-driver]") {
+  fake f;
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("cudrv-fake-from-file-" + std::to_string(::getpid()) + ".ptx"))
+          .string();
+  sm90_ptx().write_to_file(path);
+  struct remove_file {
+    std::string path;
+    ~remove_file() { std::remove(path.c_str()); }
+  } cleanup{path};
+  auto text_of = [](CUcontext ctx) {
+    char text[32];
+    std::snprintf(text, sizeof(text), "%p", static_cast<void*>(ctx));
+    return "library_load_in " + std::string(text) + "\n";
+  };
+  cudrv::device d1(1);
+  cudrv::context own(d1);  // not d1's primary context: the two targets must not be confused
+  REQUIRE(own.native_handle() != d1.primary_context().native_handle());
+  const long long loads = f.counter("library_load_calls");
+  const long long in0 = f.counter("loaded_in:0");
+  const long long in1 = f.counter("loaded_in:1");
+
+  // (path, options), no context current: loaded into no context.
+  std::size_t mark = f.log().size();
+  auto plain = cudrv::library::from_file(path, {.verbose = true});
+  CHECK(plain.name() == path);
+  CHECK(f.counter("library_load_calls") == loads + 1);
+  CHECK(f.counter("loaded_in:1") == in1);
+  CHECK_FALSE(contains(f.log().substr(mark), "library_load_in "));
+
+  // (path, device, options): into the device's primary context, now.
+  mark = f.log().size();
+  auto on_device = cudrv::library::from_file(path, d1, {.eager = true});
+  CHECK(contains(f.log().substr(mark), text_of(d1.primary_context().native_handle())));
+  CHECK_FALSE(contains(f.log().substr(mark), text_of(own.native_handle())));
+  const long long in1_after_device = f.counter("loaded_in:1");
+  CHECK(in1_after_device > in1);
+
+  // (path, context_ref, options): into that context, not the primary one.
+  mark = f.log().size();
+  auto in_context = cudrv::library::from_file(path, own);
+  CHECK(contains(f.log().substr(mark), text_of(own.native_handle())));
+  CHECK_FALSE(contains(f.log().substr(mark), text_of(d1.primary_context().native_handle())));
+  CHECK(f.counter("loaded_in:1") > in1_after_device);
+
+  // The same three, through the constructors, reach the same contexts.
+  const auto code = cudrv::object_code::from_file(path);
+  mark = f.log().size();
+  cudrv::library c_device(code, d1);
+  cudrv::library c_context(code, own);
+  const std::string log = f.log().substr(mark);
+  CHECK(contains(log, text_of(d1.primary_context().native_handle())));
+  CHECK(contains(log, text_of(own.native_handle())));
+
+  CHECK(f.counter("library_load_calls") == loads + 5);
+  CHECK(f.counter("loaded_in:0") == in0);  // device 0 was never named
+  // Each is usable: the kernel's layout came from the PTX.
+  CHECK(on_device.get_kernel("scale").parameter_count() == 3);
+  CHECK(in_context.get_kernel("scale").parameter_count() == 3);
 }
 
 TEST_CASE("fake driver: global_ref::write has landed when it returns", "[fake-driver]") {
