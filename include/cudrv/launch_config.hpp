@@ -47,6 +47,9 @@ struct dims {
   requires(detail::is_extent_type<X>&& detail::is_extent_type<Y>&& detail::is_extent_type<Z>) constexpr dims(
       X x_, Y y_ = 1u, Z z_ = 1u) noexcept  // NOLINT: implicit on purpose
       : x(static_cast<unsigned>(x_)), y(static_cast<unsigned>(y_)), z(static_cast<unsigned>(z_)) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
   /// @brief Refused at compile time: a 64-bit (or floating-point, or bool) extent could be truncated
   /// silently; use @ref checked, which refuses what does not fit.
   ///
@@ -62,6 +65,7 @@ struct dims {
 #else
   = delete;
 #endif
+  /// @}
   /// @brief @p x_ x @p y_ x @p z_ from 64-bit values, each checked to fit 32 bits.
   /// @throws invalid_argument_error naming the axis and the value when one does not
   [[nodiscard]] static constexpr dims checked(unsigned long long x_, unsigned long long y_ = 1,
