@@ -22,7 +22,10 @@ set(flags -std=c++20 -M)
 foreach(dir IN LISTS INCLUDE_DIRS)
   list(APPEND flags "-I${dir}")
 endforeach()
-get_filename_component(work "${CMAKE_CURRENT_BINARY_DIR}/header_cost_check" ABSOLUTE)
+# One folder per header and include path: the tests that run this script may run at the same time.
+string(MD5 tag "${HEADER}|${INCLUDE_DIRS}")
+string(SUBSTRING "${tag}" 0 12 tag)
+get_filename_component(work "${CMAKE_CURRENT_BINARY_DIR}/header_cost_check_${tag}" ABSOLUTE)
 file(MAKE_DIRECTORY "${work}")
 file(WRITE "${work}/umbrella.cpp" "#include <${HEADER}>\n")
 execute_process(COMMAND "${CXX}" ${flags} "${work}/umbrella.cpp" RESULT_VARIABLE rc OUTPUT_VARIABLE deps

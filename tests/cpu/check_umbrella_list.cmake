@@ -13,7 +13,10 @@ set(flags -std=c++20 -M)
 foreach(dir IN LISTS INCLUDE_DIRS)
   list(APPEND flags "-I${dir}")
 endforeach()
-get_filename_component(work "${CMAKE_CURRENT_BINARY_DIR}/umbrella_list_check" ABSOLUTE)
+# One folder per source tree: the check and its refusal fixture may run at the same time.
+string(MD5 tag "${SOURCE_DIR}")
+string(SUBSTRING "${tag}" 0 12 tag)
+get_filename_component(work "${CMAKE_CURRENT_BINARY_DIR}/umbrella_list_check_${tag}" ABSOLUTE)
 file(MAKE_DIRECTORY "${work}")
 
 # The public headers each umbrella reaches, by file name.
