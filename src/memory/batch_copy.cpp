@@ -252,15 +252,13 @@ Storage* copy_of(const Storage* storage) {
   return storage == nullptr ? nullptr : new Storage(*storage);
 }
 
-// Copy and move assignment of a batch's storage; the copy is made first, so a failure leaves `mine` as
-// it was.
+// Copy and move assignment of a batch's storage (not to itself: the callers check); the copy is made
+// first, so a failure leaves `mine` as it was.
 template <class Storage>
 void assign_copy(Storage*& mine, const Storage* theirs) {
-  if (mine != theirs) {
-    Storage* copy = copy_of(theirs);
-    delete mine;
-    mine = copy;
-  }
+  Storage* copy = copy_of(theirs);
+  delete mine;
+  mine = copy;
 }
 
 template <class Storage>
@@ -287,7 +285,9 @@ std::optional<std::size_t> batch_copy_error::failed_index() const noexcept {
 batch_copy::batch_copy(const batch_copy& other) : storage_(copy_of(other.storage_)) {}
 
 batch_copy& batch_copy::operator=(const batch_copy& other) {
-  assign_copy(storage_, other.storage_);
+  if (this != &other) {
+    assign_copy(storage_, other.storage_);
+  }
   return *this;
 }
 
@@ -336,7 +336,9 @@ void batch_copy::clear() noexcept {
 batch_copy_3d::batch_copy_3d(const batch_copy_3d& other) : storage_(copy_of(other.storage_)) {}
 
 batch_copy_3d& batch_copy_3d::operator=(const batch_copy_3d& other) {
-  assign_copy(storage_, other.storage_);
+  if (this != &other) {
+    assign_copy(storage_, other.storage_);
+  }
   return *this;
 }
 
