@@ -1,5 +1,5 @@
 /// @file compile_cache.hpp
-/// @brief A persistent on-disk cache of NVRTC compilations: @ref cudrv::compile_cache.
+/// @brief A persistent on-disk cache of NVRTC and libNVVM compilations: @ref cudrv::compile_cache.
 ///
 /// Layer: code (docs/design.md, "Source layers").
 #pragma once
@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "cudrv/nvvm_program.hpp"
 #include "cudrv/object_code.hpp"
 #include "cudrv/program.hpp"
 
@@ -48,6 +49,14 @@ namespace cudrv {
 /// of their top-level names (a `cub/` or `cuda/` folder in the current directory) could shadow a
 /// header they include, unseen, so such a compilation is not cached (counted in
 /// @ref statistics::uncacheable).
+///
+/// An NVVM IR compilation (@ref nvvm_program) is keyed by the program's name, every module's name
+/// and bytes in order, the target kind, the final libNVVM option list (architecture resolved),
+/// whether it is verified, libNVVM's versions (its own, the NVVM IR and debug metadata versions) and
+/// library file (path, size, modification time), the cache format version, and, with
+/// @ref nvvm_options::libdevice, libdevice's path, size and a 128-bit digest of its contents (read on
+/// every lookup, so a replaced libdevice is a miss). NVVM IR names no other file. Its entries share the
+/// directory with NVRTC's; the keys of the two never meet.
 ///
 /// A hit reads one small file and calls no NVRTC compilation (NVRTC is loaded once per process for
 /// its version, which is part of the key). A miss compiles and stores the result; compile errors are
@@ -128,6 +137,14 @@ class compile_cache {
   /// @throws the exceptions of @ref program::compile; never for a failure to read or store an entry
   [[nodiscard]] compile_result compile(const program& prog, code_kind target, const compile_options& options = {},
                                        const std::vector<std::string>& name_expressions = {});
+
+  /// @brief The result of `prog.compile(target, options)` for NVVM IR, from the cache when an entry
+  /// exists, else compiled by libNVVM and stored (see the class description for the key).
+  ///
+  /// The result is the same as the compilation's, log included. A disabled cache compiles every time.
+  /// @throws the exceptions of @ref nvvm_program::compile; never for a failure to read or store an entry
+  [[nodiscard]] compile_result compile(const nvvm_program& prog, code_kind target = code_kind::ptx,
+                                       const nvvm_options& options = {});
 
   /// @brief A snapshot of the counters.
   [[nodiscard]] statistics stats() const noexcept;

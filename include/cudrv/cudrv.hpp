@@ -1,10 +1,11 @@
 /// @file cudrv.hpp
 /// @brief The umbrella header: includes the public cudrv headers of the library target `cudrv::cudrv`
 /// (`<cudrv/device_attributes.hpp>` through `<cudrv/device.hpp>`), except these opt-in ones:
-/// - `<cudrv/rtc.hpp>`: run-time compilation (`<cudrv/program.hpp>` for NVRTC, `<cudrv/linker.hpp>`
-///   for nvJitLink, `<cudrv/compile_cache.hpp>`); their option and result types (with the socket
-///   below) add about a sixth to what cudrv's declarations cost and would put the umbrella above the
-///   standard-header floor, in every program, also those that only load code built ahead of time.
+/// - `<cudrv/rtc.hpp>`: run-time compilation (`<cudrv/program.hpp>` for NVRTC, `<cudrv/nvvm_program.hpp>`
+///   for libNVVM, `<cudrv/linker.hpp>` for nvJitLink, `<cudrv/compile_cache.hpp>`); their option and
+///   result types (with the socket below) add about a sixth to what cudrv's declarations cost and would
+///   put the umbrella above the standard-header floor, in every program, also those that only load code
+///   built ahead of time.
 /// - `<cudrv/unix_socket.hpp>`: the Unix-domain socket that carries file descriptors between
 ///   processes (for the shareable handles of `<cudrv/ipc.hpp>`); a POSIX transport, not a CUDA concept.
 /// - `<cudrv/nvtx.hpp>`: built on the toolkit's `<nvtx3/nvtx3.hpp>`, which costs about 0.1 s per

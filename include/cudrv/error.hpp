@@ -25,6 +25,8 @@ enum class error_source {
   nccl,       ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
   mpi,        ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
   system,     ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
+  // issue 34 part 9: NVVM IR
+  nvvm,  ///< A libNVVM call returned an nvvmResult (<cudrv/nvvm_program.hpp>), or libNVVM could not be loaded.
 };
 
 /// @brief The base of every exception cudrv throws.
@@ -274,8 +276,10 @@ class jit_error : public error {
   std::string log_;
 };
 
-/// @brief NVRTC refused a program: a syntax error, an unknown option, a name expression that does
-/// not name a `__global__` function. @ref jit_error::log holds NVRTC's program log.
+/// @brief NVRTC or libNVVM refused a program: a syntax error, invalid IR, an unknown option, a name
+/// expression that does not name a `__global__` function. @ref jit_error::log holds the compiler's
+/// program log; @ref error::source says which compiler (@ref error_source::nvrtc or
+/// @ref error_source::nvvm).
 class compile_error : public jit_error {
  public:
   using jit_error::jit_error;

@@ -19,6 +19,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <optional>
 #include <random>
 #include <string_view>
@@ -27,6 +28,7 @@
 
 #include "code/compile_cache_entry.hpp"
 #include "code/image_check.hpp"
+#include "code/nvvm_support.hpp"
 #include "code/rtc_loader.hpp"
 #include "code/toolkit_headers.hpp"
 #include "cudrv/error.hpp"
@@ -475,6 +477,12 @@ struct compile_cache::state {
                    directory.c_str(), why.c_str());
     }
   }
+
+  // The lookup and store both compilers share: the entry of key when the directory holds one, else
+  // compile()'s result, stored when still_valid() says the inputs did not change while it ran. The
+  // miss is counted here; compile's exceptions pass through (errors are never stored).
+  compile_result serve(const std::string& key, const std::string& program_name,
+                       const std::function<compile_result()>& compile, const std::function<bool()>& still_valid);
 
   // Writes the entry through a unique temporary file renamed over the final name, in the directory
   // dir_fd (created first when it is -1; a directory that turns out untrusted is not written).
@@ -1174,46 +1182,110 @@ compile_result compile_cache::compile(const program& prog, code_kind target, con
     s.uncacheable.fetch_add(1, std::memory_order_relaxed);
     return prog.compile(target, options, name_expressions);
   }
-  const std::string hex = hex128(key);
-  const std::string name = hex + std::string(entry_suffix);
   compile_options resolved = options;
   if (resolved.arch.empty()) {
     resolved.arch = option_list.front().substr(std::string_view("-arch=").size());
   }
+  // A header edited while NVRTC ran could have been read in either version: store only when the files
+  // are still those of the key.
+  return s.serve(
+      key, prog.name(), [&] { return prog.compile(target, resolved, name_expressions); },
+      [&] {
+        std::string refusal_after;
+        return scan_disk_inputs(prog, option_list, refusal_after) == disk && refusal_after.empty();
+      });
+}
 
+compile_result compile_cache::state::serve(const std::string& key, const std::string& program_name,
+                                           const std::function<compile_result()>& compile,
+                                           const std::function<bool()>& still_valid) {
+  const std::string hex = hex128(key);
+  const std::string name = hex + std::string(entry_suffix);
   // Only a directory of this user that nobody else may write is read or written: anything else could
   // hold entries another user made, or be changed by one.
-  const opened_directory dir = open_directory(s.directory);
+  const opened_directory dir = open_directory(directory);
   const file_descriptor dir_fd(dir.fd);
   if (!dir.refusal.empty()) {
-    s.untrusted_directory.fetch_add(1, std::memory_order_relaxed);
-    s.misses.fetch_add(1, std::memory_order_relaxed);
-    s.warn_untrusted(dir.refusal);
-    return prog.compile(target, resolved, name_expressions);
+    untrusted_directory.fetch_add(1, std::memory_order_relaxed);
+    misses.fetch_add(1, std::memory_order_relaxed);
+    warn_untrusted(dir.refusal);
+    return compile();
   }
   if (dir_fd.get() >= 0) {
     struct stat st {};
     compile_result cached;
-    const cache_lookup found = look_up_entry(dir_fd.get(), name, key, prog.name(), cached, st);
+    const cache_lookup found = look_up_entry(dir_fd.get(), name, key, program_name, cached, st);
     if (found == cache_lookup::hit) {
-      s.hits.fetch_add(1, std::memory_order_relaxed);
+      hits.fetch_add(1, std::memory_order_relaxed);
       return cached;
     }
     if (found == cache_lookup::corrupt) {
-      s.corrupt_entries.fetch_add(1, std::memory_order_relaxed);
+      corrupt_entries.fetch_add(1, std::memory_order_relaxed);
       remove_if_same(dir_fd.get(), name.c_str(), st);
     }
   }
-  s.misses.fetch_add(1, std::memory_order_relaxed);
-  compile_result result = prog.compile(target, resolved, name_expressions);
-  // A header edited while NVRTC ran could have been read in either version: store only when the files
-  // are still those of the key.
-  std::string refusal_after;
-  if (scan_disk_inputs(prog, option_list, refusal_after) != disk || !refusal_after.empty() ||
-      !s.store(dir_fd.get(), hex, key, result)) {
-    s.store_failures.fetch_add(1, std::memory_order_relaxed);
+  misses.fetch_add(1, std::memory_order_relaxed);
+  compile_result result = compile();
+  if (!still_valid() || !store(dir_fd.get(), hex, key, result)) {
+    store_failures.fetch_add(1, std::memory_order_relaxed);
   }
   return result;
+}
+
+// --- issue 34 part 9: NVVM IR ----------------------------------------------------------------------
+
+namespace {
+
+// The key of compiling prog with the prepared inputs: libNVVM's versions and file, the target, the
+// program's name, every module's name and bytes, the final option list, whether it is verified, and
+// libdevice's path, size and digest when it is linked. NVVM IR names no file, so nothing else on
+// disk is read.
+std::string make_nvvm_key(const nvvm_program& prog, code_kind target, const detail::nvvm_inputs& in) {
+  std::string key;
+  std::size_t ir_size = 0;
+  for (const nvvm_module& m : prog.modules()) {
+    ir_size += m.ir.size() + m.name.size() + 16;
+  }
+  key.reserve(512 + ir_size);
+  put(key, "cudrv nvvm compile cache");
+  put_int<std::uint32_t>(key, format_version);
+  const nvvm_version_info v = nvvm_version();
+  for (int n : {v.major, v.minor, v.ir_major, v.ir_minor, v.debug_major, v.debug_minor}) {
+    put_int<std::int32_t>(key, n);
+  }
+  put(key, detail::nvvm_identity());
+  put_int<std::uint32_t>(key, static_cast<std::uint32_t>(target));
+  put(key, prog.name());
+  put_int<std::uint64_t>(key, prog.modules().size());
+  for (const nvvm_module& m : prog.modules()) {
+    put(key, m.name);
+    put(key, m.ir);
+  }
+  put_int<std::uint64_t>(key, in.options.size());
+  for (const auto& o : in.options) {
+    put(key, o);
+  }
+  put_int<std::uint32_t>(key, in.verify ? 1 : 0);
+  put(key, in.libdevice_path);
+  put_int<std::uint64_t>(key, in.libdevice.size());
+  put(key, in.libdevice_path.empty() ? std::string() : hex128(in.libdevice));
+  return key;
+}
+
+}  // namespace
+
+compile_result compile_cache::compile(const nvvm_program& prog, code_kind target, const nvvm_options& options) {
+  state& s = *state_;
+  // The inputs are prepared once (architecture resolved, libdevice read), so the key holds exactly
+  // what is compiled.
+  const detail::nvvm_inputs in = detail::prepare_nvvm(options, target);
+  if (!enabled()) {
+    s.misses.fetch_add(1, std::memory_order_relaxed);
+    return detail::compile_nvvm(prog, target, in);
+  }
+  return s.serve(
+      make_nvvm_key(prog, target, in), prog.name(), [&] { return detail::compile_nvvm(prog, target, in); },
+      [] { return true; });
 }
 
 compile_cache::statistics compile_cache::stats() const noexcept {

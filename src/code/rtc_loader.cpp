@@ -26,6 +26,8 @@ struct library_spec {
   const char* stem;     // "libnvrtc.so"
   const char* env_var;  // "CUDRV_LIBNVRTC"
   error_source source;
+  int soname_major = 0;             // the soname's number; 0: the CUDA major version of the headers
+  const char* extra_dir = nullptr;  // a toolkit directory tried before lib64 and lib (with a '/')
 };
 
 constexpr library_spec nvrtc_spec{"NVRTC", "libnvrtc.so", "CUDRV_LIBNVRTC", error_source::nvrtc};
@@ -52,7 +54,8 @@ std::string dl_error() {
 // version, then the toolkit's usual library directories.
 template <class Api>
 void* open_library(const library_spec& spec, library_state<Api>& s, std::string& path) {
-  const std::string soname = std::string(spec.stem) + "." + std::to_string(header_major);
+  const std::string soname =
+      std::string(spec.stem) + "." + std::to_string(spec.soname_major != 0 ? spec.soname_major : header_major);
   std::vector<std::string> candidates;
   const char* env = std::getenv(spec.env_var);
   const bool from_env = env != nullptr && *env != '\0';
@@ -60,6 +63,9 @@ void* open_library(const library_spec& spec, library_state<Api>& s, std::string&
     candidates.emplace_back(env);
   } else {
     candidates = {soname, "/usr/local/cuda/lib64/" + soname, "/usr/local/cuda/lib/" + soname};
+    if (spec.extra_dir != nullptr) {
+      candidates.insert(candidates.begin() + 1, spec.extra_dir + soname);
+    }
   }
   std::string tried;
   for (const auto& name : candidates) {
@@ -77,8 +83,9 @@ void* open_library(const library_spec& spec, library_state<Api>& s, std::string&
   s.call = "dlopen";
   s.reason = std::string(spec.title) + " could not be loaded: tried " + tried + ". ";
   if (from_env) {
-    s.reason += std::string("Set ") + spec.env_var + " to the full path of " + soname + " (CUDA " +
-                std::to_string(header_major) + "), or unset it to search the default locations";
+    s.reason += std::string("Set ") + spec.env_var + " to the full path of " + soname +
+                (spec.soname_major != 0 ? std::string() : " (CUDA " + std::to_string(header_major) + ")") +
+                ", or unset it to search the default locations";
   } else {
     s.reason += std::string("Install the CUDA toolkit's ") + spec.title + " (" + soname +
                 "), add its directory to LD_LIBRARY_PATH, or set " + spec.env_var + " to its full path";
@@ -347,6 +354,71 @@ std::string join(const std::vector<std::string>& items, std::string_view separat
     out += item;
   }
   return out;
+}
+
+// --- issue 34 part 9: NVVM IR (libNVVM) ------------------------------------------------------------
+
+namespace {
+
+// libNVVM's soname number is its own (4 in CUDA 12 and 13), not CUDA's; a standard toolkit keeps it in
+// nvvm/lib64, pip-installed ones next to the other libraries.
+constexpr library_spec nvvm_spec{
+    "libNVVM", "libnvvm.so", "CUDRV_LIBNVVM", error_source::nvvm, 4, "/usr/local/cuda/nvvm/lib64/"};
+
+const library_state<nvvm_api>& nvvm_state() {
+  static const library_state<nvvm_api>* s =
+      load<nvvm_api>(nvvm_spec, [](void* lib, nvvm_api& api, std::string& missing) {
+#define CUDRV_RESOLVE(name) resolve_one(lib, #name, api.name, missing);
+        CUDRV_RESOLVE(nvvmGetErrorString)
+        CUDRV_RESOLVE(nvvmVersion)
+        CUDRV_RESOLVE(nvvmIRVersion)
+        CUDRV_RESOLVE(nvvmCreateProgram)
+        CUDRV_RESOLVE(nvvmDestroyProgram)
+        CUDRV_RESOLVE(nvvmAddModuleToProgram)
+        CUDRV_RESOLVE(nvvmLazyAddModuleToProgram)
+        CUDRV_RESOLVE(nvvmCompileProgram)
+        CUDRV_RESOLVE(nvvmVerifyProgram)
+        CUDRV_RESOLVE(nvvmGetCompiledResultSize)
+        CUDRV_RESOLVE(nvvmGetCompiledResult)
+        CUDRV_RESOLVE(nvvmGetProgramLogSize)
+        CUDRV_RESOLVE(nvvmGetProgramLog)
+#undef CUDRV_RESOLVE
+      });
+  return *s;
+}
+
+const char* nvvm_description(nvvm_result status) {
+  switch (status) {
+    case nvvm_error_out_of_memory: return "libNVVM ran out of host memory";
+    case nvvm_error_ir_version_mismatch: return "the IR's NVVM IR version is not one this libNVVM reads";
+    case nvvm_error_invalid_input: return "a module is not NVVM IR (text or bitcode)";
+    case nvvm_error_invalid_ir: return "the IR breaks the NVVM IR rules";
+    case nvvm_error_invalid_option: return "an option is unknown or has an invalid value";
+    case nvvm_error_no_module_in_program: return "the program has no module";
+    case nvvm_error_compilation: return "the program does not compile";
+    default: return "libNVVM call failed";
+  }
+}
+
+}  // namespace
+
+const nvvm_api& nvvm() { return checked(nvvm_spec, nvvm_state()); }
+
+const std::string& nvvm_identity() {
+  (void)nvvm();  // throws when libNVVM is unavailable
+  return nvvm_state().identity;
+}
+
+const std::string& nvvm_path() {
+  (void)nvvm();
+  return nvvm_state().path;
+}
+
+void throw_nvvm_error(nvvm_result status, const char* api, std::string context, std::string log) {
+  const char* name = nvvm().nvvmGetErrorString(status);
+  throw compile_error(error_source::nvvm, static_cast<int>(status),
+                      name != nullptr ? name : "NVVM_ERROR_" + std::to_string(static_cast<int>(status)),
+                      nvvm_description(status), api, std::move(context), std::move(log));
 }
 
 }  // namespace cudrv::detail

@@ -1,4 +1,4 @@
-// Internal: run-time loading of NVRTC and nvJitLink, their checked calls, and the helpers shared by
+// Internal: run-time loading of NVRTC, nvJitLink and libNVVM, their checked calls, and the helpers shared by
 // program, compile_cache and linker (architecture spellings, the default architecture).
 //
 // Neither library is linked: each is opened with dlopen on first use, once per process, and every
@@ -121,5 +121,53 @@ void append_math_options(std::vector<std::string>& out, const std::optional<bool
 
 // "a, b, c" (for messages).
 std::string join(const std::vector<std::string>& items, std::string_view separator = ", ");
+
+// issue 34 part 9: NVVM IR. libNVVM's C API, declared here rather than taken from <nvvm.h>: a standard
+// toolkit keeps that header in nvvm/include, outside the include directory cudrv is built with. The
+// ABI is libNVVM's since CUDA 7 (nvvmResult values are only ever appended).
+enum nvvm_result : int {
+  nvvm_success = 0,
+  nvvm_error_out_of_memory = 1,
+  nvvm_error_program_creation_failure = 2,
+  nvvm_error_ir_version_mismatch = 3,
+  nvvm_error_invalid_input = 4,
+  nvvm_error_invalid_program = 5,
+  nvvm_error_invalid_ir = 6,
+  nvvm_error_invalid_option = 7,
+  nvvm_error_no_module_in_program = 8,
+  nvvm_error_compilation = 9,
+  nvvm_error_cancelled = 10,
+};
+using nvvm_program_handle = struct nvvm_program_opaque*;  // nvvmProgram
+
+struct nvvm_api {
+  const char* (*nvvmGetErrorString)(nvvm_result) = nullptr;
+  nvvm_result (*nvvmVersion)(int*, int*) = nullptr;
+  nvvm_result (*nvvmIRVersion)(int*, int*, int*, int*) = nullptr;
+  nvvm_result (*nvvmCreateProgram)(nvvm_program_handle*) = nullptr;
+  nvvm_result (*nvvmDestroyProgram)(nvvm_program_handle*) = nullptr;
+  nvvm_result (*nvvmAddModuleToProgram)(nvvm_program_handle, const char*, std::size_t, const char*) = nullptr;
+  nvvm_result (*nvvmLazyAddModuleToProgram)(nvvm_program_handle, const char*, std::size_t, const char*) = nullptr;
+  nvvm_result (*nvvmCompileProgram)(nvvm_program_handle, int, const char**) = nullptr;
+  nvvm_result (*nvvmVerifyProgram)(nvvm_program_handle, int, const char**) = nullptr;
+  nvvm_result (*nvvmGetCompiledResultSize)(nvvm_program_handle, std::size_t*) = nullptr;
+  nvvm_result (*nvvmGetCompiledResult)(nvvm_program_handle, char*) = nullptr;
+  nvvm_result (*nvvmGetProgramLogSize)(nvvm_program_handle, std::size_t*) = nullptr;
+  nvvm_result (*nvvmGetProgramLog)(nvvm_program_handle, char*) = nullptr;
+};
+
+// libNVVM's function table, loading it on first use (thread-safe); throws library_unavailable_error
+// like nvrtc(). Searched as libnvvm.so.4, then in the toolkit's nvvm/lib64, lib64 and lib; only
+// $CUDRV_LIBNVVM when that is set.
+const nvvm_api& nvvm();
+
+// The loaded libNVVM file: its path, size and modification time (part of the compile cache's key).
+const std::string& nvvm_identity();
+
+// The path of the loaded libNVVM file.
+const std::string& nvvm_path();
+
+// Throws compile_error (source nvvm) for a failed libNVVM call, the log attached.
+[[noreturn]] void throw_nvvm_error(nvvm_result status, const char* api, std::string context, std::string log = {});
 
 }  // namespace cudrv::detail
