@@ -26,16 +26,15 @@ void check_module(const std::string& program_name, const std::string& module_nam
                                  "NVVM program '" + program_name + "' has a module with an empty name");
   }
   if (ir.empty()) {
-    throw invalid_argument_error("cudrv::nvvm_program", "module '" + module_name + "' of NVVM program '" +
-                                                            program_name + "' has no IR");
+    throw invalid_argument_error("cudrv::nvvm_program",
+                                 "module '" + module_name + "' of NVVM program '" + program_name + "' has no IR");
   }
 }
 
 void check_nvvm_options(const nvvm_options& o, code_kind target) {
   if (target != code_kind::ptx && target != code_kind::ltoir) {
-    throw invalid_argument_error(options_api,
-                                 "libNVVM cannot produce " + std::string(to_string(target)) +
-                                     ": compile to ptx (for cudrv::library) or ltoir (for cudrv::linker)");
+    throw invalid_argument_error(options_api, "libNVVM cannot produce " + std::string(to_string(target)) +
+                                                  ": compile to ptx (for cudrv::library) or ltoir (for cudrv::linker)");
   }
   if (o.opt_level && (*o.opt_level < 0 || *o.opt_level > 3)) {
     throw invalid_argument_error(options_api, "opt_level must be 0 to 3, not " + std::to_string(*o.opt_level));
@@ -113,8 +112,7 @@ void add_modules(const detail::nvvm_api& api, const nvvm_handle& h, const nvvm_p
     if (detail::nvvm_result s =
             api.nvvmLazyAddModuleToProgram(h.get(), in.libdevice.data(), in.libdevice.size(), "libdevice.10.bc");
         s != detail::nvvm_success) {
-      detail::throw_nvvm_error(s, "nvvmLazyAddModuleToProgram", context + ", libdevice " + in.libdevice_path,
-                               h.log());
+      detail::throw_nvvm_error(s, "nvvmLazyAddModuleToProgram", context + ", libdevice " + in.libdevice_path, h.log());
     }
   }
 }
@@ -129,8 +127,8 @@ std::string run_step(const detail::nvvm_api& api, const nvvm_handle& h, const de
     ptrs.push_back(o.c_str());
   }
   const int count = static_cast<int>(ptrs.size());
-  const detail::nvvm_result s =
-      compile ? api.nvvmCompileProgram(h.get(), count, ptrs.data()) : api.nvvmVerifyProgram(h.get(), count, ptrs.data());
+  const detail::nvvm_result s = compile ? api.nvvmCompileProgram(h.get(), count, ptrs.data())
+                                        : api.nvvmVerifyProgram(h.get(), count, ptrs.data());
   std::string log = h.log();
   if (s != detail::nvvm_success) {
     detail::throw_nvvm_error(s, compile ? "nvvmCompileProgram" : "nvvmVerifyProgram",
