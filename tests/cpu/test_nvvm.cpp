@@ -236,8 +236,7 @@ TEST_CASE("nvvm_options: the libNVVM option list", "[nvvm][driverless]") {
         V{"-arch=compute_90"});
 }
 
-TEST_CASE("nvvm_options and nvvm_program: invalid inputs are refused before libNVVM is called",
-          "[nvvm][driverless]") {
+TEST_CASE("nvvm_options and nvvm_program: invalid inputs are refused before libNVVM is called", "[nvvm][driverless]") {
   auto refused = [](auto&& f, const std::string& words) {
     auto e = catch_as<cudrv::invalid_argument_error>(f);
     REQUIRE(e.has_value());
@@ -267,7 +266,8 @@ TEST_CASE("nvvm_version describes the loaded libNVVM", "[nvvm][driverless]") {
   CHECK(v.debug_major >= 3);
 }
 
-TEST_CASE("compile_cache: NVVM compilations hit for the same inputs and miss when any changes", "[nvvm][compile_cache]") {
+TEST_CASE("compile_cache: NVVM compilations hit for the same inputs and miss when any changes",
+          "[nvvm][compile_cache]") {
   temp_dir dir("cudrv-nvvm-cache");
   cudrv::compile_cache cache((dir.path / "cache").string());
   const cudrv::nvvm_program prog("saxpy.ll", cudrv::test::nvvm_saxpy_ir);

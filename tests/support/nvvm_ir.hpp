@@ -6,9 +6,9 @@
 namespace cudrv::test {
 
 // The 64-bit data layout the NVVM IR specification requires (nvvmVerifyProgram refuses another).
-#define CUDRV_TEST_NVVM_HEADER                                                                              \
+#define CUDRV_TEST_NVVM_HEADER                                                                             \
   "target datalayout = \"e-p:64:64:64-i1:8:8-i8:8:8-i16:16:16-i32:32:32-i64:64:64-i128:128:128-f32:32:32-" \
-  "f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"                                      \
+  "f64:64:64-v16:16:16-v32:32:32-v64:64:64-v128:128:128-n16:32:64\"\n"                                     \
   "target triple = \"nvptx64-nvidia-cuda\"\n"
 
 // y[i] = a * x[i] + y[i] for i < n, one element a thread. The kernel is in @llvm.used, or nvJitLink
