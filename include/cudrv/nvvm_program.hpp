@@ -18,7 +18,7 @@
 
 namespace cudrv {
 
-/// @brief One NVVM IR module of an @ref nvvm_program: LLVM IR as text (`.ll`) or bitcode (`.bc`).
+/// @brief One NVVM IR module of an @ref nvvm_program, LLVM IR as text (`.ll`) or bitcode (`.bc`).
 ///
 /// libNVVM tells the two apart by the bytes: bitcode starts with `BC\xC0\xDE` (or the bitcode
 /// wrapper's magic), anything else is parsed as text.
@@ -88,7 +88,7 @@ struct nvvm_options {
 /// @brief NVVM IR compiled at run time by libNVVM, to PTX that @ref library loads or to LTO-IR that
 /// @ref linker links.
 ///
-/// A program is a plain value, like @ref program: its name (the name of the code it produces, and
+/// A program is a plain value, like a @ref program, made of its name (the name of the code it produces, and
 /// the context of its errors) and its modules, added in order and linked together by libNVVM. Each
 /// @ref verify and @ref compile call creates and destroys its own libNVVM program, so one
 /// `nvvm_program` can be compiled for several targets and options, from several threads at once.
