@@ -19,13 +19,13 @@ namespace cudrv {
 /// @brief What a GPU core dump leaves out, and whether a GPU exception aborts the host process
 /// (`CUCoredumpGenerationFlags`, CUDA 12.5+ drivers). Combine with `|`.
 enum class coredump_flags : unsigned {
-  none = 0,                              ///< Everything the driver can reach (`CU_COREDUMP_DEFAULT_FLAGS`).
+  none = 0,                                ///< Everything the driver can reach (`CU_COREDUMP_DEFAULT_FLAGS`).
   skip_nonrelocated_elf_images = 1u << 0,  ///< No code images not relocated at run time.
-  skip_global_memory = 1u << 1,          ///< No device global memory that belongs to no context.
-  skip_shared_memory = 1u << 2,          ///< No shared memory of the dumped kernel's warp.
-  skip_local_memory = 1u << 3,           ///< No local memory of the kernel.
-  skip_abort = 1u << 4,                  ///< A GPU exception does not `abort()` the host process.
-  skip_constbank_memory = 1u << 5,       ///< No constant-bank memory.
+  skip_global_memory = 1u << 1,            ///< No device global memory that belongs to no context.
+  skip_shared_memory = 1u << 2,            ///< No shared memory of the dumped kernel's warp.
+  skip_local_memory = 1u << 3,             ///< No local memory of the kernel.
+  skip_abort = 1u << 4,                    ///< A GPU exception does not `abort()` the host process.
+  skip_constbank_memory = 1u << 5,         ///< No constant-bank memory.
   /// @brief All the `skip_*_memory` and image flags, not @ref skip_abort (`CU_COREDUMP_LIGHTWEIGHT_FLAGS`).
   lightweight = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 5),
 };
@@ -45,22 +45,23 @@ struct coredump_settings {
   /// @brief The longest file name or pipe name the driver takes (cuda.h: "up to 1023 characters").
   static constexpr std::size_t max_name_length = 1023;
 
-  std::optional<bool> enable_on_exception;  ///< A GPU exception writes a core dump (`CU_COREDUMP_ENABLE_ON_EXCEPTION`).
+  std::optional<bool>
+      enable_on_exception{};  ///< A GPU exception writes a core dump (`CU_COREDUMP_ENABLE_ON_EXCEPTION`).
   /// @brief The host process also dumps core (`CU_COREDUMP_TRIGGER_HOST`; deprecated since CUDA 12.5 for
   /// @ref coredump_flags::skip_abort).
-  std::optional<bool> trigger_host;
+  std::optional<bool> trigger_host{};
   /// @brief No device memory or non-relocated images in the dump (`CU_COREDUMP_LIGHTWEIGHT`; deprecated since
   /// CUDA 12.5 for @ref coredump_flags::lightweight).
-  std::optional<bool> lightweight;
+  std::optional<bool> lightweight{};
   /// @brief Writing to @ref pipe triggers a dump (`CU_COREDUMP_ENABLE_USER_TRIGGER`; process-wide only).
-  std::optional<bool> enable_user_trigger;
+  std::optional<bool> enable_user_trigger{};
   /// @brief Where dumps are written (`CU_COREDUMP_FILE`), at most @ref max_name_length characters; the
   /// driver's default is `core.cuda.HOSTNAME.PID`, and the cuda-gdb specifiers `%h`, `%p`, `%t` expand.
-  std::optional<std::string> file;
+  std::optional<std::string> file{};
   /// @brief The pipe watched for user triggers (`CU_COREDUMP_PIPE`; process-wide only), at most
   /// @ref max_name_length characters.
-  std::optional<std::string> pipe;
-  std::optional<coredump_flags> generation_flags;  ///< What a dump leaves out (`CU_COREDUMP_GENERATION_FLAGS`).
+  std::optional<std::string> pipe{};
+  std::optional<coredump_flags> generation_flags{};  ///< What a dump leaves out (`CU_COREDUMP_GENERATION_FLAGS`).
 };
 
 /// @brief Reading and changing the driver's coredump settings.

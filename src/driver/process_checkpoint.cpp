@@ -150,8 +150,8 @@ process_state process_checkpoint::state() const { return read_state(pid_); }
 
 int process_checkpoint::restore_thread_id() const {
   int tid = 0;
-  detail::check(detail::drv::cuCheckpointProcessGetRestoreThreadId(pid_, &tid),
-                "cuCheckpointProcessGetRestoreThreadId", [&] { return pid_context(pid_); });
+  detail::check(detail::drv::cuCheckpointProcessGetRestoreThreadId(pid_, &tid), "cuCheckpointProcessGetRestoreThreadId",
+                [&] { return pid_context(pid_); });
   return tid;
 }
 
@@ -166,8 +166,8 @@ void process_checkpoint::checkpoint() const {
   constexpr const char* api = "cudrv::process_checkpoint::checkpoint";
   require_state(pid_, api, process_state::locked);
   CUcheckpointCheckpointArgs args{};
-  check_transition(detail::drv::cuCheckpointProcessCheckpoint(pid_, &args), "cuCheckpointProcessCheckpoint", api,
-                   pid_, process_state::locked);
+  check_transition(detail::drv::cuCheckpointProcessCheckpoint(pid_, &args), "cuCheckpointProcessCheckpoint", api, pid_,
+                   process_state::locked);
 }
 
 void process_checkpoint::restore() const {
