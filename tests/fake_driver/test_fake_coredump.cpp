@@ -86,8 +86,8 @@ TEST_CASE("fake driver: per-context coredump settings act in the named context a
   const long long global_sets = counter("coredump_set_global");
   const long long context_sets = counter("coredump_set_context");
 
-  for (const coredump_settings& refused : {coredump_settings{.enable_user_trigger = true},
-                                           coredump_settings{.pipe = "/tmp/pipe"}}) {
+  for (const coredump_settings& refused :
+       {coredump_settings{.enable_user_trigger = true}, coredump_settings{.pipe = "/tmp/pipe"}}) {
     const auto e = catch_as<cudrv::invalid_argument_error>([&] { cudrv::coredump::set(ctx, refused); });
     REQUIRE(e.has_value());
     CHECK(contains(e->what(), "only process-wide"));

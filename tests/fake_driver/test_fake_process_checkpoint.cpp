@@ -160,8 +160,8 @@ TEST_CASE("fake driver: lock timeouts are at least 1 ms, saturate at UINT_MAX ms
   busy(pid, 1);
   CHECK_FALSE(p.try_lock_for(std::chrono::milliseconds(10)));
   CHECK(p.state() == process_state::running);
-  const auto e = catch_as<cudrv::error>(
-      [&] { cudrv::process_checkpoint_lock scope(p, std::chrono::milliseconds(10)); });
+  const auto e =
+      catch_as<cudrv::error>([&] { cudrv::process_checkpoint_lock scope(p, std::chrono::milliseconds(10)); });
   REQUIRE(e.has_value());
   CHECK(e->result() == CUDA_ERROR_NOT_READY);
   CHECK(fake_state(pid) == process_state::running);
