@@ -30,8 +30,8 @@ using namespace std::chrono_literals;
 namespace {
 
 constexpr std::size_t MiB = std::size_t{1} << 20;
-constexpr std::size_t big_elements = 1024 * MiB / sizeof(std::uint32_t);   // 1 GiB
-constexpr std::size_t pool_elements = 64 * MiB / sizeof(std::uint32_t);    // 64 MiB from the default pool
+constexpr std::size_t big_elements = 1024 * MiB / sizeof(std::uint32_t);  // 1 GiB
+constexpr std::size_t pool_elements = 64 * MiB / sizeof(std::uint32_t);   // 64 MiB from the default pool
 constexpr std::size_t child_bytes = (big_elements + pool_elements) * sizeof(std::uint32_t);
 
 const char* const pattern_source = R"(
@@ -63,7 +63,7 @@ struct checkpoint_child {
       lib.get_kernel<void(unsigned*, unsigned long long, unsigned)>("fill");
   cudrv::typed_kernel<void(const unsigned*, unsigned long long, unsigned, unsigned long long*)> verify =
       lib.get_kernel<void(const unsigned*, unsigned long long, unsigned, unsigned long long*)>("verify");
-  cudrv::device_buffer<std::uint32_t> big{dev, big_elements};  // cuMemAlloc
+  cudrv::device_buffer<std::uint32_t> big{dev, big_elements};    // cuMemAlloc
   cudrv::device_buffer<std::uint32_t> pooled{s, pool_elements};  // the default pool, stream-ordered
   cudrv::device_buffer<unsigned long long> bad{dev, 1};
   std::uint32_t seed = 0x5eed0001u;
