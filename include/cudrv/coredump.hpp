@@ -2,7 +2,7 @@
 /// @brief GPU coredump settings, process-wide and per context (`cuCoredumpSetAttribute[Global]`), and
 /// @ref cudrv::scoped_coredump_settings, which sets some and restores their previous values.
 ///
-/// Opt-in (not in the umbrella): debugging support that most programs never use. See @ref coredump for
+/// Opt-in (not in the umbrella): debugging support that most programs never use. See @ref gpu-coredumps for
 /// what the driver needs to write a core file, and a worked example.
 ///
 /// Layer: driver (docs/design.md, "Source layers").

@@ -31,8 +31,8 @@
 #include <cudrv/coredump.hpp>
 #include <filesystem>
 #include <fstream>
-#include <iterator>
 #include <iostream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -52,8 +52,8 @@ namespace {
 struct route_result {
   std::string name;
   int exit_code = 0;
-  bool faulted = false;     // the child reported the kernel's fault, or the driver aborted it
-  std::string core_file;    // a non-empty file in the folder, or ""
+  bool faulted = false;   // the child reported the kernel's fault, or the driver aborted it
+  std::string core_file;  // a non-empty file in the folder, or ""
   std::uintmax_t core_size = 0;
   std::string output;
 };
@@ -91,8 +91,8 @@ route_result run_route(const std::string& route, const std::vector<std::string>&
 
 std::string describe(const route_result& r) {
   return r.name + ": exit " + std::to_string(r.exit_code) + (r.faulted ? ", faulted" : ", did not fault") +
-         (r.core_file.empty() ? ", no core file" : ", core file " + r.core_file + " (" + std::to_string(r.core_size) +
-                                                       " B)");
+         (r.core_file.empty() ? ", no core file"
+                              : ", core file " + r.core_file + " (" + std::to_string(r.core_size) + " B)");
 }
 
 const char* const poke_source = "extern \"C\" __global__ void poke(int* p) { *(volatile int*)p = 42; }\n";
@@ -100,8 +100,8 @@ const char* const poke_source = "extern \"C\" __global__ void poke(int* p) { *(v
 // In the child: launches poke at address 16 and reports what synchronising said.
 void fault_once() {
   const cudrv::device dev(0);
-  cudrv::library lib(
-      cudrv::program("poke.cu", poke_source).compile(cudrv::code_kind::cubin, {.arch = dev.arch()}).code, dev);
+  cudrv::library lib(cudrv::program("poke.cu", poke_source).compile(cudrv::code_kind::cubin, {.arch = dev.arch()}).code,
+                     dev);
   auto poke = lib.get_kernel<void(int*)>("poke");
   cudrv::stream s(dev);
   try {
@@ -207,9 +207,9 @@ TEST_CASE("coredump: a faulting kernel writes a non-empty core file with coredum
           "[gpu][coredump][fork]") {
   CUDRV_REQUIRE_GPU();
   const route_result api = run_route("api-on", {});
-  const route_result env = run_route("env", {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1",
-                                             "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION=0",
-                                             "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP=1", "CUDA_COREDUMP_FILE=@DIR@/core.%p"});
+  const route_result env =
+      run_route("env", {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION=1", "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION=0",
+                        "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP=1", "CUDA_COREDUMP_FILE=@DIR@/core.%p"});
   const route_result off = run_route("api-off", {});
   const std::string summary = describe(api) + "\n" + describe(env) + "\n" + describe(off);
   INFO(summary);
