@@ -46,7 +46,8 @@ class process_state_error : public error {
   /// @param pid the process
   /// @param current the state the process was in
   /// @param required the state the operation needs
-  process_state_error(error_source source, std::string api, int pid, process_state current, process_state required);
+  process_state_error(error_source source, const std::string& api, int pid, process_state current,
+                      process_state required);
   /// @brief The state the process was in.
   [[nodiscard]] process_state current_state() const noexcept { return current_; }
   /// @brief The state the refused operation needs.

@@ -25,7 +25,7 @@ const char* to_string(process_state state) noexcept {
   return "unknown";
 }
 
-process_state_error::process_state_error(error_source source, std::string api, int pid, process_state current,
+process_state_error::process_state_error(error_source source, const std::string& api, int pid, process_state current,
                                          process_state required)
     : error(source, CUDA_ERROR_ILLEGAL_STATE, "CUDA_ERROR_ILLEGAL_STATE",
             "process " + std::to_string(pid) + " is " + to_string(current) + "; " + api + " needs it " +
