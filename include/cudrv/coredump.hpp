@@ -26,7 +26,8 @@ enum class coredump_flags : unsigned {
   skip_local_memory = 1u << 3,             ///< No local memory of the kernel.
   skip_abort = 1u << 4,                    ///< A GPU exception does not `abort()` the host process.
   skip_constbank_memory = 1u << 5,         ///< No constant-bank memory.
-  /// @brief All the `skip_*_memory` and image flags, not @ref skip_abort (`CU_COREDUMP_LIGHTWEIGHT_FLAGS`).
+  /// @brief All the `skip_*_memory` and image flags, not @ref coredump_flags::skip_abort
+  /// (`CU_COREDUMP_LIGHTWEIGHT_FLAGS`).
   lightweight = (1u << 0) | (1u << 1) | (1u << 2) | (1u << 3) | (1u << 5),
 };
 
