@@ -124,6 +124,14 @@ TEST_CASE("coredump child: sets coredumps by its route, then faults", "[.][cored
   }
   const std::string route = route_env;
   const std::string pattern = std::string(dir) + "/core.%p";
+  if (route != "env") {
+    // The driver reads these at cuInit and they take precedence: the API routes run without them.
+    for (const char* name : {"CUDA_ENABLE_COREDUMP_ON_EXCEPTION", "CUDA_ENABLE_CPU_COREDUMP_ON_EXCEPTION",
+                             "CUDA_ENABLE_LIGHTWEIGHT_COREDUMP", "CUDA_COREDUMP_FILE", "CUDA_COREDUMP_GENERATION_FLAGS",
+                             "CUDA_ENABLE_USER_TRIGGERED_COREDUMP", "CUDA_COREDUMP_PIPE"}) {
+      unsetenv(name);
+    }
+  }
   // The first cudrv call of this process, before cuInit has run anywhere in it: the driver is not even
   // loaded yet (nothing before main, such as the CUDA runtime's registration of nvcc-built kernels, loads it).
   std::ifstream maps("/proc/self/maps");
@@ -140,9 +148,13 @@ TEST_CASE("coredump child: sets coredumps by its route, then faults", "[.][cored
   void* debugger = dlopen("libcudadebugger.so.1", RTLD_NOW | RTLD_LOCAL);
   std::cout << "debugger component libcudadebugger.so.1: " << (debugger != nullptr ? "loads" : "does not load")
             << std::endl;
-  const coredump_settings now = cudrv::coredump::get_global();
-  std::cout << "settings enable_on_exception=" << *now.enable_on_exception << " file=" << *now.file
-            << " flags=" << static_cast<unsigned>(*now.generation_flags) << std::endl;
+  try {
+    const coredump_settings now = cudrv::coredump::get_global();
+    std::cout << "settings enable_on_exception=" << *now.enable_on_exception << " file=" << *now.file
+              << " flags=" << static_cast<unsigned>(*now.generation_flags) << std::endl;
+  } catch (const cudrv::error& e) {
+    std::cout << "get_global failed: " << e.what() << std::endl;  // reported; the fault still runs
+  }
   if (route == "first-call") {
     std::cout << "first-call ok" << std::endl;
     return;
