@@ -16,8 +16,10 @@ namespace {
 constexpr auto generation_flags_attribute = static_cast<CUcoredumpSettings>(7);
 #if CUDA_VERSION >= 12050
 static_assert(generation_flags_attribute == CU_COREDUMP_GENERATION_FLAGS);
-static_assert(static_cast<unsigned>(coredump_flags::lightweight) == CU_COREDUMP_LIGHTWEIGHT_FLAGS);
 static_assert(static_cast<unsigned>(coredump_flags::skip_abort) == CU_COREDUMP_SKIP_ABORT);
+#endif
+#if CUDA_VERSION >= 13000  // the headers cudrv's flags were written against (constant banks included)
+static_assert(static_cast<unsigned>(coredump_flags::lightweight) == CU_COREDUMP_LIGHTWEIGHT_FLAGS);
 #endif
 
 // The string settings: the driver's bound (cuda.h: "up to 1023 characters") plus the terminating NUL.

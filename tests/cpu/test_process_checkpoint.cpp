@@ -16,10 +16,12 @@ using cudrv::test::catch_as;
 using cudrv::test::contains;
 
 TEST_CASE("process_state: the driver's values, with names", "[process_checkpoint]") {
+#if CUDA_VERSION >= 12080  // CUprocessState
   CHECK(static_cast<int>(process_state::running) == CU_PROCESS_STATE_RUNNING);
   CHECK(static_cast<int>(process_state::locked) == CU_PROCESS_STATE_LOCKED);
   CHECK(static_cast<int>(process_state::checkpointed) == CU_PROCESS_STATE_CHECKPOINTED);
   CHECK(static_cast<int>(process_state::failed) == CU_PROCESS_STATE_FAILED);
+#endif
   CHECK(std::string(cudrv::to_string(process_state::running)) == "running");
   CHECK(std::string(cudrv::to_string(process_state::checkpointed)) == "checkpointed");
   CHECK(std::string(cudrv::to_string(static_cast<process_state>(42))) == "unknown");
