@@ -164,7 +164,31 @@
   X(cuStreamBatchMemOp, 11070)                                  \
   X(cuGraphAddBatchMemOpNode, 11070)                            \
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
-  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
+  CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)
+
+// issue 34 parts 3-4: checkpoint and restore of another process (<cudrv/process_checkpoint.hpp>, CUDA 12.8;
+// without CUDA 12.8 headers process_checkpoint reports not_supported_error) and GPU coredump settings
+// (<cudrv/coredump.hpp>, CUDA 12.1).
+#if CUDA_VERSION >= 12080
+#define CUDRV_HAS_PROCESS_CHECKPOINT 1
+#define CUDRV_DRIVER_ENTRY_POINTS_PROCESS_CHECKPOINT(X) \
+  X(cuCheckpointProcessGetRestoreThreadId, 12080)       \
+  X(cuCheckpointProcessGetState, 12080)                 \
+  X(cuCheckpointProcessLock, 12080)                     \
+  X(cuCheckpointProcessCheckpoint, 12080)               \
+  X(cuCheckpointProcessRestore, 12080)                  \
+  X(cuCheckpointProcessUnlock, 12080)
+#else
+#define CUDRV_HAS_PROCESS_CHECKPOINT 0
+#define CUDRV_DRIVER_ENTRY_POINTS_PROCESS_CHECKPOINT(X)
+#endif
+#define CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)      \
+  CUDRV_DRIVER_ENTRY_POINTS_PROCESS_CHECKPOINT(X) \
+  X(cuCoredumpGetAttribute, 12010)                \
+  X(cuCoredumpGetAttributeGlobal, 12010)          \
+  X(cuCoredumpSetAttribute, 12010)                \
+  X(cuCoredumpSetAttributeGlobal, 12010)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
 // failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always

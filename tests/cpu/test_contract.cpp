@@ -18,6 +18,9 @@
 #include <cudrv/nccl.hpp>
 #include <cudrv/rtc.hpp>
 #include <cudrv/unix_socket.hpp>
+// issue 34 parts 3-4: checkpoint and restore, coredump settings
+#include <cudrv/coredump.hpp>
+#include <cudrv/process_checkpoint.hpp>
 #if defined(CUDRV_TEST_DLPACK)
 #include <cudrv/dlpack.hpp>
 #endif
@@ -320,10 +323,21 @@ using views =
 //   device_allocation, imported_allocation: the internal state of the buffers (namespace detail).
 // Scope guards, which restore a state at the end of a scope and hold nothing to adopt or hand off:
 //   context_guard, stream_capture, nccl::group, nvtx::range, mpi::environment.
+// issue 34 parts 3-4: process_checkpoint is a value (a process id, no driver resource: copyable);
+//   process_checkpoint_lock and scoped_coredump_settings are scope guards (checked below).
 // contract:list-end
 
 static_assert(check_all(owners{}));
 static_assert(check_all(views{}));
+
+// issue 34 parts 3-4: the new scope guards neither copy nor move (one scope restores once).
+static_assert(!std::is_copy_constructible_v<cudrv::process_checkpoint_lock> &&
+              !std::is_move_constructible_v<cudrv::process_checkpoint_lock> &&
+              !std::is_copy_assignable_v<cudrv::process_checkpoint_lock>);
+static_assert(!std::is_copy_constructible_v<cudrv::scoped_coredump_settings> &&
+              !std::is_move_constructible_v<cudrv::scoped_coredump_settings> &&
+              !std::is_copy_assignable_v<cudrv::scoped_coredump_settings>);
+static_assert(std::is_trivially_copyable_v<cudrv::process_checkpoint>);
 
 // The dangling forms of issue 32, spelled out: a view of a temporary owner does not compile.
 static_assert(!std::is_convertible_v<cudrv::stream, cudrv::stream_ref>);

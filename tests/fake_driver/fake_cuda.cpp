@@ -3322,6 +3322,230 @@ CUresult CUDAAPI fake_cuOccupancyMaxPotentialClusterSize(int* size, CUfunction, 
   return CUDA_SUCCESS;
 }
 
+// --- issue 34 parts 3-4: checkpoint and restore, coredump settings ------------------------------------
+// Checkpoint: a state per pid (running unless told otherwise), with the real driver's transitions
+// (lock: running -> locked, checkpoint: locked -> checkpointed, restore: checkpointed -> locked, unlock:
+// locked -> running) and CUDA_ERROR_ILLEGAL_STATE for any other; a lock with a timeout of a pid made
+// busy (fake_cuda_checkpoint_busy) returns CUDA_ERROR_NOT_READY. Each call is logged with its pid.
+// Coredump: the process-wide attributes and those of each context (copied from the process-wide ones on
+// first use, as a context takes them at creation), with the real driver's sizes (a bool's, an int's for
+// the flags, strings of at most 1023 characters and their NUL); a call before cuInit, which crashes the
+// real driver, returns CUDA_ERROR_NOT_INITIALIZED and counts "coredump_before_init".
+
+struct checkpoint_state_t {
+  std::map<int, int> state;  // pid -> CUprocessState
+  std::map<int, int> race;   // pid -> the state it moves to right after the next cuCheckpointProcessGetState
+  std::set<int> busy;        // pids whose timed lock does not succeed
+};
+
+checkpoint_state_t& checkpoints() {
+  static auto* c = new checkpoint_state_t;
+  return *c;
+}
+
+CUresult checkpoint_transition(const char* api, int pid, int from, int to) {
+  note(std::string(api) + " pid=" + std::to_string(pid));
+  count(api);
+  int& s = checkpoints().state[pid];
+  if (s != from) {
+    return fail(CUDA_ERROR_ILLEGAL_STATE);
+  }
+  s = to;
+  return CUDA_SUCCESS;
+}
+
+bool zeroed(const void* p, std::size_t n) {
+  const auto* b = static_cast<const unsigned char*>(p);
+  return std::all_of(b, b + n, [](unsigned char c) { return c == 0; });
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessGetState(int pid, CUprocessState* state) {
+  FAKE_ENTER();
+  if (pid <= 0 || state == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  count("cuCheckpointProcessGetState");
+  *state = static_cast<CUprocessState>(checkpoints().state[pid]);
+  if (auto it = checkpoints().race.find(pid); it != checkpoints().race.end()) {
+    checkpoints().state[pid] = it->second;
+    checkpoints().race.erase(it);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessGetRestoreThreadId(int pid, int* tid) {
+  FAKE_ENTER();
+  if (pid <= 0 || tid == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *tid = pid + 1;  // the fake's restore thread
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessLock(int pid, CUcheckpointLockArgs* args) {
+  FAKE_ENTER();
+  if (pid <= 0 || (args != nullptr && (args->reserved0 != 0 || !zeroed(args->reserved1, sizeof(args->reserved1))))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const unsigned timeout = args != nullptr ? args->timeoutMs : 0;
+  note("cuCheckpointProcessLock timeout=" + std::to_string(timeout));
+  if (timeout != 0 && checkpoints().busy.count(pid) != 0 && checkpoints().state[pid] == CU_PROCESS_STATE_RUNNING) {
+    count("cuCheckpointProcessLock");
+    return fail(CUDA_ERROR_NOT_READY);
+  }
+  return checkpoint_transition("cuCheckpointProcessLock", pid, CU_PROCESS_STATE_RUNNING, CU_PROCESS_STATE_LOCKED);
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessCheckpoint(int pid, CUcheckpointCheckpointArgs* args) {
+  FAKE_ENTER();
+  if (pid <= 0 || (args != nullptr && !zeroed(args, sizeof(*args)))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  return checkpoint_transition("cuCheckpointProcessCheckpoint", pid, CU_PROCESS_STATE_LOCKED,
+                               CU_PROCESS_STATE_CHECKPOINTED);
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessRestore(int pid, CUcheckpointRestoreArgs* args) {
+  FAKE_ENTER();
+  if (pid <= 0 || (args != nullptr && (!zeroed(args->reserved, sizeof(args->reserved)) || args->reserved1 != 0 ||
+                                       (args->gpuPairsCount != 0) != (args->gpuPairs != nullptr)))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  note("cuCheckpointProcessRestore pairs=" + std::to_string(args != nullptr ? args->gpuPairsCount : 0));
+  return checkpoint_transition("cuCheckpointProcessRestore", pid, CU_PROCESS_STATE_CHECKPOINTED,
+                               CU_PROCESS_STATE_LOCKED);
+}
+
+CUresult CUDAAPI fake_cuCheckpointProcessUnlock(int pid, CUcheckpointUnlockArgs* args) {
+  FAKE_ENTER();
+  if (pid <= 0 || (args != nullptr && !zeroed(args, sizeof(*args)))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  return checkpoint_transition("cuCheckpointProcessUnlock", pid, CU_PROCESS_STATE_LOCKED, CU_PROCESS_STATE_RUNNING);
+}
+
+using coredump_values = std::map<int, std::string>;  // attribute -> its bytes (a string without its NUL)
+
+struct coredump_state_t {
+  coredump_values global;
+  std::map<CUcontext, coredump_values> contexts;
+  int fail_set = 0;  // an attribute whose next set returns CUDA_ERROR_NOT_PERMITTED (0: none)
+};
+
+coredump_state_t& coredumps() {
+  static auto* c = [] {
+    auto* s = new coredump_state_t;
+    const std::string pid = std::to_string(getpid());
+    const bool f = false;
+    const bool t = true;
+    const int flags = 0;
+    s->global[CU_COREDUMP_ENABLE_ON_EXCEPTION] = std::string(reinterpret_cast<const char*>(&f), sizeof(bool));
+    s->global[CU_COREDUMP_TRIGGER_HOST] = std::string(reinterpret_cast<const char*>(&t), sizeof(bool));
+    s->global[CU_COREDUMP_LIGHTWEIGHT] = std::string(reinterpret_cast<const char*>(&f), sizeof(bool));
+    s->global[CU_COREDUMP_ENABLE_USER_TRIGGER] = std::string(reinterpret_cast<const char*>(&f), sizeof(bool));
+    s->global[CU_COREDUMP_FILE] = "core.cuda.fakehost." + pid;
+    s->global[CU_COREDUMP_PIPE] = "corepipe.cuda.fakehost." + pid;
+    s->global[CU_COREDUMP_GENERATION_FLAGS] = std::string(reinterpret_cast<const char*>(&flags), sizeof(int));
+    return s;
+  }();
+  return *c;
+}
+
+bool coredump_string(int attr) { return attr == CU_COREDUMP_FILE || attr == CU_COREDUMP_PIPE; }
+
+// The values a call acts on (null: no context current for a per-context call).
+coredump_values* coredump_target(bool global) {
+  if (global) {
+    return &coredumps().global;
+  }
+  if (current() == nullptr) {
+    return nullptr;
+  }
+  auto [it, inserted] = coredumps().contexts.try_emplace(current(), coredumps().global);
+  return &it->second;
+}
+
+CUresult coredump_get(bool global, CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  const int a = static_cast<int>(attrib);
+  if (!st().initialized) {
+    count("coredump_before_init");
+    return fail(CUDA_ERROR_NOT_INITIALIZED);
+  }
+  coredump_values* values = coredump_target(global);
+  if (values == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (a < CU_COREDUMP_ENABLE_ON_EXCEPTION || a >= CU_COREDUMP_MAX || size == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const std::string& bytes = (*values)[a];
+  const std::size_t needed = coredump_string(a) ? 1024 : bytes.size();
+  if (value == nullptr) {
+    *size = needed;
+    return CUDA_SUCCESS;
+  }
+  if (coredump_string(a) ? *size < bytes.size() + 1 : *size != bytes.size()) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::memcpy(value, bytes.c_str(), coredump_string(a) ? bytes.size() + 1 : bytes.size());
+  return CUDA_SUCCESS;
+}
+
+CUresult coredump_set(bool global, CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  const int a = static_cast<int>(attrib);
+  if (!st().initialized) {
+    count("coredump_before_init");  // the real driver crashes here (driver 580.159.04)
+    return fail(CUDA_ERROR_NOT_INITIALIZED);
+  }
+  coredump_values* values = coredump_target(global);
+  if (values == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (a < CU_COREDUMP_ENABLE_ON_EXCEPTION || a >= CU_COREDUMP_MAX || size == nullptr || value == nullptr ||
+      (!global && (a == CU_COREDUMP_ENABLE_USER_TRIGGER || a == CU_COREDUMP_PIPE))) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  std::string bytes;
+  if (coredump_string(a)) {
+    const auto* text = static_cast<const char*>(value);
+    if (*size == 0 || *size > 1024 || std::memchr(text, '\0', *size) == nullptr) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    bytes = text;
+  } else {
+    if (*size != (*values)[a].size()) {
+      return fail(CUDA_ERROR_INVALID_VALUE);  // e.g. an int's size for a bool
+    }
+    bytes.assign(static_cast<const char*>(value), *size);
+  }
+  if (coredumps().fail_set == a) {
+    coredumps().fail_set = 0;
+    return fail(CUDA_ERROR_NOT_PERMITTED);
+  }
+  (*values)[a] = bytes;
+  count(global ? "coredump_set_global" : "coredump_set_context");
+  note(std::string(global ? "coredump set global " : "coredump set context ") + std::to_string(a) + " " +
+       (coredump_string(a) ? bytes : std::to_string(static_cast<int>(static_cast<unsigned char>(bytes[0])))));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCoredumpGetAttributeGlobal(CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  FAKE_ENTER();
+  return coredump_get(true, attrib, value, size);
+}
+CUresult CUDAAPI fake_cuCoredumpGetAttribute(CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  FAKE_ENTER();
+  return coredump_get(false, attrib, value, size);
+}
+CUresult CUDAAPI fake_cuCoredumpSetAttributeGlobal(CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  FAKE_ENTER();
+  return coredump_set(true, attrib, value, size);
+}
+CUresult CUDAAPI fake_cuCoredumpSetAttribute(CUcoredumpSettings attrib, void* value, std::size_t* size) {
+  FAKE_ENTER();
+  return coredump_set(false, attrib, value, size);
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3501,13 +3725,30 @@ struct versioned_symbol {
 #define FAKE_SINCE(name, version) \
   { FAKE_SYMBOL(name), version }
 const versioned_symbol versioned_symbols[] = {
-    FAKE_SINCE(cuDeviceGetDevResource, 12040),    FAKE_SINCE(cuCtxGetDevResource, 12040),
-    FAKE_SINCE(cuGreenCtxGetDevResource, 12040),  FAKE_SINCE(cuDevSmResourceSplitByCount, 12040),
-    FAKE_SINCE(cuDevResourceGenerateDesc, 12040), FAKE_SINCE(cuGreenCtxCreate, 12040),
-    FAKE_SINCE(cuGreenCtxDestroy, 12040),         FAKE_SINCE(cuCtxFromGreenCtx, 12040),
-    FAKE_SINCE(cuGreenCtxRecordEvent, 12040),     FAKE_SINCE(cuGreenCtxWaitEvent, 12040),
-    FAKE_SINCE(cuStreamGetGreenCtx, 12040),       FAKE_SINCE(cuGreenCtxStreamCreate, 12050),
+    FAKE_SINCE(cuDeviceGetDevResource, 12040),
+    FAKE_SINCE(cuCtxGetDevResource, 12040),
+    FAKE_SINCE(cuGreenCtxGetDevResource, 12040),
+    FAKE_SINCE(cuDevSmResourceSplitByCount, 12040),
+    FAKE_SINCE(cuDevResourceGenerateDesc, 12040),
+    FAKE_SINCE(cuGreenCtxCreate, 12040),
+    FAKE_SINCE(cuGreenCtxDestroy, 12040),
+    FAKE_SINCE(cuCtxFromGreenCtx, 12040),
+    FAKE_SINCE(cuGreenCtxRecordEvent, 12040),
+    FAKE_SINCE(cuGreenCtxWaitEvent, 12040),
+    FAKE_SINCE(cuStreamGetGreenCtx, 12040),
+    FAKE_SINCE(cuGreenCtxStreamCreate, 12050),
     FAKE_SINCE(cuGreenCtxGetId, 12090),
+    // issue 34 parts 3-4: checkpoint and restore, coredump settings
+    FAKE_SINCE(cuCheckpointProcessGetState, 12080),
+    FAKE_SINCE(cuCheckpointProcessGetRestoreThreadId, 12080),
+    FAKE_SINCE(cuCheckpointProcessLock, 12080),
+    FAKE_SINCE(cuCheckpointProcessCheckpoint, 12080),
+    FAKE_SINCE(cuCheckpointProcessRestore, 12080),
+    FAKE_SINCE(cuCheckpointProcessUnlock, 12080),
+    FAKE_SINCE(cuCoredumpGetAttributeGlobal, 12010),
+    FAKE_SINCE(cuCoredumpGetAttribute, 12010),
+    FAKE_SINCE(cuCoredumpSetAttributeGlobal, 12010),
+    FAKE_SINCE(cuCoredumpSetAttribute, 12010),
 };
 
 }  // namespace
@@ -3865,4 +4106,42 @@ FAKE_EXPORT int fake_cuda_launch_attributes(const char* api, unsigned* shape, CU
   const int n = static_cast<int>(r.attributes.size());
   std::copy_n(r.attributes.begin(), std::min(n, capacity), out);
   return n;
+}
+
+// --- issue 34 parts 3-4: checkpoint and restore, coredump settings: what the tests set and read ---------
+
+/// The checkpoint state of @p pid as the fake keeps it (a CUprocessState value).
+FAKE_EXPORT int fake_cuda_process_state(int pid) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  return checkpoints().state[pid];
+}
+
+/// Puts @p pid in @p state, as another tool acting on the process would.
+FAKE_EXPORT void fake_cuda_set_process_state(int pid, int state) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  checkpoints().state[pid] = state;
+}
+
+/// Moves @p pid to @p state right after the next cuCheckpointProcessGetState for it reports the old one (a
+/// change between cudrv's check and its transition).
+FAKE_EXPORT void fake_cuda_checkpoint_race(int pid, int state) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  checkpoints().race[pid] = state;
+}
+
+/// Makes a timed lock of @p pid time out (CUDA_ERROR_NOT_READY) while @p on.
+FAKE_EXPORT void fake_cuda_checkpoint_busy(int pid, int on) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  if (on != 0) {
+    checkpoints().busy.insert(pid);
+  } else {
+    checkpoints().busy.erase(pid);
+  }
+}
+
+/// Makes the next set of coredump attribute @p attrib (process-wide or per context) fail with
+/// CUDA_ERROR_NOT_PERMITTED.
+FAKE_EXPORT void fake_cuda_coredump_fail_set(int attrib) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  coredumps().fail_set = attrib;
 }
