@@ -320,6 +320,7 @@ using views =
 //   device_allocation, imported_allocation: the internal state of the buffers (namespace detail).
 // Scope guards, which restore a state at the end of a scope and hold nothing to adopt or hand off:
 //   context_guard, stream_capture, nccl::group, nvtx::range, mpi::environment.
+// issue 34 part 9: profiler_range is a scope guard too (movable; it ends a counted cuProfilerStart range).
 // contract:list-end
 
 static_assert(check_all(owners{}));
