@@ -94,16 +94,16 @@ void CUDA_CB on_driver_log(void* /*data*/, CUlogLevel /*level*/, char* message, 
 }
 
 // The registration, made once (at load, or when the switch is turned on later) and undone at exit.
+// Constant-initialised and trivially destructible: usable at any time, also at exit, and nothing to
+// allocate (the first use is in the driver's loading, where an allocation failure could not be reported).
 struct registration {
   std::mutex mutex;
   bool have_entry_points = false;
   CUlogsCallbackHandle handle = nullptr;
   bool registered = false;
 };
-registration& reg() {
-  static auto* r = new registration;  // never destroyed: the switch may be turned at exit
-  return *r;
-}
+constinit registration registration_state;
+registration& reg() { return registration_state; }
 
 // Unregisters the callback when the process exits (or when a shared libcudrv is unloaded, whose code the
 // driver must not call afterwards). Constructed at the first registration, which comes after cuInit: it is

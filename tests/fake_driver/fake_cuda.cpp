@@ -3342,7 +3342,10 @@ struct log_callbacks_t {
 };
 
 log_callbacks_t& log_callbacks() {
-  static auto* l = new log_callbacks_t;
+  static auto* l = [] {
+    entry_scope scope;  // the fake's own allocation
+    return new log_callbacks_t;
+  }();
   return *l;
 }
 
@@ -3378,11 +3381,16 @@ void log_failure(CUresult r) noexcept {
 
 #if CUDA_VERSION >= 12090
 CUresult CUDAAPI fake_cuLogsRegisterCallback(CUlogsCallback fn, void* data, CUlogsCallbackHandle* handle) {
+  entry_scope scope;  // what it allocates is the fake's (the failure sweep's host allocations)
   if (fn == nullptr) {
     return CUDA_ERROR_INVALID_VALUE;
   }
   std::lock_guard<std::mutex> lock(log_callbacks().mutex);
-  log_callbacks().registered.emplace_back(fn, data);
+  try {
+    log_callbacks().registered.emplace_back(fn, data);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
   count("log_callbacks_registered");
   if (handle != nullptr) {
     *handle = reinterpret_cast<CUlogsCallbackHandle>(log_callbacks().registered.size());
@@ -3391,6 +3399,7 @@ CUresult CUDAAPI fake_cuLogsRegisterCallback(CUlogsCallback fn, void* data, CUlo
 }
 
 CUresult CUDAAPI fake_cuLogsUnregisterCallback(CUlogsCallbackHandle handle) {
+  entry_scope scope;
   std::lock_guard<std::mutex> lock(log_callbacks().mutex);
   auto& all = log_callbacks().registered;
   const auto index = reinterpret_cast<std::size_t>(handle);

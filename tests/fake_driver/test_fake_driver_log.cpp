@@ -97,6 +97,31 @@ TEST_CASE("driver log: a successful call leaves nothing, and a second error does
   CHECK(contains(third.driver_log()[1], "from cuMemAlloc"));
 }
 
+TEST_CASE("driver log: the refusal that ends cudrv's walk over a kernel's parameters is no error's",
+          "[fake-driver][driver-log]") {
+  log_fake f;
+  const cudrv::device dev(1);
+  cudrv::stream s(dev);
+  const cudrv::object_code ptx(cudrv::code_kind::ptx,
+                               ".version 8.0\n.target sm_90\n.address_size 64\n"
+                               ".visible .entry log_kernel()\n{\n  ret;\n}\n",
+                               "log_kernel.ptx");
+  cudrv::library lib(ptx, dev);
+  const cudrv::kernel owner = lib.get_kernel("log_kernel");
+  const auto adopted = cudrv::kernel_ref::from_native_handle(owner.native_handle());  // no layout: walked
+  drain();
+  const long long walks = f.counter("param_info_calls");
+  const long long failed = f.counter("failed_calls");
+  cudrv::launch(s, {.grid = 1, .block = 32}, adopted);  // the walk asks past the last parameter: refused, logged
+  CHECK(f.counter("param_info_calls") > walks);
+  CHECK(f.counter("failed_calls") > failed);
+  const cudrv::out_of_memory_error e = f.failed_allocation(dev);
+  INFO("what(): " << e.what());
+  REQUIRE(e.driver_log().size() == 1);
+  CHECK(contains(e.driver_log()[0], "from cuMemAlloc"));
+  CHECK_FALSE(contains(e.what(), "cuKernelGetParamInfo"));
+}
+
 TEST_CASE("driver log: a line logged more than a second before the error does not attach",
           "[fake-driver][driver-log]") {
   log_fake f;
