@@ -233,3 +233,21 @@ TEST_CASE("fake driver 12.4: without the log callback, errors are as before", "[
   CHECK_FALSE(contains(e.what(), "driver log:"));
   CHECK(contains(e.what(), "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY"));
 }
+
+// Run by ctest with CUDRV_DRIVER_LOG=0: nothing is registered when the driver loads; switching the log on
+// registers the callback then.
+TEST_CASE("driver log: CUDRV_DRIVER_LOG=0 keeps it off until it is switched on", "[.][driver-log-off]") {
+  log_fake f;
+  const cudrv::device dev(1);
+  CHECK_FALSE(cudrv::driver_log_enabled());
+  CHECK_FALSE(cudrv::driver_log_active());
+  CHECK(f.callbacks() == 0);
+  const cudrv::out_of_memory_error off = f.failed_allocation(dev);
+  CHECK(off.driver_log().empty());
+  CHECK_FALSE(cudrv::set_driver_log_enabled(true));
+  CHECK(cudrv::driver_log_active());
+  CHECK(f.callbacks() == 1);
+  const cudrv::out_of_memory_error on = f.failed_allocation(dev);
+  REQUIRE(on.driver_log().size() == 1);
+  CHECK(contains(on.driver_log()[0], "from cuMemAlloc"));
+}

@@ -83,7 +83,7 @@ cudrv::out_of_memory_error absurd_allocation(const cudrv::device& dev) {
 }  // namespace
 
 TEST_CASE("driver log: a raw launch with a 4096-thread block carries the driver's line naming the block",
-          "[gpu][driver-log]") {
+          "[gpu][driver-log][driver_error]") {
   CUDRV_REQUIRE_DRIVER_LOG();
   const cudrv::device dev(0);
   drain();
@@ -97,7 +97,7 @@ TEST_CASE("driver log: a raw launch with a 4096-thread block carries the driver'
   CHECK(contains(std::string(e.what()), "4096"));
 }
 
-TEST_CASE("driver log: cuMemAlloc of 1 PiB carries the driver's line", "[gpu][driver-log]") {
+TEST_CASE("driver log: cuMemAlloc of 1 PiB carries the driver's line", "[gpu][driver-log][driver_error]") {
   CUDRV_REQUIRE_DRIVER_LOG();
   const cudrv::device dev(0);
   drain();
@@ -109,7 +109,7 @@ TEST_CASE("driver log: cuMemAlloc of 1 PiB carries the driver's line", "[gpu][dr
 }
 
 TEST_CASE("driver log: a successful launch leaves nothing and a later failure carries only its own lines",
-          "[gpu][driver-log]") {
+          "[gpu][driver-log][driver_error]") {
   CUDRV_REQUIRE_DRIVER_LOG();
   const cudrv::device dev(0);
   cudrv::stream s(dev);
@@ -135,7 +135,7 @@ TEST_CASE("driver log: a successful launch leaves nothing and a later failure ca
   CHECK(cudrv::error(CUDA_ERROR_UNKNOWN, "nothing failed").driver_log().empty());
 }
 
-TEST_CASE("driver log: two threads failing at once each get their own lines", "[gpu][driver-log]") {
+TEST_CASE("driver log: two threads failing at once each get their own lines", "[gpu][driver-log][driver_error]") {
   CUDRV_REQUIRE_DRIVER_LOG();
   const cudrv::device dev(0);
   std::string launch_log;
