@@ -41,8 +41,6 @@ thread_local thread_ring ring{};
 
 // -1: not decided yet (CUDRV_DRIVER_LOG decides when the driver loads), 0 off, 1 on.
 std::atomic<int> switch_state{-1};
-// Set when the process is exiting (the unregistering object below is destroyed): the callback does nothing.
-std::atomic<bool> shutting_down{false};
 
 std::int64_t now_ns() noexcept {
   timespec t{};
@@ -66,8 +64,13 @@ bool switched_on() noexcept {
 }
 
 #if CUDRV_HAS_DRIVER_LOG
-// Called by the driver on the thread of the call that logs (driver 580.159.04: synchronously, before that
-// call returns). Never throws, never allocates, never locks; the ring is the calling thread's own.
+// Set when the process is exiting (the unregistering object below is destroyed): the callback does nothing.
+std::atomic<bool> shutting_down{false};
+
+// Called by the driver on the thread of the call that logs, before that call returns (what the probe of
+// driver 580.159.04 saw; the GPU test "two threads failing at once" checks it: were it another thread,
+// errors would carry no lines, never wrong ones). Never throws, never allocates, never locks; the ring
+// is the calling thread's own.
 void CUDA_CB on_driver_log(void* /*data*/, CUlogLevel /*level*/, char* message, std::size_t length) noexcept {
   if (message == nullptr || shutting_down.load(std::memory_order_relaxed) ||
       switch_state.load(std::memory_order_relaxed) != 1) {
