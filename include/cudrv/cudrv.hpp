@@ -63,3 +63,5 @@
 #include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"
+// issue 34 part 9: profiler control (a small header: one class over cuProfilerStart/Stop)
+#include "cudrv/profiler.hpp"

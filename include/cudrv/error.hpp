@@ -10,6 +10,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 /// @brief cudrv: RAII types over the CUDA driver API (devices, contexts, streams, events, memory),
 /// its exception hierarchy and run-time driver loading. See @ref design for the model.
@@ -33,7 +34,11 @@ enum class error_source {
 ///
 /// It carries the status code and its symbolic name (`CUDA_ERROR_OUT_OF_MEMORY`), the driver's
 /// description of it, the API call that failed (`cuMemAlloc`) and the context in which it failed
-/// (device, stream, sizes). `what()` joins them into one line.
+/// (device, stream, sizes). `what()` joins them into one line. Where the driver explains a failure
+/// in its log (`cuLogsRegisterCallback`, drivers for CUDA 12.9 and later), an error of a failed driver
+/// call also carries the lines the driver logged for it: @ref driver_log returns them, and `what()`
+/// shows each on a line of its own after the rest, as `driver log: <line>` (see @ref reliability,
+/// "The driver's log in errors", for which lines attach).
 ///
 /// @code
 /// try {
@@ -81,14 +86,35 @@ class error : public std::runtime_error {
   /// context the call ran in is unusable until it is reset. The error is then a
   /// @ref context_fault_error, unless a more specific type (a @ref launch_error) carries it.
   [[nodiscard]] bool is_sticky() const noexcept;
+  /// @brief The lines the CUDA driver logged on this thread for the failed call, oldest first
+  /// (empty where the driver has no log callback, the log is switched off, or it logged nothing).
+  ///
+  /// Only an error whose @ref source is @ref error_source::driver carries lines: those the driver
+  /// logged on the thread that built the error since the previous such error of that thread, at most
+  /// one second before it, the newest 8, each cut at 511 bytes (@ref reliability, "The driver's log in
+  /// errors").
+  /// @code
+  /// try {
+  ///   cudrv::device_buffer<std::byte> huge(dev, std::size_t(1) << 50);
+  /// } catch (const cudrv::error& e) {
+  ///   for (const std::string& line : e.driver_log()) {
+  ///     std::cerr << "driver: " << line << '\n';
+  ///   }
+  /// }
+  /// @endcode
+  [[nodiscard]] const std::vector<std::string>& driver_log() const noexcept { return driver_log_; }
 
  private:
+  error(error_source source, int code, std::string name, std::string description, std::string api, std::string context,
+        std::vector<std::string> driver_log);
+
   error_source source_;
   int code_;
   std::string name_;
   std::string description_;
   std::string api_;
   std::string context_;
+  std::vector<std::string> driver_log_;
 };
 
 /// @brief The CUDA driver cannot be used: libcuda.so.1 was not found, it is a stub, it is too old
@@ -389,5 +415,29 @@ destruction_error_handler set_destruction_error_handler(destruction_error_handle
 
 /// @brief The handler currently installed (never `nullptr`).
 [[nodiscard]] destruction_error_handler get_destruction_error_handler() noexcept;
+
+// issue 34 part 2: the driver's log in errors
+/// @brief Switches the driver's log in errors on or off, for the whole process (see
+/// @ref error::driver_log and @ref reliability, "The driver's log in errors").
+///
+/// It is on by default, unless the environment variable `CUDRV_DRIVER_LOG` is `0` when the driver is
+/// loaded. While it is off, the callback cudrv registered with the driver records nothing and errors carry
+/// no lines. Switching it on where it was off at load registers the callback then. Never throws.
+/// @code
+/// const bool was = cudrv::set_driver_log_enabled(false);   // errors without the driver's lines
+/// // ...
+/// cudrv::set_driver_log_enabled(was);
+/// @endcode
+/// @param enabled whether errors carry the driver's lines
+/// @return the previous setting
+bool set_driver_log_enabled(bool enabled) noexcept;
+
+/// @brief Whether the driver's log in errors is switched on (@ref set_driver_log_enabled). Never throws.
+[[nodiscard]] bool driver_log_enabled() noexcept;
+
+/// @brief Whether errors carry the driver's log now: the driver is loaded (this call loads it), has
+/// `cuLogsRegisterCallback` (CUDA 12.9 and later; cudrv built with CUDA 12.9 headers or later), cudrv's
+/// callback is registered, and the log is switched on. Never throws.
+[[nodiscard]] bool driver_log_active() noexcept;
 
 }  // namespace cudrv

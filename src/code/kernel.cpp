@@ -1,11 +1,13 @@
 // kernel_ref: attributes, occupancy and parameter information of a CUkernel.
 #include "cudrv/kernel.hpp"
 
+#include <cstdint>
 #include <exception>
 
 #include "code/kernel_support.hpp"
 #include "code/launch_attributes.hpp"
 #include "driver/driver_api.hpp"
+#include "driver/driver_log.hpp"
 
 namespace cudrv {
 namespace detail {
@@ -24,12 +26,14 @@ void describe_kernel(CUkernel kernel, kernel_signature& sig, CUcontext ctx) {
     std::vector<kernel_param> params;
     CUresult failure = CUDA_SUCCESS;
     run_in_context(ctx, "cuKernelGetParamInfo", [&] {
+      const std::uint64_t log_mark = driver_log_mark();
       for (std::size_t i = 0;; ++i) {
         std::size_t offset = 0;
         std::size_t size = 0;
         CUresult status = drv::cuKernelGetParamInfo(kernel, i, &offset, &size);
         if (status == CUDA_ERROR_INVALID_VALUE) {
-          break;  // past the last parameter
+          forget_driver_log_since(log_mark);  // the refusal that ends the walk is no error's
+          break;                              // past the last parameter
         }
         if (status != CUDA_SUCCESS) {
           failure = status;
@@ -140,11 +144,13 @@ void check_arguments_slow(CUkernel kernel, const kernel_signature* sig, const st
       return;  // a default stream with no context current: the launch itself fails and says so
     }
     run_in_context(ctx, "cuKernelGetParamInfo", [&] {
+      const std::uint64_t log_mark = driver_log_mark();
       for (std::size_t i = 0;; ++i) {
         std::size_t offset = 0;
         std::size_t size = 0;
         const CUresult status = drv::cuKernelGetParamInfo(kernel, i, &offset, &size);
         if (status == CUDA_ERROR_INVALID_VALUE) {
+          forget_driver_log_since(log_mark);  // the refusal that ends the walk is no error's
           expected_count = i;
           return;
         }

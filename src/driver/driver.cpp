@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "driver/driver_api.hpp"
+#include "driver/driver_log.hpp"
 
 namespace cudrv::detail {
 namespace {
@@ -118,6 +119,17 @@ void on_fork_child() noexcept {
 #undef CUDRV_STUB_ENTRY
 }
 
+// An entry point looked up while the driver loads (inside state(): resolve_entry_point would re-enter it),
+// or null where the driver lacks it.
+void* find_at_load(const driver_state& s, const char* symbol, int api_version) noexcept {
+  void* fn = nullptr;
+  CUdriverProcAddressQueryResult found = CU_GET_PROC_ADDRESS_SUCCESS;
+  const CUresult status = s.get_proc_v2 != nullptr
+                              ? s.get_proc_v2(symbol, &fn, api_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &found)
+                              : s.get_proc_v1(symbol, &fn, api_version, CU_GET_PROC_ADDRESS_LEGACY_STREAM);
+  return status == CUDA_SUCCESS && found == CU_GET_PROC_ADDRESS_SUCCESS ? fn : nullptr;
+}
+
 driver_state& state() {
   // Never destroyed: destructors of static cudrv objects may still call the driver at exit.
   static driver_state* s = [] {
@@ -128,6 +140,9 @@ driver_state& state() {
     }
     if (loaded->usable) {
       pthread_atfork(nullptr, nullptr, &on_fork_child);  // cuInit ran: a child may no longer use CUDA
+      // issue 34 part 2: the driver's log in errors, in place before the first call that can fail.
+      start_driver_log(find_at_load(*loaded, "cuLogsRegisterCallback", 12090),
+                       find_at_load(*loaded, "cuLogsUnregisterCallback", 12090));
     }
     return loaded;
   }();

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cuda.h>
+#include <cudaProfilerTypedefs.h>  // PFN_cuProfilerStart/Stop (issue 34 part 9)
 #include <cudaTypedefs.h>
 
 #include <atomic>
@@ -165,7 +166,8 @@
   X(cuGraphAddBatchMemOpNode, 11070)                            \
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
-  CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)
+  CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)                          \
+  CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)
 
 // issue 34 parts 3-4: checkpoint and restore of another process (<cudrv/process_checkpoint.hpp>, CUDA 12.8;
 // without CUDA 12.8 headers process_checkpoint reports not_supported_error) and GPU coredump settings
@@ -189,6 +191,25 @@
   X(cuCoredumpGetAttributeGlobal, 12010)          \
   X(cuCoredumpSetAttribute, 12010)                \
   X(cuCoredumpSetAttributeGlobal, 12010)
+
+// issue 34 part 2 and part 9: the driver's log in errors (src/driver/driver_log.cpp) and profiler control
+// (<cudrv/profiler.hpp>). cuLogsRegisterCallback/cuLogsUnregisterCallback exist from CUDA 12.9; cudrv
+// resolves them while it loads the driver (driver.cpp), before any call can fail, and stores them here
+// (so that a forked child gets the stubs like every other entry point). Built with older headers, cudrv
+// has no driver log (CUDRV_HAS_DRIVER_LOG 0).
+#if CUDA_VERSION >= 12090
+#define CUDRV_HAS_DRIVER_LOG 1
+#define CUDRV_DRIVER_ENTRY_POINTS_I34_DRIVER_LOG(X) \
+  X(cuLogsRegisterCallback, 12090)                  \
+  X(cuLogsUnregisterCallback, 12090)
+#else
+#define CUDRV_HAS_DRIVER_LOG 0
+#define CUDRV_DRIVER_ENTRY_POINTS_I34_DRIVER_LOG(X)
+#endif
+#define CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X) \
+  X(cuProfilerStart, 4000)                    \
+  X(cuProfilerStop, 4000)                     \
+  CUDRV_DRIVER_ENTRY_POINTS_I34_DRIVER_LOG(X)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
 // failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always

@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "driver/driver_api.hpp"
+#include "driver/driver_log.hpp"
 
 namespace cudrv {
 namespace {
@@ -86,10 +87,15 @@ constexpr const char* sticky_note =
     "recovery\"";
 
 std::string compose_message(error_source source, int code, const std::string& api, const std::string& name,
-                            const std::string& description, const std::string& context) {
+                            const std::string& description, const std::string& context,
+                            const std::vector<std::string>& driver_log) {
   std::string out = compose(api, name, description, context);
   if (source == error_source::driver && is_sticky(static_cast<CUresult>(code))) {
     out += sticky_note;
+  }
+  for (const std::string& line : driver_log) {  // issue 34 part 2: the driver's own explanation
+    out += "\ndriver log: ";
+    out += line;
   }
   return out;
 }
@@ -120,13 +126,19 @@ bool error::is_sticky() const noexcept { return source_ == error_source::driver 
 
 error::error(error_source source, int code, std::string name, std::string description, std::string api,
              std::string context)
-    : std::runtime_error(compose_message(source, code, api, name, description, context)),
+    : error(source, code, std::move(name), std::move(description), std::move(api), std::move(context),
+            source == error_source::driver ? detail::take_driver_log() : std::vector<std::string>{}) {}
+
+error::error(error_source source, int code, std::string name, std::string description, std::string api,
+             std::string context, std::vector<std::string> driver_log)
+    : std::runtime_error(compose_message(source, code, api, name, description, context, driver_log)),
       source_(source),
       code_(code),
       name_(std::move(name)),
       description_(std::move(description)),
       api_(std::move(api)),
-      context_(std::move(context)) {}
+      context_(std::move(context)),
+      driver_log_(std::move(driver_log)) {}
 
 error::error(CUresult code, std::string api, std::string context)
     : error(error_source::driver, static_cast<int>(code), error_name(code), error_description(code), std::move(api),

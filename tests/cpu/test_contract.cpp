@@ -325,6 +325,7 @@ using views =
 //   context_guard, stream_capture, nccl::group, nvtx::range, mpi::environment.
 // issue 34 parts 3-4: process_checkpoint is a value (a process id, no driver resource: copyable);
 //   process_checkpoint_lock and scoped_coredump_settings are scope guards (checked below).
+// issue 34 part 9: profiler_range is a scope guard too (movable; it ends a counted cuProfilerStart range).
 // contract:list-end
 
 static_assert(check_all(owners{}));

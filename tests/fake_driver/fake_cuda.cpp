@@ -185,6 +185,8 @@ injection_t& injection() {
 // While a thread runs inside the fake (an entry point, cuInit, cuGetProcAddress): what it allocates there
 // is the fake's, not the caller's (fake_cuda_in_entry_point, for the host-allocation injection).
 thread_local int entry_depth = 0;
+// The entry point the thread entered last (its fake_ name): the driver-log line of a failure names it.
+thread_local const char* entered_api = nullptr;
 
 struct entry_scope {
   entry_scope() noexcept { ++entry_depth; }
@@ -201,6 +203,7 @@ extern "C" void __sanitizer_print_stack_trace() __attribute__((weak));
 
 // Counts a call (under st().mutex) and returns the injected code for the armed one, else CUDA_SUCCESS.
 CUresult injected_at_entry(const char* fn) noexcept {
+  entered_api = fn;
   injection_t& in = injection();
   if (!in.armed || entry_depth != 1) {
     return CUDA_SUCCESS;
@@ -258,8 +261,11 @@ CUresult injected_at_entry(const char* fn) noexcept {
     return fail(st().allocation_failure);  \
   }
 
+void log_failure(CUresult r) noexcept;  // issue 34 part 2, below: the driver-log line of a failed call
+
 CUresult fail(CUresult r) noexcept {
   count("failed_calls");
+  log_failure(r);
   return r;
 }
 
@@ -3546,6 +3552,109 @@ CUresult CUDAAPI fake_cuCoredumpSetAttribute(CUcoredumpSettings attrib, void* va
   return coredump_set(false, attrib, value, size);
 }
 
+// --- issue 34 part 2 and part 9: the driver's log callbacks, profiler control ------------------------
+// Like the real driver (580.159.04), a failed call logs a line through every registered callback, on the
+// calling thread, before it returns ("Returning <code> (<name>) from <entry point>"); fake_cuda_emit_log
+// logs any line (the warnings of successful calls). cuProfilerStart/Stop count and note the context.
+
+struct log_callbacks_t {
+  std::mutex mutex;
+#if CUDA_VERSION >= 12090
+  std::vector<std::pair<CUlogsCallback, void*>> registered;
+#endif
+  long long next_handle = 1;
+};
+
+log_callbacks_t& log_callbacks() {
+  static auto* l = [] {
+    entry_scope scope;  // the fake's own allocation
+    return new log_callbacks_t;
+  }();
+  return *l;
+}
+
+// Calls every registered callback with the line, on this thread.
+void emit_log(const std::string& line) noexcept {
+#if CUDA_VERSION >= 12090
+  try {
+    std::vector<std::pair<CUlogsCallback, void*>> callbacks;
+    {
+      std::lock_guard<std::mutex> lock(log_callbacks().mutex);
+      callbacks = log_callbacks().registered;
+    }
+    std::string text = line + "\n";  // the real driver's lines may end with a newline
+    for (auto& [fn, data] : callbacks) {
+      if (fn != nullptr) {
+        fn(data, CU_LOG_LEVEL_ERROR, text.data(), text.size());
+      }
+    }
+  } catch (...) {
+  }
+#else
+  (void)line;
+#endif
+}
+
+void log_failure(CUresult r) noexcept {
+  try {
+    const char* api = entered_api != nullptr ? entered_api + 5 : "an entry point";  // without "fake_"
+    emit_log("Returning " + std::to_string(static_cast<int>(r)) + " (CUDA_ERROR_FAKE) from " + api);
+  } catch (...) {
+  }
+}
+
+#if CUDA_VERSION >= 12090
+CUresult CUDAAPI fake_cuLogsRegisterCallback(CUlogsCallback fn, void* data, CUlogsCallbackHandle* handle) {
+  entry_scope scope;  // what it allocates is the fake's (the failure sweep's host allocations)
+  if (fn == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  std::lock_guard<std::mutex> lock(log_callbacks().mutex);
+  try {
+    log_callbacks().registered.emplace_back(fn, data);
+  } catch (...) {
+    return CUDA_ERROR_OUT_OF_MEMORY;
+  }
+  count("log_callbacks_registered");
+  if (handle != nullptr) {
+    *handle = reinterpret_cast<CUlogsCallbackHandle>(log_callbacks().registered.size());
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuLogsUnregisterCallback(CUlogsCallbackHandle handle) {
+  entry_scope scope;
+  std::lock_guard<std::mutex> lock(log_callbacks().mutex);
+  auto& all = log_callbacks().registered;
+  const auto index = reinterpret_cast<std::size_t>(handle);
+  if (index == 0 || index > all.size() || all[index - 1].first == nullptr) {
+    return CUDA_ERROR_INVALID_VALUE;
+  }
+  all[index - 1].first = nullptr;  // handles stay unique: the slot is kept, empty
+  return CUDA_SUCCESS;
+}
+#endif
+
+CUresult CUDAAPI fake_cuProfilerStart() {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  count("profiler_starts");
+  note("cuProfilerStart " + hex(current()));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuProfilerStop() {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  count("profiler_stops");
+  note("cuProfilerStop " + hex(current()));
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3701,6 +3810,9 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuEventElapsedTime),
     FAKE_SYMBOL(cuStreamGetPriority),
     FAKE_SYMBOL(cuStreamGetFlags),
+    // issue 34 part 9: profiler control
+    FAKE_SYMBOL(cuProfilerStart),
+    FAKE_SYMBOL(cuProfilerStop),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
@@ -3749,6 +3861,11 @@ const versioned_symbol versioned_symbols[] = {
     FAKE_SINCE(cuCoredumpGetAttribute, 12010),
     FAKE_SINCE(cuCoredumpSetAttributeGlobal, 12010),
     FAKE_SINCE(cuCoredumpSetAttribute, 12010),
+#if CUDA_VERSION >= 12090
+    // issue 34 part 2: the driver's log callbacks
+    FAKE_SINCE(cuLogsRegisterCallback, 12090),
+    FAKE_SINCE(cuLogsUnregisterCallback, 12090),
+#endif
 };
 
 }  // namespace
@@ -4144,4 +4261,19 @@ FAKE_EXPORT void fake_cuda_checkpoint_busy(int pid, int on) {
 FAKE_EXPORT void fake_cuda_coredump_fail_set(int attrib) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   coredumps().fail_set = attrib;
+// --- issue 34 part 2: the driver's log ----------------------------------------------------------------
+
+/// Logs @p line through every registered log callback, on the calling thread (as the driver logs a
+/// warning of a successful call).
+FAKE_EXPORT void fake_cuda_emit_log(const char* line) { emit_log(line); }
+
+/// The number of log callbacks registered now.
+FAKE_EXPORT int fake_cuda_log_callbacks() {
+#if CUDA_VERSION >= 12090
+  std::lock_guard<std::mutex> lock(log_callbacks().mutex);
+  const auto& all = log_callbacks().registered;
+  return static_cast<int>(std::count_if(all.begin(), all.end(), [](const auto& c) { return c.first != nullptr; }));
+#else
+  return 0;
+#endif
 }
