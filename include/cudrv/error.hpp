@@ -25,6 +25,8 @@ enum class error_source {
   nccl,       ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
   mpi,        ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
   system,     ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
+  // issue 34 part 5: NVML as a library component
+  nvml,  ///< An NVML call returned an nvmlReturn_t (<cudrv/system.hpp>), or NVML could not be loaded.
 };
 
 /// @brief The base of every exception cudrv throws.
