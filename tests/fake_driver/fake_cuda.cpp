@@ -3322,6 +3322,21 @@ CUresult CUDAAPI fake_cuOccupancyMaxPotentialClusterSize(int* size, CUfunction, 
   return CUDA_SUCCESS;
 }
 
+// --- issue 34 part 5: NVML as a library component --------------------------------------------------
+// Device d's UUID: byte 0 is 0xc0 + d, byte i is i. tests/fake_nvml/fake_nvml.cpp gives its GPUs the
+// same UUIDs (in another order), so that cudrv::system matches them.
+CUresult CUDAAPI fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
+  FAKE_ENTER_ALWAYS();
+  if (d < 0 || d >= static_cast<int>(st().devices.size())) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  for (int i = 0; i < 16; ++i) {
+    uuid->bytes[i] = static_cast<char>(i);
+  }
+  uuid->bytes[0] = static_cast<char>(0xc0 + d);
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3477,6 +3492,8 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuEventElapsedTime),
     FAKE_SYMBOL(cuStreamGetPriority),
     FAKE_SYMBOL(cuStreamGetFlags),
+    // issue 34 part 5: NVML as a library component
+    FAKE_SYMBOL(cuDeviceGetUuid),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
