@@ -84,12 +84,12 @@ namespace system {
 
 /// @brief A PCI location (`nvmlPciInfo_t`).
 struct pci_info {
-  std::string bus_id;                ///< `domain:bus:device.function`, lower case, e.g. `00000000:1b:00.0`
-  unsigned int domain = 0;           ///< PCI domain
-  unsigned int bus = 0;              ///< bus number
-  unsigned int device = 0;           ///< device number
-  unsigned int pci_device_id = 0;    ///< combined device and vendor id
-  unsigned int pci_subsystem_id = 0; ///< subsystem id
+  std::string bus_id;                 ///< `domain:bus:device.function`, lower case, e.g. `00000000:1b:00.0`
+  unsigned int domain = 0;            ///< PCI domain
+  unsigned int bus = 0;               ///< bus number
+  unsigned int device = 0;            ///< device number
+  unsigned int pci_device_id = 0;     ///< combined device and vendor id
+  unsigned int pci_subsystem_id = 0;  ///< subsystem id
 };
 
 /// @brief Utilization over NVML's last sample period (1/6 s to 1 s, by product), percent.
@@ -107,21 +107,21 @@ struct memory_usage {
 
 /// @brief Power figures, in watts; each empty where NVML does not support it.
 struct power_readings {
-  std::optional<double> draw_w;              ///< current draw (`nvmlDeviceGetPowerUsage`)
-  std::optional<double> limit_w;             ///< the power-management limit (nvidia-smi's `power.limit`)
-  std::optional<double> enforced_limit_w;    ///< the limit in force (`nvmlDeviceGetEnforcedPowerLimit`)
-  std::optional<double> default_limit_w;     ///< the default limit
-  std::optional<double> min_limit_w;         ///< the lowest limit that can be set
-  std::optional<double> max_limit_w;         ///< the highest limit that can be set
+  std::optional<double> draw_w;            ///< current draw (`nvmlDeviceGetPowerUsage`)
+  std::optional<double> limit_w;           ///< the power-management limit (nvidia-smi's `power.limit`)
+  std::optional<double> enforced_limit_w;  ///< the limit in force (`nvmlDeviceGetEnforcedPowerLimit`)
+  std::optional<double> default_limit_w;   ///< the default limit
+  std::optional<double> min_limit_w;       ///< the lowest limit that can be set
+  std::optional<double> max_limit_w;       ///< the highest limit that can be set
 };
 
 /// @brief Temperatures and thresholds, degrees Celsius; each empty where NVML does not support it.
 struct temperature_readings {
-  std::optional<unsigned int> gpu_c;       ///< the GPU core (`NVML_TEMPERATURE_GPU`)
-  std::optional<unsigned int> memory_c;    ///< the memory (HBM), from the field `NVML_FI_DEV_MEMORY_TEMP`
-  std::optional<unsigned int> slowdown_c;  ///< where the GPU slows down (`NVML_TEMPERATURE_THRESHOLD_SLOWDOWN`)
-  std::optional<unsigned int> shutdown_c;  ///< where it shuts down (`NVML_TEMPERATURE_THRESHOLD_SHUTDOWN`)
-  std::optional<unsigned int> gpu_max_c;   ///< the GPU's maximum operating temperature
+  std::optional<unsigned int> gpu_c;         ///< the GPU core (`NVML_TEMPERATURE_GPU`)
+  std::optional<unsigned int> memory_c;      ///< the memory (HBM), from the field `NVML_FI_DEV_MEMORY_TEMP`
+  std::optional<unsigned int> slowdown_c;    ///< where the GPU slows down (`NVML_TEMPERATURE_THRESHOLD_SLOWDOWN`)
+  std::optional<unsigned int> shutdown_c;    ///< where it shuts down (`NVML_TEMPERATURE_THRESHOLD_SHUTDOWN`)
+  std::optional<unsigned int> gpu_max_c;     ///< the GPU's maximum operating temperature
   std::optional<unsigned int> memory_max_c;  ///< the memory's maximum operating temperature
 };
 
@@ -185,26 +185,26 @@ struct pcie_readings {
 
 /// @brief One NVLink of a GPU.
 struct nvlink_readings {
-  unsigned int link = 0;                                 ///< the link's number
-  bool active = false;                                   ///< whether the link is up
-  std::optional<unsigned int> version;                   ///< NVLink version (4 on the H100)
-  std::optional<pci_info> remote;                        ///< the PCI location at the other end
-  std::optional<unsigned long long> tx_data_kib;         ///< data sent since the driver loaded, KiB
-  std::optional<unsigned long long> rx_data_kib;         ///< data received since the driver loaded, KiB
-  std::optional<unsigned long long> replay_errors;       ///< data-link replays
-  std::optional<unsigned long long> recovery_errors;     ///< data-link recoveries
-  std::optional<unsigned long long> crc_flit_errors;     ///< flow-control CRC errors
-  std::optional<unsigned long long> crc_data_errors;     ///< data CRC errors
-  std::optional<unsigned long long> ecc_data_errors;     ///< data ECC errors
+  unsigned int link = 0;                              ///< the link's number
+  bool active = false;                                ///< whether the link is up
+  std::optional<unsigned int> version;                ///< NVLink version (4 on the H100)
+  std::optional<pci_info> remote;                     ///< the PCI location at the other end
+  std::optional<unsigned long long> tx_data_kib;      ///< data sent since the driver loaded, KiB
+  std::optional<unsigned long long> rx_data_kib;      ///< data received since the driver loaded, KiB
+  std::optional<unsigned long long> replay_errors;    ///< data-link replays
+  std::optional<unsigned long long> recovery_errors;  ///< data-link recoveries
+  std::optional<unsigned long long> crc_flit_errors;  ///< flow-control CRC errors
+  std::optional<unsigned long long> crc_data_errors;  ///< data CRC errors
+  std::optional<unsigned long long> ecc_data_errors;  ///< data ECC errors
 };
 
 /// @brief ECC mode and error counts; each empty where NVML does not support it.
 struct ecc_readings {
-  std::optional<bool> enabled;                            ///< ECC on now
-  std::optional<bool> pending;                            ///< ECC on after the next reboot
-  std::optional<unsigned long long> volatile_corrected;   ///< corrected since the driver loaded
-  std::optional<unsigned long long> volatile_uncorrected; ///< uncorrected since the driver loaded
-  std::optional<unsigned long long> aggregate_corrected;  ///< corrected over the GPU's life
+  std::optional<bool> enabled;                              ///< ECC on now
+  std::optional<bool> pending;                              ///< ECC on after the next reboot
+  std::optional<unsigned long long> volatile_corrected;     ///< corrected since the driver loaded
+  std::optional<unsigned long long> volatile_uncorrected;   ///< uncorrected since the driver loaded
+  std::optional<unsigned long long> aggregate_corrected;    ///< corrected over the GPU's life
   std::optional<unsigned long long> aggregate_uncorrected;  ///< uncorrected over the GPU's life
 };
 
@@ -225,10 +225,10 @@ struct remapped_rows_info {
 
 /// @brief Who may create contexts on the GPU (`nvmlComputeMode_t`).
 enum class compute_mode {
-  shared = 0,              ///< any number of processes and contexts ("Default")
-  exclusive_thread = 1,    ///< one context, used by one thread (deprecated by NVIDIA)
-  prohibited = 2,          ///< no context at all
-  exclusive_process = 3,   ///< one context, used by any thread of one process
+  shared = 0,             ///< any number of processes and contexts ("Default")
+  exclusive_thread = 1,   ///< one context, used by one thread (deprecated by NVIDIA)
+  prohibited = 2,         ///< no context at all
+  exclusive_process = 3,  ///< one context, used by any thread of one process
 };
 
 /// @brief The name nvidia-smi prints: `Default`, `Exclusive_Thread`, `Prohibited`, `Exclusive_Process`.
@@ -248,11 +248,11 @@ enum class process_kind {
 
 /// @brief A process that uses the GPU.
 struct process_info {
-  unsigned int pid = 0;                      ///< process id, as the host sees it (in a container, NVML may
-                                             ///< give ids of the host's namespace or report nobody)
-  process_kind kind = process_kind::compute; ///< compute or graphics
-  std::optional<unsigned long long> used_bytes;  ///< device memory it uses; empty where NVML cannot tell
-  std::optional<unsigned int> gpu_instance_id;   ///< MIG GPU instance, when MIG is on
+  unsigned int pid = 0;                             ///< process id, as the host sees it (in a container, NVML may
+                                                    ///< give ids of the host's namespace or report nobody)
+  process_kind kind = process_kind::compute;        ///< compute or graphics
+  std::optional<unsigned long long> used_bytes;     ///< device memory it uses; empty where NVML cannot tell
+  std::optional<unsigned int> gpu_instance_id;      ///< MIG GPU instance, when MIG is on
   std::optional<unsigned int> compute_instance_id;  ///< MIG compute instance, when MIG is on
 };
 

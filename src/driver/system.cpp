@@ -214,9 +214,7 @@ std::string unavailable_reason() { return nv::why_unusable(); }
 
 std::string library_path() { return nv::path(); }
 
-std::string driver_version() {
-  return text_of(nv::loaded().nvmlSystemGetDriverVersion, "nvmlSystemGetDriverVersion");
-}
+std::string driver_version() { return text_of(nv::loaded().nvmlSystemGetDriverVersion, "nvmlSystemGetDriverVersion"); }
 
 std::string nvml_version() { return text_of(nv::loaded().nvmlSystemGetNVMLVersion, "nvmlSystemGetNVMLVersion"); }
 
@@ -528,8 +526,8 @@ std::optional<retired_pages_info> nvml_device::retired_pages() const {
   unsigned int* counts[] = {&out.single_bit_ecc, &out.double_bit_ecc};  // nvmlPageRetirementCause_t 0, 1
   for (int cause = 0; cause < 2; ++cause) {
     unsigned int n = 0;  // 0 with no buffer: NVML gives the count (NVML_SUCCESS or NVML_ERROR_INSUFFICIENT_SIZE)
-    nv::ret r = nv::call(nv::loaded().nvmlDeviceGetRetiredPages, handle_, cause, &n,
-                         static_cast<unsigned long long*>(nullptr));
+    nv::ret r =
+        nv::call(nv::loaded().nvmlDeviceGetRetiredPages, handle_, cause, &n, static_cast<unsigned long long*>(nullptr));
     if (r == nv::insufficient_size) {
       r = nv::success;
     }

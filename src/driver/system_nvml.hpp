@@ -33,14 +33,14 @@ struct utilization {  // nvmlUtilization_t
   unsigned int gpu;
   unsigned int memory;
 };
-struct pci {                  // nvmlPciInfo_t
-  char bus_id_legacy[16];     // busIdLegacy
-  unsigned int domain;        // domain
-  unsigned int bus;           // bus
-  unsigned int device;        // device
-  unsigned int pci_device_id; // pciDeviceId
+struct pci {                      // nvmlPciInfo_t
+  char bus_id_legacy[16];         // busIdLegacy
+  unsigned int domain;            // domain
+  unsigned int bus;               // bus
+  unsigned int device;            // device
+  unsigned int pci_device_id;     // pciDeviceId
   unsigned int pci_subsystem_id;  // pciSubSystemId
-  char bus_id[32];            // busId (NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE)
+  char bus_id[32];                // busId (NVML_DEVICE_PCI_BUS_ID_BUFFER_SIZE)
 };
 struct process {  // nvmlProcessInfo_t (the _v3 process queries' element, nvmlProcessInfo_v2_t)
   unsigned int pid;
@@ -78,73 +78,73 @@ constexpr int value_signed_int = 5;
 constexpr int value_unsigned_short = 6;
 
 // nvmlFieldId values
-constexpr unsigned int field_memory_temperature = 82;   // NVML_FI_DEV_MEMORY_TEMP
-constexpr unsigned int field_nvlink_data_tx = 138;      // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (KiB)
-constexpr unsigned int field_nvlink_data_rx = 139;      // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX (KiB)
+constexpr unsigned int field_memory_temperature = 82;  // NVML_FI_DEV_MEMORY_TEMP
+constexpr unsigned int field_nvlink_data_tx = 138;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (KiB)
+constexpr unsigned int field_nvlink_data_rx = 139;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX (KiB)
 
-constexpr unsigned int max_nvlinks = 18;                 // NVML_NVLINK_MAX_LINKS
+constexpr unsigned int max_nvlinks = 18;                   // NVML_NVLINK_MAX_LINKS
 constexpr unsigned long long value_not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
-constexpr int pstate_unknown = 32;                        // NVML_PSTATE_UNKNOWN
+constexpr int pstate_unknown = 32;                         // NVML_PSTATE_UNKNOWN
 constexpr unsigned int text_buffer = 96;  // larger than NVML's name (96), UUID (80) and version (80) sizes
 
 // The entry points: name and type. The first seven are required; the others may be missing from an
 // older NVML (then the fields they give are empty).
-#define CUDRV_NVML_REQUIRED(X)                                                 \
-  X(nvmlInit_v2, ret (*)())                                                    \
-  X(nvmlShutdown, ret (*)())                                                   \
-  X(nvmlErrorString, const char* (*)(ret))                                     \
-  X(nvmlDeviceGetCount_v2, ret (*)(unsigned int*))                             \
-  X(nvmlDeviceGetHandleByIndex_v2, ret (*)(unsigned int, handle*))             \
-  X(nvmlDeviceGetHandleByUUID, ret (*)(const char*, handle*))                  \
+#define CUDRV_NVML_REQUIRED(X)                                     \
+  X(nvmlInit_v2, ret (*)())                                        \
+  X(nvmlShutdown, ret (*)())                                       \
+  X(nvmlErrorString, const char* (*)(ret))                         \
+  X(nvmlDeviceGetCount_v2, ret (*)(unsigned int*))                 \
+  X(nvmlDeviceGetHandleByIndex_v2, ret (*)(unsigned int, handle*)) \
+  X(nvmlDeviceGetHandleByUUID, ret (*)(const char*, handle*))      \
   X(nvmlDeviceGetUUID, ret (*)(handle, char*, unsigned int))
-#define CUDRV_NVML_OPTIONAL(X)                                                                            \
-  X(nvmlSystemGetDriverVersion, ret (*)(char*, unsigned int))                                             \
-  X(nvmlSystemGetNVMLVersion, ret (*)(char*, unsigned int))                                               \
-  X(nvmlSystemGetCudaDriverVersion_v2, ret (*)(int*))                                                     \
-  X(nvmlDeviceGetHandleByPciBusId_v2, ret (*)(const char*, handle*))                                      \
-  X(nvmlDeviceGetIndex, ret (*)(handle, unsigned int*))                                                   \
-  X(nvmlDeviceGetName, ret (*)(handle, char*, unsigned int))                                              \
-  X(nvmlDeviceGetSerial, ret (*)(handle, char*, unsigned int))                                            \
-  X(nvmlDeviceGetPciInfo_v3, ret (*)(handle, pci*))                                                       \
-  X(nvmlDeviceIsMigDeviceHandle, ret (*)(handle, unsigned int*))                                          \
-  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, ret (*)(handle, handle*))                               \
-  X(nvmlDeviceGetUtilizationRates, ret (*)(handle, utilization*))                                         \
-  X(nvmlDeviceGetMemoryInfo, ret (*)(handle, memory*))                                                    \
-  X(nvmlDeviceGetBAR1MemoryInfo, ret (*)(handle, memory*))                                                \
-  X(nvmlDeviceGetPowerUsage, ret (*)(handle, unsigned int*))                                              \
-  X(nvmlDeviceGetPowerManagementLimit, ret (*)(handle, unsigned int*))                                    \
-  X(nvmlDeviceGetEnforcedPowerLimit, ret (*)(handle, unsigned int*))                                      \
-  X(nvmlDeviceGetPowerManagementDefaultLimit, ret (*)(handle, unsigned int*))                             \
-  X(nvmlDeviceGetPowerManagementLimitConstraints, ret (*)(handle, unsigned int*, unsigned int*))          \
-  X(nvmlDeviceGetTemperature, ret (*)(handle, int, unsigned int*))                                        \
-  X(nvmlDeviceGetTemperatureThreshold, ret (*)(handle, int, unsigned int*))                               \
-  X(nvmlDeviceGetFieldValues, ret (*)(handle, int, field_value*))                                         \
-  X(nvmlDeviceGetClockInfo, ret (*)(handle, int, unsigned int*))                                          \
-  X(nvmlDeviceGetMaxClockInfo, ret (*)(handle, int, unsigned int*))                                       \
-  X(nvmlDeviceGetApplicationsClock, ret (*)(handle, int, unsigned int*))                                  \
-  X(nvmlDeviceGetCurrentClocksEventReasons, ret (*)(handle, unsigned long long*))                         \
-  X(nvmlDeviceGetCurrentClocksThrottleReasons, ret (*)(handle, unsigned long long*))                      \
-  X(nvmlDeviceGetCurrPcieLinkGeneration, ret (*)(handle, unsigned int*))                                  \
-  X(nvmlDeviceGetMaxPcieLinkGeneration, ret (*)(handle, unsigned int*))                                   \
-  X(nvmlDeviceGetGpuMaxPcieLinkGeneration, ret (*)(handle, unsigned int*))                                \
-  X(nvmlDeviceGetCurrPcieLinkWidth, ret (*)(handle, unsigned int*))                                       \
-  X(nvmlDeviceGetMaxPcieLinkWidth, ret (*)(handle, unsigned int*))                                        \
-  X(nvmlDeviceGetPcieThroughput, ret (*)(handle, int, unsigned int*))                                     \
-  X(nvmlDeviceGetPcieReplayCounter, ret (*)(handle, unsigned int*))                                       \
-  X(nvmlDeviceGetNvLinkState, ret (*)(handle, unsigned int, int*))                                        \
-  X(nvmlDeviceGetNvLinkVersion, ret (*)(handle, unsigned int, unsigned int*))                             \
-  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, ret (*)(handle, unsigned int, pci*))                             \
-  X(nvmlDeviceGetNvLinkErrorCounter, ret (*)(handle, unsigned int, int, unsigned long long*))             \
-  X(nvmlDeviceGetEccMode, ret (*)(handle, int*, int*))                                                    \
-  X(nvmlDeviceGetTotalEccErrors, ret (*)(handle, int, int, unsigned long long*))                          \
-  X(nvmlDeviceGetRetiredPages, ret (*)(handle, int, unsigned int*, unsigned long long*))                  \
-  X(nvmlDeviceGetRetiredPagesPendingStatus, ret (*)(handle, int*))                                        \
+#define CUDRV_NVML_OPTIONAL(X)                                                                              \
+  X(nvmlSystemGetDriverVersion, ret (*)(char*, unsigned int))                                               \
+  X(nvmlSystemGetNVMLVersion, ret (*)(char*, unsigned int))                                                 \
+  X(nvmlSystemGetCudaDriverVersion_v2, ret (*)(int*))                                                       \
+  X(nvmlDeviceGetHandleByPciBusId_v2, ret (*)(const char*, handle*))                                        \
+  X(nvmlDeviceGetIndex, ret (*)(handle, unsigned int*))                                                     \
+  X(nvmlDeviceGetName, ret (*)(handle, char*, unsigned int))                                                \
+  X(nvmlDeviceGetSerial, ret (*)(handle, char*, unsigned int))                                              \
+  X(nvmlDeviceGetPciInfo_v3, ret (*)(handle, pci*))                                                         \
+  X(nvmlDeviceIsMigDeviceHandle, ret (*)(handle, unsigned int*))                                            \
+  X(nvmlDeviceGetDeviceHandleFromMigDeviceHandle, ret (*)(handle, handle*))                                 \
+  X(nvmlDeviceGetUtilizationRates, ret (*)(handle, utilization*))                                           \
+  X(nvmlDeviceGetMemoryInfo, ret (*)(handle, memory*))                                                      \
+  X(nvmlDeviceGetBAR1MemoryInfo, ret (*)(handle, memory*))                                                  \
+  X(nvmlDeviceGetPowerUsage, ret (*)(handle, unsigned int*))                                                \
+  X(nvmlDeviceGetPowerManagementLimit, ret (*)(handle, unsigned int*))                                      \
+  X(nvmlDeviceGetEnforcedPowerLimit, ret (*)(handle, unsigned int*))                                        \
+  X(nvmlDeviceGetPowerManagementDefaultLimit, ret (*)(handle, unsigned int*))                               \
+  X(nvmlDeviceGetPowerManagementLimitConstraints, ret (*)(handle, unsigned int*, unsigned int*))            \
+  X(nvmlDeviceGetTemperature, ret (*)(handle, int, unsigned int*))                                          \
+  X(nvmlDeviceGetTemperatureThreshold, ret (*)(handle, int, unsigned int*))                                 \
+  X(nvmlDeviceGetFieldValues, ret (*)(handle, int, field_value*))                                           \
+  X(nvmlDeviceGetClockInfo, ret (*)(handle, int, unsigned int*))                                            \
+  X(nvmlDeviceGetMaxClockInfo, ret (*)(handle, int, unsigned int*))                                         \
+  X(nvmlDeviceGetApplicationsClock, ret (*)(handle, int, unsigned int*))                                    \
+  X(nvmlDeviceGetCurrentClocksEventReasons, ret (*)(handle, unsigned long long*))                           \
+  X(nvmlDeviceGetCurrentClocksThrottleReasons, ret (*)(handle, unsigned long long*))                        \
+  X(nvmlDeviceGetCurrPcieLinkGeneration, ret (*)(handle, unsigned int*))                                    \
+  X(nvmlDeviceGetMaxPcieLinkGeneration, ret (*)(handle, unsigned int*))                                     \
+  X(nvmlDeviceGetGpuMaxPcieLinkGeneration, ret (*)(handle, unsigned int*))                                  \
+  X(nvmlDeviceGetCurrPcieLinkWidth, ret (*)(handle, unsigned int*))                                         \
+  X(nvmlDeviceGetMaxPcieLinkWidth, ret (*)(handle, unsigned int*))                                          \
+  X(nvmlDeviceGetPcieThroughput, ret (*)(handle, int, unsigned int*))                                       \
+  X(nvmlDeviceGetPcieReplayCounter, ret (*)(handle, unsigned int*))                                         \
+  X(nvmlDeviceGetNvLinkState, ret (*)(handle, unsigned int, int*))                                          \
+  X(nvmlDeviceGetNvLinkVersion, ret (*)(handle, unsigned int, unsigned int*))                               \
+  X(nvmlDeviceGetNvLinkRemotePciInfo_v2, ret (*)(handle, unsigned int, pci*))                               \
+  X(nvmlDeviceGetNvLinkErrorCounter, ret (*)(handle, unsigned int, int, unsigned long long*))               \
+  X(nvmlDeviceGetEccMode, ret (*)(handle, int*, int*))                                                      \
+  X(nvmlDeviceGetTotalEccErrors, ret (*)(handle, int, int, unsigned long long*))                            \
+  X(nvmlDeviceGetRetiredPages, ret (*)(handle, int, unsigned int*, unsigned long long*))                    \
+  X(nvmlDeviceGetRetiredPagesPendingStatus, ret (*)(handle, int*))                                          \
   X(nvmlDeviceGetRemappedRows, ret (*)(handle, unsigned int*, unsigned int*, unsigned int*, unsigned int*)) \
-  X(nvmlDeviceGetComputeMode, ret (*)(handle, int*))                                                      \
-  X(nvmlDeviceGetMigMode, ret (*)(handle, unsigned int*, unsigned int*))                                  \
-  X(nvmlDeviceGetPersistenceMode, ret (*)(handle, int*))                                                  \
-  X(nvmlDeviceGetPerformanceState, ret (*)(handle, int*))                                                 \
-  X(nvmlDeviceGetComputeRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))                    \
+  X(nvmlDeviceGetComputeMode, ret (*)(handle, int*))                                                        \
+  X(nvmlDeviceGetMigMode, ret (*)(handle, unsigned int*, unsigned int*))                                    \
+  X(nvmlDeviceGetPersistenceMode, ret (*)(handle, int*))                                                    \
+  X(nvmlDeviceGetPerformanceState, ret (*)(handle, int*))                                                   \
+  X(nvmlDeviceGetComputeRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))                      \
   X(nvmlDeviceGetGraphicsRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))
 
 struct api {
