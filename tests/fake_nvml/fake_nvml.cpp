@@ -24,8 +24,7 @@ struct nvmlDevice_st {
 namespace {
 
 using ret = int;
-constexpr ret ok = 0, uninitialized = 1, invalid_argument = 2, not_supported = 3, not_found = 6,
-              insufficient_size = 7;
+constexpr ret ok = 0, uninitialized = 1, invalid_argument = 2, not_supported = 3, not_found = 6, insufficient_size = 7;
 
 nvmlDevice_st gpus[3] = {{0}, {1}, {2}};
 
@@ -68,9 +67,9 @@ fake_state& st() {
 }
 
 // The entry of every device function: counts it, applies an injected failure, checks initialisation.
-#define FAKE_ENTER(name)                                                        \
-  std::lock_guard<std::mutex> lock(st().mutex);                                 \
-  ++st().counters[name];                                                        \
+#define FAKE_ENTER(name)                                                             \
+  std::lock_guard<std::mutex> lock(st().mutex);                                      \
+  ++st().counters[name];                                                             \
   if (auto f = st().failures.find(name); f != st().failures.end()) return f->second; \
   if (st().inits == 0) return uninitialized;
 
@@ -222,8 +221,10 @@ FAKE_EXPORT ret nvmlDeviceGetIndex(nvmlDevice_st* d, unsigned int* i) {
 }
 FAKE_EXPORT ret nvmlDeviceGetName(nvmlDevice_st* d, char* out, unsigned int size) {
   FAKE_ENTER("nvmlDeviceGetName");
-  return copy_text(d->id == 0 ? "NVIDIA Fake H100" : d->id == 1 ? "NVIDIA Fake L4" : "NVIDIA Fake L4 MIG 1g.6gb", out,
-                   size);
+  return copy_text(d->id == 0   ? "NVIDIA Fake H100"
+                   : d->id == 1 ? "NVIDIA Fake L4"
+                                : "NVIDIA Fake L4 MIG 1g.6gb",
+                   out, size);
 }
 FAKE_EXPORT ret nvmlDeviceGetSerial(nvmlDevice_st* d, char* out, unsigned int size) {
   FAKE_ENTER("nvmlDeviceGetSerial");
@@ -274,12 +275,12 @@ FAKE_EXPORT ret nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_st* d, memory_t* m) {
 }
 
 // Power, in milliwatts.
-#define FAKE_UINT_READING(fn, value)                    \
+#define FAKE_UINT_READING(fn, value)                      \
   FAKE_EXPORT ret fn(nvmlDevice_st* d, unsigned int* v) { \
-    FAKE_ENTER(#fn);                                    \
-    if (ret r = only_full(d); r != ok) return r;        \
-    *v = value;                                         \
-    return ok;                                          \
+    FAKE_ENTER(#fn);                                      \
+    if (ret r = only_full(d); r != ok) return r;          \
+    *v = value;                                           \
+    return ok;                                            \
   }
 FAKE_UINT_READING(nvmlDeviceGetPowerUsage, 123456)
 FAKE_UINT_READING(nvmlDeviceGetPowerManagementLimit, 700000)
@@ -454,8 +455,9 @@ FAKE_EXPORT ret nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_st* d, unsign
   if (ret r = only_full(d); r != ok) return r;
   if (st().growth_calls > 0) {
     --st().growth_calls;
-    st().compute_processes = st().growth_per_call < 0 ? 2 * st().compute_processes
-                                                     : st().compute_processes + static_cast<unsigned int>(st().growth_per_call);
+    st().compute_processes = st().growth_per_call < 0
+                                 ? 2 * st().compute_processes
+                                 : st().compute_processes + static_cast<unsigned int>(st().growth_per_call);
   }
   const unsigned int n = st().compute_processes;
   if (*count < n) {

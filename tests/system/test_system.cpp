@@ -44,7 +44,9 @@ long long nvml_calls(const char* function) { return nvml_hook<long long(const ch
 // Makes an NVML function fail with a code until the scope ends.
 struct injected_failure {
   const char* function;
-  injected_failure(const char* f, int code) : function(f) { nvml_hook<void(const char*, int)>("fake_nvml_fail")(f, code); }
+  injected_failure(const char* f, int code) : function(f) {
+    nvml_hook<void(const char*, int)>("fake_nvml_fail")(f, code);
+  }
   ~injected_failure() { nvml_hook<void(const char*, int)>("fake_nvml_fail")(function, 0); }
   injected_failure(const injected_failure&) = delete;
   injected_failure& operator=(const injected_failure&) = delete;
@@ -341,8 +343,7 @@ TEST_CASE("system: a process list that grows between NVML's calls is asked for a
   CHECK(procs[22].kind == sys::process_kind::graphics);
 }
 
-TEST_CASE("system: a process list that keeps growing gives a typed error after a bounded number of tries",
-          "[system]") {
+TEST_CASE("system: a process list that keeps growing gives a typed error after a bounded number of tries", "[system]") {
   const sys::nvml_device gpu = sys::nvml_device::at(0);
   nvml_hook<void(int, int)>("fake_nvml_grow_processes")(-1, 1000);  // doubles at every call
   const long long start = nvml_calls("nvmlDeviceGetComputeRunningProcesses_v3");
@@ -390,8 +391,7 @@ TEST_CASE("system: NVML is initialised once, lazily, from many threads, and coex
   CHECK(nvml_calls("nvmlShutdown") == 1);  // cudrv's own runs at exit
 }
 
-TEST_CASE("system: without NVML every call is a library_unavailable_error and available() says why",
-          "[.][no-nvml]") {
+TEST_CASE("system: without NVML every call is a library_unavailable_error and available() says why", "[.][no-nvml]") {
   CHECK_FALSE(sys::available());
   CHECK(contains(sys::unavailable_reason(), "/nonexistent/libnvidia-ml.so.1"));
   CHECK(sys::library_path() == "/nonexistent/libnvidia-ml.so.1");
