@@ -3337,6 +3337,17 @@ CUresult CUDAAPI fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+// Device 0 at bus 0x9a, device 1 at bus 0x1b (where tests/fake_nvml/fake_nvml.cpp puts the same GPUs).
+CUresult CUDAAPI fake_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
+  FAKE_ENTER_ALWAYS();
+  if (d < 0 || d >= static_cast<int>(st().devices.size()) || len <= 0) {
+    return fail(d < 0 || d >= static_cast<int>(st().devices.size()) ? CUDA_ERROR_INVALID_DEVICE
+                                                                    : CUDA_ERROR_INVALID_VALUE);
+  }
+  std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0", d == 1 ? 0x1b : 0x9a);
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3494,6 +3505,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuStreamGetFlags),
     // issue 34 part 5: NVML as a library component
     FAKE_SYMBOL(cuDeviceGetUuid),
+    FAKE_SYMBOL(cuDeviceGetPCIBusId),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).
