@@ -13,6 +13,8 @@
 ///   `<mpi.h>` and the `cudrv::mpi` component.
 /// - `<cudrv/dlpack.hpp>`: needs DLPack's `<dlpack/dlpack.h>` (the `cudrv::dlpack` target).
 /// - `<cudrv/cccl.hpp>`: needs CCCL's headers (the `cudrv::cccl` target).
+/// - `<cudrv/system.hpp>`: NVML (loaded at run time) for monitoring: versions, power, clocks,
+///   temperatures, ECC, processes; a management concern most programs never include.
 ///
 /// Every translation unit that includes it pays for it, so it includes no heavy standard header (the CPU
 /// test cudrv_umbrella_header_cost checks that); benchmarks/header_cost.sh compares its cost with the
