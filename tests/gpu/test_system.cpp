@@ -52,8 +52,8 @@ std::string trim(std::string s) {
 // The comma-separated fields of nvidia-smi's one line for GPU @p index; the last field (the name) may
 // hold commas and takes the rest of the line.
 std::vector<std::string> smi_fields(unsigned int index, const std::string& fields, std::size_t count) {
-  const std::optional<std::string> out = run("nvidia-smi --query-gpu=" + fields +
-                                             " --format=csv,noheader,nounits -i " + std::to_string(index));
+  const std::optional<std::string> out =
+      run("nvidia-smi --query-gpu=" + fields + " --format=csv,noheader,nounits -i " + std::to_string(index));
   REQUIRE(out);
   const std::string line = trim(out->substr(0, out->find('\n')));
   std::vector<std::string> f;
@@ -185,8 +185,8 @@ TEST_CASE("system: the NVML device matched to each CUDA device is the one nvidia
     }
     CHECK(gpu.uuid() == dev.uuid().to_string());
     REQUIRE(gpu.pci());
-    const std::optional<std::string> at_bus = run("nvidia-smi --query-gpu=uuid --format=csv,noheader -i " +
-                                                  gpu.pci()->bus_id);
+    const std::optional<std::string> at_bus =
+        run("nvidia-smi --query-gpu=uuid --format=csv,noheader -i " + gpu.pci()->bus_id);
     REQUIRE(at_bus);
     CHECK(trim(*at_bus) == dev.uuid().to_string());
     CHECK(sys::nvml_device::by_pci_bus_id(dev.pci_bus_id()) == gpu);  // CUDA's short form finds it too
