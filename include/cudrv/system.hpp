@@ -141,7 +141,7 @@ struct clock_readings {
 };
 
 /// @brief One reason why the clocks are below their maximum (NVML's clock-event, formerly "throttle",
-/// reasons): a bit of @ref clock_event_reasons.
+/// reasons): a bit of @ref cudrv::system::clock_event_reasons.
 enum class clock_event : std::uint64_t {
   gpu_idle = 0x1,                  ///< nothing runs
   applications_clocks = 0x2,       ///< the application clocks setting limits them
@@ -248,8 +248,8 @@ enum class process_kind {
 
 /// @brief A process that uses the GPU.
 struct process_info {
-  unsigned int pid = 0;                             ///< process id, as the host sees it (in a container, NVML may
-                                                    ///< give ids of the host's namespace or report nobody)
+  /// @brief The process id (in a container, NVML may give the host's ids, or list no process at all).
+  unsigned int pid = 0;
   process_kind kind = process_kind::compute;        ///< compute or graphics
   std::optional<unsigned long long> used_bytes;     ///< device memory it uses; empty where NVML cannot tell
   std::optional<unsigned int> gpu_instance_id;      ///< MIG GPU instance, when MIG is on
