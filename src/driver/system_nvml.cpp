@@ -3,6 +3,7 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
@@ -18,24 +19,26 @@ constexpr const char* nvml_env = "CUDRV_LIBNVML";
 // NVML as this process loaded it: the library, its entry points, and whether nvmlInit_v2 succeeded.
 // The one nvmlInit_v2 cudrv makes is balanced by an nvmlShutdown when the process exits (NVML counts
 // its initialisations, so an application's own nvmlInit/nvmlShutdown pairs leave cudrv's in place).
+// The state is never destroyed; the shutdown is an atexit handler registered after nvmlInit_v2, so that
+// it runs before whatever NVML registered while loading and initialising.
 struct state {
   std::string path;
   api fns;
-  bool ready = false;
+  std::atomic<bool> ready{false};
   // Why not ready: a dlopen or dlsym failure (init_result == success) or nvmlInit_v2's result.
   std::string reason;
   std::string failed_call;
   ret init_result = success;
-
-  state() = default;
-  state(const state&) = delete;
-  state& operator=(const state&) = delete;
-  ~state() {
-    if (ready) {
-      fns.nvmlShutdown();
-    }
-  }
 };
+
+state& get_state();
+
+void shutdown_at_exit() {
+  state& s = get_state();
+  if (s.ready.exchange(false)) {
+    s.fns.nvmlShutdown();
+  }
+}
 
 void resolve(state& s, void* lib) {
   std::string missing;
@@ -83,13 +86,16 @@ void load(state& s) {
     return;
   }
   s.ready = true;
+  std::atexit(shutdown_at_exit);
 }
 
 state& get_state() {
-  static state s;
-  static const bool once = (load(s), true);
-  (void)once;
-  return s;
+  static state* const s = [] {
+    auto* fresh = new state;  // never deleted: see state
+    load(*fresh);
+    return fresh;
+  }();
+  return *s;
 }
 
 }  // namespace
@@ -102,6 +108,9 @@ const api& loaded() {
   if (s.init_result != success) {
     throw nvml_error(s.init_result, s.reason, "nvmlInit_v2", "NVML (" + s.path + ")");
   }
+  if (s.failed_call.empty()) {  // loaded and initialised, then shut down by the exit-time handler
+    throw nvml_error(uninitialized, "NVML was shut down at process exit", "nvmlShutdown", "NVML (" + s.path + ")");
+  }
   const ret code = s.failed_call == "dlsym" ? function_not_found : library_not_found;
   throw library_unavailable_error(error_source::nvml, code, return_name(code), s.reason, s.failed_call,
                                   std::string("NVML: install the NVIDIA driver, or set ") + nvml_env +
@@ -110,7 +119,10 @@ const api& loaded() {
 
 bool usable() noexcept { return get_state().ready; }
 
-std::string why_unusable() { return get_state().reason; }
+std::string why_unusable() {
+  const state& s = get_state();
+  return s.ready || !s.failed_call.empty() ? s.reason : "NVML was shut down at process exit";
+}
 
 std::string path() { return get_state().path; }
 

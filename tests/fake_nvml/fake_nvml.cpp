@@ -62,8 +62,8 @@ struct fake_state {
   unsigned int compute_processes = 2;
 };
 fake_state& st() {
-  static fake_state s;
-  return s;
+  static fake_state* const s = new fake_state;  // never destroyed: cudrv's exit-time nvmlShutdown uses it
+  return *s;
 }
 
 // The entry of every device function: counts it, applies an injected failure, checks initialisation.

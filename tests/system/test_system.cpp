@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <optional>
 #include <string>
@@ -367,7 +368,18 @@ TEST_CASE("system: a process list that keeps growing gives a typed error after a
 
 TEST_CASE("system: NVML is initialised once, lazily, from many threads, and coexists with the application's own",
           "[system]") {
-  // Each case runs in its own process: these threads are the first to use NVML.
+  // Each case runs in its own process: these threads are the first to use NVML. Then cudrv's exit-time
+  // nvmlShutdown is registered after this check, which therefore runs after it and sees NVML balanced.
+  if (dlopen(std::getenv("CUDRV_LIBNVML"), RTLD_NOW | RTLD_NOLOAD) == nullptr) {
+    std::atexit([] {
+      void* lib = dlopen(std::getenv("CUDRV_LIBNVML"), RTLD_NOW | RTLD_NOLOAD);
+      auto* count = lib != nullptr ? reinterpret_cast<int (*)()>(dlsym(lib, "fake_nvml_init_count")) : nullptr;
+      if (count == nullptr || count() != 0) {
+        std::fputs("cudrv did not shut NVML down at exit\n", stderr);
+        std::_Exit(3);
+      }
+    });
+  }
   std::atomic<int> failures{0};
   std::vector<std::thread> threads;
   for (int i = 0; i < 8; ++i) {
