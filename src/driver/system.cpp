@@ -2,7 +2,6 @@
 #include <cudrv/system.hpp>
 
 #include <algorithm>
-#include <array>
 #include <cstring>
 #include <utility>
 
