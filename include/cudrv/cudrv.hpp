@@ -16,6 +16,8 @@
 /// - `<cudrv/cccl.hpp>`: needs CCCL's headers (the `cudrv::cccl` target).
 /// - `<cudrv/process_checkpoint.hpp>` and `<cudrv/coredump.hpp>` (issue 34 parts 3-4): process-level
 ///   tooling (checkpointing another process, GPU core dump settings) that most programs never use.
+/// - `<cudrv/system.hpp>`: NVML (loaded at run time) for monitoring: versions, power, clocks,
+///   temperatures, ECC, processes; a management concern most programs never include.
 ///
 /// Every translation unit that includes it pays for it, so it includes no heavy standard header (the CPU
 /// test cudrv_umbrella_header_cost checks that); benchmarks/header_cost.sh compares its cost with the

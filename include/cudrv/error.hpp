@@ -28,6 +28,8 @@ enum class error_source {
   system,     ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
   // issue 34 part 9: NVVM IR
   nvvm,  ///< A libNVVM call returned an nvvmResult (<cudrv/nvvm_program.hpp>), or libNVVM could not be loaded.
+  // issue 34 part 5: NVML as a library component
+  nvml,  ///< An NVML call returned an nvmlReturn_t (<cudrv/system.hpp>), or NVML could not be loaded.
 };
 
 /// @brief The base of every exception cudrv throws.

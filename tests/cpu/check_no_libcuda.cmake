@@ -1,6 +1,6 @@
-# Fails when any given binary has libcuda, libnvrtc, libnvJitLink or libnccl in its dynamic section
-# (NEEDED): cudrv loads the driver, NVRTC, nvJitLink and NCCL at run time with dlopen and must never
-# link them. Nor may a binary link MPI (libmpi*) unless its entry is marked "mpi:": only the optional
+# Fails when any given binary has libcuda, libnvrtc, libnvJitLink, libnccl or libnvidia-ml (NVML) in its
+# dynamic section (NEEDED): cudrv loads the driver, NVRTC, nvJitLink, NCCL and NVML at run time with dlopen
+# and must never link them. Nor may a binary link MPI (libmpi*) unless its entry is marked "mpi:": only the optional
 # component cudrv::mpi and what links it do; libcudrv never does. An entry marked "nccl:" (a benchmark
 # whose reference is NCCL called directly, as its users would) may link libnccl.
 #   cmake -DREADELF=<readelf> -DFILES=<file>|mpi:<file>|nccl:<file>|mpi:nccl:<file>|... -P check_no_libcuda.cmake
@@ -54,11 +54,15 @@ foreach(file IN LISTS files)
     if(NOT allows_mpi AND lib MATCHES "^libmpi")
       string(APPEND failures "  ${file} needs ${lib}, but only cudrv::mpi and its users may link MPI\n")
     endif()
+    # issue 34 part 5: NVML (<cudrv/system.hpp>, cudrv-query) is opened with dlopen, never linked.
+    if(lib MATCHES "^libnvidia-ml")
+      string(APPEND failures "  ${file} needs ${lib}, but cudrv loads NVML at run time only\n")
+    endif()
   endforeach()
 endforeach()
 if(failures)
   message(FATAL_ERROR "a CUDA library or MPI is linked where it must not be (cudrv loads the CUDA libraries "
                       "at run time only, and only cudrv::mpi links MPI):\n${failures}")
 endif()
-message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc or libnvJitLink, none but the "
+message(STATUS "checked ${count} binaries: none links libcuda, libnvrtc, libnvJitLink or libnvidia-ml, none but the "
                "${nccl_allowed} NCCL benchmark(s) links libnccl, and none but the ${mpi_allowed} that use cudrv::mpi links MPI")

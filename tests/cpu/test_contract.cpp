@@ -17,6 +17,7 @@
 #include <cudrv/cudrv.hpp>
 #include <cudrv/nccl.hpp>
 #include <cudrv/rtc.hpp>
+#include <cudrv/system.hpp>  // issue 34 part 5
 #include <cudrv/unix_socket.hpp>
 // issue 34 parts 3-4: checkpoint and restore, coredump settings
 #include <cudrv/coredump.hpp>
@@ -312,7 +313,9 @@ using views =
          view<cudrv::kernel_ref, adopt<CUkernel>>, view<cudrv::typed_kernel_ref<sig>, adopt<CUkernel>>,
          view<cudrv::texture_object_ref, adopt<CUtexObject>>, view<cudrv::surface_object_ref, adopt<CUsurfObject>>,
          view<cudrv::nccl::communicator_ref, adopt<ncclComm*>>,
-         view<cudrv::nccl::communicator_ref, adopt<ncclComm*, int, int>>>;
+         view<cudrv::nccl::communicator_ref, adopt<ncclComm*, int, int>>,
+         // issue 34 part 5: an NVML device handle (NVML devices are never released)
+         view<cudrv::system::nvml_device, adopt<nvmlDevice_st*>>>;
 // array_ref::from_native_handle asks the driver for the array's format (cuArray3DGetDescriptor) and
 // can throw: a typed array view checks its element type against the array's, and a raw CUarray does
 // not say it. Adopting with a known description does not call the driver.

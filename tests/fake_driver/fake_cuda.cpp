@@ -3652,6 +3652,29 @@ CUresult CUDAAPI fake_cuProfilerStop() {
   }
   count("profiler_stops");
   note("cuProfilerStop " + hex(current()));
+// --- issue 34 part 5: NVML as a library component --------------------------------------------------
+// Device d's UUID: byte 0 is 0xc0 + d, byte i is i. tests/fake_nvml/fake_nvml.cpp gives its GPUs the
+// same UUIDs (in another order), so that cudrv::system matches them.
+CUresult CUDAAPI fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
+  FAKE_ENTER_ALWAYS();
+  if (d < 0 || d >= static_cast<int>(st().devices.size())) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  for (int i = 0; i < 16; ++i) {
+    uuid->bytes[i] = static_cast<char>(i);
+  }
+  uuid->bytes[0] = static_cast<char>(0xc0 + d);
+  return CUDA_SUCCESS;
+}
+
+// Device 0 at bus 0x9a, device 1 at bus 0x1b (where tests/fake_nvml/fake_nvml.cpp puts the same GPUs).
+CUresult CUDAAPI fake_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
+  FAKE_ENTER_ALWAYS();
+  if (d < 0 || d >= static_cast<int>(st().devices.size()) || len <= 0) {
+    return fail(d < 0 || d >= static_cast<int>(st().devices.size()) ? CUDA_ERROR_INVALID_DEVICE
+                                                                    : CUDA_ERROR_INVALID_VALUE);
+  }
+  std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0", d == 1 ? 0x1b : 0x9a);
   return CUDA_SUCCESS;
 }
 
@@ -3813,6 +3836,9 @@ const symbol symbols[] = {
     // issue 34 part 9: profiler control
     FAKE_SYMBOL(cuProfilerStart),
     FAKE_SYMBOL(cuProfilerStop),
+    // issue 34 part 5: NVML as a library component
+    FAKE_SYMBOL(cuDeviceGetUuid),
+    FAKE_SYMBOL(cuDeviceGetPCIBusId),
 };
 
 // Whether FAKE_CUDA_HIDE names the symbol (a driver that lacks it).

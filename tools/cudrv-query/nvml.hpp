@@ -1,12 +1,12 @@
-// cudrv-query: NVML, loaded at run time when present (never linked).
+// cudrv-query: NVML's view of each GPU, read through the library's <cudrv/system.hpp> (NVML loaded at
+// run time when present, never linked).
 //
 // NVML (libnvidia-ml.so.1, installed with the driver) knows what the CUDA driver API does not:
 // current clocks, temperature, power, the PCIe link, ECC and MIG modes. Its device order is not
 // CUDA's, so devices are matched by UUID. Every field is optional: a field NVML does not support on a
-// GPU, or a function an older NVML lacks, is left empty and omitted from the output.
+// GPU, a function an older NVML lacks, or a reading that fails is left empty and omitted from the output.
 #pragma once
 
-#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -63,16 +63,15 @@ struct nvml_status {
   std::string nvml_version;    ///< NVML's own version, e.g. "13.580.159.04"
 };
 
-/// A loaded and initialised NVML (nvmlInit_v2 in the constructor, nvmlShutdown in the destructor).
-/// The library is libnvidia-ml.so.1, or the file named by the environment variable CUDRV_LIBNVML.
-/// Construction never throws; status() says whether NVML can be used. Safe to construct on one thread
-/// and use on another, one thread at a time.
+/// NVML as cudrv::system loads it (libnvidia-ml.so.1, or the file named by the environment variable
+/// CUDRV_LIBNVML; initialised once for the process). Construction never throws; status() says whether
+/// NVML can be used. Safe to construct on one thread and use on another.
 class nvml_session {
  public:
-  /// Loads and initialises NVML; never throws.
+  /// Loads and initialises NVML (through cudrv::system); never throws.
   nvml_session();
-  /// Shuts NVML down and closes the library.
-  ~nvml_session();
+  /// Nothing to release: cudrv::system keeps NVML initialised until the process exits.
+  ~nvml_session() = default;
   nvml_session(const nvml_session&) = delete;             ///< not copyable
   nvml_session& operator=(const nvml_session&) = delete;  ///< not copyable
 
@@ -85,8 +84,6 @@ class nvml_session {
   [[nodiscard]] std::optional<nvml_device> by_uuid(std::string_view uuid, nvml_fields fields);
 
  private:
-  struct api;
-  std::unique_ptr<api> api_;
   nvml_status status_;
 };
 

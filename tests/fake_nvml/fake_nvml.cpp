@@ -1,0 +1,484 @@
+// A stand-in for libnvidia-ml.so.1, loaded by cudrv through CUDRV_LIBNVML (tests/system/): three NVML
+// devices with known readings.
+//   index 0: "NVIDIA Fake H100", every reading supported; its UUID is the fake driver's CUDA device 1
+//            (NVML's order is not CUDA's).
+//   index 1: "NVIDIA Fake L4", whose optional readings all answer NVML_ERROR_NOT_SUPPORTED; its UUID is
+//            the fake driver's CUDA device 0. MIG mode on.
+//   a MIG instance of index 1 (no index), UUID MIG-d0..., which answers NVML_ERROR_INVALID_ARGUMENT to
+//            what a MIG handle does not support, as NVML does.
+// Hooks (fake_nvml_*): make a function fail, grow the process list between calls, read counters.
+// FAKE_NVML_INIT_RESULT=<n> makes nvmlInit_v2 return n.
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <string>
+
+#define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
+
+struct nvmlDevice_st {
+  int id;  // 0, 1: the GPUs; 2: the MIG instance
+};
+
+namespace {
+
+using ret = int;
+constexpr ret ok = 0, uninitialized = 1, invalid_argument = 2, not_supported = 3, not_found = 6, insufficient_size = 7;
+
+nvmlDevice_st gpus[3] = {{0}, {1}, {2}};
+
+struct pci_t {
+  char bus_id_legacy[16];
+  unsigned int domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+struct memory_t {
+  unsigned long long total, free, used;
+};
+struct utilization_t {
+  unsigned int gpu, memory;
+};
+struct process_t {
+  unsigned int pid;
+  unsigned long long used;
+  unsigned int gpu_instance_id, compute_instance_id;
+};
+struct field_value_t {
+  unsigned int field_id, scope_id;
+  long long timestamp, latency;
+  int value_type;
+  ret result;
+  unsigned long long value;
+};
+
+struct fake_state {
+  std::mutex mutex;
+  int inits = 0;  // NVML's reference count
+  std::map<std::string, long long> counters;
+  std::map<std::string, ret> failures;
+  int growth_per_call = 0;
+  int growth_calls = 0;
+  unsigned int compute_processes = 2;
+};
+fake_state& st() {
+  static fake_state* const s = new fake_state;  // never destroyed: cudrv's exit-time nvmlShutdown uses it
+  return *s;
+}
+
+// The entry of every device function: counts it, applies an injected failure, checks initialisation.
+#define FAKE_ENTER(name)                                                             \
+  std::lock_guard<std::mutex> lock(st().mutex);                                      \
+  ++st().counters[name];                                                             \
+  if (auto f = st().failures.find(name); f != st().failures.end()) return f->second; \
+  if (st().inits == 0) return uninitialized;
+
+// The UUID of the fake driver's CUDA device d (tests/fake_driver/fake_cuda.cpp, cuDeviceGetUuid): byte 0
+// is 0xc0 + d, byte i is i; for the MIG instance byte 0 is 0xd0.
+std::string uuid_text(const char* prefix, unsigned char first) {
+  unsigned char b[16];
+  for (int i = 0; i < 16; ++i) b[i] = static_cast<unsigned char>(i);
+  b[0] = first;
+  char out[64];
+  std::snprintf(out, sizeof(out), "%s%02x%02x%02x%02x-%02x%02x-%02x%02x-%02x%02x-%02x%02x%02x%02x%02x%02x", prefix,
+                b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13], b[14], b[15]);
+  return out;
+}
+std::string uuid_of(int id) {
+  return id == 0 ? uuid_text("GPU-", 0xc1) : id == 1 ? uuid_text("GPU-", 0xc0) : uuid_text("MIG-", 0xd0);
+}
+
+ret copy_text(const std::string& text, char* out, unsigned int size) {
+  if (text.size() + 1 > size) return insufficient_size;
+  std::memcpy(out, text.c_str(), text.size() + 1);
+  return ok;
+}
+
+// What device 0 alone supports; device 1 answers NOT_SUPPORTED, the MIG instance INVALID_ARGUMENT.
+ret only_full(nvmlDevice_st* d) {
+  return d == nullptr ? invalid_argument : d->id == 0 ? ok : d->id == 1 ? not_supported : invalid_argument;
+}
+
+}  // namespace
+
+// --- hooks -----------------------------------------------------------------------------------------
+
+/// Makes @p name return @p code from now on; code 0 clears it.
+FAKE_EXPORT void fake_nvml_fail(const char* name, int code) {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  if (code == 0) {
+    st().failures.erase(name);
+  } else {
+    st().failures[name] = code;
+  }
+}
+/// How often @p name was called ("nvmlInit_v2", "nvmlShutdown", "nvmlDeviceGetComputeRunningProcesses_v3", ...).
+FAKE_EXPORT long long fake_nvml_counter(const char* name) {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  return st().counters[name];
+}
+/// NVML's initialisation count now.
+FAKE_EXPORT int fake_nvml_init_count() {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  return st().inits;
+}
+/// Back to two compute processes; then the next @p calls compute-process queries each find @p per_call
+/// more processes than the last (-1: twice as many).
+FAKE_EXPORT void fake_nvml_grow_processes(int per_call, int calls) {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  st().compute_processes = 2;
+  st().growth_per_call = per_call;
+  st().growth_calls = calls;
+}
+
+// --- NVML ------------------------------------------------------------------------------------------
+
+FAKE_EXPORT ret nvmlInit_v2() {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  ++st().counters["nvmlInit_v2"];
+  if (const char* r = std::getenv("FAKE_NVML_INIT_RESULT"); r != nullptr && std::atoi(r) != 0) {
+    return std::atoi(r);
+  }
+  ++st().inits;
+  return ok;
+}
+FAKE_EXPORT ret nvmlShutdown() {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  ++st().counters["nvmlShutdown"];
+  if (st().inits == 0) return uninitialized;
+  --st().inits;
+  return ok;
+}
+FAKE_EXPORT const char* nvmlErrorString(ret r) {
+  switch (r) {
+    case 0: return "Success";
+    case 1: return "Uninitialized (fake)";
+    case 2: return "Invalid Argument (fake)";
+    case 3: return "Not Supported (fake)";
+    case 4: return "Insufficient Permissions (fake)";
+    case 6: return "Not Found (fake)";
+    case 7: return "Insufficient Size (fake)";
+    case 9: return "Driver Not Loaded (fake)";
+    case 15: return "GPU is lost (fake)";
+    default: return "Unknown Error (fake)";
+  }
+}
+FAKE_EXPORT ret nvmlSystemGetDriverVersion(char* out, unsigned int size) {
+  FAKE_ENTER("nvmlSystemGetDriverVersion");
+  return copy_text("999.88.77", out, size);
+}
+FAKE_EXPORT ret nvmlSystemGetNVMLVersion(char* out, unsigned int size) {
+  FAKE_ENTER("nvmlSystemGetNVMLVersion");
+  return copy_text("13.999.88.77", out, size);
+}
+FAKE_EXPORT ret nvmlSystemGetCudaDriverVersion_v2(int* v) {
+  FAKE_ENTER("nvmlSystemGetCudaDriverVersion_v2");
+  *v = 13020;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetCount_v2(unsigned int* n) {
+  FAKE_ENTER("nvmlDeviceGetCount_v2");
+  *n = 2;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_st** h) {
+  FAKE_ENTER("nvmlDeviceGetHandleByIndex_v2");
+  if (i >= 2) return invalid_argument;
+  *h = &gpus[i];
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_st** h) {
+  FAKE_ENTER("nvmlDeviceGetHandleByUUID");
+  for (int id = 0; id < 3; ++id) {
+    if (uuid_of(id) == uuid) {
+      *h = &gpus[id];
+      return ok;
+    }
+  }
+  return not_found;
+}
+FAKE_EXPORT ret nvmlDeviceGetHandleByPciBusId_v2(const char* bus_id, nvmlDevice_st** h) {
+  FAKE_ENTER("nvmlDeviceGetHandleByPciBusId_v2");
+  const std::string id(bus_id);
+  if (id == "00000000:1B:00.0" || id == "0000:1b:00.0") {
+    *h = &gpus[0];
+  } else if (id == "00000000:9A:00.0" || id == "0000:9a:00.0") {
+    *h = &gpus[1];
+  } else {
+    return not_found;
+  }
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetUUID(nvmlDevice_st* d, char* out, unsigned int size) {
+  FAKE_ENTER("nvmlDeviceGetUUID");
+  return copy_text(uuid_of(d->id), out, size);
+}
+FAKE_EXPORT ret nvmlDeviceGetIndex(nvmlDevice_st* d, unsigned int* i) {
+  FAKE_ENTER("nvmlDeviceGetIndex");
+  if (d->id == 2) return invalid_argument;
+  *i = static_cast<unsigned int>(d->id);
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetName(nvmlDevice_st* d, char* out, unsigned int size) {
+  FAKE_ENTER("nvmlDeviceGetName");
+  return copy_text(d->id == 0   ? "NVIDIA Fake H100"
+                   : d->id == 1 ? "NVIDIA Fake L4"
+                                : "NVIDIA Fake L4 MIG 1g.6gb",
+                   out, size);
+}
+FAKE_EXPORT ret nvmlDeviceGetSerial(nvmlDevice_st* d, char* out, unsigned int size) {
+  FAKE_ENTER("nvmlDeviceGetSerial");
+  if (ret r = only_full(d); r != ok) return r;
+  return copy_text("1650000000001", out, size);
+}
+FAKE_EXPORT ret nvmlDeviceGetPciInfo_v3(nvmlDevice_st* d, pci_t* p) {
+  FAKE_ENTER("nvmlDeviceGetPciInfo_v3");
+  if (d->id == 2) return invalid_argument;
+  std::memset(p, 0, sizeof(*p));
+  p->bus = d->id == 0 ? 0x1b : 0x9a;
+  p->pci_device_id = d->id == 0 ? 0x233010de : 0x27b810de;
+  p->pci_subsystem_id = 0x16c110de;
+  std::snprintf(p->bus_id, sizeof(p->bus_id), "00000000:%02X:00.0", p->bus);
+  std::snprintf(p->bus_id_legacy, sizeof(p->bus_id_legacy), "0000:%02X:00.0", p->bus);
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceIsMigDeviceHandle(nvmlDevice_st* d, unsigned int* is_mig) {
+  FAKE_ENTER("nvmlDeviceIsMigDeviceHandle");
+  *is_mig = d->id == 2 ? 1 : 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetDeviceHandleFromMigDeviceHandle(nvmlDevice_st* d, nvmlDevice_st** parent) {
+  FAKE_ENTER("nvmlDeviceGetDeviceHandleFromMigDeviceHandle");
+  if (d->id != 2) return invalid_argument;
+  *parent = &gpus[1];
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetUtilizationRates(nvmlDevice_st* d, utilization_t* u) {
+  FAKE_ENTER("nvmlDeviceGetUtilizationRates");
+  if (ret r = only_full(d); r != ok) return r;
+  *u = {37, 12};
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetMemoryInfo(nvmlDevice_st* d, memory_t* m) {
+  FAKE_ENTER("nvmlDeviceGetMemoryInfo");
+  constexpr unsigned long long gib = 1ULL << 30;
+  if (d->id == 0) *m = {80 * gib, 70 * gib, 10 * gib};
+  if (d->id == 1) *m = {24 * gib, 20 * gib, 4 * gib};
+  if (d->id == 2) *m = {6 * gib, 5 * gib, 1 * gib};  // the MIG instance's own
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetBAR1MemoryInfo(nvmlDevice_st* d, memory_t* m) {
+  FAKE_ENTER("nvmlDeviceGetBAR1MemoryInfo");
+  if (ret r = only_full(d); r != ok) return r;
+  *m = {128ULL << 30, 127ULL << 30, 1ULL << 30};
+  return ok;
+}
+
+// Power, in milliwatts.
+#define FAKE_UINT_READING(fn, value)                      \
+  FAKE_EXPORT ret fn(nvmlDevice_st* d, unsigned int* v) { \
+    FAKE_ENTER(#fn);                                      \
+    if (ret r = only_full(d); r != ok) return r;          \
+    *v = value;                                           \
+    return ok;                                            \
+  }
+FAKE_UINT_READING(nvmlDeviceGetPowerUsage, 123456)
+FAKE_UINT_READING(nvmlDeviceGetPowerManagementLimit, 700000)
+FAKE_UINT_READING(nvmlDeviceGetEnforcedPowerLimit, 690000)
+FAKE_UINT_READING(nvmlDeviceGetPowerManagementDefaultLimit, 700000)
+FAKE_UINT_READING(nvmlDeviceGetCurrPcieLinkGeneration, 4)
+FAKE_UINT_READING(nvmlDeviceGetMaxPcieLinkGeneration, 5)
+FAKE_UINT_READING(nvmlDeviceGetGpuMaxPcieLinkGeneration, 5)
+FAKE_UINT_READING(nvmlDeviceGetCurrPcieLinkWidth, 8)
+FAKE_UINT_READING(nvmlDeviceGetMaxPcieLinkWidth, 16)
+FAKE_UINT_READING(nvmlDeviceGetPcieReplayCounter, 3)
+
+FAKE_EXPORT ret nvmlDeviceGetPowerManagementLimitConstraints(nvmlDevice_st* d, unsigned int* lo, unsigned int* hi) {
+  FAKE_ENTER("nvmlDeviceGetPowerManagementLimitConstraints");
+  if (ret r = only_full(d); r != ok) return r;
+  *lo = 200000;
+  *hi = 700000;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetTemperature(nvmlDevice_st* d, int sensor, unsigned int* c) {
+  FAKE_ENTER("nvmlDeviceGetTemperature");
+  if (ret r = only_full(d); r != ok) return r;
+  if (sensor != 0) return invalid_argument;
+  *c = 41;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetTemperatureThreshold(nvmlDevice_st* d, int type, unsigned int* c) {
+  FAKE_ENTER("nvmlDeviceGetTemperatureThreshold");
+  if (ret r = only_full(d); r != ok) return r;
+  static const unsigned int values[] = {92, 89, 95, 87};  // shutdown, slowdown, memory max, GPU max
+  if (type < 0 || type > 3) return invalid_argument;
+  *c = values[type];
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetFieldValues(nvmlDevice_st* d, int count, field_value_t* values) {
+  FAKE_ENTER("nvmlDeviceGetFieldValues");
+  for (int i = 0; i < count; ++i) {
+    field_value_t& v = values[i];
+    v.result = only_full(d);
+    if (v.result != ok) continue;
+    if (v.field_id == 82) {  // memory temperature, an unsigned int
+      v.value_type = 1;
+      v.value = 0;
+      unsigned int c = 47;
+      std::memcpy(&v.value, &c, sizeof(c));
+    } else if ((v.field_id == 138 || v.field_id == 139) && v.scope_id < 2) {  // NVLink data KiB, unsigned long long
+      v.value_type = 3;
+      v.value = (v.field_id == 138 ? 1000ULL : 2000ULL) + v.scope_id;
+    } else {
+      v.result = not_supported;
+    }
+  }
+  return ok;
+}
+
+// Clocks: graphics, SM, memory, video.
+#define FAKE_CLOCKS(fn, g, sm, mem, video)                          \
+  FAKE_EXPORT ret fn(nvmlDevice_st* d, int type, unsigned int* v) { \
+    FAKE_ENTER(#fn);                                                \
+    if (ret r = only_full(d); r != ok) return r;                    \
+    static const unsigned int values[] = {g, sm, mem, video};       \
+    if (type < 0 || type > 3) return invalid_argument;              \
+    *v = values[type];                                              \
+    return ok;                                                      \
+  }
+FAKE_CLOCKS(nvmlDeviceGetClockInfo, 1755, 1755, 2619, 1545)
+FAKE_CLOCKS(nvmlDeviceGetMaxClockInfo, 1980, 1980, 2619, 1710)
+FAKE_CLOCKS(nvmlDeviceGetApplicationsClock, 1755, 1755, 2619, 1545)
+
+FAKE_EXPORT ret nvmlDeviceGetCurrentClocksEventReasons(nvmlDevice_st* d, unsigned long long* mask) {
+  FAKE_ENTER("nvmlDeviceGetCurrentClocksEventReasons");
+  if (ret r = only_full(d); r != ok) return r;
+  *mask = 0x1ULL | 0x4ULL | (1ULL << 40);  // GPU idle, software power cap, a bit NVML may add later
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetPcieThroughput(nvmlDevice_st* d, int counter, unsigned int* kib) {
+  FAKE_ENTER("nvmlDeviceGetPcieThroughput");
+  if (ret r = only_full(d); r != ok) return r;
+  *kib = counter == 0 ? 1234 : 5678;
+  return ok;
+}
+// NVLinks: device 0 has link 0 up and link 1 down; other links do not exist (INVALID_ARGUMENT).
+FAKE_EXPORT ret nvmlDeviceGetNvLinkState(nvmlDevice_st* d, unsigned int link, int* active) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkState");
+  if (ret r = only_full(d); r != ok) return r;
+  if (link >= 2) return invalid_argument;
+  *active = link == 0 ? 1 : 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetNvLinkVersion(nvmlDevice_st* d, unsigned int link, unsigned int* version) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkVersion");
+  if (ret r = only_full(d); r != ok) return r;
+  if (link >= 2) return invalid_argument;
+  *version = 4;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_st* d, unsigned int link, pci_t* p) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  if (ret r = only_full(d); r != ok) return r;
+  if (link != 0) return not_supported;  // a link that is down has no remote end
+  std::memset(p, 0, sizeof(*p));
+  p->bus = 0x2a;
+  std::snprintf(p->bus_id, sizeof(p->bus_id), "00000000:2A:00.0");
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetNvLinkErrorCounter(nvmlDevice_st* d, unsigned int link, int counter,
+                                                unsigned long long* n) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkErrorCounter");
+  if (ret r = only_full(d); r != ok) return r;
+  if (link >= 2 || counter < 0 || counter > 4) return invalid_argument;
+  *n = link == 0 ? static_cast<unsigned long long>(counter + 1) : 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetEccMode(nvmlDevice_st* d, int* current, int* pending) {
+  FAKE_ENTER("nvmlDeviceGetEccMode");
+  if (ret r = only_full(d); r != ok) return r;
+  *current = 1;
+  *pending = 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetTotalEccErrors(nvmlDevice_st* d, int type, int counter, unsigned long long* n) {
+  FAKE_ENTER("nvmlDeviceGetTotalEccErrors");
+  if (ret r = only_full(d); r != ok) return r;
+  static const unsigned long long values[2][2] = {{7, 70}, {0, 1}};  // [corrected, uncorrected][volatile, aggregate]
+  *n = values[type][counter];
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetRetiredPages(nvmlDevice_st* d, int, unsigned int*, unsigned long long*) {
+  FAKE_ENTER("nvmlDeviceGetRetiredPages");
+  (void)d;
+  return not_supported;  // a GPU that remaps rows
+}
+FAKE_EXPORT ret nvmlDeviceGetRemappedRows(nvmlDevice_st* d, unsigned int* corrected, unsigned int* uncorrected,
+                                          unsigned int* pending, unsigned int* failure) {
+  FAKE_ENTER("nvmlDeviceGetRemappedRows");
+  if (ret r = only_full(d); r != ok) return r;
+  *corrected = 2;
+  *uncorrected = 1;
+  *pending = 1;
+  *failure = 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetComputeMode(nvmlDevice_st* d, int* mode) {
+  FAKE_ENTER("nvmlDeviceGetComputeMode");
+  if (ret r = only_full(d); r != ok) return r;
+  *mode = 3;  // exclusive process
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetMigMode(nvmlDevice_st* d, unsigned int* current, unsigned int* pending) {
+  FAKE_ENTER("nvmlDeviceGetMigMode");
+  if (d->id == 2) return invalid_argument;
+  *current = d->id == 1 ? 1 : 0;
+  *pending = d->id == 1 ? 1 : 0;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetPersistenceMode(nvmlDevice_st* d, int* mode) {
+  FAKE_ENTER("nvmlDeviceGetPersistenceMode");
+  if (ret r = only_full(d); r != ok) return r;
+  *mode = 1;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetPerformanceState(nvmlDevice_st* d, int* state) {
+  FAKE_ENTER("nvmlDeviceGetPerformanceState");
+  if (d->id == 2) return invalid_argument;
+  *state = d->id == 0 ? 2 : 32;  // device 1: NVML_PSTATE_UNKNOWN
+  return ok;
+}
+
+// The two-call size protocol: fewer slots than processes gives INSUFFICIENT_SIZE and the count now.
+FAKE_EXPORT ret nvmlDeviceGetComputeRunningProcesses_v3(nvmlDevice_st* d, unsigned int* count, process_t* out) {
+  FAKE_ENTER("nvmlDeviceGetComputeRunningProcesses_v3");
+  if (ret r = only_full(d); r != ok) return r;
+  if (st().growth_calls > 0) {
+    --st().growth_calls;
+    st().compute_processes = st().growth_per_call < 0
+                                 ? 2 * st().compute_processes
+                                 : st().compute_processes + static_cast<unsigned int>(st().growth_per_call);
+  }
+  const unsigned int n = st().compute_processes;
+  if (*count < n) {
+    *count = n;
+    return insufficient_size;
+  }
+  for (unsigned int i = 0; i < n; ++i) {
+    // The second process's memory is unknown (NVML_VALUE_NOT_AVAILABLE); MIG is off (ids ~0u).
+    out[i] = {4242 + i, i == 1 ? ~0ULL : (1ULL << 30) * (i + 1), ~0u, ~0u};
+  }
+  *count = n;
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_st* d, unsigned int* count, process_t* out) {
+  FAKE_ENTER("nvmlDeviceGetGraphicsRunningProcesses_v3");
+  if (ret r = only_full(d); r != ok) return r;
+  if (*count < 1) {
+    *count = 1;
+    return insufficient_size;
+  }
+  out[0] = {99, 5ULL << 20, 1, 0};
+  *count = 1;
+  return ok;
+}
