@@ -3652,6 +3652,9 @@ CUresult CUDAAPI fake_cuProfilerStop() {
   }
   count("profiler_stops");
   note("cuProfilerStop " + hex(current()));
+  return CUDA_SUCCESS;
+}
+
 // --- issue 34 part 5: NVML as a library component --------------------------------------------------
 // Device d's UUID: byte 0 is 0xc0 + d, byte i is i. tests/fake_nvml/fake_nvml.cpp gives its GPUs the
 // same UUIDs (in another order), so that cudrv::system matches them.
@@ -4287,6 +4290,8 @@ FAKE_EXPORT void fake_cuda_checkpoint_busy(int pid, int on) {
 FAKE_EXPORT void fake_cuda_coredump_fail_set(int attrib) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   coredumps().fail_set = attrib;
+}
+
 // --- issue 34 part 2: the driver's log ----------------------------------------------------------------
 
 /// Logs @p line through every registered log callback, on the calling thread (as the driver logs a
