@@ -60,3 +60,5 @@
 #include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"
+// issue 34 part 1: every launch attribute
+#include "cudrv/persisting_l2.hpp"

@@ -164,7 +164,10 @@
   X(cuStreamBatchMemOp, 11070)                                  \
   X(cuGraphAddBatchMemOpNode, 11070)                            \
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
-  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
+  /* issue 34 part 1: every launch attribute */                 \
+  X(cuGraphKernelNodeGetAttribute, 11000)                       \
+  X(cuCtxResetPersistingL2Cache, 11000)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
 // failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always
