@@ -40,8 +40,9 @@ scoped_persisting_l2_limit::~scoped_persisting_l2_limit() {
 
 void reset_persisting_l2(context_ref ctx) {
   detail::require_context_handle(ctx.native_handle(), "cudrv::reset_persisting_l2");
-  detail::run_in_context(ctx.native_handle(), "cudrv::reset_persisting_l2",
-                         [] { detail::check(detail::drv::cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache"); });
+  detail::run_in_context(ctx.native_handle(), "cudrv::reset_persisting_l2", [] {
+    detail::check(detail::drv::cuCtxResetPersistingL2Cache(), "cuCtxResetPersistingL2Cache");
+  });
 }
 
 }  // namespace cudrv
