@@ -320,10 +320,23 @@ using views =
 //   device_allocation, imported_allocation: the internal state of the buffers (namespace detail).
 // Scope guards, which restore a state at the end of a scope and hold nothing to adopt or hand off:
 //   context_guard, stream_capture, nccl::group, nvtx::range, mpi::environment.
+// issue 34 part 1 (every launch attribute): scoped_persisting_l2_limit, a scope guard (restores the
+//   persisting-L2 limit); launch_event, the event handle a launch attribute holds, taken from lvalues only
+//   (checked below).
 // contract:list-end
 
 static_assert(check_all(owners{}));
 static_assert(check_all(views{}));
+
+// issue 34 part 1: a launch attribute's event is taken from an lvalue owner or any view, never from a
+// temporary owner (destroyed before the launch records it); the scoped limit neither copies nor moves.
+static_assert(std::is_constructible_v<cudrv::launch_event, const cudrv::event&>);
+static_assert(std::is_constructible_v<cudrv::launch_event, cudrv::event&>);
+static_assert(std::is_constructible_v<cudrv::launch_event, cudrv::event_ref>);
+static_assert(!std::is_constructible_v<cudrv::launch_event, cudrv::event>);
+static_assert(!std::is_constructible_v<cudrv::launch_event, const cudrv::event&&>);
+static_assert(!std::is_copy_constructible_v<cudrv::scoped_persisting_l2_limit>);
+static_assert(!std::is_move_constructible_v<cudrv::scoped_persisting_l2_limit>);
 
 // The dangling forms of issue 32, spelled out: a view of a temporary owner does not compile.
 static_assert(!std::is_convertible_v<cudrv::stream, cudrv::stream_ref>);
