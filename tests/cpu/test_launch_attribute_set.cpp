@@ -61,15 +61,15 @@ TEST_CASE("launch attributes: every CUlaunchAttributeID of cuda.h is translated,
   std::map<int, std::string> translated;  // id -> the name error messages use
   std::set<std::string> names;
   unsigned visits = 0;
-  cudrv::detail::for_each_launch_attribute(
-      cudrv::launch_config{}, [&](bool wanted, CUlaunchAttributeID id, const char* name, unsigned paths, const auto&) {
-        CHECK_FALSE(wanted);  // a default launch_config sets no attribute
-        CHECK(paths != 0);
-        translated[static_cast<int>(id)] = name;
-        names.insert(name);
-        ++visits;
-      });
-  CHECK(visits == translated.size());  // each id once
+  cudrv::detail::for_each_launch_attribute(cudrv::launch_config{}, [&](bool wanted, CUlaunchAttributeID id,
+                                                                       const char* name, unsigned paths, const auto&) {
+    CHECK_FALSE(wanted);  // a default launch_config sets no attribute
+    CHECK(paths != 0);
+    translated[static_cast<int>(id)] = name;
+    names.insert(name);
+    ++visits;
+  });
+  CHECK(visits == translated.size());        // each id once
   CHECK(names.size() == translated.size());  // each name once
   CHECK(visits == cudrv::detail::max_launch_attributes);
   std::set<int> stream_only;
