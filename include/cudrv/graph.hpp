@@ -101,7 +101,7 @@ class typed_graph_node : public graph_node_ref {
   void set_launch_attributes(const launch_config& config) const requires(Kind == graph_node_kind::kernel) {
     detail::set_kernel_node_attributes(native_handle(), config);
   }
-  /// @brief Kernel nodes added with @ref launch_config::device_updatable: the handle that device code
+  /// @brief Kernel nodes added with @ref cudrv::launch_config::device_updatable set: the handle that device code
   /// passes to the device-side update functions (`cudaGraphKernelNodeSetParam`, ...), read back from
   /// the node (`cuGraphKernelNodeGetAttribute`).
   /// @throws invalid_argument_error when the node is not device-updatable

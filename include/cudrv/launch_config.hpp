@@ -96,7 +96,7 @@ struct dims {
   friend constexpr bool operator==(const dims&, const dims&) noexcept = default;
 };
 
-/// @brief How the L2 cache treats the lines of an @ref access_policy_window (`CUaccessProperty`).
+/// @brief How the L2 cache treats the lines of an @ref cudrv::access_policy_window (`CUaccessProperty`).
 enum class access_property : int {
   normal = 0,      ///< Normal cache persistence (`CU_ACCESS_PROPERTY_NORMAL`).
   streaming = 1,   ///< Less likely to stay in L2 (`CU_ACCESS_PROPERTY_STREAMING`).

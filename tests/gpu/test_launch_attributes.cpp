@@ -117,14 +117,15 @@ TEST_CASE("an access-policy window with persisting L2 speeds up re-reads of a ho
     WARN("SKIPPED: device 0 has no persisting L2");
     return;
   }
-  auto k = attribute_library().get_kernel<void(const float4*, unsigned long long, const float4*, unsigned long long,
-                                               int, float*)>("hot_and_cold");
+  auto k = attribute_library()
+               .get_kernel<void(const float4*, unsigned long long, const float4*, unsigned long long, int, float*)>(
+                   "hot_and_cold");
   cudrv::stream s(dev);
   // A hot set of ~24 MiB (at most the persisting maximum and the window maximum), re-read 32 times while
   // 32 slices of a cold buffer of the same size each stream through L2 once.
-  const std::size_t hot_bytes =
-      std::min<std::size_t>({std::size_t{24} << 20, static_cast<std::size_t>(max_persisting),
-                             static_cast<std::size_t>(max_window)}) / 16 * 16;
+  const std::size_t hot_bytes = std::min<std::size_t>({std::size_t{24} << 20, static_cast<std::size_t>(max_persisting),
+                                                       static_cast<std::size_t>(max_window)}) /
+                                16 * 16;
   const int passes = 32;
   const unsigned long long hot_n = hot_bytes / 16;
   const unsigned long long cold_per_pass = hot_n;
@@ -163,7 +164,8 @@ TEST_CASE("an access-policy window with persisting L2 speeds up re-reads of a ho
       total += v;  // NaN where a thread wrote nothing
     }
     // Every hot element (4 floats of 1) read passes times, every cold element (4 floats of 2) once.
-    CHECK(total == static_cast<double>(passes) * hot_n * 4 * 1.0 + static_cast<double>(passes) * cold_per_pass * 4 * 2.0);
+    CHECK(total ==
+          static_cast<double>(passes) * hot_n * 4 * 1.0 + static_cast<double>(passes) * cold_per_pass * 4 * 2.0);
     cudrv::reset_persisting_l2(dev.primary_context());  // no persisting line carries over to the next run
     return ms;
   };
@@ -195,8 +197,8 @@ TEST_CASE("a launch-completion event lets a dependent launch start while the fir
 
   SECTION("with the event, the second stream's kernel sets the flag the first one waits for") {
     cudrv::fill(flag, 0);
-    cudrv::fill(result, -1);  // poison
-    cudrv::event started(dev);  // untimed, as the attribute needs
+    cudrv::fill(result, -1);                                 // poison
+    cudrv::event started(dev);                               // untimed, as the attribute needs
     const unsigned long long timeout_ns = 5'000'000'000ull;  // the first kernel gives up after 5 s
     cudrv::launch(first, {.grid = 1, .block = 1, .completion_event = {.event = started}}, wait_for_flag, flag.get(),
                   timeout_ns, result.get());
