@@ -170,6 +170,16 @@ struct launch_target {
   CUgraphNode node = nullptr;
 };
 
+// Whether config sets an attribute that check_launch_attributes checks on a stream launch (the ones
+// before issue 34 are checked by the driver and diagnosed): a launch with a cluster, cooperative,
+// programmatic stream serialization or a priority only skips the call.
+constexpr bool needs_stream_attribute_checks(const launch_config& c) noexcept {
+  return c.access_policy.is_set() || c.cluster_scheduling.has_value() || c.has_preferred_cluster() ||
+         c.programmatic_event.event.is_named() || c.completion_event.event.is_named() ||
+         c.memory_sync_domain.has_value() || c.memory_sync_domain_map.has_value() ||
+         c.shared_memory_carveout.has_value() || c.device_updatable || c.nvlink_util_centric_scheduling;
+}
+
 // The checks before the driver of the attributes config asks for, on path: values cuda.h documents a
 // rule for (hit ratio in [0, 1], window size against the device's maximum, preferred cluster against
 // the cluster and the grid, carveout 0..100, domain ids against the device's count, events given but

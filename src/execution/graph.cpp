@@ -187,7 +187,8 @@ CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kern
 kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel kernel, void** args,
                             const kernel_signature* sig) {
   constexpr const char* api = "cuGraphAddKernelNode";
-  check_launch_attributes(c, graph_path, launch_target{nullptr, b.context().native_handle(), -1}, "cudrv::launch");
+  check_launch_attributes(c, graph_path, launch_target{nullptr, b.context().native_handle(), -1, nullptr},
+                          "cudrv::launch");
   CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(c, kernel, b.context().native_handle(), args, sig);
   auto deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;

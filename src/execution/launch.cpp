@@ -328,7 +328,9 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
     }
     return;
   }
-  check_launch_attributes(c, stream_path, launch_target{stream, nullptr, -1}, "cudrv::launch");
+  if (needs_stream_attribute_checks(c)) {
+    check_launch_attributes(c, stream_path, launch_target{stream, nullptr, -1, nullptr}, "cudrv::launch");
+  }
   launch_attribute_array attrs;
   CUlaunchConfig lc = native_launch_config(c, attrs, stream_path);
   lc.hStream = stream;
