@@ -2,10 +2,10 @@
 // attributes before the driver (code/launch_attributes.hpp).
 #include "cudrv/launch_config.hpp"
 
-#include <cmath>
 #include <string>
 
 #include "code/launch_attributes.hpp"
+#include "cudrv/driver.hpp"
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
 
@@ -188,12 +188,38 @@ void check_device_updatable_stream(const launch_target& target, const char* api)
   }
 }
 
+// The attributes newer than CUDA 12.0 on a driver that predates them: refused before the driver, which
+// would answer a bare CUDA_ERROR_INVALID_VALUE.
+void check_driver_version(const launch_config& c, launch_path path, const char* api) {
+  struct since {
+    bool wanted;
+    const char* name;
+    int version;
+  };
+  const since needs[] = {
+      {path == stream_path && c.completion_event.event.is_named(), "launch-completion event", 12030},
+      {path != occupancy_path && c.device_updatable, "device-updatable kernel node", 12040},
+      {c.shared_memory_carveout.has_value(), "preferred shared-memory carveout", 12040},
+      {path != occupancy_path && c.has_preferred_cluster(), "preferred cluster dimensions", 12080},
+      {path != occupancy_path && c.nvlink_util_centric_scheduling, "NVLink-util-centric scheduling", 13000},
+  };
+  const int driver = cudrv::driver::version();
+  const auto text = [](int v) { return std::to_string(v / 1000) + "." + std::to_string(v % 1000 / 10); };
+  for (const since& n : needs) {
+    if (n.wanted && driver > 0 && driver < n.version) {
+      refuse_unsupported(api, n.name,
+                         "the driver supports CUDA " + text(driver) + "; the attribute needs CUDA " + text(n.version));
+    }
+  }
+}
+
 }  // namespace
 
 void check_launch_attributes(const launch_config& c, launch_path path, const launch_target& target, const char* api) {
   if (path == graph_path) {
     check_graph_path(c, api);
   }
+  check_driver_version(c, path, api);
   if (c.access_policy.is_set() && path != occupancy_path) {
     check_window(c, target, api);
   }

@@ -486,3 +486,45 @@ TEST_CASE("scoped_persisting_l2_limit sets the limit for its scope and restores 
   cudrv::reset_persisting_l2(ctx);
   CHECK(f.counter("persisting_l2_resets") == resets + 1);
 }
+
+TEST_CASE("fake driver 12.4: attributes newer than the driver are refused before it, naming the CUDA version",
+          "[.][fake-driver-12.4]") {
+  cudrv::test::fake_probe f;
+  REQUIRE(cudrv::driver::version() == 12040);
+  const cudrv::device dev(1);
+  cudrv::stream s(dev);
+  cudrv::library lib(empty_kernel_ptx(), dev);
+  const cudrv::kernel k = lib.get_kernel("attrs_kernel");
+  check_refused<cudrv::not_supported_error>({.grid = 8, .block = 32, .cluster = 2, .preferred_cluster = 4}, s, k,
+                                            "preferred cluster dimensions",
+                                            "the driver supports CUDA 12.4; the attribute needs CUDA 12.8");
+  check_refused<cudrv::not_supported_error>({.grid = 8, .block = 32, .nvlink_util_centric_scheduling = true}, s, k,
+                                            "NVLink-util-centric scheduling", "the attribute needs CUDA 13.0");
+  // What 12.4 has reaches it.
+  const long long launches = f.counter("launches");
+  cudrv::launch(s, {.grid = 8, .block = 32, .shared_memory_carveout = 10}, k);
+  CHECK(f.counter("launches") == launches + 1);
+}
+
+TEST_CASE("fake driver 12.3: a device-updatable node is refused before the driver, a launch-completion event is not",
+          "[.][fake-driver-12.3]") {
+  cudrv::test::fake_probe f;
+  REQUIRE(cudrv::driver::version() == 12030);
+  const cudrv::device dev(1);
+  cudrv::stream s(dev);
+  cudrv::library lib(empty_kernel_ptx(), dev);
+  const cudrv::kernel k = lib.get_kernel("attrs_kernel");
+  const cudrv::kernel_ref bare = cudrv::kernel_ref::from_native_handle(k.native_handle());
+  cudrv::graph g;
+  cudrv::graph_builder b(g, dev);
+  const long long nodes = f.counter("kernel_nodes");
+  auto e = catch_as<cudrv::not_supported_error>(
+      [&] { (void)cudrv::launch(b, {.grid = 8, .block = 32, .device_updatable = true}, bare); });
+  REQUIRE(e);
+  CHECK(contains(e->what(), "launch attribute 'device-updatable kernel node': the driver supports CUDA 12.3"));
+  CHECK(f.counter("kernel_nodes") == nodes);
+  cudrv::event started(dev);
+  const long long launches = f.counter("launches");
+  cudrv::launch(s, {.grid = 8, .block = 32, .completion_event = {.event = started}}, k);
+  CHECK(f.counter("launches") == launches + 1);
+}
