@@ -279,49 +279,129 @@ TEST_CASE("every launch attribute cudrv translates is accepted by the driver on 
   cudrv::stream s(dev);
   const int n = 4096;
   cudrv::device_buffer<int> data(dev, n);
-  cudrv::fill(data, 0);
   cudrv::event programmatic(dev), completion(dev);
   const int domains = dev.attribute(CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT);
-  const auto least_priority = dev.stream_priority_range().second;
-  cudrv::launch_config c{.grid = n / 128,
-                         .block = 128,
-                         .cluster = 2,
-                         .priority = least_priority,
-                         .access_policy = {.base = data.get(), .bytes = data.size_bytes(), .hit_ratio = 0.5f},
-                         .cluster_scheduling = cudrv::cluster_scheduling_policy::spread,
-                         .preferred_cluster = 4,
-                         .memory_sync_domain = cudrv::memory_sync_domain::remote,
-                         .memory_sync_domain_map = cudrv::memory_sync_domain_map{0, domains > 1 ? 1u : 0u},
-                         .shared_memory_carveout = 50,
-                         .nvlink_util_centric_scheduling = true};
+  const int least_priority = dev.stream_priority_range().second;
   cudrv::scoped_persisting_l2_limit limit(dev.primary_context(), 1 << 20);
 
-  cudrv::launch_config on_stream = c;
-  on_stream.programmatic_stream_serialization = true;
-  on_stream.programmatic_event = {.event = programmatic, .trigger_at_block_start = true};
-  on_stream.completion_event = {.event = completion};
-  cudrv::launch(s, on_stream, add_one, data.get(), n);  // 1
-
-  cudrv::graph g;
-  {
-    cudrv::graph_builder b(g, dev);
-    cudrv::launch_config in_graph = c;
-    in_graph.device_updatable = true;
-    const cudrv::kernel_node node = cudrv::launch(b, in_graph, add_one, data.get(), n);  // 2
-    CHECK(node.device_updatable_handle() != nullptr);
-    const cudrv::kernel_node plain = cudrv::launch(b, {.grid = n / 128, .block = 128}, add_one, data.get(), n);  // 3
-    plain.set_launch_attributes({.priority = least_priority, .shared_memory_carveout = 0});
+  // One configuration per attribute (so that a refusal names it), then all of them at once.
+  const cudrv::launch_config base{.grid = n / 128, .block = 128};
+  struct named {
+    const char* name;
+    cudrv::launch_config config;
+    bool stream_only;
+  };
+  std::vector<named> each;
+  auto add = [&](const char* name, bool stream_only, auto set) {
+    cudrv::launch_config c = base;
+    set(c);
+    each.push_back({name, c, stream_only});
+  };
+  add("cluster", false, [](cudrv::launch_config& c) { c.cluster = 2; });
+  add("cooperative", false, [](cudrv::launch_config& c) { c.cooperative = true; });
+  add("programmatic stream serialization", true,
+      [](cudrv::launch_config& c) { c.programmatic_stream_serialization = true; });
+  add("priority", false, [&](cudrv::launch_config& c) { c.priority = least_priority; });
+  add("access-policy window", false, [&](cudrv::launch_config& c) {
+    c.access_policy = {.base = data.get(), .bytes = data.size_bytes(), .hit_ratio = 0.5f};
+  });
+  add("cluster scheduling policy", false, [](cudrv::launch_config& c) {
+    c.cluster = 2;
+    c.cluster_scheduling = cudrv::cluster_scheduling_policy::spread;
+  });
+  add("preferred cluster", false, [](cudrv::launch_config& c) {
+    c.cluster = 2;
+    c.preferred_cluster = 4;
+  });
+  add("programmatic event", true,
+      [&](cudrv::launch_config& c) { c.programmatic_event = {.event = programmatic, .trigger_at_block_start = true}; });
+  add("launch-completion event", true, [&](cudrv::launch_config& c) { c.completion_event = {.event = completion}; });
+  add("memory-sync domain", false,
+      [](cudrv::launch_config& c) { c.memory_sync_domain = cudrv::memory_sync_domain::remote; });
+  add("memory-sync domain map", false, [&](cudrv::launch_config& c) {
+    c.memory_sync_domain_map = cudrv::memory_sync_domain_map{0, domains > 1 ? 1u : 0u};
+  });
+  add("carveout", false, [](cudrv::launch_config& c) { c.shared_memory_carveout = 50; });
+  add("NVLink-util-centric scheduling", false,
+      [](cudrv::launch_config& c) { c.nvlink_util_centric_scheduling = true; });
+  cudrv::launch_config all = base;
+  for (const named& e : each) {
+    // Merge by re-applying each field that differs from the base (cooperative and clusters together
+    // are allowed; the grid stays a multiple of 4).
+    all.cluster = e.config.has_cluster() ? e.config.cluster : all.cluster;
+    all.cooperative = all.cooperative || e.config.cooperative;
+    all.programmatic_stream_serialization =
+        all.programmatic_stream_serialization || e.config.programmatic_stream_serialization;
+    all.priority = e.config.priority ? e.config.priority : all.priority;
+    all.access_policy = e.config.access_policy.is_set() ? e.config.access_policy : all.access_policy;
+    all.cluster_scheduling = e.config.cluster_scheduling ? e.config.cluster_scheduling : all.cluster_scheduling;
+    all.preferred_cluster = e.config.has_preferred_cluster() ? e.config.preferred_cluster : all.preferred_cluster;
+    all.programmatic_event =
+        e.config.programmatic_event.event.is_named() ? e.config.programmatic_event : all.programmatic_event;
+    all.completion_event =
+        e.config.completion_event.event.is_named() ? e.config.completion_event : all.completion_event;
+    all.memory_sync_domain = e.config.memory_sync_domain ? e.config.memory_sync_domain : all.memory_sync_domain;
+    all.memory_sync_domain_map =
+        e.config.memory_sync_domain_map ? e.config.memory_sync_domain_map : all.memory_sync_domain_map;
+    all.shared_memory_carveout =
+        e.config.shared_memory_carveout ? e.config.shared_memory_carveout : all.shared_memory_carveout;
+    all.nvlink_util_centric_scheduling = all.nvlink_util_centric_scheduling || e.config.nvlink_util_centric_scheduling;
   }
-  cudrv::graph_exec exec = g.instantiate(dev);
-  exec.upload(s);
-  exec.launch(s);
-  s.synchronize();
-  std::vector<int> host(n);
-  cudrv::copy(host, data);
-  CHECK(host == std::vector<int>(n, 3));
+  all.cooperative = false;  // a cooperative launch with a preferred cluster is not a combination cuda.h promises
+  each.push_back({"all but cooperative", all, true});
 
-  CHECK(add_one.max_active_clusters(dev, c) > 0);
-  CHECK(add_one.max_potential_cluster_size(dev, c) >= 2);
+  SECTION("stream launches") {
+    cudrv::fill(data, 0);
+    for (const named& e : each) {
+      INFO(e.name);
+      CHECK_NOTHROW(cudrv::launch(s, e.config, add_one, data.get(), n));
+    }
+    s.synchronize();
+    std::vector<int> host(n);
+    cudrv::copy(host, data);
+    CHECK(host == std::vector<int>(n, static_cast<int>(each.size())));  // every launch ran once
+  }
+  SECTION("graph kernel nodes, one of them device-updatable, and a node's attributes set later") {
+    cudrv::fill(data, 0);
+    cudrv::graph g;
+    int nodes = 0;
+    {
+      cudrv::graph_builder b(g, dev);
+      for (named e : each) {
+        INFO(e.name);
+        if (e.stream_only) {
+          continue;
+        }
+        CHECK_NOTHROW((void)cudrv::launch(b, e.config, add_one, data.get(), n));
+        ++nodes;
+      }
+      cudrv::launch_config updatable = base;
+      updatable.device_updatable = true;
+      const cudrv::kernel_node node = cudrv::launch(b, updatable, add_one, data.get(), n);
+      CHECK(node.device_updatable_handle() != nullptr);
+      const cudrv::kernel_node later = cudrv::launch(b, base, add_one, data.get(), n);
+      CHECK_NOTHROW(later.set_launch_attributes({.priority = least_priority, .shared_memory_carveout = 0}));
+      nodes += 2;
+    }
+    cudrv::graph_exec exec = g.instantiate(dev);
+    exec.upload(s);
+    exec.launch(s);
+    s.synchronize();
+    std::vector<int> host(n);
+    cudrv::copy(host, data);
+    CHECK(host == std::vector<int>(n, nodes));
+  }
+  SECTION("the occupancy queries") {
+    for (const named& e : each) {
+      INFO(e.name);
+      cudrv::launch_config c = e.config;
+      if (!c.has_cluster()) {
+        c.cluster = 2;
+      }
+      CHECK(add_one.max_active_clusters(dev, c) > 0);
+      CHECK(add_one.max_potential_cluster_size(dev, c) >= 2);
+    }
+  }
   cudrv::reset_persisting_l2(dev.primary_context());
 }
 
