@@ -67,3 +67,5 @@
 #include "cudrv/virtual_memory.hpp"
 // issue 34 part 9: profiler control (a small header: one class over cuProfilerStart/Stop)
 #include "cudrv/profiler.hpp"
+// issue 34 part 1: every launch attribute
+#include "cudrv/persisting_l2.hpp"

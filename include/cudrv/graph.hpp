@@ -70,6 +70,13 @@ class graph_node_ref {
   CUgraphNode node_;
 };
 
+namespace detail {
+/// @brief Sets a kernel node's launch attributes (internal; see typed_graph_node::set_launch_attributes).
+void set_kernel_node_attributes(CUgraphNode node, const launch_config& config);
+/// @brief A device-updatable kernel node's device handle (internal).
+CUgraphDeviceNode kernel_node_device_handle(CUgraphNode node);
+}  // namespace detail
+
 /// @brief A node handle whose kind is known at compile time, returned by the function that added the
 /// node; it converts to @ref graph_node_ref. Functions that only make sense for one kind (e.g.
 /// `graph_exec::set_kernel_node`) take the typed handle, so a wrong node is a compile error.
@@ -82,6 +89,24 @@ class typed_graph_node : public graph_node_ref {
   /// @brief Views a node the caller knows to be of kind @p Kind (not checked).
   [[nodiscard]] static typed_graph_node from_native_handle(CUgraphNode node) noexcept {
     return typed_graph_node(graph_node_ref::from_native_handle(node));
+  }
+  /// @brief Kernel nodes: sets the launch attributes @p config asks for on the node
+  /// (`cuGraphKernelNodeSetAttribute`, checked as when the node is added; grid, block and shared memory
+  /// are not touched); attributes @p config leaves unset keep their values. An executable graph made
+  /// before takes them with `graph_exec::update`: `graph_exec::set_kernel_node` cannot carry attributes
+  /// (`cuGraphExecKernelNodeSetParams` has none).
+  /// @throws not_supported_error for an attribute a graph node cannot carry (programmatic stream
+  ///   serialization, programmatic and launch-completion events); invalid_argument_error for a value
+  ///   refused before the driver; launch_error naming the attribute the driver refused
+  void set_launch_attributes(const launch_config& config) const requires(Kind == graph_node_kind::kernel) {
+    detail::set_kernel_node_attributes(native_handle(), config);
+  }
+  /// @brief Kernel nodes added with @ref cudrv::launch_config::device_updatable set: the handle that device code
+  /// passes to the device-side update functions (`cudaGraphKernelNodeSetParam`, ...), read back from
+  /// the node (`cuGraphKernelNodeGetAttribute`).
+  /// @throws invalid_argument_error when the node is not device-updatable
+  [[nodiscard]] CUgraphDeviceNode device_updatable_handle() const requires(Kind == graph_node_kind::kernel) {
+    return detail::kernel_node_device_handle(native_handle());
   }
 
  private:

@@ -180,8 +180,8 @@ class graph_exec : public graph_exec_base {
   /// @brief Changes the kernel, shape and arguments of kernel node @p node in this executable
   /// (`cuGraphExecKernelNodeSetParams`); the graph it came from is unchanged (and must still exist:
   /// @p node is its handle). Same checks and conversions as `cudrv::launch`; the node keeps its launch
-  /// attributes, so a @p config with any (cluster, cooperative, priority, programmatic stream
-  /// serialization) is refused.
+  /// attributes (the driver's update carries none), so a @p config with any is refused: change them on
+  /// the graph's node with `kernel_node::set_launch_attributes`, then @ref graph_exec_base::update the executable.
   /// @code
   /// auto node = cudrv::launch(builder, config, scale, x.get(), 2.0f, n);
   /// cudrv::graph_exec exec = g.instantiate();

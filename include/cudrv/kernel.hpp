@@ -189,11 +189,12 @@ class kernel_base {
   /// @p block_size threads share an SM of @p dev.
   [[nodiscard]] std::size_t available_dynamic_shared_memory(const device& dev, int blocks_per_multiprocessor,
                                                             int block_size) const;
-  /// @brief The largest cluster size @p config could use on @p dev (its `cluster` is ignored; its other
-  /// launch attributes reach the driver as a launch passes them).
+  /// @brief The largest cluster size @p config could use on @p dev (its `cluster` is ignored; of its other
+  /// launch attributes, those that shape residency reach the driver: cooperative, priority, programmatic
+  /// stream serialization, cluster scheduling policy, shared-memory carveout).
   [[nodiscard]] int max_potential_cluster_size(const device& dev, const launch_config& config) const;
-  /// @brief Clusters of @p config's size that can be co-resident on @p dev (with @p config's launch
-  /// attributes, as a launch passes them).
+  /// @brief Clusters of @p config's size that can be co-resident on @p dev (with those of @p config's
+  /// launch attributes that shape residency, as for @ref max_potential_cluster_size).
   [[nodiscard]] int max_active_clusters(const device& dev, const launch_config& config) const;
 
   /// @brief The number of parameters: from the layout cached when the kernel was taken from a

@@ -392,8 +392,11 @@ int kernel_base::max_potential_cluster_size(const device& dev, const launch_conf
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   launch_config without_cluster = config;
   without_cluster.cluster = dims(0, 0, 0);
+  detail::check_launch_attributes(without_cluster, detail::occupancy_path,
+                                  detail::launch_target{nullptr, nullptr, dev.ordinal(), nullptr},
+                                  "cudrv::kernel::max_potential_cluster_size");
   detail::launch_attribute_array attrs;
-  const CUlaunchConfig lc = detail::native_launch_config(without_cluster, attrs);
+  const CUlaunchConfig lc = detail::native_launch_config(without_cluster, attrs, detail::occupancy_path);
   int size = 0;
   detail::run_in_context(dev.primary_context().native_handle(), "cuOccupancyMaxPotentialClusterSize", [&] {
     check(detail::drv::cuOccupancyMaxPotentialClusterSize(&size, f, &lc), "cuOccupancyMaxPotentialClusterSize",
@@ -408,9 +411,12 @@ int kernel_base::max_active_clusters(const device& dev, const launch_config& con
                                  "the launch_config has no cluster dimensions: set launch_config::cluster");
   }
   require_32bit_shared(config, "cudrv::kernel::max_active_clusters");
+  detail::check_launch_attributes(config, detail::occupancy_path,
+                                  detail::launch_target{nullptr, nullptr, dev.ordinal(), nullptr},
+                                  "cudrv::kernel::max_active_clusters");
   CUfunction f = detail::function_in_primary_context(handle_, dev.native_handle());
   detail::launch_attribute_array attrs;
-  const CUlaunchConfig lc = detail::native_launch_config(config, attrs);
+  const CUlaunchConfig lc = detail::native_launch_config(config, attrs, detail::occupancy_path);
   int clusters = 0;
   detail::run_in_context(dev.primary_context().native_handle(), "cuOccupancyMaxActiveClusters", [&] {
     check(detail::drv::cuOccupancyMaxActiveClusters(&clusters, f, &lc), "cuOccupancyMaxActiveClusters", [&] {

@@ -167,7 +167,10 @@
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)                          \
-  CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)
+  CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)                          \
+  /* issue 34 part 1: every launch attribute */                 \
+  X(cuGraphKernelNodeGetAttribute, 11000)                       \
+  X(cuCtxResetPersistingL2Cache, 11000)
 
 // issue 34 parts 3-4: checkpoint and restore of another process (<cudrv/process_checkpoint.hpp>, CUDA 12.8;
 // without CUDA 12.8 headers process_checkpoint reports not_supported_error) and GPU coredump settings

@@ -187,12 +187,8 @@ CUDA_KERNEL_NODE_PARAMS kernel_node_params(const launch_config& c, CUkernel kern
 kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel kernel, void** args,
                             const kernel_signature* sig) {
   constexpr const char* api = "cuGraphAddKernelNode";
-  if (c.programmatic_stream_serialization) {
-    throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
-                              "programmatic stream serialization is a stream launch attribute; in a graph it is a "
-                              "programmatic edge, which cudrv::graph_builder does not make yet",
-                              "cudrv::launch", kernel_name_noexcept(kernel, sig));
-  }
+  check_launch_attributes(c, graph_path, launch_target{nullptr, b.context().native_handle(), -1, nullptr},
+                          "cudrv::launch");
   CUDA_KERNEL_NODE_PARAMS params = kernel_node_params(c, kernel, b.context().native_handle(), args, sig);
   auto deps = native_nodes(b.dependencies());
   CUgraphNode node = nullptr;
@@ -208,7 +204,7 @@ kernel_node add_kernel_node(graph_builder& b, const launch_config& c, CUkernel k
                        diagnose_launch(added, b.context().native_handle(), c, kernel));
   }
   launch_attribute_array attrs;
-  const unsigned count = write_launch_attributes(c, attrs);
+  const unsigned count = write_launch_attributes(c, attrs, graph_path);
   for (unsigned i = 0; i < count; ++i) {
     const CUresult status = drv::cuGraphKernelNodeSetAttribute(node, attrs[i].id, &attrs[i].value);
     if (status != CUDA_SUCCESS) {
@@ -290,6 +286,39 @@ void keep_captured_libraries(CUgraph graph) {
 #else
   (void)graph;
 #endif
+}
+
+void set_kernel_node_attributes(CUgraphNode node, const launch_config& c) {
+  constexpr const char* api = "cudrv::kernel_node::set_launch_attributes";
+  if (node == nullptr) {
+    throw invalid_argument_error(api, "the node is empty");
+  }
+  check_launch_attributes(c, graph_path, launch_target{nullptr, nullptr, -1, node}, api);
+  launch_attribute_array attrs;
+  const unsigned count = write_launch_attributes(c, attrs, graph_path);
+  for (unsigned i = 0; i < count; ++i) {
+    const CUresult status = drv::cuGraphKernelNodeSetAttribute(node, attrs[i].id, &attrs[i].value);
+    if (status != CUDA_SUCCESS) [[unlikely]] {
+      throw_driver_error(status, "cuGraphKernelNodeSetAttribute",
+                         std::string("launch attribute '") + launch_attribute_name(attrs[i].id) + "' of kernel node " +
+                             describe_node(node));
+    }
+  }
+}
+
+CUgraphDeviceNode kernel_node_device_handle(CUgraphNode node) {
+  constexpr const char* api = "cudrv::kernel_node::device_updatable_handle";
+  if (node == nullptr) {
+    throw invalid_argument_error(api, "the node is empty");
+  }
+  CUlaunchAttributeValue v{};
+  check(drv::cuGraphKernelNodeGetAttribute(node, CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE, &v),
+        "cuGraphKernelNodeGetAttribute", [&] { return "kernel node " + describe_node(node); });
+  if (v.deviceUpdatableKernelNode.deviceUpdatable == 0) {
+    throw invalid_argument_error(api, "kernel node " + describe_node(node) +
+                                          " is not device-updatable: add it with launch_config::device_updatable");
+  }
+  return v.deviceUpdatableKernelNode.devNode;
 }
 
 }  // namespace detail

@@ -120,10 +120,12 @@ void graph_exec::set_kernel_raw(graph_node_ref node, context_ref ctx, const laun
                                 void** args, const detail::kernel_signature* sig) {
   require_exec(handle_, "cudrv::graph_exec::set_kernel_node");
   if (config.needs_extended_launch()) {
-    throw invalid_argument_error("cudrv::graph_exec::set_kernel_node",
-                                 "a kernel-node update carries no launch attributes (cluster, cooperative, priority, "
-                                 "programmatic stream serialization): the node keeps its own; pass a launch_config "
-                                 "without them");
+    throw invalid_argument_error(
+        "cudrv::graph_exec::set_kernel_node",
+        "a kernel-node update carries no launch attributes (cuGraphExecKernelNodeSetParams has "
+        "none): the node keeps its own; pass a launch_config without them, and change "
+        "attributes on the graph's node (kernel_node::set_launch_attributes), then "
+        "graph_exec::update(graph)");
   }
   CUDA_KERNEL_NODE_PARAMS params = detail::kernel_node_params(config, kernel, ctx.native_handle(), args, sig);
   // The executable keeps the new kernel's library loaded (its graph's user objects cover only the

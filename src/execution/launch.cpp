@@ -20,18 +20,19 @@ std::string format_dims(const dims& d) {
 std::string describe_config(const launch_config& c) {
   std::string out = "grid " + format_dims(c.grid) + ", block " + format_dims(c.block) + ", " +
                     std::to_string(c.dynamic_shared_memory) + " bytes of dynamic shared memory";
-  if (c.has_cluster()) {
-    out += ", cluster " + format_dims(c.cluster);
-  }
-  if (c.cooperative) {
-    out += ", cooperative";
-  }
-  if (c.programmatic_stream_serialization) {
-    out += ", programmatic stream serialization";
-  }
-  if (c.priority) {
-    out += ", priority " + std::to_string(*c.priority);
-  }
+  // Every attribute the launch sets, by the name error messages use; the two with a value, with it.
+  for_each_launch_attribute(c, [&](bool wanted, CUlaunchAttributeID id, const char* name, unsigned, const auto&) {
+    if (!wanted) {
+      return;
+    }
+    if (id == CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION) {
+      out += ", cluster " + format_dims(c.cluster);
+    } else if (id == CU_LAUNCH_ATTRIBUTE_PRIORITY) {
+      out += ", priority " + std::to_string(*c.priority);
+    } else {
+      out += std::string(", ") + name;
+    }
+  });
   return out;
 }
 
@@ -242,6 +243,19 @@ void check_cooperative(launch_diagnosis& d) {
   }
 }
 
+// Launch events: what the driver asks of them and cudrv cannot see in a handle.
+void check_launch_events(launch_diagnosis& d) {
+  const char* names[2] = {d.c.programmatic_event.event.is_named() ? "programmatic event" : nullptr,
+                          d.c.completion_event.event.is_named() ? "launch-completion event" : nullptr};
+  for (const char* name : names) {
+    if (name != nullptr) {
+      d.problems.push_back(std::string("the ") + name +
+                           " must be an event of the launch's context, created without event_flags::timing "
+                           "and not interprocess (the driver refuses others; cudrv cannot tell from the handle)");
+    }
+  }
+}
+
 // The problems found, joined, with the configuration; or that none was.
 std::string summarize(const launch_diagnosis& d) {
   if (d.problems.empty()) {
@@ -274,6 +288,7 @@ std::string diagnose_launch(CUresult status, CUcontext ctx, const launch_config&
     check_shared_memory(d);
     check_cluster(d);
     check_cooperative(d);
+    check_launch_events(d);
     return summarize(d);
   } catch (...) {
     // Diagnosis is best effort (out of memory, say); the driver's code is reported regardless.
@@ -313,8 +328,11 @@ void launch_kernel(CUstream stream, const launch_config& c, CUkernel kernel, voi
     }
     return;
   }
+  if (needs_stream_attribute_checks(c)) {
+    check_launch_attributes(c, stream_path, launch_target{stream, nullptr, -1, nullptr}, "cudrv::launch");
+  }
   launch_attribute_array attrs;
-  CUlaunchConfig lc = native_launch_config(c, attrs);
+  CUlaunchConfig lc = native_launch_config(c, attrs, stream_path);
   lc.hStream = stream;
   CUresult status = drv::cuLaunchKernelEx(&lc, reinterpret_cast<CUfunction>(kernel), args, nullptr);
   if (status != CUDA_SUCCESS) [[unlikely]] {

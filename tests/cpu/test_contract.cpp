@@ -329,6 +329,9 @@ using views =
 // issue 34 parts 3-4: process_checkpoint is a value (a process id, no driver resource: copyable);
 //   process_checkpoint_lock and scoped_coredump_settings are scope guards (checked below).
 // issue 34 part 9: profiler_range is a scope guard too (movable; it ends a counted cuProfilerStart range).
+// issue 34 part 1 (every launch attribute): scoped_persisting_l2_limit, a scope guard (restores the
+//   persisting-L2 limit); launch_event, the event handle a launch attribute holds, taken from lvalues only
+//   (checked below).
 // contract:list-end
 
 static_assert(check_all(owners{}));
@@ -342,6 +345,15 @@ static_assert(!std::is_copy_constructible_v<cudrv::scoped_coredump_settings> &&
               !std::is_move_constructible_v<cudrv::scoped_coredump_settings> &&
               !std::is_copy_assignable_v<cudrv::scoped_coredump_settings>);
 static_assert(std::is_trivially_copyable_v<cudrv::process_checkpoint>);
+// issue 34 part 1: a launch attribute's event is taken from an lvalue owner or any view, never from a
+// temporary owner (destroyed before the launch records it); the scoped limit neither copies nor moves.
+static_assert(std::is_constructible_v<cudrv::launch_event, const cudrv::event&>);
+static_assert(std::is_constructible_v<cudrv::launch_event, cudrv::event&>);
+static_assert(std::is_constructible_v<cudrv::launch_event, cudrv::event_ref>);
+static_assert(!std::is_constructible_v<cudrv::launch_event, cudrv::event>);
+static_assert(!std::is_constructible_v<cudrv::launch_event, const cudrv::event&&>);
+static_assert(!std::is_copy_constructible_v<cudrv::scoped_persisting_l2_limit>);
+static_assert(!std::is_move_constructible_v<cudrv::scoped_persisting_l2_limit>);
 
 // The dangling forms of issue 32, spelled out: a view of a temporary owner does not compile.
 static_assert(!std::is_convertible_v<cudrv::stream, cudrv::stream_ref>);

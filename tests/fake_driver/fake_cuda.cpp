@@ -526,6 +526,10 @@ CUresult CUDAAPI fake_cuDeviceTotalMem(std::size_t* bytes, CUdevice) {
 // is destroyed; cudrv refuses such pools before calling the driver, so that refusal is cudrv's.)
 bool fabric_without_imex = false;
 
+// Set by fake_cuda_set_no_l2_persistence (issue 34 part 1): every device reports no L2 access-policy
+// windows and no persisting L2, as devices before compute capability 8.0 do.
+bool no_l2_persistence = false;
+
 CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevice d) {
   FAKE_ENTER_ALWAYS();
   if (d < 0 || d >= static_cast<int>(st().devices.size())) {
@@ -610,6 +614,11 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case static_cast<CUdevice_attribute>(144):  // HOST_MEMORY_POOLS_SUPPORTED: device 1 only
       *v = d == 1 ? 1 : 0;
       break;
+    // issue 34 part 1: an H100's L2 persistence and memory-sync domains on compute capability 9.0 (none
+    // before, or with fake_cuda_set_no_l2_persistence).
+    case CU_DEVICE_ATTRIBUTE_MAX_ACCESS_POLICY_WINDOW_SIZE: *v = cc >= 90 && !no_l2_persistence ? 134213632 : 0; break;
+    case CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE: *v = cc >= 90 && !no_l2_persistence ? 32768000 : 0; break;
+    case CU_DEVICE_ATTRIBUTE_MEM_SYNC_DOMAIN_COUNT: *v = cc >= 90 ? 4 : 1; break;
     default: *v = 0;
   }
   return CUDA_SUCCESS;
@@ -3681,6 +3690,66 @@ CUresult CUDAAPI fake_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
+// --- issue 34 part 1: every launch attribute -------------------------------------------------------
+// Context limits (the persisting-L2 limit is kept per context, at most an H100's 32,768,000 bytes; the
+// others read 0), the reset of persisting lines (counted: persisting_l2_resets), and a kernel node's
+// attribute read back from what the last kernel node was given (a device-updatable node gets a handle).
+std::map<CUcontext, std::size_t>& persisting_l2_limits() {
+  static std::map<CUcontext, std::size_t> limits;
+  return limits;
+}
+
+CUresult CUDAAPI fake_cuCtxGetLimit(std::size_t* value, CUlimit which) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  *value = which == CU_LIMIT_PERSISTING_L2_CACHE_SIZE ? persisting_l2_limits()[current()] : 0;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCtxSetLimit(CUlimit which, std::size_t value) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (which == CU_LIMIT_PERSISTING_L2_CACHE_SIZE) {
+    if (value > 32768000) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+    persisting_l2_limits()[current()] = value;
+    count("persisting_l2_limit_sets");
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuCtxResetPersistingL2Cache() {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  count("persisting_l2_resets");
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphKernelNodeGetAttribute(CUgraphNode n, CUkernelNodeAttrID id, CUkernelNodeAttrValue* out) {
+  FAKE_ENTER();
+  const fake_graph_node* node = known_node(n);
+  if (node == nullptr || node->type != CU_GRAPH_NODE_TYPE_KERNEL) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *out = {};
+  for (const CUlaunchAttribute& a : launch_records()["cuGraphKernelNodeSetAttribute"].attributes) {
+    if (a.id == id) {
+      *out = a.value;
+    }
+  }
+  if (id == CU_LAUNCH_ATTRIBUTE_DEVICE_UPDATABLE_KERNEL_NODE && out->deviceUpdatableKernelNode.deviceUpdatable != 0) {
+    out->deviceUpdatableKernelNode.devNode = reinterpret_cast<CUgraphDeviceNode>(0xde0000);
+  }
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3836,6 +3905,11 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuEventElapsedTime),
     FAKE_SYMBOL(cuStreamGetPriority),
     FAKE_SYMBOL(cuStreamGetFlags),
+    // issue 34 part 1: every launch attribute
+    FAKE_SYMBOL(cuCtxGetLimit),
+    FAKE_SYMBOL(cuCtxSetLimit),
+    FAKE_SYMBOL(cuCtxResetPersistingL2Cache),
+    FAKE_SYMBOL(cuGraphKernelNodeGetAttribute),
     // issue 34 part 9: profiler control
     FAKE_SYMBOL(cuProfilerStart),
     FAKE_SYMBOL(cuProfilerStop),
@@ -4307,4 +4381,12 @@ FAKE_EXPORT int fake_cuda_log_callbacks() {
 #else
   return 0;
 #endif
+}
+
+// --- issue 34 part 1: every launch attribute: what the tests set ---------------------------------------
+
+/// Makes every device report no L2 access-policy windows and no persisting L2 (@p on), or the defaults.
+FAKE_EXPORT void fake_cuda_set_no_l2_persistence(int on) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  no_l2_persistence = on != 0;
 }
