@@ -60,3 +60,7 @@
 #include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"
+// issue 34 parts 7 and 8: managed-memory batches, advice and range attributes; memory-pressure notifications
+#include "cudrv/async_notification.hpp"
+#include "cudrv/managed_batch.hpp"
+#include "cudrv/managed_range.hpp"
