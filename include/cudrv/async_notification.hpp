@@ -82,9 +82,9 @@ class async_notification_subscription {
   /// @throws not_supported_error when the driver lacks the entry point (before CUDA 12.4) or refuses
   ///   (`CUDA_ERROR_NOT_SUPPORTED`), and with `CUDA_ERROR_NOT_PERMITTED` when called from a callback
   template <class F>
-    requires(!std::is_same_v<std::remove_cvref_t<F>, async_notification_subscription> &&
-             std::is_invocable_v<std::remove_cvref_t<F>&, const async_notification&>)
-  async_notification_subscription(const device& dev, F&& callback)
+  requires(!std::is_same_v<std::remove_cvref_t<F>, async_notification_subscription> &&
+           std::is_invocable_v<std::remove_cvref_t<F>&, const async_notification&>)
+      async_notification_subscription(const device& dev, F&& callback)
       : id_(detail::subscribe_async_notifications(dev.ordinal(), erase(std::forward<F>(callback)))),
         device_(dev.ordinal()) {}
   /// @name Refused forms (deleted: these calls do not compile)
@@ -123,8 +123,7 @@ class async_notification_subscription {
   template <class F>
   static detail::notification_callable erase(F&& f) {
     using C = std::remove_cvref_t<F>;
-    return {new C(std::forward<F>(f)),
-            [](void* object, const async_notification& n) { (*static_cast<C*>(object))(n); },
+    return {new C(std::forward<F>(f)), [](void* object, const async_notification& n) { (*static_cast<C*>(object))(n); },
             [](void* object) noexcept { delete static_cast<C*>(object); }};
   }
   unsigned long long id_ = 0;

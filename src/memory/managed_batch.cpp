@@ -28,9 +28,7 @@ struct managed_batch_storage {
 
 namespace {
 
-std::string index_of(std::size_t i, std::size_t n) {
-  return "range " + std::to_string(i) + " of " + std::to_string(n);
-}
+std::string index_of(std::size_t i, std::size_t n) { return "range " + std::to_string(i) + " of " + std::to_string(n); }
 
 std::string describe_location(const memory_location& where) {
   switch (where.kind()) {
@@ -203,9 +201,7 @@ managed_range_batch& managed_range_batch::operator=(managed_range_batch&& other)
 
 managed_range_batch::~managed_range_batch() { delete storage_; }
 
-std::size_t managed_range_batch::size() const noexcept {
-  return storage_ == nullptr ? 0 : storage_->addresses.size();
-}
+std::size_t managed_range_batch::size() const noexcept { return storage_ == nullptr ? 0 : storage_->addresses.size(); }
 
 void managed_range_batch::clear() noexcept {
   if (storage_ != nullptr) {
@@ -304,10 +300,11 @@ managed_batch_path prefetch(const prefetch_batch& batch, stream_ref s, managed_b
   }
 #if CUDRV_HAS_MANAGED_BATCH
   std::vector<CUmemLocation> locations = native_locations(batch);
-  const CUresult status = detail::drv::cuMemPrefetchBatchAsync(
-      const_cast<CUdeviceptr*>(batch.addresses().data()), const_cast<std::size_t*>(batch.sizes().data()),
-      batch.size(), locations.data(), const_cast<std::size_t*>(batch.location_indices().data()), locations.size(), 0,
-      stream);
+  const CUresult status =
+      detail::drv::cuMemPrefetchBatchAsync(const_cast<CUdeviceptr*>(batch.addresses().data()),
+                                           const_cast<std::size_t*>(batch.sizes().data()), batch.size(),
+                                           locations.data(), const_cast<std::size_t*>(batch.location_indices().data()),
+                                           locations.size(), 0, stream);
   if (status != CUDA_SUCCESS) [[unlikely]] {
     throw_batch(status, "cuMemPrefetchBatchAsync", batch);
   }
@@ -338,9 +335,8 @@ void discard_and_prefetch(const discard_and_prefetch_batch& batch, stream_ref s)
   detail::stream_context_scope scope(stream);
   std::vector<CUmemLocation> locations = native_locations(batch);
   const CUresult status = detail::drv::cuMemDiscardAndPrefetchBatchAsync(
-      const_cast<CUdeviceptr*>(batch.addresses().data()), const_cast<std::size_t*>(batch.sizes().data()),
-      batch.size(), locations.data(), const_cast<std::size_t*>(batch.location_indices().data()), locations.size(), 0,
-      stream);
+      const_cast<CUdeviceptr*>(batch.addresses().data()), const_cast<std::size_t*>(batch.sizes().data()), batch.size(),
+      locations.data(), const_cast<std::size_t*>(batch.location_indices().data()), locations.size(), 0, stream);
   if (status != CUDA_SUCCESS) [[unlikely]] {
     throw_batch(status, "cuMemDiscardAndPrefetchBatchAsync", batch);
   }

@@ -133,7 +133,7 @@ managed_range_attributes query_managed_range(std::uintptr_t address, std::size_t
   CUmemLocationType last_type = CU_MEM_LOCATION_TYPE_INVALID;
   int last_id = 0;
   void* data[] = {&read_mostly, &preferred_type, &preferred_id, &last_type, &last_id, accessed.data()};
-  std::size_t sizes[] = {sizeof(int),  sizeof(CUmemLocationType), sizeof(int), sizeof(CUmemLocationType),
+  std::size_t sizes[] = {sizeof(int), sizeof(CUmemLocationType),    sizeof(int), sizeof(CUmemLocationType),
                          sizeof(int), accessed.size() * sizeof(int)};
   CUmem_range_attribute which[] = {
       CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY,
