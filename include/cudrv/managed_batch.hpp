@@ -124,7 +124,7 @@ class managed_range_batch {
   /// @brief Checks and appends the @p bytes at @p address, with the location @p where (null: none);
   /// @p api names the caller in errors.
   void add_checked(std::uintptr_t address, std::size_t bytes, const memory_location* where, const char* api);
-  /// @brief Appends every range of @p range (the bytes of its view) (internal helper of the add functions).
+  /// @brief Checks and appends the bytes of @p range's view (the add functions' common step).
   template <class R>
   void add_view(R& range, const memory_location* where, const char* api) {
     auto v = detail::to_linear(range);

@@ -9,8 +9,7 @@
 
 static_assert(static_cast<int>(cudrv::memory_advice::set_read_mostly) == CU_MEM_ADVISE_SET_READ_MOSTLY);
 static_assert(static_cast<int>(cudrv::memory_advice::unset_read_mostly) == CU_MEM_ADVISE_UNSET_READ_MOSTLY);
-static_assert(static_cast<int>(cudrv::memory_advice::set_preferred_location) ==
-              CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
+static_assert(static_cast<int>(cudrv::memory_advice::set_preferred_location) == CU_MEM_ADVISE_SET_PREFERRED_LOCATION);
 static_assert(static_cast<int>(cudrv::memory_advice::unset_preferred_location) ==
               CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION);
 static_assert(static_cast<int>(cudrv::memory_advice::set_accessed_by) == CU_MEM_ADVISE_SET_ACCESSED_BY);
@@ -20,9 +19,13 @@ static_assert(static_cast<unsigned>(cudrv::async_notification_type::over_budget)
 
 // A batch keeps addresses: a temporary owner does not compile, a named one and a view do.
 template <class B, class R>
-concept adds = requires(B& b, R&& r) { b.add(static_cast<R&&>(r)); };
+concept adds = requires(B& b, R&& r) {
+  b.add(static_cast<R&&>(r));
+};
 template <class B, class R>
-concept adds_to = requires(B& b, R&& r, cudrv::memory_location l) { b.add(static_cast<R&&>(r), l); };
+concept adds_to = requires(B& b, R&& r, cudrv::memory_location l) {
+  b.add(static_cast<R&&>(r), l);
+};
 static_assert(adds_to<cudrv::prefetch_batch, cudrv::managed_buffer<float>&>);
 static_assert(adds_to<cudrv::prefetch_batch, cudrv::device_span<float>>);
 static_assert(!adds_to<cudrv::prefetch_batch, cudrv::managed_buffer<float>>);
@@ -38,7 +41,9 @@ static_assert(!std::is_default_constructible_v<cudrv::managed_range_batch>);
 static_assert(!std::is_copy_constructible_v<cudrv::async_notification_subscription>);
 static_assert(std::is_nothrow_move_assignable_v<cudrv::async_notification_subscription>);
 template <class P>
-concept trims = requires(P&& p, const cudrv::device& d) { static_cast<P&&>(p).trim_on_pressure(d); };
+concept trims = requires(P&& p, const cudrv::device& d) {
+  static_cast<P&&>(p).trim_on_pressure(d);
+};
 static_assert(trims<cudrv::memory_pool&>);
 static_assert(trims<const cudrv::memory_pool&>);
 static_assert(!trims<cudrv::memory_pool>);

@@ -24,8 +24,8 @@ namespace {
 // Delivers a notification of `type` with `bytes` over budget to device `device`'s callbacks, on a thread
 // of the fake; returns how many driver callbacks ran.
 int deliver(int device, unsigned type, unsigned long long bytes) {
-  return cudrv::test::fake_hook<int(int, unsigned, unsigned long long)>("fake_cuda_deliver_async_notification")(
-      device, type, bytes);
+  return cudrv::test::fake_hook<int(int, unsigned, unsigned long long)>(
+      "fake_cuda_deliver_async_notification")(device, type, bytes);
 }
 
 std::atomic<int> destruction_errors{0};
@@ -55,7 +55,7 @@ TEST_CASE("a subscription registers, receives decoded notifications and unregist
     CHECK(cudrv::test::fake_counter("notification_registrations") == registered + 1);
     CHECK(deliver(1, CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET, 123456789ULL) == 1);
     CHECK(deliver(0, CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET, 1) == 0);  // another device's: not ours
-    CHECK(deliver(1, 7, 42) == 1);                                       // a kind cudrv does not know
+    CHECK(deliver(1, 7, 42) == 1);                                      // a kind cudrv does not know
     REQUIRE(seen.size() == 2);
     CHECK(seen[0].type == cudrv::async_notification_type::over_budget);
     CHECK(seen[0].bytes_over_budget == 123456789ULL);
@@ -146,7 +146,7 @@ TEST_CASE("registering or unregistering from a callback is refused before the dr
   CHECK(last_destruction_code == CUDA_ERROR_NOT_PERMITTED);
   CHECK(cudrv::test::fake_counter("notification_unregistrations") == unregistered);
   CHECK(deliver(1, CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET, 1) == 2);  // still registered with the driver
-  CHECK(calls == 1);                                                   // but calling nothing
+  CHECK(calls == 1);                                                  // but calling nothing
   cudrv::set_destruction_error_handler(previous);
 }
 
@@ -156,8 +156,9 @@ TEST_CASE("an exception thrown by a callback is dropped and other callbacks stil
   // cudrv does not know reaches them, and none of them calls anything.
   const int others = deliver(1, 7, 0);
   int reached = 0;
-  cudrv::async_notification_subscription thrower(
-      dev, [](const cudrv::async_notification&) { throw std::runtime_error("from a callback"); });
+  cudrv::async_notification_subscription thrower(dev, [](const cudrv::async_notification&) {
+    throw std::runtime_error("from a callback");
+  });
   cudrv::async_notification_subscription counter(dev, [&](const cudrv::async_notification&) { ++reached; });
   CHECK(deliver(1, CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET, 1) == others + 2);
   CHECK(reached == 1);

@@ -2,8 +2,9 @@
 // driver (fake_cuda.cpp): the arrays cudrv hands cuMemPrefetchBatchAsync / cuMemDiscardBatchAsync /
 // cuMemDiscardAndPrefetchBatchAsync (one location entry per run of equal locations), the loop of
 // cuMemPrefetchAsync, the refusals before the driver, and the decoding of cuMemRangeGetAttributes.
-// [no-managed-batch] cases run in processes of their own with the entry points hidden (FAKE_CUDA_HIDE) or
-// a device without concurrent managed access (FAKE_CUDA_NO_CONCURRENT_MANAGED).
+// The hidden [no-managed-batch] cases change the fake before cudrv asks it: the entry points hidden
+// (FAKE_CUDA_HIDE) or a device without concurrent managed access (FAKE_CUDA_NO_CONCURRENT_MANAGED). ctest
+// runs each case in a process of its own; a plain run of the binary leaves them out.
 #include <catch2/catch.hpp>
 
 #include <cudrv/cudrv.hpp>
@@ -57,8 +58,8 @@ TEST_CASE("prefetch_batch passes every range and one location entry per run of e
   CHECK(cudrv::prefetch(batch, f.stream) == cudrv::managed_batch_path::driver_batch);
   CHECK(cudrv::test::fake_counter("prefetch_batches") == calls + 1);
   const std::string log = cudrv::test::fake_log().substr(before);
-  CHECK(contains(log, "prefetch_batch n=3 locs=1:1@0,2:0@2 ranges=" + range_of(a) + "," + range_of(b) + "," +
-                          range_of(c)));
+  CHECK(contains(log,
+                 "prefetch_batch n=3 locs=1:1@0,2:0@2 ranges=" + range_of(a) + "," + range_of(b) + "," + range_of(c)));
   // The range attributes name the last prefetch location of each range.
   CHECK(cudrv::get_managed_range_attributes(a).last_prefetch_location == cudrv::memory_location(f.dev));
   CHECK(cudrv::get_managed_range_attributes(c).last_prefetch_location == cudrv::memory_location::host());
@@ -103,8 +104,8 @@ TEST_CASE("prefetch falls back to one cuMemPrefetchAsync per range, in order", "
   late.add(a, f.dev).add(gone, f.dev);
   gone.reset();  // freed after it was checked: the driver refuses it
   before = cudrv::test::fake_log().size();
-  auto failed =
-      catch_as<cudrv::managed_batch_error>([&] { (void)cudrv::prefetch(late, f.stream, cudrv::managed_batch_mode::fallback_loop); });
+  auto failed = catch_as<cudrv::managed_batch_error>(
+      [&] { (void)cudrv::prefetch(late, f.stream, cudrv::managed_batch_mode::fallback_loop); });
   REQUIRE(failed);
   CHECK(failed->failed_index() == std::optional<std::size_t>(1));
   CHECK(failed->batch_size() == 2);
@@ -152,8 +153,8 @@ TEST_CASE("discard and discard_and_prefetch reach their entry points", "[fake-dr
   CHECK(discards.locations().empty());
   std::size_t before = cudrv::test::fake_log().size();
   cudrv::discard(discards, f.stream);
-  CHECK(contains(cudrv::test::fake_log().substr(before), "discard_batch n=2 ranges=" + range_of(a) + "," +
-                                                             address(b.data() + 64) + "+64"));
+  CHECK(contains(cudrv::test::fake_log().substr(before),
+                 "discard_batch n=2 ranges=" + range_of(a) + "," + address(b.data() + 64) + "+64"));
   cudrv::discard_and_prefetch_batch both;
   both.add(a, f.dev).add(b, cudrv::memory_location::host());
   before = cudrv::test::fake_log().size();
@@ -161,8 +162,8 @@ TEST_CASE("discard and discard_and_prefetch reach their entry points", "[fake-dr
   CHECK(contains(cudrv::test::fake_log().substr(before),
                  "discard_and_prefetch_batch n=2 locs=1:1@0,2:0@1 ranges=" + range_of(a) + "," + range_of(b)));
   CHECK(cudrv::get_managed_range_attributes(b).last_prefetch_location == cudrv::memory_location::host());
-  auto legacy = catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::discard(discards, cudrv::stream_ref::legacy_default()); });
+  auto legacy =
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::discard(discards, cudrv::stream_ref::legacy_default()); });
   REQUIRE(legacy);
   CHECK(contains(legacy->what(), "cuMemDiscardBatchAsync"));
 }
@@ -197,13 +198,13 @@ TEST_CASE("typed advice reaches cuMemAdvise and the range attributes decode it",
   REQUIRE(b.accessed_by.size() == 1);
   CHECK(b.accessed_by[0] == cudrv::memory_location(f.dev));
   // Refusals before the driver: a location the advice needs, managed memory.
-  auto no_location = catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::advise(m, cudrv::memory_advice::set_preferred_location); });
+  auto no_location =
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::advise(m, cudrv::memory_advice::set_preferred_location); });
   REQUIRE(no_location);
   CHECK(contains(no_location->what(), "set_preferred_location needs a location"));
   cudrv::device_buffer<double> d(f.dev, 50);
-  auto device_memory = catch_as<cudrv::invalid_argument_error>(
-      [&] { cudrv::advise(d, cudrv::memory_advice::set_read_mostly); });
+  auto device_memory =
+      catch_as<cudrv::invalid_argument_error>([&] { cudrv::advise(d, cudrv::memory_advice::set_read_mostly); });
   REQUIRE(device_memory);
   CHECK(contains(device_memory->what(), "not managed memory"));
   auto attributes = catch_as<cudrv::invalid_argument_error>([&] { (void)cudrv::get_managed_range_attributes(d); });

@@ -14,6 +14,7 @@
 
 #include <cudrv/cudrv.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -102,8 +103,8 @@ TEST_CASE("a batch prefetch moves host-written managed pages to the device", "[g
   (void)timed_saxpy(s, dev, wx.get(), wy.get(), 256);
   const float resident = timed_saxpy(s, dev, x.get(), y.get(), n);
   const float faulting = timed_saxpy(s, dev, x_twin.get(), y_twin.get(), n);
-  std::cout << "saxpy over 2 x 128 MiB of managed memory: prefetched by a batch " << resident
-            << " ms, host-resident " << faulting << " ms (ratio " << faulting / resident << ")" << std::endl;
+  std::cout << "saxpy over 2 x 128 MiB of managed memory: prefetched by a batch " << resident << " ms, host-resident "
+            << faulting << " ms (ratio " << faulting / resident << ")" << std::endl;
   CHECK(faulting > 1.5f * resident);
   CHECK(check_saxpy(y).empty());
   CHECK(check_saxpy(y_twin).empty());
@@ -222,9 +223,9 @@ TEST_CASE("typed advice on a device reads back through the range attributes", "[
   CHECK(a.accessed_by.empty());
   // Device memory is refused before the driver.
   cudrv::device_buffer<double> d(dev, 16);
-  CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>(
-            [&] { cudrv::advise(d, cudrv::memory_advice::set_read_mostly); })
-            .has_value());
+  CHECK(cudrv::test::catch_as<cudrv::invalid_argument_error>([&] {
+          cudrv::advise(d, cudrv::memory_advice::set_read_mostly);
+        }).has_value());
 }
 
 namespace {
@@ -232,8 +233,7 @@ std::atomic<int> notification_destruction_errors{0};
 void count_error(const cudrv::error&) noexcept { ++notification_destruction_errors; }
 }  // namespace
 
-TEST_CASE("a notification subscription registers, and an over-budget notification is sought",
-          "[gpu][notification]") {
+TEST_CASE("a notification subscription registers, and an over-budget notification is sought", "[gpu][notification]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   REQUIRE(cudrv::async_notifications_supported());
@@ -253,12 +253,14 @@ TEST_CASE("a notification subscription registers, and an over-budget notificatio
     cudrv::async_notification_subscription trim = pool.trim_on_pressure(dev);
     CHECK(static_cast<bool>(trim));
 
-    // Allocate most of the free memory, 1 GiB at a time, leaving 2 GiB; then wait up to a second.
+    // Allocate most of the free memory, 1 GiB at a time, leaving a tenth of the device (at least 2 GiB)
+    // for the rest of the process; then wait up to a second.
     const std::size_t free_bytes = dev.free_memory();
     const std::size_t total_bytes = dev.total_memory();
-    std::vector<cudrv::device_buffer<std::byte>> hog;
     const std::size_t chunk = std::size_t(1) << 30;
-    for (std::size_t taken = 0; taken + chunk + 2 * chunk < free_bytes; taken += chunk) {
+    const std::size_t spare = std::max(2 * chunk, total_bytes / 10);
+    std::vector<cudrv::device_buffer<std::byte>> hog;
+    for (std::size_t taken = 0; taken + chunk + spare < free_bytes; taken += chunk) {
       try {
         hog.emplace_back(dev, chunk);
       } catch (const cudrv::out_of_memory_error&) {
@@ -269,12 +271,12 @@ TEST_CASE("a notification subscription registers, and an over-budget notificatio
       std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     if (notified.load() > 0) {
-      std::cout << "an async notification came after allocating " << hog.size() << " GiB: "
-                << over.load() << " bytes over budget" << std::endl;
+      std::cout << "an async notification came after allocating " << hog.size() << " GiB: " << over.load()
+                << " bytes over budget" << std::endl;
       CHECK(over.load() > 0);
     } else {
-      std::cout << "note: no async notification after allocating " << hog.size() << " GiB of "
-                << (total_bytes >> 30) << " GiB (the driver offers no call that sets a device memory budget; "
+      std::cout << "note: no async notification after allocating " << hog.size() << " GiB of " << (total_bytes >> 30)
+                << " GiB (the driver offers no call that sets a device memory budget; "
                 << "the fake driver's tests prove the wiring)" << std::endl;
     }
   }
