@@ -80,14 +80,18 @@ bool all_devices_concurrent_managed() {
                             "every device, and a device of this system lacks it");
 }
 
+// Throws not_supported_error naming entry when the driver (or the headers cudrv was built with) lacks the
+// managed batch entry points, which come together (CUDA 13.0).
 void require_entry(const char* entry) {
-#if CUDRV_HAS_MANAGED_BATCH
-  (void)entry;
-  (void)detail::drv::cuMemPrefetchBatchAsync_entry.get();  // the three come together (CUDA 13.0)
-#else
-  throw not_supported_error(CUDA_ERROR_NOT_SUPPORTED, entry,
-                            "cudrv was built with CUDA headers older than 13.0, which do not declare it");
-#endif
+  if (!managed_batch_supported()) {
+    const bool prefetch = std::string(entry) == "cuMemPrefetchBatchAsync";
+    throw not_supported_error(detail::call_requires_newer_driver, entry,
+                              std::string(CUDRV_HAS_MANAGED_BATCH ? "the installed driver lacks it (CUDA 13.0)"
+                                                                  : "cudrv was built with CUDA headers older "
+                                                                    "than 13.0, which do not declare it") +
+                                  (prefetch ? "; managed_batch_mode::automatic prefetches with cuMemPrefetchAsync"
+                                            : "; discarding has no fallback"));
+  }
 }
 
 bool legacy_stream(CUstream stream) { return stream == nullptr || stream == CU_STREAM_LEGACY; }

@@ -234,7 +234,9 @@ TEST_CASE("without the CUDA 13.0 entry points prefetches loop and discards are n
   discards.add(m);
   auto discard = catch_as<cudrv::not_supported_error>([&] { cudrv::discard(discards, f.stream); });
   REQUIRE(discard);
-  CHECK(contains(discard->what(), "cuMemPrefetchBatchAsync"));
+  CHECK(contains(discard->what(), "cuMemDiscardBatchAsync"));
+  CHECK(contains(discard->what(), "no fallback"));
+  CHECK(discard->result() == static_cast<CUresult>(36));  // CUDA_ERROR_CALL_REQUIRES_NEWER_DRIVER
   // Notifications: a driver before CUDA 12.4.
   CHECK_FALSE(cudrv::async_notifications_supported());
   auto subscribe = catch_as<cudrv::not_supported_error>(
