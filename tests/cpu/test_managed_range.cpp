@@ -48,6 +48,8 @@ static_assert(trims<cudrv::memory_pool&>);
 static_assert(trims<const cudrv::memory_pool&>);
 static_assert(!trims<cudrv::memory_pool>);
 static_assert(trims<cudrv::memory_pool_ref>);  // a view: the pool lives on
+static_assert(trims<cudrv::imported_memory_pool&>);
+static_assert(!trims<cudrv::imported_memory_pool>);
 // A subscription takes callables of a notification only.
 static_assert(std::is_constructible_v<cudrv::async_notification_subscription, const cudrv::device&,
                                       void (*)(const cudrv::async_notification&)>);
