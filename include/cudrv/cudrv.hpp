@@ -60,6 +60,10 @@
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 #include "cudrv/stream_capture.hpp"
+// issue 34 parts 7 and 8: managed-memory batches, advice and range attributes; memory-pressure notifications
+#include "cudrv/async_notification.hpp"
+#include "cudrv/managed_batch.hpp"
+#include "cudrv/managed_range.hpp"
 #include "cudrv/stream_memory_ops.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/texture.hpp"

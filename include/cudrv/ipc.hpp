@@ -338,7 +338,10 @@ class imported_memory_pool : public memory_pool_base {
 
   /// @brief Refused: a view of a temporary imported pool would outlive it.
   operator memory_pool_ref() const&& = delete;
+  /// @brief Refused: the subscription would trim a temporary imported pool after its destruction.
+  async_notification_subscription trim_on_pressure(const cudrv::device&, std::size_t = 0) const&& = delete;
   /// @}
+  using memory_pool_base::trim_on_pressure;
 
  private:
   imported_memory_pool() noexcept : memory_pool_base(nullptr) {}

@@ -14,6 +14,7 @@
 #include "cudrv/context.hpp"
 #include "cudrv/detail/host_buffer.hpp"
 #include "cudrv/device.hpp"
+#include "cudrv/managed_range.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
@@ -44,7 +45,7 @@ void managed_advise(CUcontext ctx, CUdeviceptr address, std::size_t bytes, CUmem
 /// @code
 /// cudrv::managed_buffer<float> m(dev, n);
 /// for (auto& x : m) x = 1.0f;                              // touched on the host
-/// m.advise(CU_MEM_ADVISE_SET_PREFERRED_LOCATION, dev);
+/// m.advise(cudrv::memory_advice::set_preferred_location, dev);
 /// m.prefetch(dev, stream);                                 // migrate before the kernel runs
 /// // ... launch a kernel on stream with m.view() ...
 /// m.prefetch(cudrv::memory_location::host(), stream);      // bring it back
@@ -102,10 +103,25 @@ class managed_buffer : public detail::host_buffer<T, &detail::host_allocation::f
   void prefetch(memory_location where, stream_ref s) const {
     detail::managed_prefetch_async(device_view().data(), this->alloc_.bytes, where, s.native_handle());
   }
-  /// @brief Gives the driver a hint about the memory (cuMemAdvise), e.g.
-  /// `CU_MEM_ADVISE_SET_READ_MOSTLY` or `CU_MEM_ADVISE_SET_PREFERRED_LOCATION` with a location.
+  /// @brief Gives the driver a hint about the memory (cuMemAdvise) with the driver's enumerator, e.g.
+  /// `CU_MEM_ADVISE_SET_READ_MOSTLY` or `CU_MEM_ADVISE_SET_PREFERRED_LOCATION` with a location. The typed
+  /// overloads (@ref memory_advice) check the location an advice needs; this one passes what it is given.
   void advise(CUmem_advise advice, memory_location where = memory_location::host()) const {
     detail::managed_advise(this->alloc_.context.handle, device_view().data(), this->alloc_.bytes, advice, where);
+  }
+  /// @brief Gives the driver a typed hint that needs no location (cuMemAdvise), e.g.
+  /// @ref memory_advice::set_read_mostly; the same as `cudrv::advise(*this, advice)`.
+  /// @throws invalid_argument_error for an empty buffer or an advice that needs a location
+  void advise(memory_advice advice) const {
+    detail::advise_range(reinterpret_cast<std::uintptr_t>(this->alloc_.pointer), this->alloc_.bytes, advice, nullptr,
+                         "cudrv::managed_buffer::advise");
+  }
+  /// @brief Gives the driver a typed hint for the processor or location @p where (cuMemAdvise), e.g.
+  /// @ref memory_advice::set_preferred_location with a device.
+  /// @throws invalid_argument_error for an empty buffer or @ref memory_location::none()
+  void advise(memory_advice advice, memory_location where) const {
+    detail::advise_range(reinterpret_cast<std::uintptr_t>(this->alloc_.pointer), this->alloc_.bytes, advice, &where,
+                         "cudrv::managed_buffer::advise");
   }
 
  private:

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <utility>
 
+#include "cudrv/async_notification.hpp"
 #include "cudrv/detail/exchange.hpp"
 #include "cudrv/device.hpp"
 #include "cudrv/memory_location.hpp"
@@ -62,6 +63,17 @@ class memory_pool_base {
 
   /// @brief Releases reserved memory until at most @p min_bytes_to_keep stay reserved (cuMemPoolTrimTo).
   void trim_to(std::size_t min_bytes_to_keep) const;
+  /// @brief Trims the pool to @p keep_bytes (cuMemPoolTrimTo) whenever @p dev reports that the process is
+  /// over its device memory budget, for as long as the returned subscription lives (an
+  /// @ref async_notification_subscription; declare it after the pool, so that it goes first). Trimming
+  /// returns only memory that no allocation uses; a failed trim goes to the destruction handler.
+  /// @code
+  /// cudrv::memory_pool pool(dev);
+  /// cudrv::async_notification_subscription trim = pool.trim_on_pressure(dev);  // keeps nothing cached
+  /// @endcode
+  /// @throws invalid_argument_error for an empty (moved-from) pool
+  /// @throws not_supported_error as @ref async_notification_subscription
+  [[nodiscard]] async_notification_subscription trim_on_pressure(const device& dev, std::size_t keep_bytes = 0) const&;
   /// @brief The release threshold in bytes.
   [[nodiscard]] std::size_t release_threshold() const;
   /// @brief Sets the release threshold in bytes.
@@ -226,7 +238,10 @@ class memory_pool : public memory_pool_base {
 
   /// @brief Refused: a view of a temporary pool would outlive it.
   operator memory_pool_ref() const&& = delete;
+  /// @brief Refused: the subscription would trim a temporary pool after its destruction.
+  async_notification_subscription trim_on_pressure(const device&, std::size_t = 0) const&& = delete;
   /// @}
+  using memory_pool_base::trim_on_pressure;
 
  private:
   explicit memory_pool(CUmemoryPool handle) noexcept : memory_pool_base(handle) {}

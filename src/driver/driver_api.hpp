@@ -170,7 +170,28 @@
   CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)                          \
   /* issue 34 part 1: every launch attribute */                 \
   X(cuGraphKernelNodeGetAttribute, 11000)                       \
-  X(cuCtxResetPersistingL2Cache, 11000)
+  X(cuCtxResetPersistingL2Cache, 11000)                         \
+  CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_MEM(X)
+
+// issue 34 parts 7 and 8: managed-memory batches and range attributes (<cudrv/managed_batch.hpp>,
+// <cudrv/managed_range.hpp>), memory-pressure notifications (<cudrv/async_notification.hpp>). The batch
+// entry points are CUDA 13.0's; without its headers cudrv prefetches with a loop of cuMemPrefetchAsync and
+// refuses discards (not_supported_error).
+#if CUDA_VERSION >= 13000
+#define CUDRV_HAS_MANAGED_BATCH 1
+#define CUDRV_DRIVER_ENTRY_POINTS_MANAGED_BATCH(X) \
+  X(cuMemPrefetchBatchAsync, 13000)                \
+  X(cuMemDiscardBatchAsync, 13000)                 \
+  X(cuMemDiscardAndPrefetchBatchAsync, 13000)
+#else
+#define CUDRV_HAS_MANAGED_BATCH 0
+#define CUDRV_DRIVER_ENTRY_POINTS_MANAGED_BATCH(X)
+#endif
+#define CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_MEM(X) \
+  X(cuMemRangeGetAttributes, 8000)               \
+  X(cuDeviceRegisterAsyncNotification, 12040)    \
+  X(cuDeviceUnregisterAsyncNotification, 12040)  \
+  CUDRV_DRIVER_ENTRY_POINTS_MANAGED_BATCH(X)
 
 // issue 34 parts 3-4: checkpoint and restore of another process (<cudrv/process_checkpoint.hpp>, CUDA 12.8;
 // without CUDA 12.8 headers process_checkpoint reports not_supported_error) and GPU coredump settings

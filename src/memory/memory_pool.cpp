@@ -164,6 +164,16 @@ void memory_pool_base::trim_to(std::size_t min_bytes_to_keep) const {
   check(drv::cuMemPoolTrimTo(handle_, min_bytes_to_keep), "cuMemPoolTrimTo");
 }
 
+// issue 34 part 8: a pool trimmed when its device reports memory pressure.
+async_notification_subscription memory_pool_base::trim_on_pressure(const device& dev, std::size_t keep_bytes) const& {
+  require_handle("cudrv::memory_pool::trim_on_pressure");
+  return {dev, [pool = handle_, keep_bytes](const async_notification& n) {
+            if (n.type == async_notification_type::over_budget) {
+              detail::destroy_noexcept("cuMemPoolTrimTo", [&] { return drv::cuMemPoolTrimTo(pool, keep_bytes); });
+            }
+          }};
+}
+
 std::size_t memory_pool_base::release_threshold() const {
   return static_cast<std::size_t>(attribute(CU_MEMPOOL_ATTR_RELEASE_THRESHOLD));
 }

@@ -133,4 +133,10 @@ class synchronous_scope {
   bool host_only_ = false;
 };
 
+// issue 34 part 7: managed ranges (managed_range.cpp). Checks bytes at address before a managed-memory call:
+// non-null, non-empty, no wrap-around; where cuPointerGetAttributes knows the memory, managed memory
+// within one allocation. what names the range in the message ("range 2 of 5"); api the caller. Returns
+// the managed allocation's context, or null for memory the driver does not know (system memory).
+CUcontext check_managed_range(std::uintptr_t address, std::size_t bytes, const char* api, const std::string& what);
+
 }  // namespace cudrv::detail

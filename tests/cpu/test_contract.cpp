@@ -290,7 +290,11 @@ using owners = list<
     // is: not movable, as every memory_resource; it has no handle to adopt or hand off.
     owner<cudrv::virtual_memory_resource, no_view, adopt<>,
           waive<r::move_only, r::adopt, r::release, r::reset, r::bool_test, r::lvalue_view, r::no_rvalue_view,
-                r::const_view, r::view_value>>
+                r::const_view, r::view_value>>,
+    // issue 34 part 8: a subscription owns a registration whose user data is cudrv's (the callable it
+    // keeps): a raw CUasyncCallbackHandle cannot be adopted or handed off, and there is nothing to view.
+    owner<cudrv::async_notification_subscription, no_view, adopt<>,
+          waive<r::adopt, r::release, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>
 #if defined(CUDRV_TEST_DLPACK)
     ,
     // DLPack's owners hand a tensor on (release) but adopt through from_dlpack, which checks it;

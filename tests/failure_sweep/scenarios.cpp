@@ -627,6 +627,27 @@ void green_contexts() {
   t.synchronize();
 }
 
+// issue 34 parts 7 and 8: managed batches, advice and range attributes, notification subscriptions.
+void managed_batches_and_notifications() {
+  const cudrv::device d = dev();
+  cudrv::stream s(d);
+  cudrv::managed_buffer<int> a(d, 64);
+  cudrv::managed_buffer<int> b(d, 32);
+  cudrv::prefetch_batch batch;
+  batch.add(a, d).add(b, cudrv::memory_location::host());
+  (void)cudrv::prefetch(batch, s);
+  (void)cudrv::prefetch(batch, s, cudrv::managed_batch_mode::fallback_loop);
+  cudrv::discard_batch discards;
+  discards.add(b);
+  cudrv::discard(discards, s);
+  cudrv::advise(a, cudrv::memory_advice::set_read_mostly);
+  expect(cudrv::get_managed_range_attributes(a).read_mostly, "read mostly");
+  cudrv::memory_pool pool(d);
+  cudrv::async_notification_subscription trim = pool.trim_on_pressure(d);
+  cudrv::async_notification_subscription watch(d, [](const cudrv::async_notification&) {});
+  s.synchronize();
+}
+
 const scenario all_scenarios[] = {
     {"first_use", &first_use, true, true},
     {"device_queries", &device_queries, false, false},
@@ -653,6 +674,8 @@ const scenario all_scenarios[] = {
     {"libraries_and_launches", &libraries_and_launches, false, false},
     {"graphs", &graphs, false, false},
     {"green_contexts", &green_contexts, false, false},
+    // issue 34 parts 7 and 8
+    {"managed_batches_and_notifications", &managed_batches_and_notifications, false, false},
 };
 
 }  // namespace

@@ -21,6 +21,7 @@
 #include <array>
 #include <atomic>
 #include <condition_variable>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -75,6 +76,7 @@ struct allocation {
   std::size_t size = 0;
   fake_context* ctx = nullptr;  // null: from a pool (stream-ordered)
   int device = 0;
+  bool managed = false;  // cuMemAllocManaged (CU_POINTER_ATTRIBUTE_IS_MANAGED)
 };
 
 struct host_call {
@@ -606,6 +608,9 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_MAXIMUM_TEXTURE2D_LINEAR_PITCH: *v = 2097120; break;
     case CU_DEVICE_ATTRIBUTE_COMPUTE_MODE:
       *v = st().unavailable[static_cast<std::size_t>(d)] ? CU_COMPUTEMODE_EXCLUSIVE_PROCESS : CU_COMPUTEMODE_DEFAULT;
+      break;
+    case CU_DEVICE_ATTRIBUTE_CONCURRENT_MANAGED_ACCESS:  // issue 34 part 7: FAKE_CUDA_NO_CONCURRENT_MANAGED
+      *v = std::getenv("FAKE_CUDA_NO_CONCURRENT_MANAGED") != nullptr ? 0 : 1;
       break;
     case CU_DEVICE_ATTRIBUTE_HOST_NUMA_ID:  // pools: device 1 sits next to node 1; device 0 reports no NUMA
       *v = d == 1 ? 1 : -1;
@@ -1201,6 +1206,7 @@ CUresult CUDAAPI fake_cuPointerGetAttributes(unsigned n, CUpointer_attribute* at
       case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: *static_cast<CUdeviceptr*>(data[i]) = a != nullptr ? start : 0; break;
       case CU_POINTER_ATTRIBUTE_RANGE_SIZE: *static_cast<std::size_t*>(data[i]) = a != nullptr ? a->size : 0; break;
       case CU_POINTER_ATTRIBUTE_HOST_POINTER: *static_cast<void**>(data[i]) = nullptr; break;
+      case CU_POINTER_ATTRIBUTE_IS_MANAGED: *static_cast<int*>(data[i]) = a != nullptr && a->managed ? 1 : 0; break;
       case CU_POINTER_ATTRIBUTE_BUFFER_ID: *static_cast<unsigned long long*>(data[i]) = 0; break;
       case CU_POINTER_ATTRIBUTE_MEMPOOL_HANDLE: {
         auto pool = pool_of_allocation().find(start);
@@ -1452,6 +1458,29 @@ CUresult CUDAAPI fake_cuMemFreeHost(void* p) {
   return CUDA_SUCCESS;
 }
 
+// What the driver records of a managed allocation (issue 34 part 7: cuMemRangeGetAttributes), by its start:
+// the fake keeps it per allocation, whatever part of it a call names.
+struct managed_range_state {
+  int read_mostly = 0;
+  CUmemLocation preferred{CU_MEM_LOCATION_TYPE_INVALID, 0};
+  CUmemLocation last_prefetch{CU_MEM_LOCATION_TYPE_INVALID, 0};
+  std::set<int> accessed_by;
+};
+std::map<CUdeviceptr, managed_range_state>& managed_state() {
+  static auto* m = new std::map<CUdeviceptr, managed_range_state>;
+  return *m;
+}
+// The start of the live managed allocation holding all n bytes at p, or 0.
+CUdeviceptr managed_start(CUdeviceptr p, std::size_t n) {
+  auto it = st().live.upper_bound(p);
+  if (it == st().live.begin()) {
+    return 0;
+  }
+  --it;
+  const bool inside = p >= it->first && n <= it->second.size && p - it->first <= it->second.size - n;
+  return inside && it->second.managed ? it->first : 0;
+}
+
 CUresult CUDAAPI fake_cuMemAllocManaged(CUdeviceptr* out, std::size_t size, unsigned flags) {
   FAKE_ENTER();
   FAKE_INJECTED_ALLOCATION_FAILURE();
@@ -1459,7 +1488,8 @@ CUresult CUDAAPI fake_cuMemAllocManaged(CUdeviceptr* out, std::size_t size, unsi
     return fail(CUDA_ERROR_INVALID_CONTEXT);
   }
   *out = reinterpret_cast<CUdeviceptr>(allocate_bytes(size));
-  st().live[*out] = {size, as_ctx(current()), as_ctx(current())->device};
+  st().live[*out] = {size, as_ctx(current()), as_ctx(current())->device, true};
+  managed_state().erase(*out);  // an address handed out again starts with no advice
   count("allocations");
   count("managed_allocations");
   note("alloc_managed " + hex(reinterpret_cast<void*>(*out)) + " flags " + std::to_string(flags));
@@ -1472,6 +1502,8 @@ CUresult CUDAAPI fake_cuMemPrefetchAsync(CUdeviceptr p, std::size_t n, CUmemLoca
   if (!usable_stream(h) || st().live.count(p) == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
   }
+  count("prefetches");
+  managed_state()[p].last_prefetch = l;
   note("prefetch " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " to " + describe_location(l));
   return CUDA_SUCCESS;
 }
@@ -1480,6 +1512,16 @@ CUresult CUDAAPI fake_cuMemAdvise(CUdeviceptr p, std::size_t n, CUmem_advise a, 
   FAKE_ENTER();
   if (st().live.count(p) == 0) {
     return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  managed_range_state& m = managed_state()[p];
+  switch (a) {
+    case CU_MEM_ADVISE_SET_READ_MOSTLY: m.read_mostly = 1; break;
+    case CU_MEM_ADVISE_UNSET_READ_MOSTLY: m.read_mostly = 0; break;
+    case CU_MEM_ADVISE_SET_PREFERRED_LOCATION: m.preferred = l; break;
+    case CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION: m.preferred = {CU_MEM_LOCATION_TYPE_INVALID, 0}; break;
+    case CU_MEM_ADVISE_SET_ACCESSED_BY: m.accessed_by.insert(l.type == CU_MEM_LOCATION_TYPE_DEVICE ? l.id : -1); break;
+    case CU_MEM_ADVISE_UNSET_ACCESSED_BY: m.accessed_by.erase(l.type == CU_MEM_LOCATION_TYPE_DEVICE ? l.id : -1); break;
+    default: return fail(CUDA_ERROR_INVALID_VALUE);
   }
   note("advise " + hex(reinterpret_cast<void*>(p)) + " " + std::to_string(n) + " " +
        std::to_string(static_cast<int>(a)) + " at " + describe_location(l));
@@ -3750,6 +3792,207 @@ CUresult CUDAAPI fake_cuGraphKernelNodeGetAttribute(CUgraphNode n, CUkernelNodeA
   return CUDA_SUCCESS;
 }
 
+// --- issue 34 parts 7 and 8: managed batches, range attributes, async notifications -------------------
+// The batch entry points check what cuda.h documents (a created stream, flags 0, location entries starting
+// at 0, increasing, below the count, no more than the ranges) and that each range lies in one live managed
+// allocation; a discard overwrites the bytes with 0xDD (what a read of a discarded range may give). The log
+// records the arrays cudrv passed. Notifications: registered callbacks run on a thread of the fake when
+// fake_cuda_deliver_async_notification asks; (un)registering from there is CUDA_ERROR_NOT_PERMITTED.
+
+thread_local bool on_notification_thread = false;
+
+struct notification_registration {
+  int device;
+  CUasyncCallback fn;
+  void* user;
+  int id;
+};
+std::vector<notification_registration>& registrations() {
+  static auto* r = new std::vector<notification_registration>;
+  return *r;
+}
+
+// Checks and logs a managed batch; "" when it is refused (the CUresult is in status).
+std::string managed_batch_line(const char* what, CUdeviceptr* ptrs, std::size_t* sizes, std::size_t n,
+                               CUmemLocation* locs, std::size_t* idxs, std::size_t num_locs, unsigned long long flags,
+                               CUstream h, CUresult& status) {
+  status = CUDA_ERROR_INVALID_VALUE;
+  if (h == nullptr || h == CU_STREAM_LEGACY || !usable_stream(h) || flags != 0 || n == 0) {
+    return {};
+  }
+  std::string line = std::string(what) + " n=" + std::to_string(n);
+  if (locs != nullptr) {
+    if (num_locs == 0 || num_locs > n || idxs[0] != 0) {
+      return {};
+    }
+    line += " locs=";
+    for (std::size_t k = 0; k < num_locs; ++k) {
+      if ((k > 0 && idxs[k] <= idxs[k - 1]) || idxs[k] >= n) {
+        return {};
+      }
+      line += (k > 0 ? "," : "") + describe_location(locs[k]) + "@" + std::to_string(idxs[k]);
+    }
+  }
+  line += " ranges=";
+  for (std::size_t i = 0; i < n; ++i) {
+    if (sizes[i] == 0 || managed_start(ptrs[i], sizes[i]) == 0) {
+      return {};
+    }
+    line += (i > 0 ? "," : "") + hex(reinterpret_cast<void*>(ptrs[i])) + "+" + std::to_string(sizes[i]);
+  }
+  status = CUDA_SUCCESS;
+  return line;
+}
+
+// Applies a managed batch: discards poison the bytes, prefetches record the last location.
+void apply_managed_batch(CUdeviceptr* ptrs, std::size_t* sizes, std::size_t n, CUmemLocation* locs, std::size_t* idxs,
+                         std::size_t num_locs, bool discard) {
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    if (discard) {
+      std::memset(reinterpret_cast<void*>(ptrs[i]), 0xDD, sizes[i]);
+    }
+    if (locs != nullptr) {
+      while (k + 1 < num_locs && idxs[k + 1] <= i) {
+        ++k;
+      }
+      managed_state()[managed_start(ptrs[i], sizes[i])].last_prefetch = locs[k];
+    }
+  }
+}
+
+CUresult CUDAAPI fake_cuMemPrefetchBatchAsync(CUdeviceptr* ptrs, std::size_t* sizes, std::size_t n, CUmemLocation* locs,
+                                              std::size_t* idxs, std::size_t num_locs, unsigned long long flags,
+                                              CUstream h) {
+  FAKE_ENTER();
+  count("prefetch_batches");
+  CUresult status = CUDA_SUCCESS;
+  const std::string line = managed_batch_line("prefetch_batch", ptrs, sizes, n, locs, idxs, num_locs, flags, h, status);
+  if (status != CUDA_SUCCESS) {
+    return fail(status);
+  }
+  apply_managed_batch(ptrs, sizes, n, locs, idxs, num_locs, false);
+  note(line);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemDiscardBatchAsync(CUdeviceptr* ptrs, std::size_t* sizes, std::size_t n,
+                                             unsigned long long flags, CUstream h) {
+  FAKE_ENTER();
+  count("discard_batches");
+  CUresult status = CUDA_SUCCESS;
+  const std::string line = managed_batch_line("discard_batch", ptrs, sizes, n, nullptr, nullptr, 0, flags, h, status);
+  if (status != CUDA_SUCCESS) {
+    return fail(status);
+  }
+  apply_managed_batch(ptrs, sizes, n, nullptr, nullptr, 0, true);
+  note(line);
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuMemDiscardAndPrefetchBatchAsync(CUdeviceptr* ptrs, std::size_t* sizes, std::size_t n,
+                                                        CUmemLocation* locs, std::size_t* idxs, std::size_t num_locs,
+                                                        unsigned long long flags, CUstream h) {
+  FAKE_ENTER();
+  count("discard_and_prefetch_batches");
+  CUresult status = CUDA_SUCCESS;
+  const std::string line =
+      managed_batch_line("discard_and_prefetch_batch", ptrs, sizes, n, locs, idxs, num_locs, flags, h, status);
+  if (status != CUDA_SUCCESS) {
+    return fail(status);
+  }
+  apply_managed_batch(ptrs, sizes, n, locs, idxs, num_locs, true);
+  note(line);
+  return CUDA_SUCCESS;
+}
+
+void write_location_type(const CUmemLocation& l, void* out, std::size_t size) {
+  const int t = static_cast<int>(l.type);
+  std::memcpy(out, &t, std::min(size, sizeof t));
+}
+
+CUresult CUDAAPI fake_cuMemRangeGetAttributes(void** data, std::size_t* data_sizes, CUmem_range_attribute* attrs,
+                                              std::size_t num, CUdeviceptr p, std::size_t n) {
+  FAKE_ENTER();
+  count("range_attribute_queries");
+  const CUdeviceptr start = managed_start(p, n);
+  if (start == 0 || n == 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  const managed_range_state m = managed_state()[start];
+  for (std::size_t i = 0; i < num; ++i) {
+    switch (attrs[i]) {
+      case CU_MEM_RANGE_ATTRIBUTE_READ_MOSTLY: *static_cast<int*>(data[i]) = m.read_mostly; break;
+      case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_TYPE:
+        write_location_type(m.preferred, data[i], data_sizes[i]);
+        break;
+      case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_TYPE:
+        write_location_type(m.last_prefetch, data[i], data_sizes[i]);
+        break;
+      case CU_MEM_RANGE_ATTRIBUTE_PREFERRED_LOCATION_ID: *static_cast<int*>(data[i]) = m.preferred.id; break;
+      case CU_MEM_RANGE_ATTRIBUTE_LAST_PREFETCH_LOCATION_ID: *static_cast<int*>(data[i]) = m.last_prefetch.id; break;
+      case CU_MEM_RANGE_ATTRIBUTE_ACCESSED_BY: {
+        if (data_sizes[i] == 0 || data_sizes[i] % 4 != 0) {
+          return fail(CUDA_ERROR_INVALID_VALUE);
+        }
+        int* out = static_cast<int*>(data[i]);
+        const std::size_t slots = data_sizes[i] / 4;
+        std::size_t k = 0;
+        for (int d : m.accessed_by) {
+          if (k < slots) {
+            out[k++] = d;
+          }
+        }
+        for (; k < slots; ++k) {
+          out[k] = CU_DEVICE_INVALID;
+        }
+        break;
+      }
+      default: return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDeviceRegisterAsyncNotification(CUdevice d, CUasyncCallback fn, void* user,
+                                                        CUasyncCallbackHandle* handle) {
+  FAKE_ENTER();
+  if (on_notification_thread) {
+    return fail(CUDA_ERROR_NOT_PERMITTED);
+  }
+  if (d < 0 || d >= static_cast<int>(st().devices.size())) {
+    return fail(CUDA_ERROR_INVALID_DEVICE);
+  }
+  if (fn == nullptr || handle == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  static int next = 1;
+  const int id = next++;
+  registrations().push_back({d, fn, user, id});
+  *handle = reinterpret_cast<CUasyncCallbackHandle>(static_cast<std::uintptr_t>(0xA5000 + id));
+  count("notification_registrations");
+  note("async_register device " + std::to_string(d) + " handle " + hex(*handle));
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuDeviceUnregisterAsyncNotification(CUdevice d, CUasyncCallbackHandle handle) {
+  FAKE_ENTER();
+  if (on_notification_thread) {
+    return fail(CUDA_ERROR_NOT_PERMITTED);
+  }
+  auto& r = registrations();
+  for (auto it = r.begin(); it != r.end(); ++it) {
+    if (it->device == d &&
+        reinterpret_cast<CUasyncCallbackHandle>(static_cast<std::uintptr_t>(0xA5000 + it->id)) == handle) {
+      r.erase(it);
+      count("notification_unregistrations");
+      note("async_unregister device " + std::to_string(d) + " handle " + hex(handle));
+      return CUDA_SUCCESS;
+    }
+  }
+  return fail(CUDA_ERROR_INVALID_VALUE);
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -3905,6 +4148,13 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuEventElapsedTime),
     FAKE_SYMBOL(cuStreamGetPriority),
     FAKE_SYMBOL(cuStreamGetFlags),
+    // issue 34 parts 7 and 8: managed batches, range attributes, async notifications
+    FAKE_SYMBOL(cuMemPrefetchBatchAsync),
+    FAKE_SYMBOL(cuMemDiscardBatchAsync),
+    FAKE_SYMBOL(cuMemDiscardAndPrefetchBatchAsync),
+    FAKE_SYMBOL(cuMemRangeGetAttributes),
+    FAKE_SYMBOL(cuDeviceRegisterAsyncNotification),
+    FAKE_SYMBOL(cuDeviceUnregisterAsyncNotification),
     // issue 34 part 1: every launch attribute
     FAKE_SYMBOL(cuCtxGetLimit),
     FAKE_SYMBOL(cuCtxSetLimit),
@@ -4389,4 +4639,30 @@ FAKE_EXPORT int fake_cuda_log_callbacks() {
 FAKE_EXPORT void fake_cuda_set_no_l2_persistence(int on) {
   std::lock_guard<std::recursive_mutex> lock(st().mutex);
   no_l2_persistence = on != 0;
+}
+
+// issue 34 part 8: delivers an async notification of `type` (1: over budget, with `bytes` over) to every
+// callback registered for `device`, on a thread of the fake (as the driver does), and waits for them.
+// Returns how many callbacks ran.
+FAKE_EXPORT int fake_cuda_deliver_async_notification(int device, unsigned type, unsigned long long bytes) {
+  std::vector<notification_registration> targets;
+  {
+    std::lock_guard<std::recursive_mutex> lock(st().mutex);
+    for (const auto& r : registrations()) {
+      if (r.device == device) {
+        targets.push_back(r);
+      }
+    }
+  }
+  std::thread t([&] {
+    on_notification_thread = true;
+    for (const auto& r : targets) {
+      CUasyncNotificationInfo info{};
+      info.type = static_cast<CUasyncNotificationType>(type);
+      info.info.overBudget.bytesOverBudget = bytes;
+      r.fn(&info, r.user, reinterpret_cast<CUasyncCallbackHandle>(static_cast<std::uintptr_t>(0xA5000 + r.id)));
+    }
+  });
+  t.join();
+  return static_cast<int>(targets.size());
 }
