@@ -164,7 +164,16 @@
   X(cuStreamBatchMemOp, 11070)                                  \
   X(cuGraphAddBatchMemOpNode, 11070)                            \
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
-  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)
+  CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
+  CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_GRAPHS(X)
+
+// issue 34 part 6: graphs (node enable/disable, capture into an existing graph, device launch).
+#define CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_GRAPHS(X) \
+  X(cuGraphNodeSetEnabled, 11060)                   \
+  X(cuGraphNodeGetEnabled, 11060)                   \
+  X(cuGraphExecGetFlags, 12000)                     \
+  X(cuGraphChildGraphNodeGetGraph, 10000)           \
+  X(cuStreamBeginCaptureToGraph, 12030)
 
 // Batched copies (<cudrv/batch_copy.hpp>): the CUDA 12.8 variants, which report the index of the
 // failing copy (the CUDA 13.0 variants dropped that argument). Without CUDA 12.8 headers cudrv always
