@@ -49,9 +49,13 @@ E refused_before_driver(cudrv::test::fake_probe& f, Fn&& fn) {
 
 // Switching typed nodes of other kinds does not compile.
 template <class Exec, class Node>
-concept can_switch = requires(const Exec& e, Node n) { e.set_enabled(n, false); };
+concept can_switch = requires(const Exec& e, Node n) {
+  e.set_enabled(n, false);
+};
 template <class Exec, class Node>
-concept can_query = requires(const Exec& e, Node n) { e.enabled(n); };
+concept can_query = requires(const Exec& e, Node n) {
+  e.enabled(n);
+};
 static_assert(can_switch<cudrv::graph_exec, cudrv::kernel_node>);
 static_assert(can_switch<cudrv::graph_exec, cudrv::memcpy_node>);
 static_assert(can_switch<cudrv::graph_exec_ref, cudrv::memset_node>);
@@ -122,8 +126,9 @@ TEST_CASE("graph_exec::set_enabled: a node of another graph, a null node and an 
   const auto e = refused_before_driver<cudrv::invalid_argument_error>(f, [&] { exec.set_enabled(foreign, false); });
   CHECK(contains(e.what(), "is not a node of the graph this executable was instantiated from"));
   CHECK(contains(e.what(), "(kernel)"));
-  const auto null = refused_before_driver<cudrv::invalid_argument_error>(
-      f, [&] { exec.set_enabled(cudrv::graph_node_ref::from_native_handle(nullptr), false); });
+  const auto null = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+    exec.set_enabled(cudrv::graph_node_ref::from_native_handle(nullptr), false);
+  });
   CHECK(contains(null.what(), "the node is empty"));
 
   // An adopted executable does not know its graph: the driver checks, and its refusal names the node.
@@ -135,8 +140,9 @@ TEST_CASE("graph_exec::set_enabled: a node of another graph, a null node and an 
   CHECK(contains(driver->what(), "(kernel)"));
 
   cudrv::graph_exec moved = std::move(exec);
-  const auto empty = refused_before_driver<cudrv::invalid_argument_error>(
-      f, [&] { exec.set_enabled(foreign, false); });  // NOLINT(bugprone-use-after-move): the refusal is the point
+  const auto empty = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+    exec.set_enabled(foreign, false);
+  });  // NOLINT(bugprone-use-after-move): the refusal is the point
   CHECK(contains(empty.what(), "the executable graph is empty"));
   CHECK(f.counter("node_switches") == switches);
   moved.set_enabled(g.nodes().front(), false);  // the moved-to owner kept the graph
@@ -171,8 +177,9 @@ TEST_CASE("device launch: the rules of cuda.h are checked before the driver, and
     cudrv::graph g;
     (void)node_of_type(g, CU_GRAPH_NODE_TYPE_KERNEL);
     (void)node_of_type(g, CU_GRAPH_NODE_TYPE_HOST);
-    const auto e = refused_before_driver<cudrv::invalid_argument_error>(
-        f, [&] { (void)g.instantiate(dev, flags::device_launch); });
+    const auto e = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+      (void)g.instantiate(dev, flags::device_launch);
+    });
     CHECK(contains(e.what(), "only kernel, memcpy, memset and child-graph nodes"));
     CHECK(contains(e.what(), "(host)"));
     // Without the flag, the graph is the driver's to judge (the fake accepts it).
@@ -183,25 +190,29 @@ TEST_CASE("device launch: the rules of cuda.h are checked before the driver, and
       cudrv::graph g;
       (void)node_of_type(g, CU_GRAPH_NODE_TYPE_MEMSET);
       (void)node_of_type(g, type);
-      const auto e = refused_before_driver<cudrv::invalid_argument_error>(
-          f, [&] { (void)g.instantiate(dev, flags::device_launch); });
+      const auto e = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+        (void)g.instantiate(dev, flags::device_launch);
+      });
       CHECK(contains(e.what(), "is none of them"));
     }
   }
   SECTION("no node that does work") {
     cudrv::graph g;
     (void)g.add_empty();
-    const auto empty_node = refused_before_driver<cudrv::invalid_argument_error>(
-        f, [&] { (void)g.instantiate(dev, flags::device_launch); });
+    const auto empty_node = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+      (void)g.instantiate(dev, flags::device_launch);
+    });
     CHECK(contains(empty_node.what(), "(empty)"));
     cudrv::graph none;
-    const auto e = refused_before_driver<cudrv::invalid_argument_error>(
-        f, [&] { (void)none.instantiate(dev, flags::device_launch); });
+    const auto e = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+      (void)none.instantiate(dev, flags::device_launch);
+    });
     CHECK(contains(e.what(), "needs at least one kernel, memcpy or memset node"));
   }
   SECTION("with auto-free on launch") {
-    const auto e = refused_before_driver<cudrv::invalid_argument_error>(
-        f, [&] { (void)ok.instantiate(dev, flags::device_launch | flags::auto_free_on_launch); });
+    const auto e = refused_before_driver<cudrv::invalid_argument_error>(f, [&] {
+      (void)ok.instantiate(dev, flags::device_launch | flags::auto_free_on_launch);
+    });
     CHECK(contains(e.what(), "cannot be combined with auto_free_on_launch"));
   }
   CHECK(f.counter("device_graph_instantiations") == device_instantiations + 1);
@@ -267,16 +278,17 @@ TEST_CASE("stream_capture into an existing graph: dependencies and edges reach t
       cudrv::stream_capture c(s, g, {a}, {cudrv::edge_data{static_cast<cudrv::edge_type>(9)}});
     });
     CHECK(contains(unknown.what(), "not a value cudrv knows"));
-    auto null_dep = refused_before_driver<E>(
-        f, [&] { cudrv::stream_capture c(s, g, {cudrv::graph_node_ref::from_native_handle(nullptr)}); });
+    auto null_dep = refused_before_driver<E>(f, [&] {
+      cudrv::stream_capture c(s, g, {cudrv::graph_node_ref::from_native_handle(nullptr)});
+    });
     CHECK(contains(null_dep.what(), "a dependency is empty"));
     cudrv::graph gone = std::move(g);
     auto empty_graph = refused_before_driver<E>(f, [&] {
       cudrv::stream_capture c(s, g, {});  // NOLINT(bugprone-use-after-move): the refusal is the point
     });
     CHECK(contains(empty_graph.what(), "the graph to capture into is empty"));
-    auto legacy = refused_before_driver<E>(
-        f, [&] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default(), gone, {}); });
+    auto legacy =
+        refused_before_driver<E>(f, [&] { cudrv::stream_capture c(cudrv::stream_ref::legacy_default(), gone, {}); });
     CHECK(contains(legacy.what(), "legacy default stream"));
     CHECK(f.counter("captures_to_graph") == captures);
   }
