@@ -161,8 +161,7 @@ bool run(std::size_t steps_arg, std::size_t n_arg) {
     v = static_cast<unsigned>(r.next());
   }
   const cudrv::launch_config one_block{.grid = 1, .block = block_size};
-  std::printf("device_graph_launch: %u steps of a 1-block kernel over %u elements; %s\n", steps, n,
-              dev.name().c_str());
+  std::printf("device_graph_launch: %u steps of a 1-block kernel over %u elements; %s\n", steps, n, dev.name().c_str());
 
   // Device loop: a device-launchable body, started by a host graph.
   cudrv::graph body;

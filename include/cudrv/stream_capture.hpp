@@ -116,15 +116,15 @@ class stream_capture {
   /// @endcode
   /// @throws invalid_argument_error for an empty or legacy stream, an empty graph, a null dependency
   /// @throws error when the driver refuses (the stream is already capturing, a node of another graph)
-  stream_capture(stream_ref stream, graph_ref into, std::vector<graph_node_ref> after,
+  stream_capture(stream_ref stream, graph_ref into, const std::vector<graph_node_ref>& after,
                  capture_mode mode = capture_mode::global);
   /// @brief As above, with the data of each dependency edge (@p edges[i] for @p after[i]).
   /// @throws invalid_argument_error, before the driver, for a number of edges other than of
   ///   dependencies, an edge_type or edge_port that is none of the enumerators, a port other than
   ///   completion, or a programmatic edge, on a node that is not a kernel node, and a programmatic edge
   ///   from the completion port
-  stream_capture(stream_ref stream, graph_ref into, std::vector<graph_node_ref> after, std::vector<edge_data> edges,
-                 capture_mode mode = capture_mode::global);
+  stream_capture(stream_ref stream, graph_ref into, const std::vector<graph_node_ref>& after,
+                 const std::vector<edge_data>& edges, capture_mode mode = capture_mode::global);
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
   stream_capture(const stream_capture&) = delete;

@@ -181,13 +181,14 @@ void check_edges(const std::vector<graph_node_ref>& after, const std::vector<edg
 
 }  // namespace
 
-stream_capture::stream_capture(stream_ref stream, graph_ref into, std::vector<graph_node_ref> after, capture_mode mode)
+stream_capture::stream_capture(stream_ref stream, graph_ref into, const std::vector<graph_node_ref>& after,
+                               capture_mode mode)
     : stream_(stream), into_(into) {
   begin_to_graph(after, nullptr, mode);
 }
 
-stream_capture::stream_capture(stream_ref stream, graph_ref into, std::vector<graph_node_ref> after,
-                               std::vector<edge_data> edges, capture_mode mode)
+stream_capture::stream_capture(stream_ref stream, graph_ref into, const std::vector<graph_node_ref>& after,
+                               const std::vector<edge_data>& edges, capture_mode mode)
     : stream_(stream), into_(into) {
   begin_to_graph(after, &edges, mode);
 }
