@@ -262,9 +262,13 @@ void keep_captured_libraries(CUgraph graph, const std::vector<CUgraphNode>& node
   std::vector<library_state*> kept;
   for (CUgraphNode node : nodes) {
     int type = 0;
+    check(node_type(node, type), "cuGraphNodeGetType");  // a node left unchecked could lose its code
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) {
+      continue;
+    }
     CUDA_KERNEL_NODE_PARAMS params{};
-    if (node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
-        drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
+    check(drv::cuGraphKernelNodeGetParams(node, &params), "cuGraphKernelNodeGetParams");
+    if (params.kern == nullptr) {
       continue;
     }
     CUlibrary lib = nullptr;

@@ -49,10 +49,14 @@ stream_capture::stream_capture(stream_ref stream, capture_mode mode) : stream_(s
   if (stream.native_handle() == CU_STREAM_LEGACY) {
     throw invalid_argument_error(api, "the legacy default stream cannot be captured: capture a cudrv::stream");
   }
-  detail::check(detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode)),
-                "cuStreamBeginCapture");
+  detail::capture_began();  // first: it may throw, and a capture that began must be ended
+  const CUresult begun =
+      detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode));
+  if (begun != CUDA_SUCCESS) {
+    detail::capture_ended();
+    detail::check(begun, "cuStreamBeginCapture");
+  }
   active_ = true;
-  detail::capture_began();
 }
 
 stream_capture::~stream_capture() {
@@ -161,20 +165,21 @@ void check_edges(const std::vector<graph_node_ref>& after, const std::vector<edg
   for (std::size_t i = 0; i < edges.size(); ++i) {
     const auto type = static_cast<unsigned>(edges[i].type);
     const auto port = static_cast<unsigned>(edges[i].from_port);
-    const std::string which =
-        "edge " + std::to_string(i) + " (from " + detail::describe_node(after[i].native_handle()) + ")";
+    auto which = [&] {  // only for a refusal: describing the node asks the driver
+      return "edge " + std::to_string(i) + " (from " + detail::describe_node(after[i].native_handle()) + ")";
+    };
     if (type > CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC || port > CU_GRAPH_KERNEL_NODE_PORT_LAUNCH_ORDER) {
-      throw invalid_argument_error(api, which + ": edge_type " + std::to_string(type) + " / edge_port " +
+      throw invalid_argument_error(api, which() + ": edge_type " + std::to_string(type) + " / edge_port " +
                                             std::to_string(port) + " is not a value cudrv knows");
     }
     const bool special = type != CU_GRAPH_DEPENDENCY_TYPE_DEFAULT || port != CU_GRAPH_KERNEL_NODE_PORT_DEFAULT;
     if (special && after[i].kind() != graph_node_kind::kernel) {
-      throw invalid_argument_error(api, which + ": only a kernel node has ports other than completion and "
-                                                "programmatic edges");
+      throw invalid_argument_error(api, which() + ": only a kernel node has ports other than completion and "
+                                                  "programmatic edges");
     }
     if (type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC && port == CU_GRAPH_KERNEL_NODE_PORT_DEFAULT) {
-      throw invalid_argument_error(api, which + ": a programmatic edge leaves from the kernel's programmatic or "
-                                                "launch_order port, not completion");
+      throw invalid_argument_error(api, which() + ": a programmatic edge leaves from the kernel's programmatic or "
+                                                  "launch_order port, not completion");
     }
   }
 }
@@ -223,12 +228,15 @@ void stream_capture::begin_to_graph(const std::vector<graph_node_ref>& after, co
   before_ = graph_nodes(into_.native_handle());
   std::sort(before_.begin(), before_.end(), std::less<>());
   auto deps = detail::native_nodes(after);
-  detail::check(detail::drv::cuStreamBeginCaptureToGraph(stream_.native_handle(), into_.native_handle(), deps.data(),
-                                                         data.empty() ? nullptr : data.data(), deps.size(),
-                                                         static_cast<CUstreamCaptureMode>(mode)),
-                "cuStreamBeginCaptureToGraph", [&] { return std::to_string(after.size()) + " dependencies"; });
+  detail::capture_began();  // first: it may throw, and a capture that began must be ended
+  const CUresult begun = detail::drv::cuStreamBeginCaptureToGraph(stream_.native_handle(), into_.native_handle(),
+                                                                  deps.data(), data.empty() ? nullptr : data.data(),
+                                                                  deps.size(), static_cast<CUstreamCaptureMode>(mode));
+  if (begun != CUDA_SUCCESS) {
+    detail::capture_ended();
+    detail::check(begun, "cuStreamBeginCaptureToGraph", [&] { return std::to_string(after.size()) + " dependencies"; });
+  }
   active_ = true;
-  detail::capture_began();
 }
 
 void stream_capture::remove_appended() noexcept {
@@ -251,12 +259,11 @@ std::vector<graph_node_ref> capture_frontier(CUstream s) {
   const CUgraphNode* deps = nullptr;
   const CUgraphEdgeData* edges = nullptr;
   std::size_t count = 0;
+  detail::check(detail::drv::cuStreamGetCaptureInfo(s, &status, nullptr, nullptr, &deps, &edges, &count),
+                "cuStreamGetCaptureInfo");
   std::vector<graph_node_ref> out;
-  if (detail::drv::cuStreamGetCaptureInfo(s, &status, nullptr, nullptr, &deps, &edges, &count) == CUDA_SUCCESS &&
-      deps != nullptr) {
-    for (std::size_t i = 0; i < count; ++i) {
-      out.push_back(graph_node_ref::from_native_handle(deps[i]));
-    }
+  for (std::size_t i = 0; deps != nullptr && i < count; ++i) {
+    out.push_back(graph_node_ref::from_native_handle(deps[i]));
   }
   return out;
 }
@@ -293,10 +300,16 @@ appended_nodes stream_capture::end_appended() {
                  : std::string();
     });
   }
-  const std::vector<CUgraphNode> added = added_nodes(into_.native_handle(), before_);
-  detail::keep_captured_libraries(into_.native_handle(), added);
-  for (CUgraphNode n : added) {
-    out.nodes.push_back(graph_node_ref::from_native_handle(n));
+  try {
+    // The nodes stay only with their kernels' libraries kept loaded: on failure they go again.
+    const std::vector<CUgraphNode> added = added_nodes(into_.native_handle(), before_);
+    detail::keep_captured_libraries(into_.native_handle(), added);
+    for (CUgraphNode n : added) {
+      out.nodes.push_back(graph_node_ref::from_native_handle(n));
+    }
+  } catch (...) {
+    remove_appended();
+    throw;
   }
   before_.clear();
   return out;

@@ -821,6 +821,8 @@ CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream* out, unsigned flags, 
   return CUDA_SUCCESS;
 }
 
+void forget_capture(CUstream h);  // issue 34 part 6: a destroyed stream captures no more
+
 CUresult CUDAAPI fake_cuStreamDestroy(CUstream h) {
   FAKE_ENTER();
   fake_stream* str = as_stream(h);
@@ -828,6 +830,7 @@ CUresult CUDAAPI fake_cuStreamDestroy(CUstream h) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
   }
   str->alive = false;
+  forget_capture(h);
   if (str->pending == 0) {
     st().free_streams.push_back(str);
   }
@@ -3422,7 +3425,14 @@ CUresult CUDAAPI fake_cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode n, unsign
 
 // A capture into an existing graph: the fake captures no work; it records what it was given (the
 // dependencies, checked to be nodes of that graph, and their edge data) and marks the stream capturing.
+// A destroyed stream's capture is forgotten (fake_cuStreamDestroy), as its handle may be reused.
 std::map<CUstream, CUgraph> captures_to_graph;
+void forget_capture(CUstream h) {
+  captures_to_graph.erase(h);
+  if (capturing_stream == h) {
+    capturing_stream = nullptr;
+  }
+}
 
 CUresult CUDAAPI fake_cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode* deps,
                                                   const CUgraphEdgeData* edges, std::size_t count_deps,
