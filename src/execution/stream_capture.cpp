@@ -15,6 +15,27 @@
 
 namespace cudrv {
 
+namespace {
+// Begins a capture with begin() (a driver call), counted as running for the libraries a capture keeps
+// (capture_began, which may throw, first); the count is taken back when the capture did not begin,
+// whether the driver refused it or the entry point is missing (an exception).
+template <class Begin>
+CUresult begin_counted(Begin&& begin) {
+  detail::capture_began();
+  CUresult status = CUDA_ERROR_UNKNOWN;
+  try {
+    status = begin();
+  } catch (...) {
+    detail::capture_ended();
+    throw;
+  }
+  if (status != CUDA_SUCCESS) {
+    detail::capture_ended();
+  }
+  return status;
+}
+}  // namespace
+
 capture_status capture_status_of(stream_ref stream) {
   detail::require_stream(stream.native_handle(), "cudrv::capture_status_of");
   CUstreamCaptureStatus status{};
@@ -49,13 +70,11 @@ stream_capture::stream_capture(stream_ref stream, capture_mode mode) : stream_(s
   if (stream.native_handle() == CU_STREAM_LEGACY) {
     throw invalid_argument_error(api, "the legacy default stream cannot be captured: capture a cudrv::stream");
   }
-  detail::capture_began();  // first: it may throw, and a capture that began must be ended
-  const CUresult begun =
-      detail::drv::cuStreamBeginCapture(stream.native_handle(), static_cast<CUstreamCaptureMode>(mode));
-  if (begun != CUDA_SUCCESS) {
-    detail::capture_ended();
-    detail::check(begun, "cuStreamBeginCapture");
-  }
+  detail::check(begin_counted([&] {
+                  return detail::drv::cuStreamBeginCapture(stream.native_handle(),
+                                                           static_cast<CUstreamCaptureMode>(mode));
+                }),
+                "cuStreamBeginCapture");
   active_ = true;
 }
 
@@ -228,14 +247,12 @@ void stream_capture::begin_to_graph(const std::vector<graph_node_ref>& after, co
   before_ = graph_nodes(into_.native_handle());
   std::sort(before_.begin(), before_.end(), std::less<>());
   auto deps = detail::native_nodes(after);
-  detail::capture_began();  // first: it may throw, and a capture that began must be ended
-  const CUresult begun = detail::drv::cuStreamBeginCaptureToGraph(stream_.native_handle(), into_.native_handle(),
-                                                                  deps.data(), data.empty() ? nullptr : data.data(),
-                                                                  deps.size(), static_cast<CUstreamCaptureMode>(mode));
-  if (begun != CUDA_SUCCESS) {
-    detail::capture_ended();
-    detail::check(begun, "cuStreamBeginCaptureToGraph", [&] { return std::to_string(after.size()) + " dependencies"; });
-  }
+  const CUresult begun = begin_counted([&] {
+    return detail::drv::cuStreamBeginCaptureToGraph(stream_.native_handle(), into_.native_handle(), deps.data(),
+                                                    data.empty() ? nullptr : data.data(), deps.size(),
+                                                    static_cast<CUstreamCaptureMode>(mode));
+  });
+  detail::check(begun, "cuStreamBeginCaptureToGraph", [&] { return std::to_string(after.size()) + " dependencies"; });
   active_ = true;
 }
 

@@ -6,6 +6,8 @@
 
 #include <cudrv/cudrv.hpp>
 
+#include <cstdlib>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -300,4 +302,31 @@ TEST_CASE("stream_capture into an existing graph: dependencies and edges reach t
     CHECK(e->api() == "cuStreamBeginCaptureToGraph");
     CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
   }
+}
+
+// Run by ctest in a process of its own (tests/CMakeLists.txt): a driver without the entry points of
+// these calls (FAKE_CUDA_HIDE, read by the fake's cuGetProcAddress; cudrv resolves them at first use).
+TEST_CASE("a driver without the graph entry points: each call is not supported, naming the entry point",
+          "[.][graph-entry-points-hidden]") {
+  setenv("FAKE_CUDA_HIDE",
+         "cuGraphNodeSetEnabled,cuGraphNodeGetEnabled,cuGraphExecGetFlags,cuStreamBeginCaptureToGraph", 1);
+  cudrv::test::fake_probe f;
+  accepting_instantiations accept;
+  const cudrv::device dev(1);
+  cudrv::graph g;
+  const auto kernel = node_of_type(g, CU_GRAPH_NODE_TYPE_KERNEL);
+  cudrv::graph_exec exec = g.instantiate(dev);
+  auto named = [](const std::optional<cudrv::not_supported_error>& e, const char* entry_point) {
+    REQUIRE(e.has_value());
+    INFO("what(): " << e->what());
+    CHECK(contains(e->what(), entry_point));
+  };
+  named(catch_as<cudrv::not_supported_error>([&] { exec.set_enabled(kernel, false); }), "cuGraphNodeSetEnabled");
+  named(catch_as<cudrv::not_supported_error>([&] { (void)exec.enabled(kernel); }), "cuGraphNodeGetEnabled");
+  named(catch_as<cudrv::not_supported_error>([&] { (void)exec.device_handle(); }), "cuGraphExecGetFlags");
+  cudrv::stream s(dev);
+  named(catch_as<cudrv::not_supported_error>([&] { cudrv::stream_capture c(s, g, {kernel}); }),
+        "cuStreamBeginCaptureToGraph");
+  CHECK(cudrv::capture_status_of(s) == cudrv::capture_status::none);
+  CHECK(f.counter("captures_to_graph") == 0);
 }
