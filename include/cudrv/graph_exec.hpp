@@ -32,6 +32,34 @@ constexpr graph_instantiate_flags operator|(graph_instantiate_flags a, graph_ins
 
 class graph_exec_ref;
 
+/// @brief The handle of an executable graph instantiated for device launch, as a kernel takes it: a
+/// kernel parameter of type `cudaGraphExec_t` receives it (same size and bits as the `CUgraphExec`),
+/// and device code launches the graph with `cudaGraphLaunch(exec, cudaStreamGraphTailLaunch)` or
+/// `cudaGraphLaunch(exec, cudaStreamGraphFireAndForget)` (the device runtime: see the page "Graphs",
+/// "Launching graphs from the device").
+///
+/// Made by @ref graph_exec_base::device_handle, which refuses an executable not instantiated with
+/// @ref graph_instantiate_flags::device_launch. Trivially copyable; it owns nothing: the
+/// @ref graph_exec it came from must outlive every kernel that may still launch it.
+class device_graph_exec {
+ public:
+  /// @brief Wraps a `CUgraphExec` the caller knows to be instantiated for device launch (not checked).
+  constexpr explicit device_graph_exec(CUgraphExec handle) noexcept : handle_(handle) {}
+  /// @brief The `CUgraphExec` (a `cudaGraphExec_t` in device code).
+  [[nodiscard]] constexpr CUgraphExec native_handle() const noexcept { return handle_; }
+
+ private:
+  CUgraphExec handle_;
+};
+
+namespace detail {
+/// @brief Whether cuGraphNodeSetEnabled accepts nodes of @p kind: kernel, memcpy and memset nodes only
+/// (cuda.h, `cuGraphNodeSetEnabled`).
+constexpr bool switchable_node_kind(graph_node_kind kind) noexcept {
+  return kind == graph_node_kind::kernel || kind == graph_node_kind::memcpy || kind == graph_node_kind::memset;
+}
+}  // namespace detail
+
 /// @brief The operations every executable-graph handle offers, shared by the view
 /// @ref cudrv::graph_exec_ref and the owner @ref cudrv::graph_exec. Not constructible or assignable on
 /// its own (see @ref cudrv::context_base).
@@ -69,6 +97,54 @@ class graph_exec_base {
     set_fill_raw(node, ctx, d.address, d.count, pattern, sizeof(D));
   }
 
+  /// @brief Enables or disables @p node in this executable (`cuGraphNodeSetEnabled`): a disabled node
+  /// does nothing at the next launches (as an empty node) until enabled again; its parameters are
+  /// kept. Launches already enqueued are not affected.
+  ///
+  /// @p node is the node of the graph this executable was instantiated from (which must still exist:
+  /// the node handle is its). Only kernel, memcpy and memset nodes can be switched: a typed handle of
+  /// another kind does not compile, and an untyped one is refused before the driver.
+  /// @code
+  /// auto k = cudrv::launch(builder, config, kernel, out.get());
+  /// cudrv::graph_exec exec = g.instantiate(dev);
+  /// exec.set_enabled(k, false);   // the next launches skip the kernel
+  /// exec.launch(stream);
+  /// exec.set_enabled(k, true);
+  /// @endcode
+  /// @throws invalid_argument_error, before the driver, for an empty executable or node, a node of
+  ///   another kind than kernel, memcpy or memset (named in the message), or, when the executable
+  ///   knows its graph (made by `instantiate`), a node that is not a top-level node of that graph
+  /// @throws error with the driver's code when the driver refuses the node
+  void set_enabled(graph_node_ref node, bool enabled) const;
+  /// @brief Whether @p node is enabled in this executable (`cuGraphNodeGetEnabled`); same rules and
+  /// checks as @ref set_enabled.
+  [[nodiscard]] bool enabled(graph_node_ref node) const;
+
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief Refused: the driver switches only kernel, memcpy and memset nodes.
+  template <graph_node_kind Kind>
+  requires(!detail::switchable_node_kind(Kind)) void set_enabled(typed_graph_node<Kind> node,
+                                                                 bool enabled) const = delete;
+  /// @brief Refused: the driver switches only kernel, memcpy and memset nodes.
+  template <graph_node_kind Kind>
+  requires(!detail::switchable_node_kind(Kind)) bool enabled(typed_graph_node<Kind> node) const = delete;
+  /// @}
+
+  /// @brief The flags the executable was instantiated with (`cuGraphExecGetFlags`).
+  [[nodiscard]] graph_instantiate_flags flags() const;
+  /// @brief The handle a kernel takes to launch this executable from the device (see
+  /// @ref device_graph_exec).
+  ///
+  /// The executable must be uploaded before a kernel launches it: instantiate it with
+  /// @ref graph_instantiate_flags::upload, call @ref upload, or launch it from the host once (after
+  /// an @ref update, upload it again). It must not be launched from the host while a launch of it
+  /// (from the host or the device) may still run, and it must outlive every kernel that may launch it.
+  /// @throws invalid_argument_error for an empty executable, or one not instantiated with
+  ///   @ref graph_instantiate_flags::device_launch (the driver's flags are asked: also for a view)
+  [[nodiscard]] device_graph_exec device_handle() const;
+
   /// @brief Two handles are equal when they name the same executable (views and owners alike).
   [[nodiscard]] friend bool operator==(const graph_exec_base& a, const graph_exec_base& b) noexcept {
     return a.handle_ == b.handle_;
@@ -89,8 +165,9 @@ class graph_exec_base {
   /// @brief The untyped work of @ref set_copy_node.
   void set_copy_raw(graph_node_ref node, context_ref ctx, const detail::linear_copy& c) const;
 
-  CUgraphExec handle_;  ///< The executable; null only in an empty owner.
-  CUcontext ctx_;       ///< The context updates run in; null: the current one.
+  CUgraphExec handle_;       ///< The executable; null only in an empty owner.
+  CUcontext ctx_;            ///< The context updates run in; null: the current one.
+  CUgraph source_{nullptr};  ///< The graph it was instantiated from; null: not known (adopted).
 };
 
 /// @brief A non-owning view of an executable graph. Trivially copyable; never destroys it.
@@ -124,6 +201,9 @@ class graph_exec_ref : public graph_exec_base {
   [[nodiscard]] static graph_exec_ref from_native_handle(CUgraphExec handle, context_ref ctx) noexcept {
     return graph_exec_ref(handle, ctx);
   }
+
+ private:
+  friend class graph_exec;  // its view carries the graph it was instantiated from
 };
 
 /// @brief An executable graph (`CUgraphExec`), made by `graph_ref::instantiate`. Move-only; converts
@@ -168,7 +248,9 @@ class graph_exec : public graph_exec_base {
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view, valid while this executable lives.
   operator graph_exec_ref() const& noexcept {  // NOLINT: implicit on purpose
-    return graph_exec_ref(handle_, context_ref(ctx_));
+    graph_exec_ref view(handle_, context_ref(ctx_));
+    view.source_ = source_;
+    return view;
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{

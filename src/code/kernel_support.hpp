@@ -27,7 +27,9 @@ library_state* retain_library_of(CUlibrary handle) noexcept;
 // A capture cudrv runs began / ended (stream_capture): while one runs, libraries whose last reference
 // goes are parked rather than unloaded, until the last running capture has ended and its graph has
 // taken references on the libraries its kernel nodes launch (library.cpp).
-void capture_began() noexcept;
+// capture_began may throw std::bad_alloc (the registry is made at first use): call it before the
+// capture begins (issue 34 part 6: the failure sweep found it terminating the process as noexcept).
+void capture_began();
 void capture_ended() noexcept;
 
 // The kernel's name, or "" when the driver cannot tell (or memory is short); never throws.

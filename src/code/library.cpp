@@ -165,7 +165,7 @@ library_state* retain_library_of(CUlibrary handle) noexcept {
   }
 }
 
-void capture_began() noexcept {
+void capture_began() {
   std::lock_guard lock(registry().mutex);  // std::mutex::lock throws only for a broken system
   ++registry().captures;
 }

@@ -171,7 +171,16 @@
   /* issue 34 part 1: every launch attribute */                 \
   X(cuGraphKernelNodeGetAttribute, 11000)                       \
   X(cuCtxResetPersistingL2Cache, 11000)                         \
-  CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_MEM(X)
+  CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_MEM(X)                      \
+  CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_GRAPHS(X)
+
+// issue 34 part 6: graphs (node enable/disable, capture into an existing graph, device launch).
+#define CUDRV_DRIVER_ENTRY_POINTS_ISSUE34_GRAPHS(X) \
+  X(cuGraphNodeSetEnabled, 11060)                   \
+  X(cuGraphNodeGetEnabled, 11060)                   \
+  X(cuGraphExecGetFlags, 12000)                     \
+  X(cuGraphChildGraphNodeGetGraph, 10000)           \
+  X(cuStreamBeginCaptureToGraph, 12030)
 
 // issue 34 parts 7 and 8: managed-memory batches and range attributes (<cudrv/managed_batch.hpp>,
 // <cudrv/managed_range.hpp>), memory-pressure notifications (<cudrv/async_notification.hpp>). The batch

@@ -246,17 +246,25 @@ void keep_library_in_graph(CUgraph graph, library_state* library) {
 
 // Makes a graph made by stream capture keep the cudrv libraries of its kernel nodes loaded.
 void keep_captured_libraries(CUgraph graph) {
+  keep_captured_libraries(graph, query_nodes("cuGraphGetNodes", [&](CUgraphNode* out, std::size_t* n) {
+                            return drv::cuGraphGetNodes(graph, out, n);
+                          }));
+}
+
+void keep_captured_libraries(CUgraph graph, const std::vector<CUgraphNode>& nodes) {
 #if CUDA_VERSION >= 12050
   // Kernels launched into a capturing stream become kernel nodes that name their CUkernel; the graph
   // takes a reference on each cudrv library among them, as graph_builder does for the nodes it adds.
   std::vector<library_state*> kept;
-  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode*out, std::size_t*n) {
-         return drv::cuGraphGetNodes(graph, out, n);
-       })) {
+  for (CUgraphNode node : nodes) {
     int type = 0;
+    check(node_type(node, type), "cuGraphNodeGetType");  // a node left unchecked could lose its code
+    if (type != CU_GRAPH_NODE_TYPE_KERNEL) {
+      continue;
+    }
     CUDA_KERNEL_NODE_PARAMS params{};
-    if (node_type(node, type) != CUDA_SUCCESS || type != CU_GRAPH_NODE_TYPE_KERNEL ||
-        drv::cuGraphKernelNodeGetParams(node, &params) != CUDA_SUCCESS || params.kern == nullptr) {
+    check(drv::cuGraphKernelNodeGetParams(node, &params), "cuGraphKernelNodeGetParams");
+    if (params.kern == nullptr) {
       continue;
     }
     CUlibrary lib = nullptr;
@@ -285,6 +293,7 @@ void keep_captured_libraries(CUgraph graph) {
   }
 #else
   (void)graph;
+  (void)nodes;
 #endif
 }
 
@@ -674,6 +683,7 @@ graph_exec graph_base::instantiate(graph_instantiate_flags flags) const {
 
 graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flags) const {
   require_handle("cudrv::graph::instantiate");
+  detail::check_device_launchable(handle_, static_cast<unsigned>(flags), "cudrv::graph::instantiate");
   CUDA_GRAPH_INSTANTIATE_PARAMS params{};
   params.flags = static_cast<cuuint64_t>(flags);
   CUgraphExec exec = nullptr;
@@ -708,7 +718,9 @@ graph_exec graph_base::instantiate(context_ref ctx, graph_instantiate_flags flag
     detail::check(failed, "cuGraphInstantiateWithParams",
                   [&] { return std::string(why) + "; " + detail::describe_node(params.hErrNode_out); });
   }
-  return graph_exec::from_native_handle(exec, ctx);
+  graph_exec out = graph_exec::from_native_handle(exec, ctx);
+  out.source_ = handle_;  // what set_enabled checks its nodes against
+  return out;
 }
 
 // --- graph -------------------------------------------------------------------------------------------
@@ -779,5 +791,55 @@ graph_node_ref graph_builder::last() const {
   }
   return deps_.front();
 }
+
+// --- issue 34 part 6: device-launchable graphs -----------------------------------------------------
+
+namespace detail {
+namespace {
+
+// Checks the nodes of graph (and of its child graphs) for device launch; counts the nodes that do work.
+void check_device_nodes(CUgraph graph, const char* api, int depth, std::size_t& working) {
+  for (CUgraphNode node : query_nodes("cuGraphGetNodes", [&](CUgraphNode*out, std::size_t*n) {
+         return drv::cuGraphGetNodes(graph, out, n);
+       })) {
+    int type = 0;
+    check(node_type(node, type), "cuGraphNodeGetType");
+    const graph_node_kind kind = node_kind_of(type);
+    if (kind == graph_node_kind::kernel || kind == graph_node_kind::memcpy || kind == graph_node_kind::memset) {
+      ++working;
+      continue;
+    }
+    if (kind == graph_node_kind::child_graph && depth < 64) {
+      CUgraph child = nullptr;
+      check(drv::cuGraphChildGraphNodeGetGraph(node, &child), "cuGraphChildGraphNodeGetGraph");
+      check_device_nodes(child, api, depth + 1, working);
+      continue;
+    }
+    throw invalid_argument_error(api, "a graph instantiated for device launch may hold only kernel, memcpy, memset "
+                                      "and child-graph nodes (cuda.h, cuGraphInstantiate); " +
+                                          describe_node(node) + (depth > 0 ? " of a child graph" : "") +
+                                          " is none of them");
+  }
+}
+
+}  // namespace
+
+void check_device_launchable(CUgraph graph, unsigned flags, const char* api) {
+  if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) == 0) {
+    return;
+  }
+  if ((flags & CUDA_GRAPH_INSTANTIATE_FLAG_AUTO_FREE_ON_LAUNCH) != 0) {
+    throw invalid_argument_error(api, "graph_instantiate_flags::device_launch cannot be combined with "
+                                      "auto_free_on_launch (cuda.h, cuGraphInstantiate)");
+  }
+  std::size_t working = 0;
+  check_device_nodes(graph, api, 0, working);
+  if (working == 0) {
+    throw invalid_argument_error(api, "a graph instantiated for device launch needs at least one kernel, memcpy or "
+                                      "memset node (cuda.h, cuGraphInstantiate); this one has none");
+  }
+}
+
+}  // namespace detail
 
 }  // namespace cudrv

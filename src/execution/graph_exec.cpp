@@ -2,7 +2,9 @@
 #include "cudrv/graph_exec.hpp"
 
 #include <string>
+#include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "code/kernel_support.hpp"
 #include "code/launch_attributes.hpp"
@@ -27,13 +29,16 @@ graph_exec::graph_exec(CUgraphExec handle, detail::context_token ctx) noexcept
 graph_exec::graph_exec(graph_exec&& other) noexcept
     : graph_exec_base(std::exchange(other.handle_, nullptr), std::exchange(other.ctx_, nullptr)),
       token_(std::exchange(other.token_, {})),
-      kept_(std::exchange(other.kept_, {})) {}
+      kept_(std::exchange(other.kept_, {})) {
+  source_ = std::exchange(other.source_, nullptr);
+}
 
 graph_exec& graph_exec::operator=(graph_exec&& other) noexcept {
   if (this != &other) {
     reset();
     handle_ = std::exchange(other.handle_, nullptr);
     ctx_ = std::exchange(other.ctx_, nullptr);
+    source_ = std::exchange(other.source_, nullptr);
     token_ = std::exchange(other.token_, {});
     kept_ = std::exchange(other.kept_, {});
   }
@@ -44,6 +49,7 @@ void graph_exec::reset() noexcept {
   if (handle_ != nullptr) {
     CUgraphExec h = std::exchange(handle_, nullptr);
     ctx_ = nullptr;
+    source_ = nullptr;
     if (!std::exchange(token_, {}).alive()) {
       detail::report_outlived_context("cudrv::graph_exec", "executable graph");
     } else {
@@ -57,6 +63,7 @@ void graph_exec::reset() noexcept {
 
 CUgraphExec graph_exec::release() noexcept {
   ctx_ = nullptr;
+  source_ = nullptr;
   token_ = {};
   // The caller owns the executable now, and keeps the libraries it launches loaded.
   for (detail::library_state* kept : std::exchange(kept_, {})) {
@@ -188,5 +195,79 @@ void graph_exec_base::update(graph_ref g) const {
     throw graph_update_error(status, static_cast<int>(info.result), std::move(what));
   }
 }
+
+// --- issue 34 part 6: switching nodes, flags, device launch ------------------------------------------
+
+namespace {
+
+// The checks of set_enabled and enabled before the driver: an executable and a node, a kind the driver
+// switches (kernel, memcpy, memset: cuda.h, cuGraphNodeSetEnabled), and, when the executable knows its
+// graph, a node of that graph.
+void check_switchable(CUgraphExec exec, CUgraph source, graph_node_ref node, const char* api) {
+  require_exec(exec, api);
+  if (node.native_handle() == nullptr) {
+    throw invalid_argument_error(api, "the node is empty (a null CUgraphNode)");
+  }
+  int type = 0;
+  detail::check(detail::node_type(node.native_handle(), type), "cuGraphNodeGetType");
+  const graph_node_kind kind = detail::node_kind_of(type);
+  if (!detail::switchable_node_kind(kind)) {
+    throw invalid_argument_error(api, detail::describe_node(node.native_handle()) +
+                                          ": the driver enables and disables only kernel, memcpy and memset nodes");
+  }
+  if (source == nullptr) {
+    return;  // an adopted executable: its graph is not known, the driver checks
+  }
+  std::size_t count = 0;
+  detail::check(detail::drv::cuGraphGetNodes(source, nullptr, &count), "cuGraphGetNodes");
+  std::vector<CUgraphNode> nodes(count);
+  if (count > 0) {
+    detail::check(detail::drv::cuGraphGetNodes(source, nodes.data(), &count), "cuGraphGetNodes");
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    if (nodes[i] == node.native_handle()) {
+      return;
+    }
+  }
+  throw invalid_argument_error(api, detail::describe_node(node.native_handle()) +
+                                        " is not a node of the graph this executable was instantiated from (nodes "
+                                        "of child graphs and conditional bodies are not its own nodes either)");
+}
+
+}  // namespace
+
+void graph_exec_base::set_enabled(graph_node_ref node, bool enabled) const {
+  check_switchable(handle_, source_, node, "cudrv::graph_exec::set_enabled");
+  detail::check(detail::drv::cuGraphNodeSetEnabled(handle_, node.native_handle(), enabled ? 1U : 0U),
+                "cuGraphNodeSetEnabled", [&] { return detail::describe_node(node.native_handle()); });
+}
+
+bool graph_exec_base::enabled(graph_node_ref node) const {
+  check_switchable(handle_, source_, node, "cudrv::graph_exec::enabled");
+  unsigned on = 0;
+  detail::check(detail::drv::cuGraphNodeGetEnabled(handle_, node.native_handle(), &on), "cuGraphNodeGetEnabled",
+                [&] { return detail::describe_node(node.native_handle()); });
+  return on != 0;
+}
+
+graph_instantiate_flags graph_exec_base::flags() const {
+  require_exec(handle_, "cudrv::graph_exec::flags");
+  cuuint64_t flags = 0;
+  detail::check(detail::drv::cuGraphExecGetFlags(handle_, &flags), "cuGraphExecGetFlags");
+  return static_cast<graph_instantiate_flags>(static_cast<unsigned>(flags));
+}
+
+device_graph_exec graph_exec_base::device_handle() const {
+  constexpr const char* api = "cudrv::graph_exec::device_handle";
+  require_exec(handle_, api);
+  if ((static_cast<unsigned>(flags()) & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) == 0) {
+    throw invalid_argument_error(api, "the executable was not instantiated for device launch: instantiate the graph "
+                                      "with graph_instantiate_flags::device_launch");
+  }
+  return device_graph_exec(handle_);
+}
+
+static_assert(sizeof(device_graph_exec) == sizeof(CUgraphExec) && alignof(device_graph_exec) == alignof(CUgraphExec));
+static_assert(std::is_trivially_copyable_v<device_graph_exec> && std::is_standard_layout_v<device_graph_exec>);
 
 }  // namespace cudrv

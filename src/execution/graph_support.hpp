@@ -5,6 +5,7 @@
 #include <cuda.h>
 
 #include <string>
+#include <vector>
 
 #include "cudrv/graph.hpp"
 
@@ -29,5 +30,15 @@ std::string describe_node(CUgraphNode node);
 // Makes a graph made by stream capture keep the cudrv libraries of its kernel nodes loaded (a user
 // object per library); a driver older than 12.5 cannot tell a kernel's library, and nothing is kept.
 void keep_captured_libraries(CUgraph graph);
+
+// issue 34 part 6: graphs.
+// As above, for the kernel nodes among nodes only (a capture into an existing graph: the nodes it added).
+void keep_captured_libraries(CUgraph graph, const std::vector<CUgraphNode>& nodes);
+
+// The rules cuda.h documents for a graph instantiated with CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH
+// that cudrv can check before the driver: not with auto-free on launch; only kernel, memcpy, memset and
+// child-graph nodes (child graphs checked alike); at least one kernel, memcpy or memset node. Throws
+// invalid_argument_error naming the node and its kind; returns when flags do not ask for device launch.
+void check_device_launchable(CUgraph graph, unsigned flags, const char* api);
 
 }  // namespace cudrv::detail

@@ -326,6 +326,8 @@ using views =
 
 // Not owners, though they adopt or release something:
 //   device: a value (an ordinal); graph_node_ref, typed_graph_node: node handles, owned by their graph;
+//   device_graph_exec: the handle of a graph_exec that a kernel takes, a value valid while it lives, like
+//   conditional_handle (issue 34 part 6);
 //   resource_descriptor (green contexts): a value the driver hands out and never frees;
 //   device_allocation, imported_allocation: the internal state of the buffers (namespace detail).
 // Scope guards, which restore a state at the end of a scope and hold nothing to adopt or hand off:

@@ -602,6 +602,28 @@ void graphs() {
   moved.reset();
 }
 
+// --- issue 34 part 6: capture into an existing graph ----------------------------------------------------
+
+// The fake captures no work: a node added to the graph while the capture runs stands for captured work.
+// Ended, the capture leaves its node in the caller's graph; left without end_appended (the second
+// scope), it removes it again. Neither destroys the caller's graph.
+void graph_capture_into() {
+  const cudrv::device d = dev();
+  cudrv::stream s(d);
+  cudrv::graph g;
+  const cudrv::graph_node_ref first = g.add_empty();
+  {
+    cudrv::stream_capture capture(s, g, {first});
+    (void)g.add_empty({first});
+    const cudrv::appended_nodes added = capture.end_appended();
+    expect(added.nodes.size() == 1, "one appended node");
+  }
+  {
+    cudrv::stream_capture left(s, g, {first}, {cudrv::edge_data{}});
+    (void)g.add_empty({first});
+  }
+}
+
 // --- green contexts ------------------------------------------------------------------------------------
 
 void green_contexts() {
@@ -653,6 +675,7 @@ const scenario all_scenarios[] = {
     {"device_queries", &device_queries, false, false},
     {"contexts", &contexts, false, false},
     {"primary_context_reset", &primary_context_reset, false, false},
+    {"graph_capture_into", &graph_capture_into, false, false},  // issue 34 part 6
     {"streams", &streams, false, false},
     {"host_callables", &host_callables, false, false},
     {"events", &events, false, false},

@@ -841,6 +841,8 @@ CUresult CUDAAPI fake_cuStreamCreateWithPriority(CUstream* out, unsigned flags, 
   return CUDA_SUCCESS;
 }
 
+void forget_capture(CUstream h);  // issue 34 part 6: a destroyed stream captures no more
+
 CUresult CUDAAPI fake_cuStreamDestroy(CUstream h) {
   FAKE_ENTER();
   fake_stream* str = as_stream(h);
@@ -848,6 +850,7 @@ CUresult CUDAAPI fake_cuStreamDestroy(CUstream h) {
     return fail(CUDA_ERROR_INVALID_HANDLE);
   }
   str->alive = false;
+  forget_capture(h);
   if (str->pending == 0) {
     st().free_streams.push_back(str);
   }
@@ -1679,8 +1682,16 @@ CUresult CUDAAPI fake_cuGraphGetNodes(CUgraph g, CUgraphNode* nodes, std::size_t
 
 // The fake runs no graph: every instantiation is refused, blaming the graph's last node (none for an
 // empty graph), as the driver blames the node it could not instantiate.
+// issue 34 part 6: instantiations a test asked the fake to accept (fake_cuda_accept_instantiations).
+bool accept_instantiation(CUgraphExec* exec, CUgraph g, const CUDA_GRAPH_INSTANTIATE_PARAMS* p);
+
 CUresult CUDAAPI fake_cuGraphInstantiateWithParams(CUgraphExec* exec, CUgraph g, CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
   FAKE_ENTER();
+  if (accept_instantiation(exec, g, p)) {
+    p->hErrNode_out = nullptr;
+    p->result_out = CUDA_GRAPH_INSTANTIATE_SUCCESS;
+    return CUDA_SUCCESS;
+  }
   *exec = nullptr;
   p->hErrNode_out = nullptr;
   for (const auto& node : st().graph_nodes) {
@@ -3993,6 +4004,148 @@ CUresult CUDAAPI fake_cuDeviceUnregisterAsyncNotification(CUdevice d, CUasyncCal
   return fail(CUDA_ERROR_INVALID_VALUE);
 }
 
+// --- issue 34 part 6: graphs (node switches, executable flags, capture into an existing graph) --------
+
+// An accepted instantiation: its graph, its flags, and the nodes disabled in it.
+struct fake_graph_exec {
+  int* graph;
+  cuuint64_t flags;
+  std::set<CUgraphNode> disabled;
+};
+bool accepting_instantiations = false;
+std::vector<std::unique_ptr<fake_graph_exec>>& graph_execs() {
+  static std::vector<std::unique_ptr<fake_graph_exec>> execs;
+  return execs;
+}
+fake_graph_exec* known_exec(CUgraphExec e) {
+  for (const auto& x : graph_execs()) {
+    if (x.get() == reinterpret_cast<fake_graph_exec*>(e)) {
+      return x.get();
+    }
+  }
+  return nullptr;
+}
+
+bool accept_instantiation(CUgraphExec* exec, CUgraph g, const CUDA_GRAPH_INSTANTIATE_PARAMS* p) {
+  if (!accepting_instantiations) {
+    return false;
+  }
+  graph_execs().push_back(std::make_unique<fake_graph_exec>(fake_graph_exec{reinterpret_cast<int*>(g), p->flags, {}}));
+  *exec = reinterpret_cast<CUgraphExec>(graph_execs().back().get());
+  count("graph_instantiations");
+  if ((p->flags & CUDA_GRAPH_INSTANTIATE_FLAG_DEVICE_LAUNCH) != 0) {
+    count("device_graph_instantiations");
+  }
+  return true;
+}
+
+CUresult CUDAAPI fake_cuGraphExecDestroy(CUgraphExec e) {
+  FAKE_ENTER_ALWAYS();
+  const auto before = graph_execs().size();
+  std::erase_if(graph_execs(), [e](const auto& x) { return x.get() == reinterpret_cast<fake_graph_exec*>(e); });
+  return graph_execs().size() < before ? CUDA_SUCCESS : fail(CUDA_ERROR_INVALID_VALUE);
+}
+
+CUresult CUDAAPI fake_cuGraphExecGetFlags(CUgraphExec e, cuuint64_t* flags) {
+  FAKE_ENTER();
+  const fake_graph_exec* x = known_exec(e);
+  if (x == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *flags = x->flags;
+  return CUDA_SUCCESS;
+}
+
+// As the driver documents: a node of the executable's graph, of a kind it switches (kernel, memcpy,
+// memset); anything else is CUDA_ERROR_INVALID_VALUE.
+fake_graph_exec* switchable(CUgraphExec e, CUgraphNode n) {
+  fake_graph_exec* x = known_exec(e);
+  const fake_graph_node* node = known_node(n);
+  if (x == nullptr || node == nullptr || node->graph != x->graph) {
+    return nullptr;
+  }
+  const bool kind = node->type == CU_GRAPH_NODE_TYPE_KERNEL || node->type == CU_GRAPH_NODE_TYPE_MEMCPY ||
+                    node->type == CU_GRAPH_NODE_TYPE_MEMSET;
+  return kind ? x : nullptr;
+}
+
+CUresult CUDAAPI fake_cuGraphNodeSetEnabled(CUgraphExec e, CUgraphNode n, unsigned enabled) {
+  FAKE_ENTER();
+  fake_graph_exec* x = switchable(e, n);
+  if (x == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  count("node_switches");
+  if (enabled != 0) {
+    x->disabled.erase(n);
+  } else {
+    x->disabled.insert(n);
+  }
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuGraphNodeGetEnabled(CUgraphExec e, CUgraphNode n, unsigned* enabled) {
+  FAKE_ENTER();
+  fake_graph_exec* x = switchable(e, n);
+  if (x == nullptr) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  *enabled = x->disabled.count(n) == 0 ? 1U : 0U;
+  return CUDA_SUCCESS;
+}
+
+// A capture into an existing graph: the fake captures no work; it records what it was given (the
+// dependencies, checked to be nodes of that graph, and their edge data) and marks the stream capturing.
+// A destroyed stream's capture is forgotten (fake_cuStreamDestroy), as its handle may be reused.
+std::map<CUstream, CUgraph> captures_to_graph;
+void forget_capture(CUstream h) {
+  captures_to_graph.erase(h);
+  if (capturing_stream == h) {
+    capturing_stream = nullptr;
+  }
+}
+
+CUresult CUDAAPI fake_cuStreamBeginCaptureToGraph(CUstream h, CUgraph g, const CUgraphNode* deps,
+                                                  const CUgraphEdgeData* edges, std::size_t count_deps,
+                                                  CUstreamCaptureMode) {
+  FAKE_ENTER();
+  if (!usable_stream(h) || st().graphs.count(g) == 0 || captures_to_graph.count(h) != 0) {
+    return fail(CUDA_ERROR_INVALID_VALUE);
+  }
+  for (std::size_t i = 0; i < count_deps; ++i) {
+    const fake_graph_node* node = known_node(deps[i]);
+    if (node == nullptr || node->graph != reinterpret_cast<int*>(g)) {
+      return fail(CUDA_ERROR_INVALID_VALUE);
+    }
+  }
+  count("captures_to_graph");
+  count("capture_dependencies", static_cast<long long>(count_deps));
+  for (std::size_t i = 0; edges != nullptr && i < count_deps; ++i) {
+    count("capture_edges");
+    if (edges[i].type == CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC) {
+      count("capture_programmatic_edges");
+    }
+  }
+  captures_to_graph[h] = g;
+  capturing_stream = h;
+  return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI fake_cuStreamEndCapture(CUstream h, CUgraph* g) {
+  FAKE_ENTER();
+  const auto found = captures_to_graph.find(h);
+  if (found == captures_to_graph.end()) {
+    return fail(CUDA_ERROR_ILLEGAL_STATE);
+  }
+  *g = found->second;
+  captures_to_graph.erase(found);
+  if (capturing_stream == h) {
+    capturing_stream = nullptr;
+  }
+  count("captures_ended");
+  return CUDA_SUCCESS;
+}
+
 // --- cuGetProcAddress -----------------------------------------------------------------------------
 
 struct symbol {
@@ -4148,6 +4301,13 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuEventElapsedTime),
     FAKE_SYMBOL(cuStreamGetPriority),
     FAKE_SYMBOL(cuStreamGetFlags),
+    // issue 34 part 6: graphs (node switches, executable flags, capture into an existing graph)
+    FAKE_SYMBOL(cuGraphExecDestroy),
+    FAKE_SYMBOL(cuGraphExecGetFlags),
+    FAKE_SYMBOL(cuGraphNodeSetEnabled),
+    FAKE_SYMBOL(cuGraphNodeGetEnabled),
+    FAKE_SYMBOL(cuStreamBeginCaptureToGraph),
+    FAKE_SYMBOL(cuStreamEndCapture),
     // issue 34 parts 7 and 8: managed batches, range attributes, async notifications
     FAKE_SYMBOL(cuMemPrefetchBatchAsync),
     FAKE_SYMBOL(cuMemDiscardBatchAsync),
@@ -4665,4 +4825,12 @@ FAKE_EXPORT int fake_cuda_deliver_async_notification(int device, unsigned type, 
   });
   t.join();
   return static_cast<int>(targets.size());
+}
+
+// --- issue 34 part 6: graphs --------------------------------------------------------------------------
+
+/// Makes cuGraphInstantiateWithParams accept (on != 0) or refuse (0, the default) every instantiation.
+FAKE_EXPORT void fake_cuda_accept_instantiations(int on) {
+  std::lock_guard<std::recursive_mutex> lock(st().mutex);
+  accepting_instantiations = on != 0;
 }

@@ -532,13 +532,13 @@ TEST_CASE("instantiation flags: auto-free on launch, device launch with upload",
   std::vector<int> v(1);
   cudrv::copy(v, result);
   CHECK(v[0] == 11);
-  // A host node cannot be launched from the device: instantiation says so.
+  // A host node cannot be launched from the device: cudrv says so before the driver (issue 34 part 6).
   cudrv::graph hg;
   hg.add_host([] {});
-  auto refused =
-      catch_as<cudrv::error>([&] { (void)hg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch); });
+  auto refused = catch_as<cudrv::invalid_argument_error>(
+      [&] { (void)hg.instantiate(dev, cudrv::graph_instantiate_flags::device_launch); });
   REQUIRE(refused);
-  CHECK(contains(refused->what(), "not supported"));
+  CHECK(contains(refused->what(), "(host) is none of them"));
 }
 
 TEST_CASE("graph bad inputs: typed errors, capture always ended, nothing leaked", "[gpu][graph][bad-input]") {
