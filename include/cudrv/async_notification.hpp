@@ -27,8 +27,8 @@ enum class async_notification_type : unsigned {
 /// @brief One notification of a device, decoded from the driver's `CUasyncNotificationInfo`.
 struct async_notification {
   async_notification_type type = async_notification_type::unknown;  ///< What happened.
-  /// For @ref async_notification_type::over_budget: the bytes the process has allocated above its
-  /// device memory budget; 0 for every other kind.
+  /// In an @ref async_notification_type::over_budget notification, the bytes the process has allocated
+  /// above its device memory budget; 0 for every other kind.
   unsigned long long bytes_over_budget = 0;
   int device_ordinal = -1;  ///< The device the subscription was made for.
   unsigned raw_type = 0;    ///< The driver's `CUasyncNotificationType`, as received.

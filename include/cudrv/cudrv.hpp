@@ -14,7 +14,7 @@
 ///   `<mpi.h>` and the `cudrv::mpi` component.
 /// - `<cudrv/dlpack.hpp>`: needs DLPack's `<dlpack/dlpack.h>` (the `cudrv::dlpack` target).
 /// - `<cudrv/cccl.hpp>`: needs CCCL's headers (the `cudrv::cccl` target).
-/// - `<cudrv/process_checkpoint.hpp>` and `<cudrv/coredump.hpp>` (issue 34 parts 3-4): process-level
+/// - `<cudrv/process_checkpoint.hpp>` and `<cudrv/coredump.hpp>`: process-level
 ///   tooling (checkpointing another process, GPU core dump settings) that most programs never use.
 /// - `<cudrv/system.hpp>`: NVML (loaded at run time) for monitoring: versions, power, clocks,
 ///   temperatures, ECC, processes; a management concern most programs never include.
@@ -27,6 +27,7 @@
 #pragma once
 
 #include "cudrv/array.hpp"
+#include "cudrv/async_notification.hpp"
 #include "cudrv/batch_copy.hpp"
 #include "cudrv/builtin_memory_resources.hpp"
 #include "cudrv/context.hpp"
@@ -48,28 +49,24 @@
 #include "cudrv/launch.hpp"
 #include "cudrv/launch_config.hpp"
 #include "cudrv/library.hpp"
+#include "cudrv/managed_batch.hpp"
 #include "cudrv/managed_buffer.hpp"
+#include "cudrv/managed_range.hpp"
 #include "cudrv/memory_location.hpp"
 #include "cudrv/memory_pool.hpp"
 #include "cudrv/memory_resource.hpp"
 #include "cudrv/object_code.hpp"
+#include "cudrv/persisting_l2.hpp"
 #include "cudrv/pinned_buffer.hpp"
 #include "cudrv/pitched_buffer.hpp"
 #include "cudrv/pointer_attributes.hpp"
+#include "cudrv/profiler.hpp"
 #include "cudrv/resource_buffer.hpp"
 #include "cudrv/span.hpp"
 #include "cudrv/stream.hpp"
 #include "cudrv/stream_capture.hpp"
-// issue 34 parts 7 and 8: managed-memory batches, advice and range attributes; memory-pressure notifications
-#include "cudrv/async_notification.hpp"
-#include "cudrv/managed_batch.hpp"
-#include "cudrv/managed_range.hpp"
 #include "cudrv/stream_memory_ops.hpp"
 #include "cudrv/tensor_map.hpp"
 #include "cudrv/texture.hpp"
 #include "cudrv/version.hpp"
 #include "cudrv/virtual_memory.hpp"
-// issue 34 part 9: profiler control (a small header: one class over cuProfilerStart/Stop)
-#include "cudrv/profiler.hpp"
-// issue 34 part 1: every launch attribute
-#include "cudrv/persisting_l2.hpp"

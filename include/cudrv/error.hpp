@@ -26,10 +26,8 @@ enum class error_source {
   nccl,       ///< An NCCL call returned an ncclResult_t (<cudrv/nccl.hpp>), or NCCL could not be loaded.
   mpi,        ///< An MPI call returned an error code (<cudrv/mpi.hpp>, the optional cudrv::mpi component).
   system,     ///< An operating-system call failed; the code is its `errno` (<cudrv/unix_socket.hpp>).
-  // issue 34 part 9: NVVM IR
-  nvvm,  ///< A libNVVM call returned an nvvmResult (<cudrv/nvvm_program.hpp>), or libNVVM could not be loaded.
-  // issue 34 part 5: NVML as a library component
-  nvml,  ///< An NVML call returned an nvmlReturn_t (<cudrv/system.hpp>), or NVML could not be loaded.
+  nvvm,       ///< A libNVVM call returned an nvvmResult (<cudrv/nvvm_program.hpp>), or libNVVM could not be loaded.
+  nvml,       ///< An NVML call returned an nvmlReturn_t (<cudrv/system.hpp>), or NVML could not be loaded.
 };
 
 /// @brief The base of every exception cudrv throws.
@@ -418,7 +416,6 @@ destruction_error_handler set_destruction_error_handler(destruction_error_handle
 /// @brief The handler currently installed (never `nullptr`).
 [[nodiscard]] destruction_error_handler get_destruction_error_handler() noexcept;
 
-// issue 34 part 2: the driver's log in errors
 /// @brief Switches the driver's log in errors on or off, for the whole process (see
 /// @ref error::driver_log and @ref reliability, "The driver's log in errors").
 ///

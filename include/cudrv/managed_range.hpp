@@ -24,17 +24,17 @@ enum class memory_advice : int {
   /// The range is mostly read: each processor that reads it may keep a read-only copy
   /// (`CU_MEM_ADVISE_SET_READ_MOSTLY`; no location).
   set_read_mostly = CU_MEM_ADVISE_SET_READ_MOSTLY,
-  /// Undoes @ref set_read_mostly (`CU_MEM_ADVISE_UNSET_READ_MOSTLY`; no location).
+  /// Undoes @ref memory_advice::set_read_mostly (`CU_MEM_ADVISE_UNSET_READ_MOSTLY`; no location).
   unset_read_mostly = CU_MEM_ADVISE_UNSET_READ_MOSTLY,
   /// The pages should live at the given location; they migrate there when possible
   /// (`CU_MEM_ADVISE_SET_PREFERRED_LOCATION`; a device, the host or a host NUMA node).
   set_preferred_location = CU_MEM_ADVISE_SET_PREFERRED_LOCATION,
-  /// Undoes @ref set_preferred_location (`CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION`; no location).
+  /// Undoes @ref memory_advice::set_preferred_location (`CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION`; no location).
   unset_preferred_location = CU_MEM_ADVISE_UNSET_PREFERRED_LOCATION,
   /// The given processor accesses the range: keep it mapped there to avoid faults
   /// (`CU_MEM_ADVISE_SET_ACCESSED_BY`; a device or the host).
   set_accessed_by = CU_MEM_ADVISE_SET_ACCESSED_BY,
-  /// Undoes @ref set_accessed_by for the given processor (`CU_MEM_ADVISE_UNSET_ACCESSED_BY`).
+  /// Undoes @ref memory_advice::set_accessed_by for the given processor (`CU_MEM_ADVISE_UNSET_ACCESSED_BY`).
   unset_accessed_by = CU_MEM_ADVISE_UNSET_ACCESSED_BY,
 };
 

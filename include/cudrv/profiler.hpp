@@ -1,6 +1,6 @@
 /// @file profiler.hpp
 /// @brief Profiler control: @ref cudrv::profiler_range, a scoped `cuProfilerStart`/`cuProfilerStop`
-/// range that limits what Nsight Systems or Nsight Compute capture (issue 34 part 9).
+/// range that limits what Nsight Systems or Nsight Compute capture.
 ///
 /// Layer: driver (docs/design.md, "Source layers").
 #pragma once

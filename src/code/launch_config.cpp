@@ -216,6 +216,9 @@ void check_driver_version(const launch_config& c, launch_path path, const char* 
 }  // namespace
 
 void check_launch_attributes(const launch_config& c, launch_path path, const launch_target& target, const char* api) {
+  if (!c.needs_extended_launch()) {
+    return;  // no attribute: nothing to check (the graph builder's and occupancy queries' common case)
+  }
   if (path == graph_path) {
     check_graph_path(c, api);
   }

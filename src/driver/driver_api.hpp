@@ -167,7 +167,7 @@
   CUDRV_DRIVER_ENTRY_POINTS_12080(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_GREEN(X)                            \
   CUDRV_DRIVER_ENTRY_POINTS_PROCESS(X)                          \
-  CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)                          \
+  CUDRV_DRIVER_ENTRY_POINTS_I34_LOGS(X)                         \
   /* issue 34 part 1: every launch attribute */                 \
   X(cuGraphKernelNodeGetAttribute, 11000)                       \
   X(cuCtxResetPersistingL2Cache, 11000)                         \

@@ -175,7 +175,7 @@ TEST_CASE("batch_copy and batch_copy_3d refuse bad copies when they are added", 
   CHECK(b3.operations()[0].dst.pitch == 80);
 }
 
-TEST_CASE("driverless: the batch-copy probes throw driver_unavailable_error; adding a copy needs no driver",
+TEST_CASE("driverless: the batch-copy probes throw driver_unavailable_error, adding a copy needs no driver",
           "[batch_copy][driverless]") {
   CHECK(catch_as<cudrv::driver_unavailable_error>([] { (void)cudrv::batch_copy_supported(); }));
   CHECK(catch_as<cudrv::driver_unavailable_error>([] { (void)cudrv::batch_copy_3d_supported(); }));

@@ -720,7 +720,14 @@ TEST_CASE("compile_cache: headers that include themselves by ever longer paths e
 
   std::vector<cudrv::header> chain;
   for (int i = 0; i < 1000; ++i) {
-    chain.push_back({"c" + std::to_string(i) + ".h", "#include \"c" + std::to_string(i + 1) + ".h\"\n"});
+    // Appended piece by piece: g++ 12 reports a false -Wrestrict for "c" + std::to_string(i) + ".h".
+    std::string name = "c";
+    name += std::to_string(i);
+    name += ".h";
+    std::string body = "#include \"c";
+    body += std::to_string(i + 1);
+    body += ".h\"\n";
+    chain.push_back({std::move(name), std::move(body)});
   }
   chain.push_back({"c1000.h", "#define VAL 7\n"});
   const cudrv::program deep("deep.cu", std::string("#include \"c0.h\"\n") + val_kernel, chain);

@@ -102,7 +102,8 @@ static_assert(std::is_base_of_v<cudrv::error, cudrv::nccl_error>);
 static_assert(noexcept(nccl::communicator_ref::from_native_handle(fake_handle)));
 static_assert(noexcept(nccl::communicator_ref::from_native_handle(fake_handle, 0, 1)));
 
-TEST_CASE("nccl: a view of a known handle keeps its rank and size; impossible ones are asked of NCCL", "[nccl]") {
+TEST_CASE("nccl: a view of a known handle keeps its rank and size, impossible ones are asked of NCCL",
+          "[nccl][no-nccl]") {
   auto comm = nccl::communicator_ref::from_native_handle(fake_handle, 1, 4);
   CHECK(comm.rank() == 1);
   CHECK(comm.size() == 4);

@@ -223,7 +223,7 @@ TEST_CASE("program: automatic precompiled headers are created once, then used, a
   CHECK(second.code.bytes() == reference.code.bytes());
 }
 
-TEST_CASE("compile_cache: a CUB kernel is cached; a hit takes at most 1 ms", "[compile_cache][cccl]") {
+TEST_CASE("compile_cache: a CUB kernel is cached, a hit takes at most 1 ms", "[compile_cache][cccl]") {
   temp_dir dir;
   cudrv::compile_cache cache((dir.path / "cache").string());
   const auto prog = block_sum_program();
@@ -343,7 +343,7 @@ TEST_CASE("compile_cache: CUDA_PATH chooses the toolkit, and a toolkit update is
   CHECK(contains(third, "hits=0 misses=1"));
 }
 
-TEST_CASE("program: a PCH heap too small is reported with the size needed; resized, the PCH is created",
+TEST_CASE("program: a PCH heap too small is reported with the size needed, resized, the PCH is created",
           "[program][cccl][pch]") {
   const std::size_t original = cudrv::nvrtc_pch_heap_size();
   CHECK(original > 0);

@@ -417,7 +417,7 @@ TEST_CASE("unix_socket timeouts are typed and honoured", "[cpu][ipc][socket]") {
   CHECK(s.has_value());
 }
 
-TEST_CASE("descriptors beyond the receiver's limit are closed and refused; the stream stays in sync",
+TEST_CASE("descriptors beyond the receiver's limit are closed and refused, the stream stays in sync",
           "[cpu][ipc][socket]") {
   auto [a, b] = cudrv::unix_socket::pair();
   const int before = open_descriptors();
@@ -446,7 +446,7 @@ TEST_CASE("descriptors beyond the receiver's limit are closed and refused; the s
   CHECK(b.receive({.timeout = 5s}).payload == pattern(20, 4));
 }
 
-TEST_CASE("descriptors the message did not announce are closed; foreign bytes are refused", "[cpu][ipc][socket]") {
+TEST_CASE("descriptors the message did not announce are closed, foreign bytes are refused", "[cpu][ipc][socket]") {
   auto [a, b] = cudrv::unix_socket::pair();
   const int before = open_descriptors();
   {
@@ -588,7 +588,7 @@ TEST_CASE("unix_listener and connect join processes through a path", "[cpu][ipc]
   ::rmdir(dir_template);
 }
 
-TEST_CASE("unannounced descriptors are closed as they arrive and counted; the message is refused",
+TEST_CASE("unannounced descriptors are closed as they arrive and counted, the message is refused",
           "[cpu][ipc][socket]") {
   auto [a, b] = cudrv::unix_socket::pair();
   const cudrv::file_descriptor extra = memfd_with("x");

@@ -281,7 +281,7 @@ TEST_CASE("a capturing stream takes the loop, which captures as memcpy nodes", "
   CHECK(cudrv::copy(batch, f.stream) == cudrv::batch_copy_path::driver_batch);  // no longer capturing
 }
 
-TEST_CASE("batch_copy_3d passes pitched pointer operands in bytes; the fallback copies the same",
+TEST_CASE("batch_copy_3d passes pitched pointer operands in bytes, the fallback copies the same",
           "[fake-driver][batch-copy]") {
   fixture f;
   INFO("seed " << f.seed);

@@ -137,7 +137,7 @@ TEST_CASE("fake driver: scoped_coredump_settings restores exactly what it set", 
   static_assert(!std::is_move_constructible_v<cudrv::scoped_coredump_settings>);
 }
 
-TEST_CASE("fake driver: a scoped setting that fails puts back those set before it; a failed restore is reported",
+TEST_CASE("fake driver: a scoped setting that fails puts back those set before it, a failed restore is reported",
           "[fake-driver][coredump]") {
   auto fail_set = cudrv::test::fake_hook<void(int)>("fake_cuda_coredump_fail_set");
   const coredump_settings before = cudrv::coredump::get_global();

@@ -41,7 +41,7 @@ struct three_bytes {
 
 }  // namespace
 
-TEST_CASE("fake driver: a pool exported as a descriptor, passed over a socket, imported; its buffers too",
+TEST_CASE("fake driver: a pool exported as a descriptor, passed over a socket, imported, its buffers too",
           "[fake-driver][ipc]") {
   fake_ipc f;
   const long long failed = f.counter("failed_calls");
@@ -120,7 +120,7 @@ TEST_CASE("fake driver: a pool exported as a descriptor, passed over a socket, i
   CHECK(f.counter("made_current:0") == 0);
 }
 
-TEST_CASE("fake driver: an imported buffer outlives a temporary pool; release hands the pool over",
+TEST_CASE("fake driver: an imported buffer outlives a temporary pool, release hands the pool over",
           "[fake-driver][ipc]") {
   fake_ipc f;
   cudrv::test::destruction_error_counter errors;

@@ -194,7 +194,7 @@ TEST_CASE("fake driver: process ids are checked: positive, existing, and not thi
   CHECK(self.state() == process_state::running);  // reading its own state is fine
 }
 
-TEST_CASE("fake driver: a restore onto other GPUs passes every pair; an empty remap is refused",
+TEST_CASE("fake driver: a restore onto other GPUs passes every pair, an empty remap is refused",
           "[fake-driver][process_checkpoint]") {
   const int pid = other_pid();
   set_fake_state(pid, process_state::checkpointed);

@@ -3,7 +3,7 @@
 // - The settings round-trip with the real driver, process-wide and per context, and scopes restore them.
 // - A coredump setting as the FIRST cudrv call of a fresh process does not crash (driver 580.159.04
 //   crashed with SIGSEGV when an attribute was set before cuInit; cudrv initialises the driver first).
-// - A kernel that writes to address 16 runs in child processes (fork + exec of this binary, hidden case
+// - A kernel that executes `trap` runs in child processes (fork + exec of this binary, hidden case
 //   "[.][coredump_child]"), each with a temporary folder for the dump, by three routes:
 //     api-on:  cudrv::coredump::set_global (on exception, file pattern in the folder, lightweight, no
 //              abort) before the context exists, since a context takes the process-wide settings when
@@ -25,6 +25,7 @@
 
 #include <dlfcn.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -95,9 +96,13 @@ std::string describe(const route_result& r) {
                               : ", core file " + r.core_file + " (" + std::to_string(r.core_size) + " B)");
 }
 
-const char* const poke_source = "extern \"C\" __global__ void poke(int* p) { *(volatile int*)p = 42; }\n";
+// The fault is a trap: on the H200 of driver 580.159.04 a store to an unmapped address (16, or
+// 0x7ff000000000) completed without an exception (cuCtxSynchronize returned CUDA_SUCCESS), so it proves
+// nothing about core dumps; `trap` raises a device exception every time.
+const char* const poke_source =
+    "extern \"C\" __global__ void poke(int* p) { if (p != nullptr) { asm volatile(\"trap;\"); } }\n";
 
-// In the child: launches poke at address 16 and reports what synchronising said.
+// In the child: launches poke (it traps) and reports what synchronising said.
 void fault_once() {
   const cudrv::device dev(0);
   cudrv::library lib(cudrv::program("poke.cu", poke_source).compile(cudrv::code_kind::cubin, {.arch = dev.arch()}).code,
@@ -107,7 +112,7 @@ void fault_once() {
   try {
     cudrv::launch(s, {.grid = 1, .block = 1}, poke, reinterpret_cast<int*>(16));
     s.synchronize();
-    std::cout << "no fault: the kernel's write to address 16 completed" << std::endl;
+    std::cout << "no fault: the kernel's trap completed" << std::endl;
   } catch (const cudrv::error& e) {
     std::cout << "fault " << e.name() << std::endl;
   }
@@ -180,7 +185,11 @@ TEST_CASE("coredump: settings round-trip with the driver, process-wide and per c
     CHECK(scope.previous().file == before.file);
     const coredump_settings now = cudrv::coredump::get_global();
     CHECK(now.enable_on_exception == wanted.enable_on_exception);
-    CHECK(now.file == wanted.file);
+    // The process-wide pattern reads back with %p replaced by this process's id (driver 580.159.04 on
+    // an H200; the per-context one below reads back as written).
+    const std::string expanded = dir.str() + "/core." + std::to_string(getpid());
+    INFO("read back: " << now.file.value_or("(none)"));
+    CHECK((now.file == wanted.file || now.file == expanded));
     CHECK(now.generation_flags == wanted.generation_flags);
   }
   const coredump_settings after = cudrv::coredump::get_global();

@@ -119,7 +119,7 @@ std::vector<int> read(const cudrv::device_buffer<int>& b) {
 
 TEST_CASE("a disabled kernel or memset node leaves its output poisoned while the others run, and runs again once "
           "enabled",
-          "[gpu][graph][issue34]") {
+          "[gpu][graph][graph-switches]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   cudrv::stream s(dev);
@@ -178,7 +178,7 @@ TEST_CASE("a disabled kernel or memset node leaves its output poisoned while the
 }
 
 TEST_CASE("a capture into an existing graph appends after the given node, and the graph runs in that order",
-          "[gpu][graph][issue34]") {
+          "[gpu][graph][graph-switches]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   cudrv::stream s(dev);
@@ -231,7 +231,7 @@ TEST_CASE("a capture into an existing graph appends after the given node, and th
 }
 
 TEST_CASE("a graph allocation keeps its address on every replay, freed in the graph or on the next launch",
-          "[gpu][graph][issue34]") {
+          "[gpu][graph][graph-switches]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   cudrv::stream s(dev);
@@ -284,7 +284,8 @@ TEST_CASE("a graph allocation keeps its address on every replay, freed in the gr
   }
 }
 
-TEST_CASE("device launch: a tail-launch loop relaunches its graph N times from the device", "[gpu][graph][issue34]") {
+TEST_CASE("device launch: a tail-launch loop relaunches its graph N times from the device",
+          "[gpu][graph][graph-switches]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   cudrv::stream s(dev);
@@ -321,7 +322,7 @@ TEST_CASE("device launch: a tail-launch loop relaunches its graph N times from t
 }
 
 TEST_CASE("device launch: a fire-and-forget child writes a result that the parent's tail graph verifies",
-          "[gpu][graph][issue34]") {
+          "[gpu][graph][graph-switches]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
   cudrv::stream s(dev);

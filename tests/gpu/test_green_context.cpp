@@ -208,7 +208,7 @@ TEST_CASE("a stream of a green context runs a kernel checked against the host", 
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("a green context's SMs split again; bad splits name the rule", "[gpu][green][driver_error]") {
+TEST_CASE("a green context's SMs split again, bad splits name the rule", "[gpu][green][driver_error]") {
   REQUIRE_GREEN_CONTEXTS(dev, all);
   cudrv::test::destruction_error_counter errors;
   {

@@ -107,7 +107,7 @@ float median(std::vector<float> v) {
 }  // namespace
 
 TEST_CASE("an access-policy window with persisting L2 speeds up re-reads of a hot set next to a cold stream",
-          "[gpu][launch][launch-attributes]") {
+          "[gpu][launch][launch-attributes][timing]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   const int max_persisting = dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_PERSISTING_L2_CACHE_SIZE);
@@ -256,8 +256,17 @@ TEST_CASE("a preferred cluster dimension is honoured: blocks run in clusters of 
   const auto twos = std::count(sizes.begin(), sizes.end(), 2);
   INFO(fours << " blocks in clusters of 4, " << twos << " in clusters of 2, of " << grid);
   CHECK(fours + twos == static_cast<long>(grid));  // every block ran, in a cluster of 2 or 4
-  CHECK(fours > 0);
   CHECK(fours % 4 == 0);
+  if (dev.compute_capability().major >= 10) {
+    CHECK(fours > 0);  // not measured: the machines here are compute capability 9.0
+  } else {
+    // Compute capability 9.x (H100, H200; driver 580.159.04): the driver accepts the attribute on a
+    // stream launch and groups every block in regular clusters; a graph kernel node refuses it (below).
+    std::cout << "preferred cluster on compute capability " << dev.compute_capability().major << "."
+              << dev.compute_capability().minor << ": " << fours << " blocks in clusters of 4, " << twos
+              << " in clusters of 2 (the preference is a hint the hardware does not take)\n";
+    CHECK(twos == static_cast<long>(grid));
+  }
   // Control: without the preference every cluster has the regular size.
   cudrv::fill(out, -1);
   cudrv::launch(s, {.grid = grid, .block = 32, .cluster = 2}, k, out.get());
@@ -367,10 +376,21 @@ TEST_CASE("every launch attribute cudrv translates is accepted by the driver on 
     int nodes = 0;
     {
       cudrv::graph_builder b(g, dev);
+      const bool substitute_clusters = dev.compute_capability().major >= 10;
       for (named e : each) {
         INFO(e.name);
         if (e.stream_only) {
           continue;
+        }
+        if (!substitute_clusters && e.config.has_preferred_cluster()) {
+          // Compute capability 9.x: cuGraphKernelNodeSetAttribute refuses a preferred cluster dimension
+          // ("Invalid kernel attribute: 11", driver 580.159.04); cudrv removes the node and says which
+          // attribute, with the driver's line.
+          const auto refused =
+              catch_as<cudrv::error>([&] { (void)cudrv::launch(b, e.config, add_one, data.get(), n); });
+          REQUIRE(refused);
+          CHECK(contains(refused->what(), "preferred cluster"));
+          e.config.preferred_cluster = cudrv::dims{0, 0, 0};
         }
         CHECK_NOTHROW((void)cudrv::launch(b, e.config, add_one, data.get(), n));
         ++nodes;

@@ -110,7 +110,7 @@ struct checkpoint_child {
 }  // namespace
 
 // The child: runs only when the parent case below starts it (CUDRV_TEST_CHECKPOINT_CHILD=1).
-TEST_CASE("process_checkpoint child: holds device memory, a pool allocation and a kernel; verifies on command",
+TEST_CASE("process_checkpoint child: holds device memory, a pool allocation and a kernel, verifies on command",
           "[.][checkpoint_child]") {
   if (std::getenv("CUDRV_TEST_CHECKPOINT_CHILD") == nullptr) {
     std::cout << "SKIPPED: run by the [process_checkpoint] case in a child process" << std::endl;
@@ -167,6 +167,8 @@ TEST_CASE("process_checkpoint: a checkpointed child's device memory is released,
   const std::size_t free_checkpointed = dev.free_memory();
   INFO("free memory: " << free_locked << " B locked, " << free_checkpointed << " B checkpointed");
   CHECK(free_checkpointed >= free_locked + release_bound);
+  std::cout << "checkpoint: the device's free memory rose by " << (free_checkpointed - free_locked) / (1 << 20)
+            << " MiB while the child was checkpointed (it holds " << child_bytes / (1 << 20) << " MiB)\n";
   // The real driver's state, refused before it: unlock, checkpoint and lock need other states.
   for (const auto& refused : {+[](const cudrv::process_checkpoint& q) { q.unlock(); },
                               +[](const cudrv::process_checkpoint& q) { q.checkpoint(); },
