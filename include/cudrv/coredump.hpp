@@ -80,8 +80,12 @@ namespace coredump {
 
 /// @brief Sets the members of @p settings that hold a value, process-wide (`cuCoredumpSetAttributeGlobal`),
 /// in the order of the struct. A failure leaves the members before it set.
+/// `enable_on_exception` reaches the driver only when it changes, and a change is refused while a context
+/// exists (a primary context active on any device, or a context current on this thread): switching it then
+/// makes the driver refuse every later module load in the existing contexts (driver 580.159.04). Set it
+/// before the first context, or per context with @ref set.
 /// @throws invalid_argument_error for a name longer than @ref coredump_settings::max_name_length or holding a
-/// NUL character (before any driver call)
+/// NUL character, or for a switch of `enable_on_exception` while a context exists (before that driver call)
 void set_global(const coredump_settings& settings);
 
 /// @brief The settings of context @p ctx (`cuCoredumpGetAttribute`, with @p ctx made current for the call
@@ -108,9 +112,9 @@ void set(context_ref ctx, const coredump_settings& settings);
 ///
 /// @code
 /// {
-///   cudrv::scoped_coredump_settings dumps({.enable_on_exception = true,
-///                                          .file = "/tmp/dumps/core.%p",
-///                                          .generation_flags = cudrv::coredump_flags::lightweight});
+///   cudrv::scoped_coredump_settings dumps(ctx, {.enable_on_exception = true,
+///                                               .file = "/tmp/dumps/core.%p",
+///                                               .generation_flags = cudrv::coredump_flags::lightweight});
 ///   run_risky_kernels();
 /// }  // the previous settings are back
 /// @endcode

@@ -91,10 +91,57 @@ void read_value(const target& t, CUcoredumpSettings id, std::optional<T>& out) {
   }
 }
 
+// Whether a context exists that a process-wide switch of enable_on_exception would break: a primary
+// context that is active on any device, or a context current on the calling thread (cudrv cannot see
+// other threads' created contexts).
+bool context_exists() {
+  CUcontext current = nullptr;
+  if (detail::drv::cuCtxGetCurrent(&current) == CUDA_SUCCESS && current != nullptr) {
+    return true;
+  }
+  int count = 0;
+  detail::check(detail::drv::cuDeviceGetCount(&count), "cuDeviceGetCount");
+  for (int ordinal = 0; ordinal < count; ++ordinal) {
+    unsigned flags = 0;
+    int active = 0;
+    if (detail::drv::cuDevicePrimaryCtxGetState(ordinal, &flags, &active) == CUDA_SUCCESS && active != 0) {
+      return true;
+    }
+  }
+  return false;
+}
+
+// Driver 580.159.04 (H200): switching the process-wide enable_on_exception while a context exists (on, or
+// back off) makes that context refuse every later module load (cuModuleLoadData, cuLibraryGetModule:
+// CUDA_ERROR_INVALID_VALUE); contexts created afterwards, and the per-context setting, are not affected.
+// Returns whether the driver must be called: not when the value is already the wanted one.
+bool may_switch_on_exception(const target& t, bool wanted) {
+  bool now = false;
+  std::size_t size = sizeof(now);
+  detail::check(t.get(CU_COREDUMP_ENABLE_ON_EXCEPTION, &now, &size), t.get_api(),
+                [] { return std::string("enable_on_exception"); });
+  if (now == wanted) {
+    return false;
+  }
+  if (context_exists()) {
+    throw invalid_argument_error(
+        t.set_api(), std::string("the process-wide enable_on_exception cannot switch ") + (wanted ? "on" : "off") +
+                         " while a context exists: the driver then refuses every module load in the existing "
+                         "contexts (CUDA_ERROR_INVALID_VALUE); set it before the first context is created, or per "
+                         "context (coredump::set(ctx, ...), scoped_coredump_settings(ctx, ...))");
+  }
+  return true;
+}
+
 template <class T>
 void write_value(const target& t, CUcoredumpSettings id, const std::optional<T>& in) {
   if (!in.has_value()) {
     return;
+  }
+  if constexpr (std::is_same_v<T, bool>) {
+    if (t.global && id == CU_COREDUMP_ENABLE_ON_EXCEPTION && !may_switch_on_exception(t, *in)) {
+      return;
+    }
   }
   auto where = [&] { return std::string(attribute_name(id)); };
   if constexpr (std::is_same_v<T, std::string>) {

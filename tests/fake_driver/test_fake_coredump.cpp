@@ -26,10 +26,30 @@ CUcontext fake_current() { return cudrv::test::fake_hook<CUcontext()>("fake_cuda
 // initialises the driver before the setting reaches it.
 TEST_CASE("fake driver: a coredump setting as the first cudrv call reaches the driver after cuInit",
           "[fake-driver][coredump]") {
-  cudrv::coredump::set_global({.enable_on_exception = false});
+  cudrv::coredump::set_global({.enable_on_exception = true});  // the default is off: a switch reaches the driver
   CHECK(counter("coredump_before_init") == 0);
   CHECK(counter("coredump_set_global") >= 1);
-  CHECK(contains(cudrv::test::fake_log(), "coredump set global 1 0\n"));
+  CHECK(contains(cudrv::test::fake_log(), "coredump set global 1 1\n"));
+  // The same value again is not a switch: nothing more reaches the driver.
+  const long long sets = counter("coredump_set_global");
+  cudrv::coredump::set_global({.enable_on_exception = true});
+  CHECK(counter("coredump_set_global") == sets);
+}
+
+TEST_CASE("fake driver: switching the process-wide enable_on_exception is refused while a context exists",
+          "[fake-driver][coredump]") {
+  const cudrv::device dev(1);  // the fake's device 0 refuses contexts
+  const bool was = *cudrv::coredump::get_global().enable_on_exception;
+  const cudrv::context_ref ctx = dev.primary_context();  // active now
+  const long long sets = counter("coredump_set_global");
+  const auto refused = cudrv::test::catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::coredump::set_global({.enable_on_exception = !was}); });
+  REQUIRE(refused.has_value());
+  CHECK(contains(refused->what(), "while a context exists"));
+  CHECK(counter("coredump_set_global") == sets);  // refused before the driver
+  CHECK(*cudrv::coredump::get_global().enable_on_exception == was);
+  cudrv::coredump::set(ctx, {.enable_on_exception = !was});  // per context it is allowed
+  CHECK(*cudrv::coredump::get(ctx).enable_on_exception == !was);
 }
 
 TEST_CASE("fake driver: every process-wide coredump setting round-trips with the driver's sizes",

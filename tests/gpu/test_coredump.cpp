@@ -177,7 +177,9 @@ TEST_CASE("coredump: settings round-trip with the driver, process-wide and per c
   REQUIRE(before.file.has_value());
   REQUIRE(before.generation_flags.has_value());
   {
-    const coredump_settings wanted{.enable_on_exception = !*before.enable_on_exception,
+    // enable_on_exception keeps its value here (a switch with a context alive is refused: below); the
+    // children of the faulting case switch it on before their first context.
+    const coredump_settings wanted{.enable_on_exception = *before.enable_on_exception,
                                    .file = dir.str() + "/core.%p",
                                    .generation_flags = coredump_flags::lightweight | coredump_flags::skip_abort};
     cudrv::scoped_coredump_settings scope(wanted);
@@ -202,6 +204,7 @@ TEST_CASE("coredump: settings round-trip with the driver, process-wide and per c
   const CUcontext current = cudrv::test::raw_current_context();
   const coredump_settings ctx_before = cudrv::coredump::get(ctx);
   REQUIRE(ctx_before.file.has_value());
+  REQUIRE(ctx_before.enable_on_exception.has_value());
   {
     cudrv::scoped_coredump_settings scope(ctx, {.file = dir.str() + "/ctx-core.%p"});
     CHECK(cudrv::coredump::get(ctx).file == dir.str() + "/ctx-core.%p");
@@ -210,6 +213,24 @@ TEST_CASE("coredump: settings round-trip with the driver, process-wide and per c
   CHECK(cudrv::coredump::get(ctx).file == ctx_before.file);
   CHECK(cudrv::test::raw_current_context() == current);
   CHECK(catch_as<cudrv::invalid_argument_error>([&] { cudrv::coredump::set(ctx, {.pipe = "/tmp/p"}); }).has_value());
+
+  // With a context alive (the primary context retained above), switching the process-wide
+  // enable_on_exception is refused before the driver: driver 580.159.04 then refuses every module load in
+  // that context. The context still loads code afterwards, and the per-context switch is allowed.
+  const auto refused = catch_as<cudrv::invalid_argument_error>(
+      [&] { cudrv::coredump::set_global({.enable_on_exception = !*before.enable_on_exception}); });
+  REQUIRE(refused.has_value());
+  CHECK(contains(refused->what(), "while a context exists"));
+  CHECK(cudrv::coredump::get_global().enable_on_exception == before.enable_on_exception);
+  const cudrv::library lib(cudrv::program("still_loads.cu", "extern \"C\" __global__ void k() {}\n")
+                               .compile(cudrv::code_kind::cubin, {.arch = dev.arch()})
+                               .code,
+                           dev);
+  CHECK(lib.get_kernel("k").native_handle() != nullptr);
+  {
+    cudrv::scoped_coredump_settings per_context(ctx, {.enable_on_exception = !*ctx_before.enable_on_exception});
+    CHECK(cudrv::coredump::get(ctx).enable_on_exception == !*ctx_before.enable_on_exception);
+  }
   CHECK(errors.count() == 0);
 }
 

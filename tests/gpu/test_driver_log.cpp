@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <iostream>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -142,24 +143,37 @@ TEST_CASE("driver log: two threads failing at once each get their own lines", "[
   std::string alloc_log;
   int refused_launches = 0;
   int refused_allocations = 0;
-  std::thread launcher([&] {
+  std::string thread_failures;  // what a thread threw: reported here, never left to std::terminate
+  std::mutex failures_mutex;
+  const auto guarded = [&](auto body) {
+    return [&, body] {
+      try {
+        body();
+      } catch (const std::exception& e) {
+        const std::lock_guard lock(failures_mutex);
+        thread_failures += std::string(e.what()) + "\n";
+      }
+    };
+  };
+  std::thread launcher(guarded([&] {
     for (int i = 0; i < 20; ++i) {
       CUresult status = CUDA_SUCCESS;
       launch_log += joined(raw_oversized_launch(dev, status).driver_log());
       refused_launches += status == CUDA_ERROR_INVALID_VALUE ? 1 : 0;
     }
-  });
-  std::thread allocator([&] {
+  }));
+  std::thread allocator(guarded([&] {
     for (int i = 0; i < 20; ++i) {
       if (auto e = try_absurd_allocation(dev)) {
         alloc_log += joined(e->driver_log());
         ++refused_allocations;
       }
     }
-  });
+  }));
   launcher.join();
   allocator.join();
   INFO("launch thread:\n" << launch_log << "allocation thread:\n" << alloc_log);
+  CHECK(thread_failures.empty());
   CHECK(refused_launches == 20);
   CHECK(refused_allocations == 20);
   CHECK(contains(launch_log, "4096"));

@@ -185,7 +185,7 @@ TEST_CASE("an access-policy window with persisting L2 speeds up re-reads of a ho
 }
 
 TEST_CASE("a launch-completion event lets a dependent launch start while the first kernel still runs",
-          "[gpu][launch][launch-attributes]") {
+          "[gpu][launch][launch-attributes][driver_error]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   auto& lib = attribute_library();
@@ -276,7 +276,7 @@ TEST_CASE("a preferred cluster dimension is honoured: blocks run in clusters of 
 }
 
 TEST_CASE("every launch attribute cudrv translates is accepted by the driver on each path that carries it",
-          "[gpu][launch][launch-attributes]") {
+          "[gpu][launch][launch-attributes][driver_error]") {
   CUDRV_REQUIRE_GPU();
   const cudrv::device dev(0);
   if (dev.compute_capability().major < 9) {
