@@ -97,7 +97,9 @@ void set_global(const coredump_settings& settings);
 /// with @p ctx current for the call).
 /// @throws invalid_argument_error for @ref coredump_settings::enable_user_trigger or
 /// @ref coredump_settings::pipe (process-wide only, cuda.h), or a name as for @ref set_global;
-/// not_supported_error for `enable_on_exception` on a device of compute capability below 6.0
+/// not_supported_error for `enable_on_exception` on a device of compute capability below 6.0;
+/// invalid_argument_error for switching `enable_on_exception` off once it is on (driver 580.159.04 then
+/// refuses every module load in the context), before that driver call
 void set(context_ref ctx, const coredump_settings& settings);
 
 }  // namespace coredump
@@ -112,8 +114,7 @@ void set(context_ref ctx, const coredump_settings& settings);
 ///
 /// @code
 /// {
-///   cudrv::scoped_coredump_settings dumps(ctx, {.enable_on_exception = true,
-///                                               .file = "/tmp/dumps/core.%p",
+///   cudrv::scoped_coredump_settings dumps(ctx, {.file = "/tmp/dumps/core.%p",
 ///                                               .generation_flags = cudrv::coredump_flags::lightweight});
 ///   run_risky_kernels();
 /// }  // the previous settings are back

@@ -111,9 +111,10 @@ bool context_exists() {
   return false;
 }
 
-// Driver 580.159.04 (H200): switching the process-wide enable_on_exception while a context exists (on, or
+// Driver 580.159.04 (H200): switching the process-wide enable_on_exception while a context exists (on and
 // back off) makes that context refuse every later module load (cuModuleLoadData, cuLibraryGetModule:
-// CUDA_ERROR_INVALID_VALUE); contexts created afterwards, and the per-context setting, are not affected.
+// CUDA_ERROR_INVALID_VALUE), and so does switching a context's own setting on and back off; contexts
+// created afterwards are not affected, and switching a context's setting on alone broke nothing.
 // Returns whether the driver must be called: not when the value is already the wanted one.
 bool may_switch_on_exception(const target& t, bool wanted) {
   bool now = false;
@@ -122,6 +123,15 @@ bool may_switch_on_exception(const target& t, bool wanted) {
                 [] { return std::string("enable_on_exception"); });
   if (now == wanted) {
     return false;
+  }
+  if (!t.global) {
+    // Per context, on then off again (driver 580.159.04): the context refuses every later module load.
+    if (!wanted) {
+      throw invalid_argument_error(t.set_api(),
+                                   "a context's enable_on_exception cannot switch off once on: the driver then "
+                                   "refuses every module load in that context (CUDA_ERROR_INVALID_VALUE)");
+    }
+    return true;
   }
   if (context_exists()) {
     throw invalid_argument_error(
@@ -139,7 +149,7 @@ void write_value(const target& t, CUcoredumpSettings id, const std::optional<T>&
     return;
   }
   if constexpr (std::is_same_v<T, bool>) {
-    if (t.global && id == CU_COREDUMP_ENABLE_ON_EXCEPTION && !may_switch_on_exception(t, *in)) {
+    if (id == CU_COREDUMP_ENABLE_ON_EXCEPTION && !may_switch_on_exception(t, *in)) {
       return;
     }
   }

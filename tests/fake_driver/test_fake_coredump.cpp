@@ -50,6 +50,16 @@ TEST_CASE("fake driver: switching the process-wide enable_on_exception is refuse
   CHECK(*cudrv::coredump::get_global().enable_on_exception == was);
   cudrv::coredump::set(ctx, {.enable_on_exception = !was});  // per context it is allowed
   CHECK(*cudrv::coredump::get(ctx).enable_on_exception == !was);
+  if (!was) {
+    // On, a context's setting cannot switch off again (the driver then refuses every module load in it).
+    const long long context_sets = counter("coredump_set_context");
+    const auto off =
+        catch_as<cudrv::invalid_argument_error>([&] { cudrv::coredump::set(ctx, {.enable_on_exception = false}); });
+    REQUIRE(off.has_value());
+    CHECK(contains(off->what(), "cannot switch off once on"));
+    CHECK(counter("coredump_set_context") == context_sets);
+    CHECK(*cudrv::coredump::get(ctx).enable_on_exception);
+  }
 }
 
 TEST_CASE("fake driver: every process-wide coredump setting round-trips with the driver's sizes",

@@ -228,8 +228,19 @@ TEST_CASE("coredump: settings round-trip with the driver, process-wide and per c
                            dev);
   CHECK(lib.get_kernel("k").native_handle() != nullptr);
   {
-    cudrv::scoped_coredump_settings per_context(ctx, {.enable_on_exception = !*ctx_before.enable_on_exception});
-    CHECK(cudrv::coredump::get(ctx).enable_on_exception == !*ctx_before.enable_on_exception);
+    // The per-context switch, on a context of its own (destroyed here), so that nothing else depends on
+    // what the driver does to a context whose setting switched back and forth.
+    // Switching it on is allowed; back off is refused (on then off broke the context's module loads).
+    const cudrv::context own(dev);
+    if (!*cudrv::coredump::get(own).enable_on_exception) {
+      cudrv::coredump::set(own, {.enable_on_exception = true});
+      CHECK(cudrv::coredump::get(own).enable_on_exception == true);
+      const auto off =
+          catch_as<cudrv::invalid_argument_error>([&] { cudrv::coredump::set(own, {.enable_on_exception = false}); });
+      REQUIRE(off.has_value());
+      CHECK(contains(off->what(), "cannot switch off once on"));
+      CHECK(cudrv::coredump::get(own).enable_on_exception == true);
+    }
   }
   CHECK(errors.count() == 0);
 }
