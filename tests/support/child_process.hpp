@@ -12,9 +12,11 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,24 +37,37 @@ class child_process {
     const std::string fd_var = "CUDRV_TEST_COMMAND_FD=" + std::to_string(in[0]);
     std::vector<std::string> vars = env;
     vars.push_back(fd_var);
+    // argv and the environment are built before the fork: between fork and exec the child makes only
+    // async-signal-safe calls (no allocation: another thread may have held the allocator's lock).
+    static char self[] = "/proc/self/exe";
+    std::vector<char*> argv{self};
+    for (const std::string& a : args) {
+      argv.push_back(const_cast<char*>(a.c_str()));
+    }
+    argv.push_back(nullptr);
+    const auto replaced = [&vars](const char* entry) {  // the parent's entry for a name the test sets
+      return std::any_of(vars.begin(), vars.end(), [entry](const std::string& v) {
+        const std::size_t name = v.find('=') + 1;  // "NAME=" (npos + 1 == 0: the whole string)
+        return std::strncmp(entry, v.c_str(), name) == 0;
+      });
+    };
+    std::vector<char*> envp;
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (!replaced(*e)) {
+        envp.push_back(*e);
+      }
+    }
+    for (std::string& v : vars) {
+      envp.push_back(v.data());
+    }
+    envp.push_back(nullptr);
     std::fflush(nullptr);
     pid_ = fork();
     if (pid_ == 0) {
-      // Only async-signal-safe calls until exec (putenv of strings built before the fork).
       dup2(out[1], 1);
       dup2(out[1], 2);
       close(out[1]);
-      std::vector<char*> argv;
-      static char self[] = "/proc/self/exe";
-      argv.push_back(self);
-      for (const std::string& a : args) {
-        argv.push_back(const_cast<char*>(a.c_str()));
-      }
-      argv.push_back(nullptr);
-      for (std::string& v : vars) {
-        putenv(v.data());
-      }
-      execv(self, argv.data());
+      execve(self, argv.data(), envp.data());
       _exit(127);
     }
     close(out[1]);
