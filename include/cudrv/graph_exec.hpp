@@ -115,6 +115,10 @@ class graph_exec_base {
   ///   another kind than kernel, memcpy or memset (named in the message), or, when the executable
   ///   knows its graph (made by `instantiate`), a node that is not a top-level node of that graph
   /// @throws error with the driver's code when the driver refuses the node
+  ///
+  /// The driver names a node by the node of the graph the executable was instantiated from, so that
+  /// graph must still exist when this is called (its nodes, like every view, live only as long as it);
+  /// cudrv reads the graph's node list for the check above.
   void set_enabled(graph_node_ref node, bool enabled) const;
   /// @brief Whether @p node is enabled in this executable (`cuGraphNodeGetEnabled`); same rules and
   /// checks as @ref set_enabled.

@@ -81,7 +81,8 @@ void CUDAAPI trampoline(CUasyncNotificationInfo* info, void* user_data, CUasyncC
   {
     std::lock_guard<std::mutex> lock(r.mutex);
     --entry->running;
-  }
+    entry.reset();  // under the lock: once unsubscribe has seen running drop, it holds the last reference,
+  }                 // so the callable is never destroyed on the driver's thread after it returned
   r.idle.notify_all();
 }
 
@@ -147,8 +148,13 @@ unsigned long long subscribe_async_notifications(int ordinal, notification_calla
   CUasyncCallbackHandle handle = nullptr;
   CUresult status = CUDA_ERROR_NOT_SUPPORTED;
   try {
-    status = drv::cuDeviceRegisterAsyncNotification(ordinal, &trampoline,
-                                                    reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)), &handle);
+    CUdevice dev = 0;
+    status = drv::cuDeviceGet(&dev, ordinal);  // the driver's handle, not the ordinal (equal today, not promised)
+    if (status == CUDA_SUCCESS) {
+      status =
+          drv::cuDeviceRegisterAsyncNotification(dev, &trampoline,
+                                                 reinterpret_cast<void*>(static_cast<std::uintptr_t>(id)), &handle);
+    }
   } catch (...) {
     std::lock_guard<std::mutex> lock(r.mutex);
     r.entries.erase(id);
@@ -181,8 +187,11 @@ void unsubscribe_async_notifications(unsigned long long id) noexcept {
     // The driver would refuse (CUDA_ERROR_NOT_PERMITTED): the registration stays, calling nothing.
     report_destruction_error(CUDA_ERROR_NOT_PERMITTED, "cuDeviceUnregisterAsyncNotification");
   } else {
-    destroy_noexcept("cuDeviceUnregisterAsyncNotification",
-                     [&] { return drv::cuDeviceUnregisterAsyncNotification(entry->device, entry->handle); });
+    destroy_noexcept("cuDeviceUnregisterAsyncNotification", [&] {
+      CUdevice dev = 0;
+      const CUresult got = drv::cuDeviceGet(&dev, entry->device);
+      return got != CUDA_SUCCESS ? got : drv::cuDeviceUnregisterAsyncNotification(dev, entry->handle);
+    });
   }
   std::unique_lock<std::mutex> lock(r.mutex);
   r.entries.erase(id);

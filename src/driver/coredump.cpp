@@ -102,9 +102,11 @@ bool context_exists() {
   int count = 0;
   detail::check(detail::drv::cuDeviceGetCount(&count), "cuDeviceGetCount");
   for (int ordinal = 0; ordinal < count; ++ordinal) {
+    CUdevice dev = 0;
     unsigned flags = 0;
     int active = 0;
-    if (detail::drv::cuDevicePrimaryCtxGetState(ordinal, &flags, &active) == CUDA_SUCCESS && active != 0) {
+    if (detail::drv::cuDeviceGet(&dev, ordinal) == CUDA_SUCCESS &&
+        detail::drv::cuDevicePrimaryCtxGetState(dev, &flags, &active) == CUDA_SUCCESS && active != 0) {
       return true;
     }
   }

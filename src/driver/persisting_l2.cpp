@@ -28,7 +28,16 @@ scoped_persisting_l2_limit::scoped_persisting_l2_limit(context_ref ctx, std::siz
   }
   previous_ = ctx.limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
   ctx.set_limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, bytes);
-  bytes_ = ctx.limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+  try {
+    bytes_ = ctx.limit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE);
+  } catch (...) {
+    // No destructor runs for a constructor that throws: put the previous limit back here.
+    detail::destroy_noexcept("cuCtxSetLimit", [&] {
+      context_guard guard{context_ref(ctx_)};
+      return detail::drv::cuCtxSetLimit(CU_LIMIT_PERSISTING_L2_CACHE_SIZE, previous_);
+    });
+    throw;
+  }
 }
 
 scoped_persisting_l2_limit::~scoped_persisting_l2_limit() {

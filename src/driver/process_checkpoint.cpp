@@ -185,6 +185,7 @@ void process_checkpoint::restore(std::span<const gpu_remap> remap) const {
                                           " pairs; it must name every GPU the process was checkpointed on "
                                           "(use restore() to restore onto the same GPUs)");
   }
+#if CUDA_VERSION >= 13000  // GPU remapping in CUcheckpointRestoreArgs (checked in CUDA 13.0's cuda.h)
   std::vector<CUcheckpointGpuPair> pairs(remap.size());
   for (std::size_t i = 0; i < remap.size(); ++i) {
     std::memcpy(pairs[i].oldUuid.bytes, remap[i].checkpointed.bytes.data(), sizeof(pairs[i].oldUuid.bytes));
@@ -196,6 +197,12 @@ void process_checkpoint::restore(std::span<const gpu_remap> remap) const {
   args.gpuPairsCount = static_cast<unsigned>(pairs.size());
   check_transition(detail::drv::cuCheckpointProcessRestore(pid_, &args), "cuCheckpointProcessRestore", api, pid_,
                    process_state::checkpointed);
+#else
+  throw not_supported_error(error_source::cudrv, CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED",
+                            "cudrv was built with CUDA " + std::to_string(CUDA_VERSION) +
+                                " headers, whose cuCheckpointProcessRestore takes no GPU remap (CUDA 13.0)",
+                            api, {});
+#endif
 }
 
 void process_checkpoint::unlock() const {

@@ -190,7 +190,14 @@ void list_processes(nv::handle h, nv::ret (*fn)(nv::handle, unsigned int*, nv::p
         return;
       }
     }
-    room.assign(count + count / 4 + 1, nv::process{});
+    // NVML's count is foreign input: bounded before it sizes an allocation (a device runs far fewer).
+    constexpr std::size_t max_processes = std::size_t{1} << 16;
+    if (count > max_processes) {
+      nv::throw_error(nv::insufficient_size, name,
+                      describe(h) + ": NVML reports " + std::to_string(count) + " processes, more than " +
+                          std::to_string(max_processes));
+    }
+    room.assign(std::size_t{count} + count / 4 + 1, nv::process{});
   }
   nv::throw_error(nv::insufficient_size, name,
                   describe(h) + ": the number of processes kept changing; gave up after " + std::to_string(tries) +

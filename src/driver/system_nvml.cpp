@@ -117,7 +117,13 @@ const api& loaded() {
                                       " to the path of " + nvml_soname);
 }
 
-bool usable() noexcept { return get_state().ready; }
+bool usable() noexcept {
+  try {
+    return get_state().ready;
+  } catch (...) {
+    return false;  // the first call's allocation failed: NVML is not usable (not a terminate)
+  }
+}
 
 std::string why_unusable() {
   const state& s = get_state();
