@@ -11,6 +11,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -98,9 +99,14 @@ std::atomic<int> notification_state{-1};
 
 async_notification async_notification::from_native(const CUasyncNotificationInfo& info, int ordinal) noexcept {
   async_notification n;
-  n.raw_type = static_cast<unsigned>(info.type);
+  // The type is read as the integer it is: a newer driver's kind is not a value of this toolkit's enum
+  // (loading it as the enum would be undefined).
+  unsigned raw = 0;
+  static_assert(sizeof(raw) == sizeof(info.type));
+  std::memcpy(&raw, &info.type, sizeof(raw));
+  n.raw_type = raw;
   n.device_ordinal = ordinal;
-  if (info.type == CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET) {
+  if (raw == static_cast<unsigned>(CU_ASYNC_NOTIFICATION_TYPE_OVER_BUDGET)) {
     n.type = async_notification_type::over_budget;
     n.bytes_over_budget = info.info.overBudget.bytesOverBudget;
   }
