@@ -5,8 +5,9 @@
 
 Each FILE is either the JSON document of `bench_nccl sweep --json FILE` (or `all`), or the text that
 nccl-tests' `all_reduce_perf` printed (its table, with the `#  Rank ...` lines that name the GPUs). The
-kind is read from the content. Files are grouped by their number of ranks (GPUs): for each count with
-both kinds, one markdown table per bench_nccl document:
+kind is read from the content. Files are grouped by their number of ranks (GPUs) and how they ran (one
+process over every GPU, or several processes under mpirun: all_reduce_perf's rank lines name one Pid or
+several): for each group with both kinds, one markdown table per bench_nccl document:
 
   size | nccl-tests busbw (out of place) | cudrv busbw | cudrv / nccl-tests | raw NCCL busbw | raw / nccl-tests
 
@@ -56,6 +57,7 @@ def size_label(b):
 def parse_nccl_tests(path, text):
     """all_reduce_perf's output: {"ranks", "device", "rows": {bytes: [(oop_us, oop_algbw, oop_busbw)]}}."""
     ranks = 0
+    pids = set()
     device = ""
     columns = None
     rows = {}
@@ -65,11 +67,12 @@ def parse_nccl_tests(path, text):
             continue
         if stripped.startswith("#"):
             body = stripped[1:].split()
-            m = re.match(r"#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+\d+\s+on\s+\S+\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$",
+            m = re.match(r"#\s*Rank\s+\d+\s+Group\s+\d+\s+Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+\d+\s+\[[^\]]*\]\s*(.*)$",
                          stripped)
             if m:
                 ranks += 1
-                device = device or m.group(1).strip()
+                pids.add((m.group(2), m.group(1)))
+                device = device or m.group(3).strip()
             elif body[:2] == ["size", "count"]:
                 columns = body
             continue
@@ -91,7 +94,8 @@ def parse_nccl_tests(path, text):
         raise InputError(f"{path}: no all_reduce_perf table found (a header '# size count ...' and its rows)")
     if ranks == 0:
         raise InputError(f"{path}: no '#  Rank N Group ...' lines: cannot tell the number of GPUs")
-    return {"kind": "nccl-tests", "path": path, "ranks": ranks, "device": device, "rows": rows}
+    mode = "mpi" if len(pids) > 1 else "single-process"
+    return {"kind": "nccl-tests", "path": path, "ranks": ranks, "mode": mode, "device": device, "rows": rows}
 
 
 def parse_bench(path, doc):
@@ -291,10 +295,11 @@ def main(argv):
     comparisons = []
     missed = False
     for bench in sorted(benches, key=lambda b: (b["ranks"], b["path"])):
-        same = [t for t in tests if t["ranks"] == bench["ranks"]]
+        same = [t for t in tests if t["ranks"] == bench["ranks"] and t["mode"] == bench["mode"]]
         if not same:
-            lines += [f"{bench['path']}: no all_reduce_perf output with {bench['ranks']} GPUs to compare with "
-                      f"(those given: {', '.join(str(t['ranks']) for t in tests)} GPUs).", ""]
+            given = ", ".join(f"{t['ranks']} GPUs {t['mode']}" for t in tests)
+            lines += [f"{bench['path']}: no all_reduce_perf output with {bench['ranks']} GPUs, {bench['mode']}, to "
+                      f"compare with (those given: {given}).", ""]
             continue
         rows, latency = compare(bench, same)
         if not rows:
@@ -304,8 +309,8 @@ def main(argv):
         lines += table(bench, same, rows, latency) + [""]
         missed = missed or any(r["below"] for r in rows) or (latency is not None and latency["below"])
     for t in tests:
-        if not any(b["ranks"] == t["ranks"] for b in benches):
-            lines += [f"{t['path']}: no bench_nccl document with {t['ranks']} GPUs to compare with.", ""]
+        if not any(b["ranks"] == t["ranks"] and b["mode"] == t["mode"] for b in benches):
+            lines += [f"{t['path']}: no bench_nccl document with {t['ranks']} GPUs, {t['mode']}, to compare with.", ""]
     text = "\n".join(lines).rstrip() + "\n"
     sys.stdout.write(text)
     if args.markdown:

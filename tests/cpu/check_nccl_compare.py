@@ -3,8 +3,8 @@
 
     check_nccl_compare.py SCRIPT FIXTURE_DIR
 
-The samples: all_reduce_perf output for 4 GPUs in one process and for 2 ranks under mpirun (three
-cycles, -N 3, whose 8 B times differ), laid out as nccl-tests prints its table (NCCL INFO lines in
+The samples: all_reduce_perf output for 4 GPUs in one process (one Pid) and for 2 ranks under mpirun
+(two Pids; three cycles, -N 3, whose 8 B times differ), laid out as nccl-tests prints its table (NCCL INFO lines in
 between), and bench_nccl JSON documents for 2, 4 and 8 GPUs (the 8-GPU one timed by the events
 method, with no all_reduce_perf output beside it). Every expected ratio is computed here from the
 samples' own numbers, independently of the script. --png is checked where matplotlib is installed.
@@ -102,7 +102,7 @@ def main():
     missed4 = expect_pair(out, fixtures, 4)
     missed2 = expect_pair(out, fixtures, 2)
     check(missed4 and not missed2, "the samples: 4 GPUs miss a goal, 2 GPUs meet every goal")
-    check("bench_nccl_8gpu_events.json: no all_reduce_perf output with 8 GPUs" in out,
+    check("bench_nccl_8gpu_events.json: no all_reduce_perf output with 8 GPUs, mpi," in out,
           "an 8-GPU document without all_reduce_perf output is named, not compared")
     check(re.search(r"2 GPUs.*\(mpi,", out) is not None and re.search(r"4 GPUs.*\(single-process,", out) is not None,
           "each table names bench_nccl's process mode")
@@ -125,6 +125,17 @@ def main():
             json.dump(doc, f)
         rc, out_ev, _ = run(script, two[0], events)
         check(rc == 0 and "not like nccl-tests" in out_ev, "a run timed by the events method is flagged")
+
+        four_mpi = os.path.join(tmp, "four_mpi.json")
+        with open(os.path.join(fixtures, "bench_nccl_4gpu.json"), encoding="utf-8") as f:
+            doc = json.load(f)
+        doc["process_mode"] = "mpi"
+        with open(four_mpi, "w", encoding="utf-8") as f:
+            json.dump(doc, f)
+        rc, out_mode, _ = run(script, os.path.join(fixtures, "all_reduce_perf_4gpu.txt"), four_mpi)
+        check(rc == 1 and "no all_reduce_perf output with 4 GPUs, mpi," in out_mode and "4 GPUs single-process" in out_mode
+              and "no bench_nccl document with 4 GPUs, single-process" in out_mode,
+              "one process is not compared with several (all_reduce_perf's rank lines name one Pid)")
 
         empty = os.path.join(tmp, "empty.txt")
         open(empty, "w", encoding="utf-8").write("# nccl-tests version 2.19.6\n# no table here\n")
