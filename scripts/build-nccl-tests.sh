@@ -114,7 +114,7 @@ strip -o "$dest/libverifiable.so.0" "$work/out/verifiable/libverifiable.so.0"
 nccl_version=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) *\([0-9]*\).*/\2/p' "$nccl_home/include/nccl.h" | paste -sd.)
 {
   echo "nccl-tests $version"
-  echo "source $url"
+  echo "source ${source_dir:-$url}"
   echo "commit $commit"
   echo "built $(date -u +%Y-%m-%dT%H:%M:%SZ) in $(($(date +%s) - start)) s"
   echo "arch sm_$arch"

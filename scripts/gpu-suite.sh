@@ -59,7 +59,8 @@
 #                 the summary (a failure when no channel says "via NET/Socket" or one says P2P or SHM),
 #                 cudrv_nccl_mpi_tests (Catch2 filter $NET_TESTS_FILTER, default every case) and the
 #                 fault test --mode mid;
-#     net-bench   the nccl-tests pair again with N ranks, in the network path's environment.
+#     net-bench   the nccl-tests pair again with N ranks, in the network path's environment, up to
+#                 $NET_SWEEP_MAX_BYTES (default $SWEEP_MAX_BYTES).
 #   --no-bench leaves out bench, scaling, nccl-tests and net-bench; --no-sanitizer leaves out memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
@@ -479,10 +480,7 @@ if [ "$scaleout" = 1 ]; then
   # nccl-tests (scripts/build-nccl-tests.sh) and the comparison of its all_reduce_perf with bench_nccl's
   # sweep: the same sizes (8 B to $SWEEP_MAX_BYTES, doubling), float sum, one rank per GPU.
   nccl_tests=${NCCL_TESTS:-$build/nccl-tests}
-  sweep_max=${SWEEP_MAX_BYTES:-1G}
   read -r -a nt_extra <<< "${NCCL_TESTS_ARGS:--n 20 -w 5 -c 1}"
-  nt_args=(-b 8 -e "$sweep_max" -f 2 -g 1 "${nt_extra[@]}")
-  sweep_args=(sweep --min-bytes 8 --max-bytes "$sweep_max")
   # NCCL's network path on this one host: peer-to-peer and shared memory off, the socket transport over
   # loopback ($NET_IFNAME). With P2P and SHM off NCCL already marks every other GPU as reachable through
   # the network only; NCCL_HOSTID per rank ($NET_HOSTID=1, the default) also makes it count each rank as
@@ -526,11 +524,14 @@ if [ "$scaleout" = 1 ]; then
       --out-md "$out/nccl-compare-$label.md" --out-png "$out/nccl-compare-$label.png"
     [ -f "$out/nccl-compare-$label.md" ] && tee -a "$out/summary.txt" < "$out/nccl-compare-$label.md"
   }
-  # allreduce_pair <label> <ranks> <mpirun options...>: bench_nccl's sweep and all_reduce_perf under the
-  # same launcher and environment, one after the other, then the comparison.
+  # allreduce_pair <label> <ranks> <largest size> <mpirun options...>: bench_nccl's sweep and
+  # all_reduce_perf from 8 B to that size under the same launcher and environment, one after the
+  # other, then the comparison.
   allreduce_pair() {
-    local label=$1 ranks=$2
-    shift 2
+    local label=$1 ranks=$2 sweep_max=$3
+    shift 3
+    local nt_args=(-b 8 -e "$sweep_max" -f 2 -g 1 "${nt_extra[@]}")
+    local sweep_args=(sweep --min-bytes 8 --max-bytes "$sweep_max")
     rm -f "$out/bench_nccl_sweep_$label.json" "$out/nccl-tests-all-reduce-$label.log" "$out/nccl-compare-$label.md"
     if [ -x "$bench_nccl" ]; then
       step "mpirun -np $ranks bench_nccl sweep, $label (cudrv and raw NCCL, 8 B to $sweep_max)" \
@@ -649,7 +650,7 @@ if [ "$scaleout" = 1 ]; then
     ranks_list=(2)
     [ "$ngpu" -gt 2 ] && ranks_list+=("$ngpu")
     for k in "${ranks_list[@]}"; do
-      allreduce_pair "np$k" "$k" "${mpi_opts[@]}"
+      allreduce_pair "np$k" "$k" "${SWEEP_MAX_BYTES:-1G}" "${mpi_opts[@]}"
     done
   fi
 
@@ -690,7 +691,8 @@ if [ "$scaleout" = 1 ]; then
   # The network path measured: bench_nccl's sweep and all_reduce_perf through the socket transport.
   if part net-bench; then
     echo "== the network path on one host, measured: $net_env_text" | tee -a "$out/summary.txt"
-    allreduce_pair "net-np$ngpu" "$ngpu" "${mpi_opts[@]}" "${net_opts[@]}" ${net_wrap[@]+"${net_wrap[@]}"}
+    allreduce_pair "net-np$ngpu" "$ngpu" "${NET_SWEEP_MAX_BYTES:-${SWEEP_MAX_BYTES:-1G}}" "${mpi_opts[@]}" "${net_opts[@]}" \
+      ${net_wrap[@]+"${net_wrap[@]}"}
   fi
   part_end
   echo "== scale-out part times: $(printf '%s, ' "${part_times[@]}" | sed 's/, $//')" | tee -a "$out/summary.txt"
