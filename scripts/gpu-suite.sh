@@ -585,6 +585,29 @@ if [ "$scaleout" = 1 ]; then
         record "fault test $mode: a survivor's verdict" 1
       fi
     done
+    # ncclCommRevoke came with NCCL 2.28.9: where the system's NCCL is older (it then takes the path
+    # without revoke, shrink_mode::abort alone), the shrink mode runs again with a newer NCCL found on
+    # the machine (REVOKE_NCCL names one; else the nvidia-nccl wheel of a Python here, as PyTorch's).
+    revoke_nccl=${REVOKE_NCCL:-}
+    if [ -z "$revoke_nccl" ]; then
+      for lib in /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+                 /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
+        if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep -q " T ncclCommRevoke"; then revoke_nccl=$lib; break; fi
+      done
+    fi
+    if [ -n "$revoke_nccl" ]; then
+      step "mpirun -np $ngpu cudrv_nccl_fault_test --mode shrink with CUDRV_LIBNCCL=$revoke_nccl (revoke, then shrink)" \
+        nccl-fault-shrink-revoke.log 200 \
+        "${mpi[@]}" -x CUDRV_LIBNCCL="$revoke_nccl" ${fault_flags:+"${fault_flags[@]}"} "$mgpu/cudrv_nccl_fault_test" \
+        --mode shrink --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
+      grep -E "FAULT TEST" "$out/nccl-fault-shrink-revoke.log" | tee -a "$out/summary.txt"
+      if ! grep -q "revoke() returned" "$out/nccl-fault-shrink-revoke.log" ||
+         grep -q "FAULT TEST FAILED" "$out/nccl-fault-shrink-revoke.log"; then
+        record "fault test shrink with revoke: a survivor's verdict" 1
+      fi
+    else
+      echo "fault test shrink with revoke: no NCCL with ncclCommRevoke (2.28.9 or newer) here; set REVOKE_NCCL" | tee -a "$out/summary.txt"
+    fi
   fi
 
   if part memcheck; then

@@ -333,9 +333,12 @@ float shrink_input(int old_rank, std::size_t i) {
 
 // Step 4s, the revoke: bounded by the communicator's timeout. Returns NCCL's error when revoke()
 // reported one after becoming quiescent (recorded: the shrink decides whether the communicator is
-// usable); a timeout_error or anything else fails the test.
+// usable); a timeout_error or anything else fails the test. An NCCL without ncclCommRevoke (before
+// 2.28.9): `supported` is false and the communicator is left as it was (shrink_mode::abort stops its
+// work instead).
 std::string revoke_old(nccl::communicator& comm, int victim, const options& opt, const std::string& so_far,
-                       seconds_d& took) {
+                       seconds_d& took, bool& supported) {
+  supported = true;
   mg::watchdog_scope revoking("comm.revoke() (ncclCommRevoke) after the death of rank " + std::to_string(victim),
                               seconds_d(opt.revoke_seconds + 30));
   const auto t = clock_type::now();
@@ -347,6 +350,10 @@ std::string revoke_old(nccl::communicator& comm, int victim, const options& opt,
                       fixed(opt.revoke_seconds) + " s): timeout_error: " + e.what());
   } catch (const cudrv::nccl_error& e) {
     error = e.what();
+  } catch (const cudrv::not_supported_error& e) {
+    supported = false;
+    took = clock_type::now() - t;
+    return e.what();
   }
   took = clock_type::now() - t;
   if (!comm.revoked()) {
@@ -477,24 +484,39 @@ std::string check_all_reduce(const nccl::communicator& shrunk, const cudrv::devi
   std::ostringstream verdict;
   verdict << "mode shrink; " << describe(d, victim, opt.detect_seconds, "revoked it at the deadline");
   seconds_d revoke_time{0};
-  const std::string revoke_error = revoke_old(comm, victim, opt, verdict.str(), revoke_time);
-  verdict << "; revoke() returned after " << fixed(revoke_time.count()) << " s (timeout " << fixed(opt.revoke_seconds)
-          << " s)";
-  if (!revoke_error.empty()) {
-    verdict << " with nccl_error: " << revoke_error;
+  bool revocable = true;
+  const std::string revoke_error = revoke_old(comm, victim, opt, verdict.str(), revoke_time, revocable);
+  if (revocable) {
+    verdict << "; revoke() returned after " << fixed(revoke_time.count()) << " s (timeout "
+            << fixed(opt.revoke_seconds) << " s)";
+    if (!revoke_error.empty()) {
+      verdict << " with nccl_error: " << revoke_error;
+    }
+  } else {
+    verdict << "; revoke() refused (not_supported_error: " << revoke_error
+            << "): shrink_mode::abort stops the old communicator's work instead";
   }
-  std::string stream_error;
-  const std::optional<seconds_d> drained = wait_for_stream(s, opt.drain_seconds, stream_error);
-  if (!drained) {
-    finish(false, verdict.str() + "; but the stream still ran " + fixed(opt.drain_seconds) + " s after revoke()");
-  }
-  verdict << "; the stream finished " << fixed(drained->count()) << " s later";
-  if (!stream_error.empty()) {
-    verdict << " (with an error: " << stream_error << ")";
+  // Revoked: its work stops now. Not revocable: shrink(abort) stops it, so the stream drains after.
+  auto drain = [&](const char* after) {
+    std::string stream_error;
+    const std::optional<seconds_d> drained = wait_for_stream(s, opt.drain_seconds, stream_error);
+    if (!drained) {
+      finish(false, verdict.str() + "; but the stream still ran " + fixed(opt.drain_seconds) + " s after " + after);
+    }
+    verdict << "; the stream finished " << fixed(drained->count()) << " s after " << after;
+    if (!stream_error.empty()) {
+      verdict << " (with an error: " << stream_error << ")";
+    }
+  };
+  if (revocable) {
+    drain("revoke()");
   }
 
   seconds_d shrink_time{0};
   nccl::communicator shrunk = shrink_old(comm, victim, opt, verdict.str(), shrink_time);
+  if (!revocable) {
+    drain("shrink()");
+  }
   verdict << "; shrink({" << victim << "}, abort) gave rank " << shrunk.rank() << " of " << shrunk.size() << " (was "
           << g_rank << " of " << g_size << ") after " << fixed(shrink_time.count()) << " s (timeout "
           << fixed(opt.shrink_seconds) << " s; refused: lists naming this rank, a rank twice, a rank out of range)";
@@ -509,9 +531,22 @@ std::string check_all_reduce(const nccl::communicator& shrunk, const cudrv::devi
           << fixed(collective_time.count()) << " s";
 
   std::vector<std::string> old_reports;
-  const seconds_d old_time =
-      destroy(comm, "destroying the revoked communicator (abort, never finalize)", opt.abort_seconds, old_reports);
-  verdict << "; the revoked communicator destroyed in " << fixed(old_time.count()) << " s";
+  seconds_d old_time{0};
+  if (revocable) {
+    old_time =
+        destroy(comm, "destroying the revoked communicator (abort, never finalize)", opt.abort_seconds, old_reports);
+    verdict << "; the revoked communicator destroyed in " << fixed(old_time.count()) << " s";
+  } else {  // not revoked: the owner would finalize, which waits for the dead rank; abort it
+    mg::watchdog_scope aborting("comm.abort() of the shrunk-from communicator", seconds_d(opt.abort_seconds));
+    const auto t = clock_type::now();
+    try {
+      comm.abort();
+    } catch (const cudrv::nccl_error& e) {
+      old_reports.push_back(std::string("abort: ") + e.what());
+    }
+    old_time = clock_type::now() - t;
+    verdict << "; the old communicator aborted in " << fixed(old_time.count()) << " s";
+  }
   if (!old_reports.empty()) {
     verdict << " (reported: " << joined(old_reports) << ")";
     if (joined(old_reports).find("ncclCommFinalize") != std::string::npos) {
