@@ -1,8 +1,8 @@
 // bench_nccl: NCCL through cudrv against the raw NCCL (and driver) calls, in one binary, interleaved.
 //
 //   bench_nccl [sweep|host-cost|peer|window|all] [--quick] [--devices N] [--min-bytes SIZE] [--max-bytes SIZE]
-//              [--rounds R] [--method nccl-tests|events|both] [--iters N] [--warmup-iters N] [--batch-ms MS]
-//              [--verify-max-bytes SIZE] [--peer-bytes SIZE] [--json FILE] [--mpi | --no-mpi]
+//              [--rounds R] [--method nccl-tests|events|both] [--iters N] [--warmup-iters N] [--max-seconds S]
+//              [--batch-ms MS] [--verify-max-bytes SIZE] [--peer-bytes SIZE] [--json FILE] [--mpi | --no-mpi]
 //   mpirun -np N -x NCCL_NVLS_ENABLE=0 bench_nccl [sweep|host-cost|window|all] [...]   (one rank per GPU)
 //
 // SIZE takes a K, M or G suffix (powers of 1024). The MPI mode is chosen when an MPI launcher started
@@ -33,6 +33,9 @@
 //                      communicator's asynchronous error; time per call = the host clock (steady_clock)
 //                      over the calls and the wait / --iters, averaged over the ranks (nccl-tests'
 //                      default -a 1). Out of place and in place, like nccl-tests' two column groups.
+//                      After the first round, no further one starts once a size has taken --max-seconds (10;
+//                      2 with --quick): a slow transport gets fewer rounds at its largest sizes (each
+//                      row's "rounds" in the JSON says how many).
 //                    events (bench_nccl's earlier method): a batch size K chosen so one batch takes about
 //                      --batch-ms (4 ms), K calls between CUDA events on each GPU's stream, the time per
 //                      call the slowest GPU's (maximum over the ranks) batch time / K; out of place.
@@ -63,9 +66,13 @@
 //                    memory, interleaved: plain device_buffer (cuMemAlloc), nccl::buffer (ncclMemAlloc)
 //                    not registered, and nccl::buffer registered as a symmetric window
 //                    (nccl::window, window_flags::collective_symmetric); timed by the nccl-tests method
-//                    (out of place). Checked like the sweep. Prints "skipped: ..." (exit 0) when the
+//                    (out of place). Checked like the sweep. In one process each GPU's thread registers
+//                    its own windows (every rank's registration must be in flight at once, and a
+//                    cudrv::nccl::window is complete when its constructor returns, so it cannot be
+//                    made inside a group). Prints "skipped: ..." (exit 0) when the
 //                    loaded NCCL lacks ncclMemAlloc or window registration (not_supported_error) or
-//                    refuses the registration.
+//                    registers no window (NCCL offers symmetric memory only where every rank reaches
+//                    every other by CUDA peer-to-peer); any other error fails the run (exit 4).
 //   all              sweep, host-cost, window, then peer (peer left out under mpirun).
 //
 // --quick: fewer rounds and shorter batches. --json FILE writes one JSON document with the run's
@@ -130,8 +137,9 @@ struct options {
   bool peer = false;
   bool window = false;
   method timing = method::both;
-  int iters = 20;        // nccl-tests' -n
-  int warmup_iters = 1;  // nccl-tests' -w
+  int iters = 20;          // nccl-tests' -n
+  int warmup_iters = 1;    // nccl-tests' -w
+  double max_seconds = 0;  // the nccl-tests method's time per size and memory kind; 0: the default
   bool quick = false;
   int devices = 0;  // 0: every visible device
   std::size_t min_bytes = 8;
@@ -148,8 +156,8 @@ struct options {
 constexpr const char* usage_text =
     "usage: bench_nccl [sweep|host-cost|peer|window|all] [--quick] [--devices N] [--min-bytes SIZE]\n"
     "                  [--max-bytes SIZE] [--rounds R] [--method nccl-tests|events|both] [--iters N]\n"
-    "                  [--warmup-iters N] [--batch-ms MS] [--verify-max-bytes SIZE] [--peer-bytes SIZE]\n"
-    "                  [--json FILE] [--mpi | --no-mpi]\n"
+    "                  [--warmup-iters N] [--max-seconds S] [--batch-ms MS] [--verify-max-bytes SIZE]\n"
+    "                  [--peer-bytes SIZE] [--json FILE] [--mpi | --no-mpi]\n"
     "SIZE takes a K, M or G suffix (powers of 1024). Under mpirun: one rank per GPU (needs a build with cudrv::mpi).\n";
 
 bool parse_size(const char* text, std::size_t& out) {
@@ -247,6 +255,15 @@ int parse(int argc, char** argv, options& o) {
         std::fprintf(stderr, "bench_nccl: --method takes nccl-tests, events or both\n%s", usage_text);
         return 1;
       }
+    } else if (a == "--max-seconds") {
+      const char* v = value();
+      char* end = nullptr;
+      double sec = v != nullptr ? std::strtod(v, &end) : 0;
+      if (v == nullptr || *end != '\0' || !(sec > 0) || sec > 100000) {
+        std::fprintf(stderr, "bench_nccl: --max-seconds takes a positive number of seconds\n%s", usage_text);
+        return 1;
+      }
+      o.max_seconds = sec;
     } else if (a == "--batch-ms") {
       const char* v = value();
       char* end = nullptr;
@@ -295,6 +312,9 @@ int parse(int argc, char** argv, options& o) {
   }
   if (o.quick) {
     o.batch_ms = std::min(o.batch_ms, 1.0);
+  }
+  if (o.max_seconds == 0) {
+    o.max_seconds = o.quick ? 2.0 : 10.0;
   }
   return -1;
 }
@@ -790,13 +810,25 @@ struct path_times {
   std::vector<double> raw;
 };
 
-// The nccl-tests method at one size: @p rounds rounds, each one timed run of each path out of place
-// and in place, the order of the four rotating from round to round. Each time is the mean over the
-// processes (nccl-tests' -a 1).
+// The nccl-tests method at one size: @p rounds rounds (fewer past @p budget_s seconds, see
+// another_round), each one timed run of each path out of place and in place, the order of the four
+// rotating from round to round. Each time is the mean over the processes (nccl-tests' -a 1).
+// Whether round @p done (counting from 0) is to be run: always the first of @p rounds, later ones
+// only while the rounds so far took less than @p budget_s seconds (by the slowest rank's clock, so
+// that every rank decides alike). A slow transport (NCCL's sockets over loopback) then gets fewer
+// rounds at its largest sizes instead of hours.
+bool another_round(const world& w, int done, int rounds, steady::time_point start, double budget_s) {
+  if (done >= rounds) {
+    return false;
+  }
+  return done == 0 || w.max_all(std::chrono::duration<double>(steady::now() - start).count()) < budget_s;
+}
+
 void measure_nccl_tests(world& w, const memory_set& m, std::size_t count, std::size_t max_count, int iters, int rounds,
-                        path_times& out_of_place, path_times& in_place) {
+                        double budget_s, path_times& out_of_place, path_times& in_place) {
   std::vector<call_args> args;
-  for (int r = 0; r < rounds; ++r) {
+  const auto start = steady::now();
+  for (int r = 0; another_round(w, r, rounds, start, budget_s); ++r) {
     for (int k = 0; k < 4; ++k) {
       const int which = (k + r) % 4;
       const bool raw = which % 2 == 1;
@@ -822,7 +854,7 @@ const float poison = std::bit_cast<float>(0xFFFFFFFFu);  // a NaN no sum produce
 bool is_poison(float v) { return std::bit_cast<std::uint32_t>(v) == 0xFFFFFFFFu; }
 
 // Fills the first @p pattern elements of each rank's @p send with input_value, the rest with zeros.
-void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::size_t pattern) {
+void fill_inputs(world& w, const std::vector<cudrv::device_span<float>>& send, std::size_t pattern) {
   for (std::size_t i = 0; i < w.local.size(); ++i) {
     auto& r = w.local[i];
     const std::size_t n = std::min(pattern, send[i].size());
@@ -830,9 +862,9 @@ void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::
     for (std::size_t j = 0; j < n; ++j) {
       h[j] = input_value(j, r.rank);
     }
-    cudrv::copy(send[i].view().first(n), h, r.stream);
+    cudrv::copy(send[i].first(n), h, r.stream);
     if (send[i].size() > n) {
-      cudrv::fill(send[i].view().subspan(n), 0.0f, r.stream);
+      cudrv::fill(send[i].subspan(n), 0.0f, r.stream);
     }
   }
   w.sync();
@@ -841,20 +873,19 @@ void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::
 // One all-reduce of @p count elements through one path into poisoned outputs, checked on every rank
 // against the host's sum; the @p guard elements after the output must stay poisoned. Returns the
 // number of wrong elements over the world; the first few are described on stderr.
-long long verify_all_reduce(world& w, bool raw, std::vector<cudrv::device_buffer<float>>& send,
-                            std::vector<cudrv::device_buffer<float>>& recv, std::size_t count) {
-  const std::size_t guard = std::min<std::size_t>(16, recv[0].size() - count);
+long long verify_all_reduce(world& w, bool raw, const memory_set& m, std::size_t count) {
+  const std::size_t guard = std::min<std::size_t>(16, m.recv[0].size() - count);
   std::vector<call_args> args;
   for (std::size_t i = 0; i < w.local.size(); ++i) {
-    cudrv::fill(recv[i].view().first(count + guard), poison, w.local[i].stream);
-    args.push_back(args_for(op::all_reduce, send[i], recv[i], count, w.nranks));
+    cudrv::fill(m.recv[i].first(count + guard), poison, w.local[i].stream);
+    args.push_back({m.send[i].first(count), m.recv[i].first(count)});
   }
-  issue(op::all_reduce, raw, w, args);
+  issue_all_reduce(w, raw, args, false);
   long long wrong = 0;
   for (std::size_t i = 0; i < w.local.size(); ++i) {
     auto& r = w.local[i];
     std::vector<float> h(count + guard);
-    cudrv::copy(h, recv[i].view().first(count + guard), r.stream);
+    cudrv::copy(h, m.recv[i].first(count + guard), r.stream);
     r.stream.synchronize();
     for (std::size_t j = 0; j < count + guard; ++j) {
       float expected = poison;
@@ -1040,16 +1071,16 @@ struct sweep_goals {
   double small_latency_ratio = 0;
 };
 
-// One size's row of the sweep: printed (rank 0) and returned as JSON (rank 0; empty elsewhere). @p main
+// One size's row of the sweep: printed (rank 0) and returned as JSON (rank 0; empty elsewhere). @p primary
 // gives the usual fields; @p in_place (nccl-tests method) and @p events (the events method beside it)
 // add theirs where given. Updates @p goals on every rank.
-std::string sweep_row(const world& w, std::size_t bytes, std::size_t count, int iters, const path_times& main,
+std::string sweep_row(const world& w, std::size_t bytes, std::size_t count, int iters, const path_times& primary,
                       const path_times* in_place, const path_times* events, int events_k, int verified,
                       double bus_factor, bool smallest, sweep_goals& goals, bool first) {
-  const double tc = bench::median(main.cudrv), tr = bench::median(main.raw);
+  const double tc = bench::median(primary.cudrv), tr = bench::median(primary.raw);
   const double alg_c = static_cast<double>(bytes) / (tc * 1e-6) / 1e9,
                alg_r = static_cast<double>(bytes) / (tr * 1e-6) / 1e9;
-  const double bw_ratio = paired(main.raw, main.cudrv), lat_ratio = paired(main.cudrv, main.raw);
+  const double bw_ratio = paired(primary.raw, primary.cudrv), lat_ratio = paired(primary.cudrv, primary.raw);
   if (bytes >= (std::size_t{64} << 20)) {
     goals.min_big_ratio = goals.have_big ? std::min(goals.min_big_ratio, bw_ratio) : bw_ratio;
     goals.have_big = true;
@@ -1089,10 +1120,11 @@ std::string sweep_row(const world& w, std::size_t bytes, std::size_t count, int 
   std::printf(" %s |\n", verified < 0 ? "-" : verified == 1 ? "ok" : "WRONG");
   std::fflush(stdout);
   return std::string(first ? "" : ",\n") + "      {\"bytes\": " + std::to_string(bytes) +
-         ", \"count\": " + std::to_string(count) + ", \"iterations\": " + std::to_string(iters) + ", \"cudrv\": {" +
-         path_json(main.cudrv, bytes, bus_factor) + extra_c + "}, \"raw\": {" + path_json(main.raw, bytes, bus_factor) +
-         extra_r + "}, \"bandwidth_ratio\": " + num(bw_ratio) + ", \"latency_ratio\": " + num(lat_ratio) + extra +
-         ", \"verified\": " +
+         ", \"count\": " + std::to_string(count) + ", \"iterations\": " + std::to_string(iters) +
+         ", \"rounds\": " + std::to_string(primary.cudrv.size()) + ", \"cudrv\": {" +
+         path_json(primary.cudrv, bytes, bus_factor) + extra_c + "}, \"raw\": {" +
+         path_json(primary.raw, bytes, bus_factor) + extra_r + "}, \"bandwidth_ratio\": " + num(bw_ratio) +
+         ", \"latency_ratio\": " + num(lat_ratio) + extra + ", \"verified\": " +
          (verified < 0    ? "null"
           : verified == 1 ? "true"
                           : "false") +
@@ -1119,7 +1151,7 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
     plain.recv.push_back(recv.back().view());
   }
   const std::size_t verify_count = o.verify_max_bytes / sizeof(float);
-  fill_inputs(w, send, std::min(max_count, verify_count));
+  fill_inputs(w, plain.send, std::min(max_count, verify_count));
 
   const bool nt = o.timing != method::events;
   const bool ev = o.timing != method::nccl_tests;
@@ -1158,7 +1190,7 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
     const std::size_t count = bytes / sizeof(float);
     int verified = -1;  // not checked
     if (bytes <= o.verify_max_bytes) {
-      long long wrong = verify_all_reduce(w, false, send, recv, count) + verify_all_reduce(w, true, send, recv, count);
+      long long wrong = verify_all_reduce(w, false, plain, count) + verify_all_reduce(w, true, plain, count);
       out.wrong += wrong;
       verified = wrong == 0 ? 1 : 0;
     }
@@ -1172,17 +1204,13 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
       smallest_k = k;
     }
     if (nt) {
-      measure_nccl_tests(w, plain, count, max_count, o.iters, rounds, oop, inp);
+      measure_nccl_tests(w, plain, count, max_count, o.iters, rounds, o.max_seconds, oop, inp);
     }
-    const path_times& main = nt ? oop : events;
-    rows += sweep_row(w, bytes, count, nt ? o.iters : k, main, nt ? &inp : nullptr, nt && ev ? &events : nullptr, k,
+    const path_times& primary = nt ? oop : events;
+    rows += sweep_row(w, bytes, count, nt ? o.iters : k, primary, nt ? &inp : nullptr, nt && ev ? &events : nullptr, k,
                       verified, bus_factor, bytes == sizes.front(), goals, rows.empty());
   }
   w.sync();
-  std::string harness;
-  if (nt && ev) {
-    harness = run_harness(w, plain, sizes.front(), max_count, smallest_k, o.iters, rounds);
-  }
   if (w.root()) {
     std::printf("\n%s bandwidth at >= 64 MiB: ", one ? "algbw" : "busbw");
     if (goals.have_big) {
@@ -1194,6 +1222,10 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
     std::printf("latency at %s: paired ratio %.3f (goal <= 1.02: %s)%s\n", human_bytes(sizes.front()).c_str(),
                 goals.small_latency_ratio, goals.small_latency_ratio <= 1.02 ? "met" : "NOT met",
                 one ? "; one rank: the goals are for the multi-GPU run" : "");
+  }
+  std::string harness;
+  if (nt && ev) {
+    harness = run_harness(w, plain, sizes.front(), max_count, smallest_k, o.iters, rounds);
   }
   return std::string(
              "  \"sweep\": {\n    \"collective\": \"all_reduce\", \"type\": \"float32\", \"reduction\": \"sum\", "
@@ -1207,6 +1239,222 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
          ",\n    \"min_bandwidth_ratio_64mib_up\": " + (goals.have_big ? num(goals.min_big_ratio) : "null") +
          ", \"latency_ratio_smallest\": " + num(goals.small_latency_ratio) + harness + ",\n    \"rows\": [\n" + rows +
          "\n    ]\n  }";
+}
+
+// --- symmetric windows --------------------------------------------------------------------------
+
+// Runs @p fn(i) for every GPU i of this process: directly with one, else from one thread per GPU at
+// once (what a collective of several communicators needs when it cannot be grouped). Returns each
+// GPU's outcome: empty where fn returned, else the error's message after "not supported: " (a
+// not_supported_error) or "error: " (any other).
+template <class Fn>
+std::vector<std::string> on_every_gpu(const world& w, Fn fn) {
+  std::vector<std::string> errors(w.local.size());
+  auto guarded = [&](std::size_t i) {
+    try {
+      fn(i);
+    } catch (const cudrv::not_supported_error& e) {
+      errors[i] = std::string("not supported: ") + e.what();
+    } catch (const std::exception& e) {
+      errors[i] = std::string("error: ") + e.what();
+    }
+  };
+  if (w.local.size() == 1) {
+    guarded(0);
+    return errors;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(w.local.size());
+  for (std::size_t i = 0; i < w.local.size(); ++i) {
+    threads.emplace_back(guarded, i);
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return errors;
+}
+
+// The memory of the window mode: nccl::buffer memory, registered as symmetric windows or not.
+struct nccl_memory {
+  std::vector<cudrv::nccl::buffer<float>> send, recv;
+  std::vector<cudrv::nccl::window> send_windows, recv_windows;  // deregistered before the memory is freed
+  memory_set spans;
+  nccl_memory() = default;
+  nccl_memory(const nccl_memory&) = delete;
+  nccl_memory& operator=(const nccl_memory&) = delete;
+  ~nccl_memory() { deregister(nullptr); }
+  // Deregisters every window (in one process from one thread per GPU, in case NCCL waits for the
+  // other ranks in it).
+  void deregister(const world* w) {
+    if (w != nullptr && !send_windows.empty()) {
+      (void)on_every_gpu(*w, [&](std::size_t i) {
+        recv_windows[i].reset();
+        send_windows[i].reset();
+      });
+    }
+    recv_windows.clear();
+    send_windows.clear();
+  }
+};
+
+// Allocates @p count (+ @p guard) elements of nccl::buffer memory per GPU and, with @p windows,
+// registers each buffer as a symmetric window. Returns why that cannot be done here (empty when
+// done; the same verdict on every rank); throws on any other error.
+std::string make_nccl_memory(world& w, nccl_memory& m, std::size_t count, std::size_t guard, bool windows) {
+  std::string why;
+  try {
+    for (const auto& r : w.local) {
+      m.send.emplace_back(r.dev, count);
+      m.recv.emplace_back(r.dev, count + guard);
+      m.spans.send.push_back(m.send.back().view());
+      m.spans.recv.push_back(m.recv.back().view());
+    }
+  } catch (const cudrv::not_supported_error& e) {
+    why = std::string("ncclMemAlloc is not supported: ") + e.what();
+  }
+  if (why.empty() && windows) {
+    m.send_windows.resize(w.local.size());
+    m.recv_windows.resize(w.local.size());
+    // Every rank registers the same windows in the same order. In one process each GPU's thread does
+    // its own: NCCL's registration waits for every rank, and a cudrv::nccl::window is made whole by
+    // its constructor (inside a group NCCL would fill in the handle only at the group's end).
+    const auto errors = on_every_gpu(w, [&](std::size_t i) {
+      m.send_windows[i] =
+          cudrv::nccl::window(w.local[i].comm, m.send[i], cudrv::nccl::window_flags::collective_symmetric);
+      m.recv_windows[i] =
+          cudrv::nccl::window(w.local[i].comm, m.recv[i], cudrv::nccl::window_flags::collective_symmetric);
+    });
+    for (std::size_t i = 0; i < errors.size() && why.empty(); ++i) {
+      if (errors[i].rfind("error: ", 0) == 0) {
+        throw std::runtime_error("window registration on rank " + std::to_string(w.local[i].rank) + ": " +
+                                 errors[i].substr(7));
+      }
+      if (!errors[i].empty()) {
+        why = "window registration is " + errors[i];
+      } else if (!m.send_windows[i] || !m.recv_windows[i]) {
+        why = "NCCL registered no window (symmetric memory needs CUDA peer-to-peer between all ranks, cuMem "
+              "memory and NCCL_WIN_ENABLE=1)";
+      }
+    }
+  }
+  if (w.sum_all(static_cast<long long>(why.empty() ? 0 : 1)) != 0 && why.empty()) {
+    why = "another rank could not register its windows (see its message)";
+  }
+  return why;
+}
+
+std::string run_window(world& w, const options& o, outcome& out) {
+  const int rounds = o.rounds > 0 ? o.rounds : (o.quick ? 5 : 21);
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= 2) {
+    sizes.push_back(b / sizeof(float) * sizeof(float));
+    if (b > (SIZE_MAX >> 1)) {
+      break;
+    }
+  }
+  const std::size_t max_count = sizes.back() / sizeof(float);
+  const std::size_t guard = 16;
+  std::vector<cudrv::device_buffer<float>> send, recv;
+  memory_set plain;
+  for (const auto& r : w.local) {
+    send.emplace_back(r.dev, max_count);
+    recv.emplace_back(r.dev, max_count + guard);
+    plain.send.push_back(send.back().view());
+    plain.recv.push_back(recv.back().view());
+  }
+  nccl_memory unregistered, windowed;
+  std::string why = make_nccl_memory(w, unregistered, max_count, guard, false);
+  if (why.empty()) {
+    why = make_nccl_memory(w, windowed, max_count, guard, true);
+  }
+  if (!why.empty()) {
+    if (w.root()) {
+      std::printf("\n## all-reduce through symmetric windows: skipped: %s\n", why.c_str());
+    }
+    windowed.deregister(&w);
+    return "  \"window\": {\"skipped\": " + quoted(why) + "}";
+  }
+  const std::size_t verify_count = std::min(max_count, o.verify_max_bytes / sizeof(float));
+  const memory_set* kinds[3] = {&plain, &unregistered.spans, &windowed.spans};
+  const char* names[3] = {"device_buffer", "nccl::buffer", "nccl::buffer + window"};
+  for (const memory_set* m : kinds) {
+    fill_inputs(w, m->send, verify_count);
+    warm_up(w, *m, sizes, o.warmup_iters);
+  }
+  const bool one = w.nranks == 1;
+  const double bus_factor = 2.0 * (w.nranks - 1) / w.nranks;
+  const double metric_factor = one ? 1.0 : bus_factor;
+  const char* metric = one ? "algbw" : "busbw";
+  if (w.root()) {
+    std::printf(
+        "\n## all-reduce through symmetric windows: float sum, out of place, through cudrv, %d rank%s; %d "
+        "rounds of nccl-tests' method (%d calls)\n\n"
+        "| size | %s time | %s time | %s time | %s %s | %s %s | %s %s | window / plain | nccl::buffer / plain | "
+        "checked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        w.nranks, one ? "" : "s", rounds, o.iters, names[0], names[1], names[2], names[0], metric, names[1], metric,
+        names[2], metric);
+  }
+  std::string rows;
+  double min_big_ratio = 0;
+  bool have_big = false;
+  std::vector<call_args> args;
+  for (std::size_t bytes : sizes) {
+    const std::size_t count = bytes / sizeof(float);
+    int verified = -1;
+    if (bytes <= o.verify_max_bytes) {
+      long long wrong = 0;
+      for (const memory_set* m : kinds) {
+        wrong += verify_all_reduce(w, false, *m, count);
+      }
+      out.wrong += wrong;
+      verified = wrong == 0 ? 1 : 0;
+    }
+    std::vector<double> t[3];
+    const auto start = steady::now();
+    for (int r = 0; another_round(w, r, rounds, start, o.max_seconds); ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int which = (k + r) % 3;
+        run_shape shape;
+        shape.calls = o.iters;
+        t[which].push_back(w.mean_all(timed_run(w, false, *kinds[which], count, max_count, shape, args).host_us));
+      }
+    }
+    const double win_ratio = paired(t[0], t[2]), mem_ratio = paired(t[0], t[1]);
+    if (bytes >= (std::size_t{64} << 20)) {
+      min_big_ratio = have_big ? std::min(min_big_ratio, win_ratio) : win_ratio;
+      have_big = true;
+    }
+    if (w.root()) {
+      std::printf("| %s | %.2f us | %.2f us | %.2f us | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.3f | %.3f | %s |\n",
+                  human_bytes(bytes).c_str(), bench::median(t[0]), bench::median(t[1]), bench::median(t[2]),
+                  busbw_of(t[0], bytes, metric_factor), busbw_of(t[1], bytes, metric_factor),
+                  busbw_of(t[2], bytes, metric_factor), win_ratio, mem_ratio,
+                  verified < 0    ? "-"
+                  : verified == 1 ? "ok"
+                                  : "WRONG");
+      std::fflush(stdout);
+      rows += std::string(rows.empty() ? "" : ",\n") + "      {\"bytes\": " + std::to_string(bytes) +
+              ", \"rounds\": " + std::to_string(t[0].size()) + ", \"plain\": {" + path_json(t[0], bytes, bus_factor) +
+              "}, \"nccl_buffer\": {" + path_json(t[1], bytes, bus_factor) + "}, \"window\": {" +
+              path_json(t[2], bytes, bus_factor) + "}, \"window_ratio\": " + num(win_ratio) +
+              ", \"nccl_buffer_ratio\": " + num(mem_ratio) + ", \"verified\": " +
+              (verified < 0    ? "null"
+               : verified == 1 ? "true"
+                               : "false") +
+              "}";
+    }
+  }
+  w.sync();
+  if (w.root() && have_big) {
+    std::printf("\nwindow against plain memory at >= 64 MiB (%s, paired): lowest ratio %.3f\n", metric, min_big_ratio);
+  }
+  windowed.deregister(&w);
+  return std::string("  \"window\": {\n    \"method\": \"nccl-tests\", \"iters\": ") + std::to_string(o.iters) +
+         ", \"rounds\": " + std::to_string(rounds) +
+         ", \"flags\": \"collective_symmetric\", \"bandwidth_metric\": " + quoted(metric) +
+         ", \"busbw_factor\": " + num(bus_factor) +
+         ", \"min_window_ratio_64mib_up\": " + (have_big ? num(min_big_ratio) : "null") + ",\n    \"rows\": [\n" +
+         rows + "\n    ]\n  }";
 }
 
 // --- host cost ----------------------------------------------------------------------------------
@@ -1230,7 +1478,11 @@ std::string run_host_cost(world& w, const options& o, outcome& out) {
     send.emplace_back(r.dev, count * static_cast<std::size_t>(w.nranks));
     recv.emplace_back(r.dev, count * static_cast<std::size_t>(w.nranks));
   }
-  fill_inputs(w, send, send[0].size());
+  std::vector<cudrv::device_span<float>> inputs;
+  for (auto& b : send) {
+    inputs.push_back(b.view());
+  }
+  fill_inputs(w, inputs, send[0].size());
   const op ops[] = {op::all_reduce, op::broadcast, op::reduce, op::all_gather, op::reduce_scatter, op::send_recv};
   std::vector<hc_case> cases;
   for (op x : ops) {
@@ -1649,6 +1901,9 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
   }
   if (o.host_cost) {
     sections.push_back(run_host_cost(w, o, out));
+  }
+  if (o.window) {
+    sections.push_back(run_window(w, o, out));
   }
   if (o.peer) {
     if (use_mpi) {
