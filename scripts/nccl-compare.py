@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Sets bench_nccl's all-reduce sweep beside nccl-tests' all_reduce_perf, per GPU count.
 
-    nccl-compare.py [--markdown OUT.md] [--png OUT.png] [--check] FILE...
+    nccl-compare.py [--markdown OUT.md] [--png OUT.png] [--check] [--ranks N] FILE...
+    nccl-compare.py --nccl-tests PERF.txt --bench BENCH.json [--ranks N] [--out-md OUT.md] [--out-png OUT.png]
 
 Each FILE is either the JSON document of `bench_nccl sweep --json FILE` (or `all`), or the text that
 nccl-tests' `all_reduce_perf` printed (its table, with the `#  Rank ...` lines that name the GPUs). The
@@ -21,12 +22,15 @@ bench_nccl's times come from its sweep's main method (`"method"` in the JSON): "
 clock over --iters calls, mean over ranks: what all_reduce_perf measures) or "events" (an older
 run; the table says so, as its small sizes are not comparable).
 
---markdown writes the tables to a file as well as stdout. --png draws bus bandwidth against size
-(nccl-tests and cudrv, one panel per GPU count, the ratio below) with matplotlib (the project's .venv:
-scripts/install-deps.sh --plot). --check: exit 3 when a goal is missed.
+The second form names each file's kind (--nccl-tests and --bench may be repeated, and mixed with
+files given by position). --ranks N compares only the groups of N GPUs and refuses a run where there
+is none. --markdown (or --out-md) writes the tables to a file as well as stdout. --png (or --out-png)
+draws bus bandwidth against size (nccl-tests and cudrv, one panel per comparison, the ratio below)
+with matplotlib (the project's .venv: scripts/install-deps.sh --plot); without matplotlib it says so
+on stderr and writes no PNG. --check: exit 3 when a goal is missed.
 
-Exit status: 0 done, 1 bad arguments or a file that cannot be read, 3 a goal missed (--check), 77
---png asked but matplotlib is missing (the tables are printed first).
+Exit status: 0 done, 1 bad arguments, a file that cannot be read or nothing to compare, 3 a goal
+missed (--check).
 """
 import argparse
 import json
@@ -39,7 +43,6 @@ GOAL_FROM = 64 << 20
 LATENCY_GOAL = 1.02  # cudrv time / nccl-tests time at the smallest size
 EXIT_USAGE = 1
 EXIT_GOAL = 3
-EXIT_NO_MATPLOTLIB = 77
 
 
 class InputError(Exception):
@@ -123,7 +126,7 @@ def parse_bench(path, doc):
     }
 
 
-def read_input(path):
+def read_input(path, kind=None):
     try:
         with open(path, encoding="utf-8") as f:
             text = f.read()
@@ -136,7 +139,11 @@ def read_input(path):
             raise InputError(f"{path}: not valid JSON ({e})") from None
         if doc.get("benchmark") != "bench_nccl":
             raise InputError(f"{path}: a JSON document, but not bench_nccl's (no \"benchmark\": \"bench_nccl\")")
+        if kind == "nccl-tests":
+            raise InputError(f"{path}: given as all_reduce_perf output, but it is bench_nccl's JSON")
         return parse_bench(path, doc)
+    if kind == "bench":
+        raise InputError(f"{path}: given as bench_nccl's JSON, but it is not JSON")
     return parse_nccl_tests(path, text)
 
 
@@ -276,16 +283,29 @@ def plot(comparisons, out):
 
 def main(argv):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("files", nargs="+", metavar="FILE", help="bench_nccl JSON or all_reduce_perf output")
-    parser.add_argument("--markdown", metavar="OUT.md", help="also write the tables to this file")
-    parser.add_argument("--png", metavar="OUT.png", help="draw both curves (needs matplotlib)")
+    parser.add_argument("files", nargs="*", metavar="FILE", help="bench_nccl JSON or all_reduce_perf output")
+    parser.add_argument("--nccl-tests", action="append", default=[], metavar="PERF.txt",
+                        help="all_reduce_perf output (may be repeated)")
+    parser.add_argument("--bench", action="append", default=[], metavar="BENCH.json",
+                        help="bench_nccl's JSON (may be repeated)")
+    parser.add_argument("--ranks", type=int, metavar="N", help="compare only the runs of N GPUs")
+    parser.add_argument("--markdown", "--out-md", metavar="OUT.md", help="also write the tables to this file")
+    parser.add_argument("--png", "--out-png", metavar="OUT.png", help="draw both curves (needs matplotlib)")
     parser.add_argument("--check", action="store_true", help="exit 3 when a goal is missed")
     args = parser.parse_args(argv[1:])
     try:
-        inputs = [read_input(p) for p in args.files]
+        inputs = ([read_input(p) for p in args.files] + [read_input(p, "nccl-tests") for p in args.nccl_tests] +
+                  [read_input(p, "bench") for p in args.bench])
     except InputError as e:
         print(f"nccl-compare: {e}", file=sys.stderr)
         return EXIT_USAGE
+    if args.ranks is not None:
+        kept = [i for i in inputs if i["ranks"] == args.ranks]
+        for i in inputs:
+            if i["ranks"] != args.ranks:
+                print(f"nccl-compare: {i['path']} has {i['ranks']} GPUs, not --ranks {args.ranks}: left out",
+                      file=sys.stderr)
+        inputs = kept
     benches = [i for i in inputs if i["kind"] == "bench"]
     tests = [i for i in inputs if i["kind"] == "nccl-tests"]
     if not benches or not tests:
@@ -323,11 +343,11 @@ def main(argv):
         try:
             import matplotlib  # noqa: F401
         except ImportError:
-            print("nccl-compare: matplotlib is not installed: no PNG (scripts/install-deps.sh --plot makes .venv)",
-                  file=sys.stderr)
-            return EXIT_NO_MATPLOTLIB
-        plot(comparisons, args.png)
-        print(f"nccl-compare: wrote {args.png}")
+            print(f"nccl-compare: matplotlib is not installed for {sys.executable}: no PNG "
+                  "(scripts/install-deps.sh --plot makes .venv with it)", file=sys.stderr)
+        else:
+            plot(comparisons, args.png)
+            print(f"nccl-compare: wrote {args.png}")
     return EXIT_GOAL if args.check and missed else 0
 
 
