@@ -819,6 +819,11 @@ ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std:
   if (static_cast<int>(flags) < 0 || static_cast<int>(flags) > 1) {
     throw invalid_argument_error(where, "unknown window flags " + std::to_string(static_cast<int>(flags)));
   }
+  if (open_groups > 0) {  // NCCL would queue the registration and write the handle at the group's end
+    throw invalid_argument_error(where, "cannot register a window inside a cudrv::nccl::group: NCCL writes the "
+                                        "window at the group's end; register outside the group (one thread per "
+                                        "communicator where several register together)");
+  }
   keep_current_context keep(t.home);
   ncclWindow_t win = nullptr;
   settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, &win, static_cast<int>(flags)),

@@ -487,8 +487,8 @@ std::string check_all_reduce(const nccl::communicator& shrunk, const cudrv::devi
   bool revocable = true;
   const std::string revoke_error = revoke_old(comm, victim, opt, verdict.str(), revoke_time, revocable);
   if (revocable) {
-    verdict << "; revoke() returned after " << fixed(revoke_time.count()) << " s (timeout "
-            << fixed(opt.revoke_seconds) << " s)";
+    verdict << "; revoke() returned after " << fixed(revoke_time.count()) << " s (timeout " << fixed(opt.revoke_seconds)
+            << " s)";
     if (!revoke_error.empty()) {
       verdict << " with nccl_error: " << revoke_error;
     }
