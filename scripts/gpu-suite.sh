@@ -42,7 +42,9 @@
 #   its time in the summary, each part with its total, for calls too short for all of it (default: all):
 #     tests       cudrv_multigpu_tests, cudrv_nccl_mpi_tests -np N, [needs-2-gpus], [ipc], the IPC
 #                 example, cudrv-query --p2p;
-#     fault       cudrv_nccl_fault_test -np N, --mode absent, mid and shrink;
+#     fault       cudrv_nccl_fault_test -np N, --mode absent, mid and shrink, and shrink again with an NCCL
+#                 that has ncclCommRevoke ($REVOKE_NCCL, or a Python's nvidia-nccl wheel) when the
+#                 system's lacks it;
 #     memcheck    the one-process and the two-device tests under memcheck (not with --no-sanitizer);
 #     examples    the MPI programs with N ranks and example_multi_gpu;
 #     bench       bench_nccl all with N ranks, bench_nccl peer;
@@ -52,6 +54,10 @@
 #                 without it) under the same mpirun and environment, sizes 8 B to $SWEEP_MAX_BYTES
 #                 (default 1G) doubling, all_reduce_perf's other arguments $NCCL_TESTS_ARGS (default
 #                 "-n 20 -w 5 -c 1"), and scripts/nccl-compare.py on each pair;
+#     nccl-tests-oneproc  the same pair in one process over 2 and N GPUs (bench_nccl --no-mpi --devices k,
+#                 all_reduce_perf -g k);
+#     window      bench_nccl window with 2 and N ranks: all-reduce through a symmetric window against
+#                 plain memory;
 #     net         NCCL's network path on this one host: P2P and shared memory off, the socket transport
 #                 over loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_IB_DISABLE=1
 #                 NCCL_SOCKET_IFNAME=$NET_IFNAME, default lo; NCCL_HOSTID one per rank unless
@@ -80,7 +86,7 @@ examples=1
 scaleout=0
 stress=1
 only=
-all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,net,net-bench
+all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,window,net,net-bench
 parts=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -531,7 +537,7 @@ if [ "$scaleout" = 1 ]; then
     local label=$1 ranks=$2 sweep_max=$3
     shift 3
     local nt_args=(-b 8 -e "$sweep_max" -f 2 -g 1 "${nt_extra[@]}")
-    local sweep_args=(sweep --min-bytes 8 --max-bytes "$sweep_max")
+    local sweep_args=(sweep --min-bytes 8 --max-bytes "$sweep_max" --iters 20 --warmup-iters 5)
     rm -f "$out/bench_nccl_sweep_$label.json" "$out/nccl-tests-all-reduce-$label.log" "$out/nccl-compare-$label.md"
     if [ -x "$bench_nccl" ]; then
       step "mpirun -np $ranks bench_nccl sweep, $label (cudrv and raw NCCL, 8 B to $sweep_max)" \
@@ -669,11 +675,44 @@ if [ "$scaleout" = 1 ]; then
   fi
 
   # nccl-tests beside cudrv: bench_nccl's sweep and all_reduce_perf with 2 and with N ranks (NVLink).
+  # The same pair in one process over k GPUs: bench_nccl --no-mpi --devices k, all_reduce_perf -g k.
+  oneproc_pair() {
+    local k=$1 sweep_max=$2 label="g$1"
+    rm -f "$out/bench_nccl_sweep_$label.json" "$out/nccl-tests-all-reduce-$label.log"
+    if [ -x "$bench_nccl" ]; then
+      step "bench_nccl sweep, one process over $k GPUs (8 B to $sweep_max)" "bench-nccl-sweep-$label.log" 420 \
+        "$bench_nccl" sweep --no-mpi --devices "$k" --min-bytes 8 --max-bytes "$sweep_max" --iters 20 --warmup-iters 5 \
+        --json "$out/bench_nccl_sweep_$label.json"
+      grep -E '^\| *(8 B|64 MiB|256 MiB|1 GiB) *\|' "$out/bench-nccl-sweep-$label.log" | tee -a "$out/summary.txt"
+    fi
+    if nccl_tests_ready; then
+      step "all_reduce_perf (nccl-tests), one process over $k GPUs" "nccl-tests-all-reduce-$label.log" 300 \
+        "$nccl_tests/all_reduce_perf" -b 8 -e "$sweep_max" -f 2 -g "$k" "${nt_extra[@]}"
+      grep -qE '^# Out of bounds values *: 0 OK' "$out/nccl-tests-all-reduce-$label.log"
+      record "all_reduce_perf $label: no wrong elements" $?
+    fi
+    compare_pair "$label" "nccl-tests-all-reduce-$label.log" "bench_nccl_sweep_$label.json" "$k"
+  }
+
   if part nccl-tests; then
     ranks_list=(2)
     [ "$ngpu" -gt 2 ] && ranks_list+=("$ngpu")
     for k in "${ranks_list[@]}"; do
       allreduce_pair "np$k" "$k" "${SWEEP_MAX_BYTES:-1G}" "${mpi_opts[@]}"
+    done
+  fi
+  if part nccl-tests-oneproc; then
+    for k in "${ranks_list[@]:-2}"; do
+      oneproc_pair "$k" "${SWEEP_MAX_BYTES:-1G}"
+    done
+  fi
+  if part window; then  # all-reduce through a symmetric window against plain memory (bench_nccl window)
+    for k in 2 "$ngpu"; do
+      [ "$k" = 2 ] || [ "$k" -gt 2 ] || continue
+      step "mpirun -np $k bench_nccl window (symmetric window against plain memory)" "bench-nccl-window-np$k.log" 300 \
+        mpirun -np "$k" "${mpi_opts[@]}" "$bench_nccl" window --json "$out/bench_nccl_window_np$k.json"
+      tail -n 30 "$out/bench-nccl-window-np$k.log" | tee -a "$out/summary.txt"
+      [ "$k" = "$ngpu" ] && break
     done
   fi
 
