@@ -125,7 +125,7 @@ fi
 parts=${parts:-$all_parts}
 # drop_parts <name...>: removes those parts from $parts.
 drop_parts() {
-  local keep= p
+  local keep='' p
   for p in ${parts//,/ }; do
     case " $* " in *" $p "*) ;; *) keep+=${keep:+,}$p ;; esac
   done
