@@ -460,19 +460,21 @@ void nccl_check_all_to_all_v(const char* api, int nranks, std::size_t send_size,
 void nccl_check_disjoint(const char* api, CUdeviceptr a, std::size_t a_bytes, CUdeviceptr b, std::size_t b_bytes);
 // The ncclRedOp_t of a premul_sum for a collective on t over elements of type: checked that the
 // operator exists and belongs to t's communicator and type.
-int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, nccl::data_type op_type, const ncclComm* comm,
-                        nccl::data_type type);
+int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, const ncclComm* comm);
+// The number cudrv gave the owner of comm (0: not held by a cudrv owner). A dependent records it and
+// skips its NCCL call at destruction once that communicator is gone (NCCL freed it with it).
+std::uint64_t nccl_generation(const ncclComm* comm) noexcept;
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
 int nccl_query_rank(ncclComm* comm);
 int nccl_query_size(ncclComm* comm);
-void nccl_deregister(ncclComm* comm, void* handle) noexcept;
+void nccl_deregister(ncclComm* comm, std::uint64_t generation, void* handle) noexcept;
 int nccl_premul_sum_create(nccl_target t, const void* scalar, bool on_device, nccl::data_type type);
-void nccl_premul_sum_destroy(ncclComm* comm, int op) noexcept;
+void nccl_premul_sum_destroy(ncclComm* comm, std::uint64_t generation, int op) noexcept;
 CUdeviceptr nccl_mem_alloc(int device_ordinal, std::size_t bytes);
 void nccl_mem_free(int device_ordinal, CUdeviceptr address) noexcept;
 ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std::size_t bytes,
                                         nccl::window_flags flags);
-void nccl_window_deregister(nccl_target t, ncclWindow_vidmem* window) noexcept;
+void nccl_window_deregister(nccl_target t, std::uint64_t generation, ncclWindow_vidmem* window) noexcept;
 
 // A device span of what a collective is given: a device_span or a device_buffer.
 template <class T>
@@ -774,7 +776,8 @@ class communicator_base {
   /// comm.all_to_all_v(send, sc, so, recv, rc, ro, s);
   /// @endcode
   /// @throws invalid_argument_error for a span of the wrong length, a block outside its buffer, an
-  /// offset + count that overflows, overlapping receive blocks, or nothing to send and receive at all
+  /// offset + count that overflows, overlapping receive blocks, or a source and destination that
+  /// overlap. A rank with nothing to send or receive returns at once.
   template <device_range Send, writable_device_range Recv>
   void all_to_all_v(const Send& send, std::span<const std::size_t> send_counts,
                     std::span<const std::size_t> send_offsets, Recv&& recv, std::span<const std::size_t> recv_counts,
@@ -784,6 +787,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_all_to_all_v(api, known_size(), in.size(), send_counts, send_offsets, out.size(),
                                            recv_counts, recv_offsets);
+    cudrv::detail::nccl_check_disjoint(api, in.data(), in.size_bytes(), out.data(), out.size_bytes());
     using T = typename decltype(out)::element_type;
     cudrv::detail::nccl_all_to_all_v(target(c), in.data(), send_counts, send_offsets, out.data(), recv_counts,
                                      recv_offsets, sizeof(T), type_of(out), s.native_handle());
@@ -803,6 +807,9 @@ class communicator_base {
     cudrv::detail::nccl_check_rank(api, "root", root, known_size());
     if (known_rank() == root) {
       cudrv::detail::nccl_check_gather(api, in.size(), out.size(), known_size());
+      if (in.data() != out.data() + static_cast<std::size_t>(root) * in.size_bytes()) {  // NCCL's in-place alias
+        cudrv::detail::nccl_check_disjoint(api, in.data(), in.size_bytes(), out.data(), out.size_bytes());
+      }
     } else {
       cudrv::detail::nccl_check_not_empty(api, "the source", in.size());
     }
@@ -837,6 +844,9 @@ class communicator_base {
     cudrv::detail::nccl_check_rank(api, "root", root, known_size());
     if (known_rank() == root) {
       cudrv::detail::nccl_check_scatter(api, in.size(), out.size(), known_size());
+      if (out.data() != in.data() + static_cast<std::size_t>(root) * out.size_bytes()) {  // NCCL's in-place alias
+        cudrv::detail::nccl_check_disjoint(api, in.data(), in.size_bytes(), out.data(), out.size_bytes());
+      }
     } else {
       cudrv::detail::nccl_check_not_empty(api, "the destination", out.size());
     }
@@ -938,7 +948,7 @@ class communicator_base {
   template <class T>
   [[nodiscard]] int raw_op(const premul_sum<T>& op) const {
     return cudrv::detail::nccl_check_operator("cudrv::nccl::premul_sum", op.communicator_handle(), op.native_handle(),
-                                              data_type_of_v<T>, handle_, data_type_of_v<T>);
+                                              handle_);
   }
   template <class T>
   static constexpr data_type type_of(device_span<T>) noexcept {
@@ -1159,9 +1169,17 @@ class group {
   /// float us = g.simulate_end();   // grads untouched
   /// @endcode
   /// @throws invalid_argument_error when the group was already ended or is nested in another
-  /// @throws not_supported_error when the loaded NCCL lacks ncclGroupSimulateEnd (the group is ended then)
+  /// @throws not_supported_error when the loaded NCCL lacks ncclGroupSimulateEnd: the group stays open and
+  /// its calls are launched when it ends (ask @ref simulation_supported first)
   /// @throws nccl_error when NCCL refuses
   [[nodiscard]] float simulate_end();
+  /// @brief Whether the loaded NCCL can simulate a group (has ncclGroupSimulateEnd, NCCL 2.22). Ask
+  /// before queuing the calls to simulate: without it, @ref simulate_end throws and the group's calls
+  /// are launched when the group ends (NCCL cannot take them back). Never throws.
+  /// @code
+  /// if (cudrv::nccl::group::simulation_supported()) { cudrv::nccl::group g; ...; cost = g.simulate_end(); }
+  /// @endcode
+  [[nodiscard]] static bool simulation_supported() noexcept;
   /// @brief Whether @ref end has not been called yet.
   [[nodiscard]] bool is_open() const noexcept { return open_; }
 
@@ -1193,6 +1211,7 @@ class registration {
     cudrv::detail::nccl_check_not_empty("cudrv::nccl::registration", "the memory to register", d.size());
     handle_ = cudrv::detail::nccl_register(comm.native_handle(), d.data(), d.size_bytes());
     comm_ = comm.native_handle();
+    generation_ = cudrv::detail::nccl_generation(comm_);
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
@@ -1208,22 +1227,25 @@ class registration {
   /// @brief Takes over @p other's registration; @p other becomes empty.
   registration(registration&& other) noexcept
       : comm_(cudrv::detail::exchange(other.comm_, nullptr)),
-        handle_(cudrv::detail::exchange(other.handle_, nullptr)) {}
+        handle_(cudrv::detail::exchange(other.handle_, nullptr)),
+        generation_(other.generation_) {}
   /// @brief Deregisters the held memory, then takes over @p other's registration.
   registration& operator=(registration&& other) noexcept {
     if (this != &other) {
       reset();
       comm_ = cudrv::detail::exchange(other.comm_, nullptr);
       handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      generation_ = other.generation_;
     }
     return *this;
   }
-  /// @brief Deregisters the memory (errors go to the destruction handler).
+  /// @brief Deregisters the memory (errors go to the destruction handler); nothing when the
+  /// communicator's cudrv owner has destroyed it already (NCCL deregistered it then).
   ~registration() { reset(); }
   /// @brief Deregisters the memory now; the registration becomes empty.
   void reset() noexcept {
     if (handle_ != nullptr) {
-      cudrv::detail::nccl_deregister(comm_, handle_);
+      cudrv::detail::nccl_deregister(comm_, generation_, handle_);
     }
     comm_ = nullptr;
     handle_ = nullptr;
@@ -1236,6 +1258,7 @@ class registration {
  private:
   ncclComm* comm_ = nullptr;
   void* handle_ = nullptr;
+  std::uint64_t generation_ = 0;  // the communicator's owner's number (nccl_generation)
 };
 
 /// @brief A premultiplied-sum reduction operator (ncclRedOpCreatePreMulSum, NCCL 2.11): each rank's
@@ -1289,22 +1312,26 @@ class premul_sum {
   /// @}
   /// @brief Takes over @p other's operator; @p other becomes empty.
   premul_sum(premul_sum&& other) noexcept
-      : comm_(cudrv::detail::exchange(other.comm_, nullptr)), op_(cudrv::detail::exchange(other.op_, -1)) {}
+      : comm_(cudrv::detail::exchange(other.comm_, nullptr)),
+        op_(cudrv::detail::exchange(other.op_, -1)),
+        generation_(other.generation_) {}
   /// @brief Destroys the held operator, then takes over @p other's.
   premul_sum& operator=(premul_sum&& other) noexcept {
     if (this != &other) {
       reset();
       comm_ = cudrv::detail::exchange(other.comm_, nullptr);
       op_ = cudrv::detail::exchange(other.op_, -1);
+      generation_ = other.generation_;
     }
     return *this;
   }
-  /// @brief Destroys the operator (errors go to the destruction handler).
+  /// @brief Destroys the operator (errors go to the destruction handler); nothing when the
+  /// communicator's cudrv owner has destroyed it already (NCCL freed the operator with it).
   ~premul_sum() { reset(); }
   /// @brief Destroys the operator now (ncclRedOpDestroy); it becomes empty.
   void reset() noexcept {
     if (comm_ != nullptr) {
-      cudrv::detail::nccl_premul_sum_destroy(comm_, op_);
+      cudrv::detail::nccl_premul_sum_destroy(comm_, generation_, op_);
     }
     comm_ = nullptr;
     op_ = -1;
@@ -1322,9 +1349,11 @@ class premul_sum {
     op_ = cudrv::detail::nccl_premul_sum_create({comm.native_handle(), nullptr, comm.timeout().count()}, scalar,
                                                 on_device, data_type_of_v<T>);
     comm_ = comm.native_handle();
+    generation_ = cudrv::detail::nccl_generation(comm_);
   }
   ncclComm* comm_ = nullptr;
   int op_ = -1;
+  std::uint64_t generation_ = 0;  // the communicator's owner's number (nccl_generation)
 };
 
 /// @brief Device memory allocated by NCCL (ncclMemAlloc, NCCL 2.19) on one device, freed with ncclMemFree:
@@ -1380,7 +1409,12 @@ class buffer {
   /// CUdeviceptr p = grads.release();
   /// auto again = cudrv::nccl::buffer<float>::from_native_handle(p, n, dev);
   /// @endcode
+  /// @throws invalid_argument_error for a non-null address with a count of 0 (the memory would be owned
+  /// but look empty)
   [[nodiscard]] static buffer from_native_handle(CUdeviceptr address, std::size_t count, const cudrv::device& dev) {
+    if (address != 0 && count == 0) {
+      cudrv::detail::nccl_check_not_empty("cudrv::nccl::buffer::from_native_handle", "the element count", count);
+    }
     buffer b;
     b.address_ = address;
     b.size_ = address == 0 ? 0 : count;
@@ -1475,6 +1509,7 @@ class window {
     cudrv::detail::nccl_check_not_empty("cudrv::nccl::window", "the memory to register", d.size());
     target_ = {comm.native_handle(), nullptr, comm.timeout().count()};
     handle_ = cudrv::detail::nccl_window_register(target_, d.data(), d.size_bytes(), flags);
+    generation_ = cudrv::detail::nccl_generation(target_.comm);
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
@@ -1488,22 +1523,27 @@ class window {
   window& operator=(const window&) = delete;
   /// @}
   /// @brief Takes over @p other's window; @p other becomes empty.
-  window(window&& other) noexcept : target_(other.target_), handle_(cudrv::detail::exchange(other.handle_, nullptr)) {}
+  window(window&& other) noexcept
+      : target_(other.target_),
+        handle_(cudrv::detail::exchange(other.handle_, nullptr)),
+        generation_(other.generation_) {}
   /// @brief Deregisters the held window, then takes over @p other's.
   window& operator=(window&& other) noexcept {
     if (this != &other) {
       reset();
       target_ = other.target_;
       handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+      generation_ = other.generation_;
     }
     return *this;
   }
-  /// @brief Deregisters the window (errors go to the destruction handler).
+  /// @brief Deregisters the window (errors go to the destruction handler); nothing when the
+  /// communicator's cudrv owner has destroyed it already (NCCL deregistered it then).
   ~window() { reset(); }
   /// @brief Deregisters the window now (ncclCommWindowDeregister); it becomes empty.
   void reset() noexcept {
     if (handle_ != nullptr) {
-      cudrv::detail::nccl_window_deregister(target_, cudrv::detail::exchange(handle_, nullptr));
+      cudrv::detail::nccl_window_deregister(target_, generation_, cudrv::detail::exchange(handle_, nullptr));
     }
   }
   /// @brief NCCL's window handle (`ncclWindow_t`); null when empty.
@@ -1516,6 +1556,7 @@ class window {
  private:
   cudrv::detail::nccl_target target_{nullptr, nullptr, cudrv::detail::nccl_default_timeout_ms};
   ncclWindow_vidmem* handle_ = nullptr;
+  std::uint64_t generation_ = 0;  // the communicator's owner's number (nccl_generation)
 };
 
 }  // namespace nccl

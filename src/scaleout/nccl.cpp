@@ -18,6 +18,7 @@
 #include <cstring>
 #include <exception>
 #include <iterator>
+#include <memory>
 #include <mutex>
 #include <new>  // std::nothrow_t
 #include <optional>
@@ -274,6 +275,76 @@ void report(ncclResult_t r, const char* call, ncclComm_t comm) noexcept {
 // (a non-blocking communicator), cudrv waits for each of them.
 thread_local int open_groups = 0;
 thread_local std::vector<detail::nccl_target> group_targets;
+
+// The communicators cudrv's owners hold, each with a number of its own (a freed handle's address can
+// come back): what depends on a communicator (a window, a premultiplied sum, a registration) records
+// the number when it is made, and skips its NCCL call at destruction when that communicator is gone
+// (NCCL freed it with the communicator). 0: a communicator cudrv does not own (a view of a raw handle).
+struct comm_registry {
+  std::mutex mutex;
+  std::vector<std::pair<const ncclComm*, std::uint64_t>> live;
+  std::uint64_t next = 1;
+};
+comm_registry& registry() {
+  static auto* r = new comm_registry;  // never destroyed: owners may outlive static destruction
+  return *r;
+}
+void note_owned(const ncclComm* c) noexcept {
+  comm_registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  try {
+    std::erase_if(r.live, [c](const auto& e) { return e.first == c; });
+    r.live.emplace_back(c, r.next++);
+  } catch (...) {  // out of memory: its dependents treat it as a communicator cudrv does not own
+  }
+}
+void note_gone(const ncclComm* c) noexcept {
+  {
+    comm_registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    std::erase_if(r.live, [c](const auto& e) { return e.first == c; });
+  }
+  // A group of this thread must not poll it at its end.
+  std::erase_if(group_targets, [c](const detail::nccl_target& t) { return t.comm == c; });
+}
+
+// Where NCCL writes a communicator it makes in the background (split, shrink; non-blocking creation
+// with NCCL before 2.23): on the heap, and kept for the life of the process when cudrv stops waiting
+// before NCCL is done with it (see lasting_slot below).
+class comm_slot {
+ public:
+  comm_slot() : slot_(std::make_unique<ncclComm_t>(nullptr)) {}
+  comm_slot(const comm_slot&) = delete;
+  comm_slot& operator=(const comm_slot&) = delete;
+  ~comm_slot();
+  ncclComm_t* get() noexcept { return slot_.get(); }
+  ncclComm_t value() const noexcept { return *slot_; }
+  // NCCL is done with the slot: it may be freed.
+  void settled() noexcept { settled_ = true; }
+
+ private:
+  std::unique_ptr<ncclComm_t> slot_;
+  bool settled_ = false;
+};
+
+// Keeps heap slots NCCL may still write, reachable for the life of the process (no leak report).
+template <class T>
+void keep_slot(std::unique_ptr<T> slot) noexcept {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<std::unique_ptr<T>>;  // never destroyed
+  std::lock_guard<std::mutex> lock(mutex);
+  try {
+    kept->push_back(std::move(slot));
+  } catch (...) {
+    (void)slot.release();  // out of memory: leak it rather than free what NCCL may write
+  }
+}
+
+comm_slot::~comm_slot() {
+  if (!settled_) {
+    keep_slot(std::move(slot_));
+  }
+}
 
 using steady = std::chrono::steady_clock;
 
@@ -546,6 +617,24 @@ void nccl_check_point_to_point(const char* api, std::size_t count, int peer, int
   nccl_check_rank(api, "peer", peer, nranks);
 }
 
+std::uint64_t nccl_generation(const ncclComm* comm) noexcept {
+  comm_registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  for (const auto& [c, number] : r.live) {
+    if (c == comm) {
+      return number;
+    }
+  }
+  return 0;
+}
+
+namespace {
+// Whether the communicator a dependent was made on (its number, 0 for one cudrv does not own) is gone.
+bool outlived(const ncclComm* comm, std::uint64_t generation) noexcept {
+  return generation != 0 && nccl_generation(comm) != generation;
+}
+}  // namespace
+
 void nccl_check_disjoint(const char* api, CUdeviceptr a, std::size_t a_bytes, CUdeviceptr b, std::size_t b_bytes) {
   if (a < b + b_bytes && b < a + a_bytes) {
     throw invalid_argument_error(api,
@@ -597,17 +686,13 @@ void nccl_check_all_to_all_v(const char* api, int nranks, std::size_t send_size,
   }
 }
 
-int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, nccl::data_type op_type, const ncclComm* comm,
-                        nccl::data_type type) {
+int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, const ncclComm* comm) {
   if (op_comm == nullptr) {
     throw invalid_argument_error(api, "the reduction operator is empty (a moved-from or reset premul_sum)");
   }
   if (op_comm != comm) {
     throw invalid_argument_error(api, "the premul_sum was made for another communicator: NCCL's operators "
                                       "are valid only on the communicator that made them");
-  }
-  if (op_type != type) {
-    throw invalid_argument_error(api, "the premul_sum was made for another element type");
   }
   return op;
 }
@@ -759,7 +844,10 @@ int nccl_premul_sum_create(nccl_target t, const void* scalar, bool on_device, nc
   return static_cast<int>(op);
 }
 
-void nccl_premul_sum_destroy(ncclComm* comm, int op) noexcept {
+void nccl_premul_sum_destroy(ncclComm* comm, std::uint64_t generation, int op) noexcept {
+  if (outlived(comm, generation)) {
+    return;  // NCCL freed the operator with its communicator
+  }
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);
@@ -825,13 +913,23 @@ ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std:
                                         "communicator where several register together)");
   }
   keep_current_context keep(t.home);
-  ncclWindow_t win = nullptr;
-  settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, &win, static_cast<int>(flags)),
-         "ncclCommWindowRegister", [&] { return std::to_string(bytes) + " bytes"; });
-  return win;
+  // A non-blocking registration writes the window when NCCL's job ends: should the wait time out,
+  // the slot must outlive this call.
+  auto slot = std::make_unique<ncclWindow_t>(nullptr);
+  try {
+    settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, slot.get(), static_cast<int>(flags)),
+           "ncclCommWindowRegister", [&] { return std::to_string(bytes) + " bytes"; });
+  } catch (const nccl::timeout_error&) {
+    keep_slot(std::move(slot));  // NCCL may still write it
+    throw;
+  }
+  return *slot;
 }
 
-void nccl_window_deregister(nccl_target t, ncclWindow_vidmem* window) noexcept {
+void nccl_window_deregister(nccl_target t, std::uint64_t generation, ncclWindow_vidmem* window) noexcept {
+  if (outlived(t.comm, generation)) {
+    return;  // NCCL deregistered it with its communicator
+  }
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);
@@ -861,7 +959,10 @@ void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   return handle;
 }
 
-void nccl_deregister(ncclComm* comm, void* handle) noexcept {
+void nccl_deregister(ncclComm* comm, std::uint64_t generation, void* handle) noexcept {
+  if (outlived(comm, generation)) {
+    return;  // NCCL deregistered it with its communicator
+  }
   try {
     const nccl_api& a = api();
     keep_current_context keep;
@@ -977,18 +1078,24 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   }
   const std::int64_t timeout = config ? config->timeout.count() : timeout_ms_;
   keep_current_context keep;
-  ncclComm_t out = nullptr;
+  comm_slot slot;  // with a non-blocking parent NCCL writes it when its job ends
   const auto what = [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); };
-  ncheck(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c, what);
-  // A non-blocking parent: NCCL writes the new communicator when its job ends, and the parent is in
-  // progress until then (NCCL answers ncclSuccess to the call itself).
-  if (const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommSplit", what());
-      done != ncclSuccess && out == nullptr) {
+  const ncclResult_t r = a.ncclCommSplit(c, color, key, slot.get(), config ? &cfg : nullptr);
+  if (r != ncclSuccess && r != ncclInProgress) {
+    slot.settled();  // refused at once: no job
+    throw make_error(r, "ncclCommSplit", c, what());
+  }
+  // The parent is in progress until the job ends (NCCL answers ncclSuccess to the call itself).
+  const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommSplit", what());
+  slot.settled();
+  ncclComm_t out = slot.value();
+  if (done != ncclSuccess && out == nullptr) {
     throw make_error(done, "ncclCommSplit", c, what());
   }
   if (out == nullptr) {
     return communicator();  // no_color
   }
+  note_owned(out);
   communicator owner(out, 0, 0, home_, timeout);  // the parent's device
   auto [rank, size] = query_rank_size(out, where, timeout);
   owner.rank_ = rank;
@@ -1031,21 +1138,31 @@ communicator communicator_base::shrink(std::span<const int> exclude_ranks, shrin
   }
   const std::int64_t timeout = config ? config->timeout.count() : timeout_ms_;
   keep_current_context keep;
-  ncclComm_t out = nullptr;
+  comm_slot slot;  // with a non-blocking parent NCCL writes it when its job ends
   const auto what = [&] {
     return std::to_string(excluded.size()) + " of " + std::to_string(n) + " ranks excluded, flags " +
            std::to_string(static_cast<int>(mode));
   };
-  ncheck(fn(c, excluded.empty() ? nullptr : excluded.data(), static_cast<int>(excluded.size()), &out,
-            config ? &cfg : nullptr, static_cast<int>(mode)),
-         "ncclCommShrink", c, what);
-  // As for split: with a non-blocking parent the new communicator exists once the parent's job ends.
-  // The parent may report the failure that led here (a lost rank): only the new communicator counts.
+  const ncclResult_t r = fn(c, excluded.empty() ? nullptr : excluded.data(), static_cast<int>(excluded.size()),
+                            slot.get(), config ? &cfg : nullptr, static_cast<int>(mode));
+  if (r != ncclSuccess && r != ncclInProgress) {
+    slot.settled();  // refused at once: no job
+    throw make_error(r, "ncclCommShrink", c, what());
+  }
+  // As for split: the new communicator exists once the parent's job ends. The parent may report the
+  // failure that led here (a lost rank): only the new communicator counts. When the parent reports an
+  // error and no communicator came, the job may still run: the slot is kept (comm_slot).
   const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommShrink", what());
+  ncclComm_t out = slot.value();
   if (out == nullptr) {
+    if (done == ncclSuccess) {
+      slot.settled();
+    }
     throw make_error(done != ncclSuccess ? done : ncclInternalError, "ncclCommShrink", c,
                      what() + "; NCCL made no communicator");
   }
+  slot.settled();
+  note_owned(out);
   communicator owner(out, 0, 0, home_, timeout);
   auto [rank, size] = query_rank_size(out, where, timeout);
   owner.rank_ = rank;
@@ -1062,13 +1179,18 @@ struct raw_parts {
 // The ncclCommInitRank* calls' shared part: dev's primary context current during the call (NCCL takes
 // the current device), a failed creation aborted, the owner made. `init` makes the call.
 template <class Init>
-raw_parts init_on(const cudrv::device& dev, int nranks, int rank, const char* call, Init&& init) {
+raw_parts init_on(const cudrv::device& dev, int nranks, int rank, const char* call, bool nonblocking, Init&& init) {
   const nccl_api& a = api();
   const CUcontext target = dev.primary_context().native_handle();
   keep_current_context keep;
   detail::check(detail::drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
-  ncclComm_t out = nullptr;
-  const ncclResult_t r = init(&out);
+  // NCCL before 2.23 writes a non-blocking communicator again when its job ends: that slot is kept.
+  comm_slot slot;
+  const ncclResult_t r = init(slot.get());
+  const ncclComm_t out = slot.value();
+  if (!nonblocking || (r != ncclSuccess && r != ncclInProgress)) {
+    slot.settled();
+  }
   if (r != ncclSuccess && r != ncclInProgress) {
     nccl_error e = make_error(r, call, out,
                               "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " +
@@ -1078,6 +1200,7 @@ raw_parts init_on(const cudrv::device& dev, int nranks, int rank, const char* ca
     }
     throw e;
   }
+  note_owned(out);
   return {out, target};
 }
 
@@ -1098,7 +1221,7 @@ communicator communicator::init_rank(const unique_id& id, int nranks, int rank, 
   ncclUniqueId raw{};
   std::memcpy(raw.internal, id.bytes.data(), id.bytes.size());
   ncclConfig_t cfg = make_config(config);
-  const raw_parts p = init_on(dev, nranks, rank, "ncclCommInitRankConfig",
+  const raw_parts p = init_on(dev, nranks, rank, "ncclCommInitRankConfig", config.blocking == false,
                               [&](ncclComm_t* out) { return a.ncclCommInitRankConfig(out, nranks, raw, rank, &cfg); });
   return communicator(p.comm, rank, nranks, p.home, config.timeout.count());
 }
@@ -1119,9 +1242,9 @@ communicator communicator::init_rank_scalable(std::span<const unique_id> ids, in
     std::memcpy(raw[i].internal, ids[i].bytes.data(), ids[i].bytes.size());
   }
   ncclConfig_t cfg = make_config(config);
-  const raw_parts p = init_on(dev, nranks, rank, "ncclCommInitRankScalable", [&](ncclComm_t* out) {
-    return fn(out, nranks, rank, static_cast<int>(raw.size()), raw.data(), &cfg);
-  });
+  const raw_parts p =
+      init_on(dev, nranks, rank, "ncclCommInitRankScalable", config.blocking == false,
+              [&](ncclComm_t* out) { return fn(out, nranks, rank, static_cast<int>(raw.size()), raw.data(), &cfg); });
   return communicator(p.comm, rank, nranks, p.home, config.timeout.count());
 }
 
@@ -1161,6 +1284,7 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
          [&] { return std::to_string(n) + " devices"; });
   for (int i = 0; i < n; ++i) {
+    note_owned(raw[static_cast<std::size_t>(i)]);
     out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n, homes[static_cast<std::size_t>(i)],
                                detail::nccl_default_timeout_ms));  // no throw: reserved
   }
@@ -1170,6 +1294,7 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
 communicator communicator::from_native_handle(ncclComm* handle) {
   detail::nccl_check_handle(handle, "cudrv::nccl::communicator::from_native_handle");
   auto [rank, size] = query_rank_size(handle, "cudrv::nccl::communicator::from_native_handle");
+  note_owned(handle);
   return communicator(handle, rank, size, nullptr, detail::nccl_default_timeout_ms);
 }
 
@@ -1209,6 +1334,7 @@ void communicator::reset() noexcept {
   if (c == nullptr) {
     return;
   }
+  note_gone(c);
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);  // the communicator goes even when the driver fails here
@@ -1217,11 +1343,17 @@ void communicator::reset() noexcept {
       return;
     }
     // A communicator that reports an error cannot be finalized (that waits for peers): abort it.
+    // A non-blocking communicator still at work (a creation not waited for) is waited for first: NCCL
+    // refuses to finalize it before.
     ncclResult_t async = ncclSuccess;
-    if (ncclResult_t r = a.ncclCommGetAsyncError(c, &async); r != ncclSuccess) {
-      async = r;
+    try {
+      async = wait_settled(c, timeout_ms_, "ncclCommFinalize", "waiting before finalizing in reset()");
+    } catch (const nccl::timeout_error& e) {
+      report_caught(e, "the communicator stayed in progress");
+      abort_reporting(a, c);
+      return;
     }
-    if (async != ncclSuccess && async != ncclInProgress) {
+    if (async != ncclSuccess) {
       report(async, "ncclCommGetAsyncError", c);
       abort_reporting(a, c);
       return;
@@ -1291,6 +1423,8 @@ communicator::~communicator() {
     return;
   }
   ncclComm_t c = std::exchange(handle_, nullptr);
+  revoked_ = false;
+  note_gone(c);
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);
@@ -1310,6 +1444,8 @@ void communicator::abort() {
   // Without the caller's context to restore, abort all the same: this is the fault path.
   keep_current_context keep(nullptr, std::nothrow);
   ncclComm_t c = std::exchange(handle_, nullptr);
+  revoked_ = false;
+  note_gone(c);
   ncheck(a.ncclCommAbort(c), "ncclCommAbort", nullptr, [] { return std::string(); });
 }
 
@@ -1340,6 +1476,14 @@ void group::end() {
     for (const detail::nccl_target& t : called) {
       wait_quiet(t.comm, t.timeout_ms, "ncclGroupEnd", "a non-blocking communicator of the group");
     }
+  }
+}
+
+bool group::simulation_supported() noexcept {
+  try {
+    return state().loaded && state().api.ncclGroupSimulateEnd != nullptr;
+  } catch (...) {
+    return false;
   }
 }
 

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -78,15 +79,15 @@ E refused_as(F&& f, const std::string& part) {
 
 TEST_CASE("fake nccl: shrink hands NCCL the sorted exclusion list and the mode, and renumbers densely",
           "[.][fake-nccl]") {
-  auto comm = make_comm(2, 5);
+  auto comm = make_comm(2, 5, {.timeout = std::chrono::milliseconds(1234)});
   clear_log();
   const std::array<int, 2> lost{4, 0};
   auto smaller = comm.shrink(lost, nccl::shrink_mode::abort);
   CHECK(contains(nccl_log(), "ncclCommShrink flags 1 exclude 0 4"));
   CHECK(smaller.rank() == 1);  // rank 0 below it is gone
   CHECK(smaller.size() == 3);
-  CHECK(smaller.timeout() == comm.timeout());
-  auto same = comm.shrink({}, nccl::shrink_mode::normal);  // nothing excluded: a copy of the communicator
+  CHECK(smaller.timeout() == std::chrono::milliseconds(1234));  // the parent's bound, unless a config says
+  auto same = comm.shrink({}, nccl::shrink_mode::normal);       // nothing excluded: a copy of the communicator
   CHECK(contains(nccl_log(), "ncclCommShrink flags 0 exclude\n"));
   CHECK(same.size() == 5);
   const std::string api = "cudrv::nccl::communicator::shrink";
@@ -99,6 +100,53 @@ TEST_CASE("fake nccl: shrink hands NCCL the sorted exclusion list and the mode, 
     g.end();
   }
   CHECK(occurrences(nccl_log(), "ncclCommShrink") == 2);  // the refusals never reached NCCL
+}
+
+TEST_CASE("fake nccl: a non-blocking parent's split and shrink are read when its job ends, and a job that never "
+          "ends times out typed",
+          "[.][fake-nccl]") {
+  set_pending(3);
+  auto comm = make_comm(1, 3, {.blocking = false, .timeout = std::chrono::milliseconds(150)});
+  comm.wait_ready();
+  auto part = comm.split(0, 0);  // NCCL answers ncclSuccess and writes the child three polls later
+  REQUIRE(part);
+  CHECK(part.size() == 1);
+  auto smaller = comm.shrink(std::array{0});
+  REQUIRE(smaller);
+  CHECK(smaller.rank() == 0);
+  CHECK(smaller.size() == 2);
+  set_pending(-1);  // the job never ends
+  auto e = refused_as<nccl::timeout_error>([&] { (void)comm.shrink(std::array{2}); }, "150 ms");
+  CHECK(e.api() == "ncclCommShrink");
+  // NCCL finishing late writes into the slot cudrv kept for it, not into a finished call's frame.
+  nccl_hook<void(ncclComm*)>("fake_nccl_settle")(comm.native_handle());
+  CHECK(comm.async_error() == nccl::result::success);
+  set_pending(3);
+}
+
+TEST_CASE("fake nccl: what depends on a communicator skips its NCCL call once the communicator is destroyed",
+          "[.][fake-nccl]") {
+  auto comm = make_comm(0, 2);
+  cudrv::device_span<float> data(0x7f0000000000ULL, 1024);
+  auto op = std::make_unique<nccl::premul_sum<float>>(comm, 2.0f);
+  auto win = std::make_unique<nccl::window>(comm, data, nccl::window_flags::none);
+  auto reg = std::make_unique<nccl::registration>(comm, data);
+  comm.reset();  // NCCL frees them with the communicator
+  clear_log();
+  cudrv::test::destruction_error_counter errors;
+  op.reset();
+  win.reset();
+  reg.reset();
+  CHECK(nccl_log().empty());  // no call on the freed communicator
+  CHECK(errors.count() == 0);
+  // A communicator cudrv does not own (a view of a raw handle): its dependents always call NCCL.
+  auto owned = make_comm(0, 2);
+  ncclComm* raw = owned.release();
+  auto view = nccl::communicator_ref::from_native_handle(raw, 0, 2);
+  { nccl::premul_sum<float> foreign(view, 3.0f); }
+  CHECK(occurrences(nccl_log(), "ncclRedOpDestroy") == 1);
+  auto adopted = nccl::communicator::from_native_handle(raw);  // owned again
+  CHECK(nccl::group::simulation_supported());
 }
 
 TEST_CASE("fake nccl: a revoked communicator is aborted, never finalized, and a healthy one is finalized",
@@ -357,6 +405,7 @@ TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the versio
         [&] { (void)nccl::communicator::init_rank_scalable(std::vector<nccl::unique_id>(1), 2, 0, fake_device()); });
   {
     nccl::group g;
+    CHECK_FALSE(nccl::group::simulation_supported());  // ask before queuing: the calls would be launched
     needs("2.22", [&] { (void)g.simulate_end(); });
   }
   // What 2.18 has still works.

@@ -26,6 +26,10 @@ struct fake_comm {
   bool blocking = true;
   long pending = 0;  // polls still answering ncclInProgress; -1: for ever
   ncclResult_t async = ncclSuccess;
+  // As NCCL does for a non-blocking parent, a split's or shrink's new communicator is written to
+  // *out only when the parent's job ends (its last in-progress poll).
+  ncclComm_t* out = nullptr;
+  ncclComm_t made = nullptr;
 };
 
 std::mutex mutex;
@@ -64,6 +68,27 @@ ncclResult_t started(ncclComm_t c) {
   }
   as(c)->pending = pending_polls;
   return pending_polls == 0 ? ncclSuccess : ncclInProgress;
+}
+
+// A split or shrink of parent making child: written at once for a blocking parent, when the parent's
+// job ends for a non-blocking one (the call itself answers ncclSuccess, as NCCL does).
+ncclResult_t made_by(ncclComm_t parent, ncclComm_t child, ncclComm_t* out) {
+  if (as(parent)->blocking) {
+    *out = child;
+    return ncclSuccess;
+  }
+  as(parent)->pending = pending_polls;
+  as(parent)->out = out;
+  as(parent)->made = child;
+  return ncclSuccess;
+}
+
+// A communicator's end: a child it never handed over goes with it.
+void forget(ncclComm_t comm) {
+  if (as(comm)->out != nullptr) {
+    delete as(as(comm)->made);
+  }
+  delete as(comm);
 }
 
 std::string hex(const void* p) {
@@ -128,18 +153,21 @@ FAKE_API ncclResult_t ncclCommFinalize(ncclComm_t comm) {
 }
 FAKE_API ncclResult_t ncclCommDestroy(ncclComm_t comm) {
   note("ncclCommDestroy");
-  delete as(comm);
+  forget(comm);
   return ncclSuccess;
 }
 FAKE_API ncclResult_t ncclCommAbort(ncclComm_t comm) {
   note("ncclCommAbort");
-  delete as(comm);
+  forget(comm);
   return ncclSuccess;
 }
 FAKE_API ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config) {
   note("ncclCommSplit " + std::to_string(color) + " " + std::to_string(key));
-  *newcomm = color == NCCL_SPLIT_NOCOLOR ? nullptr : make(0, 1, config);
-  return started(comm);
+  ncclComm_t child = color == NCCL_SPLIT_NOCOLOR ? nullptr : make(0, 1, config);
+  if (child != nullptr && config == nullptr) {
+    as(child)->blocking = as(comm)->blocking;
+  }
+  return made_by(comm, child, newcomm);
 }
 FAKE_API const char* ncclGetErrorString(ncclResult_t) { return "fake NCCL error"; }
 FAKE_API const char* ncclGetLastError(ncclComm_t) { return "fake NCCL's last error"; }
@@ -150,11 +178,16 @@ FAKE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
       --c->pending;
     }
     *async = ncclInProgress;
-  } else {
-    *async = c->async;
+    return ncclSuccess;
   }
+  if (c->out != nullptr) {  // the job ends: the new communicator is written now
+    *c->out = c->made;
+    c->out = nullptr;
+  }
+  *async = c->async;
   return ncclSuccess;
 }
+
 FAKE_API ncclResult_t ncclCommCount(const ncclComm_t comm, int* count) {
   *count = as(comm)->nranks;
   return ncclSuccess;
@@ -293,11 +326,11 @@ FAKE_API ncclResult_t ncclCommShrink(ncclComm_t comm, int* exclude, int count, n
     below += exclude[i] < as(comm)->rank ? 1 : 0;
   }
   note("ncclCommShrink flags " + std::to_string(flags) + " exclude" + list);
-  *newcomm = make(as(comm)->rank - below, as(comm)->nranks - count, config);
+  ncclComm_t child = make(as(comm)->rank - below, as(comm)->nranks - count, config);
   if (config == nullptr) {
-    as(*newcomm)->blocking = as(comm)->blocking;
+    as(child)->blocking = as(comm)->blocking;
   }
-  return started(*newcomm);
+  return made_by(comm, child, newcomm);
 }
 FAKE_API ncclResult_t ncclCommRevoke(ncclComm_t comm, int flags) {
   note("ncclCommRevoke " + std::to_string(flags));
