@@ -498,6 +498,11 @@ TEST_CASE("nccl: the new collectives refuse sizes, roots, overlaps and blocks be
     auto recv = poisoned<float>(dev, 64, s);
     comm.all_to_all(send, recv, s);
     CHECK(download(recv, s) == as_double(src));
+    // A zero count moves nothing (on one rank the shared checks always move a block to the rank itself).
+    const std::vector<std::size_t> zero{0};
+    auto untouched = poisoned<float>(dev, 64, s);
+    comm.all_to_all_v(send, zero, at0, untouched, zero, at0, s);
+    CHECK(download(untouched, s) == std::vector<double>(64, poison));
     CHECK(comm.async_error() == nccl::result::success);
   }
   CHECK(errors.count() == 0);
