@@ -1,8 +1,15 @@
 /// @file nccl.hpp
 /// @brief NCCL communicators and collectives (opt-in, not part of `<cudrv/cudrv.hpp>`): the owning
 /// @ref cudrv::nccl::communicator and its view @ref cudrv::nccl::communicator_ref, @ref cudrv::nccl::unique_id,
-/// collectives typed on cudrv buffers and ordered on cudrv streams, @ref cudrv::nccl::group scopes and
-/// @ref cudrv::nccl::registration of user buffers.
+/// collectives typed on cudrv buffers and ordered on cudrv streams, @ref cudrv::nccl::group scopes,
+/// @ref cudrv::nccl::registration of user buffers, memory NCCL allocates (@ref cudrv::nccl::buffer) and
+/// its symmetric @ref cudrv::nccl::window, premultiplied-sum operators (@ref cudrv::nccl::premul_sum),
+/// and the fault path of revoke and shrink.
+///
+/// Functions of NCCL releases newer than 2.18 (window registration, shrink, revoke, all-to-all, gather,
+/// scatter, scalable initialisation, group simulation, ncclMemAlloc, premultiplied sums) are optional:
+/// with an NCCL that lacks one, its cudrv call throws @ref cudrv::not_supported_error naming the NCCL
+/// version that brought it.
 ///
 /// NCCL is loaded at run time, like the driver: the first call that needs it opens `libnccl.so.2`
 /// with `dlopen` (or the file named by `CUDRV_LIBNCCL`), so nothing links libnccl and a machine without
@@ -16,6 +23,7 @@
 #include <cuda.h>
 
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -36,6 +44,7 @@
 // NCCL's communicator: ncclComm_t is `struct ncclComm*`. The CUDA headers declare the 16-bit float
 // types the same way (cuda_fp16.h); declaring them here maps them without including those headers.
 struct ncclComm;
+struct ncclWindow_vidmem;
 struct __half;
 struct __nv_bfloat16;
 /// @endcond
@@ -77,6 +86,33 @@ class nccl_error : public error {
 /// @brief NCCL: communicators, collectives and point-to-point transfers over cudrv buffers and streams.
 /// See @ref scale-out for the model.
 namespace nccl {
+
+/// @brief A non-blocking communicator was still in progress (`ncclInProgress`) when the bound cudrv
+/// waits for it ran out (@ref communicator_config::timeout, or the bound given to
+/// @ref communicator_base::wait_ready). @ref error::code is 7 (`ncclInProgress`). The communicator may
+/// be unusable: abort it (@ref communicator::abort) unless the caller knows the peers are just slow.
+///
+/// @code
+/// try {
+///   comm.wait_ready(std::chrono::seconds(30));
+/// } catch (const cudrv::nccl::timeout_error& e) {
+///   std::cerr << "no progress after " << e.timeout().count() << " ms\n";
+///   comm.abort();
+/// }
+/// @endcode
+class timeout_error : public nccl_error {
+ public:
+  /// @brief Builds the error.
+  /// @param api the NCCL call that was being waited for, e.g. `ncclCommShrink`
+  /// @param context what was being done
+  /// @param timeout the bound that passed
+  timeout_error(std::string api, std::string context, std::chrono::milliseconds timeout);
+  /// @brief The bound that passed.
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return timeout_; }
+
+ private:
+  std::chrono::milliseconds timeout_;
+};
 
 /// @brief NCCL's status codes (`ncclResult_t`), as returned by `communicator_base::async_error()`.
 ///
@@ -292,7 +328,56 @@ struct communicator_config {
   std::optional<bool> split_share{};
   /// @brief A name for the communicator in NCCL's logs; empty for none.
   std::string name{};
+  /// @brief Whether communicators shrunk from this one share its resources (`shrinkShare`, NCCL 2.27).
+  std::optional<bool> shrink_share{};
+  /// @brief NCCL's CTA policy (`CTAPolicy`, NCCL 2.27): @ref cta_policy::efficiency uses fewer CTAs,
+  /// @ref cta_policy::zero lets symmetric-memory collectives run without NCCL's CTAs where it can.
+  std::optional<int> cta_policy{};
+  /// @brief How long cudrv waits for a non-blocking communicator that answers `ncclInProgress` (each
+  /// call, @ref communicator_base::wait_ready, split, shrink, revoke, window registration, the
+  /// finalisation in @ref communicator::reset) before it gives up with @ref timeout_error; at least
+  /// 1 ms. Blocking communicators never wait here. A bound larger than the clock can add saturates.
+  std::chrono::milliseconds timeout = std::chrono::minutes(5);
 };
+
+/// @brief The values of @ref communicator_config::cta_policy (`NCCL_CTA_POLICY_*`).
+///
+/// @code
+/// cudrv::nccl::communicator_config cfg;
+/// cfg.cta_policy = cudrv::nccl::cta_policy::efficiency;
+/// @endcode
+namespace cta_policy {
+inline constexpr int standard = 0;    ///< NCCL_CTA_POLICY_DEFAULT
+inline constexpr int efficiency = 1;  ///< NCCL_CTA_POLICY_EFFICIENCY
+inline constexpr int zero = 2;        ///< NCCL_CTA_POLICY_ZERO
+}  // namespace cta_policy
+
+/// @brief How @ref cudrv::nccl::communicator_base::shrink treats the parent's work in flight (`NCCL_SHRINK_*`).
+///
+/// @code
+/// auto smaller = comm.shrink(std::array{dead_rank}, cudrv::nccl::shrink_mode::abort);
+/// @endcode
+enum class shrink_mode : int {
+  normal = 0,  ///< NCCL_SHRINK_DEFAULT: the parent is healthy; its work completes first
+  abort = 1,   ///< NCCL_SHRINK_ABORT: the parent's operations in flight are stopped first (a rank was lost)
+};
+
+/// @brief How a @ref cudrv::nccl::window is registered (`NCCL_WIN_*`).
+///
+/// @code
+/// cudrv::nccl::window win(comm, buf, cudrv::nccl::window_flags::collective_symmetric);
+/// @endcode
+enum class window_flags : int {
+  none = 0,                  ///< NCCL_WIN_DEFAULT: a plain registered window
+  collective_symmetric = 1,  ///< NCCL_WIN_COLL_SYMMETRIC: the same offsets on every rank, for symmetric-memory kernels
+};
+
+/// @brief The alignment NCCL requires of a window's address (`NCCL_WIN_REQUIRED_ALIGNMENT`).
+///
+/// @code
+/// static_assert(cudrv::nccl::window_alignment == 4096);
+/// @endcode
+inline constexpr std::size_t window_alignment = 4096;
 
 /// @brief The color that leaves a rank out of every communicator of a @ref communicator_base::split.
 ///
@@ -300,6 +385,22 @@ struct communicator_config {
 /// auto sub = comm.split(in_group ? 0 : cudrv::nccl::no_color, comm.rank());
 /// @endcode
 inline constexpr int no_color = -1;
+
+template <class T>
+class buffer;
+template <element T>
+class premul_sum;
+
+/// @brief What a reducing collective over elements of @p T accepts as its operation: a built-in
+/// @ref cudrv::nccl::reduction, or a @ref cudrv::nccl::premul_sum made for @p T.
+///
+/// @code
+/// static_assert(cudrv::nccl::reduction_operator_for<cudrv::nccl::reduction, float>);
+/// static_assert(!cudrv::nccl::reduction_operator_for<cudrv::nccl::premul_sum<double>, float>);
+/// @endcode
+template <class Op, class T>
+concept reduction_operator_for =
+    std::is_same_v<std::remove_cvref_t<Op>, reduction> || std::is_same_v<std::remove_cvref_t<Op>, premul_sum<T>>;
 
 }  // namespace nccl
 
@@ -316,25 +417,62 @@ void nccl_check_gather(const char* api, std::size_t send, std::size_t recv, int 
 void nccl_check_scatter(const char* api, std::size_t send, std::size_t recv, int nranks);
 void nccl_check_point_to_point(const char* api, std::size_t count, int peer, int nranks);
 
-// The NCCL calls, untyped (src/scaleout/nccl.cpp). Each throws nccl_error on failure.
-void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                     nccl::data_type type, nccl::reduction op, CUstream stream);
-void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                    nccl::data_type type, int root, CUstream stream);
-void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                 nccl::data_type type, nccl::reduction op, int root, CUstream stream);
-void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
-                     nccl::data_type type, CUstream stream);
-void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
-                         nccl::data_type type, nccl::reduction op, CUstream stream);
-void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer,
-               CUstream stream);
-void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer,
-               CUstream stream);
+// Where a call goes: the communicator, the primary context of its device when known (null otherwise),
+// and the bound on waiting for it when it is non-blocking (milliseconds).
+struct nccl_target {
+  ncclComm* comm;
+  CUcontext home;
+  std::int64_t timeout_ms;
+};
+// The default bound of communicator_config::timeout, in milliseconds.
+inline constexpr std::int64_t nccl_default_timeout_ms = 5 * 60 * 1000;
+
+// The NCCL calls, untyped (src/scaleout/nccl.cpp). Each throws nccl_error on failure. `op` is an
+// ncclRedOp_t: a built-in reduction's value or a premul_sum's handle.
+void nccl_all_reduce(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int op,
+                     CUstream stream);
+void nccl_broadcast(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+                    int root, CUstream stream);
+void nccl_reduce(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int op,
+                 int root, CUstream stream);
+void nccl_all_gather(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count, nccl::data_type type,
+                     CUstream stream);
+void nccl_reduce_scatter(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
+                         nccl::data_type type, int op, CUstream stream);
+void nccl_send(nccl_target t, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream);
+void nccl_recv(nccl_target t, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream);
+void nccl_all_to_all(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+                     CUstream stream);
+void nccl_gather(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int root,
+                 CUstream stream);
+void nccl_scatter(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int root,
+                  CUstream stream);
+// The uneven all-to-all: one group of sends and receives; counts and offsets in elements of
+// element_bytes bytes, already checked against the buffers (nccl_check_all_to_all_v).
+void nccl_all_to_all_v(nccl_target t, CUdeviceptr send, std::span<const std::size_t> send_counts,
+                       std::span<const std::size_t> send_offsets, CUdeviceptr recv,
+                       std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                       std::size_t element_bytes, nccl::data_type type, CUstream stream);
+void nccl_check_all_to_all_v(const char* api, int nranks, std::size_t send_size,
+                             std::span<const std::size_t> send_counts, std::span<const std::size_t> send_offsets,
+                             std::size_t recv_size, std::span<const std::size_t> recv_counts,
+                             std::span<const std::size_t> recv_offsets);
+void nccl_check_disjoint(const char* api, CUdeviceptr a, std::size_t a_bytes, CUdeviceptr b, std::size_t b_bytes);
+// The ncclRedOp_t of a premul_sum for a collective on t over elements of type: checked that the
+// operator exists and belongs to t's communicator and type.
+int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, nccl::data_type op_type, const ncclComm* comm,
+                        nccl::data_type type);
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
 int nccl_query_rank(ncclComm* comm);
 int nccl_query_size(ncclComm* comm);
 void nccl_deregister(ncclComm* comm, void* handle) noexcept;
+int nccl_premul_sum_create(nccl_target t, const void* scalar, bool on_device, nccl::data_type type);
+void nccl_premul_sum_destroy(ncclComm* comm, int op) noexcept;
+CUdeviceptr nccl_mem_alloc(int device_ordinal, std::size_t bytes);
+void nccl_mem_free(int device_ordinal, CUdeviceptr address) noexcept;
+ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std::size_t bytes,
+                                        nccl::window_flags flags);
+void nccl_window_deregister(nccl_target t, ncclWindow_vidmem* window) noexcept;
 
 // A device span of what a collective is given: a device_span or a device_buffer.
 template <class T>
@@ -347,6 +485,14 @@ device_span<T> nccl_span(device_buffer<T>& b) noexcept {
 }
 template <class T>
 device_span<const T> nccl_span(const device_buffer<T>& b) noexcept {
+  return b.view();
+}
+template <class T>
+device_span<T> nccl_span(nccl::buffer<T>& b) noexcept {
+  return b.view();
+}
+template <class T>
+device_span<const T> nccl_span(const nccl::buffer<T>& b) noexcept {
   return b.view();
 }
 template <class R>
@@ -425,35 +571,45 @@ class communicator_base {
   /// while (comm.async_error() == cudrv::nccl::result::in_progress) { do_other_work(); }
   /// @endcode
   [[nodiscard]] result async_error() const;
-  /// @brief Polls @ref async_error until it is no longer @ref result::in_progress; throws the error it
-  /// then reports, if any. Use after creating or calling a non-blocking communicator.
+  /// @brief Polls @ref async_error until it is no longer @ref result::in_progress, for at most the
+  /// communicator's @ref communicator_config::timeout; throws the error it then reports, if any. Use
+  /// after creating a non-blocking communicator (cudrv's other calls wait by themselves).
   /// @throws nccl_error when the communicator reports an error
-  void wait_ready() const;
+  /// @throws timeout_error when it is still in progress after the bound
+  void wait_ready() const { wait_ready(std::chrono::milliseconds(timeout_ms_)); }
+  /// @brief @ref wait_ready with the bound @p timeout instead of the communicator's.
+  /// @code
+  /// comm.wait_ready(std::chrono::seconds(10));   // timeout_error after 10 s in progress
+  /// @endcode
+  /// @throws invalid_argument_error for a bound below 1 ms
+  void wait_ready(std::chrono::milliseconds timeout) const;
+  /// @brief The bound on cudrv's waits for this communicator (@ref communicator_config::timeout; the
+  /// default for a view adopted from a raw handle).
+  [[nodiscard]] std::chrono::milliseconds timeout() const noexcept { return std::chrono::milliseconds(timeout_ms_); }
 
   /// @brief Reduces @p send across all ranks into @p recv on every rank (ncclAllReduce); both hold the
   /// same number of elements.
   /// @code
   /// comm.all_reduce(local, total, cudrv::nccl::reduction::sum, s);
   /// @endcode
-  template <device_range Send, writable_device_range Recv>
-  void all_reduce(const Send& send, Recv&& recv, reduction op, stream_ref s) const {
+  template <device_range Send, writable_device_range Recv, reduction_operator_for<cudrv::detail::nccl_value_t<Recv>> Op>
+  void all_reduce(const Send& send, Recv&& recv, const Op& op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", in.size(), out.size());
-    cudrv::detail::nccl_all_reduce(c, home_, in.data(), out.data(), in.size(), type_of(out), effective(op),
+    cudrv::detail::nccl_all_reduce(target(c), in.data(), out.data(), in.size(), type_of(out), raw_op(op),
                                    s.native_handle());
   }
   /// @brief All-reduce in place: @p buffer holds this rank's data before and the result after.
   /// @code
   /// comm.all_reduce(grads, cudrv::nccl::reduction::avg, s);
   /// @endcode
-  template <writable_device_range Buffer>
-  void all_reduce(Buffer&& buffer, reduction op, stream_ref s) const {
+  template <writable_device_range Buffer, reduction_operator_for<cudrv::detail::nccl_value_t<Buffer>> Op>
+  void all_reduce(Buffer&& buffer, const Op& op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::all_reduce");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::all_reduce", b.size(), b.size());
-    cudrv::detail::nccl_all_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b), effective(op),
-                                   s.native_handle());
+    cudrv::detail::nccl_all_reduce(target(c), b.data(), b.data(), b.size(), type_of(b), raw_op(op), s.native_handle());
   }
 
   /// @brief Copies @p send of rank @p root into @p recv on every rank (ncclBroadcast); @p send is read
@@ -467,7 +623,7 @@ class communicator_base {
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
-    cudrv::detail::nccl_broadcast(c, home_, in.data(), out.data(), in.size(), type_of(out), root, s.native_handle());
+    cudrv::detail::nccl_broadcast(target(c), in.data(), out.data(), in.size(), type_of(out), root, s.native_handle());
   }
   /// @brief Broadcast in place: the root's @p buffer is copied into every other rank's.
   /// @code
@@ -479,7 +635,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::broadcast", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::broadcast", "root", root, known_size());
-    cudrv::detail::nccl_broadcast(c, home_, b.data(), b.data(), b.size(), type_of(b), root, s.native_handle());
+    cudrv::detail::nccl_broadcast(target(c), b.data(), b.data(), b.size(), type_of(b), root, s.native_handle());
   }
 
   /// @brief Reduces @p send across all ranks into @p recv of rank @p root (ncclReduce); both hold the
@@ -487,26 +643,26 @@ class communicator_base {
   /// @code
   /// comm.reduce(local, total, cudrv::nccl::reduction::sum, 0, s);
   /// @endcode
-  template <device_range Send, writable_device_range Recv>
-  void reduce(const Send& send, Recv&& recv, reduction op, int root, stream_ref s) const {
+  template <device_range Send, writable_device_range Recv, reduction_operator_for<cudrv::detail::nccl_value_t<Recv>> Op>
+  void reduce(const Send& send, Recv&& recv, const Op& op, int root, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", in.size(), out.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
-    cudrv::detail::nccl_reduce(c, home_, in.data(), out.data(), in.size(), type_of(out), effective(op), root,
+    cudrv::detail::nccl_reduce(target(c), in.data(), out.data(), in.size(), type_of(out), raw_op(op), root,
                                s.native_handle());
   }
   /// @brief Reduce in place: the root's @p buffer receives the result.
   /// @code
   /// comm.reduce(buf, cudrv::nccl::reduction::max, 0, s);
   /// @endcode
-  template <writable_device_range Buffer>
-  void reduce(Buffer&& buffer, reduction op, int root, stream_ref s) const {
+  template <writable_device_range Buffer, reduction_operator_for<cudrv::detail::nccl_value_t<Buffer>> Op>
+  void reduce(Buffer&& buffer, const Op& op, int root, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_same_count("cudrv::nccl::communicator::reduce", b.size(), b.size());
     cudrv::detail::nccl_check_rank("cudrv::nccl::communicator::reduce", "root", root, known_size());
-    cudrv::detail::nccl_reduce(c, home_, b.data(), b.data(), b.size(), type_of(b), effective(op), root,
+    cudrv::detail::nccl_reduce(target(c), b.data(), b.data(), b.size(), type_of(b), raw_op(op), root,
                                s.native_handle());
   }
 
@@ -520,7 +676,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::all_gather");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_gather("cudrv::nccl::communicator::all_gather", in.size(), out.size(), known_size());
-    cudrv::detail::nccl_all_gather(c, home_, in.data(), out.data(), in.size(), type_of(out), s.native_handle());
+    cudrv::detail::nccl_all_gather(target(c), in.data(), out.data(), in.size(), type_of(out), s.native_handle());
   }
   /// @brief All-gather in place: @p buffer holds size() equal parts, and this rank's part (rank() of
   /// them) is sent to the others.
@@ -533,7 +689,7 @@ class communicator_base {
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::all_gather", b.size(), known_size());
     const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
-    cudrv::detail::nccl_all_gather(c, home_, b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
+    cudrv::detail::nccl_all_gather(target(c), b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
                                    b.data(), part, type_of(b), s.native_handle());
   }
 
@@ -542,12 +698,12 @@ class communicator_base {
   /// @code
   /// comm.reduce_scatter(full, shard, cudrv::nccl::reduction::sum, s);
   /// @endcode
-  template <device_range Send, writable_device_range Recv>
-  void reduce_scatter(const Send& send, Recv&& recv, reduction op, stream_ref s) const {
+  template <device_range Send, writable_device_range Recv, reduction_operator_for<cudrv::detail::nccl_value_t<Recv>> Op>
+  void reduce_scatter(const Send& send, Recv&& recv, const Op& op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce_scatter");
     auto [in, out] = same_type_spans(send, recv);
     cudrv::detail::nccl_check_scatter("cudrv::nccl::communicator::reduce_scatter", in.size(), out.size(), known_size());
-    cudrv::detail::nccl_reduce_scatter(c, home_, in.data(), out.data(), out.size(), type_of(out), effective(op),
+    cudrv::detail::nccl_reduce_scatter(target(c), in.data(), out.data(), out.size(), type_of(out), raw_op(op),
                                        s.native_handle());
   }
   /// @brief Reduce-scatter in place: @p buffer holds size() equal parts, and this rank's part of the
@@ -555,15 +711,15 @@ class communicator_base {
   /// @code
   /// comm.reduce_scatter(full, cudrv::nccl::reduction::sum, s);
   /// @endcode
-  template <writable_device_range Buffer>
-  void reduce_scatter(Buffer&& buffer, reduction op, stream_ref s) const {
+  template <writable_device_range Buffer, reduction_operator_for<cudrv::detail::nccl_value_t<Buffer>> Op>
+  void reduce_scatter(Buffer&& buffer, const Op& op, stream_ref s) const {
     ncclComm* c = checked("cudrv::nccl::communicator::reduce_scatter");
     auto b = cudrv::detail::nccl_span(buffer);
     cudrv::detail::nccl_check_in_place("cudrv::nccl::communicator::reduce_scatter", b.size(), known_size());
     const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
-    cudrv::detail::nccl_reduce_scatter(c, home_, b.data(),
+    cudrv::detail::nccl_reduce_scatter(target(c), b.data(),
                                        b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(), part,
-                                       type_of(b), effective(op), s.native_handle());
+                                       type_of(b), raw_op(op), s.native_handle());
   }
 
   /// @brief Sends @p data to rank @p peer (ncclSend), which must receive as many elements of the same
@@ -576,7 +732,7 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::send");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::send", d.size(), peer, known_size());
-    cudrv::detail::nccl_send(c, home_, d.data(), d.size(), type_of(d), peer, s.native_handle());
+    cudrv::detail::nccl_send(target(c), d.data(), d.size(), type_of(d), peer, s.native_handle());
   }
   /// @brief Receives @p data from rank @p peer (ncclRecv), which must send as many elements of the same type.
   /// @code
@@ -587,8 +743,141 @@ class communicator_base {
     ncclComm* c = checked("cudrv::nccl::communicator::recv");
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_point_to_point("cudrv::nccl::communicator::recv", d.size(), peer, known_size());
-    cudrv::detail::nccl_recv(c, home_, d.data(), d.size(), type_of(d), peer, s.native_handle());
+    cudrv::detail::nccl_recv(target(c), d.data(), d.size(), type_of(d), peer, s.native_handle());
   }
+
+  /// @brief Sends block j of @p send to rank j and receives rank i's block into block i of @p recv
+  /// (ncclAlltoAll, NCCL 2.28): both hold size() equal blocks. Out of place only.
+  /// @code
+  /// comm.all_to_all(tokens_by_expert, tokens_for_me, s);   // each size() * block elements
+  /// @endcode
+  /// @throws invalid_argument_error for sizes that are not size() equal blocks or overlapping buffers
+  template <device_range Send, writable_device_range Recv>
+  void all_to_all(const Send& send, Recv&& recv, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::all_to_all";
+    ncclComm* c = checked(api);
+    auto [in, out] = same_type_spans(send, recv);
+    cudrv::detail::nccl_check_same_count(api, in.size(), out.size());
+    cudrv::detail::nccl_check_in_place(api, out.size(), known_size());
+    cudrv::detail::nccl_check_disjoint(api, in.data(), in.size_bytes(), out.data(), out.size_bytes());
+    cudrv::detail::nccl_all_to_all(target(c), in.data(), out.data(),
+                                   out.size() / static_cast<std::size_t>(known_size()), type_of(out),
+                                   s.native_handle());
+  }
+  /// @brief The uneven all-to-all, over one group of ncclSend and ncclRecv: to rank j go
+  /// @p send_counts[j] elements from offset @p send_offsets[j] of @p send; from rank i come
+  /// @p recv_counts[i] elements into offset @p recv_offsets[i] of @p recv. Each span has size()
+  /// entries, every block lies inside its buffer, and rank i's send count to j must equal j's receive
+  /// count from i (NCCL matches them). Zero counts are skipped. Inside a user's @ref group it joins it.
+  /// @code
+  /// std::vector<std::size_t> sc{3, 0, 5}, so{0, 3, 3}, rc{2, 4, 1}, ro{0, 2, 6};
+  /// comm.all_to_all_v(send, sc, so, recv, rc, ro, s);
+  /// @endcode
+  /// @throws invalid_argument_error for a span of the wrong length, a block outside its buffer, an
+  /// offset + count that overflows, overlapping receive blocks, or nothing to send and receive at all
+  template <device_range Send, writable_device_range Recv>
+  void all_to_all_v(const Send& send, std::span<const std::size_t> send_counts,
+                    std::span<const std::size_t> send_offsets, Recv&& recv, std::span<const std::size_t> recv_counts,
+                    std::span<const std::size_t> recv_offsets, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::all_to_all_v";
+    ncclComm* c = checked(api);
+    auto [in, out] = same_type_spans(send, recv);
+    cudrv::detail::nccl_check_all_to_all_v(api, known_size(), in.size(), send_counts, send_offsets, out.size(),
+                                           recv_counts, recv_offsets);
+    using T = typename decltype(out)::element_type;
+    cudrv::detail::nccl_all_to_all_v(target(c), in.data(), send_counts, send_offsets, out.data(), recv_counts,
+                                     recv_offsets, sizeof(T), type_of(out), s.native_handle());
+  }
+
+  /// @brief Gathers every rank's @p send into @p recv of rank @p root, rank i's at offset
+  /// i * send.size() (ncclGather, NCCL 2.28). On the root @p recv holds size() * send.size() elements;
+  /// on the other ranks it is not used and may be empty.
+  /// @code
+  /// comm.gather(shard, rank == 0 ? full.view() : cudrv::device_span<float>{}, 0, s);
+  /// @endcode
+  template <device_range Send, writable_device_range Recv>
+  void gather(const Send& send, Recv&& recv, int root, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::gather";
+    ncclComm* c = checked(api);
+    auto [in, out] = same_type_spans(send, recv);
+    cudrv::detail::nccl_check_rank(api, "root", root, known_size());
+    if (known_rank() == root) {
+      cudrv::detail::nccl_check_gather(api, in.size(), out.size(), known_size());
+    } else {
+      cudrv::detail::nccl_check_not_empty(api, "the source", in.size());
+    }
+    cudrv::detail::nccl_gather(target(c), in.data(), out.data(), in.size(), type_of(out), root, s.native_handle());
+  }
+  /// @brief Gather in place: @p buffer holds size() equal parts on every rank; this rank's part
+  /// rank() is sent, and the root's buffer receives every part.
+  /// @code
+  /// comm.gather(full, 0, s);   // this rank's shard at full.subspan(rank * part, part)
+  /// @endcode
+  template <writable_device_range Buffer>
+  void gather(Buffer&& buffer, int root, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::gather";
+    ncclComm* c = checked(api);
+    auto b = cudrv::detail::nccl_span(buffer);
+    cudrv::detail::nccl_check_rank(api, "root", root, known_size());
+    cudrv::detail::nccl_check_in_place(api, b.size(), known_size());
+    const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
+    cudrv::detail::nccl_gather(target(c), b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(),
+                               b.data(), part, type_of(b), root, s.native_handle());
+  }
+  /// @brief Sends part i of @p send of rank @p root to rank i's @p recv (ncclScatter, NCCL 2.28). On the
+  /// root @p send holds size() * recv.size() elements; on the other ranks it is not used and may be empty.
+  /// @code
+  /// comm.scatter(rank == 0 ? full.view() : cudrv::device_span<const float>{}, shard, 0, s);
+  /// @endcode
+  template <device_range Send, writable_device_range Recv>
+  void scatter(const Send& send, Recv&& recv, int root, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::scatter";
+    ncclComm* c = checked(api);
+    auto [in, out] = same_type_spans(send, recv);
+    cudrv::detail::nccl_check_rank(api, "root", root, known_size());
+    if (known_rank() == root) {
+      cudrv::detail::nccl_check_scatter(api, in.size(), out.size(), known_size());
+    } else {
+      cudrv::detail::nccl_check_not_empty(api, "the destination", out.size());
+    }
+    cudrv::detail::nccl_scatter(target(c), in.data(), out.data(), out.size(), type_of(out), root, s.native_handle());
+  }
+  /// @brief Scatter in place: @p buffer holds size() equal parts on every rank; part rank() of each
+  /// rank's buffer receives the root's part rank().
+  /// @code
+  /// comm.scatter(full, 0, s);
+  /// @endcode
+  template <writable_device_range Buffer>
+  void scatter(Buffer&& buffer, int root, stream_ref s) const {
+    constexpr const char* api = "cudrv::nccl::communicator::scatter";
+    ncclComm* c = checked(api);
+    auto b = cudrv::detail::nccl_span(buffer);
+    cudrv::detail::nccl_check_rank(api, "root", root, known_size());
+    cudrv::detail::nccl_check_in_place(api, b.size(), known_size());
+    const std::size_t part = b.size() / static_cast<std::size_t>(known_size());
+    cudrv::detail::nccl_scatter(target(c), b.data(),
+                                b.subspan(part * static_cast<std::size_t>(known_rank()), part).data(), part, type_of(b),
+                                root, s.native_handle());
+  }
+
+  /// @brief A new communicator of the ranks not in @p exclude_ranks (ncclCommShrink, NCCL 2.27), renumbered
+  /// densely in their old order. Every remaining rank calls it with the same list; the excluded ranks
+  /// must not call it. After a lost rank: @ref communicator::revoke the parent, then shrink with
+  /// @ref shrink_mode::abort, then destroy the parent (its owner aborts a revoked communicator).
+  /// @code
+  /// comm.revoke();
+  /// int lost[] = {dead};
+  /// auto survivors = comm.shrink(lost, cudrv::nccl::shrink_mode::abort);
+  /// @endcode
+  /// @param exclude_ranks the ranks to leave out: each a rank of this communicator, none twice, not
+  /// this rank, not every rank
+  /// @param mode whether the parent's work in flight completes (normal) or is stopped first (abort)
+  /// @param config the new communicator's configuration; unset: the parent's
+  /// @throws invalid_argument_error for a list breaking those rules, or inside an open @ref group
+  /// @throws not_supported_error when the loaded NCCL lacks ncclCommShrink
+  /// @throws timeout_error when a non-blocking shrink stays in progress past the bound
+  [[nodiscard]] communicator shrink(std::span<const int> exclude_ranks, shrink_mode mode = shrink_mode::normal,
+                                    const std::optional<communicator_config>& config = {}) const;
 
   /// @brief Splits the communicator (ncclCommSplit): the ranks giving the same @p color form a new one,
   /// ordered by @p key. Every rank must call it. A rank giving @ref no_color gets an empty owner.
@@ -609,9 +898,10 @@ class communicator_base {
   }
 
  protected:
-  /// @brief Holds @p handle, @p rank, @p size and @p home unchanged.
-  constexpr communicator_base(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
-      : handle_(handle), rank_(rank), size_(size), home_(home) {}
+  /// @brief Holds @p handle, @p rank, @p size, @p home and @p timeout_ms unchanged.
+  constexpr communicator_base(ncclComm* handle, int rank, int size, CUcontext home = nullptr,
+                              std::int64_t timeout_ms = cudrv::detail::nccl_default_timeout_ms) noexcept
+      : handle_(handle), rank_(rank), size_(size), home_(home), timeout_ms_(timeout_ms) {}
   /// @brief Copies the handle (for the view).
   constexpr communicator_base(const communicator_base&) noexcept = default;
   /// @brief Copies the handle (for the view).
@@ -626,20 +916,29 @@ class communicator_base {
   /// @brief The primary context of the communicator's device when cudrv knows it (null otherwise): a
   /// collective called with it current leaves it current, so cudrv need not look again afterwards.
   CUcontext home_;
+  /// @brief The bound on waiting for a non-blocking communicator, in milliseconds (>= 1).
+  std::int64_t timeout_ms_;
 
  private:
   ncclComm* checked(const char* api) const {
     cudrv::detail::nccl_check_handle(handle_, api);
     return handle_;
   }
+  cudrv::detail::nccl_target target(ncclComm* c) const noexcept { return {c, home_, timeout_ms_}; }
   // The rank and size, asked of NCCL when this view was adopted without them (the handle is not null).
   int known_rank() const { return rank_ >= 0 ? rank_ : cudrv::detail::nccl_query_rank(handle_); }
   int known_size() const { return size_ >= 1 ? size_ : cudrv::detail::nccl_query_size(handle_); }
   // The operation NCCL is asked for. On one rank the average of one value is that value, as is the sum:
   // NCCL 2.28's ncclAvg on a one-rank communicator leaves the elements past the last multiple of 2^18
   // unwritten (out of place), so cudrv asks for the sum there, which NCCL copies correctly.
-  [[nodiscard]] reduction effective(reduction op) const {
-    return op == reduction::avg && known_size() == 1 ? reduction::sum : op;
+  [[nodiscard]] int raw_op(reduction op) const {
+    return static_cast<int>(op == reduction::avg && known_size() == 1 ? reduction::sum : op);
+  }
+  // A premultiplied sum: made for this communicator (its element type matches by construction).
+  template <class T>
+  [[nodiscard]] int raw_op(const premul_sum<T>& op) const {
+    return cudrv::detail::nccl_check_operator("cudrv::nccl::premul_sum", op.communicator_handle(), op.native_handle(),
+                                              data_type_of_v<T>, handle_, data_type_of_v<T>);
   }
   template <class T>
   static constexpr data_type type_of(device_span<T>) noexcept {
@@ -683,8 +982,9 @@ class communicator_ref : public communicator_base {
 
  private:
   friend class communicator;
-  constexpr communicator_ref(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
-      : communicator_base(handle, rank, size, home) {}
+  constexpr communicator_ref(ncclComm* handle, int rank, int size, CUcontext home = nullptr,
+                             std::int64_t timeout_ms = cudrv::detail::nccl_default_timeout_ms) noexcept
+      : communicator_base(handle, rank, size, home, timeout_ms) {}
 };
 
 /// @brief An owning NCCL communicator: destroyed with ncclCommFinalize and ncclCommDestroy (errors go
@@ -713,6 +1013,20 @@ class communicator : public communicator_base {
   /// @throws nccl_error when NCCL refuses
   [[nodiscard]] static communicator init_rank(const unique_id& id, int nranks, int rank, const cudrv::device& dev,
                                               const communicator_config& config = {});
+  /// @brief Creates this process's rank @p rank of @p nranks from several unique ids
+  /// (ncclCommInitRankScalable, NCCL 2.23), which spreads the bootstrap of a large job over several
+  /// roots. Every rank passes the same ids in the same order; typically rank
+  /// `i * nranks / ids.size()` generates id i and sends it to the others.
+  /// @code
+  /// std::vector<cudrv::nccl::unique_id> ids(4);   // made by ranks 0, n/4, n/2, 3n/4 and shared
+  /// auto comm = cudrv::nccl::communicator::init_rank_scalable(ids, world, me, cudrv::device(local));
+  /// @endcode
+  /// @throws invalid_argument_error for no id, more ids than ranks, or a rank outside [0, nranks)
+  /// @throws not_supported_error when the loaded NCCL lacks ncclCommInitRankScalable
+  /// @throws nccl_error when NCCL refuses
+  [[nodiscard]] static communicator init_rank_scalable(std::span<const unique_id> ids, int nranks, int rank,
+                                                       const cudrv::device& dev,
+                                                       const communicator_config& config = {});
   /// @brief Creates one communicator per device of @p devices in this process (ncclCommInitAll);
   /// element i is rank i.
   /// @code
@@ -733,12 +1047,16 @@ class communicator : public communicator_base {
   communicator& operator=(const communicator&) = delete;
   /// @}
   /// @brief Takes over @p other's communicator; @p other becomes empty.
-  communicator(communicator&& other) noexcept : communicator_base(other) { other.handle_ = nullptr; }
+  communicator(communicator&& other) noexcept
+      : communicator_base(other), revoked_(cudrv::detail::exchange(other.revoked_, false)) {
+    other.handle_ = nullptr;
+  }
   /// @brief Destroys the held communicator, then takes over @p other's.
   communicator& operator=(communicator&& other) noexcept {
     if (this != &other) {
       reset();
       communicator_base::operator=(other);
+      revoked_ = cudrv::detail::exchange(other.revoked_, false);
       other.handle_ = nullptr;
     }
     return *this;
@@ -748,9 +1066,24 @@ class communicator : public communicator_base {
   /// waits until the other ranks have matched this rank's work, which after a failure may never happen.
   ~communicator();
 
-  /// @brief Finalizes (ncclCommFinalize, waiting for a non-blocking one) and destroys (ncclCommDestroy)
-  /// the communicator now; it becomes empty. Errors go to the destruction handler.
+  /// @brief Finalizes (ncclCommFinalize, waiting for a non-blocking one within its timeout) and
+  /// destroys (ncclCommDestroy) the communicator now; it becomes empty. A revoked communicator, one
+  /// reporting an error, or one still in progress at the bound is aborted instead (ncclCommAbort).
+  /// Errors go to the destruction handler.
   void reset() noexcept;
+  /// @brief Revokes the communicator (ncclCommRevoke, NCCL 2.28): its operations in flight stop, on
+  /// this rank, without waiting for the others; then waits, within the timeout, until it is quiescent.
+  /// Afterwards it can only be shrunk (@ref shrink), split or destroyed: a revoked communicator is
+  /// aborted, not finalized, when this owner lets it go. The first step after a lost rank.
+  /// @code
+  /// if (comm.async_error() != cudrv::nccl::result::success) { comm.revoke(); auto next = comm.shrink(lost); }
+  /// @endcode
+  /// @throws not_supported_error when the loaded NCCL lacks ncclCommRevoke
+  /// @throws timeout_error when the communicator is still in progress after the bound (it stays revoked)
+  /// @throws nccl_error when NCCL refuses
+  void revoke();
+  /// @brief Whether @ref revoke was called on this owner.
+  [[nodiscard]] bool revoked() const noexcept { return revoked_; }
   /// @brief Aborts the communicator (ncclCommAbort): in-flight operations are stopped and resources
   /// freed without waiting for the other ranks. The fault path; it becomes empty.
   /// @code
@@ -759,12 +1092,15 @@ class communicator : public communicator_base {
   /// @throws nccl_error when NCCL reports an error while aborting (the owner is empty anyway)
   void abort();
   /// @brief Gives up ownership; the caller must destroy the returned handle.
-  [[nodiscard]] ncclComm* release() noexcept { return cudrv::detail::exchange(handle_, nullptr); }
+  [[nodiscard]] ncclComm* release() noexcept {
+    revoked_ = false;
+    return cudrv::detail::exchange(handle_, nullptr);
+  }
   /// @brief Whether the owner holds a communicator.
   [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
   /// @brief A view, valid while this communicator lives (an empty owner gives a view of a null handle).
   operator communicator_ref() const& noexcept {  // NOLINT: implicit on purpose
-    return communicator_ref(handle_, rank_, size_, home_);
+    return communicator_ref(handle_, rank_, size_, home_, timeout_ms_);
   }
   /// @name Refused forms (deleted: these calls do not compile)
   /// @{
@@ -776,8 +1112,10 @@ class communicator : public communicator_base {
 
  private:
   friend class communicator_base;
-  communicator(ncclComm* handle, int rank, int size, CUcontext home = nullptr) noexcept
-      : communicator_base(handle, rank, size, home) {}
+  communicator(ncclComm* handle, int rank, int size, CUcontext home, std::int64_t timeout_ms) noexcept
+      : communicator_base(handle, rank, size, home, timeout_ms) {}
+  // Whether revoke() was called: the communicator is then aborted, never finalized.
+  bool revoked_ = false;
 };
 
 /// @brief A scope of NCCL calls fused into one operation (ncclGroupStart at construction,
@@ -812,6 +1150,18 @@ class group {
   /// @throws nccl_error when NCCL reports an error (the group is closed anyway)
   /// @throws invalid_argument_error when the group was already ended
   void end();
+  /// @brief Ends the group WITHOUT launching its calls (ncclGroupSimulateEnd, NCCL 2.22) and returns
+  /// NCCL's estimate of the time they would take, in microseconds: a cost model for planners. Call it
+  /// instead of @ref end, on the outermost group; nothing is enqueued.
+  /// @code
+  /// cudrv::nccl::group g;
+  /// comm.all_reduce(grads, cudrv::nccl::reduction::sum, s);
+  /// float us = g.simulate_end();   // grads untouched
+  /// @endcode
+  /// @throws invalid_argument_error when the group was already ended or is nested in another
+  /// @throws not_supported_error when the loaded NCCL lacks ncclGroupSimulateEnd (the group is ended then)
+  /// @throws nccl_error when NCCL refuses
+  [[nodiscard]] float simulate_end();
   /// @brief Whether @ref end has not been called yet.
   [[nodiscard]] bool is_open() const noexcept { return open_; }
 
@@ -886,6 +1236,285 @@ class registration {
  private:
   ncclComm* comm_ = nullptr;
   void* handle_ = nullptr;
+};
+
+/// @brief A premultiplied-sum reduction operator (ncclRedOpCreatePreMulSum, NCCL 2.11): each rank's
+/// input is multiplied by a scalar before the sum, so `all_reduce` with `premul_sum(comm, 1.0f / n)`
+/// averages, and a per-rank scalar weighs each rank. Made for one communicator and one element type
+/// @p T: a reducing collective takes it in place of a @ref reduction, on that communicator only
+/// (another is refused with invalid_argument_error) and on buffers of @p T only (others do not
+/// compile). Destroyed with ncclRedOpDestroy. Move-only. The communicator must outlive it.
+///
+/// The scalar is either a host value, read once when the operator is made, or one element of device
+/// memory, read by the device each time a collective runs (change it between collectives to change the
+/// weight without a new operator); that memory must outlive the operator's last collective, so a
+/// temporary buffer is refused.
+///
+/// @code
+/// cudrv::nccl::premul_sum<float> mean(comm, 1.0f / float(comm.size()));
+/// comm.all_reduce(grads, mean, s);                  // the average
+/// cudrv::device_buffer<float> weight(dev, 1);
+/// cudrv::nccl::premul_sum<float> weighted(comm, weight.view());   // read when each collective runs
+/// @endcode
+template <element T>
+class premul_sum {
+ public:
+  /// @brief An empty operator (refused by the collectives).
+  premul_sum() noexcept = default;
+  /// @brief An operator whose scalar @p scalar is read now (`ncclScalarHostImmediate`).
+  /// @throws invalid_argument_error for an empty communicator
+  /// @throws not_supported_error when the loaded NCCL lacks ncclRedOpCreatePreMulSum
+  premul_sum(communicator_ref comm, T scalar) { create(comm, &scalar, false); }
+  /// @brief An operator whose scalar is the one element of @p scalar, read by the device while each
+  /// collective runs (`ncclScalarDevice`).
+  /// @throws invalid_argument_error for an empty communicator or a span that is not one element
+  /// @throws not_supported_error when the loaded NCCL lacks ncclRedOpCreatePreMulSum
+  premul_sum(communicator_ref comm, device_span<const T> scalar) {
+    if (scalar.size() != 1) {
+      throw invalid_argument_error("cudrv::nccl::premul_sum",
+                                   "the device scalar must be one element, not " + std::to_string(scalar.size()));
+    }
+    const CUdeviceptr address = scalar.data();
+    create(comm, reinterpret_cast<const void*>(address), true);
+  }
+  /// @brief An operator whose scalar is the one element of @p scalar (a device buffer of one element).
+  premul_sum(communicator_ref comm, const device_buffer<T>& scalar) : premul_sum(comm, scalar.view()) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief A temporary buffer would be freed while the device still reads the scalar from it.
+  premul_sum(communicator_ref comm, device_buffer<T>&& scalar) = delete;
+  premul_sum(const premul_sum&) = delete;
+  premul_sum& operator=(const premul_sum&) = delete;
+  /// @}
+  /// @brief Takes over @p other's operator; @p other becomes empty.
+  premul_sum(premul_sum&& other) noexcept
+      : comm_(cudrv::detail::exchange(other.comm_, nullptr)), op_(cudrv::detail::exchange(other.op_, -1)) {}
+  /// @brief Destroys the held operator, then takes over @p other's.
+  premul_sum& operator=(premul_sum&& other) noexcept {
+    if (this != &other) {
+      reset();
+      comm_ = cudrv::detail::exchange(other.comm_, nullptr);
+      op_ = cudrv::detail::exchange(other.op_, -1);
+    }
+    return *this;
+  }
+  /// @brief Destroys the operator (errors go to the destruction handler).
+  ~premul_sum() { reset(); }
+  /// @brief Destroys the operator now (ncclRedOpDestroy); it becomes empty.
+  void reset() noexcept {
+    if (comm_ != nullptr) {
+      cudrv::detail::nccl_premul_sum_destroy(comm_, op_);
+    }
+    comm_ = nullptr;
+    op_ = -1;
+  }
+  /// @brief The operator's `ncclRedOp_t` value; -1 when empty.
+  [[nodiscard]] int native_handle() const noexcept { return op_; }
+  /// @brief The communicator it was made for; null when empty.
+  [[nodiscard]] ncclComm* communicator_handle() const noexcept { return comm_; }
+  /// @brief Whether it holds an operator.
+  [[nodiscard]] explicit operator bool() const noexcept { return comm_ != nullptr; }
+
+ private:
+  void create(communicator_ref comm, const void* scalar, bool on_device) {
+    cudrv::detail::nccl_check_handle(comm.native_handle(), "cudrv::nccl::premul_sum");
+    op_ = cudrv::detail::nccl_premul_sum_create({comm.native_handle(), nullptr, comm.timeout().count()}, scalar,
+                                                on_device, data_type_of_v<T>);
+    comm_ = comm.native_handle();
+  }
+  ncclComm* comm_ = nullptr;
+  int op_ = -1;
+};
+
+/// @brief Device memory allocated by NCCL (ncclMemAlloc, NCCL 2.19) on one device, freed with ncclMemFree:
+/// memory NCCL can map into its peers' address spaces, which symmetric windows (@ref window) and
+/// NVLink SHARP need. Usable wherever a `cudrv::device_buffer<T>` is: a collective's data, a
+/// `device_span` (`view()`), copies. Move-only; `release`/`from_native_handle` hand the address off and
+/// back. The size NCCL reserves may exceed the request (its granularity); @ref size is the request.
+///
+/// @code
+/// cudrv::nccl::buffer<float> grads(dev, n);
+/// cudrv::nccl::window win(comm, grads);                  // every rank, collectively
+/// comm.all_reduce(grads, cudrv::nccl::reduction::sum, s);
+/// @endcode
+template <class T>
+class buffer {
+ public:
+  using value_type = T;  ///< The element type.
+  /// @brief An empty buffer.
+  buffer() noexcept = default;
+  /// @brief Allocates @p count elements on @p dev (its primary context current during the call, then
+  /// the caller's put back).
+  /// @throws invalid_argument_error for a count of 0 or one whose size overflows
+  /// @throws not_supported_error when the loaded NCCL lacks ncclMemAlloc
+  /// @throws nccl_error when NCCL refuses (out of memory among others)
+  buffer(const cudrv::device& dev, std::size_t count)
+      : address_(cudrv::detail::nccl_mem_alloc(dev.ordinal(), checked_bytes(count))),
+        size_(count),
+        ordinal_(dev.ordinal()) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+  buffer(const buffer&) = delete;
+  buffer& operator=(const buffer&) = delete;
+  /// @}
+  /// @brief Takes over @p other's memory; @p other becomes empty.
+  buffer(buffer&& other) noexcept
+      : address_(cudrv::detail::exchange(other.address_, CUdeviceptr{0})),
+        size_(cudrv::detail::exchange(other.size_, std::size_t{0})),
+        ordinal_(other.ordinal_) {}
+  /// @brief Frees the held memory, then takes over @p other's.
+  buffer& operator=(buffer&& other) noexcept {
+    if (this != &other) {
+      reset();
+      address_ = cudrv::detail::exchange(other.address_, CUdeviceptr{0});
+      size_ = cudrv::detail::exchange(other.size_, std::size_t{0});
+      ordinal_ = other.ordinal_;
+    }
+    return *this;
+  }
+  /// @brief Frees the memory (ncclMemFree; errors go to the destruction handler).
+  ~buffer() { reset(); }
+  /// @brief Adopts @p count elements at @p address that ncclMemAlloc allocated on @p dev.
+  /// @code
+  /// CUdeviceptr p = grads.release();
+  /// auto again = cudrv::nccl::buffer<float>::from_native_handle(p, n, dev);
+  /// @endcode
+  [[nodiscard]] static buffer from_native_handle(CUdeviceptr address, std::size_t count, const cudrv::device& dev) {
+    buffer b;
+    b.address_ = address;
+    b.size_ = address == 0 ? 0 : count;
+    b.ordinal_ = dev.ordinal();
+    return b;
+  }
+  /// @brief Frees the memory now; the buffer becomes empty.
+  void reset() noexcept {
+    if (address_ != 0) {
+      cudrv::detail::nccl_mem_free(ordinal_, address_);
+    }
+    address_ = 0;
+    size_ = 0;
+  }
+  /// @brief Gives up the memory; the caller frees it with ncclMemFree (or adopts it again).
+  [[nodiscard]] CUdeviceptr release() noexcept {
+    size_ = 0;
+    return cudrv::detail::exchange(address_, CUdeviceptr{0});
+  }
+  /// @brief The device address; 0 when empty.
+  [[nodiscard]] CUdeviceptr data() const noexcept { return address_; }
+  /// @brief The device address as a typed pointer (for kernels' arguments); null when empty.
+  [[nodiscard]] T* get() const noexcept { return reinterpret_cast<T*>(address_); }
+  /// @brief The number of elements requested.
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  /// @brief size() * sizeof(T).
+  [[nodiscard]] std::size_t size_bytes() const noexcept { return size_ * sizeof(T); }
+  /// @brief Whether the buffer holds no memory.
+  [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  /// @brief Whether the buffer holds memory.
+  [[nodiscard]] explicit operator bool() const noexcept { return address_ != 0; }
+  /// @brief The device the memory is on.
+  [[nodiscard]] cudrv::device device() const { return cudrv::device(ordinal_); }
+  /// @brief A view of the elements.
+  [[nodiscard]] device_span<T> view() noexcept { return device_span<T>(address_, size_); }
+  /// @brief A read-only view of the elements.
+  [[nodiscard]] device_span<const T> view() const noexcept { return device_span<const T>(address_, size_); }
+  /// @brief A view of the elements (from an lvalue only).
+  operator device_span<T>() & noexcept { return view(); }  // NOLINT: implicit on purpose, like device_buffer
+  /// @brief A read-only view of the elements (from an lvalue only).
+  operator device_span<const T>() const& noexcept { return view(); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief Refused: the memory is freed at the end of the statement.
+  operator device_span<T>() && = delete;
+  /// @brief Refused: the memory is freed at the end of the statement.
+  operator device_span<const T>() const&& = delete;
+  /// @}
+
+ private:
+  static std::size_t checked_bytes(std::size_t count) {
+    cudrv::detail::nccl_check_not_empty("cudrv::nccl::buffer", "the element count", count);
+    if (count > static_cast<std::size_t>(-1) / sizeof(T)) {
+      throw invalid_argument_error("cudrv::nccl::buffer",
+                                   std::to_string(count) + " elements do not fit in the address space");
+    }
+    return count * sizeof(T);
+  }
+  CUdeviceptr address_ = 0;
+  std::size_t size_ = 0;
+  int ordinal_ = 0;
+};
+
+/// @brief A window of device memory registered with a communicator (ncclCommWindowRegister, NCCL 2.27),
+/// deregistered (ncclCommWindowDeregister) when destroyed. Registration is collective: every rank
+/// registers its part, in the same order. A @ref window_flags::collective_symmetric window (the default)
+/// lets NCCL use its symmetric-memory kernels on collectives over that memory; it needs an address
+/// aligned to @ref window_alignment and memory NCCL can map into its peers (a @ref buffer, or cuMem
+/// virtual memory). Move-only. The communicator and the memory must outlive the window: a temporary
+/// owner of the memory does not compile.
+///
+/// @code
+/// cudrv::nccl::buffer<float> grads(dev, n);
+/// cudrv::nccl::window win(comm, grads);
+/// comm.all_reduce(grads, cudrv::nccl::reduction::sum, s);   // may use the symmetric kernels
+/// @endcode
+class window {
+ public:
+  /// @brief An empty window.
+  window() noexcept = default;
+  /// @brief Registers the memory of @p data with @p comm (collective).
+  /// @throws invalid_argument_error for an empty communicator, empty memory, or (symmetric) an address
+  /// not aligned to @ref window_alignment, before NCCL is called
+  /// @throws not_supported_error when the loaded NCCL lacks ncclCommWindowRegister
+  /// @throws timeout_error when a non-blocking registration stays in progress past the communicator's timeout
+  template <device_range Data>
+  window(communicator_ref comm, const Data& data, window_flags flags = window_flags::collective_symmetric) {
+    auto d = cudrv::detail::nccl_span(data);
+    cudrv::detail::nccl_check_handle(comm.native_handle(), "cudrv::nccl::window");
+    cudrv::detail::nccl_check_not_empty("cudrv::nccl::window", "the memory to register", d.size());
+    target_ = {comm.native_handle(), nullptr, comm.timeout().count()};
+    handle_ = cudrv::detail::nccl_window_register(target_, d.data(), d.size_bytes(), flags);
+  }
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief A temporary owner of the memory does not compile: it would be freed while registered.
+  template <class Data>
+  requires(!std::is_lvalue_reference_v<Data> && !cudrv::detail::is_view_type<std::remove_cv_t<Data>>)
+      window(communicator_ref comm, Data&& data, window_flags flags = window_flags::collective_symmetric)
+  = delete;
+  window(const window&) = delete;
+  window& operator=(const window&) = delete;
+  /// @}
+  /// @brief Takes over @p other's window; @p other becomes empty.
+  window(window&& other) noexcept : target_(other.target_), handle_(cudrv::detail::exchange(other.handle_, nullptr)) {}
+  /// @brief Deregisters the held window, then takes over @p other's.
+  window& operator=(window&& other) noexcept {
+    if (this != &other) {
+      reset();
+      target_ = other.target_;
+      handle_ = cudrv::detail::exchange(other.handle_, nullptr);
+    }
+    return *this;
+  }
+  /// @brief Deregisters the window (errors go to the destruction handler).
+  ~window() { reset(); }
+  /// @brief Deregisters the window now (collective, like the registration); it becomes empty.
+  void reset() noexcept {
+    if (handle_ != nullptr) {
+      cudrv::detail::nccl_window_deregister(target_, cudrv::detail::exchange(handle_, nullptr));
+    }
+  }
+  /// @brief NCCL's window handle (`ncclWindow_t`); null when empty.
+  [[nodiscard]] ncclWindow_vidmem* native_handle() const noexcept { return handle_; }
+  /// @brief The communicator it is registered with; null when empty.
+  [[nodiscard]] ncclComm* communicator_handle() const noexcept { return handle_ != nullptr ? target_.comm : nullptr; }
+  /// @brief Whether the window holds a registration.
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+
+ private:
+  cudrv::detail::nccl_target target_{nullptr, nullptr, cudrv::detail::nccl_default_timeout_ms};
+  ncclWindow_vidmem* handle_ = nullptr;
 };
 
 }  // namespace nccl

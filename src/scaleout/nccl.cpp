@@ -21,6 +21,7 @@
 #include <mutex>
 #include <new>  // std::nothrow_t
 #include <optional>
+#include <string_view>
 #include <thread>
 
 #include "driver/driver_api.hpp"
@@ -51,10 +52,24 @@
   X(ncclGroupStart)             \
   X(ncclGroupEnd)
 
-// Functions of newer NCCL versions: null when the library lacks them (not_supported_error on use).
+// Functions of newer NCCL versions, with the version that brought each: null when the library lacks
+// them (not_supported_error naming that version on use).
 #define CUDRV_NCCL_OPTIONAL_FUNCTIONS(X) \
-  X(ncclCommRegister)                    \
-  X(ncclCommDeregister)
+  X(ncclRedOpCreatePreMulSum, "2.11")    \
+  X(ncclRedOpDestroy, "2.11")            \
+  X(ncclCommRegister, "2.19")            \
+  X(ncclCommDeregister, "2.19")          \
+  X(ncclMemAlloc, "2.19")                \
+  X(ncclMemFree, "2.19")                 \
+  X(ncclGroupSimulateEnd, "2.22")        \
+  X(ncclCommInitRankScalable, "2.23")    \
+  X(ncclCommWindowRegister, "2.27")      \
+  X(ncclCommWindowDeregister, "2.27")    \
+  X(ncclCommShrink, "2.27")              \
+  X(ncclCommRevoke, "2.28")              \
+  X(ncclAlltoAll, "2.28")                \
+  X(ncclGather, "2.28")                  \
+  X(ncclScatter, "2.28")
 
 namespace cudrv {
 
@@ -78,14 +93,25 @@ static_assert(static_cast<int>(nccl::reduction::avg) == ncclAvg);
 static_assert(sizeof(nccl::unique_id::bytes) == sizeof(ncclUniqueId));
 static_assert(std::is_same_v<ncclComm_t, ncclComm*>);
 static_assert(std::is_same_v<cudaStream_t, CUstream>);
+static_assert(static_cast<int>(nccl::shrink_mode::normal) == NCCL_SHRINK_DEFAULT);
+static_assert(static_cast<int>(nccl::shrink_mode::abort) == NCCL_SHRINK_ABORT);
+static_assert(static_cast<int>(nccl::window_flags::none) == NCCL_WIN_DEFAULT);
+static_assert(static_cast<int>(nccl::window_flags::collective_symmetric) == NCCL_WIN_COLL_SYMMETRIC);
+static_assert(nccl::window_alignment == NCCL_WIN_REQUIRED_ALIGNMENT);
+static_assert(nccl::cta_policy::standard == NCCL_CTA_POLICY_DEFAULT);
+static_assert(nccl::cta_policy::efficiency == NCCL_CTA_POLICY_EFFICIENCY);
+static_assert(nccl::cta_policy::zero == NCCL_CTA_POLICY_ZERO);
+static_assert(std::is_same_v<ncclWindow_t, ncclWindow_vidmem*>);
 
 namespace {
 
 struct nccl_api {
 // NOLINTNEXTLINE(bugprone-macro-parentheses): name is a function's name, declared as a member
 #define CUDRV_NCCL_MEMBER(name) decltype(&::name) name = nullptr;
+#define CUDRV_NCCL_OPTIONAL_MEMBER(name, since) decltype(&::name) name = nullptr;
   CUDRV_NCCL_FUNCTIONS(CUDRV_NCCL_MEMBER)
-  CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_NCCL_MEMBER)
+  CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_NCCL_OPTIONAL_MEMBER)
+#undef CUDRV_NCCL_OPTIONAL_MEMBER
 #undef CUDRV_NCCL_MEMBER
 };
 
@@ -155,7 +181,7 @@ nccl_state* load_nccl() {
 #define CUDRV_RESOLVE(name) resolve(#name, s->api.name, true);
   CUDRV_NCCL_FUNCTIONS(CUDRV_RESOLVE)
 #undef CUDRV_RESOLVE
-#define CUDRV_RESOLVE(name) resolve(#name, s->api.name, false);
+#define CUDRV_RESOLVE(name, since) resolve(#name, s->api.name, false);
   CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_RESOLVE)
 #undef CUDRV_RESOLVE
   if (!missing.empty()) {
@@ -184,6 +210,31 @@ const nccl_api& api() {
   }
   return s.api;
 }
+
+// An optional function, or not_supported_error naming the NCCL version that brought it.
+template <class Fn>
+Fn require(Fn fn, const char* name, const char* version, const char* where) {
+  if (fn == nullptr) [[unlikely]] {
+    throw not_supported_error(error_source::nccl, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED),
+                              error_name(CUDA_ERROR_NOT_SUPPORTED),
+                              "the loaded NCCL (" + state().path + ") lacks " + name + ": it needs NCCL " + version +
+                                  " or newer",
+                              where, {});
+  }
+  return fn;
+}
+// The NCCL version that brought an optional function (CUDRV_NCCL_OPTIONAL_FUNCTIONS).
+const char* since(std::string_view name) {
+#define CUDRV_SINCE(fn, version) \
+  if (name == #fn) {             \
+    return version;              \
+  }
+  CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_SINCE)
+#undef CUDRV_SINCE
+  return "newer than this one";
+}
+// NOLINTNEXTLINE(cppcoreguidelines-macro-usage): names the function once
+#define CUDRV_NCCL_REQUIRE(a, name, where) require((a).name, #name, since(#name), where)
 
 const char* result_name(int r) {
   static constexpr const char* names[] = {"ncclSuccess",       "ncclUnhandledCudaError", "ncclSystemError",
@@ -215,6 +266,60 @@ void report(ncclResult_t r, const char* call, ncclComm_t comm) noexcept {
   } catch (...) {
     std::fprintf(stderr, "cudrv: error during destruction: %s failed with ncclResult_t %d\n", call,
                  static_cast<int>(r));
+  }
+}
+
+// How many cudrv::nccl::group scopes are open on this thread (NCCL's group state is per thread too),
+// and the communicators called inside them: when the outermost group's end answers ncclInProgress
+// (a non-blocking communicator), cudrv waits for each of them.
+thread_local int open_groups = 0;
+thread_local std::vector<detail::nccl_target> group_targets;
+
+using steady = std::chrono::steady_clock;
+
+// now + ms, saturating at the clock's end.
+steady::time_point deadline_after(std::int64_t ms) {
+  const steady::time_point now = steady::now();
+  const auto room = std::chrono::duration_cast<std::chrono::milliseconds>(steady::time_point::max() - now).count();
+  return ms >= room ? steady::time_point::max() : now + std::chrono::milliseconds(ms);
+}
+
+// Waits until comm is no longer ncclInProgress, at most timeout_ms; throws the error it then reports.
+void wait_quiet(ncclComm_t comm, std::int64_t timeout_ms, const char* call, const std::string& what) {
+  const nccl_api& a = api();
+  const steady::time_point deadline = deadline_after(timeout_ms);
+  ncclResult_t async = ncclInProgress;
+  for (int polls = 0;; ++polls) {
+    ncheck(a.ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm, [&] { return what; });
+    if (async != ncclInProgress) {
+      break;
+    }
+    if (steady::now() >= deadline) {
+      throw nccl::timeout_error(call, what, std::chrono::milliseconds(timeout_ms));
+    }
+    if (polls < 256) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  if (async != ncclSuccess) {
+    throw make_error(async, call, comm, what.empty() ? "reported by ncclCommGetAsyncError" : what);
+  }
+}
+
+// After a call on t: ncclInProgress is a non-blocking communicator still at work. Inside a group the
+// outermost end waits for it; otherwise cudrv waits here, within t's bound.
+template <class ContextFn>
+void settle(const detail::nccl_target& t, ncclResult_t r, const char* call, ContextFn&& context) {
+  ncheck(r, call, t.comm, context);
+  if (open_groups > 0) [[unlikely]] {
+    if (std::find_if(group_targets.begin(), group_targets.end(),
+                     [&](const detail::nccl_target& g) { return g.comm == t.comm; }) == group_targets.end()) {
+      group_targets.push_back(t);
+    }
+  } else if (r == ncclInProgress) [[unlikely]] {
+    wait_quiet(t.comm, t.timeout_ms, call, context());
   }
 }
 
@@ -291,6 +396,12 @@ ncclConfig_t make_config(const nccl::communicator_config& c) {
   if (!c.name.empty()) {
     cfg.commName = c.name.c_str();
   }
+  if (c.shrink_share) {
+    cfg.shrinkShare = *c.shrink_share ? 1 : 0;
+  }
+  if (c.cta_policy) {
+    cfg.CTAPolicy = *c.cta_policy;
+  }
   return cfg;
 }
 
@@ -305,24 +416,26 @@ void check_config(const nccl::communicator_config& c, const char* where) {
   if (c.max_ctas && *c.max_ctas < 1) {
     throw invalid_argument_error(where, "max_ctas " + std::to_string(*c.max_ctas) + " is less than 1");
   }
+  if (c.timeout < std::chrono::milliseconds(1)) {
+    throw invalid_argument_error(where,
+                                 "timeout " + std::to_string(c.timeout.count()) +
+                                     " ms is less than 1 ms: cudrv must be able to wait for a non-blocking call");
+  }
+  if (c.cta_policy && (*c.cta_policy < 0 || *c.cta_policy > 2)) {
+    throw invalid_argument_error(where, "cta_policy " + std::to_string(*c.cta_policy) +
+                                            " is not one of cudrv::nccl::cta_policy's values (0, 1, 2)");
+  }
   if (c.min_ctas && c.max_ctas && *c.min_ctas > *c.max_ctas) {
     throw invalid_argument_error(where, "min_ctas " + std::to_string(*c.min_ctas) + " exceeds max_ctas " +
                                             std::to_string(*c.max_ctas));
   }
 }
 
-// Rank and size of a communicator, asked of NCCL (waiting for a non-blocking one to be ready).
-std::pair<int, int> query_rank_size(ncclComm_t comm, const char* where) {
+// Rank and size of a communicator, asked of NCCL (waiting, within timeout_ms, for a non-blocking one).
+std::pair<int, int> query_rank_size(ncclComm_t comm, const char* where,
+                                    std::int64_t timeout_ms = detail::nccl_default_timeout_ms) {
   const nccl_api& a = api();
-  ncclResult_t async = ncclInProgress;
-  while (true) {
-    ncheck(a.ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
-    if (async != ncclInProgress) {
-      break;
-    }
-    std::this_thread::yield();
-  }
-  ncheck(async, "ncclCommGetAsyncError", comm, [&] { return std::string(where); });
+  wait_quiet(comm, timeout_ms, "ncclCommGetAsyncError", where);
   int rank = 0;
   int size = 0;
   ncheck(a.ncclCommUserRank(comm, &rank), "ncclCommUserRank", comm, [] { return std::string(); });
@@ -330,14 +443,23 @@ std::pair<int, int> query_rank_size(ncclComm_t comm, const char* where) {
   return {rank, size};
 }
 
-// How many cudrv::nccl::group scopes are open on this thread (NCCL's group state is per thread too).
-thread_local int open_groups = 0;
+std::string hex(std::uint64_t v) {
+  char text[24];
+  std::snprintf(text, sizeof text, "%llx", static_cast<unsigned long long>(v));
+  return text;
+}
 
 std::string counts(std::size_t send, std::size_t recv) {
   return "source of " + std::to_string(send) + " elements, destination of " + std::to_string(recv);
 }
 
 }  // namespace
+
+nccl::timeout_error::timeout_error(std::string api, std::string context, std::chrono::milliseconds timeout)
+    : nccl_error(ncclInProgress, "ncclInProgress", "operation is still in progress", {}, std::move(api),
+                 (context.empty() ? std::string() : context + "; ") + "still in progress after " +
+                     std::to_string(timeout.count()) + " ms (cudrv::nccl::communicator_config::timeout)"),
+      timeout_(timeout) {}
 
 nccl_error::nccl_error(int result, std::string name, std::string description, std::string last_error, std::string api,
                        std::string context)
@@ -419,6 +541,72 @@ void nccl_check_point_to_point(const char* api, std::size_t count, int peer, int
   nccl_check_rank(api, "peer", peer, nranks);
 }
 
+void nccl_check_disjoint(const char* api, CUdeviceptr a, std::size_t a_bytes, CUdeviceptr b, std::size_t b_bytes) {
+  if (a < b + b_bytes && b < a + a_bytes) {
+    throw invalid_argument_error(api,
+                                 "the source and the destination overlap: this collective works out of place only");
+  }
+}
+
+namespace {
+// Blocks [offset, offset + count) of one side of an uneven all-to-all: each inside the buffer.
+void check_blocks(const char* api, const char* side, int nranks, std::size_t size, std::span<const std::size_t> counts,
+                  std::span<const std::size_t> offsets) {
+  const auto n = static_cast<std::size_t>(nranks);
+  if (counts.size() != n || offsets.size() != n) {
+    throw invalid_argument_error(api, std::string("the ") + side +
+                                          " counts and offsets must have one entry per rank (" + std::to_string(n) +
+                                          "), not " + std::to_string(counts.size()) + " and " +
+                                          std::to_string(offsets.size()));
+  }
+  for (std::size_t r = 0; r < n; ++r) {
+    if (counts[r] != 0 && (counts[r] > size || offsets[r] > size - counts[r])) {
+      throw invalid_argument_error(api, std::string("the ") + side + " block of rank " + std::to_string(r) + " (" +
+                                            std::to_string(counts[r]) + " elements at offset " +
+                                            std::to_string(offsets[r]) + ") lies outside the " + side + " buffer of " +
+                                            std::to_string(size) + " elements");
+    }
+  }
+}
+}  // namespace
+
+void nccl_check_all_to_all_v(const char* api, int nranks, std::size_t send_size,
+                             std::span<const std::size_t> send_counts, std::span<const std::size_t> send_offsets,
+                             std::size_t recv_size, std::span<const std::size_t> recv_counts,
+                             std::span<const std::size_t> recv_offsets) {
+  check_blocks(api, "send", nranks, send_size, send_counts, send_offsets);
+  check_blocks(api, "receive", nranks, recv_size, recv_counts, recv_offsets);
+  // Two receive blocks must not overlap: their data would race.
+  std::vector<std::pair<std::size_t, std::size_t>> blocks;
+  for (std::size_t r = 0; r < recv_counts.size(); ++r) {
+    if (recv_counts[r] != 0) {
+      blocks.emplace_back(recv_offsets[r], recv_offsets[r] + recv_counts[r]);
+    }
+  }
+  std::sort(blocks.begin(), blocks.end());
+  for (std::size_t i = 1; i < blocks.size(); ++i) {
+    if (blocks[i].first < blocks[i - 1].second) {
+      throw invalid_argument_error(api, "two receive blocks overlap (elements " + std::to_string(blocks[i].first) +
+                                            " to " + std::to_string(blocks[i - 1].second - 1) + ")");
+    }
+  }
+}
+
+int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, nccl::data_type op_type, const ncclComm* comm,
+                        nccl::data_type type) {
+  if (op_comm == nullptr) {
+    throw invalid_argument_error(api, "the reduction operator is empty (a moved-from or reset premul_sum)");
+  }
+  if (op_comm != comm) {
+    throw invalid_argument_error(api, "the premul_sum was made for another communicator: NCCL's operators "
+                                      "are valid only on the communicator that made them");
+  }
+  if (op_type != type) {
+    throw invalid_argument_error(api, "the premul_sum was made for another element type");
+  }
+  return op;
+}
+
 // --- the calls --------------------------------------------------------------------------------------
 
 namespace {
@@ -428,76 +616,234 @@ std::string describe(const char* what, std::size_t count, nccl::data_type type) 
 }
 }  // namespace
 
-void nccl_all_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                     nccl::data_type type, nccl::reduction op, CUstream stream) {
+void nccl_all_reduce(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int op,
+                     CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                         static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
-         "ncclAllReduce", comm, [&] { return describe("", count, type); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclAllReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+                         static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), t.comm, stream),
+         "ncclAllReduce", [&] { return describe("", count, type); });
 }
 
-void nccl_broadcast(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                    nccl::data_type type, int root, CUstream stream) {
+void nccl_broadcast(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+                    int root, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                         static_cast<ncclDataType_t>(type), root, comm, stream),
-         "ncclBroadcast", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclBroadcast(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+                         static_cast<ncclDataType_t>(type), root, t.comm, stream),
+         "ncclBroadcast", [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
-void nccl_reduce(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t count,
-                 nccl::data_type type, nccl::reduction op, int root, CUstream stream) {
+void nccl_reduce(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int op,
+                 int root, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
-                      static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, comm, stream),
-         "ncclReduce", comm, [&] { return describe("", count, type) + ", root " + std::to_string(root); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclReduce(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+                      static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), root, t.comm, stream),
+         "ncclReduce", [&] { return describe("", count, type) + ", root " + std::to_string(root); });
 }
 
-void nccl_all_gather(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count,
-                     nccl::data_type type, CUstream stream) {
+void nccl_all_gather(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t send_count, nccl::data_type type,
+                     CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
-                         static_cast<ncclDataType_t>(type), comm, stream),
-         "ncclAllGather", comm, [&] { return describe("send count ", send_count, type); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclAllGather(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), send_count,
+                         static_cast<ncclDataType_t>(type), t.comm, stream),
+         "ncclAllGather", [&] { return describe("send count ", send_count, type); });
 }
 
-void nccl_reduce_scatter(ncclComm* comm, CUcontext home, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
-                         nccl::data_type type, nccl::reduction op, CUstream stream) {
+void nccl_reduce_scatter(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t recv_count,
+                         nccl::data_type type, int op, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
-                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), comm, stream),
-         "ncclReduceScatter", comm, [&] { return describe("receive count ", recv_count, type); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclReduceScatter(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), recv_count,
+                             static_cast<ncclDataType_t>(type), static_cast<ncclRedOp_t>(op), t.comm, stream),
+         "ncclReduceScatter", [&] { return describe("receive count ", recv_count, type); });
 }
 
-void nccl_send(ncclComm* comm, CUcontext home, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer,
-               CUstream stream) {
+void nccl_send(nccl_target t, CUdeviceptr send, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
-         "ncclSend", comm, [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
+  keep_current_context keep(t.home);
+  settle(t,
+         a.ncclSend(reinterpret_cast<const void*>(send), count, static_cast<ncclDataType_t>(type), peer, t.comm,
+                    stream),
+         "ncclSend", [&] { return describe("", count, type) + " to rank " + std::to_string(peer); });
 }
 
-void nccl_recv(ncclComm* comm, CUcontext home, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer,
-               CUstream stream) {
+void nccl_recv(nccl_target t, CUdeviceptr recv, std::size_t count, nccl::data_type type, int peer, CUstream stream) {
   const nccl_api& a = api();
-  keep_current_context keep(home);
-  ncheck(a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, comm, stream),
-         "ncclRecv", comm, [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
+  keep_current_context keep(t.home);
+  settle(t, a.ncclRecv(reinterpret_cast<void*>(recv), count, static_cast<ncclDataType_t>(type), peer, t.comm, stream),
+         "ncclRecv", [&] { return describe("", count, type) + " from rank " + std::to_string(peer); });
+}
+
+void nccl_all_to_all(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type,
+                     CUstream stream) {
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclAlltoAll, "cudrv::nccl::communicator::all_to_all");
+  keep_current_context keep(t.home);
+  settle(t,
+         fn(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+            static_cast<ncclDataType_t>(type), t.comm, stream),
+         "ncclAlltoAll", [&] { return describe("per-rank count ", count, type); });
+}
+
+void nccl_gather(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int root,
+                 CUstream stream) {
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclGather, "cudrv::nccl::communicator::gather");
+  keep_current_context keep(t.home);
+  settle(t,
+         fn(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+            static_cast<ncclDataType_t>(type), root, t.comm, stream),
+         "ncclGather", [&] { return describe("send count ", count, type) + ", root " + std::to_string(root); });
+}
+
+void nccl_scatter(nccl_target t, CUdeviceptr send, CUdeviceptr recv, std::size_t count, nccl::data_type type, int root,
+                  CUstream stream) {
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclScatter, "cudrv::nccl::communicator::scatter");
+  keep_current_context keep(t.home);
+  settle(t,
+         fn(reinterpret_cast<const void*>(send), reinterpret_cast<void*>(recv), count,
+            static_cast<ncclDataType_t>(type), root, t.comm, stream),
+         "ncclScatter", [&] { return describe("receive count ", count, type) + ", root " + std::to_string(root); });
+}
+
+void nccl_all_to_all_v(nccl_target t, CUdeviceptr send, std::span<const std::size_t> send_counts,
+                       std::span<const std::size_t> send_offsets, CUdeviceptr recv,
+                       std::span<const std::size_t> recv_counts, std::span<const std::size_t> recv_offsets,
+                       std::size_t element_bytes, nccl::data_type type, CUstream stream) {
+  const auto nonzero = [](std::size_t c) { return c != 0; };
+  if (std::none_of(send_counts.begin(), send_counts.end(), nonzero) &&
+      std::none_of(recv_counts.begin(), recv_counts.end(), nonzero)) {
+    return;  // nothing to exchange on this rank
+  }
+  nccl::group g;  // joins a group the caller has open; NCCL matches each send with its receive
+  for (std::size_t peer = 0; peer < send_counts.size(); ++peer) {
+    if (send_counts[peer] != 0) {
+      nccl_send(t, send + send_offsets[peer] * element_bytes, send_counts[peer], type, static_cast<int>(peer), stream);
+    }
+  }
+  for (std::size_t peer = 0; peer < recv_counts.size(); ++peer) {
+    if (recv_counts[peer] != 0) {
+      nccl_recv(t, recv + recv_offsets[peer] * element_bytes, recv_counts[peer], type, static_cast<int>(peer), stream);
+    }
+  }
+  g.end();
+}
+
+int nccl_premul_sum_create(nccl_target t, const void* scalar, bool on_device, nccl::data_type type) {
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclRedOpCreatePreMulSum, "cudrv::nccl::premul_sum");
+  (void)CUDRV_NCCL_REQUIRE(a, ncclRedOpDestroy, "cudrv::nccl::premul_sum");
+  keep_current_context keep(t.home);
+  ncclRedOp_t op{};
+  settle(t,
+         fn(&op, const_cast<void*>(scalar), static_cast<ncclDataType_t>(type),  // NCCL takes void*, reads only
+            on_device ? ncclScalarDevice : ncclScalarHostImmediate, t.comm),
+         "ncclRedOpCreatePreMulSum", [&] {
+           return std::string(on_device ? "device" : "host") + " scalar of ncclDataType_t " +
+                  std::to_string(static_cast<int>(type));
+         });
+  return static_cast<int>(op);
+}
+
+void nccl_premul_sum_destroy(ncclComm* comm, int op) noexcept {
+  try {
+    const nccl_api& a = api();
+    keep_current_context keep(nullptr, std::nothrow);
+    if (ncclResult_t r = a.ncclRedOpDestroy(static_cast<ncclRedOp_t>(op), comm);
+        r != ncclSuccess && r != ncclInProgress) {
+      report(r, "ncclRedOpDestroy", comm);
+    }
+  } catch (const error& e) {
+    report_caught(e, "ncclRedOpDestroy failed");
+  } catch (...) {
+    std::fprintf(stderr, "cudrv: error during destruction: ncclRedOpDestroy failed\n");
+  }
+}
+
+CUdeviceptr nccl_mem_alloc(int device_ordinal, std::size_t bytes) {
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclMemAlloc, "cudrv::nccl::buffer");
+  (void)CUDRV_NCCL_REQUIRE(a, ncclMemFree, "cudrv::nccl::buffer");
+  const CUcontext home = cudrv::device(device_ordinal).primary_context().native_handle();
+  keep_current_context keep;
+  detail::check(detail::drv::cuCtxSetCurrent(home), "cuCtxSetCurrent");  // NCCL allocates on the current device
+  void* p = nullptr;
+  ncheck(fn(&p, bytes), "ncclMemAlloc", nullptr,
+         [&] { return std::to_string(bytes) + " bytes on device " + std::to_string(device_ordinal); });
+  return reinterpret_cast<CUdeviceptr>(p);
+}
+
+void nccl_mem_free(int device_ordinal, CUdeviceptr address) noexcept {
+  try {
+    const nccl_api& a = api();
+    keep_current_context keep(nullptr, std::nothrow);
+    const CUcontext home = cudrv::device(device_ordinal).primary_context().native_handle();
+    detail::destroy_noexcept("cuCtxSetCurrent", [home] { return detail::drv::cuCtxSetCurrent(home); });
+    if (ncclResult_t r = a.ncclMemFree(reinterpret_cast<void*>(address)); r != ncclSuccess) {
+      report(r, "ncclMemFree", nullptr);
+    }
+  } catch (const error& e) {
+    report_caught(e, "ncclMemFree failed");
+  } catch (...) {
+    std::fprintf(stderr, "cudrv: error during destruction: ncclMemFree failed\n");
+  }
+}
+
+ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std::size_t bytes,
+                                        nccl::window_flags flags) {
+  constexpr const char* where = "cudrv::nccl::window";
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclCommWindowRegister, where);
+  (void)CUDRV_NCCL_REQUIRE(a, ncclCommWindowDeregister, where);
+  if (flags == nccl::window_flags::collective_symmetric && address % nccl::window_alignment != 0) {
+    throw invalid_argument_error(where,
+                                 "a symmetric window's address must be aligned to " +
+                                     std::to_string(nccl::window_alignment) +
+                                     " bytes (NCCL_WIN_REQUIRED_ALIGNMENT); 0x" + hex(address) +
+                                     " is not: register a cudrv::nccl::buffer, or a subspan at an aligned offset");
+  }
+  if (static_cast<int>(flags) < 0 || static_cast<int>(flags) > 1) {
+    throw invalid_argument_error(where, "unknown window flags " + std::to_string(static_cast<int>(flags)));
+  }
+  keep_current_context keep(t.home);
+  ncclWindow_t win = nullptr;
+  settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, &win, static_cast<int>(flags)),
+         "ncclCommWindowRegister", [&] { return std::to_string(bytes) + " bytes"; });
+  return win;
+}
+
+void nccl_window_deregister(nccl_target t, ncclWindow_vidmem* window) noexcept {
+  try {
+    const nccl_api& a = api();
+    keep_current_context keep(nullptr, std::nothrow);
+    ncclResult_t r = a.ncclCommWindowDeregister(t.comm, window);
+    if (r == ncclInProgress) {
+      wait_quiet(t.comm, t.timeout_ms, "ncclCommWindowDeregister", {});
+      r = ncclSuccess;
+    }
+    if (r != ncclSuccess) {
+      report(r, "ncclCommWindowDeregister", t.comm);
+    }
+  } catch (const error& e) {
+    report_caught(e, "ncclCommWindowDeregister failed");
+  } catch (...) {
+    std::fprintf(stderr, "cudrv: error during destruction: ncclCommWindowDeregister failed\n");
+  }
 }
 
 void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   const nccl_api& a = api();
-  if (a.ncclCommRegister == nullptr || a.ncclCommDeregister == nullptr) {
-    throw not_supported_error(error_source::nccl, static_cast<int>(CUDA_ERROR_NOT_SUPPORTED),
-                              error_name(CUDA_ERROR_NOT_SUPPORTED),
-                              "the loaded NCCL (" + state().path +
-                                  ") lacks ncclCommRegister: it needs NCCL 2.19 or newer",
-                              "cudrv::nccl::registration", {});
-  }
+  (void)CUDRV_NCCL_REQUIRE(a, ncclCommRegister, "cudrv::nccl::registration");
+  (void)CUDRV_NCCL_REQUIRE(a, ncclCommDeregister, "cudrv::nccl::registration");
   keep_current_context keep;
   void* handle = nullptr;
   ncheck(a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, &handle), "ncclCommRegister", comm,
@@ -591,18 +937,13 @@ result communicator_base::async_error() const {
   return static_cast<result>(async);
 }
 
-void communicator_base::wait_ready() const {
-  ncclComm_t c = checked("cudrv::nccl::communicator::wait_ready");
-  const nccl_api& a = api();
-  ncclResult_t async = ncclInProgress;
-  do {
-    ncheck(a.ncclCommGetAsyncError(c, &async), "ncclCommGetAsyncError", c, [] { return std::string(); });
-    if (async == ncclInProgress) {
-      std::this_thread::yield();
-    }
-  } while (async == ncclInProgress);
-  ncheck(async, "ncclCommGetAsyncError", c,
-         [] { return std::string("the communicator reports an asynchronous error"); });
+void communicator_base::wait_ready(std::chrono::milliseconds timeout) const {
+  constexpr const char* where = "cudrv::nccl::communicator::wait_ready";
+  ncclComm_t c = checked(where);
+  if (timeout < std::chrono::milliseconds(1)) {
+    throw invalid_argument_error(where, "timeout " + std::to_string(timeout.count()) + " ms is less than 1 ms");
+  }
+  wait_quiet(c, timeout.count(), "ncclCommGetAsyncError", "the communicator reports an asynchronous error");
 }
 
 communicator communicator_base::split(int color, int key, const std::optional<communicator_config>& config) const {
@@ -624,39 +965,96 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   if (config) {
     cfg = make_config(*config);
   }
+  const std::int64_t timeout = config ? config->timeout.count() : timeout_ms_;
   keep_current_context keep;
   ncclComm_t out = nullptr;
-  ncheck(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c,
-         [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); });
+  const auto what = [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); };
+  const ncclResult_t r = a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr);
+  ncheck(r, "ncclCommSplit", c, what);
+  if (r == ncclInProgress) {
+    wait_quiet(c, timeout_ms_, "ncclCommSplit", what());  // the parent, non-blocking
+  }
   if (out == nullptr) {
     return communicator();  // no_color
   }
-  communicator owner(out, 0, 0, home_);  // the parent's device
-  auto [rank, size] = query_rank_size(out, where);
+  communicator owner(out, 0, 0, home_, timeout);  // the parent's device
+  auto [rank, size] = query_rank_size(out, where, timeout);
   owner.rank_ = rank;
   owner.size_ = size;
   return owner;
 }
 
-communicator communicator::init_rank(const unique_id& id, int nranks, int rank, const cudrv::device& dev,
-                                     const communicator_config& config) {
-  constexpr const char* where = "cudrv::nccl::communicator::init_rank";
-  if (nranks < 1) {
-    throw invalid_argument_error(where, "nranks " + std::to_string(nranks) + " is less than 1");
-  }
-  detail::nccl_check_rank(where, "rank", rank, nranks);
-  check_config(config, where);
+communicator communicator_base::shrink(std::span<const int> exclude_ranks, shrink_mode mode,
+                                       const std::optional<communicator_config>& config) const {
+  constexpr const char* where = "cudrv::nccl::communicator::shrink";
+  ncclComm_t c = checked(where);
   const nccl_api& a = api();
-  ncclUniqueId raw{};
-  std::memcpy(raw.internal, id.bytes.data(), id.bytes.size());
-  ncclConfig_t cfg = make_config(config);
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclCommShrink, where);
+  const int n = known_size();
+  const int me = known_rank();
+  std::vector<int> excluded(exclude_ranks.begin(), exclude_ranks.end());
+  std::sort(excluded.begin(), excluded.end());
+  for (std::size_t i = 0; i < excluded.size(); ++i) {
+    detail::nccl_check_rank(where, "excluded rank", excluded[i], n);
+    if (i > 0 && excluded[i] == excluded[i - 1]) {
+      throw invalid_argument_error(where, "rank " + std::to_string(excluded[i]) + " is excluded twice");
+    }
+  }
+  if (std::binary_search(excluded.begin(), excluded.end(), me)) {
+    throw invalid_argument_error(where, "this rank (" + std::to_string(me) +
+                                            ") is in the exclusion list: excluded ranks must not call shrink");
+  }
+  if (mode != shrink_mode::normal && mode != shrink_mode::abort) {
+    throw invalid_argument_error(where, "unknown shrink mode " + std::to_string(static_cast<int>(mode)));
+  }
+  if (config) {
+    check_config(*config, where);
+  }
+  if (open_groups > 0) {
+    throw invalid_argument_error(where, "cannot shrink inside a cudrv::nccl::group: shrink outside the group");
+  }
+  ncclConfig_t cfg{};
+  if (config) {
+    cfg = make_config(*config);
+  }
+  const std::int64_t timeout = config ? config->timeout.count() : timeout_ms_;
+  keep_current_context keep;
+  ncclComm_t out = nullptr;
+  const auto what = [&] {
+    return std::to_string(excluded.size()) + " of " + std::to_string(n) + " ranks excluded, flags " +
+           std::to_string(static_cast<int>(mode));
+  };
+  const ncclResult_t r = fn(c, excluded.empty() ? nullptr : excluded.data(), static_cast<int>(excluded.size()), &out,
+                            config ? &cfg : nullptr, static_cast<int>(mode));
+  ncheck(r, "ncclCommShrink", c, what);
+  if (out == nullptr) {
+    throw make_error(ncclInternalError, "ncclCommShrink", c, what() + "; NCCL returned no communicator");
+  }
+  communicator owner(out, 0, 0, home_, timeout);
+  auto [rank, size] = query_rank_size(out, where, timeout);
+  owner.rank_ = rank;
+  owner.size_ = size;
+  return owner;
+}
+
+namespace {
+struct raw_parts {
+  ncclComm_t comm;
+  CUcontext home;
+};
+
+// The ncclCommInitRank* calls' shared part: dev's primary context current during the call (NCCL takes
+// the current device), a failed creation aborted, the owner made. `init` makes the call.
+template <class Init>
+raw_parts init_on(const cudrv::device& dev, int nranks, int rank, const char* call, Init&& init) {
+  const nccl_api& a = api();
   const CUcontext target = dev.primary_context().native_handle();
   keep_current_context keep;
-  detail::check(detail::drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");  // NCCL takes the current device
+  detail::check(detail::drv::cuCtxSetCurrent(target), "cuCtxSetCurrent");
   ncclComm_t out = nullptr;
-  const ncclResult_t r = a.ncclCommInitRankConfig(&out, nranks, raw, rank, &cfg);
+  const ncclResult_t r = init(&out);
   if (r != ncclSuccess && r != ncclInProgress) {
-    nccl_error e = make_error(r, "ncclCommInitRankConfig", out,
+    nccl_error e = make_error(r, call, out,
                               "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " +
                                   std::to_string(dev.ordinal()));
     if (out != nullptr) {
@@ -664,7 +1062,51 @@ communicator communicator::init_rank(const unique_id& id, int nranks, int rank, 
     }
     throw e;
   }
-  return communicator(out, rank, nranks, target);
+  return {out, target};
+}
+
+void check_ranks(const char* where, int nranks, int rank) {
+  if (nranks < 1) {
+    throw invalid_argument_error(where, "nranks " + std::to_string(nranks) + " is less than 1");
+  }
+  detail::nccl_check_rank(where, "rank", rank, nranks);
+}
+}  // namespace
+
+communicator communicator::init_rank(const unique_id& id, int nranks, int rank, const cudrv::device& dev,
+                                     const communicator_config& config) {
+  constexpr const char* where = "cudrv::nccl::communicator::init_rank";
+  check_ranks(where, nranks, rank);
+  check_config(config, where);
+  const nccl_api& a = api();
+  ncclUniqueId raw{};
+  std::memcpy(raw.internal, id.bytes.data(), id.bytes.size());
+  ncclConfig_t cfg = make_config(config);
+  const raw_parts p = init_on(dev, nranks, rank, "ncclCommInitRankConfig",
+                              [&](ncclComm_t* out) { return a.ncclCommInitRankConfig(out, nranks, raw, rank, &cfg); });
+  return communicator(p.comm, rank, nranks, p.home, config.timeout.count());
+}
+
+communicator communicator::init_rank_scalable(std::span<const unique_id> ids, int nranks, int rank,
+                                              const cudrv::device& dev, const communicator_config& config) {
+  constexpr const char* where = "cudrv::nccl::communicator::init_rank_scalable";
+  check_ranks(where, nranks, rank);
+  if (ids.empty() || ids.size() > static_cast<std::size_t>(nranks)) {
+    throw invalid_argument_error(where, std::to_string(ids.size()) + " unique ids given: give from 1 to nranks (" +
+                                            std::to_string(nranks) + ")");
+  }
+  check_config(config, where);
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclCommInitRankScalable, where);
+  std::vector<ncclUniqueId> raw(ids.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    std::memcpy(raw[i].internal, ids[i].bytes.data(), ids[i].bytes.size());
+  }
+  ncclConfig_t cfg = make_config(config);
+  const raw_parts p = init_on(dev, nranks, rank, "ncclCommInitRankScalable", [&](ncclComm_t* out) {
+    return fn(out, nranks, rank, static_cast<int>(raw.size()), raw.data(), &cfg);
+  });
+  return communicator(p.comm, rank, nranks, p.home, config.timeout.count());
 }
 
 std::vector<communicator> communicator::init_all(std::span<const cudrv::device> devices) {
@@ -703,8 +1145,8 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
   ncheck(a.ncclCommInitAll(raw.data(), n, ordinals.data()), "ncclCommInitAll", nullptr,
          [&] { return std::to_string(n) + " devices"; });
   for (int i = 0; i < n; ++i) {
-    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n,
-                               homes[static_cast<std::size_t>(i)]));  // no throw: reserved
+    out.push_back(communicator(raw[static_cast<std::size_t>(i)], i, n, homes[static_cast<std::size_t>(i)],
+                               detail::nccl_default_timeout_ms));  // no throw: reserved
   }
   return out;
 }
@@ -712,17 +1154,52 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
 communicator communicator::from_native_handle(ncclComm* handle) {
   detail::nccl_check_handle(handle, "cudrv::nccl::communicator::from_native_handle");
   auto [rank, size] = query_rank_size(handle, "cudrv::nccl::communicator::from_native_handle");
-  return communicator(handle, rank, size);
+  return communicator(handle, rank, size, nullptr, detail::nccl_default_timeout_ms);
 }
+
+namespace {
+// Aborts c, reporting a failure; the fault path of reset().
+void abort_reporting(const nccl_api& a, ncclComm_t c) noexcept {
+  if (ncclResult_t r = a.ncclCommAbort(c); r != ncclSuccess) {
+    report(r, "ncclCommAbort", nullptr);
+  }
+}
+
+// ncclCommFinalize, and for a non-blocking communicator the wait until it is quiescent, within
+// timeout_ms: ncclSuccess, the error NCCL reported, or ncclInProgress when the bound passed.
+ncclResult_t finalize_within(const nccl_api& a, ncclComm_t c, std::int64_t timeout_ms) noexcept {
+  ncclResult_t r = a.ncclCommFinalize(c);
+  const steady::time_point deadline = deadline_after(timeout_ms);
+  for (int polls = 0; r == ncclInProgress; ++polls) {
+    if (steady::now() >= deadline) {
+      return ncclInProgress;
+    }
+    if (polls < 256) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    ncclResult_t async = ncclSuccess;
+    const ncclResult_t q = a.ncclCommGetAsyncError(c, &async);
+    r = q != ncclSuccess ? q : async;
+  }
+  return r;
+}
+}  // namespace
 
 void communicator::reset() noexcept {
   ncclComm_t c = std::exchange(handle_, nullptr);
+  const bool revoked = std::exchange(revoked_, false);
   if (c == nullptr) {
     return;
   }
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);  // the communicator goes even when the driver fails here
+    if (revoked) {                                     // NCCL: finalizing a revoked communicator is invalid
+      abort_reporting(a, c);
+      return;
+    }
     // A communicator that reports an error cannot be finalized (that waits for peers): abort it.
     ncclResult_t async = ncclSuccess;
     if (ncclResult_t r = a.ncclCommGetAsyncError(c, &async); r != ncclSuccess) {
@@ -730,26 +1207,19 @@ void communicator::reset() noexcept {
     }
     if (async != ncclSuccess && async != ncclInProgress) {
       report(async, "ncclCommGetAsyncError", c);
-      if (ncclResult_t r = a.ncclCommAbort(c); r != ncclSuccess) {
-        report(r, "ncclCommAbort", nullptr);
-      }
+      abort_reporting(a, c);
       return;
     }
-    ncclResult_t r = a.ncclCommFinalize(c);
-    while (r == ncclInProgress) {  // a non-blocking communicator: wait until it is quiescent
-      std::this_thread::yield();
-      if (ncclResult_t q = a.ncclCommGetAsyncError(c, &async); q != ncclSuccess) {
-        r = q;
-      } else {
-        r = async;
-      }
-    }
-    if (r != ncclSuccess) {
+    if (const ncclResult_t r = finalize_within(a, c, timeout_ms_); r != ncclSuccess) {
       // Not quiescent: destroying could wait on peers, so abort as for an asynchronous error.
-      report(r, "ncclCommFinalize", c);
-      if (ncclResult_t q = a.ncclCommAbort(c); q != ncclSuccess) {
-        report(q, "ncclCommAbort", nullptr);
+      if (r == ncclInProgress) {
+        report_caught(nccl::timeout_error("ncclCommFinalize", "finalizing in cudrv::nccl::communicator::reset",
+                                          std::chrono::milliseconds(timeout_ms_)),
+                      "ncclCommFinalize timed out");
+      } else {
+        report(r, "ncclCommFinalize", c);
       }
+      abort_reporting(a, c);
       return;
     }
     if (ncclResult_t d = a.ncclCommDestroy(c); d != ncclSuccess && d != ncclInProgress) {
@@ -759,6 +1229,40 @@ void communicator::reset() noexcept {
     report_caught(e, "ncclCommDestroy failed");
   } catch (...) {
     std::fprintf(stderr, "cudrv: error during destruction: ncclCommDestroy failed\n");
+  }
+}
+
+void communicator::revoke() {
+  constexpr const char* where = "cudrv::nccl::communicator::revoke";
+  detail::nccl_check_handle(handle_, where);
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclCommRevoke, where);
+  if (open_groups > 0) {
+    throw invalid_argument_error(where, "cannot revoke inside a cudrv::nccl::group: revoke outside the group");
+  }
+  keep_current_context keep(nullptr, std::nothrow);  // the fault path: revoke even without a context to restore
+  const ncclResult_t r = fn(handle_, NCCL_REVOKE_DEFAULT);
+  ncheck(r, "ncclCommRevoke", handle_, [] { return std::string(); });
+  revoked_ = true;
+  // Quiescent once no longer in progress; an error reported by then is the failure that led here, not
+  // the revocation's: revoke succeeded.
+  const steady::time_point deadline = deadline_after(timeout_ms_);
+  for (int polls = 0;; ++polls) {
+    ncclResult_t async = ncclSuccess;
+    ncheck(a.ncclCommGetAsyncError(handle_, &async), "ncclCommGetAsyncError", handle_,
+           [] { return std::string("waiting for the revoked communicator to become quiescent"); });
+    if (async != ncclInProgress) {
+      return;
+    }
+    if (steady::now() >= deadline) {
+      throw nccl::timeout_error("ncclCommRevoke", "waiting for the revoked communicator to become quiescent",
+                                std::chrono::milliseconds(timeout_ms_));
+    }
+    if (polls < 256) {
+      std::this_thread::yield();
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
   }
 }
 
@@ -810,7 +1314,36 @@ void group::end() {
   keep_current_context keep;  // may throw: the group is still open then, and the destructor ends it
   open_ = false;              // closed by ncclGroupEnd, whatever it returns
   --open_groups;
-  ncheck(a.ncclGroupEnd(), "ncclGroupEnd", nullptr, [] { return std::string(); });
+  const ncclResult_t r = a.ncclGroupEnd();
+  std::vector<detail::nccl_target> called;
+  if (open_groups == 0) {
+    called.swap(group_targets);
+  }
+  ncheck(r, "ncclGroupEnd", nullptr, [] { return std::string(); });
+  if (r == ncclInProgress) {  // non-blocking communicators: wait for each one the group called
+    for (const detail::nccl_target& t : called) {
+      wait_quiet(t.comm, t.timeout_ms, "ncclGroupEnd", "a non-blocking communicator of the group");
+    }
+  }
+}
+
+float group::simulate_end() {
+  constexpr const char* where = "cudrv::nccl::group::simulate_end";
+  if (!open_) {
+    throw invalid_argument_error(where, "the group was already ended");
+  }
+  if (open_groups > 1) {
+    throw invalid_argument_error(where, "the group is nested in another: simulate the outermost group");
+  }
+  const nccl_api& a = api();
+  auto* fn = CUDRV_NCCL_REQUIRE(a, ncclGroupSimulateEnd, where);
+  keep_current_context keep;
+  open_ = false;
+  --open_groups;
+  group_targets.clear();
+  ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+  ncheck(fn(&info), "ncclGroupSimulateEnd", nullptr, [] { return std::string(); });
+  return info.estimatedTime;
 }
 
 group::~group() {
@@ -822,8 +1355,23 @@ group::~group() {
   try {
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);  // the group is ended even when the driver fails here
-    if (ncclResult_t r = a.ncclGroupEnd(); r != ncclSuccess && r != ncclInProgress) {
+    const ncclResult_t r = a.ncclGroupEnd();
+    std::vector<detail::nccl_target> called;
+    if (open_groups == 0) {
+      called.swap(group_targets);
+    }
+    if (r != ncclSuccess && r != ncclInProgress) {
       report(r, "ncclGroupEnd", nullptr);
+    }
+    for (const detail::nccl_target& t : called) {
+      if (r != ncclInProgress) {
+        break;
+      }
+      try {
+        wait_quiet(t.comm, t.timeout_ms, "ncclGroupEnd", "a non-blocking communicator of the group");
+      } catch (const error& e) {
+        report_caught(e, "ncclGroupEnd: a communicator of the group failed");
+      }
     }
   } catch (const error& e) {
     report_caught(e, "ncclGroupEnd failed");

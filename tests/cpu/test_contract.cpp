@@ -246,6 +246,7 @@ using owners = list<
     owner<cudrv::imported_buffer<float>, cudrv::device_span<float>,
           adopt<CUdeviceptr, std::size_t, const cudrv::imported_memory_pool&>>,
     owner<cudrv::ipc_mapped_buffer<float>, cudrv::device_span<float>, adopt<CUdeviceptr, std::size_t, context_ref>>,
+    owner<cudrv::nccl::buffer<float>, cudrv::device_span<float>, adopt<CUdeviceptr, std::size_t, const cudrv::device&>>,
     // Host-accessible memory views as std::span, whose own constructor takes a temporary range when
     // its elements are const (as it does a temporary std::vector): cudrv cannot refuse that and stay a
     // contiguous range. A mutable view of a temporary, and any view of a const buffer but a read-only
@@ -285,6 +286,12 @@ using owners = list<
           waive<r::adopt, r::release, r::reset, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
     // A registration pairs a communicator and a buffer: no single handle to adopt or hand off.
     owner<cudrv::nccl::registration, no_view, adopt<>,
+          waive<r::adopt, r::release, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
+    // issue 35: a window pairs a communicator and NCCL's window handle, like a registration; a
+    // premultiplied sum is an ncclRedOp_t value that names something only with its communicator.
+    owner<cudrv::nccl::window, no_view, adopt<>,
+          waive<r::adopt, r::release, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
+    owner<cudrv::nccl::premul_sum<float>, no_view, adopt<>,
           waive<r::adopt, r::release, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
     // A resource is used through memory_resource& (its interface is the view), so it stays where it
     // is: not movable, as every memory_resource; it has no handle to adopt or hand off.

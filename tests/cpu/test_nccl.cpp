@@ -6,6 +6,7 @@
 
 #include <cudrv/nccl.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -96,6 +97,44 @@ static_assert(!std::is_copy_constructible_v<nccl::group> && !std::is_move_constr
 static_assert(!std::is_copy_constructible_v<nccl::registration> &&
               std::is_nothrow_move_constructible_v<nccl::registration>);
 static_assert(std::is_base_of_v<cudrv::error, cudrv::nccl_error>);
+static_assert(std::is_base_of_v<cudrv::nccl_error, nccl::timeout_error>);
+
+// issue 35: the owners of NCCL 2.19-2.28's objects keep addresses past the call and refuse temporaries.
+template <class C, class D>
+concept windowable = requires(C&& c, D&& d) {
+  nccl::window(std::forward<C>(c), std::forward<D>(d));
+};
+static_assert(windowable<nccl::communicator&, nccl::buffer<float>&>);
+static_assert(windowable<nccl::communicator&, cudrv::device_buffer<float>&>);
+static_assert(windowable<nccl::communicator_ref, cudrv::device_span<float>>);
+static_assert(!windowable<nccl::communicator&, nccl::buffer<float>>);  // a temporary buffer
+static_assert(!windowable<nccl::communicator&, cudrv::device_buffer<float>>);
+static_assert(!windowable<nccl::communicator, nccl::buffer<float>&>);  // a temporary communicator
+static_assert(
+    std::is_constructible_v<nccl::premul_sum<float>, nccl::communicator_ref, const cudrv::device_buffer<float>&>);
+static_assert(!std::is_constructible_v<nccl::premul_sum<float>, nccl::communicator_ref, cudrv::device_buffer<float>>);
+static_assert(!std::is_constructible_v<nccl::premul_sum<float>, nccl::communicator, float>);
+// A premultiplied sum is for its element type only: another type's collective does not compile.
+static_assert(nccl::reduction_operator_for<nccl::reduction, float>);
+static_assert(nccl::reduction_operator_for<nccl::premul_sum<float>, float>);
+static_assert(!nccl::reduction_operator_for<nccl::premul_sum<double>, float>);
+template <class Op, class T>
+concept reduces_with = requires(nccl::communicator_ref c, cudrv::device_span<T> d, const Op& op) {
+  c.all_reduce(d, op, cudrv::stream_ref::legacy_default());
+};
+static_assert(reduces_with<nccl::premul_sum<float>, float>);
+static_assert(!reduces_with<nccl::premul_sum<double>, float>);
+static_assert(!reduces_with<int, float>);  // not an operator
+// NCCL's memory is a device range like a device_buffer, viewed from lvalues only.
+static_assert(nccl::device_range<nccl::buffer<float>> && nccl::writable_device_range<nccl::buffer<float>>);
+static_assert(!nccl::writable_device_range<const nccl::buffer<float>>);
+static_assert(std::is_convertible_v<nccl::buffer<float>&, cudrv::device_span<float>>);
+static_assert(!std::is_convertible_v<nccl::buffer<float>, cudrv::device_span<const float>>);
+static_assert(!std::is_copy_constructible_v<nccl::buffer<float>> &&
+              std::is_nothrow_move_constructible_v<nccl::buffer<float>>);
+static_assert(!std::is_copy_constructible_v<nccl::window> && std::is_nothrow_move_constructible_v<nccl::window>);
+static_assert(!std::is_copy_constructible_v<nccl::premul_sum<float>> &&
+              std::is_nothrow_move_constructible_v<nccl::premul_sum<float>>);
 
 // A view adopting a raw handle is noexcept and calls no NCCL function; what it does not know is
 // asked of NCCL where a call needs it.
@@ -162,6 +201,44 @@ TEST_CASE("nccl: all_gather and reduce_scatter check the rank multiple, in place
           "times the source");
 }
 
+TEST_CASE("nccl: all_to_all, gather, scatter and the uneven all-to-all check their blocks before NCCL", "[nccl]") {
+  auto comm = nccl::communicator_ref::from_native_handle(fake_handle, 1, 4);
+  cudrv::stream_ref s = cudrv::stream_ref::legacy_default();
+  const std::string a2a = "cudrv::nccl::communicator::all_to_all";
+  refused([&] { comm.all_to_all(fake_span(12), fake_span(16, 1), s); }, a2a, "differ in size");
+  refused([&] { comm.all_to_all(fake_span(10), fake_span(10, 1), s); }, a2a, "does not split into 4 equal parts");
+  refused([&] { comm.all_to_all(fake_span(16), fake_span(16), s); }, a2a, "overlap");
+  refused([&] { comm.all_to_all(fake_span(0), fake_span(0, 1), s); }, a2a, "empty");
+  const std::string gather = "cudrv::nccl::communicator::gather";
+  refused([&] { comm.gather(fake_span(4), fake_span(16, 1), 4, s); }, gather, "root 4");
+  refused([&] { comm.gather(fake_span(4), fake_span(12, 1), 1, s); }, gather, "4 (ranks) times the source");
+  refused([&] { comm.gather(fake_span(0), fake_span(0, 1), 0, s); }, gather, "empty");
+  refused([&] { comm.gather(fake_span(10), 0, s); }, gather, "does not split into 4 equal parts");
+  const std::string scatter = "cudrv::nccl::communicator::scatter";
+  refused([&] { comm.scatter(fake_span(12), fake_span(4, 1), 1, s); }, scatter, "4 (ranks) times the destination");
+  refused([&] { comm.scatter(fake_span(16), fake_span(0, 1), 0, s); }, scatter, "empty");
+  refused([&] { comm.scatter(fake_span(16), -1, s); }, scatter, "root -1");
+  const std::string a2av = "cudrv::nccl::communicator::all_to_all_v";
+  const std::vector<std::size_t> ones(4, 1), offsets{0, 1, 2, 3};
+  refused([&] { comm.all_to_all_v(fake_span(4), ones, offsets, fake_span(3, 1), ones, offsets, s); }, a2av,
+          "receive block of rank 3 (1 elements at offset 3) lies outside the receive buffer of 3");
+  refused(
+      [&] {
+        comm.all_to_all_v(fake_span(4), ones, std::vector<std::size_t>(4, 0), fake_span(4, 1), ones,
+                          std::vector<std::size_t>(4, 0), s);
+      },
+      a2av, "overlap");
+  refused(
+      [&] {
+        comm.all_to_all_v(fake_span(4), std::vector<std::size_t>(3, 1), offsets, fake_span(4, 1), ones, offsets, s);
+      },
+      a2av, "one entry per rank (4), not 3 and 4");
+  const std::string shrink = "cudrv::nccl::communicator::shrink";
+  refused([&] { (void)comm.shrink(std::vector<int>{1}); }, shrink, "this rank (1) is in the exclusion list");
+  refused([&] { (void)comm.shrink(std::vector<int>{0, 0}); }, shrink, "excluded twice");
+  refused([&] { (void)comm.shrink(std::vector<int>{9}); }, shrink, "excluded rank 9");
+}
+
 TEST_CASE("nccl: send and recv check the peer and the count", "[nccl]") {
   auto comm = nccl::communicator_ref::from_native_handle(fake_handle, 0, 2);
   cudrv::stream_ref s = cudrv::stream_ref::legacy_default();
@@ -202,6 +279,12 @@ TEST_CASE("nccl: an empty owner is refused by every operation, before NCCL", "[n
   refused([&] { (void)comm.async_error(); }, "cudrv::nccl::communicator::async_error", "empty");
   refused([&] { comm.abort(); }, "cudrv::nccl::communicator::abort", "empty");
   refused([&] { nccl::registration r(comm, fake_span(4)); }, "cudrv::nccl::registration", "empty");
+  refused([&] { nccl::window w(comm, fake_span(4)); }, "cudrv::nccl::window", "empty");
+  refused([&] { nccl::premul_sum<float> p(comm, 2.0f); }, "cudrv::nccl::premul_sum", "empty");
+  refused([&] { (void)comm.shrink({}); }, "cudrv::nccl::communicator::shrink", "empty");
+  refused([&] { comm.revoke(); }, "cudrv::nccl::communicator::revoke", "empty");
+  refused([&] { comm.wait_ready(); }, "cudrv::nccl::communicator::wait_ready", "empty");
+  refused([&] { comm.gather(fake_span(4), fake_span(4, 1), 0, s); }, "cudrv::nccl::communicator::gather", "empty");
   comm.reset();  // nothing to do
   nccl::communicator_ref view = comm;
   CHECK(view.native_handle() == nullptr);
@@ -218,6 +301,15 @@ TEST_CASE("nccl: creation arguments are checked before NCCL", "[nccl]") {
           "cga_cluster_size 9");
   refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.min_ctas = 4, .max_ctas = 2}); }, init_rank,
           "min_ctas 4 exceeds max_ctas 2");
+  refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.cta_policy = 3}); }, init_rank, "cta_policy 3");
+  refused([&] { (void)nccl::communicator::init_rank(id, 1, 0, dev, {.timeout = std::chrono::milliseconds(0)}); },
+          init_rank, "timeout 0 ms is less than 1 ms");
+  const std::string scalable = "cudrv::nccl::communicator::init_rank_scalable";
+  refused([&] { (void)nccl::communicator::init_rank_scalable({}, 2, 0, dev); }, scalable, "0 unique ids");
+  refused([&] { (void)nccl::communicator::init_rank_scalable(std::vector<nccl::unique_id>(3), 2, 0, dev); }, scalable,
+          "3 unique ids");
+  refused([&] { (void)nccl::communicator::init_rank_scalable(std::vector<nccl::unique_id>(1), 2, 2, dev); }, scalable,
+          "rank 2");
   const std::string init_all = "cudrv::nccl::communicator::init_all";
   refused([] { (void)nccl::communicator::init_all({}); }, init_all, "no device");
   const std::vector<cudrv::device> twice{dev, cudrv::device::from_native_handle(1), dev};
