@@ -641,7 +641,7 @@ TEST_CASE("nccl: nccl::buffer allocates, moves, releases and adopts NCCL memory"
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("nccl: a symmetric window over nccl::buffer on one rank; a misaligned one is refused", "[gpu][nccl]") {
+TEST_CASE("nccl: a symmetric window over nccl::buffer on one rank and a misaligned one refused", "[gpu][nccl]") {
   CUDRV_REQUIRE_NCCL();
   cudrv::test::destruction_error_counter errors;
   const cudrv::device dev(0);
@@ -705,7 +705,7 @@ TEST_CASE("nccl: init_rank_scalable with one unique id on one rank", "[gpu][nccl
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("nccl: the new calls on a non-blocking communicator; wait_ready with a bound", "[gpu][nccl]") {
+TEST_CASE("nccl: the new calls on a non-blocking communicator and wait_ready with a bound", "[gpu][nccl]") {
   CUDRV_REQUIRE_NCCL();
   cudrv::test::destruction_error_counter errors;
   const cudrv::device dev(0);
@@ -773,7 +773,8 @@ TEST_CASE("nccl: group simulate_end closes the group", "[gpu][nccl]") {
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("nccl: shrink refuses to leave out the calling rank; revoke stops a one-rank communicator", "[gpu][nccl]") {
+TEST_CASE("nccl: shrink refuses to leave out the calling rank and revoke stops a one-rank communicator",
+          "[gpu][nccl]") {
   CUDRV_REQUIRE_NCCL();
   cudrv::test::destruction_error_counter errors;
   const cudrv::device dev(0);

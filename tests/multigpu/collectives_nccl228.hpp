@@ -691,9 +691,10 @@ void check_window_all_reduce(std::span<const rank_slot> slots, std::uint64_t see
   }
   std::vector<nccl::window> windows(slots.size());
   at_once(slots.size(), [&](std::size_t i) { windows[i] = nccl::window(slots[i].comm, memory[i]); });
-  for (const nccl::window& w : windows) {
-    CHECK(w);
-    CHECK(w.native_handle() != nullptr);
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    CHECK(windows[i]);
+    CHECK(windows[i].native_handle() != nullptr);
+    CHECK(windows[i].communicator_handle() == slots[i].comm.native_handle());
   }
   const auto inputs = every_input<T>(n, count, seed, tag_of({27, count}), values::general);
   const expected want = reference(inputs, nccl::reduction::sum);
