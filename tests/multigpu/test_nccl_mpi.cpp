@@ -456,6 +456,72 @@ TEST_CASE("multigpu mpi: init_rank_scalable with 1, 2 and nranks unique ids", "[
   CHECK(errors.count() == 0);
 }
 
+// Only refusals every rank makes alike: a refusal on some ranks alone would leave the others in NCCL,
+// waiting for them (so a gather destination of the wrong size, checked on the root only, is not here).
+TEST_CASE("multigpu mpi: the new collectives refuse on every rank what only shows with several ranks",
+          "[gpu][nccl][mpi]") {
+  CUDRV_MPI_CASE("argument errors of the NCCL 2.28 collectives", 120);
+  mg::mpi_world& w = mg::world();
+  if (w.size < 2) {
+    mg::say("NOTE: these refusals need 2 ranks or more; not checked with 1");
+    return;
+  }
+  cudrv::test::destruction_error_counter errors;
+  nccl::communicator& comm = w.comm();
+  cudrv::stream& s = w.stream();
+  const auto un = static_cast<std::size_t>(w.size);
+  constexpr std::size_t part = 64;
+  cudrv::device_buffer<float> a(*w.dev, un * part + 1);
+  cudrv::device_buffer<float> b(*w.dev, un * part + 1);
+  cudrv::device_buffer<float> whole(*w.dev, un * part);
+  cudrv::device_buffer<float> other(*w.dev, un * part);
+  const std::string parts = "does not split into " + std::to_string(w.size) + " equal parts";
+  INFO(w.size << " ranks");
+  auto refused = [](const char* what, auto&& f, const std::string& text) {
+    const cudrv::invalid_argument_error e = cudrv::test::require_invalid_argument(what, f);
+    INFO("what(): " << e.what());
+    CHECK(contains(e.what(), text));
+  };
+  refused(
+      "all_to_all of n * part + 1 elements", [&] { comm.all_to_all(a, b, s); }, parts);
+  refused(
+      "in-place gather of a buffer that does not split into n parts", [&] { comm.gather(a, 0, s); }, parts);
+  refused(
+      "in-place scatter of a buffer that does not split into n parts", [&] { comm.scatter(a, 0, s); }, parts);
+  const std::vector<std::size_t> one_count{part};
+  const std::vector<std::size_t> one_offset{0};
+  std::vector<std::size_t> counts(un, part);
+  std::vector<std::size_t> offsets;
+  for (std::size_t r = 0; r < un; ++r) {
+    offsets.push_back(r * part);
+  }
+  (void)cudrv::test::require_invalid_argument("all_to_all_v with one count for several ranks", [&] {
+    comm.all_to_all_v(whole, one_count, one_offset, other, counts, offsets, s);
+  });
+  (void)cudrv::test::require_invalid_argument("all_to_all_v with one receive offset for several ranks", [&] {
+    comm.all_to_all_v(whole, counts, offsets, other, counts, one_offset, s);
+  });
+  std::vector<std::size_t> past_end = offsets;
+  past_end.back() += 1;  // the last block ends one element past the buffer
+  (void)cudrv::test::require_invalid_argument("all_to_all_v with a block past the source's end", [&] {
+    comm.all_to_all_v(whole, counts, past_end, other, counts, offsets, s);
+  });
+  for (int root : {w.size, -1}) {
+    INFO("root " << root);
+    const std::string of_n = "communicator of " + std::to_string(w.size) + " ranks";
+    refused(
+        "gather to a root outside the communicator",
+        [&] { comm.gather(whole.view().subspan(0, part), other, root, s); }, of_n);
+    refused(
+        "scatter from a root outside the communicator",
+        [&] { comm.scatter(whole, other.view().subspan(0, part), root, s); }, of_n);
+  }
+  // Nothing reached NCCL: the communicator still works, and every rank is still in step.
+  all_reduce_and_check<float>(comm, world_ranks_where([](int) { return true; }), s, 1001);
+  CHECK(comm.async_error() == nccl::result::success);
+  CHECK(errors.count() == 0);
+}
+
 TEST_CASE("multigpu mpi: every new call on a non-blocking communicator", "[gpu][nccl][mpi]") {
   CUDRV_MPI_CASE("the NCCL 2.28 calls on a non-blocking communicator", 420);
   cudrv::test::destruction_error_counter errors;
