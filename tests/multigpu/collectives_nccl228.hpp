@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <iomanip>
@@ -675,6 +676,18 @@ inline void check_simulate_end(std::span<const rank_slot> slots, std::uint64_t s
 
 // --- nccl::buffer and windows ---------------------------------------------------------------------
 
+/// Whether NCCL must hand back a window: NCCL answers a registration with success and no window where
+/// it has no symmetric memory (GPUs without peer mappings, NCCL_P2P_DISABLE=1 as in the socket-transport
+/// runs, and possibly a one-rank communicator); required on the GPU machines' NVLink runs otherwise.
+/// CUDRV_TEST_NCCL_WINDOWS=0 or 1 overrides.
+inline bool windows_required(int nranks) {
+  if (const char* force = std::getenv("CUDRV_TEST_NCCL_WINDOWS")) {
+    return std::string(force) == "1";
+  }
+  const char* p2p_off = std::getenv("NCCL_P2P_DISABLE");
+  return nranks > 1 && (p2p_off == nullptr || std::string(p2p_off) != "1");
+}
+
 /// Registers an nccl::buffer of every slot as a symmetric window (collective: @p at_once(n, f) must run
 /// f(i) for every slot at the same time), then all_reduces (sum) through the windows and through plain
 /// device_buffers holding the same inputs: both equal the host reference, and each other bitwise for
@@ -692,9 +705,14 @@ void check_window_all_reduce(std::span<const rank_slot> slots, std::uint64_t see
   std::vector<nccl::window> windows(slots.size());
   at_once(slots.size(), [&](std::size_t i) { windows[i] = nccl::window(slots[i].comm, memory[i]); });
   for (std::size_t i = 0; i < slots.size(); ++i) {
-    CHECK(windows[i]);
-    CHECK(windows[i].native_handle() != nullptr);
-    CHECK(windows[i].communicator_handle() == slots[i].comm.native_handle());
+    if (windows_required(n)) {
+      CHECK(windows[i]);
+      CHECK(windows[i].native_handle() != nullptr);
+      CHECK(windows[i].communicator_handle() == slots[i].comm.native_handle());
+    } else if (!windows[i]) {
+      WARN("NOTE: NCCL gave no window (symmetric memory unavailable with NCCL_P2P_DISABLE=1 or on one rank); "
+           "the all_reduce results are still checked");
+    }
   }
   const auto inputs = every_input<T>(n, count, seed, tag_of({27, count}), values::general);
   const expected want = reference(inputs, nccl::reduction::sum);
