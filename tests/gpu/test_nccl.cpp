@@ -779,7 +779,7 @@ TEST_CASE("nccl: group simulate_end closes the group", "[gpu][nccl]") {
   CHECK(errors.count() == 0);
 }
 
-TEST_CASE("nccl: shrink refuses to leave out the calling rank and revoke stops a one-rank communicator",
+TEST_CASE("nccl: shrink refuses to leave out the calling rank and a revoked communicator is split then destroyed",
           "[gpu][nccl]") {
   CUDRV_REQUIRE_NCCL();
   cudrv::test::destruction_error_counter errors;
@@ -794,10 +794,23 @@ TEST_CASE("nccl: shrink refuses to leave out the calling rank and revoke stops a
     auto buf = upload(dev, pattern<float>(256, 1), s);
     comm.all_reduce(buf, nccl::reduction::sum, s);
     s.synchronize();
+    CHECK_FALSE(comm.revoked());
     comm.revoke();  // waits until quiescent
-    // A revoked communicator takes no more collectives (cudrv or NCCL refuses: a cudrv::error either way).
-    CHECK_THROWS_AS(comm.all_reduce(buf, nccl::reduction::sum, s), cudrv::error);
-    s.synchronize();
+    CHECK(comm.revoked());
+    CHECK(comm.async_error() == nccl::result::success);  // quiescent: no longer in progress, no error
+    // A revoked communicator can still be split (NCCL: management calls proceed once quiescent); the
+    // child works.
+    nccl::communicator child = comm.split(0, 0);
+    REQUIRE(child);
+    CHECK(child.size() == 1);
+    const std::vector<float> src = pattern<float>(256, 5);
+    auto in = upload(dev, src, s);
+    auto out = poisoned<float>(dev, 256, s);
+    child.all_reduce(in, out, nccl::reduction::sum, s);
+    CHECK(download(out, s) == as_double(src));
+    nccl::communicator moved(std::move(comm));
+    CHECK(moved.revoked());  // the mark moves with the communicator
+    CHECK_FALSE(comm.revoked());
   }  // the revoked communicator is destroyed without finalizing, with no error reported
   CHECK(errors.count() == 0);
 }

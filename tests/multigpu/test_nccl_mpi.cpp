@@ -605,6 +605,7 @@ TEST_CASE("multigpu mpi: revoke then shrink a live communicator", "[gpu][nccl][m
     cudrv::stream s(*w.dev);
     all_reduce_and_check<float>(parent, world_ranks_where([](int) { return true; }), s, 901);  // in use first
     parent.revoke();
+    CHECK(parent.revoked());
     if (w.rank != 0) {
       nccl::communicator child = parent.shrink(exclude, nccl::shrink_mode::abort);
       REQUIRE(child);
