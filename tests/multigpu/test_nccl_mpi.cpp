@@ -11,7 +11,8 @@
 //     before NCCL, on every rank, leaving the communicator usable;
 //   - NCCL 2.28's additions (collectives_nccl228.hpp): all_to_all, gather, scatter, all_to_all_v and
 //     premul_sum across ranks; nccl::buffer with symmetric windows; group::simulate_end;
-//     init_rank_scalable with 1, 2 and nranks unique ids; every new call on a non-blocking communicator;
+//     init_rank_scalable with 1, 2 and nranks unique ids; every new call on a non-blocking communicator
+//     (simulate_end aside: see that case);
 //     shrink with every rank alive (the excluded rank waits, then destroys its old communicator) and
 //     revoke then shrink, blocking and non-blocking;
 //   - [shared-device] (hidden; its own ctest run, mpirun -np 2 on ONE device): NCCL refuses two ranks
@@ -541,9 +542,9 @@ TEST_CASE("multigpu mpi: every new call on a non-blocking communicator", "[gpu][
     mg::check_new_copy_collectives<nccl::bfloat16_t>(slots, w.seed, {4099});
     mg::check_premul_sum<float>(slots, w.seed, {1031});
     mg::check_window_all_reduce<std::int32_t>(slots, w.seed, 4099, mg::this_rank_only{});
-    if (w.size >= 2) {
-      mg::check_simulate_end(slots, w.seed);
-    }
+    // Not group::simulate_end: NCCL 2.28 runs a group holding a non-blocking communicator on a thread of
+    // its own, without the simulation (src/group.cc, ncclGroupEndInternal): it launches the calls and
+    // leaves the estimate unset. cudrv's simulate_end on such a group is the lead's decision (issue 35).
     CHECK(comm.async_error() == nccl::result::success);
   }  // finalize waits (bounded) for the non-blocking communicator
   CHECK(errors.count() == 0);
