@@ -1,9 +1,9 @@
 // bench_nccl: NCCL through cudrv against the raw NCCL (and driver) calls, in one binary, interleaved.
 //
-//   bench_nccl [sweep|host-cost|peer|all] [--quick] [--devices N] [--min-bytes SIZE] [--max-bytes SIZE]
-//              [--rounds R] [--batch-ms MS] [--verify-max-bytes SIZE] [--peer-bytes SIZE] [--json FILE]
-//              [--mpi | --no-mpi]
-//   mpirun -np N -x NCCL_NVLS_ENABLE=0 bench_nccl [sweep|host-cost|all] [...]   (one rank per GPU)
+//   bench_nccl [sweep|host-cost|peer|window|all] [--quick] [--devices N] [--min-bytes SIZE] [--max-bytes SIZE]
+//              [--rounds R] [--method nccl-tests|events|both] [--iters N] [--warmup-iters N] [--max-seconds S]
+//              [--batch-ms MS] [--verify-max-bytes SIZE] [--peer-bytes SIZE] [--json FILE] [--mpi | --no-mpi]
+//   mpirun -np N -x NCCL_NVLS_ENABLE=0 bench_nccl [sweep|host-cost|window|all] [...]   (one rank per GPU)
 //
 // SIZE takes a K, M or G suffix (powers of 1024). The MPI mode is chosen when an MPI launcher started
 // the program (OMPI_COMM_WORLD_SIZE, PMI_SIZE, MV2_COMM_WORLD_SIZE or PMIX_SIZE set) or with --mpi;
@@ -12,26 +12,44 @@
 // communicator per GPU from ncclCommInitAll, and each collective is one call per GPU inside one group
 // (cudrv::nccl::group against ncclGroupStart/End; with one GPU, plain calls). Under mpirun (only when
 // built with cudrv::mpi), each rank drives the GPU of its node-local rank,
-// the communicator made from a unique id broadcast over MPI; rank 0 prints, and every time is the
-// maximum over the ranks. Both paths always use the same communicators (the raw calls take
+// the communicator made from a unique id broadcast over MPI; rank 0 prints. Both paths always use the
+// same communicators (the raw calls take
 // native_handle() of cudrv's), the same buffers and the same streams: cudrv loads libnccl.so.2 with
 // dlopen and this program links the same library, which the program checks at start. The program
 // sets NCCL_NVLS_ENABLE=0 before NCCL is touched (unless it is already set): NVLink SHARP multicast
 // stays off. Modes:
 //
-//   sweep (default)  all-reduce, float sum, out of place, from --min-bytes (8 B) doubling to
-//                    --max-bytes (1 GiB). Per size: one call of each path checked against a host
-//                    reference (up to --verify-max-bytes, 4 MiB; the output poisoned first, and the
-//                    elements just after it must stay poisoned), a warm-up, a batch size K chosen so
-//                    one batch takes about --batch-ms (4 ms), then --rounds rounds (21), each timing
-//                    one batch of K calls through cudrv and one through raw NCCL (the order alternating
-//                    from round to round) with CUDA events on each GPU's stream. Time per call: the
-//                    median over the rounds of the batch time / K (the slowest GPU's). nccl-tests'
-//                    definitions: algbw = bytes / time, busbw = algbw * 2(n-1)/n for n ranks. With one
-//                    rank busbw is 0 by that definition, so algbw is compared instead (and plotted).
-//                    Ratios are paired (the median over the rounds of one path's time against the
-//                    other's in the same round): bandwidth ratio = raw time / cudrv time (>= 0.98 is
+//   sweep (default)  all-reduce, float sum, from --min-bytes (8 B) doubling to --max-bytes (1 GiB).
+//                    Per size: one call of each path checked against a host reference (up to
+//                    --verify-max-bytes, 4 MiB; the output poisoned first, and the elements just after
+//                    it must stay poisoned), then timed by one or both methods (--method, both by
+//                    default), --rounds rounds (21) each, cudrv and raw interleaved (the order rotating
+//                    from round to round); every time is the median over the rounds.
+//                    nccl-tests (what nccl-tests' all_reduce_perf measures, src/common.cu): every size
+//                      first warmed up with --warmup-iters (1) calls; a timed run is one call and a wait
+//                      (the "sync" call), then --iters (20) calls back to back, each on the buffers
+//                      shifted by its size (iteration i at offset (i mod (max/size)) * size, as
+//                      nccl-tests does), then a wait that polls each stream (cuStreamQuery) and the
+//                      communicator's asynchronous error; time per call = the host clock (steady_clock)
+//                      over the calls and the wait / --iters, averaged over the ranks (nccl-tests'
+//                      default -a 1). Out of place and in place, like nccl-tests' two column groups.
+//                      After the first round, no further one starts once a size has taken --max-seconds (10;
+//                      2 with --quick): a slow transport gets fewer rounds at its largest sizes (each
+//                      row's "rounds" in the JSON says how many).
+//                    events (bench_nccl's earlier method): a batch size K chosen so one batch takes about
+//                      --batch-ms (4 ms), K calls between CUDA events on each GPU's stream, the time per
+//                      call the slowest GPU's (maximum over the ranks) batch time / K; out of place.
+//                    With both, the JSON rows' main fields come from the nccl-tests method and the
+//                    events method's go to each row's "events" object, and the smallest size is also
+//                    timed by a harness table (variants of the raw path: events or host clock, batch
+//                    K or --iters, fixed or shifted buffers) that shows which part of the events
+//                    method changes a small all-reduce's time.
+//                    nccl-tests' definitions: algbw = bytes / time, busbw = algbw * 2(n-1)/n for n ranks.
+//                    With one rank busbw is 0 by that definition, so algbw is compared instead (and
+//                    plotted). Ratios are paired (the median over the rounds of one path's time against
+//                    the other's in the same round): bandwidth ratio = raw time / cudrv time (>= 0.98 is
 //                    the goal at >= 64 MiB), latency ratio = cudrv time / raw time (<= 1.02 at 8 B).
+//                    scripts/nccl-compare.py sets the sweep beside all_reduce_perf's output.
 //   host-cost        the host time of enqueueing each collective (all_reduce, broadcast, reduce,
 //                    all_gather, reduce_scatter, a send/recv pair in a group, 8 B per rank), cudrv
 //                    against raw: bursts of 100 calls timed with steady_clock, the streams synchronised
@@ -42,9 +60,20 @@
 //   peer             peer copies between every ordered pair of devices (both directions), cudrv::copy_peer
 //                    against raw cuMemcpyPeerAsync on the same stream (of the source device) and
 //                    buffers: bandwidth at --peer-bytes (256 MiB) and latency at 8 B, timed like the
-//                    sweep; peer access enabled where the devices allow it. Each path's copy checked.
+//                    sweep's events method; peer access enabled where the devices allow it. Each path's copy checked.
 //                    Needs 2 devices: with fewer it prints "skipped: needs 2 devices". Single process only.
-//   all              sweep, host-cost, then peer (peer left out under mpirun).
+//   window           all-reduce (float sum, out of place, the sweep's sizes) through cudrv on three kinds of
+//                    memory, interleaved: plain device_buffer (cuMemAlloc), nccl::buffer (ncclMemAlloc)
+//                    not registered, and nccl::buffer registered as a symmetric window
+//                    (nccl::window, window_flags::collective_symmetric); timed by the nccl-tests method
+//                    (out of place). Checked like the sweep. In one process each GPU's thread registers
+//                    its own windows (every rank's registration must be in flight at once, and a
+//                    cudrv::nccl::window is complete when its constructor returns, so it cannot be
+//                    made inside a group). Prints "skipped: ..." (exit 0) when the
+//                    loaded NCCL lacks ncclMemAlloc or window registration (not_supported_error) or
+//                    registers no window (NCCL offers symmetric memory only where every rank reaches
+//                    every other by CUDA peer-to-peer); any other error fails the run (exit 4).
+//   all              sweep, host-cost, window, then peer (peer left out under mpirun).
 //
 // --quick: fewer rounds and shorter batches. --json FILE writes one JSON document with the run's
 // identity (devices, driver, NCCL version, ranks, date) and a section per mode; the sweep section is
@@ -53,6 +82,8 @@
 // For example:
 //   build/benchmarks/bench_nccl all --json nccl.json      # every local GPU from one process
 //   build/benchmarks/bench_nccl sweep --devices 1         # a one-rank communicator
+//   build/benchmarks/bench_nccl sweep --method nccl-tests --json nccl.json
+//   .venv/bin/python scripts/nccl-compare.py --png cmp.png all_reduce_perf.txt nccl.json
 //   mpirun -np 8 -x NCCL_NVLS_ENABLE=0 build/benchmarks/bench_nccl all --json nccl.json
 //   .venv/bin/python scripts/plot-allreduce.py nccl.json allreduce.png
 //
@@ -87,6 +118,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -96,10 +128,18 @@ using steady = std::chrono::steady_clock;
 
 // --- command line -------------------------------------------------------------------------------
 
+// How the sweep times a size (see the comment at the top).
+enum class method { nccl_tests, events, both };
+
 struct options {
   bool sweep = true;
   bool host_cost = false;
   bool peer = false;
+  bool window = false;
+  method timing = method::both;
+  int iters = 20;          // nccl-tests' -n
+  int warmup_iters = 1;    // nccl-tests' -w
+  double max_seconds = 0;  // the nccl-tests method's time per size and memory kind; 0: the default
   bool quick = false;
   int devices = 0;  // 0: every visible device
   std::size_t min_bytes = 8;
@@ -114,9 +154,10 @@ struct options {
 };
 
 constexpr const char* usage_text =
-    "usage: bench_nccl [sweep|host-cost|peer|all] [--quick] [--devices N] [--min-bytes SIZE] [--max-bytes SIZE]\n"
-    "                  [--rounds R] [--batch-ms MS] [--verify-max-bytes SIZE] [--peer-bytes SIZE] [--json FILE]\n"
-    "                  [--mpi | --no-mpi]\n"
+    "usage: bench_nccl [sweep|host-cost|peer|window|all] [--quick] [--devices N] [--min-bytes SIZE]\n"
+    "                  [--max-bytes SIZE] [--rounds R] [--method nccl-tests|events|both] [--iters N]\n"
+    "                  [--warmup-iters N] [--max-seconds S] [--batch-ms MS] [--verify-max-bytes SIZE]\n"
+    "                  [--peer-bytes SIZE] [--json FILE] [--mpi | --no-mpi]\n"
     "SIZE takes a K, M or G suffix (powers of 1024). Under mpirun: one rank per GPU (needs a build with cudrv::mpi).\n";
 
 bool parse_size(const char* text, std::size_t& out) {
@@ -147,7 +188,7 @@ bool parse_size(const char* text, std::size_t& out) {
   return true;
 }
 
-// Returns -1 when the arguments are good, else the exit status (1).
+// Returns -1 when the arguments are good, else the exit status (1; 0 after --help).
 int parse(int argc, char** argv, options& o) {
   int i = 1;
   if (i < argc && argv[i][0] != '-') {
@@ -155,7 +196,8 @@ int parse(int argc, char** argv, options& o) {
     o.sweep = m == "sweep" || m == "all";
     o.host_cost = m == "host-cost" || m == "all";
     o.peer = m == "peer" || m == "all";
-    if (!o.sweep && !o.host_cost && !o.peer) {
+    o.window = m == "window" || m == "all";
+    if (!o.sweep && !o.host_cost && !o.peer && !o.window) {
       std::fprintf(stderr, "bench_nccl: unknown mode '%s'\n%s", m.c_str(), usage_text);
       return 1;
     }
@@ -176,21 +218,52 @@ int parse(int argc, char** argv, options& o) {
       }
       return true;
     };
+    if (a == "--help" || a == "-h") {
+      std::fputs(usage_text, stdout);
+      return 0;
+    }
     if (a == "--quick") {
       o.quick = true;
     } else if (a == "--mpi") {
       o.force_mpi = true;
     } else if (a == "--no-mpi") {
       o.no_mpi = true;
-    } else if (a == "--devices" || a == "--rounds") {
+    } else if (a == "--devices" || a == "--rounds" || a == "--iters" || a == "--warmup-iters") {
       const char* v = value();
       char* end = nullptr;
       long n = v != nullptr ? std::strtol(v, &end, 10) : 0;
-      if (v == nullptr || *end != '\0' || n < 1 || n > 100000) {
-        std::fprintf(stderr, "bench_nccl: %s takes a positive integer\n%s", a.c_str(), usage_text);
+      const long least = a == "--warmup-iters" ? 0 : 1;
+      if (v == nullptr || *end != '\0' || n < least || n > 100000) {
+        std::fprintf(stderr, "bench_nccl: %s takes a %s integer\n%s", a.c_str(),
+                     least == 0 ? "non-negative" : "positive", usage_text);
         return 1;
       }
-      (a == "--devices" ? o.devices : o.rounds) = static_cast<int>(n);
+      (a == "--devices"  ? o.devices
+       : a == "--rounds" ? o.rounds
+       : a == "--iters"  ? o.iters
+                         : o.warmup_iters) = static_cast<int>(n);
+    } else if (a == "--method") {
+      const char* v = value();
+      const std::string m = v != nullptr ? v : "";
+      if (m == "nccl-tests") {
+        o.timing = method::nccl_tests;
+      } else if (m == "events") {
+        o.timing = method::events;
+      } else if (m == "both") {
+        o.timing = method::both;
+      } else {
+        std::fprintf(stderr, "bench_nccl: --method takes nccl-tests, events or both\n%s", usage_text);
+        return 1;
+      }
+    } else if (a == "--max-seconds") {
+      const char* v = value();
+      char* end = nullptr;
+      double sec = v != nullptr ? std::strtod(v, &end) : 0;
+      if (v == nullptr || *end != '\0' || !(sec > 0) || sec > 100000) {
+        std::fprintf(stderr, "bench_nccl: --max-seconds takes a positive number of seconds\n%s", usage_text);
+        return 1;
+      }
+      o.max_seconds = sec;
     } else if (a == "--batch-ms") {
       const char* v = value();
       char* end = nullptr;
@@ -240,8 +313,14 @@ int parse(int argc, char** argv, options& o) {
   if (o.quick) {
     o.batch_ms = std::min(o.batch_ms, 1.0);
   }
+  if (o.max_seconds == 0) {
+    o.max_seconds = o.quick ? 2.0 : 10.0;
+  }
   return -1;
 }
+
+// Whether a mode that makes communicators was asked for.
+bool needs_nccl(const options& o) { return o.sweep || o.host_cost || o.window; }
 
 // The world size a launcher (Open MPI, MPICH/Hydra, MVAPICH2, PMIx) put in the environment; 0 when
 // none did.
@@ -364,6 +443,18 @@ struct world {
 #endif
     return v;
   }
+  // The sum over every rank of the world (this process's value without MPI).
+  [[nodiscard]] double sum_all(double v) const {
+#ifdef CUDRV_BENCH_NCCL_MPI
+    if (mpi) {
+      cudrv::mpi::check(MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD), "MPI_Allreduce");
+    }
+#endif
+    return v;
+  }
+  // The mean over the processes of the world: what nccl-tests reports of a time by default (-a 1, the
+  // average over its processes and threads; one process driving several GPUs has one host time).
+  [[nodiscard]] double mean_all(double v) const { return mpi ? sum_all(v) / nranks : v; }
   [[nodiscard]] long long sum_all(long long v) const {
 #ifdef CUDRV_BENCH_NCCL_MPI
     if (mpi) {
@@ -552,6 +643,205 @@ double paired(const std::vector<double>& a, const std::vector<double>& b) {
   return bench::median(r);
 }
 
+// --- nccl-tests' timing (src/common.cu of NVIDIA's nccl-tests: BenchTime, startColl, completeColl) --
+
+// Each GPU's whole send and receive memory of one kind (one entry per GPU of this process).
+struct memory_set {
+  std::vector<cudrv::device_span<float>> send;
+  std::vector<cudrv::device_span<float>> recv;
+};
+
+// Waits until every stream of this process is idle: polls each stream (cuStreamQuery) and, while one
+// is busy, its communicator's asynchronous error, yielding between rounds of polls when nothing
+// changed (nccl-tests' testStreamSynchronize).
+void poll_complete(const world& w) {
+  std::uint64_t done = 0;  // a bit per GPU of this process
+  std::size_t remaining = w.local.size();
+  while (remaining != 0) {
+    bool idle = true;
+    for (std::size_t i = 0; i < w.local.size(); ++i) {
+      if ((done >> i & 1u) != 0) {
+        continue;
+      }
+      if (w.local[i].stream.is_done()) {
+        done |= std::uint64_t{1} << i;
+        --remaining;
+        idle = false;
+        continue;
+      }
+      ncclResult_t async = ncclSuccess;
+      ncheck(ncclCommGetAsyncError(w.local[i].comm.native_handle(), &async), "ncclCommGetAsyncError");
+      ncheck(async, "an all-reduce (the communicator's asynchronous error)");
+    }
+    if (idle) {
+      std::this_thread::yield();
+    }
+  }
+}
+
+// The arguments of iteration @p iter: @p count elements at the offset nccl-tests' startColl gives
+// it, (iter mod steps) * count with steps = @p max_count / count, so that consecutive calls use
+// different memory; in place, the input is the output. @p shifted false: offset 0 for every iteration.
+void iteration_args(const memory_set& m, std::size_t count, std::size_t max_count, int iter, bool in_place,
+                    bool shifted, std::vector<call_args>& args) {
+  const std::size_t steps = std::max<std::size_t>(1, max_count / count);
+  const std::size_t shift = shifted ? count * (static_cast<std::size_t>(iter) % steps) : 0;
+  args.resize(m.send.size());
+  for (std::size_t i = 0; i < m.send.size(); ++i) {
+    const cudrv::device_span<float> out = m.recv[i].subspan(shift, count);
+    args[i] = {in_place ? cudrv::device_span<const float>(out) : m.send[i].subspan(shift, count), out};
+  }
+}
+
+// One all-reduce (float sum) on every GPU of this process, in one group when there are several; in
+// place through cudrv's in-place overload (raw: the same pointer twice, as nccl-tests passes it).
+void issue_all_reduce(world& w, bool raw, std::vector<call_args>& args, bool in_place) {
+  const bool grouped = w.local.size() > 1;
+  if (raw) {
+    if (grouped) {
+      ncheck(ncclGroupStart(), "ncclGroupStart");
+    }
+    for (std::size_t i = 0; i < w.local.size(); ++i) {
+      void* out = reinterpret_cast<void*>(args[i].out.data());
+      const void* in = in_place ? out : reinterpret_cast<const void*>(args[i].in.data());
+      ncheck(ncclAllReduce(in, out, args[i].out.size(), ncclFloat32, ncclSum, w.local[i].comm.native_handle(),
+                           w.local[i].stream.native_handle()),
+             "ncclAllReduce");
+    }
+    if (grouped) {
+      ncheck(ncclGroupEnd(), "ncclGroupEnd");
+    }
+    return;
+  }
+  auto call = [&](std::size_t i) {
+    const auto& r = w.local[i];
+    if (in_place) {
+      r.comm.all_reduce(args[i].out, cudrv::nccl::reduction::sum, r.stream);
+    } else {
+      r.comm.all_reduce(args[i].in, args[i].out, cudrv::nccl::reduction::sum, r.stream);
+    }
+  };
+  if (grouped) {
+    cudrv::nccl::group g;
+    for (std::size_t i = 0; i < w.local.size(); ++i) {
+      call(i);
+    }
+    g.end();
+  } else {
+    call(0);
+  }
+}
+
+// How one timed run is made: nccl-tests' own is {iters, true, false}.
+struct run_shape {
+  int calls = 20;       // calls in the timed part
+  bool shifted = true;  // buffers shifted from call to call
+  bool events = false;  // CUDA events around the calls on every stream as well
+  bool in_place = false;
+};
+
+// One timed run: this process's host time per call and, with events, the GPUs' times per call (the
+// slowest GPU of this process and the sum over its GPUs), all in microseconds.
+struct run_time {
+  double host_us = 0;
+  double events_max_us = 0;
+  double events_sum_us = 0;
+};
+
+// nccl-tests' BenchTime for one path: the sync call (one call, a wait, a barrier), then @p shape.calls
+// calls timed by the host clock until they have completed (poll_complete).
+run_time timed_run(world& w, bool raw, const memory_set& m, std::size_t count, std::size_t max_count,
+                   const run_shape& shape, std::vector<call_args>& args) {
+  iteration_args(m, count, max_count, 0, shape.in_place, shape.shifted, args);
+  issue_all_reduce(w, raw, args, shape.in_place);
+  poll_complete(w);
+  w.barrier();
+  if (shape.events) {
+    for (const auto& r : w.local) {
+      r.start.record(r.stream);
+    }
+  }
+  const auto t0 = steady::now();
+  for (int i = 0; i < shape.calls; ++i) {
+    if (shape.shifted) {
+      iteration_args(m, count, max_count, i, shape.in_place, true, args);
+    }
+    issue_all_reduce(w, raw, args, shape.in_place);
+  }
+  if (shape.events) {
+    for (const auto& r : w.local) {
+      r.stop.record(r.stream);
+    }
+  }
+  poll_complete(w);
+  run_time t;
+  t.host_us = std::chrono::duration<double, std::micro>(steady::now() - t0).count() / shape.calls;
+  if (shape.events) {
+    for (const auto& r : w.local) {
+      const double us = static_cast<double>(cudrv::elapsed_time(r.start, r.stop).count()) * 1000.0 / shape.calls;
+      t.events_max_us = std::max(t.events_max_us, us);
+      t.events_sum_us += us;
+    }
+  }
+  return t;
+}
+
+// nccl-tests' warm-up: every size first, @p warmup calls each (shifted like the timed calls) and a
+// wait, through both paths.
+void warm_up(world& w, const memory_set& m, const std::vector<std::size_t>& sizes, int warmup) {
+  const std::size_t max_count = sizes.back() / sizeof(float);
+  std::vector<call_args> args;
+  for (std::size_t bytes : sizes) {
+    const std::size_t count = bytes / sizeof(float);
+    for (bool raw : {true, false}) {
+      for (int i = 0; i < warmup; ++i) {
+        iteration_args(m, count, max_count, i, false, true, args);
+        issue_all_reduce(w, raw, args, false);
+      }
+      poll_complete(w);
+    }
+  }
+  w.barrier();
+}
+
+// Per-round times of both paths, in microseconds per call.
+struct path_times {
+  std::vector<double> cudrv;
+  std::vector<double> raw;
+};
+
+// The nccl-tests method at one size: @p rounds rounds (fewer past @p budget_s seconds, see
+// another_round), each one timed run of each path out of place and in place, the order of the four
+// rotating from round to round. Each time is the mean over the processes (nccl-tests' -a 1).
+// Whether round @p done (counting from 0) is to be run: always the first of @p rounds, later ones
+// only while the rounds so far took less than @p budget_s seconds (by the slowest rank's clock, so
+// that every rank decides alike). A slow transport (NCCL's sockets over loopback) then gets fewer
+// rounds at its largest sizes instead of hours.
+bool another_round(const world& w, int done, int rounds, steady::time_point start, double budget_s) {
+  if (done >= rounds) {
+    return false;
+  }
+  return done == 0 || w.max_all(std::chrono::duration<double>(steady::now() - start).count()) < budget_s;
+}
+
+void measure_nccl_tests(world& w, const memory_set& m, std::size_t count, std::size_t max_count, int iters, int rounds,
+                        double budget_s, path_times& out_of_place, path_times& in_place) {
+  std::vector<call_args> args;
+  const auto start = steady::now();
+  for (int r = 0; another_round(w, r, rounds, start, budget_s); ++r) {
+    for (int k = 0; k < 4; ++k) {
+      const int which = (k + r) % 4;
+      const bool raw = which % 2 == 1;
+      run_shape shape;
+      shape.calls = iters;
+      shape.in_place = which >= 2;
+      const double us = w.mean_all(timed_run(w, raw, m, count, max_count, shape, args).host_us);
+      path_times& p = shape.in_place ? in_place : out_of_place;
+      (raw ? p.raw : p.cudrv).push_back(us);
+    }
+  }
+}
+
 // --- input data and checks ----------------------------------------------------------------------
 
 // Rank r's element i: small integers, so every sum is exact in float whatever NCCL's order.
@@ -564,7 +854,7 @@ const float poison = std::bit_cast<float>(0xFFFFFFFFu);  // a NaN no sum produce
 bool is_poison(float v) { return std::bit_cast<std::uint32_t>(v) == 0xFFFFFFFFu; }
 
 // Fills the first @p pattern elements of each rank's @p send with input_value, the rest with zeros.
-void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::size_t pattern) {
+void fill_inputs(world& w, const std::vector<cudrv::device_span<float>>& send, std::size_t pattern) {
   for (std::size_t i = 0; i < w.local.size(); ++i) {
     auto& r = w.local[i];
     const std::size_t n = std::min(pattern, send[i].size());
@@ -572,9 +862,9 @@ void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::
     for (std::size_t j = 0; j < n; ++j) {
       h[j] = input_value(j, r.rank);
     }
-    cudrv::copy(send[i].view().first(n), h, r.stream);
+    cudrv::copy(send[i].first(n), h, r.stream);
     if (send[i].size() > n) {
-      cudrv::fill(send[i].view().subspan(n), 0.0f, r.stream);
+      cudrv::fill(send[i].subspan(n), 0.0f, r.stream);
     }
   }
   w.sync();
@@ -583,20 +873,19 @@ void fill_inputs(world& w, std::vector<cudrv::device_buffer<float>>& send, std::
 // One all-reduce of @p count elements through one path into poisoned outputs, checked on every rank
 // against the host's sum; the @p guard elements after the output must stay poisoned. Returns the
 // number of wrong elements over the world; the first few are described on stderr.
-long long verify_all_reduce(world& w, bool raw, std::vector<cudrv::device_buffer<float>>& send,
-                            std::vector<cudrv::device_buffer<float>>& recv, std::size_t count) {
-  const std::size_t guard = std::min<std::size_t>(16, recv[0].size() - count);
+long long verify_all_reduce(world& w, bool raw, const memory_set& m, std::size_t count) {
+  const std::size_t guard = std::min<std::size_t>(16, m.recv[0].size() - count);
   std::vector<call_args> args;
   for (std::size_t i = 0; i < w.local.size(); ++i) {
-    cudrv::fill(recv[i].view().first(count + guard), poison, w.local[i].stream);
-    args.push_back(args_for(op::all_reduce, send[i], recv[i], count, w.nranks));
+    cudrv::fill(m.recv[i].first(count + guard), poison, w.local[i].stream);
+    args.push_back({m.send[i].first(count), m.recv[i].first(count)});
   }
-  issue(op::all_reduce, raw, w, args);
+  issue_all_reduce(w, raw, args, false);
   long long wrong = 0;
   for (std::size_t i = 0; i < w.local.size(); ++i) {
     auto& r = w.local[i];
     std::vector<float> h(count + guard);
-    cudrv::copy(h, recv[i].view().first(count + guard), r.stream);
+    cudrv::copy(h, m.recv[i].first(count + guard), r.stream);
     r.stream.synchronize();
     for (std::size_t j = 0; j < count + guard; ++j) {
       float expected = poison;
@@ -683,9 +972,167 @@ struct outcome {
   long long extra_allocations = 0;  // heap allocations cudrv added (exit 4)
 };
 
+// The events method at one size: a batch size K from a warm-up, then @p rounds rounds each timing one
+// batch of K calls per path between CUDA events (the slowest GPU of the world). Returns K.
+int measure_events(world& w, const options& o, std::vector<call_args>& args, int rounds, path_times& t) {
+  const int max_iterations = 5000;
+  // Warm-up, then the batch size: a first guess from 3 raw calls (which overstates the time of a
+  // small one: the GPU waits for the host at the start), refined on a batch of a quarter of the length.
+  (void)time_batch(w, op::all_reduce, false, args, 3);
+  (void)time_batch(w, op::all_reduce, true, args, 3);
+  const int guess = batch_size(time_batch(w, op::all_reduce, true, args, 3), o.batch_ms / 4, max_iterations);
+  const int k = batch_size(time_batch(w, op::all_reduce, true, args, guess), o.batch_ms, max_iterations);
+  for (int r = 0; r < rounds; ++r) {
+    const bool raw_first = r % 2 == 1;
+    for (bool raw : {raw_first, !raw_first}) {
+      (raw ? t.raw : t.cudrv).push_back(time_batch(w, op::all_reduce, raw, args, k));
+    }
+  }
+  return k;
+}
+
+// One path's figures at one size, as JSON fields (without braces).
+std::string path_json(const std::vector<double>& t, std::size_t bytes, double bus_factor) {
+  const double us = bench::median(t);
+  const double alg = static_cast<double>(bytes) / (us * 1e-6) / 1e9;
+  return "\"time_us\": " + num(us) + ", \"best_time_us\": " + num(*std::min_element(t.begin(), t.end())) +
+         ", \"algbw_gbps\": " + num(alg) + ", \"busbw_gbps\": " + num(alg * bus_factor);
+}
+
+double busbw_of(const std::vector<double>& t, std::size_t bytes, double bus_factor) {
+  return static_cast<double>(bytes) / (bench::median(t) * 1e-6) / 1e9 * bus_factor;
+}
+
+// The harness table: the raw path's smallest all-reduce timed by variants between bench_nccl's events
+// method and nccl-tests' (see the comment at the top), interleaved over the rounds.
+std::string run_harness(world& w, const memory_set& m, std::size_t bytes, std::size_t max_count, int events_k,
+                        int iters, int rounds) {
+  struct variant {
+    const char* name;
+    run_shape shape;
+    std::vector<double> host, host_max, ev_max, ev_mean;
+  };
+  std::vector<variant> v;
+  v.push_back({"events method: batch K, same buffers", {events_k, false, true, false}, {}, {}, {}, {}});
+  v.push_back({"batch --iters, same buffers", {iters, false, true, false}, {}, {}, {}, {}});
+  v.push_back({"batch --iters, shifted buffers", {iters, true, true, false}, {}, {}, {}, {}});
+  v.push_back({"batch K, shifted buffers, no events", {events_k, true, false, false}, {}, {}, {}, {}});
+  v.push_back({"nccl-tests: batch --iters, shifted, no events", {iters, true, false, false}, {}, {}, {}, {}});
+  const std::size_t count = bytes / sizeof(float);
+  std::vector<call_args> args;
+  for (int r = 0; r < rounds; ++r) {
+    for (std::size_t k = 0; k < v.size(); ++k) {
+      auto& x = v[(k + static_cast<std::size_t>(r)) % v.size()];
+      const run_time t = timed_run(w, true, m, count, max_count, x.shape, args);
+      x.host.push_back(w.mean_all(t.host_us));
+      x.host_max.push_back(w.max_all(t.host_us));
+      if (x.shape.events) {
+        x.ev_max.push_back(w.max_all(t.events_max_us));
+        x.ev_mean.push_back(w.sum_all(t.events_sum_us) / w.nranks);
+      }
+    }
+  }
+  std::string rows;
+  if (w.root()) {
+    std::printf("\n### where the time of a small all-reduce goes: raw ncclAllReduce of %s, %d rounds\n\n"
+                "Each variant: a sync call, then its calls timed by the host clock until a polled wait "
+                "ends (mean and maximum over the processes), and where it says so by CUDA events on each "
+                "GPU's stream too (the slowest GPU, and the mean over the GPUs). K = %d (the events "
+                "method's batch), --iters = %d.\n\n"
+                "| variant | calls | host time (mean) | host time (max) | events (slowest GPU) | events (mean GPU) |\n"
+                "|---|---:|---:|---:|---:|---:|\n",
+                human_bytes(bytes).c_str(), rounds, events_k, iters);
+  }
+  for (const auto& x : v) {
+    const double evmax = x.ev_max.empty() ? NAN : bench::median(x.ev_max);
+    const double evmean = x.ev_mean.empty() ? NAN : bench::median(x.ev_mean);
+    if (w.root()) {
+      char ev[96] = "- | -";
+      if (x.shape.events) {
+        std::snprintf(ev, sizeof ev, "%.2f us | %.2f us", evmax, evmean);
+      }
+      std::printf("| %s | %d | %.2f us | %.2f us | %s |\n", x.name, x.shape.calls, bench::median(x.host),
+                  bench::median(x.host_max), ev);
+    }
+    rows += std::string(rows.empty() ? "" : ",\n") + "        {\"variant\": " + quoted(x.name) +
+            ", \"calls\": " + std::to_string(x.shape.calls) + ", \"shifted\": " + (x.shape.shifted ? "true" : "false") +
+            ", \"events\": " + (x.shape.events ? "true" : "false") + ", \"host_us\": " + num(bench::median(x.host)) +
+            ", \"host_max_us\": " + num(bench::median(x.host_max)) + ", \"events_max_us\": " + num(evmax) +
+            ", \"events_mean_us\": " + num(evmean) + "}";
+  }
+  return ",\n    \"harness\": {\"bytes\": " + std::to_string(bytes) +
+         ", \"path\": \"raw\", \"rounds\": " + std::to_string(rounds) + ", \"rows\": [\n" + rows + "\n    ]}";
+}
+
+// The sweep's goals over its rows (the main method's paired ratios).
+struct sweep_goals {
+  double min_big_ratio = 0;
+  bool have_big = false;
+  double small_latency_ratio = 0;
+};
+
+// One size's row of the sweep: printed (rank 0) and returned as JSON (rank 0; empty elsewhere). @p primary
+// gives the usual fields; @p in_place (nccl-tests method) and @p events (the events method beside it)
+// add theirs where given. Updates @p goals on every rank.
+std::string sweep_row(const world& w, std::size_t bytes, std::size_t count, int iters, const path_times& primary,
+                      const path_times* in_place, const path_times* events, int events_k, int verified,
+                      double bus_factor, bool smallest, sweep_goals& goals, bool first) {
+  const double tc = bench::median(primary.cudrv), tr = bench::median(primary.raw);
+  const double alg_c = static_cast<double>(bytes) / (tc * 1e-6) / 1e9,
+               alg_r = static_cast<double>(bytes) / (tr * 1e-6) / 1e9;
+  const double bw_ratio = paired(primary.raw, primary.cudrv), lat_ratio = paired(primary.cudrv, primary.raw);
+  if (bytes >= (std::size_t{64} << 20)) {
+    goals.min_big_ratio = goals.have_big ? std::min(goals.min_big_ratio, bw_ratio) : bw_ratio;
+    goals.have_big = true;
+  }
+  if (smallest) {
+    goals.small_latency_ratio = lat_ratio;
+  }
+  if (!w.root()) {
+    return {};
+  }
+  const double metric_factor = w.nranks == 1 ? 1.0 : bus_factor;  // the compared bandwidth: busbw, or algbw
+  std::printf("| %s | %d | %.2f us | %.2f us | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.3f | %.3f |",
+              human_bytes(bytes).c_str(), iters, tr, tc, alg_r, alg_c, alg_r * bus_factor, alg_c * bus_factor, bw_ratio,
+              lat_ratio);
+  std::string extra_c, extra_r, extra;
+  if (in_place != nullptr) {
+    std::printf(" %.2f GB/s | %.2f GB/s |", busbw_of(in_place->raw, bytes, metric_factor),
+                busbw_of(in_place->cudrv, bytes, metric_factor));
+    auto fields = [&](const std::vector<double>& t) {
+      return ", \"in_place_time_us\": " + num(bench::median(t)) +
+             ", \"in_place_algbw_gbps\": " + num(busbw_of(t, bytes, 1.0)) +
+             ", \"in_place_busbw_gbps\": " + num(busbw_of(t, bytes, bus_factor));
+    };
+    extra_c = fields(in_place->cudrv);
+    extra_r = fields(in_place->raw);
+    extra = ", \"in_place_bandwidth_ratio\": " + num(paired(in_place->raw, in_place->cudrv)) +
+            ", \"in_place_latency_ratio\": " + num(paired(in_place->cudrv, in_place->raw));
+  }
+  if (events != nullptr) {
+    std::printf(" %d | %.2f us | %.2f us |", events_k, bench::median(events->raw), bench::median(events->cudrv));
+    extra += ", \"events\": {\"iterations\": " + std::to_string(events_k) +
+             ", \"cudrv_time_us\": " + num(bench::median(events->cudrv)) +
+             ", \"raw_time_us\": " + num(bench::median(events->raw)) +
+             ", \"bandwidth_ratio\": " + num(paired(events->raw, events->cudrv)) +
+             ", \"latency_ratio\": " + num(paired(events->cudrv, events->raw)) + "}";
+  }
+  std::printf(" %s |\n", verified < 0 ? "-" : verified == 1 ? "ok" : "WRONG");
+  std::fflush(stdout);
+  return std::string(first ? "" : ",\n") + "      {\"bytes\": " + std::to_string(bytes) +
+         ", \"count\": " + std::to_string(count) + ", \"iterations\": " + std::to_string(iters) +
+         ", \"rounds\": " + std::to_string(primary.cudrv.size()) + ", \"cudrv\": {" +
+         path_json(primary.cudrv, bytes, bus_factor) + extra_c + "}, \"raw\": {" +
+         path_json(primary.raw, bytes, bus_factor) + extra_r + "}, \"bandwidth_ratio\": " + num(bw_ratio) +
+         ", \"latency_ratio\": " + num(lat_ratio) + extra + ", \"verified\": " +
+         (verified < 0    ? "null"
+          : verified == 1 ? "true"
+                          : "false") +
+         "}";
+}
+
 std::string run_sweep(world& w, const options& o, outcome& out) {
   const int rounds = o.rounds > 0 ? o.rounds : (o.quick ? 5 : 21);
-  const int max_iterations = 5000;
   std::vector<std::size_t> sizes;
   for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= 2) {
     sizes.push_back(b / sizeof(float) * sizeof(float));
@@ -696,35 +1143,54 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
   const std::size_t max_count = sizes.back() / sizeof(float);
   const std::size_t guard = 16;
   std::vector<cudrv::device_buffer<float>> send, recv;
+  memory_set plain;
   for (const auto& r : w.local) {
     send.emplace_back(r.dev, max_count);
     recv.emplace_back(r.dev, max_count + guard);
+    plain.send.push_back(send.back().view());
+    plain.recv.push_back(recv.back().view());
   }
   const std::size_t verify_count = o.verify_max_bytes / sizeof(float);
-  fill_inputs(w, send, std::min(max_count, verify_count));
+  fill_inputs(w, plain.send, std::min(max_count, verify_count));
 
+  const bool nt = o.timing != method::events;
+  const bool ev = o.timing != method::nccl_tests;
   const bool one = w.nranks == 1;
   const double bus_factor = 2.0 * (w.nranks - 1) / w.nranks;
   if (w.root()) {
-    std::printf("\n## all-reduce sweep: float sum, out of place, %d rank%s; %d rounds, batches of about %.1f ms\n\n",
-                w.nranks, one ? "" : "s", rounds, o.batch_ms);
+    std::printf("\n## all-reduce sweep: float sum, %d rank%s; %d rounds; ", w.nranks, one ? "" : "s", rounds);
+    if (nt) {
+      std::printf("nccl-tests' method (%d warm-up call%s per size, %d calls timed by the host clock, the mean over "
+                  "the processes)%s",
+                  o.warmup_iters, o.warmup_iters == 1 ? "" : "s", o.iters, ev ? "; also " : "\n\n");
+    }
+    if (ev) {
+      std::printf("the events method (batches of about %.1f ms between CUDA events, the slowest GPU)\n\n", o.batch_ms);
+    }
     if (one) {
       std::printf("One rank: busbw = algbw * 2(n-1)/n is 0 by nccl-tests' definition, so algbw is compared.\n\n");
     }
     std::printf(
         "| size | iters | raw time | cudrv time | raw algbw | cudrv algbw | raw busbw | cudrv busbw | %s ratio | "
-        "latency ratio | checked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
-        one ? "algbw" : "busbw");
+        "latency ratio |%s%s checked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|%s%s---|\n",
+        one ? "algbw" : "busbw",
+        !nt   ? ""
+        : one ? " in place: raw algbw | cudrv algbw |"
+              : " in place: raw busbw | cudrv busbw |",
+        nt && ev ? " events: iters | raw time | cudrv time |" : "", nt ? "---:|---:|" : "",
+        nt && ev ? "---:|---:|---:|" : "");
+  }
+  if (nt) {
+    warm_up(w, plain, sizes, o.warmup_iters);
   }
   std::string rows;
-  double min_big_ratio = 0;
-  bool have_big = false;
-  double small_latency_ratio = 0;
+  sweep_goals goals;
+  int smallest_k = 0;
   for (std::size_t bytes : sizes) {
     const std::size_t count = bytes / sizeof(float);
     int verified = -1;  // not checked
     if (bytes <= o.verify_max_bytes) {
-      long long wrong = verify_all_reduce(w, false, send, recv, count) + verify_all_reduce(w, true, send, recv, count);
+      long long wrong = verify_all_reduce(w, false, plain, count) + verify_all_reduce(w, true, plain, count);
       out.wrong += wrong;
       verified = wrong == 0 ? 1 : 0;
     }
@@ -732,49 +1198,246 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
     for (std::size_t i = 0; i < w.local.size(); ++i) {
       args.push_back(args_for(op::all_reduce, send[i], recv[i], count, w.nranks));
     }
-    // Warm-up, then the batch size: a first guess from 3 raw calls (which overstates the time of a
-    // small one: the GPU waits for the host at the start), refined on a batch of a quarter of the length.
-    (void)time_batch(w, op::all_reduce, false, args, 3);
-    (void)time_batch(w, op::all_reduce, true, args, 3);
-    const int guess = batch_size(time_batch(w, op::all_reduce, true, args, 3), o.batch_ms / 4, max_iterations);
-    const int k = batch_size(time_batch(w, op::all_reduce, true, args, guess), o.batch_ms, max_iterations);
-    std::vector<double> t_cudrv, t_raw;
-    for (int r = 0; r < rounds; ++r) {
-      const bool raw_first = r % 2 == 1;
-      for (bool raw : {raw_first, !raw_first}) {
-        (raw ? t_raw : t_cudrv).push_back(time_batch(w, op::all_reduce, raw, args, k));
+    path_times events, oop, inp;
+    const int k = ev ? measure_events(w, o, args, rounds, events) : 0;
+    if (bytes == sizes.front()) {
+      smallest_k = k;
+    }
+    if (nt) {
+      measure_nccl_tests(w, plain, count, max_count, o.iters, rounds, o.max_seconds, oop, inp);
+    }
+    const path_times& primary = nt ? oop : events;
+    rows += sweep_row(w, bytes, count, nt ? o.iters : k, primary, nt ? &inp : nullptr, nt && ev ? &events : nullptr, k,
+                      verified, bus_factor, bytes == sizes.front(), goals, rows.empty());
+  }
+  w.sync();
+  if (w.root()) {
+    std::printf("\n%s bandwidth at >= 64 MiB: ", one ? "algbw" : "busbw");
+    if (goals.have_big) {
+      std::printf("lowest paired ratio %.3f (goal >= 0.98: %s)\n", goals.min_big_ratio,
+                  goals.min_big_ratio >= 0.98 ? "met" : "NOT met");
+    } else {
+      std::printf("no size measured (--max-bytes below 64 MiB)\n");
+    }
+    std::printf("latency at %s: paired ratio %.3f (goal <= 1.02: %s)%s\n", human_bytes(sizes.front()).c_str(),
+                goals.small_latency_ratio, goals.small_latency_ratio <= 1.02 ? "met" : "NOT met",
+                one ? "; one rank: the goals are for the multi-GPU run" : "");
+  }
+  std::string harness;
+  if (nt && ev) {
+    harness = run_harness(w, plain, sizes.front(), max_count, smallest_k, o.iters, rounds);
+  }
+  return std::string(
+             "  \"sweep\": {\n    \"collective\": \"all_reduce\", \"type\": \"float32\", \"reduction\": \"sum\", "
+             "\"in_place\": false,\n    \"method\": ") +
+         (nt ? "\"nccl-tests\"" : "\"events\"") + ", \"events_also\": " + (nt && ev ? "true" : "false") +
+         ", \"iters\": " + std::to_string(o.iters) + ", \"warmup_iters\": " + std::to_string(o.warmup_iters) +
+         ", \"rank_reduction\": " + (nt ? "\"mean\"" : "\"max\"") +
+         ",\n    \"bandwidth_metric\": " + (one ? "\"algbw\"" : "\"busbw\"") +
+         ", \"busbw_factor\": " + num(bus_factor) + ", \"rounds\": " + std::to_string(rounds) +
+         ", \"batch_ms\": " + num(o.batch_ms) + ", \"verify_max_bytes\": " + std::to_string(o.verify_max_bytes) +
+         ",\n    \"min_bandwidth_ratio_64mib_up\": " + (goals.have_big ? num(goals.min_big_ratio) : "null") +
+         ", \"latency_ratio_smallest\": " + num(goals.small_latency_ratio) + harness + ",\n    \"rows\": [\n" + rows +
+         "\n    ]\n  }";
+}
+
+// --- symmetric windows --------------------------------------------------------------------------
+
+// Runs @p fn(i) for every GPU i of this process: directly with one, else from one thread per GPU at
+// once (what a collective of several communicators needs when it cannot be grouped). Returns each
+// GPU's outcome: empty where fn returned, else the error's message after "not supported: " (a
+// not_supported_error) or "error: " (any other).
+template <class Fn>
+std::vector<std::string> on_every_gpu(const world& w, Fn fn) {
+  std::vector<std::string> errors(w.local.size());
+  auto guarded = [&](std::size_t i) {
+    try {
+      fn(i);
+    } catch (const cudrv::not_supported_error& e) {
+      errors[i] = std::string("not supported: ") + e.what();
+    } catch (const std::exception& e) {
+      errors[i] = std::string("error: ") + e.what();
+    }
+  };
+  if (w.local.size() == 1) {
+    guarded(0);
+    return errors;
+  }
+  std::vector<std::thread> threads;
+  threads.reserve(w.local.size());
+  for (std::size_t i = 0; i < w.local.size(); ++i) {
+    threads.emplace_back(guarded, i);
+  }
+  for (auto& t : threads) {
+    t.join();
+  }
+  return errors;
+}
+
+// The memory of the window mode: nccl::buffer memory, registered as symmetric windows or not.
+struct nccl_memory {
+  std::vector<cudrv::nccl::buffer<float>> send, recv;
+  std::vector<cudrv::nccl::window> send_windows, recv_windows;  // deregistered before the memory is freed
+  memory_set spans;
+  nccl_memory() = default;
+  nccl_memory(const nccl_memory&) = delete;
+  nccl_memory& operator=(const nccl_memory&) = delete;
+  ~nccl_memory() { deregister(nullptr); }
+  // Deregisters every window (in one process from one thread per GPU, in case NCCL waits for the
+  // other ranks in it).
+  void deregister(const world* w) {
+    if (w != nullptr && !send_windows.empty()) {
+      (void)on_every_gpu(*w, [&](std::size_t i) {
+        recv_windows[i].reset();
+        send_windows[i].reset();
+      });
+    }
+    recv_windows.clear();
+    send_windows.clear();
+  }
+};
+
+// Allocates @p count (+ @p guard) elements of nccl::buffer memory per GPU and, with @p windows,
+// registers each buffer as a symmetric window. Returns why that cannot be done here (empty when
+// done; the same verdict on every rank); throws on any other error.
+std::string make_nccl_memory(world& w, nccl_memory& m, std::size_t count, std::size_t guard, bool windows) {
+  std::string why;
+  try {
+    for (const auto& r : w.local) {
+      m.send.emplace_back(r.dev, count);
+      m.recv.emplace_back(r.dev, count + guard);
+      m.spans.send.push_back(m.send.back().view());
+      m.spans.recv.push_back(m.recv.back().view());
+    }
+  } catch (const cudrv::not_supported_error& e) {
+    why = std::string("ncclMemAlloc is not supported: ") + e.what();
+  }
+  if (why.empty() && windows) {
+    m.send_windows.resize(w.local.size());
+    m.recv_windows.resize(w.local.size());
+    // Every rank registers the same windows in the same order. In one process each GPU's thread does
+    // its own: NCCL's registration waits for every rank, and a cudrv::nccl::window is made whole by
+    // its constructor (inside a group NCCL would fill in the handle only at the group's end).
+    const auto errors = on_every_gpu(w, [&](std::size_t i) {
+      m.send_windows[i] =
+          cudrv::nccl::window(w.local[i].comm, m.send[i], cudrv::nccl::window_flags::collective_symmetric);
+      m.recv_windows[i] =
+          cudrv::nccl::window(w.local[i].comm, m.recv[i], cudrv::nccl::window_flags::collective_symmetric);
+    });
+    for (std::size_t i = 0; i < errors.size() && why.empty(); ++i) {
+      if (errors[i].rfind("error: ", 0) == 0) {
+        throw std::runtime_error("window registration on rank " + std::to_string(w.local[i].rank) + ": " +
+                                 errors[i].substr(7));
+      }
+      if (!errors[i].empty()) {
+        why = "window registration is " + errors[i];
+      } else if (!m.send_windows[i] || !m.recv_windows[i]) {
+        why = "NCCL registered no window (symmetric memory needs CUDA peer-to-peer between all ranks, cuMem "
+              "memory and NCCL_WIN_ENABLE=1)";
       }
     }
-    const double tc = bench::median(t_cudrv), tr = bench::median(t_raw);
-    const double alg_c = static_cast<double>(bytes) / (tc * 1e-6) / 1e9,
-                 alg_r = static_cast<double>(bytes) / (tr * 1e-6) / 1e9;
-    const double bw_ratio = paired(t_raw, t_cudrv), lat_ratio = paired(t_cudrv, t_raw);
+  }
+  if (w.sum_all(static_cast<long long>(why.empty() ? 0 : 1)) != 0 && why.empty()) {
+    why = "another rank could not register its windows (see its message)";
+  }
+  return why;
+}
+
+std::string run_window(world& w, const options& o, outcome& out) {
+  const int rounds = o.rounds > 0 ? o.rounds : (o.quick ? 5 : 21);
+  std::vector<std::size_t> sizes;
+  for (std::size_t b = o.min_bytes; b <= o.max_bytes; b *= 2) {
+    sizes.push_back(b / sizeof(float) * sizeof(float));
+    if (b > (SIZE_MAX >> 1)) {
+      break;
+    }
+  }
+  const std::size_t max_count = sizes.back() / sizeof(float);
+  const std::size_t guard = 16;
+  std::vector<cudrv::device_buffer<float>> send, recv;
+  memory_set plain;
+  for (const auto& r : w.local) {
+    send.emplace_back(r.dev, max_count);
+    recv.emplace_back(r.dev, max_count + guard);
+    plain.send.push_back(send.back().view());
+    plain.recv.push_back(recv.back().view());
+  }
+  nccl_memory unregistered, windowed;
+  std::string why = make_nccl_memory(w, unregistered, max_count, guard, false);
+  if (why.empty()) {
+    why = make_nccl_memory(w, windowed, max_count, guard, true);
+  }
+  if (!why.empty()) {
+    if (w.root()) {
+      std::printf("\n## all-reduce through symmetric windows: skipped: %s\n", why.c_str());
+    }
+    windowed.deregister(&w);
+    return "  \"window\": {\"skipped\": " + quoted(why) + "}";
+  }
+  const std::size_t verify_count = std::min(max_count, o.verify_max_bytes / sizeof(float));
+  const memory_set* kinds[3] = {&plain, &unregistered.spans, &windowed.spans};
+  const char* names[3] = {"device_buffer", "nccl::buffer", "nccl::buffer + window"};
+  for (const memory_set* m : kinds) {
+    fill_inputs(w, m->send, verify_count);
+    warm_up(w, *m, sizes, o.warmup_iters);
+  }
+  const bool one = w.nranks == 1;
+  const double bus_factor = 2.0 * (w.nranks - 1) / w.nranks;
+  const double metric_factor = one ? 1.0 : bus_factor;
+  const char* metric = one ? "algbw" : "busbw";
+  if (w.root()) {
+    std::printf(
+        "\n## all-reduce through symmetric windows: float sum, out of place, through cudrv, %d rank%s; %d "
+        "rounds of nccl-tests' method (%d calls)\n\n"
+        "| size | %s time | %s time | %s time | %s %s | %s %s | %s %s | window / plain | nccl::buffer / plain | "
+        "checked |\n|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n",
+        w.nranks, one ? "" : "s", rounds, o.iters, names[0], names[1], names[2], names[0], metric, names[1], metric,
+        names[2], metric);
+  }
+  std::string rows;
+  double min_big_ratio = 0;
+  bool have_big = false;
+  std::vector<call_args> args;
+  for (std::size_t bytes : sizes) {
+    const std::size_t count = bytes / sizeof(float);
+    int verified = -1;
+    if (bytes <= o.verify_max_bytes) {
+      long long wrong = 0;
+      for (const memory_set* m : kinds) {
+        wrong += verify_all_reduce(w, false, *m, count);
+      }
+      out.wrong += wrong;
+      verified = wrong == 0 ? 1 : 0;
+    }
+    std::vector<double> t[3];
+    const auto start = steady::now();
+    for (int r = 0; another_round(w, r, rounds, start, o.max_seconds); ++r) {
+      for (int k = 0; k < 3; ++k) {
+        const int which = (k + r) % 3;
+        run_shape shape;
+        shape.calls = o.iters;
+        t[which].push_back(w.mean_all(timed_run(w, false, *kinds[which], count, max_count, shape, args).host_us));
+      }
+    }
+    const double win_ratio = paired(t[0], t[2]), mem_ratio = paired(t[0], t[1]);
     if (bytes >= (std::size_t{64} << 20)) {
-      min_big_ratio = have_big ? std::min(min_big_ratio, bw_ratio) : bw_ratio;
+      min_big_ratio = have_big ? std::min(min_big_ratio, win_ratio) : win_ratio;
       have_big = true;
     }
-    if (bytes == sizes.front()) {
-      small_latency_ratio = lat_ratio;
-    }
     if (w.root()) {
-      std::printf(
-          "| %s | %d | %.2f us | %.2f us | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.3f | %.3f | %s |\n",
-          human_bytes(bytes).c_str(), k, tr, tc, alg_r, alg_c, alg_r * bus_factor, alg_c * bus_factor, bw_ratio,
-          lat_ratio,
-          verified < 0    ? "-"
-          : verified == 1 ? "ok"
-                          : "WRONG");
+      std::printf("| %s | %.2f us | %.2f us | %.2f us | %.2f GB/s | %.2f GB/s | %.2f GB/s | %.3f | %.3f | %s |\n",
+                  human_bytes(bytes).c_str(), bench::median(t[0]), bench::median(t[1]), bench::median(t[2]),
+                  busbw_of(t[0], bytes, metric_factor), busbw_of(t[1], bytes, metric_factor),
+                  busbw_of(t[2], bytes, metric_factor), win_ratio, mem_ratio,
+                  verified < 0    ? "-"
+                  : verified == 1 ? "ok"
+                                  : "WRONG");
       std::fflush(stdout);
       rows += std::string(rows.empty() ? "" : ",\n") + "      {\"bytes\": " + std::to_string(bytes) +
-              ", \"count\": " + std::to_string(count) + ", \"iterations\": " + std::to_string(k) +
-              ", \"cudrv\": {\"time_us\": " + num(tc) +
-              ", \"best_time_us\": " + num(*std::min_element(t_cudrv.begin(), t_cudrv.end())) +
-              ", \"algbw_gbps\": " + num(alg_c) + ", \"busbw_gbps\": " + num(alg_c * bus_factor) +
-              "}, \"raw\": {\"time_us\": " + num(tr) +
-              ", \"best_time_us\": " + num(*std::min_element(t_raw.begin(), t_raw.end())) +
-              ", \"algbw_gbps\": " + num(alg_r) + ", \"busbw_gbps\": " + num(alg_r * bus_factor) +
-              "}, \"bandwidth_ratio\": " + num(bw_ratio) + ", \"latency_ratio\": " + num(lat_ratio) +
-              ", \"verified\": " +
+              ", \"rounds\": " + std::to_string(t[0].size()) + ", \"plain\": {" + path_json(t[0], bytes, bus_factor) +
+              "}, \"nccl_buffer\": {" + path_json(t[1], bytes, bus_factor) + "}, \"window\": {" +
+              path_json(t[2], bytes, bus_factor) + "}, \"window_ratio\": " + num(win_ratio) +
+              ", \"nccl_buffer_ratio\": " + num(mem_ratio) + ", \"verified\": " +
               (verified < 0    ? "null"
                : verified == 1 ? "true"
                                : "false") +
@@ -782,26 +1445,16 @@ std::string run_sweep(world& w, const options& o, outcome& out) {
     }
   }
   w.sync();
-  if (w.root()) {
-    std::printf("\n%s bandwidth at >= 64 MiB: ", one ? "algbw" : "busbw");
-    if (have_big) {
-      std::printf("lowest paired ratio %.3f (goal >= 0.98: %s)\n", min_big_ratio,
-                  min_big_ratio >= 0.98 ? "met" : "NOT met");
-    } else {
-      std::printf("no size measured (--max-bytes below 64 MiB)\n");
-    }
-    std::printf("latency at %s: paired ratio %.3f (goal <= 1.02: %s)%s\n", human_bytes(sizes.front()).c_str(),
-                small_latency_ratio, small_latency_ratio <= 1.02 ? "met" : "NOT met",
-                one ? "; one rank: the goals are for the multi-GPU run" : "");
+  if (w.root() && have_big) {
+    std::printf("\nwindow against plain memory at >= 64 MiB (%s, paired): lowest ratio %.3f\n", metric, min_big_ratio);
   }
-  return std::string(
-             "  \"sweep\": {\n    \"collective\": \"all_reduce\", \"type\": \"float32\", \"reduction\": \"sum\", "
-             "\"in_place\": false,\n    \"bandwidth_metric\": ") +
-         (one ? "\"algbw\"" : "\"busbw\"") + ", \"busbw_factor\": " + num(bus_factor) +
-         ", \"rounds\": " + std::to_string(rounds) + ", \"batch_ms\": " + num(o.batch_ms) +
-         ", \"verify_max_bytes\": " + std::to_string(o.verify_max_bytes) +
-         ",\n    \"min_bandwidth_ratio_64mib_up\": " + (have_big ? num(min_big_ratio) : "null") +
-         ", \"latency_ratio_smallest\": " + num(small_latency_ratio) + ",\n    \"rows\": [\n" + rows + "\n    ]\n  }";
+  windowed.deregister(&w);
+  return std::string("  \"window\": {\n    \"method\": \"nccl-tests\", \"iters\": ") + std::to_string(o.iters) +
+         ", \"rounds\": " + std::to_string(rounds) +
+         ", \"flags\": \"collective_symmetric\", \"bandwidth_metric\": " + quoted(metric) +
+         ", \"busbw_factor\": " + num(bus_factor) +
+         ", \"min_window_ratio_64mib_up\": " + (have_big ? num(min_big_ratio) : "null") + ",\n    \"rows\": [\n" +
+         rows + "\n    ]\n  }";
 }
 
 // --- host cost ----------------------------------------------------------------------------------
@@ -825,7 +1478,11 @@ std::string run_host_cost(world& w, const options& o, outcome& out) {
     send.emplace_back(r.dev, count * static_cast<std::size_t>(w.nranks));
     recv.emplace_back(r.dev, count * static_cast<std::size_t>(w.nranks));
   }
-  fill_inputs(w, send, send[0].size());
+  std::vector<cudrv::device_span<float>> inputs;
+  for (auto& b : send) {
+    inputs.push_back(b.view());
+  }
+  fill_inputs(w, inputs, send[0].size());
   const op ops[] = {op::all_reduce, op::broadcast, op::reduce, op::all_gather, op::reduce_scatter, op::send_recv};
   std::vector<hc_case> cases;
   for (op x : ops) {
@@ -1134,11 +1791,11 @@ int check_start(const options& o, bool use_mpi, int& raw_version) {
   } else if (cudrv::device_count() == 0) {
     why = "the CUDA driver sees no device";
     status = 3;
-  } else if ((o.sweep || o.host_cost) && !cudrv::nccl::available()) {
+  } else if (needs_nccl(o) && !cudrv::nccl::available()) {
     why = "NCCL cannot be used: " + cudrv::nccl::unavailable_reason();
     status = 2;
   }
-  if (status < 0 && (o.sweep || o.host_cost)) {
+  if (status < 0 && needs_nccl(o)) {
     // The raw calls and cudrv's must reach one library, or a handle of one would be given to the other.
     ncheck(ncclGetVersion(&raw_version), "ncclGetVersion");
     // Every NCCL library in the process (the linked one, and the one cudrv opened if it is another
@@ -1184,7 +1841,7 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
     dev.set_current();
     devs.push_back(dev);
     w.nranks = node.size;
-    if (o.sweep || o.host_cost) {
+    if (needs_nccl(o)) {
       const auto id = cudrv::mpi::broadcast_unique_id(MPI_COMM_WORLD);
       w.local.reserve(1);
       w.local.emplace_back(dev, node.rank, cudrv::nccl::communicator::init_rank(id, node.size, node.rank, dev));
@@ -1204,7 +1861,7 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
     }
     devs.front().set_current();
     w.nranks = n;
-    if (o.sweep || o.host_cost) {
+    if (needs_nccl(o)) {
       auto comms = cudrv::nccl::communicator::init_all(devs);
       w.local.reserve(devs.size());
       for (int i = 0; i < n; ++i) {
@@ -1244,6 +1901,9 @@ int measure(world& w, std::vector<cudrv::device>& devs, const options& o, bool u
   }
   if (o.host_cost) {
     sections.push_back(run_host_cost(w, o, out));
+  }
+  if (o.window) {
+    sections.push_back(run_window(w, o, out));
   }
   if (o.peer) {
     if (use_mpi) {
@@ -1353,7 +2013,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "bench_nccl: --devices is for the single-process mode; under MPI each rank takes one GPU\n");
     return 1;
   }
-  if (use_mpi && o.peer && !o.sweep && !o.host_cost) {
+  if (use_mpi && o.peer && !needs_nccl(o)) {
     std::fprintf(stderr,
                  "bench_nccl: the peer mode runs in a single process; run it without mpirun (or with --no-mpi)\n");
     return 1;

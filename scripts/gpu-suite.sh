@@ -23,6 +23,7 @@
 # test, sanitizer pass, cudrv-query view, example and benchmark once: "N passed, N failed, N skipped";
 # $OUT/failures.txt names the failures. The exit status is 0 only when none failed.
 # Usage: scripts/gpu-suite.sh [--no-bench] [--no-sanitizer] [--only tests|examples|scaleout|stress]
+#                             [--scaleout-parts PART,...]
 #   --only tests: ctest -L gpu -LE multigpu, the test binary's sanitizer passes and cudrv-query's views
 #   (without --only, ctest -L gpu runs the multigpu-labelled tests too; they skip on one GPU);
 #   --only examples: the examples (and the benchmarks unless --no-bench). Together, the two parts are
@@ -34,8 +35,39 @@
 #   bench_nccl with N ranks (sweep and host cost) and in one process (peer copies), the MPI programs with
 #   N ranks and example_multi_gpu, and (unless --no-bench) the heat_halo scaling runs from 1 to N ranks
 #   (strong: $SCALING_CELLS cells in all, default 64M; weak: that many per rank), written to
-#   $OUT/scaling.jsonl for scripts/plot-scaling.py. The multi-GPU tests (label multigpu) belong to this
-#   part, not to --only tests. The whole suite on a machine of several GPUs is all three parts.
+#   $OUT/scaling.jsonl for scripts/plot-scaling.py; then nccl-tests beside cudrv and NCCL's network path
+#   (below). The multi-GPU tests (label multigpu) belong to this part, not to --only tests. The whole
+#   suite on a machine of several GPUs is all three parts.
+#   --scaleout-parts (with --only scaleout) runs some of it, in this order, each step with a timeout and
+#   its time in the summary, each part with its total, for calls too short for all of it (default: all):
+#     tests       cudrv_multigpu_tests, cudrv_nccl_mpi_tests -np N, [needs-2-gpus], [ipc], the IPC
+#                 example, cudrv-query --p2p;
+#     fault       cudrv_nccl_fault_test -np N, --mode absent, mid and shrink, and shrink again with an NCCL
+#                 that has ncclCommRevoke ($REVOKE_NCCL, or a Python's nvidia-nccl wheel) when the
+#                 system's lacks it;
+#     memcheck    the one-process and the two-device tests under memcheck (not with --no-sanitizer);
+#     examples    the MPI programs with N ranks and example_multi_gpu;
+#     bench       bench_nccl all with N ranks, bench_nccl peer;
+#     scaling     heat_halo from 1 to N ranks;
+#     nccl-tests  with 2 ranks and with N: bench_nccl's all-reduce sweep, then nccl-tests' all_reduce_perf
+#                 ($NCCL_TESTS, default $BUILD/nccl-tests, made by scripts/build-nccl-tests.sh; skipped
+#                 without it) under the same mpirun and environment, sizes 8 B to $SWEEP_MAX_BYTES
+#                 (default 1G) doubling, all_reduce_perf's other arguments $NCCL_TESTS_ARGS (default
+#                 "-n 20 -w 5 -c 1"), and scripts/nccl-compare.py on each pair;
+#     nccl-tests-oneproc  the same pair in one process over 2 and N GPUs (bench_nccl --no-mpi --devices k,
+#                 all_reduce_perf -g k);
+#     window      bench_nccl window with 2 and N ranks: all-reduce through a symmetric window against
+#                 plain memory;
+#     net         NCCL's network path on this one host: P2P and shared memory off, the socket transport
+#                 over loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_IB_DISABLE=1
+#                 NCCL_SOCKET_IFNAME=$NET_IFNAME, default lo; NCCL_HOSTID one per rank unless
+#                 NET_HOSTID=0): a short bench_nccl run with NCCL_DEBUG=INFO whose transport lines go to
+#                 the summary (a failure when no channel says "via NET/Socket" or one says P2P or SHM),
+#                 cudrv_nccl_mpi_tests (Catch2 filter $NET_TESTS_FILTER, default every case) and the
+#                 fault test --mode mid;
+#     net-bench   the nccl-tests pair again with N ranks, in the network path's environment, up to
+#                 $NET_SWEEP_MAX_BYTES (default $SWEEP_MAX_BYTES).
+#   --no-bench leaves out bench, scaling, nccl-tests and net-bench; --no-sanitizer leaves out memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
 #   60), then, when the ThreadSanitizer build exists ($BUILD_TSAN, default ./build-tsan, made by
@@ -54,10 +86,22 @@ examples=1
 scaleout=0
 stress=1
 only=
+all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,window,net,net-bench
+parts=
 while [ $# -gt 0 ]; do
   case $1 in
     --no-bench) bench=0 ;;
     --no-sanitizer) sanitize=0 ;;
+    --scaleout-parts)
+      shift
+      parts=${1:-}
+      for p in ${parts//,/ }; do
+        case ",$all_parts," in
+          *",$p,"*) ;;
+          *) echo "gpu-suite: --scaleout-parts takes a comma-separated list of $all_parts; not '$p'" >&2; exit 2 ;;
+        esac
+      done
+      [ -n "$parts" ] || { echo "gpu-suite: --scaleout-parts takes a comma-separated list of $all_parts" >&2; exit 2; } ;;
     --only)
       shift
       only=${1:-}
@@ -72,6 +116,23 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
+if [ -n "$parts" ] && [ "$only" != scaleout ]; then
+  echo "gpu-suite: --scaleout-parts goes with --only scaleout" >&2
+  exit 2
+fi
+# The scale-out parts that run: those asked for (default: all), less the measurements under --no-bench
+# and the memcheck passes under --no-sanitizer.
+parts=${parts:-$all_parts}
+# drop_parts <name...>: removes those parts from $parts.
+drop_parts() {
+  local keep='' p
+  for p in ${parts//,/ }; do
+    case " $* " in *" $p "*) ;; *) keep+=${keep:+,}$p ;; esac
+  done
+  parts=$keep
+}
+[ "$bench" = 1 ] || drop_parts bench scaling nccl-tests net-bench
+[ "$sanitize" = 1 ] || drop_parts memcheck
 
 # The configured source path first: when the build folder lies inside the source folder (the README's
 # layout), linking the source path also makes the configured build path resolve, and linking the
@@ -364,24 +425,54 @@ fi
 fi
 
 if [ "$scaleout" = 1 ]; then
+  if ! command -v nvidia-smi > /dev/null; then
+    echo "gpu-suite: --only scaleout needs two GPUs or more; this machine has no GPU (nvidia-smi not found)" | tee -a "$out/summary.txt"
+    exit 2
+  fi
   ngpu=$(nvidia-smi -L 2> /dev/null | grep -c '^GPU')
-  echo "== scale-out over $ngpu GPUs" | tee -a "$out/summary.txt"
+  echo "== scale-out over $ngpu GPUs, parts $parts" | tee -a "$out/summary.txt"
   nvidia-smi topo -m > "$out/topology.txt" 2>&1
   if [ "$ngpu" -lt 2 ]; then
     echo "gpu-suite: --only scaleout needs two GPUs or more; this machine has $ngpu" | tee -a "$out/summary.txt"
     exit 2
   fi
   export NCCL_NVLS_ENABLE=0 OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-  mpi=(mpirun -np "$ngpu" --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
-  # step <title> <log> <timeout seconds> <command...>: one counted run with its log and exit status.
+  # mpirun's options for one rank per GPU on this host (NVLink SHARP multicast always off).
+  mpi_opts=(--oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0)
+  mpi=(mpirun -np "$ngpu" "${mpi_opts[@]}")
+  # step <title> <log> <timeout seconds> <command...>: one counted run with its log, exit status and
+  # time. A run past its limit gets SIGTERM (mpirun passes it on to its ranks), SIGKILL 30 s later.
   step() {
-    local title=$1 log=$2 limit=$3
+    local title=$1 log=$2 limit=$3 t0=$SECONDS
     shift 3
     echo "== $title" | tee -a "$out/summary.txt"
-    timeout "$limit" "$@" > "$out/$log" 2>&1
-    local code=$?
-    echo "exit code $code" | tee -a "$out/summary.txt"
+    timeout -k 30 "$limit" "$@" > "$out/$log" 2>&1
+    local code=$? late=
+    [ "$code" = 124 ] && late=" (timed out after $limit s)"
+    echo "exit code $code$late, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
     record "$title" "$code"
+  }
+  # skip <what> <why>: counted as skipped, with the reason in the summary.
+  skip() {
+    echo "-- $1: skipped ($2)" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
+  }
+  # part <name>: whether --scaleout-parts selected it; starts its clock and prints its header.
+  part_times=()
+  part_name=
+  part_t0=0
+  part() {
+    case ",$parts," in *",$1,"*) ;; *) return 1 ;; esac
+    part_end
+    part_name=$1
+    part_t0=$SECONDS
+    echo "=== scale-out part $1" | tee -a "$out/summary.txt"
+  }
+  part_end() {
+    [ -n "$part_name" ] || return 0
+    echo "=== scale-out part $part_name: $((SECONDS - part_t0)) s" | tee -a "$out/summary.txt"
+    part_times+=("$part_name $((SECONDS - part_t0)) s")
+    part_name=
   }
   # Open MPI 4 ends the job when a rank exits without MPI_Finalize unless told not to (the fault test's
   # victim does); Open MPI 5 (PRRTE) names that parameter differently and needs no flag here.
@@ -390,65 +481,177 @@ if [ "$scaleout" = 1 ]; then
     fault_flags=(--mca orte_allowed_exit_without_sync 1)
   fi
   mgpu="$build/tests/multigpu"
-  step "cudrv_multigpu_tests: one process over $ngpu GPUs (ncclCommInitAll), every case" multigpu-tests.log 300 \
-    "$mgpu/cudrv_multigpu_tests"
-  grep -E "test cases|assertions" "$out/multigpu-tests.log" | tee -a "$out/summary.txt"
-  step "mpirun -np $ngpu cudrv_nccl_mpi_tests (one rank per GPU)" nccl-mpi-tests.log 400 \
-    "${mpi[@]}" "$mgpu/cudrv_nccl_mpi_tests"
-  grep -E "test cases|assertions" "$out/nccl-mpi-tests.log" | sort | uniq -c | tee -a "$out/summary.txt"
-  for mode in absent mid; do
-    step "mpirun -np $ngpu cudrv_nccl_fault_test --mode $mode (the last rank dies)" "nccl-fault-$mode.log" 200 \
-      "${mpi[@]}" ${fault_flags:+"${fault_flags[@]}"} "$mgpu/cudrv_nccl_fault_test" --mode "$mode" \
-      --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
-    grep -E "FAULT TEST" "$out/nccl-fault-$mode.log" | tee -a "$out/summary.txt"
-    if ! grep -q "FAULT TEST PASSED" "$out/nccl-fault-$mode.log" || grep -q "FAULT TEST FAILED" "$out/nccl-fault-$mode.log"; then
-      record "fault test $mode: a survivor's verdict" 1
+  ex="$build/examples"
+  bench_nccl="$build/benchmarks/bench_nccl"
+  # nccl-tests (scripts/build-nccl-tests.sh) and the comparison of its all_reduce_perf with bench_nccl's
+  # sweep: the same sizes (8 B to $SWEEP_MAX_BYTES, doubling), float sum, one rank per GPU.
+  nccl_tests=${NCCL_TESTS:-$build/nccl-tests}
+  read -r -a nt_extra <<< "${NCCL_TESTS_ARGS:--n 20 -w 5 -c 1}"
+  # NCCL's network path on this one host: peer-to-peer and shared memory off, the socket transport over
+  # loopback ($NET_IFNAME). With P2P and SHM off NCCL already marks every other GPU as reachable through
+  # the network only; NCCL_HOSTID per rank ($NET_HOSTID=1, the default) also makes it count each rank as
+  # a host of its own (nNodes = N, as N one-GPU nodes would), instead of one host of N ranks.
+  net_opts=(-x NCCL_P2P_DISABLE=1 -x NCCL_SHM_DISABLE=1 -x NCCL_NET=Socket -x NCCL_IB_DISABLE=1
+    -x "NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}")
+  net_wrap=()
+  if [ "${NET_HOSTID:-1}" = 1 ]; then
+    # shellcheck disable=SC2016  # expanded by each rank's shell, not here
+    net_wrap=(bash -c 'NCCL_HOSTID=cudrv-net-rank-${OMPI_COMM_WORLD_RANK:-${PMIX_RANK:-0}} exec "$@"' net-hostid)
+  fi
+  net_env_text="NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_IB_DISABLE=1 NCCL_SOCKET_IFNAME=${NET_IFNAME:-lo}"
+  [ "${NET_HOSTID:-1}" = 1 ] && net_env_text+=" NCCL_HOSTID=<one per rank>"
+  # nccl_tests_ready: whether all_reduce_perf is there and loads (its libraries found).
+  nccl_tests_ready() {
+    if [ ! -x "$nccl_tests/all_reduce_perf" ]; then
+      skip "nccl-tests' all_reduce_perf" "$nccl_tests/all_reduce_perf not built: run scripts/build-nccl-tests.sh where cudrv is built"
+      return 1
     fi
-  done
-  if [ "$sanitize" = 1 ]; then
+    if ldd "$nccl_tests/all_reduce_perf" 2> /dev/null | grep -q 'not found'; then
+      echo "-- nccl-tests' all_reduce_perf cannot load: $(ldd "$nccl_tests/all_reduce_perf" | grep 'not found' | tr -s ' \t' ' ')" | tee -a "$out/summary.txt"
+      record "nccl-tests' all_reduce_perf loads" 1
+      return 1
+    fi
+    grep -E '^(nccl-tests|commit|arch) ' "$nccl_tests/BUILD-INFO" 2> /dev/null | tr '\n' ' ' | sed 's/ $/\n/' | tee -a "$out/summary.txt"
+  }
+  # compare_pair <label> <all_reduce_perf log> <bench_nccl JSON> <ranks>: scripts/nccl-compare.py on
+  # a pair measured in this call, its Markdown table into the summary.
+  compare_pair() {
+    local label=$1 log=$2 json=$3 ranks=$4
+    if [ ! -f "$root/scripts/nccl-compare.py" ]; then
+      skip "comparison $label" "scripts/nccl-compare.py not in this tree"
+      return
+    fi
+    if [ ! -s "$out/$log" ] || [ ! -s "$out/$json" ]; then
+      skip "comparison $label" "a side of the pair is missing: $log, $json"
+      return
+    fi
+    step "nccl-compare.py: bench_nccl against all_reduce_perf, $label" "nccl-compare-$label.log" 120 \
+      python3 "$root/scripts/nccl-compare.py" --nccl-tests "$out/$log" --bench "$out/$json" --ranks "$ranks" \
+      --out-md "$out/nccl-compare-$label.md" --out-png "$out/nccl-compare-$label.png"
+    [ -f "$out/nccl-compare-$label.md" ] && tee -a "$out/summary.txt" < "$out/nccl-compare-$label.md"
+  }
+  # allreduce_pair <label> <ranks> <largest size> <mpirun options...>: bench_nccl's sweep and
+  # all_reduce_perf from 8 B to that size under the same launcher and environment, one after the
+  # other, then the comparison.
+  allreduce_pair() {
+    local label=$1 ranks=$2 sweep_max=$3
+    shift 3
+    local nt_args=(-b 8 -e "$sweep_max" -f 2 -g 1 "${nt_extra[@]}")
+    local sweep_args=(sweep --min-bytes 8 --max-bytes "$sweep_max" --iters 20 --warmup-iters 5)
+    rm -f "$out/bench_nccl_sweep_$label.json" "$out/nccl-tests-all-reduce-$label.log" "$out/nccl-compare-$label.md"
+    if [ -x "$bench_nccl" ]; then
+      step "mpirun -np $ranks bench_nccl sweep, $label (cudrv and raw NCCL, 8 B to $sweep_max)" \
+        "bench-nccl-sweep-$label.log" 420 mpirun -np "$ranks" "$@" "$bench_nccl" "${sweep_args[@]}" \
+        --json "$out/bench_nccl_sweep_$label.json"
+      grep -E '^\| *(8 B|64 MiB|256 MiB|1 GiB) *\|' "$out/bench-nccl-sweep-$label.log" | tee -a "$out/summary.txt"
+    else
+      skip "bench_nccl sweep, $label" "$bench_nccl not built"
+    fi
+    if nccl_tests_ready; then
+      step "mpirun -np $ranks all_reduce_perf (nccl-tests), $label: ${nt_args[*]}" "nccl-tests-all-reduce-$label.log" 300 \
+        mpirun -np "$ranks" "$@" "$nccl_tests/all_reduce_perf" "${nt_args[@]}"
+      grep -E '^# (nccl-tests version|Using devices)|^# +Rank|Avg bus bandwidth|Out of bounds' \
+        "$out/nccl-tests-all-reduce-$label.log" | tee -a "$out/summary.txt"
+      # nccl-tests checks every size (-c 1) and ends with "# Out of bounds values : 0 OK".
+      grep -qE '^# Out of bounds values *: 0 OK' "$out/nccl-tests-all-reduce-$label.log"
+      record "all_reduce_perf $label: no wrong elements" $?
+    fi
+    compare_pair "$label" "nccl-tests-all-reduce-$label.log" "bench_nccl_sweep_$label.json" "$ranks"
+  }
+
+  if part tests; then
+    step "cudrv_multigpu_tests: one process over $ngpu GPUs (ncclCommInitAll), every case" multigpu-tests.log 300 \
+      "$mgpu/cudrv_multigpu_tests"
+    grep -E "test cases|assertions" "$out/multigpu-tests.log" | tee -a "$out/summary.txt"
+    step "mpirun -np $ngpu cudrv_nccl_mpi_tests (one rank per GPU)" nccl-mpi-tests.log 400 \
+      "${mpi[@]}" "$mgpu/cudrv_nccl_mpi_tests"
+    grep -E "test cases|assertions" "$out/nccl-mpi-tests.log" | sort | uniq -c | tee -a "$out/summary.txt"
+    step "GPU tests that need two devices ([needs-2-gpus])" two-gpu-tests.log 300 "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
+    grep -E "test cases|assertions" "$out/two-gpu-tests.log" | tee -a "$out/summary.txt"
+    step "IPC tests: producer on device 0, consumer on device 1" ipc-tests.log 300 "$build/tests/cudrv_gpu_tests" "[ipc]"
+    grep -E "test cases|assertions|producer death" "$out/ipc-tests.log" | tee -a "$out/summary.txt"
+    if [ -x "$ex/example_ipc_producer_consumer" ]; then
+      step "example_ipc_producer_consumer across two GPUs" example-ipc.log 120 "$ex/example_ipc_producer_consumer"
+      tail -n 2 "$out/example-ipc.log" | tee -a "$out/summary.txt"
+    fi
+    timeout 60 "$build/tools/cudrv-query/cudrv-query" --p2p > "$out/query-p2p.txt" 2>&1
+    record "cudrv-query --p2p" $?
+    timeout 60 "$build/tools/cudrv-query/cudrv-query" --p2p --json > "$out/query-p2p.json" 2> /dev/null
+    record "cudrv-query --p2p --json" $?
+    cat "$out/query-p2p.txt" >> "$out/summary.txt"
+  fi
+
+  if part fault; then
+    for mode in absent mid shrink; do
+      step "mpirun -np $ngpu cudrv_nccl_fault_test --mode $mode (the last rank dies)" "nccl-fault-$mode.log" 200 \
+        "${mpi[@]}" ${fault_flags:+"${fault_flags[@]}"} "$mgpu/cudrv_nccl_fault_test" --mode "$mode" \
+        --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
+      grep -E "FAULT TEST" "$out/nccl-fault-$mode.log" | tee -a "$out/summary.txt"
+      if ! grep -q "FAULT TEST PASSED" "$out/nccl-fault-$mode.log" || grep -q "FAULT TEST FAILED" "$out/nccl-fault-$mode.log"; then
+        record "fault test $mode: a survivor's verdict" 1
+      fi
+    done
+    # ncclCommRevoke came with NCCL 2.28.9: where the system's NCCL is older (it then takes the path
+    # without revoke, shrink_mode::abort alone), the shrink mode runs again with a newer NCCL found on
+    # the machine (REVOKE_NCCL names one; else the nvidia-nccl wheel of a Python here, as PyTorch's).
+    revoke_nccl=${REVOKE_NCCL:-}
+    if [ -z "$revoke_nccl" ]; then
+      for lib in /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+                 /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
+        if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep -q " T ncclCommRevoke"; then revoke_nccl=$lib; break; fi
+      done
+    fi
+    if [ -n "$revoke_nccl" ]; then
+      step "mpirun -np $ngpu cudrv_nccl_fault_test --mode shrink with CUDRV_LIBNCCL=$revoke_nccl (revoke, then shrink)" \
+        nccl-fault-shrink-revoke.log 200 \
+        "${mpi[@]}" -x CUDRV_LIBNCCL="$revoke_nccl" ${fault_flags:+"${fault_flags[@]}"} "$mgpu/cudrv_nccl_fault_test" \
+        --mode shrink --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
+      grep -E "FAULT TEST" "$out/nccl-fault-shrink-revoke.log" | tee -a "$out/summary.txt"
+      if ! grep -q "revoke() returned" "$out/nccl-fault-shrink-revoke.log" ||
+         grep -q "FAULT TEST FAILED" "$out/nccl-fault-shrink-revoke.log"; then
+        record "fault test shrink with revoke: a survivor's verdict" 1
+      fi
+    else
+      echo "fault test shrink with revoke: no NCCL with ncclCommRevoke (2.28.9 or newer) here; set REVOKE_NCCL" | tee -a "$out/summary.txt"
+    fi
+  fi
+
+  if part memcheck; then
     echo "== compute-sanitizer memcheck --leak-check full: cudrv_multigpu_tests over $ngpu GPUs (NCCL's kernels not checked)" | tee -a "$out/summary.txt"
-    CUDRV_TEST_NCCL_SMALL=1 CUDRV_TEST_TIMEOUT_SCALE=20 timeout 400 compute-sanitizer --tool memcheck "${san_procs[@]}" "${nccl_kernels[@]}" \
+    t0=$SECONDS
+    CUDRV_TEST_NCCL_SMALL=1 CUDRV_TEST_TIMEOUT_SCALE=20 timeout -k 30 400 compute-sanitizer --tool memcheck "${san_procs[@]}" "${nccl_kernels[@]}" \
       --leak-check full --report-api-errors no --error-exitcode 99 "$mgpu/cudrv_multigpu_tests" > "$out/multigpu-memcheck.log" 2>&1
     rc=$?
-    echo "exit code $rc" | tee -a "$out/summary.txt"
+    echo "exit code $rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
     record "memcheck of cudrv_multigpu_tests over $ngpu GPUs" "$rc"
     grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/multigpu-memcheck.log" | tee -a "$out/summary.txt"
-  fi
-  step "GPU tests that need two devices ([needs-2-gpus])" two-gpu-tests.log 300 "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
-  grep -E "test cases|assertions" "$out/two-gpu-tests.log" | tee -a "$out/summary.txt"
-  if [ "$sanitize" = 1 ]; then
     step "compute-sanitizer memcheck: GPU tests that need two devices" two-gpu-memcheck.log 300 \
       compute-sanitizer --tool memcheck "${san_procs[@]}" --leak-check full --error-exitcode 99 \
       "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
     grep -E "ERROR SUMMARY|LEAK SUMMARY|test cases|assertions" "$out/two-gpu-memcheck.log" | tee -a "$out/summary.txt"
   fi
-  step "IPC tests: producer on device 0, consumer on device 1" ipc-tests.log 300 "$build/tests/cudrv_gpu_tests" "[ipc]"
-  grep -E "test cases|assertions|producer death" "$out/ipc-tests.log" | tee -a "$out/summary.txt"
-  if [ -x "$build/examples/example_ipc_producer_consumer" ]; then
-    step "example_ipc_producer_consumer across two GPUs" example-ipc.log 120 "$build/examples/example_ipc_producer_consumer"
-    tail -n 2 "$out/example-ipc.log" | tee -a "$out/summary.txt"
+
+  if part examples; then
+    step "mpirun -np $ngpu example_mpi_sum" mpi-sum.log 120 "${mpi[@]}" "$ex/example_mpi_sum"
+    step "mpirun -np $ngpu example_mpi_sum --nccl" mpi-sum-nccl.log 120 "${mpi[@]}" "$ex/example_mpi_sum" --nccl
+    step "mpirun -np $ngpu example_mpi_pi" mpi-pi.log 120 "${mpi[@]}" "$ex/example_mpi_pi"
+    step "mpirun -np $ngpu example_heat_halo (three exchanges)" heat-halo.log 180 "${mpi[@]}" "$ex/example_heat_halo"
+    step "example_multi_gpu over $ngpu GPUs" multi-gpu.log 120 "$ex/example_multi_gpu"
+    for log in mpi-sum mpi-sum-nccl mpi-pi heat-halo multi-gpu; do
+      grep -E '^\{' "$out/$log.log" | tee -a "$out/summary.txt"
+    done
   fi
-  "$build/tools/cudrv-query/cudrv-query" --p2p > "$out/query-p2p.txt" 2>&1
-  record "cudrv-query --p2p" $?
-  "$build/tools/cudrv-query/cudrv-query" --p2p --json > "$out/query-p2p.json" 2> /dev/null
-  record "cudrv-query --p2p --json" $?
-  cat "$out/query-p2p.txt" >> "$out/summary.txt"
-  ex="$build/examples"
-  step "mpirun -np $ngpu example_mpi_sum" mpi-sum.log 120 "${mpi[@]}" "$ex/example_mpi_sum"
-  step "mpirun -np $ngpu example_mpi_sum --nccl" mpi-sum-nccl.log 120 "${mpi[@]}" "$ex/example_mpi_sum" --nccl
-  step "mpirun -np $ngpu example_mpi_pi" mpi-pi.log 120 "${mpi[@]}" "$ex/example_mpi_pi"
-  step "mpirun -np $ngpu example_heat_halo (three exchanges)" heat-halo.log 180 "${mpi[@]}" "$ex/example_heat_halo"
-  step "example_multi_gpu over $ngpu GPUs" multi-gpu.log 120 "$ex/example_multi_gpu"
-  for log in mpi-sum mpi-sum-nccl mpi-pi heat-halo multi-gpu; do
-    grep -E '^\{' "$out/$log.log" | tee -a "$out/summary.txt"
-  done
-  if [ "$bench" = 1 ]; then
+
+  if part bench; then
     step "mpirun -np $ngpu bench_nccl all (sweep and host cost, one rank per GPU)" bench-nccl-mpi.log 420 \
-      "${mpi[@]}" "$build/benchmarks/bench_nccl" all --json "$out/bench_nccl_np$ngpu.json"
+      "${mpi[@]}" "$bench_nccl" all --json "$out/bench_nccl_np$ngpu.json"
     tail -n 40 "$out/bench-nccl-mpi.log" | tee -a "$out/summary.txt"
     step "bench_nccl peer (one process, every ordered pair of GPUs)" bench-nccl-peer.log 300 \
-      "$build/benchmarks/bench_nccl" peer --json "$out/bench_nccl_peer.json"
+      "$bench_nccl" peer --json "$out/bench_nccl_peer.json"
     tail -n 20 "$out/bench-nccl-peer.log" | tee -a "$out/summary.txt"
+  fi
+
+  if part scaling; then
     # heat_halo from 1 to N ranks: strong scaling (the same grid split over more GPUs) and weak scaling
     # (the same cells per GPU), NCCL and staged exchanges; one JSON line per run and method.
     cells=${SCALING_CELLS:-67108864}
@@ -458,16 +661,103 @@ if [ "$scaleout" = 1 ]; then
       for kind in strong weak; do
         c=$cells
         [ "$kind" = weak ] && c=$((cells * k))
-        timeout 300 mpirun -np "$k" --oversubscribe --bind-to none -x NCCL_NVLS_ENABLE=0 "$ex/example_heat_halo" "$c" "$steps" \
+        t0=$SECONDS
+        timeout -k 30 300 mpirun -np "$k" "${mpi_opts[@]}" "$ex/example_heat_halo" "$c" "$steps" \
           --exchange all > "$out/scaling-$kind-$k.log" 2>&1
         rc=$?
+        echo "heat_halo $kind scaling, $k ranks: exit code $rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
         record "heat_halo $kind scaling, $k ranks" "$rc"
         grep -E '^\{' "$out/scaling-$kind-$k.log" | sed "s/^{/{\"scaling\": \"$kind\", \"cells\": $c, \"steps\": $steps, /" >> "$out/scaling.jsonl"
       done
     done
     echo "== heat_halo scaling (scaling.jsonl)" | tee -a "$out/summary.txt"
-    cat "$out/scaling.jsonl" | tee -a "$out/summary.txt"
+    tee -a "$out/summary.txt" < "$out/scaling.jsonl"
   fi
+
+  # nccl-tests beside cudrv: bench_nccl's sweep and all_reduce_perf with 2 and with N ranks (NVLink).
+  # The same pair in one process over k GPUs: bench_nccl --no-mpi --devices k, all_reduce_perf -g k.
+  oneproc_pair() {
+    local k=$1 sweep_max=$2 label="g$1"
+    rm -f "$out/bench_nccl_sweep_$label.json" "$out/nccl-tests-all-reduce-$label.log"
+    if [ -x "$bench_nccl" ]; then
+      step "bench_nccl sweep, one process over $k GPUs (8 B to $sweep_max)" "bench-nccl-sweep-$label.log" 420 \
+        "$bench_nccl" sweep --no-mpi --devices "$k" --min-bytes 8 --max-bytes "$sweep_max" --iters 20 --warmup-iters 5 \
+        --json "$out/bench_nccl_sweep_$label.json"
+      grep -E '^\| *(8 B|64 MiB|256 MiB|1 GiB) *\|' "$out/bench-nccl-sweep-$label.log" | tee -a "$out/summary.txt"
+    fi
+    if nccl_tests_ready; then
+      step "all_reduce_perf (nccl-tests), one process over $k GPUs" "nccl-tests-all-reduce-$label.log" 300 \
+        "$nccl_tests/all_reduce_perf" -b 8 -e "$sweep_max" -f 2 -g "$k" "${nt_extra[@]}"
+      grep -qE '^# Out of bounds values *: 0 OK' "$out/nccl-tests-all-reduce-$label.log"
+      record "all_reduce_perf $label: no wrong elements" $?
+    fi
+    compare_pair "$label" "nccl-tests-all-reduce-$label.log" "bench_nccl_sweep_$label.json" "$k"
+  }
+
+  if part nccl-tests; then
+    ranks_list=(2)
+    [ "$ngpu" -gt 2 ] && ranks_list+=("$ngpu")
+    for k in "${ranks_list[@]}"; do
+      allreduce_pair "np$k" "$k" "${SWEEP_MAX_BYTES:-1G}" "${mpi_opts[@]}"
+    done
+  fi
+  if part nccl-tests-oneproc; then
+    for k in "${ranks_list[@]:-2}"; do
+      oneproc_pair "$k" "${SWEEP_MAX_BYTES:-1G}"
+    done
+  fi
+  if part window; then  # all-reduce through a symmetric window against plain memory (bench_nccl window)
+    for k in 2 "$ngpu"; do
+      [ "$k" = 2 ] || [ "$k" -gt 2 ] || continue
+      step "mpirun -np $k bench_nccl window (symmetric window against plain memory)" "bench-nccl-window-np$k.log" 300 \
+        mpirun -np "$k" "${mpi_opts[@]}" "$bench_nccl" window --json "$out/bench_nccl_window_np$k.json"
+      tail -n 30 "$out/bench-nccl-window-np$k.log" | tee -a "$out/summary.txt"
+      [ "$k" = "$ngpu" ] && break
+    done
+  fi
+
+  # The network path: the multi-rank tests and the fault path through NCCL's socket transport.
+  if part net; then
+    echo "== the network path on one host: $net_env_text" | tee -a "$out/summary.txt"
+    if [ -x "$bench_nccl" ]; then
+      # One short run with NCCL's log on, to show which transport each channel took.
+      step "mpirun -np $ngpu bench_nccl sweep to 1 MiB with NCCL_DEBUG=INFO (the transport's proof)" net-debug.log 180 \
+        "${mpi[@]}" "${net_opts[@]}" -x NCCL_DEBUG=INFO -x NCCL_DEBUG_SUBSYS=INIT,ENV,NET \
+        ${net_wrap[@]+"${net_wrap[@]}"} "$bench_nccl" sweep --max-bytes 1M --rounds 3
+      via_net=$(grep -c 'via NET/Socket' "$out/net-debug.log")
+      via_local=$(grep -cE 'via (P2P|SHM)/' "$out/net-debug.log")
+      grep -m 1 'Using network' "$out/net-debug.log" | tee -a "$out/summary.txt"
+      grep -m 1 'NET/Socket : Using' "$out/net-debug.log" | tee -a "$out/summary.txt"
+      grep -m 2 'NCCL_HOSTID set by environment' "$out/net-debug.log" | tee -a "$out/summary.txt"
+      grep -m "$ngpu" ' nNodes ' "$out/net-debug.log" | tee -a "$out/summary.txt"
+      grep -m 4 'via NET/Socket' "$out/net-debug.log" | tee -a "$out/summary.txt"
+      echo "transport: $via_net channel connections via NET/Socket, $via_local via P2P or SHM" | tee -a "$out/summary.txt"
+      [ "$via_net" -gt 0 ] && [ "$via_local" = 0 ]
+      record "NCCL's log shows the socket transport only" $?
+    else
+      skip "the transport's proof" "$bench_nccl not built"
+    fi
+    step "mpirun -np $ngpu cudrv_nccl_mpi_tests through the socket transport" net-nccl-mpi-tests.log 500 \
+      "${mpi[@]}" "${net_opts[@]}" ${net_wrap[@]+"${net_wrap[@]}"} "$mgpu/cudrv_nccl_mpi_tests" ${NET_TESTS_FILTER:+"$NET_TESTS_FILTER"}
+    grep -E "test cases|assertions" "$out/net-nccl-mpi-tests.log" | sort | uniq -c | tee -a "$out/summary.txt"
+    # A lost rank over sockets: its peers' connections break, unlike NVLink's, where nothing does.
+    step "mpirun -np $ngpu cudrv_nccl_fault_test --mode mid through the socket transport" net-nccl-fault-mid.log 200 \
+      "${mpi[@]}" "${net_opts[@]}" ${fault_flags:+"${fault_flags[@]}"} ${net_wrap[@]+"${net_wrap[@]}"} \
+      "$mgpu/cudrv_nccl_fault_test" --mode mid --detect-seconds "${FAULT_DETECT_SECONDS:-20}"
+    grep -E "FAULT TEST" "$out/net-nccl-fault-mid.log" | tee -a "$out/summary.txt"
+    if ! grep -q "FAULT TEST PASSED" "$out/net-nccl-fault-mid.log" || grep -q "FAULT TEST FAILED" "$out/net-nccl-fault-mid.log"; then
+      record "fault test mid through the socket transport: a survivor's verdict" 1
+    fi
+  fi
+
+  # The network path measured: bench_nccl's sweep and all_reduce_perf through the socket transport.
+  if part net-bench; then
+    echo "== the network path on one host, measured: $net_env_text" | tee -a "$out/summary.txt"
+    allreduce_pair "net-np$ngpu" "$ngpu" "${NET_SWEEP_MAX_BYTES:-${SWEEP_MAX_BYTES:-1G}}" "${mpi_opts[@]}" "${net_opts[@]}" \
+      ${net_wrap[@]+"${net_wrap[@]}"}
+  fi
+  part_end
+  echo "== scale-out part times: $(printf '%s, ' "${part_times[@]}" | sed 's/, $//')" | tee -a "$out/summary.txt"
 fi
 
 if [ "$stress" = 1 ]; then

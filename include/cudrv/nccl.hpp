@@ -1463,8 +1463,9 @@ class window {
   /// @brief An empty window.
   window() noexcept = default;
   /// @brief Registers the memory of @p data with @p comm (collective).
-  /// @throws invalid_argument_error for an empty communicator, empty memory, or (symmetric) an address
-  /// not aligned to @ref window_alignment, before NCCL is called
+  /// @throws invalid_argument_error for an empty communicator, empty memory, (symmetric) an address
+  /// not aligned to @ref window_alignment, or inside an open @ref group of this thread (NCCL writes the
+  /// window only at the group's end), before NCCL is called
   /// @throws not_supported_error when the loaded NCCL lacks ncclCommWindowRegister
   /// @throws timeout_error when a non-blocking registration stays in progress past the communicator's timeout
   template <device_range Data>
@@ -1499,7 +1500,7 @@ class window {
   }
   /// @brief Deregisters the window (errors go to the destruction handler).
   ~window() { reset(); }
-  /// @brief Deregisters the window now (collective, like the registration); it becomes empty.
+  /// @brief Deregisters the window now (ncclCommWindowDeregister); it becomes empty.
   void reset() noexcept {
     if (handle_ != nullptr) {
       cudrv::detail::nccl_window_deregister(target_, cudrv::detail::exchange(handle_, nullptr));

@@ -66,7 +66,7 @@
   X(ncclCommWindowRegister, "2.27")      \
   X(ncclCommWindowDeregister, "2.27")    \
   X(ncclCommShrink, "2.27")              \
-  X(ncclCommRevoke, "2.28")              \
+  X(ncclCommRevoke, "2.28.9")            \
   X(ncclAlltoAll, "2.28")                \
   X(ncclGather, "2.28")                  \
   X(ncclScatter, "2.28")
@@ -284,15 +284,16 @@ steady::time_point deadline_after(std::int64_t ms) {
   return ms >= room ? steady::time_point::max() : now + std::chrono::milliseconds(ms);
 }
 
-// Waits until comm is no longer ncclInProgress, at most timeout_ms; throws the error it then reports.
-void wait_quiet(ncclComm_t comm, std::int64_t timeout_ms, const char* call, const std::string& what) {
+// Waits until comm is no longer ncclInProgress, at most timeout_ms (timeout_error after), and returns
+// the state it then reports (ncclSuccess or the error).
+ncclResult_t wait_settled(ncclComm_t comm, std::int64_t timeout_ms, const char* call, const std::string& what) {
   const nccl_api& a = api();
   const steady::time_point deadline = deadline_after(timeout_ms);
   ncclResult_t async = ncclInProgress;
   for (int polls = 0;; ++polls) {
     ncheck(a.ncclCommGetAsyncError(comm, &async), "ncclCommGetAsyncError", comm, [&] { return what; });
     if (async != ncclInProgress) {
-      break;
+      return async;
     }
     if (steady::now() >= deadline) {
       throw nccl::timeout_error(call, what, std::chrono::milliseconds(timeout_ms));
@@ -303,7 +304,11 @@ void wait_quiet(ncclComm_t comm, std::int64_t timeout_ms, const char* call, cons
       std::this_thread::sleep_for(std::chrono::microseconds(100));
     }
   }
-  if (async != ncclSuccess) {
+}
+
+// Waits until comm is no longer ncclInProgress, at most timeout_ms; throws the error it then reports.
+void wait_quiet(ncclComm_t comm, std::int64_t timeout_ms, const char* call, const std::string& what) {
+  if (const ncclResult_t async = wait_settled(comm, timeout_ms, call, what); async != ncclSuccess) {
     throw make_error(async, call, comm, what.empty() ? "reported by ncclCommGetAsyncError" : what);
   }
 }
@@ -814,6 +819,11 @@ ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std:
   if (static_cast<int>(flags) < 0 || static_cast<int>(flags) > 1) {
     throw invalid_argument_error(where, "unknown window flags " + std::to_string(static_cast<int>(flags)));
   }
+  if (open_groups > 0) {  // NCCL would queue the registration and write the handle at the group's end
+    throw invalid_argument_error(where, "cannot register a window inside a cudrv::nccl::group: NCCL writes the "
+                                        "window at the group's end; register outside the group (one thread per "
+                                        "communicator where several register together)");
+  }
   keep_current_context keep(t.home);
   ncclWindow_t win = nullptr;
   settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, &win, static_cast<int>(flags)),
@@ -969,10 +979,12 @@ communicator communicator_base::split(int color, int key, const std::optional<co
   keep_current_context keep;
   ncclComm_t out = nullptr;
   const auto what = [&] { return "color " + std::to_string(color) + ", key " + std::to_string(key); };
-  const ncclResult_t r = a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr);
-  ncheck(r, "ncclCommSplit", c, what);
-  if (r == ncclInProgress) {
-    wait_quiet(c, timeout_ms_, "ncclCommSplit", what());  // the parent, non-blocking
+  ncheck(a.ncclCommSplit(c, color, key, &out, config ? &cfg : nullptr), "ncclCommSplit", c, what);
+  // A non-blocking parent: NCCL writes the new communicator when its job ends, and the parent is in
+  // progress until then (NCCL answers ncclSuccess to the call itself).
+  if (const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommSplit", what());
+      done != ncclSuccess && out == nullptr) {
+    throw make_error(done, "ncclCommSplit", c, what());
   }
   if (out == nullptr) {
     return communicator();  // no_color
@@ -1024,11 +1036,15 @@ communicator communicator_base::shrink(std::span<const int> exclude_ranks, shrin
     return std::to_string(excluded.size()) + " of " + std::to_string(n) + " ranks excluded, flags " +
            std::to_string(static_cast<int>(mode));
   };
-  const ncclResult_t r = fn(c, excluded.empty() ? nullptr : excluded.data(), static_cast<int>(excluded.size()), &out,
-                            config ? &cfg : nullptr, static_cast<int>(mode));
-  ncheck(r, "ncclCommShrink", c, what);
+  ncheck(fn(c, excluded.empty() ? nullptr : excluded.data(), static_cast<int>(excluded.size()), &out,
+            config ? &cfg : nullptr, static_cast<int>(mode)),
+         "ncclCommShrink", c, what);
+  // As for split: with a non-blocking parent the new communicator exists once the parent's job ends.
+  // The parent may report the failure that led here (a lost rank): only the new communicator counts.
+  const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommShrink", what());
   if (out == nullptr) {
-    throw make_error(ncclInternalError, "ncclCommShrink", c, what() + "; NCCL returned no communicator");
+    throw make_error(done != ncclSuccess ? done : ncclInternalError, "ncclCommShrink", c,
+                     what() + "; NCCL made no communicator");
   }
   communicator owner(out, 0, 0, home_, timeout);
   auto [rank, size] = query_rank_size(out, where, timeout);

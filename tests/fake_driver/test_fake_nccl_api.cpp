@@ -161,8 +161,8 @@ TEST_CASE("fake nccl: every wait for a non-blocking communicator is bounded and 
   CHECK(errors.count() == 1);
   CHECK(contains(errors.messages(), "still in progress after 200 ms"));
   set_pending(3);
-  refused_as<cudrv::invalid_argument_error>(
-      [&] { (void)make_comm(0, 2, {.timeout = std::chrono::milliseconds(0)}); }, "less than 1 ms");
+  refused_as<cudrv::invalid_argument_error>([&] { (void)make_comm(0, 2, {.timeout = std::chrono::milliseconds(0)}); },
+                                            "less than 1 ms");
 }
 
 TEST_CASE("fake nccl: the uneven all-to-all sends and receives each non-empty block at its address in one group",
@@ -186,9 +186,14 @@ TEST_CASE("fake nccl: the uneven all-to-all sends and receives each non-empty bl
   comm.all_to_all_v(send, zero, zero, recv, zero, zero, s);  // nothing to exchange on this rank
   CHECK(nccl_log().empty());
   refused_as<cudrv::invalid_argument_error>(
-      [&] { comm.all_to_all_v(send, std::vector<std::size_t>{1, 1}, so, recv, rc, ro, s); }, "one entry per rank (3)");
+      [&] {
+        comm.all_to_all_v(send, std::vector<std::size_t>{1, 1}, so, recv, rc, ro, s);
+      },
+      "one entry per rank (3)");
   refused_as<cudrv::invalid_argument_error>(
-      [&] { comm.all_to_all_v(send, std::vector<std::size_t>{3, 0, 6}, so, recv, rc, ro, s); },
+      [&] {
+        comm.all_to_all_v(send, std::vector<std::size_t>{3, 0, 6}, so, recv, rc, ro, s);
+      },
       "send block of rank 2 (6 elements at offset 5)");
   refused_as<cudrv::invalid_argument_error>(
       [&] {
@@ -196,7 +201,10 @@ TEST_CASE("fake nccl: the uneven all-to-all sends and receives each non-empty bl
       },
       "outside the send buffer");
   refused_as<cudrv::invalid_argument_error>(
-      [&] { comm.all_to_all_v(send, sc, so, recv, rc, std::vector<std::size_t>{10, 0, 3}, s); }, "overlap");
+      [&] {
+        comm.all_to_all_v(send, sc, so, recv, rc, std::vector<std::size_t>{10, 0, 3}, s);
+      },
+      "overlap");
   CHECK(nccl_log().empty());
 }
 
@@ -217,14 +225,14 @@ TEST_CASE("fake nccl: all_to_all, gather and scatter pass their per-rank counts 
   CHECK(contains(nccl_log(), " 16 root 0"));
   refused_as<cudrv::invalid_argument_error>([&] { comm.gather(a.first(16), b.first(32), 1, s); }, "4 (ranks) times");
   comm.gather(b, 3, s);  // in place: rank 1 sends part 1
-  CHECK(contains(nccl_log(), "ncclGather " + hex_address(b.data() + 16 * 4) + " " +
-                                 hex_address(b.data()) + " 16 root 3"));
+  CHECK(contains(nccl_log(),
+                 "ncclGather " + hex_address(b.data() + 16 * 4) + " " + hex_address(b.data()) + " 16 root 3"));
   clear_log();
   comm.scatter(cudrv::device_span<const float>{}, b.first(8), 2, s);
   CHECK(contains(nccl_log(), " 8 root 2"));
   comm.scatter(b, 1, s);  // in place on the root: receives its own part
-  CHECK(contains(nccl_log(), "ncclScatter " + hex_address(b.data()) + " " +
-                                 hex_address(b.data() + 16 * 4) + " 16 root 1"));
+  CHECK(contains(nccl_log(),
+                 "ncclScatter " + hex_address(b.data()) + " " + hex_address(b.data() + 16 * 4) + " 16 root 1"));
   refused_as<cudrv::invalid_argument_error>([&] { comm.scatter(a.first(10), b.first(8), 1, s); }, "4 (ranks) times");
   refused_as<cudrv::invalid_argument_error>([&] { comm.scatter(a, b.first(16), 4, s); }, "root 4");
 }
@@ -257,8 +265,7 @@ TEST_CASE("fake nccl: a premultiplied sum is made once, used on its communicator
   CHECK(occurrences(nccl_log(), "ncclRedOpDestroy") == 2);
 }
 
-TEST_CASE("fake nccl: NCCL's memory and windows are allocated, registered and released in order",
-          "[.][fake-nccl]") {
+TEST_CASE("fake nccl: NCCL's memory and windows are allocated, registered and released in order", "[.][fake-nccl]") {
   auto comm = make_comm(0, 2);
   clear_log();
   const CUcontext before = cudrv::test::raw_current_context();
@@ -277,6 +284,12 @@ TEST_CASE("fake nccl: NCCL's memory and windows are allocated, registered and re
       CHECK(contains(nccl_log(), "flags 0"));
       refused_as<cudrv::invalid_argument_error>([&] { nccl::window bad(comm, buf.view().subspan(1)); },
                                                 "aligned to 4096");
+      {
+        nccl::group g;  // NCCL would write the window only at the group's end
+        refused_as<cudrv::invalid_argument_error>([&] { nccl::window in_group(comm, buf); },
+                                                  "inside a cudrv::nccl::group");
+        g.end();
+      }
     }
     CHECK(occurrences(nccl_log(), "ncclCommWindowDeregister") == 2);
     CUdeviceptr p = buf.release();
@@ -321,8 +334,7 @@ TEST_CASE("fake nccl: group simulation ends the group without launching, and sca
       "5 unique ids");
 }
 
-TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the version that has it",
-          "[.][fake-nccl-old]") {
+TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the version that has it", "[.][fake-nccl-old]") {
   REQUIRE(nccl::version() == 21805);
   auto comm = make_comm(0, 2);
   cudrv::stream_ref s = cudrv::stream_ref::legacy_default();
@@ -333,7 +345,7 @@ TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the versio
     CHECK(e.source() == cudrv::error_source::nccl);
   };
   needs("2.27", [&] { (void)comm.shrink(std::array{1}); });
-  needs("2.28", [&] { comm.revoke(); });
+  needs("2.28.9", [&] { comm.revoke(); });
   CHECK_FALSE(comm.revoked());
   needs("2.28", [&] { comm.all_to_all(a, b, s); });
   needs("2.28", [&] { comm.gather(a.first(4), b, 0, s); });
@@ -341,7 +353,8 @@ TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the versio
   needs("2.19", [&] { nccl::buffer<float> m(fake_device(), 4); });
   needs("2.27", [&] { nccl::window w(comm, a, nccl::window_flags::none); });
   needs("2.19", [&] { nccl::registration r(comm, a); });
-  needs("2.23", [&] { (void)nccl::communicator::init_rank_scalable(std::vector<nccl::unique_id>(1), 2, 0, fake_device()); });
+  needs("2.23",
+        [&] { (void)nccl::communicator::init_rank_scalable(std::vector<nccl::unique_id>(1), 2, 0, fake_device()); });
   {
     nccl::group g;
     needs("2.22", [&] { (void)g.simulate_end(); });

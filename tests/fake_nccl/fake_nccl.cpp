@@ -30,7 +30,7 @@ struct fake_comm {
 
 std::mutex mutex;
 std::string log_text;
-long pending_polls = 3;   // fake_nccl_set("pending", n)
+long pending_polls = 3;  // fake_nccl_set("pending", n)
 int group_depth = 0;
 bool group_in_progress = false;
 int next_op = ncclNumOps;
