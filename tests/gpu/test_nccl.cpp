@@ -3,6 +3,13 @@
 // __half and __nv_bfloat16, against host-computed results with poisoned outputs; groups with send and
 // recv to self; split; async_error; abort; registration.
 //
+// NCCL 2.28's additions on one rank (the checks of tests/multigpu/collectives_nccl228.hpp on a one-rank
+// communicator, where all_to_all, gather and scatter degenerate to copies): the collectives and their
+// refusals before NCCL; premul_sum (host and device scalars, the wrong communicator refused); nccl::buffer
+// (allocation, move, release and adoption); symmetric windows (a misaligned one refused);
+// init_rank_scalable; wait_ready with a bound; the new calls on a non-blocking communicator;
+// group::simulate_end's bookkeeping; revoke and shrink's refusals.
+//
 // NVLink SHARP multicast must stay off on the GPU machines: nccl_setup() sets NCCL_NVLS_ENABLE=0 in
 // this process before the first NCCL call, unless the variable is already set.
 #include <catch2/catch.hpp>
@@ -11,11 +18,18 @@
 #include <cuda_fp16.h>
 #include <cudrv/nccl.hpp>
 
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <span>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
+#include "multigpu/collectives_nccl228.hpp"
+#include "support/catch_support.hpp"
 #include "support/test_support.hpp"
 
 using cudrv::test::catch_as;
@@ -401,4 +415,402 @@ TEST_CASE("nccl: NCCL's own refusals are nccl_errors with NCCL's last error", "[
   CHECK_FALSE(e->last_error().empty());
   s.synchronize();
   CHECK(comm.async_error() == nccl::result::success);  // a refused call does not break the communicator
+}
+
+// --- NCCL 2.28 on one rank (issue 35) -------------------------------------------------------------------
+
+namespace mg = cudrv::test::multigpu;
+
+// Temporaries that would be freed while NCCL still uses them do not compile.
+static_assert(!std::is_constructible_v<nccl::window, nccl::communicator_ref, nccl::buffer<float>&&>,
+              "a window over a temporary nccl::buffer must not compile");
+static_assert(!std::is_constructible_v<nccl::premul_sum<float>, nccl::communicator_ref, cudrv::device_buffer<float>&&>,
+              "a premul_sum over a temporary device scalar must not compile");
+static_assert(!std::is_copy_constructible_v<nccl::premul_sum<float>> &&
+              std::is_nothrow_move_constructible_v<nccl::premul_sum<float>>);
+static_assert(!std::is_copy_constructible_v<nccl::buffer<float>> &&
+              std::is_nothrow_move_constructible_v<nccl::buffer<float>>);
+static_assert(!std::is_copy_constructible_v<nccl::window> && std::is_nothrow_move_constructible_v<nccl::window>);
+static_assert(nccl::device_range<nccl::buffer<float>> && nccl::writable_device_range<nccl::buffer<float>&>);
+static_assert(!nccl::writable_device_range<const nccl::buffer<float>&>);
+
+TEMPLATE_TEST_CASE("nccl: all_to_all, gather, scatter and all_to_all_v on a one-rank communicator", "[gpu][nccl]",
+                   float, std::int32_t, nccl::half_t, nccl::bfloat16_t) {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const mg::rank_slot slot{comm, dev, s};
+    mg::check_new_copy_collectives<TestType>(std::span<const mg::rank_slot>(&slot, 1), seed);
+    s.synchronize();
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: the new collectives refuse sizes, roots, overlaps and blocks before NCCL", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    cudrv::device_buffer<float> a(dev, 64);
+    cudrv::device_buffer<float> b(dev, 64);
+    cudrv::device_buffer<float> c(dev, 65);
+    auto refused = [](const char* what, auto&& f) { (void)cudrv::test::require_invalid_argument(what, f); };
+    refused("all_to_all with a destination larger than the source", [&] { comm.all_to_all(a, c, s); });
+    refused("all_to_all with a destination smaller than the source", [&] { comm.all_to_all(c, a, s); });
+    refused("all_to_all of a buffer onto itself", [&] { comm.all_to_all(a, a, s); });
+    refused("all_to_all between overlapping parts of one buffer",
+            [&] { comm.all_to_all(c.view().subspan(0, 64), c.view().subspan(1, 64), s); });
+    for (int root : {1, -1}) {
+      INFO("root " << root);
+      refused("gather to a root outside the communicator", [&] { comm.gather(a, b, root, s); });
+      refused("in-place gather to a root outside the communicator", [&] { comm.gather(a, root, s); });
+      refused("scatter from a root outside the communicator", [&] { comm.scatter(a, b, root, s); });
+      refused("in-place scatter from a root outside the communicator", [&] { comm.scatter(a, root, s); });
+    }
+    refused("gather into a destination that is not size() times the source", [&] { comm.gather(a, c, 0, s); });
+    refused("scatter of a source that is not size() times the destination", [&] { comm.scatter(c, a, 0, s); });
+    const std::vector<std::size_t> one{16};
+    const std::vector<std::size_t> at0{0};
+    const std::vector<std::size_t> two{8, 8};
+    const std::vector<std::size_t> two_at{0, 8};
+    refused("all_to_all_v with two send counts on one rank",
+            [&] { comm.all_to_all_v(a, two, two_at, b, one, at0, s); });
+    refused("all_to_all_v with two receive offsets on one rank",
+            [&] { comm.all_to_all_v(a, one, at0, b, one, two_at, s); });
+    const std::vector<std::size_t> at60{60};
+    refused("all_to_all_v with a send block past the source's end",
+            [&] { comm.all_to_all_v(a, one, at60, b, one, at0, s); });
+    refused("all_to_all_v with a receive block past the destination's end",
+            [&] { comm.all_to_all_v(a, one, at0, b, one, at60, s); });
+    const std::vector<std::size_t> too_many{65};
+    refused("all_to_all_v sending more elements than the source holds",
+            [&] { comm.all_to_all_v(a, too_many, at0, c, too_many, at0, s); });
+    // Nothing reached NCCL: the communicator still works.
+    const std::vector<float> src = pattern<float>(64, 6);
+    auto send = upload(dev, src, s);
+    auto recv = poisoned<float>(dev, 64, s);
+    comm.all_to_all(send, recv, s);
+    CHECK(download(recv, s) == as_double(src));
+    // A zero count moves nothing (on one rank the shared checks always move a block to the rank itself).
+    const std::vector<std::size_t> zero{0};
+    auto untouched = poisoned<float>(dev, 64, s);
+    comm.all_to_all_v(send, zero, at0, untouched, zero, at0, s);
+    CHECK(download(untouched, s) == std::vector<double>(64, poison));
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEMPLATE_TEST_CASE("nccl: premul_sum with host and device scalars on a one-rank communicator", "[gpu][nccl]", float,
+                   double) {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const mg::rank_slot slot{comm, dev, s};
+    // One rank: the result is the scalar times the input.
+    mg::check_premul_sum<TestType>(std::span<const mg::rank_slot>(&slot, 1), seed);
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: premul_sum is a move-only owner tied to its communicator", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    nccl::communicator comm = one_rank(dev);
+    nccl::communicator other = one_rank(dev);
+    cudrv::stream s(dev);
+    const std::vector<float> src = pattern<float>(300, 2);
+    auto buf = upload(dev, src, s);
+    auto out = poisoned<float>(dev, 300, s);
+
+    nccl::premul_sum<float> empty;
+    CHECK_FALSE(empty);
+    CHECK(empty.communicator_handle() == nullptr);
+
+    nccl::premul_sum<float> op(comm, 2.0f);
+    REQUIRE(op);
+    CHECK(op.communicator_handle() == comm.native_handle());
+    const int handle = op.native_handle();
+    CHECK(handle >= 5);  // past NCCL's built-in operators
+    nccl::premul_sum<float> moved(std::move(op));
+    CHECK_FALSE(op);
+    CHECK(moved.native_handle() == handle);
+    comm.all_reduce(buf, out, moved, s);
+    std::vector<double> twice = as_double(src);
+    for (double& v : twice) {
+      v *= 2.0;
+    }
+    CHECK(download(out, s) == twice);
+
+    // Another communicator's operator, or none, is refused before NCCL.
+    auto refused = [](const char* what, auto&& f) { (void)cudrv::test::require_invalid_argument(what, f); };
+    refused("all_reduce with another communicator's operator", [&] { other.all_reduce(buf, out, moved, s); });
+    refused("in-place all_reduce with another communicator's operator", [&] { other.all_reduce(buf, moved, s); });
+    refused("reduce with another communicator's operator", [&] { other.reduce(buf, out, moved, 0, s); });
+    refused("reduce_scatter with another communicator's operator", [&] { other.reduce_scatter(buf, out, moved, s); });
+    refused("all_reduce with an empty operator", [&] { comm.all_reduce(buf, out, empty, s); });
+    refused("all_reduce through a view with another communicator's operator",
+            [&] { nccl::communicator_ref(other).all_reduce(buf, out, moved, s); });
+
+    nccl::premul_sum<float> assigned;
+    assigned = std::move(moved);
+    CHECK(assigned.native_handle() == handle);
+    assigned.reset();  // ncclRedOpDestroy
+    CHECK_FALSE(assigned);
+    s.synchronize();
+    CHECK(comm.async_error() == nccl::result::success);
+    CHECK(other.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: nccl::buffer allocates, moves, releases and adopts NCCL memory", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const CUcontext before = current_context();
+  {
+    nccl::buffer<float> none;
+    CHECK(none.empty());
+    CHECK(none.size() == 0);
+    CHECK(none.data() == 0);
+
+    constexpr std::size_t n = 5000;
+    nccl::buffer<float> mem(dev, n);
+    CHECK(current_context() == before);  // the device's primary context was current during the call only
+    REQUIRE(mem.data() != 0);
+    CHECK(mem.size() == n);
+    CHECK(mem.size_bytes() == n * sizeof(float));
+    CHECK_FALSE(mem.empty());
+    CHECK(mem.device() == dev);
+    CHECK(mem.view().data() == mem.data());
+    CHECK(mem.view().size() == n);
+
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const std::vector<float> src = pattern<float>(n, 11);
+    cudrv::copy(mem.view(), src, s);
+    comm.all_reduce(mem, nccl::reduction::sum, s);  // an nccl::buffer is a device_range
+    nccl::buffer<float> out(dev, n);
+    comm.all_reduce(mem, out, nccl::reduction::max, s);
+    const mg::rank_slot slot{comm, dev, s};
+    CHECK(mg::fetch<float>(slot, std::as_const(out).view()) == src);
+
+    const CUdeviceptr address = mem.data();
+    nccl::buffer<float> moved(std::move(mem));
+    CHECK(mem.data() == 0);
+    CHECK(mem.empty());
+    CHECK(moved.data() == address);
+    CHECK(moved.size() == n);
+
+    const CUdeviceptr raw = moved.release();
+    CHECK(raw == address);
+    CHECK(moved.data() == 0);
+    CHECK(moved.empty());
+    nccl::buffer<float> adopted = nccl::buffer<float>::from_native_handle(raw, n, dev);
+    CHECK(adopted.data() == raw);
+    CHECK(adopted.size() == n);
+    CHECK(adopted.device() == dev);
+    CHECK(mg::fetch<float>(slot, std::as_const(adopted).view()) == src);  // the same memory, still holding the data
+
+    out = std::move(adopted);  // the old memory of out is freed (ncclMemFree)
+    CHECK(out.data() == raw);
+    out.reset();
+    CHECK(out.empty());
+    CHECK(out.data() == 0);
+
+    nccl::buffer<nccl::bfloat16_t> halves(dev, 3);  // any element type
+    CHECK(halves.size_bytes() == 6);
+    s.synchronize();
+  }
+  CHECK(current_context() == before);
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: a symmetric window over nccl::buffer on one rank and a misaligned one refused", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const mg::rank_slot slot{comm, dev, s};
+    const std::span<const mg::rank_slot> slots(&slot, 1);
+    mg::check_window_all_reduce<std::int32_t>(slots, seed, (std::size_t{1} << 18) - 7, mg::this_rank_only{});
+    mg::check_window_all_reduce<float>(slots, seed, 4099, mg::this_rank_only{});
+
+    nccl::buffer<float> mem(dev, 4096);
+    nccl::window empty;
+    CHECK_FALSE(empty);
+    CHECK(empty.native_handle() == nullptr);
+    // A symmetric window must start at a multiple of 4096 bytes (NCCL_WIN_REQUIRED_ALIGNMENT).
+    (void)cudrv::test::require_invalid_argument("a symmetric window 4 bytes into an nccl::buffer",
+                                                [&] { nccl::window w(comm, mem.view().subspan(1)); });
+    (void)cudrv::test::require_invalid_argument("a symmetric window 2 KiB into an nccl::buffer", [&] {
+      nccl::window w(comm, mem.view().subspan(512), nccl::window_flags::collective_symmetric);
+    });
+    // A window over the whole (aligned) allocation, moved and deregistered by reset (where NCCL gives
+    // one: see mg::windows_required).
+    nccl::window w(comm, mem);
+    if (w || mg::windows_required(1)) {
+      REQUIRE(w);
+      CHECK(w.communicator_handle() == comm.native_handle());
+      nccl::window moved(std::move(w));
+      CHECK_FALSE(w);
+      CHECK(moved);
+      moved.reset();
+      CHECK_FALSE(moved);
+    } else {
+      WARN("NOTE: NCCL gave no window on a one-rank communicator");
+    }
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: init_rank_scalable with one unique id on one rank", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    const std::vector<nccl::unique_id> ids{nccl::unique_id::generate()};
+    nccl::communicator comm = nccl::communicator::init_rank_scalable(ids, 1, 0, dev);
+    CHECK(comm.rank() == 0);
+    CHECK(comm.size() == 1);
+    CHECK(comm.device() == dev);
+    cudrv::stream s(dev);
+    const std::vector<float> src = pattern<float>(777, 4);
+    auto buf = upload(dev, src, s);
+    comm.all_reduce(buf, nccl::reduction::sum, s);
+    CHECK(download(buf, s) == as_double(src));
+
+    auto refused = [](const char* what, auto&& f) { (void)cudrv::test::require_invalid_argument(what, f); };
+    refused("init_rank_scalable without an id",
+            [&] { (void)nccl::communicator::init_rank_scalable(std::span<const nccl::unique_id>(), 1, 0, dev); });
+    const std::vector<nccl::unique_id> two{nccl::unique_id::generate(), nccl::unique_id::generate()};
+    refused("init_rank_scalable with more ids than ranks",
+            [&] { (void)nccl::communicator::init_rank_scalable(two, 1, 0, dev); });
+    refused("init_rank_scalable with a rank outside the communicator",
+            [&] { (void)nccl::communicator::init_rank_scalable(ids, 1, 1, dev); });
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: the new calls on a non-blocking communicator and wait_ready with a bound", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  const std::uint64_t seed = cudrv::test::test_seed();
+  using seconds = std::chrono::duration<double>;
+  {
+    // An idle blocking communicator: wait_ready returns at once, whatever the bound.
+    nccl::communicator blocking = one_rank(dev);
+    auto start = std::chrono::steady_clock::now();
+    blocking.wait_ready(std::chrono::seconds(60));
+    CHECK(seconds(std::chrono::steady_clock::now() - start).count() < 5.0);
+
+    nccl::communicator_config config;
+    config.blocking = false;
+    config.timeout = std::chrono::seconds(120);
+    nccl::communicator comm = nccl::communicator::init_rank(nccl::unique_id::generate(), 1, 0, dev, config);
+    comm.wait_ready(std::chrono::seconds(60));
+    start = std::chrono::steady_clock::now();
+    comm.wait_ready(std::chrono::seconds(60));  // idle now
+    CHECK(seconds(std::chrono::steady_clock::now() - start).count() < 5.0);
+
+    cudrv::stream s(dev);
+    const mg::rank_slot slot{comm, dev, s};
+    const std::span<const mg::rank_slot> slots(&slot, 1);
+    // mg::launch waits for the communicator (wait_ready) before each result is read.
+    mg::check_new_copy_collectives<float>(slots, seed, {1031});
+    mg::check_new_copy_collectives<nccl::half_t>(slots, seed, {4099});
+    mg::check_premul_sum<float>(slots, seed, {1031});
+    mg::check_window_all_reduce<std::int32_t>(slots, seed, 4099, mg::this_rank_only{});
+    CHECK(comm.async_error() == nccl::result::success);
+  }  // finalize waits (bounded) for the non-blocking communicator
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: group simulate_end closes the group", "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const std::vector<float> src = pattern<float>(1024, 3);
+    auto send = upload(dev, src, s);
+    auto recv = poisoned<float>(dev, 1024, s);
+    {
+      nccl::group g;
+      comm.all_reduce(send, recv, nccl::reduction::sum, s);
+      // One rank: NCCL runs the collective at once (no group work to estimate), so the estimate is not
+      // checked here (the multi-GPU suites do); the group is ended all the same.
+      (void)g.simulate_end();
+      CHECK_FALSE(g.is_open());
+      CHECK_THROWS_AS(g.end(), cudrv::invalid_argument_error);
+    }
+    {
+      nccl::group empty;
+      (void)empty.simulate_end();
+      CHECK_FALSE(empty.is_open());
+    }
+    // The group machinery is left clean: a collective outside any group runs now.
+    auto after = poisoned<float>(dev, 1024, s);
+    comm.all_reduce(send, after, nccl::reduction::sum, s);
+    CHECK(download(after, s) == as_double(src));
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("nccl: shrink refuses to leave out the calling rank and a revoked communicator is split then destroyed",
+          "[gpu][nccl]") {
+  CUDRV_REQUIRE_NCCL();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    nccl::communicator comm = one_rank(dev);
+    cudrv::stream s(dev);
+    const std::vector<int> me{0};
+    (void)cudrv::test::require_invalid_argument("shrink naming the calling rank", [&] { (void)comm.shrink(me); });
+    (void)cudrv::test::require_invalid_argument("shrink naming the calling rank, abort mode",
+                                                [&] { (void)comm.shrink(me, nccl::shrink_mode::abort); });
+    auto buf = upload(dev, pattern<float>(256, 1), s);
+    comm.all_reduce(buf, nccl::reduction::sum, s);
+    s.synchronize();
+    CHECK_FALSE(comm.revoked());
+    comm.revoke();  // waits until quiescent
+    CHECK(comm.revoked());
+    CHECK(comm.async_error() == nccl::result::success);  // quiescent: no longer in progress, no error
+    // A revoked communicator can still be split (NCCL: management calls proceed once quiescent); the
+    // child works.
+    nccl::communicator child = comm.split(0, 0);
+    REQUIRE(child);
+    CHECK(child.size() == 1);
+    const std::vector<float> src = pattern<float>(256, 5);
+    auto in = upload(dev, src, s);
+    auto out = poisoned<float>(dev, 256, s);
+    child.all_reduce(in, out, nccl::reduction::sum, s);
+    CHECK(download(out, s) == as_double(src));
+    nccl::communicator moved(std::move(comm));
+    CHECK(moved.revoked());  // the mark moves with the communicator
+    CHECK_FALSE(comm.revoked());
+  }  // the revoked communicator is destroyed without finalizing, with no error reported
+  CHECK(errors.count() == 0);
 }
