@@ -559,6 +559,18 @@ if [ "$scaleout" = 1 ]; then
     compare_pair "$label" "nccl-tests-all-reduce-$label.log" "bench_nccl_sweep_$label.json" "$ranks"
   }
 
+  # ncclCommRevoke came with NCCL 2.28.9: where the system's NCCL is older (the fault test then takes
+  # the path without revoke, shrink_mode::abort alone, and the revoke cases skip), those run again with
+  # a newer NCCL found here (REVOKE_NCCL names one; else the nvidia-nccl wheel of a Python, as PyTorch's).
+  revoke_nccl=${REVOKE_NCCL:-}
+  if [ -z "$revoke_nccl" ]; then
+    for lib in /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
+               /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
+      # (grep without -q: with pipefail, an early exit of grep would fail the pipe by nm's SIGPIPE)
+      if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep " T ncclCommRevoke" > /dev/null; then revoke_nccl=$lib; break; fi
+    done
+  fi
+
   if part tests; then
     step "cudrv_multigpu_tests: one process over $ngpu GPUs (ncclCommInitAll), every case" multigpu-tests.log 300 \
       "$mgpu/cudrv_multigpu_tests"
@@ -566,6 +578,15 @@ if [ "$scaleout" = 1 ]; then
     step "mpirun -np $ngpu cudrv_nccl_mpi_tests (one rank per GPU)" nccl-mpi-tests.log 400 \
       "${mpi[@]}" "$mgpu/cudrv_nccl_mpi_tests"
     grep -E "test cases|assertions" "$out/nccl-mpi-tests.log" | sort | uniq -c | tee -a "$out/summary.txt"
+    if [ -n "$revoke_nccl" ]; then  # the revoke cases again, with an NCCL that has ncclCommRevoke
+      step "cudrv_multigpu_tests, revoke then shrink, with CUDRV_LIBNCCL=$revoke_nccl" multigpu-tests-revoke.log 200 \
+        env CUDRV_LIBNCCL="$revoke_nccl" "$mgpu/cudrv_multigpu_tests" "multigpu: revoke then shrink a live communicator"
+      grep -E "test cases|assertions|SKIPPED" "$out/multigpu-tests-revoke.log" | tee -a "$out/summary.txt"
+      step "mpirun -np $ngpu cudrv_nccl_mpi_tests, revoke then shrink, with CUDRV_LIBNCCL=$revoke_nccl" \
+        nccl-mpi-tests-revoke.log 200 "${mpi[@]}" -x CUDRV_LIBNCCL="$revoke_nccl" "$mgpu/cudrv_nccl_mpi_tests" \
+        "multigpu mpi: revoke then shrink a live communicator"
+      grep -E "test cases|assertions|NOTE" "$out/nccl-mpi-tests-revoke.log" | sort | uniq -c | tee -a "$out/summary.txt"
+    fi
     step "GPU tests that need two devices ([needs-2-gpus])" two-gpu-tests.log 300 "$build/tests/cudrv_gpu_tests" "[needs-2-gpus]"
     grep -E "test cases|assertions" "$out/two-gpu-tests.log" | tee -a "$out/summary.txt"
     step "IPC tests: producer on device 0, consumer on device 1" ipc-tests.log 300 "$build/tests/cudrv_gpu_tests" "[ipc]"
@@ -591,16 +612,6 @@ if [ "$scaleout" = 1 ]; then
         record "fault test $mode: a survivor's verdict" 1
       fi
     done
-    # ncclCommRevoke came with NCCL 2.28.9: where the system's NCCL is older (it then takes the path
-    # without revoke, shrink_mode::abort alone), the shrink mode runs again with a newer NCCL found on
-    # the machine (REVOKE_NCCL names one; else the nvidia-nccl wheel of a Python here, as PyTorch's).
-    revoke_nccl=${REVOKE_NCCL:-}
-    if [ -z "$revoke_nccl" ]; then
-      for lib in /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
-                 /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
-        if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep -q " T ncclCommRevoke"; then revoke_nccl=$lib; break; fi
-      done
-    fi
     if [ -n "$revoke_nccl" ]; then
       step "mpirun -np $ngpu cudrv_nccl_fault_test --mode shrink with CUDRV_LIBNCCL=$revoke_nccl (revoke, then shrink)" \
         nccl-fault-shrink-revoke.log 200 \

@@ -270,6 +270,31 @@ concept element = requires {
 /// @endcode
 [[nodiscard]] std::string unavailable_reason() noexcept;
 
+/// @brief What a newer NCCL brings, for @ref cudrv::nccl::supports.
+///
+/// @code
+/// if (cudrv::nccl::supports(cudrv::nccl::feature::revoke)) { comm.revoke(); }
+/// @endcode
+enum class feature : int {
+  premul_sum,        ///< @ref premul_sum (ncclRedOpCreatePreMulSum, NCCL 2.11)
+  registration,      ///< @ref registration (ncclCommRegister, NCCL 2.19)
+  memory,            ///< @ref buffer (ncclMemAlloc, NCCL 2.19)
+  group_simulation,  ///< @ref group::simulate_end (ncclGroupSimulateEnd, NCCL 2.22)
+  scalable_init,     ///< @ref communicator::init_rank_scalable (ncclCommInitRankScalable, NCCL 2.23)
+  windows,           ///< @ref window (ncclCommWindowRegister, NCCL 2.27)
+  shrink,            ///< @ref communicator_base::shrink (ncclCommShrink, NCCL 2.27)
+  all_to_all,        ///< all_to_all, gather and scatter (ncclAlltoAll, ncclGather, ncclScatter, NCCL 2.28)
+  revoke,            ///< @ref communicator::revoke (ncclCommRevoke, NCCL 2.28.9)
+};
+
+/// @brief Whether the loaded NCCL has what @p f needs (false when NCCL cannot be loaded). The call that
+/// needs a missing function throws not_supported_error; ask first where a fallback exists. Never throws.
+///
+/// @code
+/// if (!cudrv::nccl::supports(cudrv::nccl::feature::all_to_all)) { use_grouped_send_recv(); }
+/// @endcode
+[[nodiscard]] bool supports(feature f) noexcept;
+
 /// @brief The version of the loaded NCCL as `ncclGetVersion` gives it (22809 for 2.28.9).
 ///
 /// @code

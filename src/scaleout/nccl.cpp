@@ -1006,6 +1006,30 @@ std::string unavailable_reason() noexcept {
   }
 }
 
+bool supports(feature f) noexcept {
+  try {
+    const nccl_state& st = state();
+    if (!st.loaded) {
+      return false;
+    }
+    const nccl_api& a = st.api;
+    switch (f) {
+      case feature::premul_sum: return a.ncclRedOpCreatePreMulSum != nullptr && a.ncclRedOpDestroy != nullptr;
+      case feature::registration: return a.ncclCommRegister != nullptr && a.ncclCommDeregister != nullptr;
+      case feature::memory: return a.ncclMemAlloc != nullptr && a.ncclMemFree != nullptr;
+      case feature::group_simulation: return a.ncclGroupSimulateEnd != nullptr;
+      case feature::scalable_init: return a.ncclCommInitRankScalable != nullptr;
+      case feature::windows: return a.ncclCommWindowRegister != nullptr && a.ncclCommWindowDeregister != nullptr;
+      case feature::shrink: return a.ncclCommShrink != nullptr;
+      case feature::all_to_all: return a.ncclAlltoAll != nullptr && a.ncclGather != nullptr && a.ncclScatter != nullptr;
+      case feature::revoke: return a.ncclCommRevoke != nullptr;
+    }
+    return false;
+  } catch (...) {
+    return false;
+  }
+}
+
 std::string library_path() noexcept {
   try {
     return state().loaded ? state().path : std::string();
@@ -1479,13 +1503,7 @@ void group::end() {
   }
 }
 
-bool group::simulation_supported() noexcept {
-  try {
-    return state().loaded && state().api.ncclGroupSimulateEnd != nullptr;
-  } catch (...) {
-    return false;
-  }
-}
+bool group::simulation_supported() noexcept { return supports(feature::group_simulation); }
 
 float group::simulate_end() {
   constexpr const char* where = "cudrv::nccl::group::simulate_end";

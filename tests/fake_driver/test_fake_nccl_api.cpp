@@ -147,6 +147,11 @@ TEST_CASE("fake nccl: what depends on a communicator skips its NCCL call once th
   CHECK(occurrences(nccl_log(), "ncclRedOpDestroy") == 1);
   auto adopted = nccl::communicator::from_native_handle(raw);  // owned again
   CHECK(nccl::group::simulation_supported());
+  for (auto f : {nccl::feature::premul_sum, nccl::feature::registration, nccl::feature::memory,
+                 nccl::feature::group_simulation, nccl::feature::scalable_init, nccl::feature::windows,
+                 nccl::feature::shrink, nccl::feature::all_to_all, nccl::feature::revoke}) {
+    CHECK(nccl::supports(f));  // the 2.28 stand-in has every function
+  }
 }
 
 TEST_CASE("fake nccl: a revoked communicator is aborted, never finalized, and a healthy one is finalized",
@@ -406,6 +411,9 @@ TEST_CASE("fake nccl 2.18: every call of a newer NCCL is refused with the versio
   {
     nccl::group g;
     CHECK_FALSE(nccl::group::simulation_supported());  // ask before queuing: the calls would be launched
+    CHECK_FALSE(nccl::supports(nccl::feature::revoke));
+    CHECK_FALSE(nccl::supports(nccl::feature::windows));
+    CHECK(nccl::supports(nccl::feature::premul_sum));  // 2.11's
     needs("2.22", [&] { (void)g.simulate_end(); });
   }
   // What 2.18 has still works.

@@ -795,6 +795,11 @@ TEST_CASE("nccl: shrink refuses to leave out the calling rank and a revoked comm
     comm.all_reduce(buf, nccl::reduction::sum, s);
     s.synchronize();
     CHECK_FALSE(comm.revoked());
+    if (!nccl::supports(nccl::feature::revoke)) {
+      std::cout << "NOTE: the loaded NCCL (" << nccl::library_path()
+                << ") lacks ncclCommRevoke (NCCL 2.28.9): the revoke part is not run" << std::endl;
+      return;
+    }
     comm.revoke();  // waits until quiescent
     CHECK(comm.revoked());
     CHECK(comm.async_error() == nccl::result::success);  // quiescent: no longer in progress, no error

@@ -280,6 +280,11 @@ TEST_CASE("multigpu: revoke then shrink a live communicator", "[gpu][nccl][multi
     std::cout << "SKIPPED: needs 2 GPUs (" << devs.size() << " device)" << std::endl;
     return;
   }
+  if (!nccl::supports(nccl::feature::revoke)) {
+    std::cout << "SKIPPED: needs ncclCommRevoke (NCCL 2.28.9); the loaded NCCL (" << nccl::library_path()
+              << ") lacks it" << std::endl;
+    return;
+  }
   const std::uint64_t seed = cudrv::test::test_seed();
   INFO("seed " << seed);
   cudrv::test::destruction_error_counter errors;
