@@ -399,6 +399,27 @@ void settle(const detail::nccl_target& t, ncclResult_t r, const char* call, Cont
   }
 }
 
+// A call that writes a handle into *slot (window and buffer registration). A non-blocking
+// communicator answers ncclSuccess at once and writes the handle when NCCL's job ends, the communicator
+// in progress until then: cudrv waits (bounded) for it to settle, then reads the slot; when the wait
+// times out the slot is kept for the life of the process (NCCL may still write it).
+template <class T, class Call, class ContextFn>
+T written_when_settled(const detail::nccl_target& t, const char* name, Call&& call, ContextFn&& what) {
+  auto slot = std::make_unique<T>(nullptr);
+  ncheck(call(slot.get()), name, t.comm, what);
+  ncclResult_t done = ncclSuccess;
+  try {
+    done = wait_settled(t.comm, t.timeout_ms, name, what());
+  } catch (const nccl::timeout_error&) {
+    keep_slot(std::move(slot));
+    throw;
+  }
+  if (done != ncclSuccess) {
+    throw make_error(done, name, t.comm, what());
+  }
+  return *slot;
+}
+
 // A cudrv error met while destroying: to the destruction handler, guarded like report(); an error that
 // only says the driver has shut down (a static owner destroyed at exit) is not reported.
 void report_caught(const error& e, const char* what) noexcept {
@@ -913,17 +934,12 @@ ncclWindow_vidmem* nccl_window_register(nccl_target t, CUdeviceptr address, std:
                                         "communicator where several register together)");
   }
   keep_current_context keep(t.home);
-  // A non-blocking registration writes the window when NCCL's job ends: should the wait time out,
-  // the slot must outlive this call.
-  auto slot = std::make_unique<ncclWindow_t>(nullptr);
-  try {
-    settle(t, fn(t.comm, reinterpret_cast<void*>(address), bytes, slot.get(), static_cast<int>(flags)),
-           "ncclCommWindowRegister", [&] { return std::to_string(bytes) + " bytes"; });
-  } catch (const nccl::timeout_error&) {
-    keep_slot(std::move(slot));  // NCCL may still write it
-    throw;
-  }
-  return *slot;
+  return written_when_settled<ncclWindow_t>(
+      t, "ncclCommWindowRegister",
+      [&](ncclWindow_t* slot) {
+        return fn(t.comm, reinterpret_cast<void*>(address), bytes, slot, static_cast<int>(flags));
+      },
+      [&] { return std::to_string(bytes) + " bytes"; });
 }
 
 void nccl_window_deregister(nccl_target t, std::uint64_t generation, ncclWindow_vidmem* window) noexcept {
@@ -934,9 +950,8 @@ void nccl_window_deregister(nccl_target t, std::uint64_t generation, ncclWindow_
     const nccl_api& a = api();
     keep_current_context keep(nullptr, std::nothrow);
     ncclResult_t r = a.ncclCommWindowDeregister(t.comm, window);
-    if (r == ncclInProgress) {
-      wait_quiet(t.comm, t.timeout_ms, "ncclCommWindowDeregister", {});
-      r = ncclSuccess;
+    if (r == ncclSuccess || r == ncclInProgress) {  // a non-blocking communicator works in the background
+      r = wait_settled(t.comm, t.timeout_ms, "ncclCommWindowDeregister", {});
     }
     if (r != ncclSuccess) {
       report(r, "ncclCommWindowDeregister", t.comm);
@@ -952,11 +967,15 @@ void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   const nccl_api& a = api();
   (void)CUDRV_NCCL_REQUIRE(a, ncclCommRegister, "cudrv::nccl::registration");
   (void)CUDRV_NCCL_REQUIRE(a, ncclCommDeregister, "cudrv::nccl::registration");
+  if (open_groups > 0) {  // NCCL would write the handle at the group's end, as for a window
+    throw invalid_argument_error("cudrv::nccl::registration",
+                                 "cannot register memory inside a cudrv::nccl::group: register outside the group");
+  }
   keep_current_context keep;
-  void* handle = nullptr;
-  ncheck(a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, &handle), "ncclCommRegister", comm,
-         [&] { return std::to_string(bytes) + " bytes"; });
-  return handle;
+  return written_when_settled<void*>(
+      {comm, nullptr, nccl_default_timeout_ms}, "ncclCommRegister",
+      [&](void** slot) { return a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, slot); },
+      [&] { return std::to_string(bytes) + " bytes"; });
 }
 
 void nccl_deregister(ncclComm* comm, std::uint64_t generation, void* handle) noexcept {
