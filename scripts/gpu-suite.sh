@@ -567,7 +567,7 @@ if [ "$scaleout" = 1 ]; then
     for lib in /opt/*/.venv/lib/python3*/site-packages/nvidia/nccl/lib/libnccl.so.2 \
                /usr/local/lib/python3*/dist-packages/nvidia/nccl/lib/libnccl.so.2; do
       # (grep without -q: with pipefail, an early exit of grep would fail the pipe by nm's SIGPIPE)
-      if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep " T ncclCommRevoke" > /dev/null; then revoke_nccl=$lib; break; fi
+      if [ -f "$lib" ] && nm -D "$lib" 2>/dev/null | grep -w ncclCommRevoke > /dev/null; then revoke_nccl=$lib; break; fi
     done
   fi
 

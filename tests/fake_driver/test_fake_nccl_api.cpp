@@ -122,6 +122,20 @@ TEST_CASE("fake nccl: a non-blocking parent's split and shrink are read when its
   nccl_hook<void(ncclComm*)>("fake_nccl_settle")(comm.native_handle());
   CHECK(comm.async_error() == nccl::result::success);
   set_pending(3);
+  // A window on a non-blocking communicator: NCCL answers ncclSuccess and writes the window when its job
+  // ends (found on H200s: read at once, it was empty and NCCL's late write hit freed memory).
+  cudrv::device_span<float> data(0x7f0000000000ULL, 1024);
+  {
+    nccl::window win(comm, data);
+    CHECK(win);
+    CHECK(win.native_handle() != nullptr);
+    CHECK(comm.async_error() == nccl::result::success);
+  }
+  set_pending(-1);
+  refused_as<nccl::timeout_error>([&] { nccl::window never(comm, data); }, "150 ms");
+  nccl_hook<void(ncclComm*)>("fake_nccl_settle")(comm.native_handle());  // the late write lands in the kept slot
+  CHECK(comm.async_error() == nccl::result::success);
+  set_pending(3);
 }
 
 TEST_CASE("fake nccl: what depends on a communicator skips its NCCL call once the communicator is destroyed",

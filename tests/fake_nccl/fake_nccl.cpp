@@ -30,6 +30,9 @@ struct fake_comm {
   // *out only when the parent's job ends (its last in-progress poll).
   ncclComm_t* out = nullptr;
   ncclComm_t made = nullptr;
+  // The same for a window registered on a non-blocking communicator.
+  ncclWindow_t* window_out = nullptr;
+  ncclWindow_t window_made = nullptr;
 };
 
 std::mutex mutex;
@@ -87,6 +90,9 @@ ncclResult_t made_by(ncclComm_t parent, ncclComm_t child, ncclComm_t* out) {
 void forget(ncclComm_t comm) {
   if (as(comm)->out != nullptr) {
     delete as(as(comm)->made);
+  }
+  if (as(comm)->window_out != nullptr) {
+    delete reinterpret_cast<int*>(as(comm)->window_made);
   }
   delete as(comm);
 }
@@ -183,6 +189,10 @@ FAKE_API ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t* async
   if (c->out != nullptr) {  // the job ends: the new communicator is written now
     *c->out = c->made;
     c->out = nullptr;
+  }
+  if (c->window_out != nullptr) {
+    *c->window_out = c->window_made;
+    c->window_out = nullptr;
   }
   *async = c->async;
   return ncclSuccess;
@@ -309,8 +319,15 @@ FAKE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int
 }
 FAKE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   note("ncclCommWindowRegister " + hex(buff) + " " + std::to_string(size) + " flags " + std::to_string(flags));
-  *win = reinterpret_cast<ncclWindow_t>(new int(2));
-  return started(comm);
+  auto made = reinterpret_cast<ncclWindow_t>(new int(2));
+  if (as(comm)->blocking) {
+    *win = made;
+    return ncclSuccess;
+  }
+  as(comm)->pending = pending_polls;  // as NCCL 2.28.9: ncclSuccess now, the window at the job's end
+  as(comm)->window_out = win;
+  as(comm)->window_made = made;
+  return ncclSuccess;
 }
 FAKE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   note("ncclCommWindowDeregister");
