@@ -1187,7 +1187,10 @@ class group {
   void end();
   /// @brief Ends the group WITHOUT launching its calls (ncclGroupSimulateEnd, NCCL 2.22) and returns
   /// NCCL's estimate of the time they would take, in microseconds: a cost model for planners. Call it
-  /// instead of @ref end, on the outermost group; nothing is enqueued.
+  /// instead of @ref end, on the outermost group; nothing is enqueued. NCCL 2.28 simulates groups of
+  /// blocking communicators of two ranks or more only: for a non-blocking communicator's group, or
+  /// calls of a one-rank communicator, it launches the calls and returns a negative estimate (-1; read in
+  /// NCCL's source).
   /// @code
   /// cudrv::nccl::group g;
   /// comm.all_reduce(grads, cudrv::nccl::reduction::sum, s);
