@@ -483,13 +483,13 @@ void nccl_check_all_to_all_v(const char* api, int nranks, std::size_t send_size,
                              std::size_t recv_size, std::span<const std::size_t> recv_counts,
                              std::span<const std::size_t> recv_offsets);
 void nccl_check_disjoint(const char* api, CUdeviceptr a, std::size_t a_bytes, CUdeviceptr b, std::size_t b_bytes);
-// The ncclRedOp_t of a premul_sum for a collective on t over elements of type: checked that the
-// operator exists and belongs to t's communicator and type.
+// The ncclRedOp_t of a premul_sum for a collective on comm: checked that the operator exists and
+// belongs to comm (its element type is checked at compile time).
 int nccl_check_operator(const char* api, const ncclComm* op_comm, int op, const ncclComm* comm);
 // The number cudrv gave the owner of comm (0: not held by a cudrv owner). A dependent records it and
 // skips its NCCL call at destruction once that communicator is gone (NCCL freed it with it).
 std::uint64_t nccl_generation(const ncclComm* comm) noexcept;
-void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes);
+void* nccl_register(ncclComm* comm, std::int64_t timeout_ms, CUdeviceptr address, std::size_t bytes);
 int nccl_query_rank(ncclComm* comm);
 int nccl_query_size(ncclComm* comm);
 void nccl_deregister(ncclComm* comm, std::uint64_t generation, void* handle) noexcept;
@@ -802,7 +802,7 @@ class communicator_base {
   /// @endcode
   /// @throws invalid_argument_error for a span of the wrong length, a block outside its buffer, an
   /// offset + count that overflows, overlapping receive blocks, or a source and destination that
-  /// overlap. A rank with nothing to send or receive returns at once.
+  /// overlap (checked first). A rank with nothing to send or receive then returns at once.
   template <device_range Send, writable_device_range Recv>
   void all_to_all_v(const Send& send, std::span<const std::size_t> send_counts,
                     std::span<const std::size_t> send_offsets, Recv&& recv, std::span<const std::size_t> recv_counts,
@@ -1106,7 +1106,7 @@ class communicator : public communicator_base {
   /// reporting an error, or one still in progress at the bound is aborted instead (ncclCommAbort).
   /// Errors go to the destruction handler.
   void reset() noexcept;
-  /// @brief Revokes the communicator (ncclCommRevoke, NCCL 2.28): its operations in flight stop, on
+  /// @brief Revokes the communicator (ncclCommRevoke, NCCL 2.28.9): its operations in flight stop, on
   /// this rank, without waiting for the others; then waits, within the timeout, until it is quiescent.
   /// Afterwards it can only be shrunk (@ref shrink), split or destroyed: a revoked communicator is
   /// aborted, not finalized, when this owner lets it go. The first step after a lost rank.
@@ -1217,8 +1217,10 @@ class group {
 
 /// @brief Device memory registered with a communicator for zero-copy transfers (ncclCommRegister),
 /// deregistered (ncclCommDeregister) when the registration is destroyed. Move-only. Needs NCCL 2.19
-/// or newer. The communicator and the memory must outlive the registration: a temporary communicator
-/// or a temporary buffer does not compile here (a view of memory owned elsewhere, a `device_span`, does).
+/// or newer. The memory must outlive the registration: a temporary communicator or a temporary buffer
+/// does not compile here (a view of memory owned elsewhere, a `device_span`, does). A communicator held by
+/// a cudrv owner may go first (NCCL deregisters with it; the registration then makes no call); one
+/// adopted only as a view must outlive it.
 ///
 /// @code
 /// cudrv::device_buffer<float> buf(dev, n);
@@ -1231,13 +1233,16 @@ class registration {
   registration() noexcept = default;
   /// @brief Registers the memory of @p data with @p comm.
   /// @throws invalid_argument_error for an empty communicator or empty memory, before NCCL is called
+  /// @throws invalid_argument_error inside an open @ref group of this thread (NCCL writes the handle at
+  /// the group's end)
+  /// @throws timeout_error when a non-blocking communicator stays in progress past its timeout
   /// @throws not_supported_error when the loaded NCCL lacks ncclCommRegister
   template <device_range Data>
   registration(communicator_ref comm, const Data& data) {
     auto d = cudrv::detail::nccl_span(data);
     cudrv::detail::nccl_check_handle(comm.native_handle(), "cudrv::nccl::registration");
     cudrv::detail::nccl_check_not_empty("cudrv::nccl::registration", "the memory to register", d.size());
-    handle_ = cudrv::detail::nccl_register(comm.native_handle(), d.data(), d.size_bytes());
+    handle_ = cudrv::detail::nccl_register(comm.native_handle(), comm.timeout().count(), d.data(), d.size_bytes());
     comm_ = comm.native_handle();
     generation_ = cudrv::detail::nccl_generation(comm_);
   }
@@ -1294,7 +1299,9 @@ class registration {
 /// averages, and a per-rank scalar weighs each rank. Made for one communicator and one element type
 /// @p T: a reducing collective takes it in place of a @ref reduction, on that communicator only
 /// (another is refused with invalid_argument_error) and on buffers of @p T only (others do not
-/// compile). Destroyed with ncclRedOpDestroy. Move-only. The communicator must outlive it.
+/// compile). Destroyed with ncclRedOpDestroy. Move-only. A communicator held by a cudrv owner may go
+/// first (NCCL frees its operators; the destructor then makes no call); one adopted only as a view must
+/// outlive it.
 ///
 /// The scalar is either a host value, read once when the operator is made, or one element of device
 /// memory, read by the device each time a collective runs (change it between collectives to change the
@@ -1512,8 +1519,9 @@ class buffer {
 /// registers its part, in the same order. A @ref window_flags::collective_symmetric window (the default)
 /// lets NCCL use its symmetric-memory kernels on collectives over that memory; it needs an address
 /// aligned to @ref window_alignment and memory NCCL can map into its peers (a @ref buffer, or cuMem
-/// virtual memory). Move-only. The communicator and the memory must outlive the window: a temporary
-/// owner of the memory does not compile.
+/// virtual memory). Move-only. The memory must outlive the window: a temporary owner of the memory does
+/// not compile. A communicator held by a cudrv owner may go first (NCCL deregisters its windows; the
+/// window then makes no call); one adopted only as a view must outlive it.
 ///
 /// @code
 /// cudrv::nccl::buffer<float> grads(dev, n);

@@ -274,7 +274,18 @@ void report(ncclResult_t r, const char* call, ncclComm_t comm) noexcept {
 // and the communicators called inside them: when the outermost group's end answers ncclInProgress
 // (a non-blocking communicator), cudrv waits for each of them.
 thread_local int open_groups = 0;
-thread_local std::vector<detail::nccl_target> group_targets;
+// group_targets may be gone when a thread-local or static owner is destroyed after it (thread exit):
+// its holder raises a trivially destructible flag first, and note_gone then leaves it alone.
+thread_local bool group_targets_gone = false;
+struct group_targets_holder {
+  std::vector<detail::nccl_target> targets;
+  group_targets_holder() = default;
+  group_targets_holder(const group_targets_holder&) = delete;
+  group_targets_holder& operator=(const group_targets_holder&) = delete;
+  ~group_targets_holder() { group_targets_gone = true; }
+};
+thread_local group_targets_holder group_targets_storage;
+thread_local std::vector<detail::nccl_target>& group_targets = group_targets_storage.targets;
 
 // The communicators cudrv's owners hold, each with a number of its own (a freed handle's address can
 // come back): what depends on a communicator (a window, a premultiplied sum, a registration) records
@@ -289,10 +300,15 @@ comm_registry& registry() {
   static auto* r = new comm_registry;  // never destroyed: owners may outlive static destruction
   return *r;
 }
-void note_owned(const ncclComm* c) noexcept {
+// keep: an adopted handle (from_native_handle) keeps the number it has, so what depends on it from
+// before a release() and adopt round trip still calls NCCL; a newly made communicator gets a new one.
+void note_owned(const ncclComm* c, bool keep = false) noexcept {
   comm_registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   try {
+    if (keep && std::any_of(r.live.begin(), r.live.end(), [c](const auto& e) { return e.first == c; })) {
+      return;
+    }
     std::erase_if(r.live, [c](const auto& e) { return e.first == c; });
     r.live.emplace_back(c, r.next++);
   } catch (...) {  // out of memory: its dependents treat it as a communicator cudrv does not own
@@ -305,7 +321,9 @@ void note_gone(const ncclComm* c) noexcept {
     std::erase_if(r.live, [c](const auto& e) { return e.first == c; });
   }
   // A group of this thread must not poll it at its end.
-  std::erase_if(group_targets, [c](const detail::nccl_target& t) { return t.comm == c; });
+  if (!group_targets_gone) {
+    std::erase_if(group_targets, [c](const detail::nccl_target& t) { return t.comm == c; });
+  }
 }
 
 // Where NCCL writes a communicator it makes in the background (split, shrink; non-blocking creation
@@ -406,18 +424,28 @@ void settle(const detail::nccl_target& t, ncclResult_t r, const char* call, Cont
 template <class T, class Call, class ContextFn>
 T written_when_settled(const detail::nccl_target& t, const char* name, Call&& call, ContextFn&& what) {
   auto slot = std::make_unique<T>(nullptr);
-  ncheck(call(slot.get()), name, t.comm, what);
-  ncclResult_t done = ncclSuccess;
-  try {
-    done = wait_settled(t.comm, t.timeout_ms, name, what());
-  } catch (const nccl::timeout_error&) {
-    keep_slot(std::move(slot));
-    throw;
+  struct keeper {  // kept for the process unless NCCL is known to be done with it
+    std::unique_ptr<T>& slot;
+    bool settled = false;
+    ~keeper() {
+      if (!settled) {
+        keep_slot(std::move(slot));
+      }
+    }
+  } guard{slot};
+  if (const ncclResult_t r = call(slot.get()); r != ncclSuccess && r != ncclInProgress) {
+    guard.settled = true;  // refused at once: no job
+    throw make_error(r, name, t.comm, what());
   }
-  if (done != ncclSuccess) {
-    throw make_error(done, name, t.comm, what());
+  // An error the communicator reports may be an earlier one while the job still runs: the slot is
+  // then kept (the guard), and a handle already written is returned rather than lost.
+  const ncclResult_t done = wait_settled(t.comm, t.timeout_ms, name, what());
+  guard.settled = done == ncclSuccess;
+  if (*slot != nullptr) {
+    return *slot;
   }
-  return *slot;
+  throw make_error(done != ncclSuccess ? done : ncclInternalError, name, t.comm,
+                   what() + (done == ncclSuccess ? "; NCCL wrote no handle" : ""));
 }
 
 // A cudrv error met while destroying: to the destruction handler, guarded like report(); an error that
@@ -963,7 +991,7 @@ void nccl_window_deregister(nccl_target t, std::uint64_t generation, ncclWindow_
   }
 }
 
-void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
+void* nccl_register(ncclComm* comm, std::int64_t timeout_ms, CUdeviceptr address, std::size_t bytes) {
   const nccl_api& a = api();
   (void)CUDRV_NCCL_REQUIRE(a, ncclCommRegister, "cudrv::nccl::registration");
   (void)CUDRV_NCCL_REQUIRE(a, ncclCommDeregister, "cudrv::nccl::registration");
@@ -973,7 +1001,7 @@ void* nccl_register(ncclComm* comm, CUdeviceptr address, std::size_t bytes) {
   }
   keep_current_context keep;
   return written_when_settled<void*>(
-      {comm, nullptr, nccl_default_timeout_ms}, "ncclCommRegister",
+      {comm, nullptr, timeout_ms}, "ncclCommRegister",
       [&](void** slot) { return a.ncclCommRegister(comm, reinterpret_cast<void*>(address), bytes, slot); },
       [&] { return std::to_string(bytes) + " bytes"; });
 }
@@ -1128,13 +1156,14 @@ communicator communicator_base::split(int color, int key, const std::optional<co
     slot.settled();  // refused at once: no job
     throw make_error(r, "ncclCommSplit", c, what());
   }
-  // The parent is in progress until the job ends (NCCL answers ncclSuccess to the call itself).
+  // The parent is in progress until the job ends (NCCL answers ncclSuccess to the call itself). An
+  // error it reports with no child written may be an earlier one while the job runs: the slot is kept.
   const ncclResult_t done = wait_settled(c, timeout_ms_, "ncclCommSplit", what());
-  slot.settled();
   ncclComm_t out = slot.value();
   if (done != ncclSuccess && out == nullptr) {
     throw make_error(done, "ncclCommSplit", c, what());
   }
+  slot.settled();
   if (out == nullptr) {
     return communicator();  // no_color
   }
@@ -1231,17 +1260,22 @@ raw_parts init_on(const cudrv::device& dev, int nranks, int rank, const char* ca
   comm_slot slot;
   const ncclResult_t r = init(slot.get());
   const ncclComm_t out = slot.value();
-  if (!nonblocking || (r != ncclSuccess && r != ncclInProgress)) {
+  int v = 0;
+  if (!nonblocking || (r != ncclSuccess && r != ncclInProgress) ||
+      (a.ncclGetVersion(&v) == ncclSuccess && v >= 22300)) {
     slot.settled();
   }
   if (r != ncclSuccess && r != ncclInProgress) {
-    nccl_error e = make_error(r, call, out,
-                              "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " +
-                                  std::to_string(dev.ordinal()));
+    const char* last = a.ncclGetLastError(out);
+    std::string why = last != nullptr ? last : "";  // read before the abort frees the communicator
     if (out != nullptr) {
       (void)a.ncclCommAbort(out);
     }
-    throw e;
+    throw nccl_error(static_cast<int>(r),
+                     result_name(static_cast<int>(r)) != nullptr ? result_name(static_cast<int>(r)) : "ncclResult",
+                     a.ncclGetErrorString(r) != nullptr ? a.ncclGetErrorString(r) : "", std::move(why), call,
+                     "rank " + std::to_string(rank) + " of " + std::to_string(nranks) + " on device " +
+                         std::to_string(dev.ordinal()));
   }
   note_owned(out);
   return {out, target};
@@ -1337,7 +1371,7 @@ std::vector<communicator> communicator::init_all(std::span<const cudrv::device> 
 communicator communicator::from_native_handle(ncclComm* handle) {
   detail::nccl_check_handle(handle, "cudrv::nccl::communicator::from_native_handle");
   auto [rank, size] = query_rank_size(handle, "cudrv::nccl::communicator::from_native_handle");
-  note_owned(handle);
+  note_owned(handle, true);
   return communicator(handle, rank, size, nullptr, detail::nccl_default_timeout_ms);
 }
 
@@ -1391,8 +1425,11 @@ void communicator::reset() noexcept {
     ncclResult_t async = ncclSuccess;
     try {
       async = wait_settled(c, timeout_ms_, "ncclCommFinalize", "waiting before finalizing in reset()");
-    } catch (const nccl::timeout_error& e) {
+    } catch (const error& e) {
       report_caught(e, "the communicator stayed in progress");
+      abort_reporting(a, c);
+      return;
+    } catch (...) {
       abort_reporting(a, c);
       return;
     }
