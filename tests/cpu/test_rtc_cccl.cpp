@@ -223,6 +223,18 @@ TEST_CASE("program: automatic precompiled headers are created once, then used, a
   CHECK(second.code.bytes() == reference.code.bytes());
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool sanitized_build = true;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr bool sanitized_build = true;
+#else
+constexpr bool sanitized_build = false;
+#endif
+#else
+constexpr bool sanitized_build = false;
+#endif
+
 TEST_CASE("compile_cache: a CUB kernel is cached, a hit takes at most 1 ms", "[compile_cache][cccl]") {
   temp_dir dir;
   cudrv::compile_cache cache((dir.path / "cache").string());
@@ -247,7 +259,9 @@ TEST_CASE("compile_cache: a CUB kernel is cached, a hit takes at most 1 ms", "[c
   std::sort(us.begin(), us.end());
   WARN("compile_cache with CUB: hit median " << us[50] << " us (min " << us.front() << ", max " << us.back()
                                              << ", 101 hits)");
-  CHECK(us[50] <= 1000.0);
+  // The bound is the plain build's: an AddressSanitizer tree (CI runs its CPU tier beside the README
+  // command's, on the same two cores) hashes and reads the entry instrumented, about 1.3 ms there.
+  CHECK(us[50] <= (sanitized_build ? 10000.0 : 1000.0));
 }
 
 TEST_CASE("compile_cache: a changed user header next to CUB is never served stale", "[compile_cache][cccl]") {

@@ -33,6 +33,8 @@ struct fake_comm {
   // The same for a window registered on a non-blocking communicator.
   ncclWindow_t* window_out = nullptr;
   ncclWindow_t window_made = nullptr;
+  // Registrations and windows not deregistered: NCCL frees them with the communicator.
+  std::vector<int*> registered;
 };
 
 std::mutex mutex;
@@ -91,8 +93,8 @@ void forget(ncclComm_t comm) {
   if (as(comm)->out != nullptr) {
     delete as(as(comm)->made);
   }
-  if (as(comm)->window_out != nullptr) {
-    delete reinterpret_cast<int*>(as(comm)->window_made);
+  for (int* handle : as(comm)->registered) {  // a window not handed over yet is among them
+    delete handle;
   }
   delete as(comm);
 }
@@ -276,13 +278,16 @@ FAKE_API ncclResult_t ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t) {
 
 #ifndef FAKE_NCCL_OLD
 // --- newer NCCL --------------------------------------------------------------------------------------
-FAKE_API ncclResult_t ncclCommRegister(const ncclComm_t, void* buff, size_t size, void** handle) {
+FAKE_API ncclResult_t ncclCommRegister(const ncclComm_t comm, void* buff, size_t size, void** handle) {
   note("ncclCommRegister " + hex(buff) + " " + std::to_string(size));
-  *handle = new int(1);
+  auto* made = new int(1);
+  as(comm)->registered.push_back(made);
+  *handle = made;
   return ncclSuccess;
 }
-FAKE_API ncclResult_t ncclCommDeregister(const ncclComm_t, void* handle) {
+FAKE_API ncclResult_t ncclCommDeregister(const ncclComm_t comm, void* handle) {
   note("ncclCommDeregister");
+  std::erase(as(comm)->registered, static_cast<int*>(handle));
   delete static_cast<int*>(handle);
   return ncclSuccess;
 }
@@ -319,7 +324,9 @@ FAKE_API ncclResult_t ncclCommInitRankScalable(ncclComm_t* comm, int nranks, int
 }
 FAKE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int flags) {
   note("ncclCommWindowRegister " + hex(buff) + " " + std::to_string(size) + " flags " + std::to_string(flags));
-  auto made = reinterpret_cast<ncclWindow_t>(new int(2));
+  auto* handle = new int(2);
+  as(comm)->registered.push_back(handle);
+  auto made = reinterpret_cast<ncclWindow_t>(handle);
   if (as(comm)->blocking) {
     *win = made;
     return ncclSuccess;
@@ -331,6 +338,7 @@ FAKE_API ncclResult_t ncclCommWindowRegister(ncclComm_t comm, void* buff, size_t
 }
 FAKE_API ncclResult_t ncclCommWindowDeregister(ncclComm_t comm, ncclWindow_t win) {
   note("ncclCommWindowDeregister");
+  std::erase(as(comm)->registered, reinterpret_cast<int*>(win));
   delete reinterpret_cast<int*>(win);
   return started(comm);
 }
