@@ -109,6 +109,7 @@ namespace {
 struct nccl_api {
 // NOLINTNEXTLINE(bugprone-macro-parentheses): name is a function's name, declared as a member
 #define CUDRV_NCCL_MEMBER(name) decltype(&::name) name = nullptr;
+// NOLINTNEXTLINE(bugprone-macro-parentheses): the same, for the optional functions
 #define CUDRV_NCCL_OPTIONAL_MEMBER(name, since) decltype(&::name) name = nullptr;
   CUDRV_NCCL_FUNCTIONS(CUDRV_NCCL_MEMBER)
   CUDRV_NCCL_OPTIONAL_FUNCTIONS(CUDRV_NCCL_OPTIONAL_MEMBER)
@@ -349,9 +350,12 @@ class comm_slot {
 template <class T>
 void keep_slot(std::unique_ptr<T> slot) noexcept {
   static std::mutex mutex;
-  static auto* kept = new std::vector<std::unique_ptr<T>>;  // never destroyed
+  static auto* kept = new (std::nothrow) std::vector<std::unique_ptr<T>>;  // never destroyed
   std::lock_guard<std::mutex> lock(mutex);
   try {
+    if (kept == nullptr) {
+      throw std::bad_alloc();
+    }
     kept->push_back(std::move(slot));
   } catch (...) {
     (void)slot.release();  // out of memory: leak it rather than free what NCCL may write
@@ -582,7 +586,7 @@ std::string counts(std::size_t send, std::size_t recv) {
 
 nccl::timeout_error::timeout_error(std::string api, std::string context, std::chrono::milliseconds timeout)
     : nccl_error(ncclInProgress, "ncclInProgress", "operation is still in progress", {}, std::move(api),
-                 (context.empty() ? std::string() : context + "; ") + "still in progress after " +
+                 (context.empty() ? std::string() : std::move(context) + "; ") + "still in progress after " +
                      std::to_string(timeout.count()) + " ms (cudrv::nccl::communicator_config::timeout)"),
       timeout_(timeout) {}
 
