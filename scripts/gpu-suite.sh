@@ -56,8 +56,11 @@
 #                 "-n 20 -w 5 -c 1"), and scripts/nccl-compare.py on each pair;
 #     nccl-tests-oneproc  the same pair in one process over 2 and N GPUs (bench_nccl --no-mpi --devices k,
 #                 all_reduce_perf -g k);
+#     latency     8 B all-reduce latency with 2 and N ranks: $LATENCY_ROUNDS (default 5) alternating runs
+#                 of bench_nccl (--iters 1000) and all_reduce_perf (-n 1000 -w 100), the median of each
+#                 side and their ratio (a 20-iteration sweep's 8 B figure moves by +-10% between runs);
 #     window      bench_nccl window with 2 and N ranks: all-reduce through a symmetric window against
-#                 plain memory;
+#                 plain memory; beside it all_reduce_perf -R 2 (nccl-tests' symmetric window) and -R 0;
 #     net         NCCL's network path on this one host: P2P and shared memory off, the socket transport
 #                 over loopback (NCCL_P2P_DISABLE=1 NCCL_SHM_DISABLE=1 NCCL_NET=Socket NCCL_IB_DISABLE=1
 #                 NCCL_SOCKET_IFNAME=$NET_IFNAME, default lo; NCCL_HOSTID one per rank unless
@@ -67,7 +70,8 @@
 #                 fault test --mode mid;
 #     net-bench   the nccl-tests pair again with N ranks, in the network path's environment, up to
 #                 $NET_SWEEP_MAX_BYTES (default $SWEEP_MAX_BYTES).
-#   --no-bench leaves out bench, scaling, nccl-tests and net-bench; --no-sanitizer leaves out memcheck.
+#   --no-bench leaves out bench, scaling, nccl-tests, nccl-tests-oneproc, latency, window and net-bench;
+#   --no-sanitizer leaves out memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
 #   60), then, when the ThreadSanitizer build exists ($BUILD_TSAN, default ./build-tsan, made by
@@ -86,7 +90,7 @@ examples=1
 scaleout=0
 stress=1
 only=
-all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,window,net,net-bench
+all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,latency,window,net,net-bench
 parts=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -131,7 +135,7 @@ drop_parts() {
   done
   parts=$keep
 }
-[ "$bench" = 1 ] || drop_parts bench scaling nccl-tests net-bench
+[ "$bench" = 1 ] || drop_parts bench scaling nccl-tests nccl-tests-oneproc latency window net-bench
 [ "$sanitize" = 1 ] || drop_parts memcheck
 
 # The configured source path first: when the build folder lies inside the source folder (the README's
@@ -705,25 +709,72 @@ if [ "$scaleout" = 1 ]; then
     compare_pair "$label" "nccl-tests-all-reduce-$label.log" "bench_nccl_sweep_$label.json" "$k"
   }
 
+  ranks_list=(2)
+  [ "$ngpu" -gt 2 ] && ranks_list+=("$ngpu")
   if part nccl-tests; then
-    ranks_list=(2)
-    [ "$ngpu" -gt 2 ] && ranks_list+=("$ngpu")
     for k in "${ranks_list[@]}"; do
       allreduce_pair "np$k" "$k" "${SWEEP_MAX_BYTES:-1G}" "${mpi_opts[@]}"
     done
   fi
   if part nccl-tests-oneproc; then
-    for k in "${ranks_list[@]:-2}"; do
+    for k in "${ranks_list[@]}"; do
       oneproc_pair "$k" "${SWEEP_MAX_BYTES:-1G}"
     done
   fi
-  if part window; then  # all-reduce through a symmetric window against plain memory (bench_nccl window)
-    for k in 2 "$ngpu"; do
-      [ "$k" = 2 ] || [ "$k" -gt 2 ] || continue
+  # 8 B latency, cudrv against nccl-tests: alternating long runs, medians (bench_nccl's table: raw time is
+  # the third column, cudrv's the fourth; all_reduce_perf's out-of-place time the sixth).
+  if part latency; then
+    for k in "${ranks_list[@]}"; do
+      : > "$out/latency-np$k.txt"
+      for ((r = 1; r <= ${LATENCY_ROUNDS:-5}; r++)); do
+        step "mpirun -np $k bench_nccl sweep at 8 B, 1000 iterations (round $r)" "latency-bench-np$k-$r.log" 120 \
+          mpirun -np "$k" "${mpi_opts[@]}" "$bench_nccl" sweep --min-bytes 8 --max-bytes 8 --iters 1000 --warmup-iters 100
+        awk -F'|' '/^\| 8 B \|/ {gsub(/[ us]/, "", $4); gsub(/[ us]/, "", $5); print "bench", $4, $5; exit}' \
+          "$out/latency-bench-np$k-$r.log" >> "$out/latency-np$k.txt"
+        if nccl_tests_ready > /dev/null; then
+          step "mpirun -np $k all_reduce_perf at 8 B, -n 1000 (round $r)" "latency-nccl-tests-np$k-$r.log" 120 \
+            mpirun -np "$k" "${mpi_opts[@]}" "$nccl_tests/all_reduce_perf" -b 8 -e 8 -g 1 -n 1000 -w 100 -c 1
+          awk '$1 == 8 && $3 == "float" {print "nccl-tests", $6; exit}' "$out/latency-nccl-tests-np$k-$r.log" \
+            >> "$out/latency-np$k.txt"
+        fi
+      done
+      python3 - "$out/latency-np$k.txt" "$k" << 'PY' | tee -a "$out/summary.txt"
+import statistics, sys
+raw, cudrv, nt = [], [], []
+for line in open(sys.argv[1]):
+    f = line.split()
+    if f[0] == "bench" and len(f) == 3:
+        raw.append(float(f[1])); cudrv.append(float(f[2]))
+    elif f[0] == "nccl-tests" and len(f) == 2:
+        nt.append(float(f[1]))
+if not cudrv:
+    sys.exit("no bench_nccl figures")
+c, r = statistics.median(cudrv), statistics.median(raw)
+line = f"8 B latency, {sys.argv[2]} ranks, median of {len(cudrv)} runs: cudrv {c:.2f} us, raw NCCL {r:.2f} us (cudrv/raw {c / r:.3f})"
+if nt:
+    n = statistics.median(nt)
+    line += f", nccl-tests {n:.2f} us (median of {len(nt)}): cudrv/nccl-tests {c / n:.3f}, raw/nccl-tests {r / n:.3f}"
+print(line)
+PY
+    done
+  fi
+
+  # all-reduce through a symmetric window against plain memory (bench_nccl window), then nccl-tests' own
+  # symmetric registration (all_reduce_perf -R 2: ncclMemAlloc and ncclCommWindowRegister) against its
+  # plain cudaMalloc buffers (-R 0), to tell NCCL's choice of kernels from cudrv's.
+  if part window; then
+    for k in "${ranks_list[@]}"; do
       step "mpirun -np $k bench_nccl window (symmetric window against plain memory)" "bench-nccl-window-np$k.log" 300 \
         mpirun -np "$k" "${mpi_opts[@]}" "$bench_nccl" window --json "$out/bench_nccl_window_np$k.json"
       tail -n 30 "$out/bench-nccl-window-np$k.log" | tee -a "$out/summary.txt"
-      [ "$k" = "$ngpu" ] && break
+      if nccl_tests_ready; then
+        for reg in 0 2; do
+          step "mpirun -np $k all_reduce_perf -R $reg (nccl-tests; 2: symmetric window)" \
+            "nccl-tests-window-R$reg-np$k.log" 300 mpirun -np "$k" "${mpi_opts[@]}" "$nccl_tests/all_reduce_perf" \
+            -b 64 -e "${SWEEP_MAX_BYTES:-1G}" -f 2 -g 1 -R "$reg" "${nt_extra[@]}"
+          grep -E '^ +(64|1048576|2097152|67108864|1073741824) ' "$out/nccl-tests-window-R$reg-np$k.log" | tee -a "$out/summary.txt"
+        done
+      fi
     done
   fi
 
