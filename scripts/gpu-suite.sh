@@ -57,7 +57,7 @@
 #     nccl-tests-oneproc  the same pair in one process over 2 and N GPUs (bench_nccl --no-mpi --devices k,
 #                 all_reduce_perf -g k);
 #     latency     8 B all-reduce latency with 2 and N ranks: $LATENCY_ROUNDS (default 5) alternating runs
-#                 of bench_nccl (--iters 1000) and all_reduce_perf (-n 1000 -w 100), the median of each
+#                 of bench_nccl sweep (--iters 1000) and all_reduce_perf (-n 1000), the median of each
 #                 side and their ratio (a 20-iteration sweep's 8 B figure moves by +-10% between runs);
 #     window      bench_nccl window with 2 and N ranks: all-reduce through a symmetric window against
 #                 plain memory; beside it all_reduce_perf -R 2 (nccl-tests' symmetric window) and -R 0;
@@ -69,8 +69,11 @@
 #                 cudrv_nccl_mpi_tests (Catch2 filter $NET_TESTS_FILTER, default every case) and the
 #                 fault test --mode mid;
 #     net-bench   the nccl-tests pair again with N ranks, in the network path's environment, up to
-#                 $NET_SWEEP_MAX_BYTES (default $SWEEP_MAX_BYTES).
-#   --no-bench leaves out bench, scaling, nccl-tests, nccl-tests-oneproc, latency, window and net-bench;
+#                 $NET_SWEEP_MAX_BYTES (default $SWEEP_MAX_BYTES);
+#     net-median  in that environment, with N ranks, the latency part's alternating runs at the sizes of
+#                 $NET_MEDIAN_SIZES (default 8, 1 MiB, 16 MiB and 64 MiB), medians.
+#   --no-bench leaves out bench, scaling, nccl-tests, nccl-tests-oneproc, latency, window, net-bench and
+#   net-median;
 #   --no-sanitizer leaves out memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
@@ -90,7 +93,7 @@ examples=1
 scaleout=0
 stress=1
 only=
-all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,latency,window,net,net-bench
+all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,latency,window,net,net-bench,net-median
 parts=
 while [ $# -gt 0 ]; do
   case $1 in
@@ -135,7 +138,7 @@ drop_parts() {
   done
   parts=$keep
 }
-[ "$bench" = 1 ] || drop_parts bench scaling nccl-tests nccl-tests-oneproc latency window net-bench
+[ "$bench" = 1 ] || drop_parts bench scaling nccl-tests nccl-tests-oneproc latency window net-bench net-median
 [ "$sanitize" = 1 ] || drop_parts memcheck
 
 # The configured source path first: when the build folder lies inside the source folder (the README's
@@ -721,24 +724,31 @@ if [ "$scaleout" = 1 ]; then
       oneproc_pair "$k" "${SWEEP_MAX_BYTES:-1G}"
     done
   fi
-  # 8 B latency, cudrv against nccl-tests: alternating long runs, medians (bench_nccl's table: raw time is
-  # the third column, cudrv's the fourth; all_reduce_perf's out-of-place time the sixth).
-  if part latency; then
-    for k in "${ranks_list[@]}"; do
-      : > "$out/latency-np$k.txt"
-      for ((r = 1; r <= ${LATENCY_ROUNDS:-5}; r++)); do
-        step "mpirun -np $k bench_nccl sweep at 8 B, 1000 iterations (round $r)" "latency-bench-np$k-$r.log" 120 \
-          mpirun -np "$k" "${mpi_opts[@]}" "$bench_nccl" sweep --min-bytes 8 --max-bytes 8 --iters 1000 --warmup-iters 100
-        awk -F'|' '/^\| 8 B \|/ {gsub(/[ us]/, "", $4); gsub(/[ us]/, "", $5); print "bench", $4, $5; exit}' \
-          "$out/latency-bench-np$k-$r.log" >> "$out/latency-np$k.txt"
-        if nccl_tests_ready > /dev/null; then
-          step "mpirun -np $k all_reduce_perf at 8 B, -n 1000 (round $r)" "latency-nccl-tests-np$k-$r.log" 120 \
-            mpirun -np "$k" "${mpi_opts[@]}" "$nccl_tests/all_reduce_perf" -b 8 -e 8 -g 1 -n 1000 -w 100 -c 1
-          awk '$1 == 8 && $3 == "float" {print "nccl-tests", $6; exit}' "$out/latency-nccl-tests-np$k-$r.log" \
-            >> "$out/latency-np$k.txt"
-        fi
-      done
-      python3 - "$out/latency-np$k.txt" "$k" << 'PY' | tee -a "$out/summary.txt"
+  # median_pair <label> <ranks> <bytes> <iterations> <mpirun options and wrapper...>: $LATENCY_ROUNDS
+  # (default 5) alternating runs of bench_nccl's sweep and all_reduce_perf at one size, then the medians
+  # of the times and their ratios (bench_nccl's table: raw time is the third column, cudrv's the fourth;
+  # all_reduce_perf's out-of-place time the sixth). At one size a ratio of times is the inverse of the
+  # ratio of bus bandwidths.
+  median_pair() {
+    local label=$1 ranks=$2 bytes=$3 iters=$4 r
+    shift 4
+    local warm=$((iters / 10 > 5 ? iters / 10 : 5))
+    : > "$out/median-$label.txt"
+    for ((r = 1; r <= ${LATENCY_ROUNDS:-5}; r++)); do
+      step "mpirun -np $ranks bench_nccl sweep at $bytes B, $iters iterations, $label (round $r)" \
+        "median-bench-$label-$r.log" 180 mpirun -np "$ranks" "$@" "$bench_nccl" sweep --min-bytes "$bytes" \
+        --max-bytes "$bytes" --iters "$iters" --warmup-iters "$warm"
+      awk -F'|' '/^\| [0-9]+ (B|KiB|MiB|GiB) \|/ {gsub(/[ us]/, "", $4); gsub(/[ us]/, "", $5); print "bench", $4, $5; exit}' \
+        "$out/median-bench-$label-$r.log" >> "$out/median-$label.txt"
+      if nccl_tests_ready > /dev/null; then
+        step "mpirun -np $ranks all_reduce_perf at $bytes B, -n $iters, $label (round $r)" \
+          "median-nccl-tests-$label-$r.log" 180 mpirun -np "$ranks" "$@" "$nccl_tests/all_reduce_perf" \
+          -b "$bytes" -e "$bytes" -g 1 -n "$iters" -w "$warm" -c 1
+        awk -v b="$bytes" '$1 == b && $3 == "float" {print "nccl-tests", $6; exit}' \
+          "$out/median-nccl-tests-$label-$r.log" >> "$out/median-$label.txt"
+      fi
+    done
+    python3 - "$out/median-$label.txt" "$ranks" "$bytes" << 'PY' | tee -a "$out/summary.txt"
 import statistics, sys
 raw, cudrv, nt = [], [], []
 for line in open(sys.argv[1]):
@@ -750,12 +760,20 @@ for line in open(sys.argv[1]):
 if not cudrv:
     sys.exit("no bench_nccl figures")
 c, r = statistics.median(cudrv), statistics.median(raw)
-line = f"8 B latency, {sys.argv[2]} ranks, median of {len(cudrv)} runs: cudrv {c:.2f} us, raw NCCL {r:.2f} us (cudrv/raw {c / r:.3f})"
+line = (f"{sys.argv[3]} B all-reduce, {sys.argv[2]} ranks, median of {len(cudrv)} runs: cudrv {c:.2f} us, "
+        f"raw NCCL {r:.2f} us (time cudrv/raw {c / r:.3f})")
 if nt:
     n = statistics.median(nt)
-    line += f", nccl-tests {n:.2f} us (median of {len(nt)}): cudrv/nccl-tests {c / n:.3f}, raw/nccl-tests {r / n:.3f}"
+    line += (f", nccl-tests {n:.2f} us (median of {len(nt)}): time cudrv/nccl-tests {c / n:.3f} "
+             f"(busbw {n / c:.3f}), raw/nccl-tests {r / n:.3f}")
 print(line)
 PY
+    record "medians $label" "${PIPESTATUS[0]}"
+  }
+  # 8 B latency, cudrv against nccl-tests, with 2 and N ranks: alternating long runs, medians.
+  if part latency; then
+    for k in "${ranks_list[@]}"; do
+      median_pair "latency-np$k" "$k" 8 1000 "${mpi_opts[@]}"
     done
   fi
 
@@ -817,6 +835,17 @@ PY
     echo "== the network path on one host, measured: $net_env_text" | tee -a "$out/summary.txt"
     allreduce_pair "net-np$ngpu" "$ngpu" "${NET_SWEEP_MAX_BYTES:-${SWEEP_MAX_BYTES:-1G}}" "${mpi_opts[@]}" "${net_opts[@]}" \
       ${net_wrap[@]+"${net_wrap[@]}"}
+  fi
+  # The same pair at a few sizes through the socket transport, alternating runs, medians: loopback TCP
+  # swings by +-25% between single runs.
+  if part net-median; then
+    echo "== the network path on one host, medians: $net_env_text" | tee -a "$out/summary.txt"
+    for bytes in ${NET_MEDIAN_SIZES:-8 1048576 16777216 67108864}; do
+      iters=50
+      [ "$bytes" -le 65536 ] && iters=1000
+      median_pair "net-np$ngpu-$bytes" "$ngpu" "$bytes" "$iters" "${mpi_opts[@]}" "${net_opts[@]}" \
+        ${net_wrap[@]+"${net_wrap[@]}"}
+    done
   fi
   part_end
   echo "== scale-out part times: $(printf '%s, ' "${part_times[@]}" | sed 's/, $//')" | tee -a "$out/summary.txt"
