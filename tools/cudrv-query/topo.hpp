@@ -22,14 +22,14 @@ struct system_info;
 
 /// One GPU of the topology view.
 struct topo_gpu {
-  int ordinal = 0;                                       ///< CUDA's ordinal (the matrix says GPU<ordinal>)
-  std::optional<unsigned int> nvml_index;                ///< NVML's index (nvidia-smi's GPU<index>)
-  std::string name;                                      ///< product name
-  std::string pci_bus_id;                                ///< as CUDA writes it, e.g. 0000:18:00.0
-  std::optional<std::vector<unsigned int>> cpus;         ///< CPU affinity (NVML, else sysfs local_cpulist)
-  std::optional<std::vector<unsigned int>> numa_nodes;   ///< NUMA affinity (NVML, else sysfs numa_node)
-  std::optional<unsigned int> gpu_numa_id;               ///< the GPU memory's own NUMA node (coherent systems)
-  unsigned int nvswitch_links = 0;                       ///< active NVLinks to an NVSwitch
+  int ordinal = 0;                                      ///< CUDA's ordinal (the matrix says GPU<ordinal>)
+  std::optional<unsigned int> nvml_index;               ///< NVML's index (nvidia-smi's GPU<index>)
+  std::string name;                                     ///< product name
+  std::string pci_bus_id;                               ///< as CUDA writes it, e.g. 0000:18:00.0
+  std::optional<std::vector<unsigned int>> cpus;        ///< CPU affinity (NVML, else sysfs local_cpulist)
+  std::optional<std::vector<unsigned int>> numa_nodes;  ///< NUMA affinity (NVML, else sysfs numa_node)
+  std::optional<unsigned int> gpu_numa_id;              ///< the GPU memory's own NUMA node (coherent systems)
+  unsigned int nvswitch_links = 0;                      ///< active NVLinks to an NVSwitch
 };
 
 /// One RDMA NIC (an entry of <sysfs>/class/infiniband).
@@ -40,9 +40,9 @@ struct topo_nic {
 
 /// How two endpoints of the matrix are connected.
 struct topo_relation {
-  std::string name;          ///< X, NV<n>, PIX, PXB, PHB, NODE, SYS, or N/A when unknown
-  unsigned int nvlinks = 0;  ///< the n of NV<n> (GPU pairs only)
-  bool via_nvswitch = false; ///< some of those links reach the other GPU through NVSwitches
+  std::string name;                 ///< X, NV<n>, PIX, PXB, PHB, NODE, SYS, or N/A when unknown
+  unsigned int nvlinks = 0;         ///< the n of NV<n> (GPU pairs only)
+  bool via_nvswitch = false;        ///< some of those links reach the other GPU through NVSwitches
   std::optional<std::string> pcie;  ///< the PCIe level (PIX ... SYS) whether or not NVLink bonds the pair
 };
 
