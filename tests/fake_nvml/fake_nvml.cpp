@@ -659,6 +659,13 @@ ret topo_link_remote(nvmlDevice_st* d, unsigned int link, void* out) {
 
 FAKE_EXPORT ret nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_st* d, unsigned int link, int* type) {
   FAKE_ENTER("nvmlDeviceGetNvLinkRemoteDeviceType");
+  if (!topo().configured) {  // the NVLinks above: index 0's link 0 reaches a GPU, link 1 is down
+    if (ret r = only_full(d); r != ok) return r;
+    if (link >= 2) return invalid_argument;
+    if (link != 0) return not_supported;
+    *type = 0;
+    return ok;
+  }
   const int i = gpu_index(d);
   if (i < 0 || link >= 18) return invalid_argument;
   const int target = link_target(static_cast<unsigned int>(i), link);

@@ -221,7 +221,9 @@ TEST_CASE("topo: NICs come from sysfs, each GPU-NIC relation from the PCI paths"
   CHECK(t["nics"][0]["pci_bus_id"] == "0000:0c:00.0");
   CHECK(t["nics"][1]["name"] == "mlx5_1");
   // Rows GPU0..GPU3, NIC0, NIC1; columns NIC0, NIC1.
-  auto nic_columns = [&](std::size_t row) { return std::vector<std::string>{t["matrix"][row][4], t["matrix"][row][5]}; };
+  auto nic_columns = [&](std::size_t row) {
+    return std::vector<std::string>{t["matrix"][row][4], t["matrix"][row][5]};
+  };
   CHECK(nic_columns(0) == std::vector<std::string>{"PHB", "SYS"});
   CHECK(nic_columns(1) == std::vector<std::string>{"PIX", "SYS"});
   CHECK(nic_columns(2) == std::vector<std::string>{"SYS", "PXB"});
@@ -241,9 +243,9 @@ TEST_CASE("topo: an NVML that answers nothing of the topology gives N/A, not an 
   // The stand-in's default: NVML index 1 (CUDA device 0) supports nothing, so the pair is N/A.
   fake_sysfs sysfs;
   const query_test::process_result r =
-      run_query({"--topo", "--json"}, {std::string("CUDRV_LIBCUDA=") + CUDRV_TEST_FAKE_CUDA,
-                                       std::string("CUDRV_LIBNVML=") + CUDRV_TEST_FAKE_NVML,
-                                       "CUDRV_QUERY_SYSFS_ROOT=" + sysfs.root()},
+      run_query({"--topo", "--json"},
+                {std::string("CUDRV_LIBCUDA=") + CUDRV_TEST_FAKE_CUDA,
+                 std::string("CUDRV_LIBNVML=") + CUDRV_TEST_FAKE_NVML, "CUDRV_QUERY_SYSFS_ROOT=" + sysfs.root()},
                 {"FAKE_NVML_TOPOLOGY", "FAKE_CUDA_DEVICES"});
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
