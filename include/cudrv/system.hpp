@@ -259,7 +259,7 @@ struct process_info {
 // --- issue 36: topology (the types; the functions are at the end of nvml_device) ---------------
 
 /// @brief How far apart two GPUs are on PCIe: the nearest ancestor they share in the PCI tree
-/// (`nvmlGpuTopologyLevel_t`), nearest first. @ref to_string gives nvidia-smi's names (`PIX`, `PXB`, ...).
+/// (`nvmlGpuTopologyLevel_t`), nearest first. `to_string` gives nvidia-smi's names (`PIX`, `PXB`, ...).
 enum class topology_level {
   internal = 0,      ///< on one board (a board with two GPUs)
   single = 10,       ///< through at most one PCIe bridge or switch (nvidia-smi's `PIX`)
