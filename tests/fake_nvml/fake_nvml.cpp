@@ -518,6 +518,7 @@ FAKE_EXPORT ret nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_st* d, unsig
 //                       NOT_SUPPORTED, "" for an empty mask
 //   FAKE_NVML_NUMA      per GPU, ';'-separated: its memory affinity (NUMA nodes), likewise
 //   FAKE_NVML_GPU_NUMA  per GPU, ';'-separated: its GPU memory's NUMA node, "-" for NOT_SUPPORTED
+//   FAKE_NVML_NO_REMOTE_TYPE  when set, nvmlDeviceGetNvLinkRemoteDeviceType answers NOT_SUPPORTED
 // A GPU's links are numbered in order of the GPUs they reach, then its NVSwitch links.
 namespace {
 
@@ -659,6 +660,7 @@ ret topo_link_remote(nvmlDevice_st* d, unsigned int link, void* out) {
 
 FAKE_EXPORT ret nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_st* d, unsigned int link, int* type) {
   FAKE_ENTER("nvmlDeviceGetNvLinkRemoteDeviceType");
+  if (std::getenv("FAKE_NVML_NO_REMOTE_TYPE") != nullptr) return not_supported;  // an NVML that cannot tell
   if (!topo().configured) {  // the NVLinks above: index 0's link 0 reaches a GPU, link 1 is down
     if (ret r = only_full(d); r != ok) return r;
     if (link >= 2) return invalid_argument;

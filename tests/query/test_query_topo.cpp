@@ -182,6 +182,21 @@ TEST_CASE("topo: the text is nvidia-smi's matrix, legend and affinity columns, l
   CHECK_FALSE(contains(r.out, "NIC Legend"));  // no NIC, no NIC legend
 }
 
+TEST_CASE("topo: where NVML cannot tell what a link reaches, a far end that is no GPU is an NVSwitch",
+          "[query][topo]") {
+  fake_sysfs sysfs;
+  std::vector<std::string> env = four_gpus(sysfs.root());
+  env.emplace_back("FAKE_NVML_NO_REMOTE_TYPE=1");
+  const query_test::process_result r = run_query({"--topo", "--json"}, env);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  const nlohmann::json t = query_test::parse(r.out)["topology"];
+  CHECK(t["matrix"][0][1] == "NV4");  // the far ends of these links are GPUs
+  CHECK(t["matrix"][2][3] == "NV12");
+  CHECK(t["gpus"][2]["nvswitch_links"] == 18);
+  CHECK(t["gpus"][0]["nvswitch_links"] == 0);
+}
+
 TEST_CASE("topo: -d selects the GPUs of the matrix, NVLinks to a GPU left out are not counted", "[query][topo]") {
   fake_sysfs sysfs;
   const query_test::process_result r = run_query({"--topo", "--json", "-d", "1,2"}, four_gpus(sysfs.root()));

@@ -85,7 +85,42 @@ struct nvml_side {
   std::optional<pci_key> pci;
 };
 
-nvml_side read_nvml(const system_info& info, const device_info& d, topo_gpu& g) {
+// Every GPU NVML sees, by PCI location (a link's far end that is none of them is no GPU).
+std::vector<pci_key> every_gpu() {
+  std::vector<pci_key> out;
+  for (const sys::nvml_device& gpu : quietly([] { return sys::devices(); })) {
+    if (std::optional<sys::pci_info> p = quietly([&] { return gpu.pci(); })) {
+      out.emplace_back(p->domain, p->bus, p->device);
+    }
+  }
+  return out;
+}
+
+// Sorts the GPU's active NVLinks: to a GPU (gpu_link_ends) or to an NVSwitch (nvswitch_links). Where
+// NVML cannot say what a link reaches (an NVML without nvmlDeviceGetNvLinkRemoteDeviceType, or one
+// that answers "unknown"), a far end that is no GPU NVML sees is taken for an NVSwitch.
+void read_links(const sys::nvml_device& h, const std::vector<pci_key>& gpus, nvml_side& side, topo_gpu& g) {
+  for (const sys::nvlink_readings& l : quietly([&] { return h.nvlinks(); })) {
+    if (!l.active) {
+      continue;
+    }
+    const std::optional<sys::nvlink_remote_device> type = quietly([&] { return h.nvlink_remote_type(l.link); });
+    const bool known = type == sys::nvlink_remote_device::gpu || type == sys::nvlink_remote_device::nvswitch;
+    std::optional<pci_key> end;
+    if (l.remote) {
+      end = pci_key{l.remote->domain, l.remote->bus, l.remote->device};
+    }
+    const bool to_gpu =
+        known ? type == sys::nvlink_remote_device::gpu : end && std::find(gpus.begin(), gpus.end(), *end) != gpus.end();
+    if (type == sys::nvlink_remote_device::nvswitch || (!known && end && !to_gpu)) {
+      ++g.nvswitch_links;
+    } else if (to_gpu && end) {
+      side.gpu_link_ends.push_back(*end);
+    }
+  }
+}
+
+nvml_side read_nvml(const system_info& info, const device_info& d, const std::vector<pci_key>& gpus, topo_gpu& g) {
   nvml_side side;
   if (!info.nvml.available) {
     return side;
@@ -105,17 +140,7 @@ nvml_side read_nvml(const system_info& info, const device_info& d, topo_gpu& g) 
   if (std::optional<sys::pci_info> p = quietly([&] { return h.pci(); })) {
     side.pci = pci_key{p->domain, p->bus, p->device};
   }
-  for (const sys::nvlink_readings& l : quietly([&] { return h.nvlinks(); })) {
-    if (!l.active) {
-      continue;
-    }
-    const std::optional<sys::nvlink_remote_device> type = quietly([&] { return h.nvlink_remote_type(l.link); });
-    if (type == sys::nvlink_remote_device::nvswitch) {
-      ++g.nvswitch_links;
-    } else if (l.remote && (!type || type == sys::nvlink_remote_device::gpu)) {
-      side.gpu_link_ends.emplace_back(l.remote->domain, l.remote->bus, l.remote->device);
-    }
-  }
+  read_links(h, gpus, side, g);
   return side;
 }
 
@@ -267,12 +292,13 @@ std::optional<std::string> sysfs_pcie_relation(const std::string& root, const st
 topology_info collect_topology(const system_info& info, const std::string& root) {
   topology_info t;
   std::vector<nvml_side> nvml;
+  const std::vector<pci_key> every = info.nvml.available ? every_gpu() : std::vector<pci_key>{};
   for (const device_info& d : info.devices) {
     topo_gpu g;
     g.ordinal = d.ordinal;
     g.name = d.name;
     g.pci_bus_id = d.pci_bus_id;
-    nvml.push_back(read_nvml(info, d, g));
+    nvml.push_back(read_nvml(info, d, every, g));
     read_sysfs_affinity(root, g);
     t.gpus.push_back(std::move(g));
   }
