@@ -46,9 +46,11 @@ std::optional<smi_topology> nvidia_smi_topology(std::string& why) {
     return std::nullopt;
   }
   smi_topology t;
+  // nvidia-smi may underline or embolden the header with ANSI escapes, even into a pipe.
+  const std::string text = std::regex_replace(r.out, std::regex("\x1b\\[[0-9;]*m"), "");
   const std::regex label("^(GPU|NIC)[0-9]+$");
   const std::regex legend("^\\s*(NIC[0-9]+): (\\S+)\\s*$");
-  std::stringstream in(r.out);
+  std::stringstream in(text);
   std::string line;
   bool header_seen = false;
   while (std::getline(in, line)) {
@@ -59,7 +61,7 @@ std::optional<smi_topology> nvidia_smi_topology(std::string& why) {
     }
     const std::vector<std::string> f = fields(line);
     if (f.empty()) continue;
-    if (!header_seen && line[0] == '\t' && std::regex_match(f[0], label)) {
+    if (!header_seen && (line[0] == '\t' || line[0] == ' ') && std::regex_match(f[0], label)) {
       for (const std::string& h : f) {
         if (std::regex_match(h, label)) t.labels.push_back(h);
       }
