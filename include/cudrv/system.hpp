@@ -1,7 +1,8 @@
 /// @file system.hpp
 /// @brief NVML from the library: the driver's and NVML's versions, the GPUs NVML sees matched to
 /// cudrv's devices, and what NVML measures of each (utilization, memory, power, temperature, clocks
-/// and clock-event reasons, PCIe and NVLink, ECC, retired pages and remapped rows, modes, processes).
+/// and clock-event reasons, PCIe and NVLink, ECC, retired pages and remapped rows, modes, processes),
+/// and how the GPUs are connected (PCIe levels, what each NVLink reaches, CPU and NUMA affinity).
 ///
 /// NVML (`libnvidia-ml.so.1`, installed with the driver) is opened at run time with dlopen, never
 /// linked, and initialised on first use (one `nvmlInit_v2` for the process, thread safe; the matching
