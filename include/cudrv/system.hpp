@@ -1,7 +1,8 @@
 /// @file system.hpp
 /// @brief NVML from the library: the driver's and NVML's versions, the GPUs NVML sees matched to
 /// cudrv's devices, and what NVML measures of each (utilization, memory, power, temperature, clocks
-/// and clock-event reasons, PCIe and NVLink, ECC, retired pages and remapped rows, modes, processes).
+/// and clock-event reasons, PCIe and NVLink, ECC, retired pages and remapped rows, modes, processes),
+/// and how the GPUs are connected (PCIe levels, what each NVLink reaches, CPU and NUMA affinity).
 ///
 /// NVML (`libnvidia-ml.so.1`, installed with the driver) is opened at run time with dlopen, never
 /// linked, and initialised on first use (one `nvmlInit_v2` for the process, thread safe; the matching
@@ -256,6 +257,33 @@ struct process_info {
   std::optional<unsigned int> compute_instance_id;  ///< MIG compute instance, when MIG is on
 };
 
+// --- issue 36: topology (the types; the functions are at the end of nvml_device) ---------------
+
+/// @brief How far apart two GPUs are on PCIe: the nearest ancestor they share in the PCI tree
+/// (`nvmlGpuTopologyLevel_t`), nearest first. `to_string` gives nvidia-smi's names (`PIX`, `PXB`, ...).
+enum class topology_level {
+  internal = 0,      ///< on one board (a board with two GPUs)
+  single = 10,       ///< through at most one PCIe bridge or switch (nvidia-smi's `PIX`)
+  multiple = 20,     ///< through several PCIe bridges, below one host bridge (`PXB`)
+  host_bridge = 30,  ///< through a PCIe host bridge, typically the CPU (`PHB`)
+  node = 40,         ///< across host bridges within one NUMA node (`NODE`)
+  system = 50,       ///< across NUMA nodes, through the SMP interconnect such as QPI/UPI (`SYS`)
+};
+
+/// @brief nvidia-smi's name of a level: `PIX` (@ref topology_level::internal too: two GPUs of one board
+/// sit behind the board's own PCIe switch), `PXB`, `PHB`, `NODE`, `SYS`; "" for a value NVML may add later.
+[[nodiscard]] std::string_view to_string(topology_level level) noexcept;
+
+/// @brief What is at the far end of an NVLink (`nvmlIntNvLinkDeviceType_t`).
+enum class nvlink_remote_device {
+  gpu = 0,        ///< another GPU (its PCI location is @ref nvlink_readings::remote)
+  ibm_npu = 1,    ///< an IBM POWER CPU's NVLink port
+  nvswitch = 2,   ///< an NVSwitch (every GPU on the switches is reached through it)
+  unknown = 255,  ///< NVML cannot tell
+};
+
+// --- end of issue 36: topology types ------------------------------------------------------------
+
 /// @brief A GPU (or a MIG instance) as NVML sees it: a non-owning handle (NVML devices are never
 /// released), cheap to copy.
 ///
@@ -350,6 +378,26 @@ class nvml_device {
   /// change between NVML's size query and its answer: cudrv asks again, a bounded number of times.
   /// @throws nvml_error `NVML_ERROR_INSUFFICIENT_SIZE` when the list kept growing past those tries
   [[nodiscard]] std::vector<process_info> processes() const;
+
+  // --- issue 36: topology ------------------------------------------------------------------------
+  /// @brief How this GPU and @p other are connected on PCIe (`nvmlDeviceGetTopologyCommonAncestor`);
+  /// empty where NVML does not support it (a MIG instance, some virtual machines). NVLink is not
+  /// considered: see @ref nvlinks and @ref nvlink_remote_type.
+  [[nodiscard]] std::optional<topology_level> topology_common_ancestor(nvml_device other) const;
+  /// @brief The CPUs close to the GPU, ascending (`nvmlDeviceGetCpuAffinityWithinScope` with the NUMA
+  /// node scope, or `nvmlDeviceGetCpuAffinity` where NVML predates it): where a process that uses the
+  /// GPU should run. Empty where NVML cannot tell; an empty list where it answers with no CPU.
+  [[nodiscard]] std::optional<std::vector<unsigned int>> cpu_affinity() const;
+  /// @brief The NUMA nodes whose memory is close to the GPU, ascending (`nvmlDeviceGetMemoryAffinity`
+  /// with the NUMA node scope: nvidia-smi's "NUMA Affinity"). Empty where NVML cannot tell.
+  [[nodiscard]] std::optional<std::vector<unsigned int>> memory_affinity() const;
+  /// @brief The NUMA node that is the GPU's own memory, on systems where the GPU memory is a NUMA node
+  /// (coherent CPU-GPU systems such as Grace Hopper; `nvmlDeviceGetNumaNodeId`); empty elsewhere
+  /// (nvidia-smi's "GPU NUMA ID" N/A).
+  [[nodiscard]] std::optional<unsigned int> numa_node_id() const;
+  /// @brief What link @p link connects to (`nvmlDeviceGetNvLinkRemoteDeviceType`); empty for a link
+  /// that does not exist or is down, or where NVML predates the function.
+  [[nodiscard]] std::optional<nvlink_remote_device> nvlink_remote_type(unsigned int link) const;
 
   /// @brief Handles compare by the NVML device they name.
   [[nodiscard]] friend bool operator==(nvml_device a, nvml_device b) noexcept { return a.handle_ == b.handle_; }

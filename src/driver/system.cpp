@@ -603,4 +603,83 @@ std::vector<process_info> nvml_device::processes() const {
   return out;
 }
 
+// --- issue 36: topology --------------------------------------------------------------------------------
+
+namespace {
+
+// The numbers set in an NVML mask of unsigned longs (bit b of word w is number w * bits + b), ascending.
+std::vector<unsigned int> mask_members(const std::vector<unsigned long>& mask) {
+  std::vector<unsigned int> out;
+  constexpr unsigned int bits = 8 * sizeof(unsigned long);
+  for (std::size_t w = 0; w < mask.size(); ++w) {
+    for (unsigned int b = 0; b < bits; ++b) {
+      if ((mask[w] >> b) & 1UL) {
+        out.push_back(static_cast<unsigned int>(w * bits + b));
+      }
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string_view to_string(topology_level level) noexcept {
+  switch (level) {
+    case topology_level::internal:
+    case topology_level::single: return "PIX";
+    case topology_level::multiple: return "PXB";
+    case topology_level::host_bridge: return "PHB";
+    case topology_level::node: return "NODE";
+    case topology_level::system: return "SYS";
+  }
+  return "";
+}
+
+std::optional<topology_level> nvml_device::topology_common_ancestor(nvml_device other) const {
+  int level = 0;  // nvmlGpuTopologyLevel_t
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetTopologyCommonAncestor, handle_, other.handle_, &level)) {
+    return std::nullopt;
+  }
+  return static_cast<topology_level>(level);
+}
+
+std::optional<std::vector<unsigned int>> nvml_device::cpu_affinity() const {
+  std::vector<unsigned long> mask(nv::cpu_mask_words, 0UL);
+  const bool ok = nv::loaded().nvmlDeviceGetCpuAffinityWithinScope != nullptr
+                      ? CUDRV_NVML_GOT(nvmlDeviceGetCpuAffinityWithinScope, handle_, nv::cpu_mask_words, mask.data(),
+                                       nv::affinity_scope_node)
+                      : CUDRV_NVML_GOT(nvmlDeviceGetCpuAffinity, handle_, nv::cpu_mask_words, mask.data());
+  if (!ok) {
+    return std::nullopt;
+  }
+  return mask_members(mask);
+}
+
+std::optional<std::vector<unsigned int>> nvml_device::memory_affinity() const {
+  std::vector<unsigned long> mask(nv::node_mask_words, 0UL);
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetMemoryAffinity, handle_, nv::node_mask_words, mask.data(),
+                      nv::affinity_scope_node)) {
+    return std::nullopt;
+  }
+  return mask_members(mask);
+}
+
+std::optional<unsigned int> nvml_device::numa_node_id() const {
+  unsigned int node = 0;
+  return maybe(CUDRV_NVML_GOT(nvmlDeviceGetNumaNodeId, handle_, &node), node);
+}
+
+std::optional<nvlink_remote_device> nvml_device::nvlink_remote_type(unsigned int link) const {
+  int type = 0;  // nvmlIntNvLinkDeviceType_t
+  if (!CUDRV_NVML_LINK_GOT(nvmlDeviceGetNvLinkRemoteDeviceType, handle_, link, &type)) {
+    return std::nullopt;
+  }
+  switch (type) {
+    case 0: return nvlink_remote_device::gpu;
+    case 1: return nvlink_remote_device::ibm_npu;
+    case 2: return nvlink_remote_device::nvswitch;
+    default: return nvlink_remote_device::unknown;
+  }
+}
+
 }  // namespace cudrv::system

@@ -86,6 +86,11 @@ constexpr unsigned int max_nvlinks = 18;                   // NVML_NVLINK_MAX_LI
 constexpr unsigned long long value_not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 constexpr int pstate_unknown = 32;                         // NVML_PSTATE_UNKNOWN
 constexpr unsigned int text_buffer = 96;  // larger than NVML's name (96), UUID (80) and version (80) sizes
+// issue 36: topology. nvmlAffinityScope_t's NVML_AFFINITY_SCOPE_NODE; the room given to the CPU and
+// NUMA-node masks, in unsigned longs (8192 CPUs, 1024 nodes).
+constexpr int affinity_scope_node = 0;
+constexpr unsigned int cpu_mask_words = 8192 / (8 * sizeof(unsigned long));
+constexpr unsigned int node_mask_words = 1024 / (8 * sizeof(unsigned long));
 
 // The entry points: name and type. The first seven are required; the others may be missing from an
 // older NVML (then the fields they give are empty).
@@ -145,7 +150,14 @@ constexpr unsigned int text_buffer = 96;  // larger than NVML's name (96), UUID 
   X(nvmlDeviceGetPersistenceMode, ret (*)(handle, int*))                                                    \
   X(nvmlDeviceGetPerformanceState, ret (*)(handle, int*))                                                   \
   X(nvmlDeviceGetComputeRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))                      \
-  X(nvmlDeviceGetGraphicsRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))
+  X(nvmlDeviceGetGraphicsRunningProcesses_v3, ret (*)(handle, unsigned int*, process*))                     \
+  /* issue 36: topology */                                                                                  \
+  X(nvmlDeviceGetTopologyCommonAncestor, ret (*)(handle, handle, int*))                                     \
+  X(nvmlDeviceGetCpuAffinity, ret (*)(handle, unsigned int, unsigned long*))                                \
+  X(nvmlDeviceGetCpuAffinityWithinScope, ret (*)(handle, unsigned int, unsigned long*, int))                \
+  X(nvmlDeviceGetMemoryAffinity, ret (*)(handle, unsigned int, unsigned long*, int))                        \
+  X(nvmlDeviceGetNumaNodeId, ret (*)(handle, unsigned int*))                                                \
+  X(nvmlDeviceGetNvLinkRemoteDeviceType, ret (*)(handle, unsigned int, int*))
 
 struct api {
 #define CUDRV_NVML_MEMBER(name, type) std::type_identity_t<type> name = nullptr;

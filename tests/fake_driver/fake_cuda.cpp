@@ -3732,14 +3732,19 @@ CUresult CUDAAPI fake_cuDeviceGetUuid(CUuuid* uuid, CUdevice d) {
   return CUDA_SUCCESS;
 }
 
-// Device 0 at bus 0x9a, device 1 at bus 0x1b (where tests/fake_nvml/fake_nvml.cpp puts the same GPUs).
+// Device 0 at bus 0x9a, device 1 at bus 0x1b, device d >= 2 at 0x40 + 0x10 * (d - 2) (where
+// tests/fake_nvml/fake_nvml.cpp puts the same GPUs).
 CUresult CUDAAPI fake_cuDeviceGetPCIBusId(char* id, int len, CUdevice d) {
   FAKE_ENTER_ALWAYS();
   if (d < 0 || d >= static_cast<int>(st().devices.size()) || len <= 0) {
     return fail(d < 0 || d >= static_cast<int>(st().devices.size()) ? CUDA_ERROR_INVALID_DEVICE
                                                                     : CUDA_ERROR_INVALID_VALUE);
   }
-  std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0", d == 1 ? 0x1b : 0x9a);
+  // Devices from 2 on (issue 36: topology) where the stand-in NVML puts its GPUs of index 2 on.
+  std::snprintf(id, static_cast<std::size_t>(len), "0000:%02x:00.0",
+                d == 1   ? 0x1b
+                : d == 0 ? 0x9a
+                         : 0x40 + 0x10 * (d - 2));
   return CUDA_SUCCESS;
 }
 

@@ -8,12 +8,16 @@
 //            what a MIG handle does not support, as NVML does.
 // Hooks (fake_nvml_*): make a function fail, grow the process list between calls, read counters.
 // FAKE_NVML_INIT_RESULT=<n> makes nvmlInit_v2 return n.
+// Issue 36 (topology): FAKE_NVML_TOPOLOGY makes NVML see more GPUs, connected as it says; see the block
+// at the end. GPUs from index 2 on are full GPUs like index 0; index i is the fake driver's CUDA device i.
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
 
@@ -26,7 +30,17 @@ namespace {
 using ret = int;
 constexpr ret ok = 0, uninitialized = 1, invalid_argument = 2, not_supported = 3, not_found = 6, insufficient_size = 7;
 
-nvmlDevice_st gpus[3] = {{0}, {1}, {2}};
+nvmlDevice_st gpus[10] = {{0}, {1}, {2}, {3}, {4}, {5}, {6}, {7}, {8}, {9}};  // ids 3..9: NVML index 2..8
+
+// issue 36: topology (defined at the end). How many GPUs NVML sees, and an NVML index's device id.
+unsigned int gpu_count();
+inline int id_of_index(unsigned int i) { return i < 2 ? static_cast<int>(i) : static_cast<int>(i) + 1; }
+inline unsigned int index_of_id(int id) {
+  return id < 2 ? static_cast<unsigned int>(id) : static_cast<unsigned int>(id - 1);
+}
+bool topology_configured();
+ret topo_link_state(nvmlDevice_st* d, unsigned int link, int* active);
+ret topo_link_remote(nvmlDevice_st* d, unsigned int link, void* pci);
 
 struct pci_t {
   char bus_id_legacy[16];
@@ -85,6 +99,7 @@ std::string uuid_text(const char* prefix, unsigned char first) {
   return out;
 }
 std::string uuid_of(int id) {
+  if (id >= 3) return uuid_text("GPU-", static_cast<unsigned char>(0xc0 + index_of_id(id)));
   return id == 0 ? uuid_text("GPU-", 0xc1) : id == 1 ? uuid_text("GPU-", 0xc0) : uuid_text("MIG-", 0xd0);
 }
 
@@ -94,9 +109,21 @@ ret copy_text(const std::string& text, char* out, unsigned int size) {
   return ok;
 }
 
+void fill_pci(int id, pci_t* p) {
+  std::memset(p, 0, sizeof(*p));
+  p->bus = id == 0 ? 0x1b : id == 1 ? 0x9a : 0x40 + 0x10 * (index_of_id(id) - 2);
+  p->pci_device_id = id == 1 ? 0x27b810de : 0x233010de;
+  p->pci_subsystem_id = 0x16c110de;
+  std::snprintf(p->bus_id, sizeof(p->bus_id), "00000000:%02X:00.0", p->bus);
+  std::snprintf(p->bus_id_legacy, sizeof(p->bus_id_legacy), "0000:%02X:00.0", p->bus);
+}
+
 // What device 0 alone supports; device 1 answers NOT_SUPPORTED, the MIG instance INVALID_ARGUMENT.
 ret only_full(nvmlDevice_st* d) {
-  return d == nullptr ? invalid_argument : d->id == 0 ? ok : d->id == 1 ? not_supported : invalid_argument;
+  return d == nullptr               ? invalid_argument
+         : d->id == 0 || d->id >= 3 ? ok
+         : d->id == 1               ? not_supported
+                                    : invalid_argument;
 }
 
 }  // namespace
@@ -178,18 +205,18 @@ FAKE_EXPORT ret nvmlSystemGetCudaDriverVersion_v2(int* v) {
 }
 FAKE_EXPORT ret nvmlDeviceGetCount_v2(unsigned int* n) {
   FAKE_ENTER("nvmlDeviceGetCount_v2");
-  *n = 2;
+  *n = gpu_count();
   return ok;
 }
 FAKE_EXPORT ret nvmlDeviceGetHandleByIndex_v2(unsigned int i, nvmlDevice_st** h) {
   FAKE_ENTER("nvmlDeviceGetHandleByIndex_v2");
-  if (i >= 2) return invalid_argument;
-  *h = &gpus[i];
+  if (i >= gpu_count()) return invalid_argument;
+  *h = &gpus[id_of_index(i)];
   return ok;
 }
 FAKE_EXPORT ret nvmlDeviceGetHandleByUUID(const char* uuid, nvmlDevice_st** h) {
   FAKE_ENTER("nvmlDeviceGetHandleByUUID");
-  for (int id = 0; id < 3; ++id) {
+  for (int id = 0; id < static_cast<int>(gpu_count()) + 1; ++id) {
     if (uuid_of(id) == uuid) {
       *h = &gpus[id];
       return ok;
@@ -216,14 +243,14 @@ FAKE_EXPORT ret nvmlDeviceGetUUID(nvmlDevice_st* d, char* out, unsigned int size
 FAKE_EXPORT ret nvmlDeviceGetIndex(nvmlDevice_st* d, unsigned int* i) {
   FAKE_ENTER("nvmlDeviceGetIndex");
   if (d->id == 2) return invalid_argument;
-  *i = static_cast<unsigned int>(d->id);
+  *i = index_of_id(d->id);
   return ok;
 }
 FAKE_EXPORT ret nvmlDeviceGetName(nvmlDevice_st* d, char* out, unsigned int size) {
   FAKE_ENTER("nvmlDeviceGetName");
-  return copy_text(d->id == 0   ? "NVIDIA Fake H100"
-                   : d->id == 1 ? "NVIDIA Fake L4"
-                                : "NVIDIA Fake L4 MIG 1g.6gb",
+  return copy_text(d->id == 1   ? "NVIDIA Fake L4"
+                   : d->id == 2 ? "NVIDIA Fake L4 MIG 1g.6gb"
+                                : "NVIDIA Fake H100",
                    out, size);
 }
 FAKE_EXPORT ret nvmlDeviceGetSerial(nvmlDevice_st* d, char* out, unsigned int size) {
@@ -234,12 +261,7 @@ FAKE_EXPORT ret nvmlDeviceGetSerial(nvmlDevice_st* d, char* out, unsigned int si
 FAKE_EXPORT ret nvmlDeviceGetPciInfo_v3(nvmlDevice_st* d, pci_t* p) {
   FAKE_ENTER("nvmlDeviceGetPciInfo_v3");
   if (d->id == 2) return invalid_argument;
-  std::memset(p, 0, sizeof(*p));
-  p->bus = d->id == 0 ? 0x1b : 0x9a;
-  p->pci_device_id = d->id == 0 ? 0x233010de : 0x27b810de;
-  p->pci_subsystem_id = 0x16c110de;
-  std::snprintf(p->bus_id, sizeof(p->bus_id), "00000000:%02X:00.0", p->bus);
-  std::snprintf(p->bus_id_legacy, sizeof(p->bus_id_legacy), "0000:%02X:00.0", p->bus);
+  fill_pci(d->id, p);
   return ok;
 }
 FAKE_EXPORT ret nvmlDeviceIsMigDeviceHandle(nvmlDevice_st* d, unsigned int* is_mig) {
@@ -262,7 +284,7 @@ FAKE_EXPORT ret nvmlDeviceGetUtilizationRates(nvmlDevice_st* d, utilization_t* u
 FAKE_EXPORT ret nvmlDeviceGetMemoryInfo(nvmlDevice_st* d, memory_t* m) {
   FAKE_ENTER("nvmlDeviceGetMemoryInfo");
   constexpr unsigned long long gib = 1ULL << 30;
-  if (d->id == 0) *m = {80 * gib, 70 * gib, 10 * gib};
+  if (d->id == 0 || d->id >= 3) *m = {80 * gib, 70 * gib, 10 * gib};
   if (d->id == 1) *m = {24 * gib, 20 * gib, 4 * gib};
   if (d->id == 2) *m = {6 * gib, 5 * gib, 1 * gib};  // the MIG instance's own
   return ok;
@@ -365,6 +387,7 @@ FAKE_EXPORT ret nvmlDeviceGetPcieThroughput(nvmlDevice_st* d, int counter, unsig
 // NVLinks: device 0 has link 0 up and link 1 down; other links do not exist (INVALID_ARGUMENT).
 FAKE_EXPORT ret nvmlDeviceGetNvLinkState(nvmlDevice_st* d, unsigned int link, int* active) {
   FAKE_ENTER("nvmlDeviceGetNvLinkState");
+  if (topology_configured()) return topo_link_state(d, link, active);  // issue 36: topology
   if (ret r = only_full(d); r != ok) return r;
   if (link >= 2) return invalid_argument;
   *active = link == 0 ? 1 : 0;
@@ -379,6 +402,7 @@ FAKE_EXPORT ret nvmlDeviceGetNvLinkVersion(nvmlDevice_st* d, unsigned int link, 
 }
 FAKE_EXPORT ret nvmlDeviceGetNvLinkRemotePciInfo_v2(nvmlDevice_st* d, unsigned int link, pci_t* p) {
   FAKE_ENTER("nvmlDeviceGetNvLinkRemotePciInfo_v2");
+  if (topology_configured()) return topo_link_remote(d, link, p);  // issue 36: topology
   if (ret r = only_full(d); r != ok) return r;
   if (link != 0) return not_supported;  // a link that is down has no remote end
   std::memset(p, 0, sizeof(*p));
@@ -480,5 +504,205 @@ FAKE_EXPORT ret nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_st* d, unsig
   }
   out[0] = {99, 5ULL << 20, 1, 0};
   *count = 1;
+  return ok;
+}
+
+// --- issue 36: topology ------------------------------------------------------------------------------
+// Without FAKE_NVML_TOPOLOGY: the two GPUs above, index 0 answering (SYS between them, CPUs 0-7, NUMA
+// node 0), index 1 NOT_SUPPORTED. With it, NVML sees one GPU per row of the matrix it gives:
+//   FAKE_NVML_TOPOLOGY  rows separated by ';', entries by ','; entry j of row i is how NVML index i
+//                       reaches index j: X (itself), a PCIe level (PIX, PXB, PHB, NODE, SYS), and
+//                       "+NV<n>" for n NVLinks between the two, e.g. "X,PXB+NV4;PXB+NV4,X"
+//   FAKE_NVML_NVSWITCH  per GPU, ','-separated: how many more of its links go to an NVSwitch
+//   FAKE_NVML_CPUS      per GPU, ';'-separated: its CPU affinity as a list ("0-3,8-11"), "-" for
+//                       NOT_SUPPORTED, "" for an empty mask
+//   FAKE_NVML_NUMA      per GPU, ';'-separated: its memory affinity (NUMA nodes), likewise
+//   FAKE_NVML_GPU_NUMA  per GPU, ';'-separated: its GPU memory's NUMA node, "-" for NOT_SUPPORTED
+//   FAKE_NVML_NO_REMOTE_TYPE  when set, nvmlDeviceGetNvLinkRemoteDeviceType answers NOT_SUPPORTED
+// A GPU's links are numbered in order of the GPUs they reach, then its NVSwitch links.
+namespace {
+
+struct topo_config {
+  bool configured = false;
+  std::vector<std::vector<int>> level;  // nvmlGpuTopologyLevel_t, -1 on the diagonal
+  std::vector<std::vector<int>> links;  // NVLinks between two GPUs
+  std::vector<int> switch_links;
+  std::vector<std::string> cpus, numa, gpu_numa;  // "-": not supported
+};
+
+std::vector<std::string> split(const std::string& text, char sep) {
+  std::vector<std::string> out;
+  std::stringstream in(text);
+  std::string item;
+  while (std::getline(in, item, sep)) out.push_back(item);
+  if (!text.empty() && text.back() == sep) out.push_back("");
+  return out;
+}
+
+int level_of(const std::string& name) {
+  static const std::map<std::string, int> levels{{"X", -1},   {"PIX", 10},  {"PXB", 20},
+                                                 {"PHB", 30}, {"NODE", 40}, {"SYS", 50}};
+  auto it = levels.find(name);
+  if (it == levels.end()) {
+    std::fprintf(stderr, "fake NVML: FAKE_NVML_TOPOLOGY: unknown level '%s'\n", name.c_str());
+    std::abort();
+  }
+  return it->second;
+}
+
+std::vector<std::string> per_gpu(const char* env, std::size_t n, const char* fallback) {
+  const char* v = std::getenv(env);
+  std::vector<std::string> out = v != nullptr ? split(v, ';') : std::vector<std::string>{};
+  out.resize(n, fallback);
+  return out;
+}
+
+const topo_config& topo() {
+  static const topo_config config = [] {
+    topo_config c;
+    const char* spec = std::getenv("FAKE_NVML_TOPOLOGY");
+    if (spec == nullptr || *spec == '\0') {
+      c.level = {{-1, 50}, {50, -1}};
+      c.links = {{0, 0}, {0, 0}};
+      c.switch_links = {0, 0};
+      c.cpus = {"0-7", "-"};
+      c.numa = {"0", "-"};
+      c.gpu_numa = {"-", "-"};
+      return c;
+    }
+    c.configured = true;
+    for (const std::string& row : split(spec, ';')) {
+      c.level.emplace_back();
+      c.links.emplace_back();
+      for (const std::string& entry : split(row, ',')) {
+        const std::size_t plus = entry.find("+NV");
+        c.level.back().push_back(level_of(entry.substr(0, plus)));
+        c.links.back().push_back(plus == std::string::npos ? 0 : std::atoi(entry.c_str() + plus + 3));
+      }
+    }
+    const std::size_t n = c.level.size();
+    if (const char* sw = std::getenv("FAKE_NVML_NVSWITCH"); sw != nullptr) {
+      for (const std::string& s : split(sw, ',')) c.switch_links.push_back(std::atoi(s.c_str()));
+    }
+    c.switch_links.resize(n, 0);
+    c.cpus = per_gpu("FAKE_NVML_CPUS", n, "-");
+    c.numa = per_gpu("FAKE_NVML_NUMA", n, "-");
+    c.gpu_numa = per_gpu("FAKE_NVML_GPU_NUMA", n, "-");
+    return c;
+  }();
+  return config;
+}
+
+// A list such as "0-3,8" into an NVML mask of size words.
+ret fill_mask(const std::string& list, unsigned int size, unsigned long* mask) {
+  if (list == "-") return not_supported;
+  std::memset(mask, 0, size * sizeof(unsigned long));
+  constexpr unsigned int bits = 8 * sizeof(unsigned long);
+  for (const std::string& range : split(list, ',')) {
+    if (range.empty()) continue;
+    const std::size_t dash = range.find('-');
+    const unsigned int lo = static_cast<unsigned int>(std::atoi(range.c_str()));
+    const unsigned int hi =
+        dash == std::string::npos ? lo : static_cast<unsigned int>(std::atoi(range.c_str() + dash + 1));
+    for (unsigned int b = lo; b <= hi; ++b) {
+      if (b / bits >= size) return insufficient_size;
+      mask[b / bits] |= 1UL << (b % bits);
+    }
+  }
+  return ok;
+}
+
+// The GPU (NVML index) link @p link of GPU @p index reaches: -1 for the NVSwitch, -2 when there is no such link.
+int link_target(unsigned int index, unsigned int link) {
+  const topo_config& c = topo();
+  unsigned int next = 0;
+  for (std::size_t j = 0; j < c.links[index].size(); ++j) {
+    next += static_cast<unsigned int>(c.links[index][j]);
+    if (link < next) return static_cast<int>(j);
+  }
+  return link < next + static_cast<unsigned int>(c.switch_links[index]) ? -1 : -2;
+}
+
+// The GPU's NVML index, or -1 for the MIG instance and an unknown handle.
+int gpu_index(nvmlDevice_st* d) {
+  if (d == nullptr || d->id == 2) return -1;
+  const unsigned int i = index_of_id(d->id);
+  return i < gpu_count() ? static_cast<int>(i) : -1;
+}
+
+unsigned int gpu_count() { return static_cast<unsigned int>(topo().level.size()); }
+bool topology_configured() { return topo().configured; }
+
+ret topo_link_state(nvmlDevice_st* d, unsigned int link, int* active) {
+  const int i = gpu_index(d);
+  if (i < 0 || link >= 18 || link_target(static_cast<unsigned int>(i), link) == -2) return invalid_argument;
+  *active = 1;
+  return ok;
+}
+
+ret topo_link_remote(nvmlDevice_st* d, unsigned int link, void* out) {
+  const int i = gpu_index(d);
+  if (i < 0 || link >= 18) return invalid_argument;
+  const int target = link_target(static_cast<unsigned int>(i), link);
+  if (target == -2) return invalid_argument;
+  if (target == -1) {  // an NVSwitch: its own PCI location, no GPU's
+    auto* p = static_cast<pci_t*>(out);
+    std::memset(p, 0, sizeof(*p));
+    p->bus = 0xf0;
+    std::snprintf(p->bus_id, sizeof(p->bus_id), "00000000:F0:00.0");
+    return ok;
+  }
+  fill_pci(id_of_index(static_cast<unsigned int>(target)), static_cast<pci_t*>(out));
+  return ok;
+}
+
+}  // namespace
+
+FAKE_EXPORT ret nvmlDeviceGetNvLinkRemoteDeviceType(nvmlDevice_st* d, unsigned int link, int* type) {
+  FAKE_ENTER("nvmlDeviceGetNvLinkRemoteDeviceType");
+  if (std::getenv("FAKE_NVML_NO_REMOTE_TYPE") != nullptr) return not_supported;  // an NVML that cannot tell
+  if (!topo().configured) {  // the NVLinks above: index 0's link 0 reaches a GPU, link 1 is down
+    if (ret r = only_full(d); r != ok) return r;
+    if (link >= 2) return invalid_argument;
+    if (link != 0) return not_supported;
+    *type = 0;
+    return ok;
+  }
+  const int i = gpu_index(d);
+  if (i < 0 || link >= 18) return invalid_argument;
+  const int target = link_target(static_cast<unsigned int>(i), link);
+  if (target == -2) return invalid_argument;
+  *type = target == -1 ? 2 : 0;  // NVML_NVLINK_DEVICE_TYPE_SWITCH, _GPU
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetTopologyCommonAncestor(nvmlDevice_st* a, nvmlDevice_st* b, int* level) {
+  FAKE_ENTER("nvmlDeviceGetTopologyCommonAncestor");
+  const int i = gpu_index(a);
+  const int j = gpu_index(b);
+  if (i < 0 || j < 0) return invalid_argument;
+  if (!topo().configured && (i == 1 || j == 1)) return not_supported;
+  *level = i == j ? 0 : topo().level[static_cast<std::size_t>(i)][static_cast<std::size_t>(j)];
+  return ok;
+}
+FAKE_EXPORT ret nvmlDeviceGetCpuAffinityWithinScope(nvmlDevice_st* d, unsigned int size, unsigned long* mask,
+                                                    int scope) {
+  FAKE_ENTER("nvmlDeviceGetCpuAffinityWithinScope");
+  const int i = gpu_index(d);
+  if (i < 0 || scope != 0) return invalid_argument;
+  return fill_mask(topo().cpus[static_cast<std::size_t>(i)], size, mask);
+}
+FAKE_EXPORT ret nvmlDeviceGetMemoryAffinity(nvmlDevice_st* d, unsigned int size, unsigned long* mask, int scope) {
+  FAKE_ENTER("nvmlDeviceGetMemoryAffinity");
+  const int i = gpu_index(d);
+  if (i < 0 || scope != 0) return invalid_argument;
+  return fill_mask(topo().numa[static_cast<std::size_t>(i)], size, mask);
+}
+FAKE_EXPORT ret nvmlDeviceGetNumaNodeId(nvmlDevice_st* d, unsigned int* node) {
+  FAKE_ENTER("nvmlDeviceGetNumaNodeId");
+  const int i = gpu_index(d);
+  if (i < 0) return invalid_argument;
+  const std::string& v = topo().gpu_numa[static_cast<std::size_t>(i)];
+  if (v == "-" || v.empty()) return not_supported;
+  *node = static_cast<unsigned int>(std::atoi(v.c_str()));
   return ok;
 }

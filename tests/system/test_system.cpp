@@ -453,3 +453,59 @@ TEST_CASE("system: a library that is not NVML is refused, naming what it lacks",
     CHECK(e.api() == "dlsym");
   }
 }
+
+// --- issue 36: topology --------------------------------------------------------------------------------
+// The stand-in NVML's default topology (tests/fake_nvml/fake_nvml.cpp, FAKE_NVML_TOPOLOGY unset): index 0
+// has CPUs 0-7 and NUMA node 0, its NVLink 0 reaches a GPU; index 1 supports none of it. The configured
+// topologies (more GPUs, NVLink bonds, NVSwitches) are exercised through cudrv-query (tests/query).
+
+TEST_CASE("system: topology readings: CPU and NUMA affinity, GPU NUMA node, NVLink far end, levels",
+          "[system][topology]") {
+  const sys::nvml_device full = sys::nvml_device::at(0);
+  const sys::nvml_device bare = sys::nvml_device::at(1);
+  const std::optional<std::vector<unsigned int>> cpus = full.cpu_affinity();
+  REQUIRE(cpus);
+  CHECK(*cpus == std::vector<unsigned int>{0, 1, 2, 3, 4, 5, 6, 7});
+  CHECK(nvml_calls("nvmlDeviceGetCpuAffinityWithinScope") >= 1);  // the node-scoped query where NVML has it
+  REQUIRE(full.memory_affinity());
+  CHECK(*full.memory_affinity() == std::vector<unsigned int>{0});
+  CHECK_FALSE(full.numa_node_id());  // the GPU memory is no NUMA node here: empty, not an error
+  CHECK(full.nvlink_remote_type(0) == sys::nvlink_remote_device::gpu);
+  CHECK_FALSE(full.nvlink_remote_type(1));  // a link that is down
+  CHECK_FALSE(full.nvlink_remote_type(17));
+  // NOT_SUPPORTED on index 1, INVALID_ARGUMENT on the MIG instance: empty.
+  CHECK_FALSE(bare.cpu_affinity());
+  CHECK_FALSE(bare.memory_affinity());
+  CHECK_FALSE(full.topology_common_ancestor(bare));
+  const sys::nvml_device mig = sys::nvml_device::of(fake_uuid(0xd0));
+  REQUIRE(mig.is_mig_instance());
+  CHECK_FALSE(mig.cpu_affinity());
+  CHECK_FALSE(mig.topology_common_ancestor(full));
+  // Levels by nvidia-smi's names.
+  CHECK(sys::to_string(sys::topology_level::internal) == "PIX");
+  CHECK(sys::to_string(sys::topology_level::single) == "PIX");
+  CHECK(sys::to_string(sys::topology_level::multiple) == "PXB");
+  CHECK(sys::to_string(sys::topology_level::host_bridge) == "PHB");
+  CHECK(sys::to_string(sys::topology_level::node) == "NODE");
+  CHECK(sys::to_string(sys::topology_level::system) == "SYS");
+  CHECK(sys::to_string(static_cast<sys::topology_level>(60)).empty());
+}
+
+TEST_CASE("system: a topology query NVML fails for real is an nvml_error naming the function", "[system][topology]") {
+  const sys::nvml_device gpu = sys::nvml_device::at(0);
+  {
+    injected_failure lost("nvmlDeviceGetCpuAffinityWithinScope", 15);  // NVML_ERROR_GPU_IS_LOST
+    try {
+      (void)gpu.cpu_affinity();
+      FAIL("cpu_affinity() did not throw");
+    } catch (const cudrv::nvml_error& e) {
+      CHECK(e.api() == "nvmlDeviceGetCpuAffinityWithinScope");
+      CHECK(e.name() == "NVML_ERROR_GPU_IS_LOST");
+    }
+  }
+  {
+    injected_failure denied("nvmlDeviceGetTopologyCommonAncestor", 4);  // NVML_ERROR_NO_PERMISSION
+    CHECK_THROWS_AS(gpu.topology_common_ancestor(sys::nvml_device::at(1)), cudrv::nvml_error);
+  }
+  REQUIRE(gpu.cpu_affinity());  // not sticky
+}

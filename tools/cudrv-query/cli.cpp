@@ -41,6 +41,8 @@ constexpr const char* description =
     "  --details  every device attribute, grouped, with names and units; NVML data when present\n"
     "  --p2p      the peer-access matrix and the attributes of each link\n"
     "  --bench    copy bandwidths, launch latency and peer-to-peer bandwidth, timed with CUDA events\n"
+    "  --topo     the link matrix of the GPUs and RDMA NICs (nvidia-smi's X, NV#, PIX, PXB, PHB, NODE,\n"
+    "             SYS), each GPU's CPU and NUMA affinity\n"
     "\n"
     "Only --bench creates CUDA contexts; the other views read attributes, which needs none.";
 
@@ -65,6 +67,7 @@ constexpr const char* footer_text =
     "  CUDRV_LIBCUDA         the driver library to load instead of libcuda.so.1\n"
     "  CUDRV_LIBNVML         the NVML library to load instead of libnvidia-ml.so.1\n"
     "  CUDRV_LIBNVRTC        the NVRTC library to load (see the cudrv documentation)\n"
+    "  CUDRV_QUERY_SYSFS_ROOT  for tests only: read sysfs (--topo's NICs, PCI paths) here, not in /sys\n"
     "\n"
     "JSON: --json prints one document (schema_version 1, docs/cudrv-query.schema.json) for every view,\n"
     "also when the run fails (status, exit_code and error say why), a usage error included; with\n"
@@ -371,6 +374,10 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   auto* bench_flag = app.add_flag("--bench", bench, "Measure copy bandwidths and launch latency");
   details_flag->excludes(p2p_flag)->excludes(bench_flag);
   p2p_flag->excludes(bench_flag);
+  // issue 36: topology
+  bool topo = false;
+  auto* topo_flag = app.add_flag("--topo", topo, "The link matrix of the GPUs and NICs, CPU and NUMA affinity");
+  topo_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
   app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text, also for failures");
   app.add_option("--color", color, "Colours in the text output: auto (a terminal, NO_COLOR unset), always, never")
       ->type_name("WHEN")
@@ -420,6 +427,7 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   cmd.bench = bench_opts;
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
+  if (topo) cmd.v = view::topo;  // issue 36: topology
   return cmd;
 }
 
@@ -466,6 +474,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       case view::details: collect_attributes(info); break;
       case view::p2p: collect_p2p(info); break;
       case view::bench: info.bench = run_bench(info, bench_opts); break;
+      case view::topo: info.topology = collect_topology(info, sysfs_root()); break;  // issue 36: topology
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is

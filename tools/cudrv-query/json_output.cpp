@@ -163,6 +163,64 @@ json driver_json(bool available, int version, const std::string& library, const 
 /// UTF-8: invalid bytes become U+FFFD.
 std::string serialise(const json& doc) { return doc.dump(2, ' ', false, json::error_handler_t::replace) + "\n"; }
 
+// --- issue 36: topology ---------------------------------------------------------------------------
+
+json id_list_json(const std::optional<std::vector<unsigned int>>& ids) {
+  return ids ? json(format_id_list(*ids)) : json(nullptr);
+}
+
+/// The `topology` object of --topo --json.
+json topology_json(const topology_info& t) {
+  json j;
+  json labels = json::array();
+  json matrix = json::array();
+  for (std::size_t i = 0; i < t.matrix.size(); ++i) {
+    labels.push_back(t.label(i));
+    json row = json::array();
+    for (const topo_relation& r : t.matrix[i]) row.push_back(r.name);
+    matrix.push_back(row);
+  }
+  j["labels"] = labels;
+  j["matrix"] = matrix;
+  json gpus = json::array();
+  for (std::size_t i = 0; i < t.gpus.size(); ++i) {
+    const topo_gpu& g = t.gpus[i];
+    json e;
+    e["label"] = t.label(i);
+    e["ordinal"] = g.ordinal;
+    e["nvml_index"] = g.nvml_index ? json(*g.nvml_index) : json(nullptr);
+    e["name"] = g.name;
+    e["pci_bus_id"] = g.pci_bus_id;
+    e["cpu_affinity"] = id_list_json(g.cpus);
+    e["numa_affinity"] = id_list_json(g.numa_nodes);
+    e["numa_nodes"] = g.numa_nodes ? json(*g.numa_nodes) : json(nullptr);
+    e["gpu_numa_id"] = g.gpu_numa_id ? json(*g.gpu_numa_id) : json(nullptr);
+    e["nvswitch_links"] = g.nvswitch_links;
+    gpus.push_back(e);
+  }
+  j["gpus"] = gpus;
+  json nics = json::array();
+  for (std::size_t k = 0; k < t.nics.size(); ++k) {
+    nics.push_back(
+        json{{"label", t.label(t.gpus.size() + k)}, {"name", t.nics[k].name}, {"pci_bus_id", t.nics[k].pci_bus_id}});
+  }
+  j["nics"] = nics;
+  json links = json::array();
+  for (std::size_t a = 0; a < t.gpus.size(); ++a) {
+    for (std::size_t b = a + 1; b < t.gpus.size(); ++b) {
+      const topo_relation& r = t.matrix[a][b];
+      links.push_back(json{{"from", t.gpus[a].ordinal},
+                           {"to", t.gpus[b].ordinal},
+                           {"relation", r.name},
+                           {"nvlinks", r.nvlinks},
+                           {"via_nvswitch", r.via_nvswitch},
+                           {"pcie", r.pcie ? json(*r.pcie) : json(nullptr)}});
+    }
+  }
+  j["gpu_links"] = links;
+  return j;
+}
+
 }  // namespace
 
 std::string version_to_json(const version_info& v) {
@@ -274,6 +332,10 @@ std::string to_json(const system_info& info, view v, const failure* error) {
     }
     bench["p2p"] = pairs;
     doc["bench"] = bench;
+  }
+  // issue 36: topology
+  if (v == view::topo && info.topology && status == exit_ok) {
+    doc["topology"] = topology_json(*info.topology);
   }
   return serialise(doc);
 }

@@ -18,6 +18,7 @@
 
 #include "attributes.hpp"
 #include "nvml.hpp"
+#include "topo.hpp"  // issue 36: topology
 
 namespace cudrv_query {
 
@@ -36,9 +37,9 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench };
+enum class view { summary, details, p2p, bench, topo };
 
-/// "summary", "details", "p2p", "bench": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "topo": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -140,6 +141,7 @@ struct system_info {
   std::vector<device_info> devices;            ///< the selected devices, in ordinal order
   std::vector<p2p_link> p2p;                   ///< p2p view: every ordered pair of selected devices
   std::optional<bench_results> bench;          ///< bench view
+  std::optional<topology_info> topology;       ///< topo view (issue 36: topology)
 };
 
 /// How a failure ended the run; reported in the JSON's `status` and `error` and by the exit status.
@@ -283,7 +285,7 @@ struct version_info {
 
 /// What a command line asks for, once parsed.
 struct command_line {
-  view v = view::summary;              ///< --details, --p2p, --bench, or the summary
+  view v = view::summary;              ///< --details, --p2p, --bench, --topo, or the summary
   std::vector<std::string> selectors;  ///< -d values, each a valid selector (whether it matches is checked later)
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
