@@ -175,8 +175,8 @@ TEST_CASE("topo: the text is nvidia-smi's matrix, legend and affinity columns, l
   CHECK(contains(r.out, "\nGPU0  X     NV4   SYS   SYS   0-7,16-23     0              N/A\n"));
   CHECK(contains(r.out, "\nGPU2  SYS   SYS   X     NV12  8-15          1              4\n"));
   CHECK(contains(r.out, "\nGPU3  SYS   SYS   NV12  X     N/A           N/A            N/A\n"));
-  CHECK(contains(r.out, "  NV#  = Connection traversing a bonded set of # NVLinks\n"));
-  CHECK(contains(r.out, "  PIX  = Connection traversing at most a single PCIe bridge\n"));
+  CHECK(contains(r.out, "  NV#  = # NVLinks bonded together (direct, or through NVSwitches)\n"));
+  CHECK(contains(r.out, "  PIX  = PCIe through one switch at most\n"));
   CHECK(contains(r.out, "  GPU0: NVML index 1, 0000:9a:00.0, "));
   CHECK(contains(r.out, "  GPU3: NVML index 3, 0000:50:00.0, "));
   CHECK_FALSE(contains(r.out, "NIC Legend"));  // no NIC, no NIC legend

@@ -145,6 +145,6 @@ TEST_CASE("cudrv-query --topo gives nvidia-smi topo -m's matrix and affinity", "
   }
   const query_test::process_result text = run_query({"--topo", "--color", "never"});
   REQUIRE(text.exit_code == 0);
-  CHECK(text.out.find("NV#  = Connection traversing a bonded set of # NVLinks") != std::string::npos);
+  CHECK(text.out.find("NV#  = # NVLinks bonded together (direct, or through NVSwitches)") != std::string::npos);
   CHECK(text.out.find("CPU Affinity") != std::string::npos);
 }

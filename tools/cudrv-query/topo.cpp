@@ -327,13 +327,13 @@ topology_info collect_topology(const system_info& info, const std::string& root)
 namespace {
 
 constexpr const char* legend[][2] = {
-    {"X", "Self"},
-    {"SYS", "Connection traversing PCIe as well as the SMP interconnect between NUMA nodes (e.g., QPI/UPI)"},
-    {"NODE", "Connection traversing PCIe as well as the interconnect between PCIe Host Bridges within a NUMA node"},
-    {"PHB", "Connection traversing PCIe as well as a PCIe Host Bridge (typically the CPU)"},
-    {"PXB", "Connection traversing multiple PCIe bridges (without traversing the PCIe Host Bridge)"},
-    {"PIX", "Connection traversing at most a single PCIe bridge"},
-    {"NV#", "Connection traversing a bonded set of # NVLinks"},
+    {"X", "the same device"},
+    {"SYS", "PCIe and the link between CPU sockets (NUMA nodes): UPI, Infinity Fabric, ..."},
+    {"NODE", "PCIe and the fabric between host bridges of one NUMA node"},
+    {"PHB", "PCIe through one host bridge (the CPU's root complex)"},
+    {"PXB", "PCIe through several switches, below one host bridge"},
+    {"PIX", "PCIe through one switch at most"},
+    {"NV#", "# NVLinks bonded together (direct, or through NVSwitches)"},
 };
 
 std::string bold(const std::string& s, bool color) { return color ? "\033[1m" + s + "\033[0m" : s; }
