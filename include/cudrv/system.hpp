@@ -256,6 +256,16 @@ struct process_info {
   std::optional<unsigned int> compute_instance_id;  ///< MIG compute instance, when MIG is on
 };
 
+// issue 36: watch
+/// @brief The NVLink data counters of a whole GPU, summed over its links: what a rate is computed from
+/// (see @ref nvml_device::nvlink_traffic). Two readings give the throughput:
+/// `(b.tx_bytes - a.tx_bytes) * 1e6 / (b.timestamp_us - a.timestamp_us)` bytes per second.
+struct nvlink_traffic {
+  unsigned long long tx_bytes = 0;  ///< data sent over every NVLink since the driver loaded, bytes
+  unsigned long long rx_bytes = 0;  ///< data received over every NVLink since the driver loaded, bytes
+  long long timestamp_us = 0;       ///< when NVML read the counters: microseconds since 1970 (NVML's clock)
+};
+
 /// @brief A GPU (or a MIG instance) as NVML sees it: a non-owning handle (NVML devices are never
 /// released), cheap to copy.
 ///
@@ -350,6 +360,12 @@ class nvml_device {
   /// change between NVML's size query and its answer: cudrv asks again, a bounded number of times.
   /// @throws nvml_error `NVML_ERROR_INSUFFICIENT_SIZE` when the list kept growing past those tries
   [[nodiscard]] std::vector<process_info> processes() const;
+  // issue 36: watch
+  /// @brief The NVLink data counters, summed over the GPU's links (NVML's field values
+  /// `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/`_RX` for every link at once, in KiB; where NVML does
+  /// not answer that, `NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES`/`_RCV_BYTES`, then the sum of the active
+  /// links' own counters). Empty on a GPU without NVLink or an NVML without these counters.
+  [[nodiscard]] std::optional<cudrv::system::nvlink_traffic> nvlink_traffic() const;
 
   /// @brief Handles compare by the NVML device they name.
   [[nodiscard]] friend bool operator==(nvml_device a, nvml_device b) noexcept { return a.handle_ == b.handle_; }

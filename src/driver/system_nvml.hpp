@@ -82,6 +82,11 @@ constexpr unsigned int field_memory_temperature = 82;  // NVML_FI_DEV_MEMORY_TEM
 constexpr unsigned int field_nvlink_data_tx = 138;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (KiB)
 constexpr unsigned int field_nvlink_data_rx = 139;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX (KiB)
 
+// issue 36: watch: the NVLink data counters of every link at once (scope all_links)
+constexpr unsigned int field_nvlink_count_xmit_bytes = 202;  // NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES (bytes)
+constexpr unsigned int field_nvlink_count_rcv_bytes = 204;   // NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES (bytes)
+constexpr unsigned int all_links = 0xFFFFFFFFu;              // a field's scope id for the sum over the links
+
 constexpr unsigned int max_nvlinks = 18;                   // NVML_NVLINK_MAX_LINKS
 constexpr unsigned long long value_not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 constexpr int pstate_unknown = 32;                         // NVML_PSTATE_UNKNOWN
