@@ -18,6 +18,7 @@
 
 #include "attributes.hpp"
 #include "nvml.hpp"
+#include "watch.hpp"  // issue 36: watch
 
 namespace cudrv_query {
 
@@ -36,9 +37,9 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench };
+enum class view { summary, details, p2p, bench, watch };
 
-/// "summary", "details", "p2p", "bench": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "watch": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -288,6 +289,7 @@ struct command_line {
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
+  watch_options watch;                 ///< issue 36: --watch-interval, --watch-count, ... (watch.hpp)
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write
