@@ -16,9 +16,9 @@
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <ostream>
 #include <string>
-#include <optional>
 #include <string_view>
 #include <utility>
 #include <variant>
@@ -432,7 +432,8 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   std::string watch_format_text;
   std::string watch_query;
   watch_options watch_opts;
-  auto* watch_flag = app.add_flag("--watch", watch, "Sample the GPUs through NVML at an interval (until a bound or Ctrl-C)");
+  auto* watch_flag =
+      app.add_flag("--watch", watch, "Sample the GPUs through NVML at an interval (until a bound or Ctrl-C)");
   watch_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
   app.add_option("--watch-interval", watch_opts.interval_s, "Seconds between samples, fractions allowed (default 1)")
       ->type_name("SECONDS")
@@ -502,9 +503,8 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       watch_opts.format = watch_format::jsonl;
     }
     if (watch_opts.processes && watch_opts.format == watch_format::csv) {
-      return usage_error(
-          "--watch-processes adds lines to the text and a list to JSON lines; CSV has one line per GPU: "
-          "use the field processes.count");
+      return usage_error("--watch-processes adds lines to the text and a list to JSON lines; CSV has one line per GPU: "
+                         "use the field processes.count");
     }
     if (!watch_query.empty() || app.count("--watch-query") > 0) {
       std::string why;

@@ -200,10 +200,10 @@ const std::vector<watch_field_info>& watch_fields() {
 }
 
 std::vector<watch_field> default_text_fields() {
-  return {wf::timestamp,  wf::ordinal,   wf::utilization_gpu, wf::utilization_memory, wf::memory_used,
-          wf::power_draw, wf::temperature_gpu, wf::temperature_memory, wf::clocks_sm, wf::clocks_mem,
-          wf::pcie_tx,    wf::pcie_rx,   wf::nvlink_tx,       wf::nvlink_rx,          wf::processes_count,
-          wf::clocks_event_reasons};
+  return {wf::timestamp,   wf::ordinal,    wf::utilization_gpu, wf::utilization_memory,
+          wf::memory_used, wf::power_draw, wf::temperature_gpu, wf::temperature_memory,
+          wf::clocks_sm,   wf::clocks_mem, wf::pcie_tx,         wf::pcie_rx,
+          wf::nvlink_tx,   wf::nvlink_rx,  wf::processes_count, wf::clocks_event_reasons};
 }
 
 std::optional<std::vector<watch_field>> parse_watch_query(std::string_view text, std::vector<std::string>& names,
@@ -223,8 +223,9 @@ std::optional<std::vector<watch_field>> parse_watch_query(std::string_view text,
       if (name == alias) found = field;
     }
     if (!found) {
-      error = "--watch-query: " + (name.empty() ? std::string("an empty field name") : "'" + name + "' is not a field") +
-              "; valid fields: " + valid_names();
+      error =
+          "--watch-query: " + (name.empty() ? std::string("an empty field name") : "'" + name + "' is not a field") +
+          "; valid fields: " + valid_names();
       return std::nullopt;
     }
     out.push_back(*found);
@@ -429,8 +430,7 @@ std::string process_name(unsigned int pid) {
 std::pair<std::string, std::string> wall_clock_now() {
   const auto now = std::chrono::system_clock::now();
   const std::time_t seconds = std::chrono::system_clock::to_time_t(now);
-  const auto ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(now.time_since_epoch()).count() % 1000;
   std::tm local{};
   localtime_r(&seconds, &local);
   char date[32];
@@ -492,8 +492,7 @@ void read_nvlink(watch_detail::gpu& g, watch_sample& s) {
 }
 
 void read_processes(const sys::nvml_device& dev, watch_sample& s) {
-  std::optional<std::vector<sys::process_info>> list =
-      quietly([&] { return std::optional(dev.processes()); });
+  std::optional<std::vector<sys::process_info>> list = quietly([&] { return std::optional(dev.processes()); });
   if (!list) return;
   s.processes.emplace();
   for (const sys::process_info& p : *list) {

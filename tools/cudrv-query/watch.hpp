@@ -21,42 +21,42 @@ struct system_info;
 
 /// Every field --watch can show (docs/cudrv-query.md, "Watch fields", lists them with units).
 enum class watch_field {
-  timestamp,           ///< wall-clock time of the sample, nvidia-smi's format
-  elapsed,             ///< seconds since the watch started (steady clock)
-  index,               ///< NVML's index (nvidia-smi's)
-  ordinal,             ///< CUDA's ordinal
-  uuid,                ///< the GPU's UUID
-  name,                ///< the product name
-  pci_bus_id,          ///< the PCI bus id, nvidia-smi's form
-  pstate,              ///< the performance state, P0 to P15
-  utilization_gpu,     ///< percent of time a kernel ran
-  utilization_memory,  ///< percent of time device memory was read or written
-  memory_total,        ///< MiB
-  memory_used,         ///< MiB
-  memory_free,         ///< MiB
-  power_draw,          ///< W
-  power_limit,         ///< W, the power-management limit
-  clocks_sm,           ///< MHz
-  clocks_mem,          ///< MHz
-  clocks_gr,           ///< MHz
-  temperature_gpu,     ///< degrees C
-  temperature_memory,  ///< degrees C (HBM)
+  timestamp,             ///< wall-clock time of the sample, nvidia-smi's format
+  elapsed,               ///< seconds since the watch started (steady clock)
+  index,                 ///< NVML's index (nvidia-smi's)
+  ordinal,               ///< CUDA's ordinal
+  uuid,                  ///< the GPU's UUID
+  name,                  ///< the product name
+  pci_bus_id,            ///< the PCI bus id, nvidia-smi's form
+  pstate,                ///< the performance state, P0 to P15
+  utilization_gpu,       ///< percent of time a kernel ran
+  utilization_memory,    ///< percent of time device memory was read or written
+  memory_total,          ///< MiB
+  memory_used,           ///< MiB
+  memory_free,           ///< MiB
+  power_draw,            ///< W
+  power_limit,           ///< W, the power-management limit
+  clocks_sm,             ///< MHz
+  clocks_mem,            ///< MHz
+  clocks_gr,             ///< MHz
+  temperature_gpu,       ///< degrees C
+  temperature_memory,    ///< degrees C (HBM)
   clocks_event_reasons,  ///< the clock-event ("throttle") reasons mask
-  pcie_tx,             ///< MiB/s sent over PCIe (NVML's 20 ms sample)
-  pcie_rx,             ///< MiB/s received over PCIe
-  nvlink_tx,           ///< MiB/s sent over every NVLink, between two samples
-  nvlink_rx,           ///< MiB/s received over every NVLink
-  processes_count,     ///< processes using the GPU
+  pcie_tx,               ///< MiB/s sent over PCIe (NVML's 20 ms sample)
+  pcie_rx,               ///< MiB/s received over PCIe
+  nvlink_tx,             ///< MiB/s sent over every NVLink, between two samples
+  nvlink_rx,             ///< MiB/s received over every NVLink
+  processes_count,       ///< processes using the GPU
 };
 
 /// What is known of a field: its names, units and source.
 struct watch_field_info {
-  watch_field field;     ///< the field
-  const char* name;      ///< its --watch-query name (nvidia-smi's where it has one)
-  const char* unit;      ///< the unit of its CSV header ("" where nvidia-smi prints none)
-  const char* column;    ///< its text column's header
-  const char* text_unit; ///< its text column's unit line
-  int width;             ///< its text column's width
+  watch_field field;      ///< the field
+  const char* name;       ///< its --watch-query name (nvidia-smi's where it has one)
+  const char* unit;       ///< the unit of its CSV header ("" where nvidia-smi prints none)
+  const char* column;     ///< its text column's header
+  const char* text_unit;  ///< its text column's unit line
+  int width;              ///< its text column's width
 };
 
 /// Every field, in the default order of the CSV and JSON-lines output.
@@ -78,15 +78,15 @@ enum class watch_format { text, jsonl, csv };
 
 /// The settings of --watch.
 struct watch_options {
-  double interval_s = 1.0;             ///< --watch-interval
-  long long count = 0;                 ///< --watch-count; 0: no bound
-  double duration_s = 0;               ///< --watch-duration; 0: no bound
+  double interval_s = 1.0;                   ///< --watch-interval
+  long long count = 0;                       ///< --watch-count; 0: no bound
+  double duration_s = 0;                     ///< --watch-duration; 0: no bound
   watch_format format = watch_format::text;  ///< --watch-format (--json: jsonl)
-  bool header = true;                  ///< CSV: the header line (csv,noheader drops it)
-  bool units = true;                   ///< CSV: units with the values (csv,nounits drops them)
-  std::vector<watch_field> fields;     ///< --watch-query; empty: the format's default
-  std::vector<std::string> names;      ///< the fields' names as given
-  bool processes = false;              ///< --watch-processes
+  bool header = true;                        ///< CSV: the header line (csv,noheader drops it)
+  bool units = true;                         ///< CSV: units with the values (csv,nounits drops them)
+  std::vector<watch_field> fields;           ///< --watch-query; empty: the format's default
+  std::vector<std::string> names;            ///< the fields' names as given
+  bool processes = false;                    ///< --watch-processes
 };
 
 /// Parses a --watch-format value: text, jsonl, or csv with nvidia-smi's modifiers (csv,noheader,nounits
@@ -106,34 +106,34 @@ struct watch_process {
 
 /// One GPU at one sample; each reading empty where NVML does not give it.
 struct watch_sample {
-  long long sample = 0;                                 ///< the sample's number, from 1
-  std::string timestamp;                                ///< "2026/11/28 20:10:00.123", local time
-  std::string time_of_day;                              ///< "20:10:00", for the text table
-  double elapsed_s = 0;                                 ///< seconds since the watch started
-  int ordinal = 0;                                      ///< CUDA ordinal
-  std::optional<unsigned int> index;                    ///< NVML index
-  std::string uuid;                                     ///< UUID
-  std::string name;                                     ///< product name
-  std::optional<std::string> pci_bus_id;                ///< "00000000:1B:00.0"
-  std::optional<int> pstate;                            ///< 0 to 15
-  std::optional<unsigned int> utilization_gpu;          ///< percent
-  std::optional<unsigned int> utilization_memory;       ///< percent
-  std::optional<unsigned long long> memory_total_bytes; ///< bytes
-  std::optional<unsigned long long> memory_used_bytes;  ///< bytes
-  std::optional<unsigned long long> memory_free_bytes;  ///< bytes
-  std::optional<double> power_draw_w;                   ///< watts
-  std::optional<double> power_limit_w;                  ///< watts
-  std::optional<unsigned int> clocks_sm_mhz;            ///< MHz
-  std::optional<unsigned int> clocks_mem_mhz;           ///< MHz
-  std::optional<unsigned int> clocks_gr_mhz;            ///< MHz
-  std::optional<unsigned int> temperature_gpu_c;        ///< degrees C
-  std::optional<unsigned int> temperature_memory_c;     ///< degrees C
-  std::optional<std::uint64_t> clocks_event_reasons;    ///< NVML's mask
-  std::optional<double> pcie_tx_bytes_per_s;            ///< bytes per second
-  std::optional<double> pcie_rx_bytes_per_s;            ///< bytes per second
-  std::optional<double> nvlink_tx_bytes_per_s;          ///< bytes per second
-  std::optional<double> nvlink_rx_bytes_per_s;          ///< bytes per second
-  std::optional<std::vector<watch_process>> processes;  ///< the processes, when read
+  long long sample = 0;                                  ///< the sample's number, from 1
+  std::string timestamp;                                 ///< "2026/11/28 20:10:00.123", local time
+  std::string time_of_day;                               ///< "20:10:00", for the text table
+  double elapsed_s = 0;                                  ///< seconds since the watch started
+  int ordinal = 0;                                       ///< CUDA ordinal
+  std::optional<unsigned int> index;                     ///< NVML index
+  std::string uuid;                                      ///< UUID
+  std::string name;                                      ///< product name
+  std::optional<std::string> pci_bus_id;                 ///< "00000000:1B:00.0"
+  std::optional<int> pstate;                             ///< 0 to 15
+  std::optional<unsigned int> utilization_gpu;           ///< percent
+  std::optional<unsigned int> utilization_memory;        ///< percent
+  std::optional<unsigned long long> memory_total_bytes;  ///< bytes
+  std::optional<unsigned long long> memory_used_bytes;   ///< bytes
+  std::optional<unsigned long long> memory_free_bytes;   ///< bytes
+  std::optional<double> power_draw_w;                    ///< watts
+  std::optional<double> power_limit_w;                   ///< watts
+  std::optional<unsigned int> clocks_sm_mhz;             ///< MHz
+  std::optional<unsigned int> clocks_mem_mhz;            ///< MHz
+  std::optional<unsigned int> clocks_gr_mhz;             ///< MHz
+  std::optional<unsigned int> temperature_gpu_c;         ///< degrees C
+  std::optional<unsigned int> temperature_memory_c;      ///< degrees C
+  std::optional<std::uint64_t> clocks_event_reasons;     ///< NVML's mask
+  std::optional<double> pcie_tx_bytes_per_s;             ///< bytes per second
+  std::optional<double> pcie_rx_bytes_per_s;             ///< bytes per second
+  std::optional<double> nvlink_tx_bytes_per_s;           ///< bytes per second
+  std::optional<double> nvlink_rx_bytes_per_s;           ///< bytes per second
+  std::optional<std::vector<watch_process>> processes;   ///< the processes, when read
 };
 
 /// The fields a run shows: options.fields, or the format's default.
@@ -156,8 +156,8 @@ class watch_sampler {
  public:
   /// Prepares the devices of @p info (NVML must be available).
   watch_sampler(const system_info& info, const watch_options& options);
-  ~watch_sampler();                                    ///< releases nothing NVML holds
-  watch_sampler(const watch_sampler&) = delete;        ///< not copyable
+  ~watch_sampler();                                         ///< releases nothing NVML holds
+  watch_sampler(const watch_sampler&) = delete;             ///< not copyable
   watch_sampler& operator=(const watch_sampler&) = delete;  ///< not copyable
   /// One sample of every GPU: sample number @p sample, @p elapsed_s seconds after the start. Readings
   /// NVML does not give, or that fail, are empty.
