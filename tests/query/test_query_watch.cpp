@@ -42,7 +42,8 @@ TEST_CASE("watch: --watch-query names, nvidia-smi's aliases, and the formats' de
   using cudrv_query::watch_field;
   std::vector<std::string> names;
   std::string error;
-  auto fields = cudrv_query::parse_watch_query(" index, clocks.current.sm ,clocks_throttle_reasons.active", names, error);
+  auto fields =
+      cudrv_query::parse_watch_query(" index, clocks.current.sm ,clocks_throttle_reasons.active", names, error);
   REQUIRE(fields);
   CHECK(*fields ==
         std::vector<watch_field>{watch_field::index, watch_field::clocks_sm, watch_field::clocks_event_reasons});
@@ -52,7 +53,7 @@ TEST_CASE("watch: --watch-query names, nvidia-smi's aliases, and the formats' de
   CHECK_FALSE(cudrv_query::parse_watch_query("utilization.gpu,fan.speed", names, error));
   CHECK(contains(error, "'fan.speed' is not a field"));
   for (const cudrv_query::watch_field_info& f : cudrv_query::watch_fields()) {
-    CHECK(contains(error, f.name));  // every valid name is listed
+    CHECK(contains(error, f.name));                                                // every valid name is listed
     CHECK(&cudrv_query::watch_fields()[static_cast<std::size_t>(f.field)] == &f);  // the table is in enum order
   }
 
@@ -121,7 +122,7 @@ TEST_CASE("watch: a sample's CSV, JSON line and text follow nvidia-smi's convent
   const std::string line = cudrv_query::watch_text_lines(s, o);
   CHECK(contains(line, "20:10:00"));
   CHECK(contains(line, "456.79"));
-  CHECK(contains(line, " - "));                  // no temperature
+  CHECK(contains(line, " - "));                    // no temperature
   CHECK(contains(line, "gpu_idle,sw_power_cap"));  // the reasons by name
 }
 
@@ -210,8 +211,8 @@ TEST_CASE("watch: JSON lines are valid against the schema, one per GPU per sampl
     }
   }
   // --watch-format jsonl is the same output without --json.
-  const query_test::process_result same = watch({"--watch-format", "jsonl", "--watch-count", "1",
-                                                 "--watch-interval", "0.05", "--watch-query", "index,nvlink.rx"});
+  const query_test::process_result same = watch({"--watch-format", "jsonl", "--watch-count", "1", "--watch-interval",
+                                                 "0.05", "--watch-query", "index,nvlink.rx"});
   REQUIRE(same.exit_code == 0);
   const nlohmann::json first = query_test::parse(lines_of(same.out).at(1));
   CHECK(first.size() == 6);  // schema_version, view, sample, ordinal and the two fields
@@ -219,7 +220,12 @@ TEST_CASE("watch: JSON lines are valid against the schema, one per GPU per sampl
 }
 
 TEST_CASE("watch: CSV with chosen fields, units and [N/A], as nvidia-smi writes it", "[query][watch]") {
-  const std::vector<std::string> query = {"--watch-format", "csv", "--watch-count", "2", "--watch-interval", "0.05",
+  const std::vector<std::string> query = {"--watch-format",
+                                          "csv",
+                                          "--watch-count",
+                                          "2",
+                                          "--watch-interval",
+                                          "0.05",
                                           "--query",
                                           "index,utilization.gpu,memory.used,clocks.current.sm,temperature.gpu,"
                                           "power.draw,nvlink.tx,processes.count"};
@@ -247,8 +253,8 @@ TEST_CASE("watch: CSV with chosen fields, units and [N/A], as nvidia-smi writes 
 
 TEST_CASE("watch: -d selects the GPUs sampled", "[query][watch]") {
   for (const char* selector : {"1", "GPU-c1"}) {
-    const query_test::process_result r = watch({"--json", "--watch-count", "2", "--watch-interval", "0.05", "-d",
-                                                selector, "--watch-query", "index"});
+    const query_test::process_result r =
+        watch({"--json", "--watch-count", "2", "--watch-interval", "0.05", "-d", selector, "--watch-query", "index"});
     INFO(selector << ": " << r.err);
     REQUIRE(r.exit_code == 0);
     const std::vector<std::string> lines = lines_of(r.out);
@@ -279,8 +285,8 @@ TEST_CASE("watch: --watch-count and --watch-duration bound the samples, due on a
     CHECK(elapsed[k] >= 0.05 * static_cast<double>(k + 1) - 1e-3);  // never before it is due
   }
   CHECK(took >= 0.3 - 1e-3);
-  r = watch({"--json", "--watch-duration", "10", "--watch-count", "3", "--watch-interval", "0.05", "-d", "0",
-             "--query", "elapsed"});
+  r = watch({"--json", "--watch-duration", "10", "--watch-count", "3", "--watch-interval", "0.05", "-d", "0", "--query",
+             "elapsed"});
   REQUIRE(r.exit_code == 0);
   CHECK(samples(r).size() == 3);  // the count came first
   r = watch({"--json", "--watch-duration", "0.05", "--watch-count", "9", "--watch-interval", "1", "-d", "0"});
@@ -370,3 +376,22 @@ TEST_CASE("watch: without NVML the run fails with status 4, as a document with -
 }
 
 #endif
+
+TEST_CASE("watch: --help lists the watch options", "[query][watch]") {
+  const query_test::process_result r = run_query({"--help"}, {query_test::no_driver});
+  REQUIRE(r.exit_code == 0);
+  for (const char* part : {"--watch ", "--watch-interval", "--watch-count", "--watch-duration", "--watch-format",
+                           "--watch-query", "--query", "--watch-processes", "JSON lines", "SIGINT"}) {
+    INFO(part);
+    CHECK(contains(r.out, part));
+  }
+}
+
+TEST_CASE("watch: without a driver --json prints the document of the watch view", "[query][watch]") {
+  const query_test::process_result r = run_query({"--watch", "--json", "--watch-count", "1"}, {query_test::no_driver});
+  CHECK(r.exit_code == 2);
+  REQUIRE_SCHEMA_VALID(r.out);
+  const nlohmann::json j = query_test::parse(r.out);
+  CHECK(j["view"] == "watch");
+  CHECK(j["status"] == "no_driver");
+}
