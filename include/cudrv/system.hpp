@@ -266,6 +266,16 @@ struct nvlink_traffic {
   long long timestamp_us = 0;       ///< when NVML read the counters: microseconds since 1970 (NVML's clock)
 };
 
+/// @brief Device memory with what the driver reserves apart, in bytes, as nvidia-smi reports it
+/// (`memory.total`, `memory.reserved`, `memory.used`, `memory.free`; `nvmlMemory_v2_t`). Unlike
+/// @ref memory_usage, @ref used_bytes does not count the reservation.
+struct memory_breakdown {
+  unsigned long long total_bytes = 0;     ///< total
+  unsigned long long reserved_bytes = 0;  ///< reserved by the driver and the firmware
+  unsigned long long used_bytes = 0;      ///< used by allocations (the reservation not included)
+  unsigned long long free_bytes = 0;      ///< free
+};
+
 /// @brief A GPU (or a MIG instance) as NVML sees it: a non-owning handle (NVML devices are never
 /// released), cheap to copy.
 ///
@@ -366,6 +376,10 @@ class nvml_device {
   /// not answer that, `NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES`/`_RCV_BYTES`, then the sum of the active
   /// links' own counters). Empty on a GPU without NVLink or an NVML without these counters.
   [[nodiscard]] std::optional<cudrv::system::nvlink_traffic> nvlink_traffic() const;
+  /// @brief Device memory with the driver's reservation apart (`nvmlDeviceGetMemoryInfo_v2`), as
+  /// nvidia-smi reports it; for a MIG instance, the instance's. Empty where NVML lacks the function or
+  /// does not support it on this GPU (then @ref memory has the figures, reservation counted as used).
+  [[nodiscard]] std::optional<cudrv::system::memory_breakdown> memory_breakdown() const;
 
   /// @brief Handles compare by the NVML device they name.
   [[nodiscard]] friend bool operator==(nvml_device a, nvml_device b) noexcept { return a.handle_ == b.handle_; }

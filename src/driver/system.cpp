@@ -665,4 +665,13 @@ std::optional<nvlink_traffic> nvml_device::nvlink_traffic() const {
   return sum;
 }
 
+std::optional<memory_breakdown> nvml_device::memory_breakdown() const {
+  nv::memory_v2 m{};
+  m.version = nv::memory_v2_version;
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetMemoryInfo_v2, handle_, &m)) {
+    return std::nullopt;
+  }
+  return cudrv::system::memory_breakdown{m.total, m.reserved, m.used, m.free};
+}
+
 }  // namespace cudrv::system

@@ -512,3 +512,23 @@ FAKE_EXPORT ret nvmlDeviceGetGraphicsRunningProcesses_v3(nvmlDevice_st* d, unsig
   *count = 1;
   return ok;
 }
+
+// issue 36: watch. nvmlDeviceGetMemoryInfo_v2 on device 0 only (the others answer NOT_SUPPORTED, the
+// MIG instance INVALID_ARGUMENT): the same memory as nvmlDeviceGetMemoryInfo with 512 MiB of it
+// reserved, so that used is 512 MiB less; a wrong struct version is refused as NVML does.
+struct memory_v2_t {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+FAKE_EXPORT ret nvmlDeviceGetMemoryInfo_v2(nvmlDevice_st* d, memory_v2_t* m) {
+  FAKE_ENTER("nvmlDeviceGetMemoryInfo_v2");
+  if (ret r = only_full(d); r != ok) return r;
+  if (m->version != (static_cast<unsigned int>(sizeof(memory_v2_t)) | (2u << 24)))
+    return 25;  // ARGUMENT_VERSION_MISMATCH
+  constexpr unsigned long long gib = 1ULL << 30, mib = 1ULL << 20;
+  m->total = 80 * gib;
+  m->reserved = 512 * mib;
+  m->used = 10 * gib - 512 * mib;
+  m->free = 70 * gib;
+  return ok;
+}

@@ -168,7 +168,7 @@ TEST_CASE("watch: the text table has a header and one line per GPU per sample", 
     CHECK(contains(lines[i], "4096"));
     CHECK(contains(lines[i], " - "));
     // CUDA device 1: every reading, the NVLink rates from the stand-in's counters.
-    for (const char* part : {"  37", "  12", "10240", "123.46", "  41", "  47", "1755", "2619", "1.2", "5.5", "8.0",
+    for (const char* part : {"  37", "  12", "9728", "123.46", "  41", "  47", "1755", "2619", "1.2", "5.5", "8.0",
                              "2.0", "gpu_idle,sw_power_cap,bit_40"}) {
       CHECK(contains(lines[i + 1], part));
     }
@@ -196,6 +196,8 @@ TEST_CASE("watch: JSON lines are valid against the schema, one per GPU per sampl
       CHECK(j["nvlink.rx"] == 2.0);
       CHECK(j["pcie.tx"] == 1.2);  // 1234 KiB/s
       CHECK(j["memory.total"] == 81920);
+      CHECK(j["memory.used"] == 9728);  // nvmlDeviceGetMemoryInfo_v2: the 512 MiB reserved apart
+      CHECK(j["memory.reserved"] == 512);
       CHECK(j["pstate"] == "P2");
       CHECK(j["clocks_event_reasons.active"] == "0x0000010000000005");
       REQUIRE(j["processes"].size() == 3);  // two compute, one graphics
@@ -207,7 +209,8 @@ TEST_CASE("watch: JSON lines are valid against the schema, one per GPU per sampl
       CHECK(j["index"] == 1);
       CHECK(j["utilization.gpu"].is_null());
       CHECK(j["nvlink.tx"].is_null());
-      CHECK(j["memory.used"] == 4096);
+      CHECK(j["memory.used"] == 4096);  // no _v2 there: nvmlDeviceGetMemoryInfo's figure
+      CHECK(j["memory.reserved"].is_null());
     }
   }
   // --watch-format jsonl is the same output without --json.
@@ -238,7 +241,7 @@ TEST_CASE("watch: CSV with chosen fields, units and [N/A], as nvidia-smi writes 
         "index, utilization.gpu [%], memory.used [MiB], clocks.current.sm [MHz], temperature.gpu, power.draw [W], "
         "nvlink.tx [MiB/s], processes.count");
   CHECK(lines[1] == "1, [N/A], 4096 MiB, [N/A], [N/A], [N/A], [N/A], 0");
-  CHECK(lines[2] == "0, 37 %, 10240 MiB, 1755 MHz, 41, 123.46 W, 8.0 MiB/s, 3");
+  CHECK(lines[2] == "0, 37 %, 9728 MiB, 1755 MHz, 41, 123.46 W, 8.0 MiB/s, 3");
   CHECK(lines[3] == lines[1]);
   CHECK(lines[4] == lines[2]);
 
@@ -248,7 +251,7 @@ TEST_CASE("watch: CSV with chosen fields, units and [N/A], as nvidia-smi writes 
   REQUIRE(r.exit_code == 0);
   lines = lines_of(r.out);
   REQUIRE(lines.size() == 4);
-  CHECK(lines[1] == "0, 37, 10240, 1755, 41, 123.46, 8.0, 3");
+  CHECK(lines[1] == "0, 37, 9728, 1755, 41, 123.46, 8.0, 3");
 }
 
 TEST_CASE("watch: -d selects the GPUs sampled", "[query][watch]") {

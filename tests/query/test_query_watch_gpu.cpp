@@ -41,7 +41,8 @@ LOOP:
 )";
 
 // The fields both tools sample, in nvidia-smi's names.
-constexpr const char* fields = "index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,clocks.mem,temperature.gpu";
+constexpr const char* fields =
+    "index,utilization.gpu,memory.used,memory.total,power.draw,clocks.sm,clocks.mem,temperature.gpu";
 constexpr std::size_t field_count = 8;
 
 // The rows of a `csv,noheader,nounits` output: each a vector of fields (numbers), [N/A] as NaN; a line
@@ -78,7 +79,8 @@ bool nvidia_smi_present() { return query_test::run_process({"nvidia-smi", "-L"})
 
 }  // namespace
 
-TEST_CASE("cudrv-query --watch agrees with nvidia-smi --query-gpu while a kernel loads the GPU", "[query][gpu][watch]") {
+TEST_CASE("cudrv-query --watch agrees with nvidia-smi --query-gpu while a kernel loads the GPU",
+          "[query][gpu][watch]") {
   CUDRV_REQUIRE_GPU();
   if (!nvidia_smi_present()) {
     WARN("SKIPPED: nvidia-smi is not available here");
@@ -125,8 +127,8 @@ TEST_CASE("cudrv-query --watch agrees with nvidia-smi --query-gpu while a kernel
   }
   const double sm = median_of(b, 5);
   CHECK(std::abs(median_of(a, 5) - sm) <= std::max(45.0, 0.05 * sm));  // clocks.sm, a few bins
-  CHECK(std::abs(median_of(a, 6) - median_of(b, 6)) <= 10);              // clocks.mem (HBM: fixed)
-  CHECK(std::abs(median_of(a, 7) - median_of(b, 7)) <= 3);               // temperature.gpu, C
+  CHECK(std::abs(median_of(a, 6) - median_of(b, 6)) <= 10);            // clocks.mem (HBM: fixed)
+  CHECK(std::abs(median_of(a, 7) - median_of(b, 7)) <= 3);             // temperature.gpu, C
 }
 
 TEST_CASE("cudrv-query --watch sees peer copies in nvlink.tx and nvlink.rx", "[query][gpu][watch]") {
@@ -154,7 +156,8 @@ TEST_CASE("cudrv-query --watch sees peer copies in nvlink.tx and nvlink.rx", "[q
       s.synchronize();
       copied += 8 * bytes;
     }
-    copy_rate = static_cast<double>(copied) / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    copy_rate =
+        static_cast<double>(copied) / std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   });
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   const query_test::process_result r =
@@ -185,8 +188,8 @@ TEST_CASE("cudrv-query --watch sees peer copies in nvlink.tx and nvlink.rx", "[q
   REQUIRE(rx1.size() == 6);
   std::sort(tx0.begin(), tx0.end());
   std::sort(rx1.begin(), rx1.end());
-  INFO("copies: " << copy_rate / 1e9 << " GB/s; watch medians: " << tx0[3] / 1e9 << " GB/s sent by 0, "
-                  << rx1[3] / 1e9 << " GB/s received by 1");
+  INFO("copies: " << copy_rate / 1e9 << " GB/s; watch medians: " << tx0[3] / 1e9 << " GB/s sent by 0, " << rx1[3] / 1e9
+                  << " GB/s received by 1");
   // The counters see the copies: within a factor of 3 of the bytes this process copied (the watch's
   // windows and NVML's counter updates are not the copies' own; protocol bytes are not data).
   CHECK(tx0[3] >= copy_rate / 3);

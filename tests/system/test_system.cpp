@@ -485,3 +485,15 @@ TEST_CASE("system: NVLink data counters over every link give a rate between two 
     CHECK(e.nvml_result() == 15);
   }
 }
+
+TEST_CASE("system: memory with the driver's reservation apart, as nvidia-smi reports it", "[system]") {
+  const std::optional<sys::memory_breakdown> m = sys::nvml_device::at(0).memory_breakdown();
+  REQUIRE(m);
+  CHECK(m->total_bytes == 80 * gib);
+  CHECK(m->reserved_bytes == 512ULL << 20);
+  CHECK(m->used_bytes == 10 * gib - (512ULL << 20));  // memory() counts the reservation as used
+  CHECK(m->free_bytes == 70 * gib);
+  CHECK(sys::nvml_device::at(0).memory()->used_bytes == m->used_bytes + m->reserved_bytes);
+  CHECK_FALSE(sys::nvml_device::at(1).memory_breakdown());  // NOT_SUPPORTED: empty, memory() still answers
+  CHECK(sys::nvml_device::at(1).memory());
+}

@@ -95,6 +95,7 @@ cell value_of(const watch_sample& s, wf f) {
     case wf::memory_total: return mebibytes(s.memory_total_bytes);
     case wf::memory_used: return mebibytes(s.memory_used_bytes);
     case wf::memory_free: return mebibytes(s.memory_free_bytes);
+    case wf::memory_reserved: return mebibytes(s.memory_reserved_bytes);
     case wf::power_draw: return real(s.power_draw_w, 2);
     case wf::power_limit: return real(s.power_limit_w, 2);
     case wf::clocks_sm: return integer(s.clocks_sm_mhz);
@@ -182,6 +183,7 @@ const std::vector<watch_field_info>& watch_fields() {
       {wf::memory_total, "memory.total", "MiB", "total", "MiB", 6},
       {wf::memory_used, "memory.used", "MiB", "used", "MiB", 6},
       {wf::memory_free, "memory.free", "MiB", "free", "MiB", 6},
+      {wf::memory_reserved, "memory.reserved", "MiB", "rsvd", "MiB", 6},
       {wf::power_draw, "power.draw", "W", "pwr", "W", 7},
       {wf::power_limit, "power.limit", "W", "plim", "W", 7},
       {wf::clocks_sm, "clocks.sm", "MHz", "smclk", "MHz", 5},
@@ -405,7 +407,7 @@ wanted wanted_by(const watch_options& options) {
   wanted w;
   for (wf f : watch_shown_fields(options)) {
     w.utilization |= f == wf::utilization_gpu || f == wf::utilization_memory;
-    w.memory |= f == wf::memory_total || f == wf::memory_used || f == wf::memory_free;
+    w.memory |= f == wf::memory_total || f == wf::memory_used || f == wf::memory_free || f == wf::memory_reserved;
     w.power |= f == wf::power_draw || f == wf::power_limit;
     w.clocks |= f == wf::clocks_sm || f == wf::clocks_mem || f == wf::clocks_gr;
     w.temperature |= f == wf::temperature_gpu || f == wf::temperature_memory;
@@ -509,10 +511,16 @@ void read_gpu(const wanted& w, watch_detail::gpu& g, watch_sample& s) {
     }
   }
   if (w.memory) {
-    if (auto m = quietly([&] { return g.device->memory(); })) {
+    // As nvidia-smi: the reservation apart where NVML can say it, else counted as used.
+    if (auto m = quietly([&] { return g.device->memory_breakdown(); })) {
       s.memory_total_bytes = m->total_bytes;
       s.memory_used_bytes = m->used_bytes;
       s.memory_free_bytes = m->free_bytes;
+      s.memory_reserved_bytes = m->reserved_bytes;
+    } else if (auto v1 = quietly([&] { return g.device->memory(); })) {
+      s.memory_total_bytes = v1->total_bytes;
+      s.memory_used_bytes = v1->used_bytes;
+      s.memory_free_bytes = v1->free_bytes;
     }
   }
   if (w.power) {

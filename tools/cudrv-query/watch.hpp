@@ -34,6 +34,7 @@ enum class watch_field {
   memory_total,          ///< MiB
   memory_used,           ///< MiB
   memory_free,           ///< MiB
+  memory_reserved,       ///< MiB reserved by the driver (not in memory_used)
   power_draw,            ///< W
   power_limit,           ///< W, the power-management limit
   clocks_sm,             ///< MHz
@@ -106,34 +107,35 @@ struct watch_process {
 
 /// One GPU at one sample; each reading empty where NVML does not give it.
 struct watch_sample {
-  long long sample = 0;                                  ///< the sample's number, from 1
-  std::string timestamp;                                 ///< "2026/11/28 20:10:00.123", local time
-  std::string time_of_day;                               ///< "20:10:00", for the text table
-  double elapsed_s = 0;                                  ///< seconds since the watch started
-  int ordinal = 0;                                       ///< CUDA ordinal
-  std::optional<unsigned int> index;                     ///< NVML index
-  std::string uuid;                                      ///< UUID
-  std::string name;                                      ///< product name
-  std::optional<std::string> pci_bus_id;                 ///< "00000000:1B:00.0"
-  std::optional<int> pstate;                             ///< 0 to 15
-  std::optional<unsigned int> utilization_gpu;           ///< percent
-  std::optional<unsigned int> utilization_memory;        ///< percent
-  std::optional<unsigned long long> memory_total_bytes;  ///< bytes
-  std::optional<unsigned long long> memory_used_bytes;   ///< bytes
-  std::optional<unsigned long long> memory_free_bytes;   ///< bytes
-  std::optional<double> power_draw_w;                    ///< watts
-  std::optional<double> power_limit_w;                   ///< watts
-  std::optional<unsigned int> clocks_sm_mhz;             ///< MHz
-  std::optional<unsigned int> clocks_mem_mhz;            ///< MHz
-  std::optional<unsigned int> clocks_gr_mhz;             ///< MHz
-  std::optional<unsigned int> temperature_gpu_c;         ///< degrees C
-  std::optional<unsigned int> temperature_memory_c;      ///< degrees C
-  std::optional<std::uint64_t> clocks_event_reasons;     ///< NVML's mask
-  std::optional<double> pcie_tx_bytes_per_s;             ///< bytes per second
-  std::optional<double> pcie_rx_bytes_per_s;             ///< bytes per second
-  std::optional<double> nvlink_tx_bytes_per_s;           ///< bytes per second
-  std::optional<double> nvlink_rx_bytes_per_s;           ///< bytes per second
-  std::optional<std::vector<watch_process>> processes;   ///< the processes, when read
+  long long sample = 0;                                     ///< the sample's number, from 1
+  std::string timestamp;                                    ///< "2026/11/28 20:10:00.123", local time
+  std::string time_of_day;                                  ///< "20:10:00", for the text table
+  double elapsed_s = 0;                                     ///< seconds since the watch started
+  int ordinal = 0;                                          ///< CUDA ordinal
+  std::optional<unsigned int> index;                        ///< NVML index
+  std::string uuid;                                         ///< UUID
+  std::string name;                                         ///< product name
+  std::optional<std::string> pci_bus_id;                    ///< "00000000:1B:00.0"
+  std::optional<int> pstate;                                ///< 0 to 15
+  std::optional<unsigned int> utilization_gpu;              ///< percent
+  std::optional<unsigned int> utilization_memory;           ///< percent
+  std::optional<unsigned long long> memory_total_bytes;     ///< bytes
+  std::optional<unsigned long long> memory_used_bytes;      ///< bytes
+  std::optional<unsigned long long> memory_free_bytes;      ///< bytes
+  std::optional<unsigned long long> memory_reserved_bytes;  ///< bytes
+  std::optional<double> power_draw_w;                       ///< watts
+  std::optional<double> power_limit_w;                      ///< watts
+  std::optional<unsigned int> clocks_sm_mhz;                ///< MHz
+  std::optional<unsigned int> clocks_mem_mhz;               ///< MHz
+  std::optional<unsigned int> clocks_gr_mhz;                ///< MHz
+  std::optional<unsigned int> temperature_gpu_c;            ///< degrees C
+  std::optional<unsigned int> temperature_memory_c;         ///< degrees C
+  std::optional<std::uint64_t> clocks_event_reasons;        ///< NVML's mask
+  std::optional<double> pcie_tx_bytes_per_s;                ///< bytes per second
+  std::optional<double> pcie_rx_bytes_per_s;                ///< bytes per second
+  std::optional<double> nvlink_tx_bytes_per_s;              ///< bytes per second
+  std::optional<double> nvlink_rx_bytes_per_s;              ///< bytes per second
+  std::optional<std::vector<watch_process>> processes;      ///< the processes, when read
 };
 
 /// The fields a run shows: options.fields, or the format's default.
