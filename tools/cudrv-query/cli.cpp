@@ -457,8 +457,12 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
           },
           ""))
       ->needs(watch_flag);
+  std::string field_names;
+  for (const watch_field_info& f : watch_fields()) {
+    field_names += (field_names.empty() ? "" : ", ") + std::string(f.name);
+  }
   app.add_option("--watch-query,--query", watch_query,
-                 "The fields to show, comma-separated (nvidia-smi's --query-gpu names; see the manual)")
+                 "The fields to show, comma-separated, nvidia-smi's --query-gpu names where it has one: " + field_names)
       ->type_name("FIELDS")
       ->needs(watch_flag);
   app.add_flag("--watch-processes", watch_opts.processes, "Each GPU's processes too (pid, name, memory)")
