@@ -284,6 +284,26 @@ enum class nvlink_remote_device {
 
 // --- end of issue 36: topology types ------------------------------------------------------------
 
+// issue 36: watch
+/// @brief The NVLink data counters of a whole GPU, summed over its links: what a rate is computed from
+/// (see @ref nvml_device::nvlink_traffic). Two readings give the throughput:
+/// `(b.tx_bytes - a.tx_bytes) * 1e6 / (b.timestamp_us - a.timestamp_us)` bytes per second.
+struct nvlink_traffic {
+  unsigned long long tx_bytes = 0;  ///< data sent over every NVLink since the driver loaded, bytes
+  unsigned long long rx_bytes = 0;  ///< data received over every NVLink since the driver loaded, bytes
+  long long timestamp_us = 0;       ///< when NVML read the counters: microseconds since 1970 (NVML's clock)
+};
+
+/// @brief Device memory with what the driver reserves apart, in bytes, as nvidia-smi reports it
+/// (`memory.total`, `memory.reserved`, `memory.used`, `memory.free`; `nvmlMemory_v2_t`). Unlike
+/// @ref memory_usage, @ref used_bytes does not count the reservation.
+struct memory_breakdown {
+  unsigned long long total_bytes = 0;     ///< total
+  unsigned long long reserved_bytes = 0;  ///< reserved by the driver and the firmware
+  unsigned long long used_bytes = 0;      ///< used by allocations (the reservation not included)
+  unsigned long long free_bytes = 0;      ///< free
+};
+
 /// @brief A GPU (or a MIG instance) as NVML sees it: a non-owning handle (NVML devices are never
 /// released), cheap to copy.
 ///
@@ -378,6 +398,16 @@ class nvml_device {
   /// change between NVML's size query and its answer: cudrv asks again, a bounded number of times.
   /// @throws nvml_error `NVML_ERROR_INSUFFICIENT_SIZE` when the list kept growing past those tries
   [[nodiscard]] std::vector<process_info> processes() const;
+  // issue 36: watch
+  /// @brief The NVLink data counters, summed over the GPU's links (NVML's field values
+  /// `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/`_RX` for every link at once, in KiB; where NVML does
+  /// not answer that, `NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES`/`_RCV_BYTES`, then the sum of the active
+  /// links' own counters). Empty on a GPU without NVLink or an NVML without these counters.
+  [[nodiscard]] std::optional<cudrv::system::nvlink_traffic> nvlink_traffic() const;
+  /// @brief Device memory with the driver's reservation apart (`nvmlDeviceGetMemoryInfo_v2`), as
+  /// nvidia-smi reports it; for a MIG instance, the instance's. Empty where NVML lacks the function or
+  /// does not support it on this GPU (then @ref memory has the figures, reservation counted as used).
+  [[nodiscard]] std::optional<cudrv::system::memory_breakdown> memory_breakdown() const;
 
   // --- issue 36: topology ------------------------------------------------------------------------
   /// @brief How this GPU and @p other are connected on PCIe (`nvmlDeviceGetTopologyCommonAncestor`);

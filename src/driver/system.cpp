@@ -96,14 +96,9 @@ std::optional<T> maybe(bool ok, const T& value) {
   return ok ? std::optional<T>(value) : std::nullopt;
 }
 
-// A field value (nvmlDeviceGetFieldValues) as an unsigned number; empty where NVML has none.
-std::optional<unsigned long long> field(nv::handle h, unsigned int id, unsigned int scope) {
-  nv::field_value v{};
-  v.field_id = id;
-  v.scope_id = scope;
-  if (!CUDRV_NVML_GOT(nvmlDeviceGetFieldValues, h, 1, &v) || !got(v.nvml_return, "nvmlDeviceGetFieldValues", h, true)) {
-    return std::nullopt;
-  }
+// A field value NVML answered, as an unsigned number (negative values read 0); empty for a type it
+// does not say.
+std::optional<unsigned long long> as_unsigned(const nv::field_value& v) {
   switch (v.value_type) {
     case nv::value_double: return v.v.d < 0 ? 0ULL : static_cast<unsigned long long>(v.v.d);
     case nv::value_unsigned_int: return v.v.ui;
@@ -114,6 +109,17 @@ std::optional<unsigned long long> field(nv::handle h, unsigned int id, unsigned 
     case nv::value_unsigned_short: return v.v.us;
     default: return std::nullopt;
   }
+}
+
+// A field value (nvmlDeviceGetFieldValues) as an unsigned number; empty where NVML has none.
+std::optional<unsigned long long> field(nv::handle h, unsigned int id, unsigned int scope) {
+  nv::field_value v{};
+  v.field_id = id;
+  v.scope_id = scope;
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetFieldValues, h, 1, &v) || !got(v.nvml_return, "nvmlDeviceGetFieldValues", h, true)) {
+    return std::nullopt;
+  }
+  return as_unsigned(v);
 }
 
 clock_set read_clocks(nv::handle h, nv::ret (*fn)(nv::handle, int, unsigned int*), const char* name) {
@@ -680,6 +686,71 @@ std::optional<nvlink_remote_device> nvml_device::nvlink_remote_type(unsigned int
     case 2: return nvlink_remote_device::nvswitch;
     default: return nvlink_remote_device::unknown;
   }
+}
+
+// --- issue 36: watch ---------------------------------------------------------------------------------
+
+namespace {
+
+// One pair of NVLink data counters (transmit, receive) for the sum over the links (scope all_links) or
+// one link: the counters times @p unit bytes, with NVML's timestamp; empty where NVML answers neither.
+std::optional<nvlink_traffic> read_traffic(nv::handle h, unsigned int tx_id, unsigned int rx_id, unsigned int scope,
+                                           unsigned long long unit) {
+  nv::field_value v[2] = {};
+  v[0].field_id = tx_id;
+  v[1].field_id = rx_id;
+  v[0].scope_id = v[1].scope_id = scope;
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetFieldValues, h, 2, v)) {
+    return std::nullopt;
+  }
+  if (!got(v[0].nvml_return, "nvmlDeviceGetFieldValues", h, true) ||
+      !got(v[1].nvml_return, "nvmlDeviceGetFieldValues", h, true)) {
+    return std::nullopt;
+  }
+  const std::optional<unsigned long long> tx = as_unsigned(v[0]);
+  const std::optional<unsigned long long> rx = as_unsigned(v[1]);
+  if (!tx || !rx) {
+    return std::nullopt;
+  }
+  return nvlink_traffic{*tx * unit, *rx * unit, std::max(v[0].timestamp, v[1].timestamp)};
+}
+
+}  // namespace
+
+std::optional<nvlink_traffic> nvml_device::nvlink_traffic() const {
+  constexpr unsigned long long kib = 1024;
+  // Every link at once: the throughput counters (KiB), then NVLink 5's byte counters.
+  if (auto all = read_traffic(handle_, nv::field_nvlink_data_tx, nv::field_nvlink_data_rx, nv::all_links, kib)) {
+    return all;
+  }
+  if (auto all = read_traffic(handle_, nv::field_nvlink_count_xmit_bytes, nv::field_nvlink_count_rcv_bytes,
+                              nv::all_links, 1)) {
+    return all;
+  }
+  // Else the sum of the active links' own counters.
+  std::optional<cudrv::system::nvlink_traffic> sum;
+  for (unsigned int link = 0; link < nv::max_nvlinks; ++link) {
+    int active = 0;  // nvmlEnableState_t
+    if (!CUDRV_NVML_LINK_GOT(nvmlDeviceGetNvLinkState, handle_, link, &active) || active == 0) {
+      continue;
+    }
+    if (auto one = read_traffic(handle_, nv::field_nvlink_data_tx, nv::field_nvlink_data_rx, link, kib)) {
+      sum = sum.value_or(cudrv::system::nvlink_traffic{});
+      sum->tx_bytes += one->tx_bytes;
+      sum->rx_bytes += one->rx_bytes;
+      sum->timestamp_us = std::max(sum->timestamp_us, one->timestamp_us);
+    }
+  }
+  return sum;
+}
+
+std::optional<memory_breakdown> nvml_device::memory_breakdown() const {
+  nv::memory_v2 m{};
+  m.version = nv::memory_v2_version;
+  if (!CUDRV_NVML_GOT(nvmlDeviceGetMemoryInfo_v2, handle_, &m)) {
+    return std::nullopt;
+  }
+  return cudrv::system::memory_breakdown{m.total, m.reserved, m.used, m.free};
 }
 
 }  // namespace cudrv::system

@@ -82,6 +82,21 @@ constexpr unsigned int field_memory_temperature = 82;  // NVML_FI_DEV_MEMORY_TEM
 constexpr unsigned int field_nvlink_data_tx = 138;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX (KiB)
 constexpr unsigned int field_nvlink_data_rx = 139;     // NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_RX (KiB)
 
+// issue 36: watch: nvmlMemory_v2_t, whose version field is NVML_STRUCT_VERSION(Memory, 2)
+struct memory_v2 {
+  unsigned int version;
+  unsigned long long total;
+  unsigned long long reserved;
+  unsigned long long free;
+  unsigned long long used;
+};
+static_assert(sizeof(memory_v2) == 40, "NVML's ABI");
+constexpr unsigned int memory_v2_version = static_cast<unsigned int>(sizeof(memory_v2)) | (2u << 24);
+// issue 36: watch: the NVLink data counters of every link at once (scope all_links)
+constexpr unsigned int field_nvlink_count_xmit_bytes = 202;  // NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES (bytes)
+constexpr unsigned int field_nvlink_count_rcv_bytes = 204;   // NVML_FI_DEV_NVLINK_COUNT_RCV_BYTES (bytes)
+constexpr unsigned int all_links = 0xFFFFFFFFu;              // a field's scope id for the sum over the links
+
 constexpr unsigned int max_nvlinks = 18;                   // NVML_NVLINK_MAX_LINKS
 constexpr unsigned long long value_not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE
 constexpr int pstate_unknown = 32;                         // NVML_PSTATE_UNKNOWN
@@ -157,7 +172,9 @@ constexpr unsigned int node_mask_words = 1024 / (8 * sizeof(unsigned long));
   X(nvmlDeviceGetCpuAffinityWithinScope, ret (*)(handle, unsigned int, unsigned long*, int))                \
   X(nvmlDeviceGetMemoryAffinity, ret (*)(handle, unsigned int, unsigned long*, int))                        \
   X(nvmlDeviceGetNumaNodeId, ret (*)(handle, unsigned int*))                                                \
-  X(nvmlDeviceGetNvLinkRemoteDeviceType, ret (*)(handle, unsigned int, int*))
+  X(nvmlDeviceGetNvLinkRemoteDeviceType, ret (*)(handle, unsigned int, int*))                             \
+  /* issue 36: watch */                                                                                     \
+  X(nvmlDeviceGetMemoryInfo_v2, ret (*)(handle, memory_v2*))
 
 struct api {
 #define CUDRV_NVML_MEMBER(name, type) std::type_identity_t<type> name = nullptr;

@@ -337,13 +337,43 @@ FAKE_EXPORT ret nvmlDeviceGetTemperatureThreshold(nvmlDevice_st* d, int type, un
   *c = values[type];
   return ok;
 }
+// issue 36: watch. Device 0's NVLink data counters summed over its links (scope 0xFFFFFFFF, fields 138 and
+// 139, KiB): each call that asks for them advances the fake's clock by 0.5 s (NVML's timestamp), the
+// transmit counter by 4096 KiB and the receive counter by 1024 KiB, so that any two readings give
+// 8 MiB/s sent and 2 MiB/s received. Called with the fake's mutex held.
+namespace {
+unsigned long long watch_calls = 0;
+bool watch_field(const nvmlDevice_st* d, const field_value_t& v) {
+  return (v.field_id == 138 || v.field_id == 139) && v.scope_id == 0xFFFFFFFFu && d != nullptr && d->id == 0;
+}
+// Once per call: advances the counters when the call asks for them.
+void watch_advance(const nvmlDevice_st* d, const field_value_t* values, int count) {
+  for (int i = 0; i < count; ++i) {
+    if (watch_field(d, values[i])) {
+      ++watch_calls;
+      return;
+    }
+  }
+}
+bool watch_traffic(const nvmlDevice_st* d, field_value_t& v) {
+  if (!watch_field(d, v)) return false;
+  v.result = ok;
+  v.value_type = 3;  // unsigned long long
+  v.timestamp = 1'700'000'000'000'000LL + static_cast<long long>(watch_calls) * 500'000;
+  v.value = v.field_id == 138 ? 1'000'000 + 4096 * watch_calls : 2'000'000 + 1024 * watch_calls;
+  return true;
+}
+}  // namespace
+
 FAKE_EXPORT ret nvmlDeviceGetFieldValues(nvmlDevice_st* d, int count, field_value_t* values) {
   FAKE_ENTER("nvmlDeviceGetFieldValues");
+  watch_advance(d, values, count);  // issue 36: watch
   for (int i = 0; i < count; ++i) {
     field_value_t& v = values[i];
     v.result = only_full(d);
     if (v.result != ok) continue;
-    if (v.field_id == 82) {  // memory temperature, an unsigned int
+    if (watch_traffic(d, v)) {
+    } else if (v.field_id == 82) {  // memory temperature, an unsigned int
       v.value_type = 1;
       v.value = 0;
       unsigned int c = 47;
@@ -704,5 +734,25 @@ FAKE_EXPORT ret nvmlDeviceGetNumaNodeId(nvmlDevice_st* d, unsigned int* node) {
   const std::string& v = topo().gpu_numa[static_cast<std::size_t>(i)];
   if (v == "-" || v.empty()) return not_supported;
   *node = static_cast<unsigned int>(std::atoi(v.c_str()));
+  return ok;
+}
+
+// issue 36: watch. nvmlDeviceGetMemoryInfo_v2 on device 0 only (the others answer NOT_SUPPORTED, the
+// MIG instance INVALID_ARGUMENT): the same memory as nvmlDeviceGetMemoryInfo with 512 MiB of it
+// reserved, so that used is 512 MiB less; a wrong struct version is refused as NVML does.
+struct memory_v2_t {
+  unsigned int version;
+  unsigned long long total, reserved, free, used;
+};
+FAKE_EXPORT ret nvmlDeviceGetMemoryInfo_v2(nvmlDevice_st* d, memory_v2_t* m) {
+  FAKE_ENTER("nvmlDeviceGetMemoryInfo_v2");
+  if (ret r = only_full(d); r != ok) return r;
+  if (m->version != (static_cast<unsigned int>(sizeof(memory_v2_t)) | (2u << 24)))
+    return 25;  // ARGUMENT_VERSION_MISMATCH
+  constexpr unsigned long long gib = 1ULL << 30, mib = 1ULL << 20;
+  m->total = 80 * gib;
+  m->reserved = 512 * mib;
+  m->used = 10 * gib - 512 * mib;
+  m->free = 70 * gib;
   return ok;
 }

@@ -509,3 +509,47 @@ TEST_CASE("system: a topology query NVML fails for real is an nvml_error naming 
   }
   REQUIRE(gpu.cpu_affinity());  // not sticky
 }
+
+// --- issue 36: watch --------------------------------------------------------------------------------
+
+TEST_CASE("system: NVLink data counters over every link give a rate between two readings", "[system]") {
+  const sys::nvml_device gpu = sys::nvml_device::at(0);
+  const std::optional<sys::nvlink_traffic> a = gpu.nvlink_traffic();
+  const std::optional<sys::nvlink_traffic> b = gpu.nvlink_traffic();
+  REQUIRE(a);
+  REQUIRE(b);
+  // The stand-in advances its clock 0.5 s and its counters 4096 KiB (sent) and 1024 KiB (received) per
+  // reading: KiB become bytes, and the timestamps are NVML's.
+  REQUIRE(b->timestamp_us - a->timestamp_us == 500'000);
+  CHECK(b->tx_bytes - a->tx_bytes == 4096ULL * 1024);
+  CHECK(b->rx_bytes - a->rx_bytes == 1024ULL * 1024);
+  CHECK(a->tx_bytes % 1024 == 0);
+  const double tx_per_s = static_cast<double>(b->tx_bytes - a->tx_bytes) * 1e6 / 500'000.0;
+  CHECK(tx_per_s == 8.0 * 1024 * 1024);
+  // No NVLink counters (NOT_SUPPORTED, or INVALID_ARGUMENT for a MIG instance): empty, not an error.
+  CHECK_FALSE(sys::nvml_device::at(1).nvlink_traffic());
+  const sys::nvml_device mig = sys::nvml_device::by_uuid("MIG-d0010203-0405-0607-0809-0a0b0c0d0e0f");
+  REQUIRE(mig.is_mig_instance());
+  CHECK_FALSE(mig.nvlink_traffic());
+  // A real failure is an nvml_error naming the function.
+  injected_failure lost("nvmlDeviceGetFieldValues", 15);  // NVML_ERROR_GPU_IS_LOST
+  try {
+    (void)gpu.nvlink_traffic();
+    FAIL("no error");
+  } catch (const cudrv::nvml_error& e) {
+    CHECK(e.api() == "nvmlDeviceGetFieldValues");
+    CHECK(e.nvml_result() == 15);
+  }
+}
+
+TEST_CASE("system: memory with the driver's reservation apart, as nvidia-smi reports it", "[system]") {
+  const std::optional<sys::memory_breakdown> m = sys::nvml_device::at(0).memory_breakdown();
+  REQUIRE(m);
+  CHECK(m->total_bytes == 80 * gib);
+  CHECK(m->reserved_bytes == 512ULL << 20);
+  CHECK(m->used_bytes == 10 * gib - (512ULL << 20));  // memory() counts the reservation as used
+  CHECK(m->free_bytes == 70 * gib);
+  CHECK(sys::nvml_device::at(0).memory()->used_bytes == m->used_bytes + m->reserved_bytes);
+  CHECK_FALSE(sys::nvml_device::at(1).memory_breakdown());  // NOT_SUPPORTED: empty, memory() still answers
+  CHECK(sys::nvml_device::at(1).memory());
+}

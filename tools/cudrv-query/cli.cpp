@@ -11,10 +11,12 @@
 #include <cctype>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
 #include <new>
+#include <optional>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -43,6 +45,8 @@ constexpr const char* description =
     "  --bench    copy bandwidths, launch latency and peer-to-peer bandwidth, timed with CUDA events\n"
     "  --topo     the link matrix of the GPUs and RDMA NICs (nvidia-smi's X, NV#, PIX, PXB, PHB, NODE,\n"
     "             SYS), each GPU's CPU and NUMA affinity\n"
+    "  --watch    sample utilization, memory, power, clocks, temperature, PCIe and NVLink traffic and\n"
+    "             processes through NVML at an interval (text, JSON lines or CSV), until a bound or Ctrl-C\n"
     "\n"
     "Only --bench creates CUDA contexts; the other views read attributes, which needs none.";
 
@@ -71,7 +75,12 @@ constexpr const char* footer_text =
     "\n"
     "JSON: --json prints one document (schema_version 1, docs/cudrv-query.schema.json) for every view,\n"
     "also when the run fails (status, exit_code and error say why), a usage error included; with\n"
-    "--version it prints the versions as a document.";
+    "--version it prints the versions as a document. With --watch it prints JSON lines: one object per\n"
+    "GPU per sample ($defs/watch_sample of the schema); a failure before the first sample is a document.\n"
+    "\n"
+    "Watch: samples come one --watch-interval apart on a steady clock, the first one interval after the\n"
+    "start; --watch-count and --watch-duration bound them (the first reached ends the run); Ctrl-C\n"
+    "(SIGINT) or SIGTERM ends the run after the sample in progress is written, with status 0.";
 
 /// The system's reason for a failed write, when errno holds one a write gives (a full disk, a pipe
 /// without a reader, a closed descriptor); nullptr for anything else, which a later call may have left.
@@ -156,6 +165,12 @@ constexpr value_hint value_hints[] = {
     {"--bench-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 64M"},
     {"--bench-iterations", "a whole number from 1 to 100000"},
     {"--bench-trials", "a whole number from 1 to 1000"},
+    // issue 36: watch
+    {"--watch-interval", "seconds from 0.05 to 86400, e.g. 0.5"},
+    {"--watch-count", "a whole number from 1 to 1000000000"},
+    {"--watch-duration", "seconds from 0.05 to 2678400 (31 days)"},
+    {"--watch-format", "text, jsonl or csv[,noheader][,nounits]"},
+    {"--watch-query", "comma-separated field names, e.g. index,utilization.gpu,memory.used"},
 };
 
 /// What to give to @p option (a long name), or nullptr for a flag.
@@ -257,6 +272,25 @@ std::string check_count(const std::string& text, long long min, long long max) {
     return "'" + text + "' is not a whole number: " + range;
   }
   if (ec == std::errc::result_out_of_range || value < min || value > max) {
+    return "'" + text + "' is out of range: " + range;
+  }
+  return {};
+}
+
+/// A validator's result: empty when @p text is a number of seconds in [@p min, @p max] (fractions
+/// allowed), else what is wrong. (issue 36: watch)
+std::string check_seconds(const std::string& text, double min, double max) {
+  char* end = nullptr;
+  errno = 0;
+  const double value = std::strtod(text.c_str(), &end);
+  char bounds[96];
+  std::snprintf(bounds, sizeof(bounds), "give seconds from %g to %g", min, max);
+  const std::string range = bounds;
+  const bool decimal = text.find_first_not_of("0123456789.eE+-") == std::string::npos;
+  if (text.empty() || !decimal || end != text.c_str() + text.size()) {
+    return "'" + text + "' is not a number of seconds: " + range;
+  }
+  if (errno == ERANGE || !(value >= min && value <= max)) {
     return "'" + text + "' is out of range: " + range;
   }
   return {};
@@ -400,6 +434,46 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
       ->needs(bench_flag);
   app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench")->needs(bench_flag);
+  // issue 36: watch
+  bool watch = false;
+  std::string watch_format_text;
+  std::string watch_query;
+  watch_options watch_opts;
+  auto* watch_flag =
+      app.add_flag("--watch", watch, "Sample the GPUs through NVML at an interval (until a bound or Ctrl-C)");
+  watch_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
+  app.add_option("--watch-interval", watch_opts.interval_s, "Seconds between samples, fractions allowed (default 1)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator([](const std::string& v) { return check_seconds(v, 0.05, 86400); }, ""))
+      ->needs(watch_flag);
+  app.add_option("--watch-count", watch_opts.count, "Stop after N samples (default: no bound)")
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000000000); }, ""))
+      ->needs(watch_flag);
+  app.add_option("--watch-duration", watch_opts.duration_s, "Stop after this many seconds (default: no bound)")
+      ->type_name("SECONDS")
+      ->check(CLI::Validator([](const std::string& v) { return check_seconds(v, 0.05, 2678400); }, ""))
+      ->needs(watch_flag);
+  app.add_option("--watch-format", watch_format_text,
+                 "text (default), jsonl (one JSON object per GPU per sample), or csv[,noheader][,nounits]")
+      ->type_name("FORMAT")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            watch_options scratch;
+            return parse_watch_format(v, scratch);
+          },
+          ""))
+      ->needs(watch_flag);
+  std::string field_names;
+  for (const watch_field_info& f : watch_fields()) {
+    field_names += (field_names.empty() ? "" : ", ") + std::string(f.name);
+  }
+  app.add_option("--watch-query,--query", watch_query,
+                 "The fields to show, comma-separated, nvidia-smi's --query-gpu names where it has one: " + field_names)
+      ->type_name("FIELDS")
+      ->needs(watch_flag);
+  app.add_flag("--watch-processes", watch_opts.processes, "Each GPU's processes too (pid, name, memory)")
+      ->needs(watch_flag);
 
   try {
     app.parse(argc, argv);
@@ -428,6 +502,32 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
   if (topo) cmd.v = view::topo;  // issue 36: topology
+  if (watch) {  // issue 36: watch
+    cmd.v = view::watch;
+    if (!watch_format_text.empty()) {
+      (void)parse_watch_format(watch_format_text, watch_opts);  // checked by its validator
+    }
+    if (json && !watch_format_text.empty() && watch_opts.format != watch_format::jsonl) {
+      return usage_error("--json prints JSON lines with --watch: leave out --watch-format " + watch_format_text +
+                         " or give --watch-format jsonl");
+    }
+    if (json) {
+      watch_opts.format = watch_format::jsonl;
+    }
+    if (watch_opts.processes && watch_opts.format == watch_format::csv) {
+      return usage_error("--watch-processes adds lines to the text and a list to JSON lines; CSV has one line per GPU: "
+                         "use the field processes.count");
+    }
+    if (!watch_query.empty() || app.count("--watch-query") > 0) {
+      std::string why;
+      std::optional<std::vector<watch_field>> fields = parse_watch_query(watch_query, watch_opts.names, why);
+      if (!fields) {
+        return usage_error(why);
+      }
+      watch_opts.fields = std::move(*fields);
+    }
+    cmd.watch = std::move(watch_opts);
+  }
   return cmd;
 }
 
@@ -449,7 +549,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
     // with, and asks for no more: every NVML call and loading NVRTC add to the start-up time
     // (docs/performance.md). The other views read all of it and load NVRTC.
     collect_options options;
-    if (v == view::summary) {
+    if (v == view::summary || v == view::watch) {  // watch reads NVML itself, at every sample
       options.nvml = nvml_fields::memory;
       options.nvrtc = false;
     }
@@ -475,6 +575,12 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       case view::p2p: collect_p2p(info); break;
       case view::bench: info.bench = run_bench(info, bench_opts); break;
       case view::topo: info.topology = collect_topology(info, sysfs_root()); break;  // issue 36: topology
+      case view::watch:  // issue 36: watch
+        if (!info.nvml.available) {
+          error = {exit_cuda_error, "--watch reads NVML, which is not usable: " + info.nvml.reason, {}};
+          return finish(out, err, info, v, json, style, &error);
+        }
+        return check_output(out, err, run_watch(info, cmd.watch, out));
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is

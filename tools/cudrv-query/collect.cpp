@@ -83,6 +83,7 @@ const char* view_name(view v) noexcept {
     case view::p2p: return "p2p";
     case view::bench: return "bench";
     case view::topo: return "topo";
+    case view::watch: return "watch";  // issue 36: watch
   }
   return "summary";
 }

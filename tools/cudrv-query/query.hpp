@@ -18,7 +18,8 @@
 
 #include "attributes.hpp"
 #include "nvml.hpp"
-#include "topo.hpp"  // issue 36: topology
+#include "topo.hpp"   // issue 36: topology
+#include "watch.hpp"  // issue 36: watch
 
 namespace cudrv_query {
 
@@ -37,9 +38,9 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench, topo };
+enum class view { summary, details, p2p, bench, topo, watch };
 
-/// "summary", "details", "p2p", "bench", "topo": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "topo", "watch": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -290,6 +291,7 @@ struct command_line {
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
+  watch_options watch;                 ///< issue 36: --watch-interval, --watch-count, ... (watch.hpp)
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write

@@ -343,6 +343,7 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
     case view::topo:  // issue 36: topology
       if (info.topology) print_topology(out, *info.topology, style.color);
       break;
+    case view::watch: break;  // issue 36: watch prints its samples itself (watch.cpp)
   }
 }
 
