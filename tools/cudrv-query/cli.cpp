@@ -41,8 +41,9 @@ constexpr const char* description =
     "  --details  every device attribute, grouped, with names and units; NVML data when present\n"
     "  --p2p      the peer-access matrix and the attributes of each link\n"
     "  --bench    copy bandwidths, launch latency and peer-to-peer bandwidth, timed with CUDA events\n"
+    "  --bandwidth  nvbandwidth's copy patterns (copy engine and SM copies) and pointer-chase latency\n"
     "\n"
-    "Only --bench creates CUDA contexts; the other views read attributes, which needs none.";
+    "Only --bench and --bandwidth create CUDA contexts; the other views read attributes, which needs none.";
 
 constexpr const char* footer_text =
     "Device selectors (-d, repeatable or comma-separated):\n"
@@ -153,6 +154,11 @@ constexpr value_hint value_hints[] = {
     {"--bench-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 64M"},
     {"--bench-iterations", "a whole number from 1 to 100000"},
     {"--bench-trials", "a whole number from 1 to 1000"},
+    // issue 36: bandwidth
+    {"--bandwidth-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 512M"},
+    {"--bandwidth-iterations", "a whole number from 1 to 100000"},
+    {"--bandwidth-samples", "a whole number from 1 to 1000"},
+    {"--bandwidth-tests", "test names separated by commas (--help lists them)"},
 };
 
 /// What to give to @p option (a long name), or nullptr for a flag.
@@ -323,6 +329,32 @@ bool split_selectors(const std::vector<std::string>& values, std::vector<std::st
   return true;
 }
 
+// issue 36: bandwidth
+/// The footer's list of the --bandwidth tests, several names to a line.
+std::string bandwidth_tests_footer() {
+  std::string out = "\n\nBandwidth tests (--bandwidth-tests; nvbandwidth's names, see docs/cudrv-query.md):\n";
+  std::string line = " ";
+  for (const bandwidth_test_desc& t : all_bandwidth_tests()) {
+    if (line.size() + std::char_traits<char>::length(t.name) + 1 > 100) {
+      out += line + "\n";
+      line = " ";
+    }
+    line += std::string(" ") + t.name;
+  }
+  return out + line;
+}
+
+/// The bandwidth view on the selected devices.
+bandwidth_results run_bandwidth_view(const system_info& info, const bandwidth_options& options) {
+  std::vector<int> ordinals;
+  std::vector<std::string> bus_ids;
+  for (const device_info& d : info.devices) {
+    ordinals.push_back(d.ordinal);
+    bus_ids.push_back(d.pci_bus_id);
+  }
+  return run_bandwidth(ordinals, bus_ids, options);
+}
+
 }  // namespace
 
 std::string version_text(const version_info& v) {
@@ -392,7 +424,40 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       ->type_name("N")
       ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
       ->needs(bench_flag);
-  app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench")->needs(bench_flag);
+  app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench or --bandwidth");
+  // issue 36: bandwidth
+  bool bandwidth = false;
+  bandwidth_options bandwidth_opts;
+  auto* bandwidth_flag =
+      app.add_flag("--bandwidth", bandwidth, "Measure nvbandwidth's copy patterns and pointer-chase latency");
+  for (CLI::Option* other : {details_flag, p2p_flag, bench_flag}) {
+    other->excludes(bandwidth_flag);
+  }
+  app.add_option("--bandwidth-size", bandwidth_opts.size,
+                 "Bytes per copy for --bandwidth (default 512M, as nvbandwidth)")
+      ->type_name("BYTES")
+      ->transform(CLI::Validator(to_size, ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-iterations", bandwidth_opts.iterations, "Timed copies per sample (default 16)")
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 100000); }, ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-samples", bandwidth_opts.samples,
+                 "Samples per figure; the median is reported (default 3)")
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-tests", bandwidth_opts.tests, "Only these tests (names below; default: all)")
+      ->type_name("NAME[,NAME...]")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            std::vector<std::string> names;
+            return parse_bandwidth_tests(v, names);
+          },
+          ""))
+      ->needs(bandwidth_flag);
+  app.footer(std::string(footer_text) + bandwidth_tests_footer());
 
   try {
     app.parse(argc, argv);
@@ -420,6 +485,15 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   cmd.bench = bench_opts;
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
+  if (no_progress && !bench && !bandwidth) {
+    return usage_error("--no-progress applies to --bench or --bandwidth only: add one of them");
+  }
+  // issue 36: bandwidth
+  if (bandwidth) {
+    cmd.v = view::bandwidth;
+    cmd.bandwidth = bandwidth_opts;
+    cmd.bandwidth.progress = !no_progress;
+  }
   return cmd;
 }
 
@@ -466,6 +540,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       case view::details: collect_attributes(info); break;
       case view::p2p: collect_p2p(info); break;
       case view::bench: info.bench = run_bench(info, bench_opts); break;
+      case view::bandwidth: info.bandwidth = run_bandwidth_view(info, cmd.bandwidth); break;  // issue 36: bandwidth
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is
@@ -477,7 +552,9 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::bad_alloc&) {
     error = {exit_cuda_error,
-             "out of host memory" + (v == view::bench ? " (try a smaller --bench-size)" : std::string()),
+             "out of host memory" + (v == view::bench       ? std::string(" (try a smaller --bench-size)")
+                                     : v == view::bandwidth ? std::string(" (try a smaller --bandwidth-size)")
+                                                            : std::string()),
              {}};
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::exception& e) {

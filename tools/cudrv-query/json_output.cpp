@@ -5,6 +5,7 @@
 
 #include <cudrv/version.hpp>
 
+#include "bandwidth_detail.hpp"
 #include "query.hpp"
 
 namespace cudrv_query {
@@ -274,6 +275,9 @@ std::string to_json(const system_info& info, view v, const failure* error) {
     }
     bench["p2p"] = pairs;
     doc["bench"] = bench;
+  }
+  if (v == view::bandwidth && info.bandwidth) {  // issue 36: bandwidth
+    doc["bandwidth"] = detail::bandwidth_to_json(*info.bandwidth);
   }
   return serialise(doc);
 }

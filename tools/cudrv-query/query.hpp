@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attributes.hpp"
+#include "bandwidth.hpp"
 #include "nvml.hpp"
 
 namespace cudrv_query {
@@ -36,9 +37,9 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench };
+enum class view { summary, details, p2p, bench, bandwidth };
 
-/// "summary", "details", "p2p", "bench": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "bandwidth": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -140,6 +141,7 @@ struct system_info {
   std::vector<device_info> devices;            ///< the selected devices, in ordinal order
   std::vector<p2p_link> p2p;                   ///< p2p view: every ordered pair of selected devices
   std::optional<bench_results> bench;          ///< bench view
+  std::optional<bandwidth_results> bandwidth;  ///< bandwidth view (issue 36)
 };
 
 /// How a failure ended the run; reported in the JSON's `status` and `error` and by the exit status.
@@ -283,11 +285,12 @@ struct version_info {
 
 /// What a command line asks for, once parsed.
 struct command_line {
-  view v = view::summary;              ///< --details, --p2p, --bench, or the summary
+  view v = view::summary;              ///< --details, --p2p, --bench, --bandwidth, or the summary
   std::vector<std::string> selectors;  ///< -d values, each a valid selector (whether it matches is checked later)
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
+  bandwidth_options bandwidth;         ///< --bandwidth-size, -iterations, -samples, -tests, --no-progress (issue 36)
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write

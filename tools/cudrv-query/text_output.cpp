@@ -340,6 +340,11 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
     case view::details: print_details(out, info, paint); break;
     case view::p2p: print_p2p(out, info, paint); break;
     case view::bench: print_bench(out, info, paint); break;
+    case view::bandwidth:  // issue 36: bandwidth
+      if (info.bandwidth) {
+        print_bandwidth_text(out, *info.bandwidth);
+      }
+      break;
   }
 }
 
