@@ -65,8 +65,8 @@ const std::vector<bandwidth_test_desc> tests_table = {
      "each pair: the row device reads the column device's memory"},
     {"device_to_device_memcpy_write_ce", "device_to_device_memcpy_write_ce", engine::ce, true, false,
      "each pair: the row device writes the column device's memory"},
-    {"device_to_device_bidirectional_memcpy_read_ce", "device_to_device_bidirectional_memcpy_read_ce", engine::ce,
-     true, false, "each pair, both devices reading the other's memory at once"},
+    {"device_to_device_bidirectional_memcpy_read_ce", "device_to_device_bidirectional_memcpy_read_ce", engine::ce, true,
+     false, "each pair, both devices reading the other's memory at once"},
     {"device_to_device_bidirectional_memcpy_write_ce", "device_to_device_bidirectional_memcpy_write_ce", engine::ce,
      true, false, "each pair, both devices writing the other's memory at once"},
     {"all_to_host_memcpy_ce", "all_to_host_memcpy_ce", engine::ce, false, false,
@@ -95,8 +95,8 @@ const std::vector<bandwidth_test_desc> tests_table = {
      "each pair: the row device reads the column device's memory"},
     {"device_to_device_memcpy_write_sm", "device_to_device_memcpy_write_sm", engine::sm, true, false,
      "each pair: the row device writes the column device's memory"},
-    {"device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_read_sm", engine::sm,
-     true, false, "each pair, both devices reading the other's memory at once"},
+    {"device_to_device_bidirectional_memcpy_read_sm", "device_to_device_bidirectional_memcpy_read_sm", engine::sm, true,
+     false, "each pair, both devices reading the other's memory at once"},
     {"device_to_device_bidirectional_memcpy_write_sm", "device_to_device_bidirectional_memcpy_write_sm", engine::sm,
      true, false, "each pair, both devices writing the other's memory at once"},
     {"all_to_host_memcpy_sm", "all_to_host_memcpy_sm", engine::sm, false, false,
@@ -285,7 +285,8 @@ class session {
   [[nodiscard]] std::size_t count() const noexcept { return devices_.size(); }
   [[nodiscard]] int ordinal(std::size_t i) const { return devices_[i].ordinal(); }
   [[nodiscard]] const cudrv::device& device_of(int ordinal) const {
-    return *std::find_if(devices_.begin(), devices_.end(), [&](const cudrv::device& d) { return d.ordinal() == ordinal; });
+    return *std::find_if(devices_.begin(), devices_.end(),
+                         [&](const cudrv::device& d) { return d.ordinal() == ordinal; });
   }
   [[nodiscard]] bool peers(int a, int b) const { return device_of(a).can_access_peer(device_of(b)); }
 
@@ -410,8 +411,8 @@ void expect(const buffer& b, std::size_t bytes, std::optional<std::byte> even, s
       const std::optional<std::byte>& want = (((offset + k) / 512) % 2 == 1) ? odd : even;
       if (want && chunk[k] != *want) {
         char message[160];
-        std::snprintf(message, sizeof message, "%s: byte %zu is 0x%02x, the copy should have left 0x%02x",
-                      what.c_str(), offset + k, static_cast<unsigned>(chunk[k]), static_cast<unsigned>(*want));
+        std::snprintf(message, sizeof message, "%s: byte %zu is 0x%02x, the copy should have left 0x%02x", what.c_str(),
+                      offset + k, static_cast<unsigned>(chunk[k]), static_cast<unsigned>(*want));
         throw std::runtime_error(message);
       }
     }
@@ -420,8 +421,8 @@ void expect(const buffer& b, std::size_t bytes, std::optional<std::byte> even, s
 
 void session::check(const std::vector<copy_op>& ops, const std::vector<std::size_t>& bytes, bool split) const {
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    const std::string what = "bandwidth check of copy " + std::to_string(i) + " (device " +
-                             std::to_string(ops[i].exec) + ")";
+    const std::string what =
+        "bandwidth check of copy " + std::to_string(i) + " (device " + std::to_string(ops[i].exec) + ")";
     if (split) {  // odd warps copied src to dst, even warps dst to src
       expect(*ops[i].dst, bytes[i], std::nullopt, pattern_of(i), what);
       expect(*ops[i].src, bytes[i], pattern_of(i + 1), std::nullopt, what);
@@ -482,7 +483,8 @@ std::vector<double> session::measure(const std::vector<copy_op>& ops, engine e, 
     }
     check(ops, bytes, split);
     for (std::size_t i = 0; i < n; ++i) {
-      double r = rate(static_cast<double>(bytes[i]) * options_.iterations, cudrv::elapsed_time(starts[i], ends[i]).count());
+      double r =
+          rate(static_cast<double>(bytes[i]) * options_.iterations, cudrv::elapsed_time(starts[i], ends[i]).count());
       samples[i].push_back(split ? r / 2 : r);  // a split-warp copy: half in each direction
     }
     const double all = std::accumulate(bytes.begin(), bytes.end(), 0.0) * options_.iterations;
@@ -555,7 +557,11 @@ std::string caption(engine e, const char* rows, const char* arrow, const char* c
 void host_pattern(session& s, bandwidth_test_result& r, engine e, bool to_device, bool bidir, bool all) {
   const std::size_t size = s.options().size;
   const bool split = e == engine::sm && bidir;
-  bandwidth_matrix m = make_matrix(caption(e, "CPU", bidir ? "<->" : to_device ? "->" : "<-", "GPU"),
+  bandwidth_matrix m = make_matrix(caption(e, "CPU",
+                                           bidir       ? "<->"
+                                           : to_device ? "->"
+                                                       : "<-",
+                                           "GPU"),
                                    r.desc->nvbandwidth_name, {"CPU"}, device_labels(s));
   for (std::size_t d = 0; d < s.count(); ++d) {
     const int dev = s.ordinal(d);
@@ -588,7 +594,6 @@ void host_pattern(session& s, bandwidth_test_result& r, engine e, bool to_device
   }
   r.matrices.push_back(std::move(m));
 }
-
 
 /// Device-to-device, one pair at a time: device_to_device_memcpy_{read,write} (one copy) and their
 /// bidirectional forms (two copies at once, read1/read2/total or write1/write2/total).
@@ -626,8 +631,8 @@ void pair_pattern(session& s, bandwidth_test_result& r, engine e, bool read, boo
       buffer peer2 = s.device_buffer(peer, size);
       // nvbandwidth's two copies: peer1 -> src1 and src2 -> peer2, each run by the reading device
       // (read) or the writing device (write)
-      std::vector<double> v = s.measure(
-          {{&peer1, &src1, read ? src : peer}, {&src2, &peer2, read ? peer : src}}, e, false, figure::each);
+      std::vector<double> v =
+          s.measure({{&peer1, &src1, read ? src : peer}, {&src2, &peer2, read ? peer : src}}, e, false, figure::each);
       ms[0].values[a][b] = v[0];
       ms[1].values[a][b] = v[1];
       ms[2].values[a][b] = v[0] + v[1];
@@ -671,8 +676,8 @@ void fan_pattern(session& s, bandwidth_test_result& r, engine e, bool all_to_one
 
 /// device_local_copy: within each device, by its copy engine.
 void local_pattern(session& s, bandwidth_test_result& r) {
-  bandwidth_matrix m = make_matrix("memcpy local GPU(column) bandwidth (GB/s)", r.desc->nvbandwidth_name, {"0"},
-                                   device_labels(s));
+  bandwidth_matrix m =
+      make_matrix("memcpy local GPU(column) bandwidth (GB/s)", r.desc->nvbandwidth_name, {"0"}, device_labels(s));
   for (std::size_t d = 0; d < s.count(); ++d) {
     const int dev = s.ordinal(d);
     buffer a = s.device_buffer(dev, s.options().size);
@@ -685,7 +690,8 @@ void local_pattern(session& s, bandwidth_test_result& r) {
 /// all_to_all_memcpy_write_{ce,sm}: every device writes every other device with peer access, all at
 /// once; the total bandwidth.
 void all_to_all_pattern(session& s, bandwidth_test_result& r, engine e) {
-  bandwidth_matrix m = make_matrix(caption(e, "GPU", "<->", "GPU", "all to all total "), r.desc->name, {"all"}, {"total"});
+  bandwidth_matrix m =
+      make_matrix(caption(e, "GPU", "<->", "GPU", "all to all total "), r.desc->name, {"all"}, {"total"});
   std::vector<buffer> owned;
   owned.reserve(2 * s.count() * s.count());
   std::vector<copy_op> ops;
@@ -728,8 +734,8 @@ void write_chain(buffer& b) {
 void latency_pattern(session& s, bandwidth_test_result& r, bool peers) {
   const std::vector<std::string> labels = device_labels(s);
   if (!peers) {
-    bandwidth_matrix m = make_matrix("memory latency SM CPU(row) <-> GPU(column) (ns)", r.desc->nvbandwidth_name,
-                                     {"CPU"}, labels);
+    bandwidth_matrix m =
+        make_matrix("memory latency SM CPU(row) <-> GPU(column) (ns)", r.desc->nvbandwidth_name, {"CPU"}, labels);
     for (std::size_t d = 0; d < s.count(); ++d) {
       buffer chain = s.host_buffer(s.ordinal(d), latency_buffer_bytes);
       write_chain(chain);
@@ -834,8 +840,8 @@ bandwidth_results run_bandwidth(const std::vector<int>& ordinals, const std::vec
     r.desc = t;
     ++step;
     if (options.progress) {
-      std::fprintf(stderr, "%scudrv-query: bandwidth [%d/%zu] %s%s", tty ? "\r\033[K" : "", step, chosen.size(), t->name,
-                   tty ? "" : "\n");
+      std::fprintf(stderr, "%scudrv-query: bandwidth [%d/%zu] %s%s", tty ? "\r\033[K" : "", step, chosen.size(),
+                   t->name, tty ? "" : "\n");
       std::fflush(stderr);
     }
     bool any_pair = false;

@@ -27,12 +27,12 @@ enum class bandwidth_engine {
 
 /// One test the view can run, from the table all_bandwidth_tests().
 struct bandwidth_test_desc {
-  const char* name;               ///< the test's name for --bandwidth-tests (nvbandwidth's where it has one)
-  const char* nvbandwidth_name;   ///< nvbandwidth's name of the same test; nullptr when it has none
-  bandwidth_engine engine;        ///< copy engine or SM copy
-  bool needs_peers;               ///< needs two devices with peer access (else it is skipped)
-  bool latency;                   ///< a latency test (ns), not a bandwidth test (GB/s)
-  const char* description;        ///< one line, for --help and the manual
+  const char* name;              ///< the test's name for --bandwidth-tests (nvbandwidth's where it has one)
+  const char* nvbandwidth_name;  ///< nvbandwidth's name of the same test; nullptr when it has none
+  bandwidth_engine engine;       ///< copy engine or SM copy
+  bool needs_peers;              ///< needs two devices with peer access (else it is skipped)
+  bool latency;                  ///< a latency test (ns), not a bandwidth test (GB/s)
+  const char* description;       ///< one line, for --help and the manual
 };
 
 /// Every test of the view, in the order they run (nvbandwidth's order; all-to-all last).
@@ -59,10 +59,10 @@ inline constexpr std::size_t latency_buffer_bytes = std::size_t{2} << 20;
 /// One matrix of figures: rows by columns, each value empty where nothing was measured (a device
 /// with itself, a pair without peer access).
 struct bandwidth_matrix {
-  std::string title;                       ///< e.g. "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)"
-  std::string key;                         ///< nvbandwidth's key of this matrix (its test name, or with _read1, _total ...)
-  std::vector<std::string> row_labels;     ///< "CPU" or device ordinals ("0", "1", ...)
-  std::vector<std::string> column_labels;  ///< device ordinals, or "total"
+  std::string title;  ///< e.g. "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)"
+  std::string key;    ///< nvbandwidth's key of this matrix (its test name, or with _read1, _total ...)
+  std::vector<std::string> row_labels;                     ///< "CPU" or device ordinals ("0", "1", ...)
+  std::vector<std::string> column_labels;                  ///< device ordinals, or "total"
   std::vector<std::vector<std::optional<double>>> values;  ///< [row][column]
 };
 
@@ -75,16 +75,16 @@ struct bandwidth_test_result {
 
 /// Where a device's host buffers were placed.
 struct bandwidth_host_node {
-  int ordinal = 0;          ///< CUDA ordinal
-  int numa_node = -1;       ///< /sys/bus/pci/devices/<bdf>/numa_node; -1 when the system does not say
-  bool bound = false;       ///< the allocation was bound to that node (memory policy and CPU affinity)
+  int ordinal = 0;     ///< CUDA ordinal
+  int numa_node = -1;  ///< /sys/bus/pci/devices/<bdf>/numa_node; -1 when the system does not say
+  bool bound = false;  ///< the allocation was bound to that node (memory policy and CPU affinity)
 };
 
 /// The results of --bandwidth.
 struct bandwidth_results {
-  bandwidth_options options;                  ///< what was run
+  bandwidth_options options;                    ///< what was run
   std::vector<bandwidth_host_node> host_nodes;  ///< one per selected device
-  std::vector<bandwidth_test_result> tests;   ///< in the order run
+  std::vector<bandwidth_test_result> tests;     ///< in the order run
 };
 
 /// nvbandwidth's size rule for SM copies: at least 64 MiB, the striding kernel's truncation to a whole

@@ -154,7 +154,8 @@ std::string striding_copy_ptx() {
                               .param .u64 chunk)
 {
   .reg .pred %p;
-  .reg .b32 %r<)" + std::to_string(4 * copy_unroll) +
+  .reg .b32 %r<)" +
+         std::to_string(4 * copy_unroll) +
          R"(>, %ct, %nt, %tx, %idx;
   .reg .b64 %threads, %n, %i, %d, %s, %chunk, %stride, %off, %big, %bigend, %end, %cd, %cs;
   ld.param.u64 %threads, [threads];
@@ -189,7 +190,8 @@ OUTER:
 BIG:
   setp.ge.u64 %p, %cd, %bigend;
   @%p bra REST;
-)" + loads + stores +
+)" + loads +
+         stores +
          R"(  bra BIG;
 REST:
   setp.ge.u64 %p, %cd, %end;
