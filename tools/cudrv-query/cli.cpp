@@ -436,7 +436,16 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   app.add_option("--bandwidth-size", bandwidth_opts.size,
                  "Bytes per copy for --bandwidth (default 512M, as nvbandwidth)")
       ->type_name("BYTES")
-      ->transform(CLI::Validator(to_size, ""))
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            const std::string original = v;
+            std::string problem = to_size(v);
+            if (problem.empty() && std::stoull(v) < (1ULL << 20)) {
+              problem = "'" + original + "' is below 1M, the smallest size nvbandwidth measures";
+            }
+            return problem;
+          },
+          ""))
       ->needs(bandwidth_flag);
   app.add_option("--bandwidth-iterations", bandwidth_opts.iterations, "Timed copies per sample (default 16)")
       ->type_name("N")
