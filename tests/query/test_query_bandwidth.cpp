@@ -150,8 +150,9 @@ TEST_CASE("bandwidth: the tests carry nvbandwidth's names, each once, and find t
 
 TEST_CASE("bandwidth: options are read, and are usage errors without --bandwidth", "[query][cli][bandwidth]") {
   using namespace cudrv_query;
-  parsed ok = parse({"--bandwidth", "--bandwidth-size", "64M", "--bandwidth-iterations", "4", "--bandwidth-samples",
-                     "7", "--bandwidth-tests", "device_local_copy,host_to_device_memcpy_sm", "--no-progress", "-d", "1"});
+  parsed ok =
+      parse({"--bandwidth", "--bandwidth-size", "64M", "--bandwidth-iterations", "4", "--bandwidth-samples", "7",
+             "--bandwidth-tests", "device_local_copy,host_to_device_memcpy_sm", "--no-progress", "-d", "1"});
   REQUIRE(std::holds_alternative<command_line>(ok.result));
   const command_line& cmd = std::get<command_line>(ok.result);
   CHECK(cmd.v == view::bandwidth);
@@ -277,7 +278,8 @@ TEST_CASE("bandwidth: the kernels' PTX has every entry and assembles for sm_90",
     std::cout << "SKIPPED: the PTX assembly check (no ptxas in /usr/local/cuda/bin)" << std::endl;
     return;
   }
-  const std::string base = (std::filesystem::temp_directory_path() / ("cudrv_bw_" + std::to_string(::getpid()))).string();
+  const std::string base =
+      (std::filesystem::temp_directory_path() / ("cudrv_bw_" + std::to_string(::getpid()))).string();
   std::ofstream(base + ".ptx") << ptx;
   auto r = query_test::run_process({ptxas, "-arch=sm_90", base + ".ptx", "-o", base + ".cubin"});
   INFO(r.out << r.err);
@@ -332,20 +334,18 @@ TEST_CASE("bandwidth: the text of a made-up result is nvbandwidth's layout", "[q
   INFO(t);
   CHECK(has(t, "256 MiB per copy, 8 copies per sample, median of 5 samples"));
   CHECK(has(t, "GPU 0 node 1, GPU 1 node unknown"));
-  CHECK(has(t,
-            "Running host_to_device_memcpy_ce.\n"
-            "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
-            "            0         1\n"
-            "CPU     55.12     54.50\n"
-            "\n"
-            "SUM host_to_device_memcpy_ce 109.62\n"));
-  CHECK(has(t,
-            "memcpy CE GPU(row) <-> GPU(column) _total bandwidth (GB/s)\n"
-            "           0         1\n"
-            " 0       N/A    370.25\n"
-            " 1    369.75       N/A\n"
-            "\n"
-            "SUM device_to_device_bidirectional_memcpy_read_ce_total 740.00\n"));
+  CHECK(has(t, "Running host_to_device_memcpy_ce.\n"
+               "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+               "            0         1\n"
+               "CPU     55.12     54.50\n"
+               "\n"
+               "SUM host_to_device_memcpy_ce 109.62\n"));
+  CHECK(has(t, "memcpy CE GPU(row) <-> GPU(column) _total bandwidth (GB/s)\n"
+               "           0         1\n"
+               " 0       N/A    370.25\n"
+               " 1    369.75       N/A\n"
+               "\n"
+               "SUM device_to_device_bidirectional_memcpy_read_ce_total 740.00\n"));
   CHECK(has(t, "Running device_to_device_latency_sm.\nWaived: needs two devices.\n"));
   CHECK(has(t, "        total\nall   1480.00\n"));
 }
@@ -379,7 +379,8 @@ TEST_CASE("bandwidth: every test runs, its copies check out and its figures are 
   const int count = cudrv::device_count();
   bool any_peers = false;
   for (int a = 0; a < count; ++a) {
-    for (int b = 0; b < count; ++b) any_peers = any_peers || (a != b && cudrv::device(a).can_access_peer(cudrv::device(b)));
+    for (int b = 0; b < count; ++b)
+      any_peers = any_peers || (a != b && cudrv::device(a).can_access_peer(cudrv::device(b)));
   }
   REQUIRE(doc["bandwidth"]["tests"].size() == cudrv_query::all_bandwidth_tests().size());
   for (const json& t : doc["bandwidth"]["tests"]) {
@@ -401,8 +402,8 @@ TEST_CASE("bandwidth: every test runs, its copies check out and its figures are 
             CHECK(x > 50);      // ns: no memory answers a dependent load in under 50 ns
             CHECK(x < 100000);  // nor takes 0.1 ms
           } else {
-            CHECK(x > 0.5);     // GB/s: slower than any PCIe link of the last decade
-            CHECK(x < 20000);   // faster than any HBM
+            CHECK(x > 0.5);    // GB/s: slower than any PCIe link of the last decade
+            CHECK(x < 20000);  // faster than any HBM
           }
         }
       }
@@ -419,8 +420,9 @@ TEST_CASE("bandwidth: every test runs, its copies check out and its figures are 
 
 TEST_CASE("bandwidth: the progress goes to stderr, one line per test, and text to stdout", "[query][gpu][bandwidth]") {
   CUDRV_REQUIRE_GPU();
-  auto r = run_query({"--bandwidth", "--bandwidth-size", "1M", "--bandwidth-iterations", "1", "--bandwidth-samples",
-                      "1", "--bandwidth-tests", "host_to_device_memcpy_ce,device_to_host_memcpy_sm,host_device_latency_sm"});
+  auto r =
+      run_query({"--bandwidth", "--bandwidth-size", "1M", "--bandwidth-iterations", "1", "--bandwidth-samples", "1",
+                 "--bandwidth-tests", "host_to_device_memcpy_ce,device_to_host_memcpy_sm,host_device_latency_sm"});
   REQUIRE(r.exit_code == 0);
   CHECK(query_test::line_count(r.err) == 3);
   CHECK(has(r.err, "cudrv-query: bandwidth [1/3] host_to_device_memcpy_ce"));
@@ -432,7 +434,8 @@ TEST_CASE("bandwidth: the progress goes to stderr, one line per test, and text t
   CHECK(quiet.err.empty());
 }
 
-TEST_CASE("bandwidth: a CE test is within 10% of the same copies timed with raw driver calls", "[query][gpu][bandwidth]") {
+TEST_CASE("bandwidth: a CE test is within 10% of the same copies timed with raw driver calls",
+          "[query][gpu][bandwidth]") {
   CUDRV_REQUIRE_GPU();
   // host_to_device_memcpy_ce on device 0 (in this process) against 16 cuMemcpyAsync copies of the
   // same size between page-locked host memory and device memory, timed with events on one stream;
