@@ -350,6 +350,48 @@ TEST_CASE("bandwidth: the text of a made-up result is nvbandwidth's layout", "[q
   CHECK(has(t, "        total\nall   1480.00\n"));
 }
 
+#if defined(CUDRV_TEST_FAKE_CUDA)
+TEST_CASE("bandwidth: against the stand-in driver the CE copies land, are checked and timed", "[query][bandwidth]") {
+  // The stand-in driver copies for real (cuMemcpyAsync is a memcpy), runs no kernel and puts every
+  // pair of events 0.5 ms apart: so a CE test's figure is bytes x iterations / 0.5 ms, its copies pass
+  // the byte check, and an SM test, whose kernel never ran, fails the check with exit status 4.
+  const std::vector<std::string> fake{std::string("CUDRV_LIBCUDA=") + CUDRV_TEST_FAKE_CUDA, "FAKE_CUDA_DEVICES=90",
+                                      "FAKE_CUDA_UNAVAILABLE=", "CUDRV_LIBNVML=/nonexistent/libnvidia-ml.so.1"};
+  auto r = run_query({"--bandwidth", "--json", "--no-progress", "--bandwidth-size", "1M", "--bandwidth-iterations", "2",
+                      "--bandwidth-samples", "3", "--bandwidth-tests",
+                      "host_to_device_memcpy_ce,device_to_host_bidirectional_memcpy_ce,all_to_host_memcpy_ce,"
+                      "device_local_copy,device_to_device_memcpy_write_ce"},
+                     fake, {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"});
+  INFO("stderr: " << r.err);
+  REQUIRE(r.exit_code == 0);
+  REQUIRE_SCHEMA_VALID(r.out);
+  json doc = query_test::parse(r.out);
+  const json& tests = doc["bandwidth"]["tests"];
+  REQUIRE(tests.size() == 5);
+  const double want = (1 << 20) * 2.0 / 0.5e-3 / 1e9;  // GB/s
+  for (const json& t : tests) {
+    INFO(t["name"]);
+    if (t["name"] == "device_to_device_memcpy_write_ce") {
+      CHECK(t["status"] == "waived");  // one device
+      CHECK(t["reason"] == "needs two devices");
+      continue;
+    }
+    CHECK(t["status"] == "passed");
+    REQUIRE(t["matrices"].size() == 1);
+    REQUIRE(t["matrices"][0]["values"].size() == 1);
+    REQUIRE(t["matrices"][0]["values"][0].size() == 1);
+    CHECK(t["matrices"][0]["values"][0][0].get<double>() == Approx(want).margin(0.006));
+  }
+
+  auto sm = run_query({"--bandwidth", "--no-progress", "--bandwidth-size", "1M", "--bandwidth-iterations", "1",
+                       "--bandwidth-samples", "1", "--bandwidth-tests", "host_to_device_memcpy_sm"},
+                      fake, {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"});
+  INFO("stderr: " << sm.err);
+  CHECK(sm.exit_code == cudrv_query::exit_cuda_error);
+  CHECK(has(sm.err, "bandwidth check of copy 0 (device 0): byte 0 is 0xee, the copy should have left 0x21"));
+}
+#endif
+
 // --- with a GPU ------------------------------------------------------------------------------------
 
 namespace {
