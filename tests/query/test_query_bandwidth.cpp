@@ -6,6 +6,7 @@
 // and one copy-engine test against the same copies timed here with raw driver calls.
 #include <catch2/catch.hpp>
 
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -15,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -261,6 +263,31 @@ TEST_CASE("bandwidth: the NUMA node of a GPU comes from sysfs, -1 when it does n
   fs::remove_all(root);
 }
 
+TEST_CASE("bandwidth: binding to a NUMA node is undone, and no node binds nothing", "[query][bandwidth]") {
+  cpu_set_t before;
+  REQUIRE(sched_getaffinity(0, sizeof before, &before) == 0);
+  {
+    cudrv_query::bind_to_node none(-1);
+    CHECK_FALSE(none.bound());
+    cpu_set_t now;
+    REQUIRE(sched_getaffinity(0, sizeof now, &now) == 0);
+    CHECK(CPU_EQUAL(&now, &before));
+  }
+  {
+    cudrv_query::bind_to_node node0(0);  // node 0 exists wherever sysfs lists NUMA nodes
+    if (node0.bound()) {
+      cpu_set_t now;
+      REQUIRE(sched_getaffinity(0, sizeof now, &now) == 0);
+      CHECK(CPU_COUNT(&now) >= 1);
+    } else {
+      std::cout << "SKIPPED: binding to node 0 (this system refuses it or has no node 0)" << std::endl;
+    }
+  }
+  cpu_set_t after;
+  REQUIRE(sched_getaffinity(0, sizeof after, &after) == 0);
+  CHECK(CPU_EQUAL(&after, &before));
+}
+
 TEST_CASE("bandwidth: the kernels' PTX has every entry and assembles for sm_90", "[query][bandwidth]") {
   const std::string ptx = cudrv_query::detail::bandwidth_kernels_ptx();
   for (const char* entry :
@@ -492,7 +519,13 @@ TEST_CASE("bandwidth: a CE test is within 10% of the same copies timed with raw 
   cudrv::stream s(dev);
   cudrv::event start(dev, cudrv::event_flags::timing);
   cudrv::event stop(dev, cudrv::event_flags::timing);
-  cudrv::pinned_buffer<std::byte> host(dev, o.size);
+  // The host buffer on the GPU's NUMA node, as the tool places its own.
+  std::optional<cudrv::pinned_buffer<std::byte>> pinned;
+  {
+    cudrv_query::bind_to_node bind(cudrv_query::numa_node_of(dev.pci_bus_id(), "/sys/bus/pci/devices"));
+    pinned.emplace(dev, o.size);
+  }
+  cudrv::pinned_buffer<std::byte>& host = *pinned;
   cudrv::device_buffer<std::byte> device(dev, o.size);
   std::memset(host.data(), 0x5A, o.size);
   auto raw = [&] {

@@ -176,52 +176,6 @@ bool parse_cpulist(const std::string& list, cpu_set_t& set) {
   return any;
 }
 
-/// While alive, this thread runs on the CPUs of a NUMA node and prefers that node's memory; the
-/// destructor puts back the CPU affinity and memory policy it found. bound() says whether it took.
-class bind_to_node {
- public:
-  explicit bind_to_node(int node) {
-    if (node < 0 || node >= static_cast<int>(max_nodes)) {
-      return;
-    }
-    cpu_set_t cpus;
-    const std::string list = read_first_line("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
-    if (sched_getaffinity(0, sizeof(saved_cpus_), &saved_cpus_) != 0 || !parse_cpulist(list, cpus)) {
-      return;
-    }
-    if (syscall(SYS_get_mempolicy, &saved_mode_, saved_nodes_.data(), max_nodes, nullptr, 0UL) != 0) {
-      return;
-    }
-    node_mask want{};
-    want[static_cast<std::size_t>(node) / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
-    if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
-      return;
-    }
-    affinity_set_ = true;
-    if (syscall(SYS_set_mempolicy, mpol_preferred, want.data(), max_nodes) == 0) {
-      policy_set_ = true;
-    }
-  }
-  bind_to_node(const bind_to_node&) = delete;
-  bind_to_node& operator=(const bind_to_node&) = delete;
-  ~bind_to_node() {
-    if (policy_set_) {
-      syscall(SYS_set_mempolicy, saved_mode_, saved_nodes_.data(), max_nodes);
-    }
-    if (affinity_set_) {
-      sched_setaffinity(0, sizeof(saved_cpus_), &saved_cpus_);
-    }
-  }
-  [[nodiscard]] bool bound() const noexcept { return affinity_set_ && policy_set_; }
-
- private:
-  cpu_set_t saved_cpus_{};
-  int saved_mode_ = 0;
-  node_mask saved_nodes_{};
-  bool affinity_set_ = false;
-  bool policy_set_ = false;
-};
-
 // --- buffers and the measurement ------------------------------------------------------------------
 
 /// One allocation: device memory of one device, or page-locked host memory (device == -1).
@@ -805,6 +759,45 @@ const bandwidth_test_desc* find_bandwidth_test(std::string_view name) {
     }
   }
   return nullptr;
+}
+
+/// What bind_to_node restores.
+struct bind_to_node::saved {
+  cpu_set_t cpus{};
+  int mode = 0;
+  node_mask nodes{};
+};
+
+bind_to_node::bind_to_node(int node) : saved_(std::make_unique<saved>()) {
+  if (node < 0 || node >= static_cast<int>(max_nodes)) {
+    return;
+  }
+  cpu_set_t cpus;
+  const std::string list = read_first_line("/sys/devices/system/node/node" + std::to_string(node) + "/cpulist");
+  if (sched_getaffinity(0, sizeof(cpu_set_t), &saved_->cpus) != 0 || !parse_cpulist(list, cpus)) {
+    return;
+  }
+  if (syscall(SYS_get_mempolicy, &saved_->mode, saved_->nodes.data(), max_nodes, nullptr, 0UL) != 0) {
+    return;
+  }
+  node_mask want{};
+  want[static_cast<std::size_t>(node) / (8 * sizeof(unsigned long))] = 1UL << (node % (8 * sizeof(unsigned long)));
+  if (sched_setaffinity(0, sizeof(cpus), &cpus) != 0) {
+    return;
+  }
+  affinity_set_ = true;
+  if (syscall(SYS_set_mempolicy, mpol_preferred, want.data(), max_nodes) == 0) {
+    policy_set_ = true;
+  }
+}
+
+bind_to_node::~bind_to_node() {
+  if (policy_set_) {
+    syscall(SYS_set_mempolicy, saved_->mode, saved_->nodes.data(), max_nodes);
+  }
+  if (affinity_set_) {
+    sched_setaffinity(0, sizeof(cpu_set_t), &saved_->cpus);
+  }
 }
 
 std::size_t sm_copy_bytes(std::size_t size, int multiprocessors) noexcept {

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <iosfwd>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -94,6 +95,27 @@ struct bandwidth_results {
 /// The PCI bus id "0000:c1:00.0" in the form sysfs names it (lower case), and the NUMA node sysfs
 /// gives for it under @p sysfs_root (normally "/sys/bus/pci/devices"); -1 when unknown.
 [[nodiscard]] int numa_node_of(const std::string& pci_bus_id, const std::string& sysfs_root);
+
+/// While alive, the calling thread runs on the CPUs of NUMA node @p node
+/// (/sys/devices/system/node/node<N>/cpulist) and prefers that node's memory (set_mempolicy,
+/// MPOL_PREFERRED), so that host memory allocated and touched meanwhile lands there; the destructor
+/// puts back the CPU affinity and memory policy it found. A node < 0, or a system that refuses,
+/// changes nothing (bound() is false).
+class bind_to_node {
+ public:
+  explicit bind_to_node(int node);  ///< binds (see the class)
+  ~bind_to_node();                  ///< restores
+  bind_to_node(const bind_to_node&) = delete;
+  bind_to_node& operator=(const bind_to_node&) = delete;
+  /// Whether both the affinity and the memory policy were set.
+  [[nodiscard]] bool bound() const noexcept { return affinity_set_ && policy_set_; }
+
+ private:
+  struct saved;
+  std::unique_ptr<saved> saved_;
+  bool affinity_set_ = false;
+  bool policy_set_ = false;
+};
 
 /// Runs the selected tests on the devices @p ordinals (each with the PCI bus id beside it, for the NUMA
 /// node). Creates contexts, enables peer access where possible, allocates options.size bytes per buffer.
