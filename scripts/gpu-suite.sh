@@ -79,7 +79,8 @@
 #   ($BANDWIDTH_ITERATIONS, default 16) and samples ($BANDWIDTH_SAMPLES, default 3), both on the
 #   tests of $BANDWIDTH_TESTS (comma-separated; default all), then scripts/bandwidth-compare.py: the
 #   table into the summary and $OUT/bandwidth-compare.md, the device-to-device heat map into
-#   $OUT/bandwidth-d2d.png (with matplotlib: $BANDWIDTH_PYTHON, default python3).
+#   $OUT/bandwidth-d2d.png (with matplotlib: $BANDWIDTH_PYTHON, default python3); then (unless
+#   --no-sanitizer) a few tests of the view at 1 MiB under compute-sanitizer memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
 #   60), then, when the ThreadSanitizer build exists ($BUILD_TSAN, default ./build-tsan, made by
@@ -935,6 +936,18 @@ if [ "$bandwidth" = 1 ]; then
   else
     echo "-- nvbandwidth: $nvb not built (scripts/build-nvbandwidth.sh): no comparison" | tee -a "$out/summary.txt"
     skipped=$((skipped + 1))
+  fi
+  # The view under memcheck, small: every kernel (spin, both copies, the split copy, the chase) and the
+  # peer tests where there are peers; API errors fail the run.
+  if [ "$sanitize" = 1 ] && [ -x "$query" ]; then
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$query" --bandwidth --no-progress \
+      --bandwidth-size 1M --bandwidth-iterations 1 --bandwidth-samples 1 --bandwidth-tests \
+      host_to_device_memcpy_ce,host_to_device_memcpy_sm,device_to_host_bidirectional_memcpy_sm,host_device_latency_sm,device_to_device_memcpy_write_sm,device_to_device_latency_sm,all_to_all_memcpy_write_ce \
+      > "$out/query-bandwidth-memcheck.log" 2>&1
+    rc=$?
+    echo "cudrv-query --bandwidth (1M) under memcheck: exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY" "$out/query-bandwidth-memcheck.log")" | tee -a "$out/summary.txt"
+    record "cudrv-query bandwidth under memcheck" "$rc"
   fi
 fi
 
