@@ -70,7 +70,7 @@ cudrv_query::bandwidth_results made_up_results() {
   r.options.size = std::size_t{256} << 20;
   r.options.iterations = 8;
   r.options.samples = 5;
-  r.host_nodes = {{0, 1, true}, {1, -1, false}};
+  r.host_nodes = {{0, 1, true, true}, {1, -1, false, true}};
   bandwidth_test_result h2d;
   h2d.desc = find_bandwidth_test("host_to_device_memcpy_ce");
   h2d.matrices.push_back({"memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
@@ -360,7 +360,7 @@ TEST_CASE("bandwidth: the text of a made-up result is nvbandwidth's layout", "[q
   const std::string t = out.str();
   INFO(t);
   CHECK(has(t, "256 MiB per copy, 8 copies per sample, median of 5 samples"));
-  CHECK(has(t, "GPU 0 node 1, GPU 1 node unknown"));
+  CHECK(has(t, "GPU 0 node 1, GPU 1 node unknown (not bound)"));
   CHECK(has(t, "Running host_to_device_memcpy_ce.\n"
                "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
                "            0         1\n"

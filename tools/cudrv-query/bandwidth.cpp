@@ -262,6 +262,7 @@ class session {
         bind_to_node bind(n.numa_node);
         b.host.emplace(device_of(ordinal), bytes);
         n.bound = bind.bound();
+        n.used = true;
       }
     }
     return b;

@@ -79,6 +79,7 @@ struct bandwidth_host_node {
   int ordinal = 0;     ///< CUDA ordinal
   int numa_node = -1;  ///< /sys/bus/pci/devices/<bdf>/numa_node; -1 when the system does not say
   bool bound = false;  ///< the allocation was bound to that node (memory policy and CPU affinity)
+  bool used = false;   ///< a test allocated host memory for this GPU
 };
 
 /// The results of --bandwidth.

@@ -56,9 +56,9 @@ void print_bandwidth_text(std::ostream& out, const bandwidth_results& r) {
       << o.samples << " samples; GB/s = 1e9 bytes per second (nvbandwidth's method).\n";
   out << "Host buffers: page-locked, on the GPU's NUMA node:";
   for (const bandwidth_host_node& n : r.host_nodes) {
-    out << " GPU " << n.ordinal << " node "
-        << (n.numa_node < 0 ? std::string("unknown") : std::to_string(n.numa_node) + (n.bound ? "" : " (not bound)"))
-        << (&n == &r.host_nodes.back() ? "" : ",");
+    const char* note = !n.used ? " (no host buffer)" : n.bound ? "" : " (not bound)";
+    out << " GPU " << n.ordinal << " node " << (n.numa_node < 0 ? std::string("unknown") : std::to_string(n.numa_node))
+        << note << (&n == &r.host_nodes.back() ? "" : ",");
   }
   out << '\n';
   for (const bandwidth_test_result& t : r.tests) {
