@@ -17,6 +17,11 @@
 #                  directory, --rev REV (default HEAD) names the commit, exported with git archive;
 #   otherwise      git clone --depth 1 of https://github.com/NVIDIA/nvbandwidth.git ($NVBANDWIDTH_URL),
 #                  which needs network access.
+# NVML: nvbandwidth includes nvml.h and links libnvidia-ml. Without the toolkit's NVML header, the
+# header of PyPI's nvidia-nvml-dev package is installed with pip into the temporary folder; without an
+# NVML library to link (no toolkit stub, no driver), a stand-in that names the NVML functions
+# nvbandwidth's objects call is made and linked, so that the GPU machine's libnvidia-ml.so.1 provides
+# them (BUILD-INFO says which happened).
 # Boost: when libboost_program_options.a is missing, the script installs the Debian/Ubuntu package
 # libboost-program-options-dev with apt-get (as root, or through sudo); CI never runs this script.
 # Run it by hand on the machine that builds cudrv, before copying the build tree to the GPU machine:
