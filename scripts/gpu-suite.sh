@@ -75,6 +75,15 @@
 #   --no-bench leaves out bench, scaling, nccl-tests, nccl-tests-oneproc, latency, window, net-bench and
 #   net-median;
 #   --no-sanitizer leaves out memcheck.
+#   --only bandwidth (issue 36): cudrv-query --bandwidth beside nvbandwidth, over every GPU of the machine,
+#   in one call: cudrv-query --bandwidth --json, then nvbandwidth ($NVBANDWIDTH, default
+#   $BUILD/nvbandwidth/nvbandwidth, made by scripts/build-nvbandwidth.sh; the comparison is skipped
+#   without it) with the same size ($BANDWIDTH_SIZE_MIB, default 512), loop count
+#   ($BANDWIDTH_ITERATIONS, default 16) and samples ($BANDWIDTH_SAMPLES, default 3), both on the
+#   tests of $BANDWIDTH_TESTS (comma-separated; default all), then scripts/bandwidth-compare.py: the
+#   table into the summary and $OUT/bandwidth-compare.md, the device-to-device heat map into
+#   $OUT/bandwidth-d2d.png (with matplotlib: $BANDWIDTH_PYTHON, default python3); then (unless
+#   --no-sanitizer) a few tests of the view at 1 MiB under compute-sanitizer memcheck.
 #   --only stress: the stress program (docs/reliability.md, "Stress test"), also part of the run without
 #   --only: tests/cudrv_stress with $STRESS_THREADS threads (default 16) for $STRESS_SECONDS s (default
 #   60), then, when the ThreadSanitizer build exists ($BUILD_TSAN, default ./build-tsan, made by
@@ -92,6 +101,7 @@ tests=1
 examples=1
 scaleout=0
 stress=1
+bandwidth=0
 only=
 all_parts=tests,fault,memcheck,examples,bench,scaling,nccl-tests,nccl-tests-oneproc,latency,window,net,net-bench,net-median
 parts=
@@ -117,7 +127,8 @@ while [ $# -gt 0 ]; do
         examples) tests=0; stress=0 ;;
         scaleout) tests=0; examples=0; scaleout=1; stress=0 ;;
         stress) tests=0; examples=0; bench=0 ;;
-        *) echo "gpu-suite: --only takes tests, examples, scaleout or stress" >&2; exit 2 ;;
+        bandwidth) tests=0; examples=0; bench=0; stress=0; bandwidth=1 ;;  # issue 36: bandwidth
+        *) echo "gpu-suite: --only takes tests, examples, scaleout, stress or bandwidth" >&2; exit 2 ;;
       esac ;;
     *) echo "gpu-suite: unknown option $1" >&2; exit 2 ;;
   esac
@@ -906,6 +917,66 @@ if [ "$stress" = 1 ]; then
   else
     echo "-- ThreadSanitizer: $build_tsan/tests/cudrv_stress not built (scripts/build-tsan.sh)" | tee -a "$out/summary.txt"
     skipped=$((skipped + 1))
+  fi
+fi
+
+# --- issue 36: bandwidth: cudrv-query --bandwidth beside nvbandwidth, in one call ----------------------
+if [ "$bandwidth" = 1 ]; then
+  query=$build/tools/cudrv-query/cudrv-query
+  nvb=${NVBANDWIDTH:-$build/nvbandwidth/nvbandwidth}
+  bw_mib=${BANDWIDTH_SIZE_MIB:-512}
+  bw_iters=${BANDWIDTH_ITERATIONS:-16}
+  bw_samples=${BANDWIDTH_SAMPLES:-3}
+  bw_tests=${BANDWIDTH_TESTS:-}
+  echo "== bandwidth: cudrv-query --bandwidth and nvbandwidth, ${bw_mib} MiB, $bw_iters copies, $bw_samples samples" |
+    tee -a "$out/summary.txt"
+  if [ -x "$query" ]; then
+    t0=$SECONDS
+    "$query" --bandwidth --json --no-progress --bandwidth-size "${bw_mib}M" --bandwidth-iterations "$bw_iters" \
+      --bandwidth-samples "$bw_samples" ${bw_tests:+--bandwidth-tests "$bw_tests"} \
+      > "$out/bandwidth-cudrv.json" 2> "$out/bandwidth-cudrv.log"
+    rc=$?
+    record "cudrv-query --bandwidth" $rc
+    echo "cudrv-query --bandwidth: exit code $rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    [ "$rc" = 0 ] || tail -n 5 "$out/bandwidth-cudrv.log" | tee -a "$out/summary.txt"
+  else
+    echo "-- cudrv-query: $query not built" | tee -a "$out/summary.txt"
+    record "cudrv-query --bandwidth (not built)" 1
+  fi
+  if [ -x "$nvb" ]; then
+    nvb_args=(-b "$bw_mib" -i "$bw_samples" --loopCount "$bw_iters")
+    if [ -n "$bw_tests" ]; then
+      nvb_tests=()
+      for t in ${bw_tests//,/ }; do
+        case $t in all_to_all_*) ;; *) nvb_tests+=("$t") ;; esac  # cudrv-query's own tests
+      done
+      [ ${#nvb_tests[@]} -gt 0 ] && nvb_args+=(-t "${nvb_tests[@]}")
+    fi
+    t0=$SECONDS
+    "$nvb" "${nvb_args[@]}" > "$out/bandwidth-nvbandwidth.txt" 2>&1
+    rc=$?
+    record "nvbandwidth" $rc
+    echo "nvbandwidth ${nvb_args[*]}: exit code $rc, $((SECONDS - t0)) s" | tee -a "$out/summary.txt"
+    "${BANDWIDTH_PYTHON:-python3}" "$root/scripts/bandwidth-compare.py" --nvbandwidth "$out/bandwidth-nvbandwidth.txt" \
+      --cudrv "$out/bandwidth-cudrv.json" --markdown "$out/bandwidth-compare.md" --png "$out/bandwidth-d2d.png" \
+      > "$out/bandwidth-compare.log" 2>&1
+    record "bandwidth-compare.py" $?
+    tee -a "$out/summary.txt" < "$out/bandwidth-compare.log"
+  else
+    echo "-- nvbandwidth: $nvb not built (scripts/build-nvbandwidth.sh): no comparison" | tee -a "$out/summary.txt"
+    skipped=$((skipped + 1))
+  fi
+  # The view under memcheck, small: every kernel (spin, both copies, the split copy, the chase) and the
+  # peer tests where there are peers; API errors fail the run.
+  if [ "$sanitize" = 1 ] && [ -x "$query" ]; then
+    compute-sanitizer --tool memcheck --leak-check full --error-exitcode 99 "$query" --bandwidth --no-progress \
+      --bandwidth-size 1M --bandwidth-iterations 1 --bandwidth-samples 1 --bandwidth-tests \
+      host_to_device_memcpy_ce,host_to_device_memcpy_sm,device_to_host_bidirectional_memcpy_sm,host_device_latency_sm,device_to_device_memcpy_write_sm,device_to_device_latency_sm,all_to_all_memcpy_write_ce \
+      > "$out/query-bandwidth-memcheck.log" 2>&1
+    rc=$?
+    echo "cudrv-query --bandwidth (1M) under memcheck: exit code $rc;" \
+      "$(grep -E "ERROR SUMMARY" "$out/query-bandwidth-memcheck.log")" | tee -a "$out/summary.txt"
+    record "cudrv-query bandwidth under memcheck" "$rc"
   fi
 fi
 

@@ -47,8 +47,9 @@ constexpr const char* description =
     "             SYS), each GPU's CPU and NUMA affinity\n"
     "  --watch    sample utilization, memory, power, clocks, temperature, PCIe and NVLink traffic and\n"
     "             processes through NVML at an interval (text, JSON lines or CSV), until a bound or Ctrl-C\n"
+    "  --bandwidth  nvbandwidth's copy patterns (copy engine and SM copies) and pointer-chase latency\n"
     "\n"
-    "Only --bench creates CUDA contexts; the other views read attributes, which needs none.";
+    "Only --bench and --bandwidth create CUDA contexts; the other views read attributes, which needs none.";
 
 constexpr const char* footer_text =
     "Device selectors (-d, repeatable or comma-separated):\n"
@@ -171,6 +172,11 @@ constexpr value_hint value_hints[] = {
     {"--watch-duration", "seconds from 0.05 to 2678400 (31 days)"},
     {"--watch-format", "text, jsonl or csv[,noheader][,nounits]"},
     {"--watch-query", "comma-separated field names, e.g. index,utilization.gpu,memory.used"},
+    // issue 36: bandwidth
+    {"--bandwidth-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 512M"},
+    {"--bandwidth-iterations", "a whole number from 1 to 100000"},
+    {"--bandwidth-samples", "a whole number from 1 to 1000"},
+    {"--bandwidth-tests", "test names separated by commas (--help lists them)"},
 };
 
 /// What to give to @p option (a long name), or nullptr for a flag.
@@ -360,6 +366,32 @@ bool split_selectors(const std::vector<std::string>& values, std::vector<std::st
   return true;
 }
 
+// issue 36: bandwidth
+/// The footer's list of the --bandwidth tests, several names to a line.
+std::string bandwidth_tests_footer() {
+  std::string out = "\n\nBandwidth tests (--bandwidth-tests; nvbandwidth's names, see docs/cudrv-query.md):\n";
+  std::string line = " ";
+  for (const bandwidth_test_desc& t : all_bandwidth_tests()) {
+    if (line.size() + std::char_traits<char>::length(t.name) + 1 > 100) {
+      out += line + "\n";
+      line = " ";
+    }
+    line += std::string(" ") + t.name;
+  }
+  return out + line;
+}
+
+/// The bandwidth view on the selected devices.
+bandwidth_results run_bandwidth_view(const system_info& info, const bandwidth_options& options) {
+  std::vector<int> ordinals;
+  std::vector<std::string> bus_ids;
+  for (const device_info& d : info.devices) {
+    ordinals.push_back(d.ordinal);
+    bus_ids.push_back(d.pci_bus_id);
+  }
+  return run_bandwidth(ordinals, bus_ids, options);
+}
+
 }  // namespace
 
 std::string version_text(const version_info& v) {
@@ -433,7 +465,7 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       ->type_name("N")
       ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
       ->needs(bench_flag);
-  app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench")->needs(bench_flag);
+  app.add_flag("--no-progress", no_progress, "No progress line on stderr during --bench or --bandwidth");
   // issue 36: watch
   bool watch = false;
   std::string watch_format_text;
@@ -441,7 +473,7 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   watch_options watch_opts;
   auto* watch_flag =
       app.add_flag("--watch", watch, "Sample the GPUs through NVML at an interval (until a bound or Ctrl-C)");
-  watch_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
+  watch_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag)->excludes(topo_flag);
   app.add_option("--watch-interval", watch_opts.interval_s, "Seconds between samples, fractions allowed (default 1)")
       ->type_name("SECONDS")
       ->check(CLI::Validator([](const std::string& v) { return check_seconds(v, 0.05, 86400); }, ""))
@@ -474,6 +506,48 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       ->needs(watch_flag);
   app.add_flag("--watch-processes", watch_opts.processes, "Each GPU's processes too (pid, name, memory)")
       ->needs(watch_flag);
+  // issue 36: bandwidth
+  bool bandwidth = false;
+  bandwidth_options bandwidth_opts;
+  auto* bandwidth_flag =
+      app.add_flag("--bandwidth", bandwidth, "Measure nvbandwidth's copy patterns and pointer-chase latency");
+  for (CLI::Option* other : {details_flag, p2p_flag, bench_flag, topo_flag, watch_flag}) {
+    other->excludes(bandwidth_flag);
+  }
+  app.add_option("--bandwidth-size", bandwidth_opts.size,
+                 "Bytes per copy for --bandwidth (default 512M, as nvbandwidth)")
+      ->type_name("BYTES")
+      ->transform(CLI::Validator(
+          [](std::string& v) {
+            const std::string original = v;
+            std::string problem = to_size(v);
+            if (problem.empty() && std::stoull(v) < (1ULL << 20)) {
+              problem = "'" + original + "' is below 1M, the smallest size nvbandwidth measures";
+            }
+            return problem;
+          },
+          ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-iterations", bandwidth_opts.iterations, "Timed copies per sample (default 16)")
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 100000); }, ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-samples", bandwidth_opts.samples,
+                 "Samples per figure; the median is reported (default 3)")
+      ->type_name("N")
+      ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000); }, ""))
+      ->needs(bandwidth_flag);
+  app.add_option("--bandwidth-tests", bandwidth_opts.tests, "Only these tests (names below; default: all)")
+      ->type_name("NAME[,NAME...]")
+      ->delimiter(',')
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            std::vector<std::string> names;
+            return parse_bandwidth_tests(v, names);
+          },
+          ""))
+      ->needs(bandwidth_flag);
+  app.footer(std::string(footer_text) + bandwidth_tests_footer());
 
   try {
     app.parse(argc, argv);
@@ -528,6 +602,15 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
     }
     cmd.watch = std::move(watch_opts);
   }
+  if (no_progress && !bench && !bandwidth) {
+    return usage_error("--no-progress applies to --bench or --bandwidth only: add one of them");
+  }
+  // issue 36: bandwidth
+  if (bandwidth) {
+    cmd.v = view::bandwidth;
+    cmd.bandwidth = bandwidth_opts;
+    cmd.bandwidth.progress = !no_progress;
+  }
   return cmd;
 }
 
@@ -581,6 +664,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
           return finish(out, err, info, v, json, style, &error);
         }
         return check_output(out, err, run_watch(info, cmd.watch, out));
+      case view::bandwidth: info.bandwidth = run_bandwidth_view(info, cmd.bandwidth); break;  // issue 36: bandwidth
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is
@@ -592,7 +676,9 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::bad_alloc&) {
     error = {exit_cuda_error,
-             "out of host memory" + (v == view::bench ? " (try a smaller --bench-size)" : std::string()),
+             "out of host memory" + (v == view::bench       ? std::string(" (try a smaller --bench-size)")
+                                     : v == view::bandwidth ? std::string(" (try a smaller --bandwidth-size)")
+                                                            : std::string()),
              {}};
     return finish(out, err, info, v, json, style, &error);
   } catch (const std::exception& e) {

@@ -84,6 +84,7 @@ const char* view_name(view v) noexcept {
     case view::bench: return "bench";
     case view::topo: return "topo";
     case view::watch: return "watch";  // issue 36: watch
+    case view::bandwidth: return "bandwidth";
   }
   return "summary";
 }

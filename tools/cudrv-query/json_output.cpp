@@ -5,6 +5,7 @@
 
 #include <cudrv/version.hpp>
 
+#include "bandwidth_detail.hpp"
 #include "query.hpp"
 
 namespace cudrv_query {
@@ -336,6 +337,9 @@ std::string to_json(const system_info& info, view v, const failure* error) {
   // issue 36: topology
   if (v == view::topo && info.topology && status == exit_ok) {
     doc["topology"] = topology_json(*info.topology);
+  }
+  if (v == view::bandwidth && info.bandwidth) {  // issue 36: bandwidth
+    doc["bandwidth"] = detail::bandwidth_to_json(*info.bandwidth);
   }
   return serialise(doc);
 }

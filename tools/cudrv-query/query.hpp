@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "attributes.hpp"
+#include "bandwidth.hpp"
 #include "nvml.hpp"
 #include "topo.hpp"   // issue 36: topology
 #include "watch.hpp"  // issue 36: watch
@@ -38,9 +39,9 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench, topo, watch };
+enum class view { summary, details, p2p, bench, topo, watch, bandwidth };
 
-/// "summary", "details", "p2p", "bench", "topo", "watch": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "topo", "watch", "bandwidth": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -143,6 +144,7 @@ struct system_info {
   std::vector<p2p_link> p2p;                   ///< p2p view: every ordered pair of selected devices
   std::optional<bench_results> bench;          ///< bench view
   std::optional<topology_info> topology;       ///< topo view (issue 36: topology)
+  std::optional<bandwidth_results> bandwidth;  ///< bandwidth view (issue 36)
 };
 
 /// How a failure ended the run; reported in the JSON's `status` and `error` and by the exit status.
@@ -286,12 +288,13 @@ struct version_info {
 
 /// What a command line asks for, once parsed.
 struct command_line {
-  view v = view::summary;              ///< --details, --p2p, --bench, --topo, or the summary
+  view v = view::summary;              ///< --details, --p2p, --bench, --topo, --watch, --bandwidth, or the summary
   std::vector<std::string> selectors;  ///< -d values, each a valid selector (whether it matches is checked later)
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
   watch_options watch;                 ///< issue 36: --watch-interval, --watch-count, ... (watch.hpp)
+  bandwidth_options bandwidth;         ///< --bandwidth-size, -iterations, -samples, -tests, --no-progress (issue 36)
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write
