@@ -27,6 +27,7 @@
 #include <cudrv/error.hpp>
 #include <cudrv/version.hpp>
 
+#include "inspect.hpp"
 #include "query.hpp"
 
 namespace cudrv_query {
@@ -41,6 +42,8 @@ constexpr const char* description =
     "  --details  every device attribute, grouped, with names and units; NVML data when present\n"
     "  --p2p      the peer-access matrix and the attributes of each link\n"
     "  --bench    copy bandwidths, launch latency and peer-to-peer bandwidth, timed with CUDA events\n"
+    "  --inspect FILE  the images (SASS, PTX) of a cubin, fatbin, PTX or host ELF file and each kernel's\n"
+    "             resources (registers, shared, constant, local memory, launch bounds); needs no driver\n"
     "\n"
     "Only --bench creates CUDA contexts; the other views read attributes, which needs none.";
 
@@ -52,10 +55,10 @@ constexpr const char* footer_text =
     "\n"
     "Exit status:\n"
     "  0  success\n"
-    "  1  usage error (bad option or value, or a -d that matches no device)\n"
+    "  1  usage error (bad option or value, a -d that matches no device, an --inspect FILE that cannot be read)\n"
     "  2  no usable CUDA driver (libcuda.so.1 not found, or cuInit failed)\n"
     "  3  the CUDA driver sees no device\n"
-    "  4  a CUDA error occurred while querying or measuring\n"
+    "  4  a CUDA error occurred while querying or measuring (--inspect: FILE is not a well-formed image)\n"
     "  5  the output could not be written (a full disk, a closed pipe)\n"
     "\n"
     "Environment:\n"
@@ -153,6 +156,7 @@ constexpr value_hint value_hints[] = {
     {"--bench-size", "a size in bytes, optionally with a unit K, M, G or T (powers of 1024), e.g. 64M"},
     {"--bench-iterations", "a whole number from 1 to 100000"},
     {"--bench-trials", "a whole number from 1 to 1000"},
+    {"--inspect", "the path of a cubin, fatbin, PTX or host ELF file"},  // issue 36: inspect
 };
 
 /// What to give to @p option (a long name), or nullptr for a flag.
@@ -371,6 +375,13 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   auto* bench_flag = app.add_flag("--bench", bench, "Measure copy bandwidths and launch latency");
   details_flag->excludes(p2p_flag)->excludes(bench_flag);
   p2p_flag->excludes(bench_flag);
+  // issue 36: inspect
+  std::string inspect_file;
+  app.add_option("--inspect", inspect_file, "The images and kernel resources of a cubin, fatbin, PTX or ELF file")
+      ->type_name("FILE")
+      ->excludes(details_flag)
+      ->excludes(p2p_flag)
+      ->excludes(bench_flag);
   app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text, also for failures");
   app.add_option("--color", color, "Colours in the text output: auto (a terminal, NO_COLOR unset), always, never")
       ->type_name("WHEN")
@@ -415,11 +426,18 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   if (!split_selectors(device_values, cmd.selectors, problem)) {
     return usage_error(problem);
   }
+  if (!inspect_file.empty() && !cmd.selectors.empty()) {  // issue 36: inspect
+    return usage_error("--device does not apply to --inspect, which reads a file and no device");
+  }
+  cmd.inspect_file = std::move(inspect_file);
   cmd.json = json;
   cmd.color = std::move(color);
   cmd.bench = bench_opts;
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
+  if (app.count("--inspect") > 0) {  // issue 36: inspect
+    cmd.v = view::inspect;
+  }
   return cmd;
 }
 
@@ -433,6 +451,9 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
   text_style style{
       color_wanted(cmd.color, no_color != nullptr ? no_color : "", term != nullptr ? term : "", out_is_terminal)};
 
+  if (v == view::inspect) {  // issue 36: inspect: reads a file, loads no driver
+    return check_output(out, err, run_inspect(cmd, out, err, style));
+  }
   system_info info;
   read_environment(info);
   failure error;
@@ -466,6 +487,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       case view::details: collect_attributes(info); break;
       case view::p2p: collect_p2p(info); break;
       case view::bench: info.bench = run_bench(info, bench_opts); break;
+      case view::inspect: break;  // issue 36: inspect: handled above
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is

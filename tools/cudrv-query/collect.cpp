@@ -82,6 +82,7 @@ const char* view_name(view v) noexcept {
     case view::details: return "details";
     case view::p2p: return "p2p";
     case view::bench: return "bench";
+    case view::inspect: return "inspect";  // issue 36: inspect
   }
   return "summary";
 }

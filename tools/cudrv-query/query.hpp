@@ -36,9 +36,15 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench };
+enum class view {
+  summary,
+  details,
+  p2p,
+  bench,
+  inspect,  // issue 36: inspect (--inspect FILE; inspect.hpp)
+};
 
-/// "summary", "details", "p2p", "bench": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "inspect": the `view` key of the JSON documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -288,6 +294,7 @@ struct command_line {
   bool json = false;                   ///< --json
   std::string color = "auto";          ///< --color: auto, always or never
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
+  std::string inspect_file;            ///< issue 36: inspect: --inspect FILE
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write

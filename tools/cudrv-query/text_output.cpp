@@ -340,6 +340,7 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
     case view::details: print_details(out, info, paint); break;
     case view::p2p: print_p2p(out, info, paint); break;
     case view::bench: print_bench(out, info, paint); break;
+    case view::inspect: break;  // issue 36: inspect: printed by print_inspect_text (inspect.cpp)
   }
 }
 
