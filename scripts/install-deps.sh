@@ -14,7 +14,8 @@
 #                                    libclang-rt-dev (libFuzzer and clang's sanitizer runtimes), llvm
 #                                    (llvm-symbolizer for clang-built sanitizer reports), clang-format-14 and
 #                                    clang-tidy-14 (scripts/format.sh, scripts/tidy.sh). g++'s own sanitizer
-#                                    runtimes come with g++.
+#                                    runtimes come with g++. And cuobjdump (the toolkit's, else NVIDIA's wheel
+#                                    into .venv) for the cudrv-query --inspect test.
 #   scripts/install-deps.sh --plot   also matplotlib into .venv, for scripts/plot-examples.py.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
@@ -242,6 +243,29 @@ else
     say "ok: NCCL header installed at $(nccl_header)"
   else
     say "warning: $nccl_wheel installed but carries no nvidia/nccl/include/nccl.h; building without the NCCL layer"
+  fi
+fi
+
+# issue 36: inspect. cuobjdump, which the CPU test of cudrv-query --inspect compares with (only --ci): the
+# toolkit's own when it has one, else NVIDIA's wheel nvidia-cuda-cuobjdump (CUDA 13; about 350 KB, pip install
+# --no-deps) into .venv, where CMake finds nvidia/cu13/bin/cuobjdump. Without it that test skips visibly.
+cuobjdump_in_venv() {
+  compgen -G "$venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump" | head -n 1
+}
+if [[ "$ci" == 1 ]]; then
+  if [[ -x "$cuda_root/bin/cuobjdump" ]]; then
+    say "ok: cuobjdump at $cuda_root/bin/cuobjdump"
+  elif [[ -n "$(cuobjdump_in_venv)" ]]; then
+    say "ok: cuobjdump at $(cuobjdump_in_venv)"
+  elif [[ "$cuda_major" != 13 ]]; then
+    say "warning: no cuobjdump in the toolkit and no wheel for CUDA $cuda_major; the --inspect comparison skips"
+  elif ! make_venv; then
+    say "warning: python3 -m venv $venv failed; no cuobjdump (the --inspect comparison skips)"
+  elif ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      "nvidia-cuda-cuobjdump>=13.2,<14"; then
+    say "warning: pip could not install nvidia-cuda-cuobjdump into $venv (no network?); the --inspect comparison skips"
+  else
+    say "ok: cuobjdump installed at $(cuobjdump_in_venv)"
   fi
 fi
 

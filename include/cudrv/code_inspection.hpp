@@ -50,17 +50,18 @@ struct kernel_resources {
   std::vector<kernel_parameter> parameters;  ///< the parameters in order (EIATTR_KPARAM_INFO / the PTX `.entry`)
   std::size_t parameter_bytes = 0;           ///< the size of the parameter buffer (EIATTR_CBANK_PARAM_SIZE)
   int registers = 0;                         ///< registers per thread (`REG`)
-  std::optional<int> max_registers;          ///< the register cap the compiler was given (`-maxrregcount`, `__launch_bounds__`)
-  std::size_t shared_bytes = 0;  ///< static shared memory per block (`SHARED`, the reserved system part included)
-  std::size_t local_bytes = 0;   ///< fixed local memory per thread (`LOCAL`)
-  std::size_t stack_bytes = 0;   ///< the stack frame per thread (`STACK`: spilled registers and local arrays)
-  std::size_t min_stack_bytes = 0;        ///< the stack the kernel needs with its callees (EIATTR_MIN_STACK_SIZE)
-  std::vector<constant_bank> constant;    ///< the constant banks it uses (`CONSTANT[n]`), by bank number
-  std::size_t code_bytes = 0;             ///< the size of its machine code
-  std::optional<dims> max_threads;        ///< `__launch_bounds__` / `.maxntid` (EIATTR_MAX_THREADS)
-  std::optional<dims> required_threads;   ///< `.reqntid` (EIATTR_REQNTID): the block it must be launched with
-  std::optional<dims> cluster_dims;       ///< `__cluster_dims__` / `.reqnctapercluster` (EIATTR_CTA_PER_CLUSTER)
-  bool explicit_cluster = false;          ///< `.explicitcluster`: it must be launched with a cluster
+  std::optional<int> max_registers;  ///< the register cap the compiler was given (`-maxrregcount`, `__launch_bounds__`)
+  std::size_t shared_bytes = 0;      ///< static shared memory per block (`SHARED`, the reserved system part included)
+  std::size_t local_bytes = 0;       ///< fixed local memory per thread (`LOCAL`)
+  std::size_t stack_bytes =
+      0;  ///< the stack per thread with its callees (`STACK`; EIATTR_MIN_STACK_SIZE, else EIATTR_MAX_STACK_SIZE)
+  std::size_t frame_bytes = 0;          ///< its own stack frame per thread: spills and local arrays (EIATTR_FRAME_SIZE)
+  std::vector<constant_bank> constant;  ///< the constant banks it uses (`CONSTANT[n]`), by bank number
+  std::size_t code_bytes = 0;           ///< the size of its machine code
+  std::optional<dims> max_threads;      ///< `__launch_bounds__` / `.maxntid` (EIATTR_MAX_THREADS)
+  std::optional<dims> required_threads;      ///< `.reqntid` (EIATTR_REQNTID): the block it must be launched with
+  std::optional<dims> cluster_dims;          ///< `__cluster_dims__` / `.reqnctapercluster` (EIATTR_CTA_PER_CLUSTER)
+  bool explicit_cluster = false;             ///< `.explicitcluster`: it must be launched with a cluster
   std::optional<unsigned> max_cluster_rank;  ///< `.maxclusterrank` (EIATTR_MAX_CLUSTER_RANK): most blocks per cluster
   int barriers = 0;                          ///< named barriers it uses (EIATTR_NUM_BARRIERS)
 };
@@ -69,16 +70,17 @@ struct kernel_resources {
 struct code_image {
   code_image_kind kind = code_image_kind::unknown;  ///< SASS, PTX, ...
   int arch = 0;                                     ///< the architecture number: 90 for sm_90 / compute_90
-  std::string arch_name;   ///< `"sm_90a"`, `"compute_90"` (a suffix `a` for arch-specific code)
-  std::string container;   ///< where it was found: `""` (the file itself), `"fatbin"`, `".nv_fatbin"`, ...
+  std::string arch_name;         ///< `"sm_90a"`, `"compute_90"` (a suffix `a` for arch-specific code)
+  std::string container;         ///< where it was found: `""` (the file itself), `"fatbin"`, `".nv_fatbin"`, ...
   std::size_t stored_bytes = 0;  ///< bytes in the file (compressed when @ref compressed)
   std::size_t bytes = 0;         ///< bytes once decompressed (@ref stored_bytes when not compressed)
   std::string compression;       ///< `""`, `"lz4"` or `"zstd"`
   std::uint64_t flags = 0;       ///< the fatbin entry's flags (0 outside a fatbin)
   std::string unreadable;        ///< why the image could not be read (say, no zstd library); empty when read
   std::vector<kernel_resources> kernels;  ///< its kernels (SASS and PTX images), by name
-  std::vector<constant_bank> constant;    ///< constant banks of the whole image (`__constant__` data, Common's `CONSTANT[n]`)
-  std::size_t global_bytes = 0;           ///< `__device__` variables (Common's `GLOBAL`)
+  std::vector<constant_bank>
+      constant;                  ///< constant banks of the whole image (`__constant__` data, Common's `CONSTANT[n]`)
+  std::size_t global_bytes = 0;  ///< `__device__` variables (Common's `GLOBAL`)
 
   /// @brief `true` when the image was compressed in the file.
   [[nodiscard]] bool compressed() const noexcept { return !compression.empty(); }

@@ -42,9 +42,9 @@ std::string demangle(const std::string& name) {
 // --- decompression: liblz4 and libzstd, loaded on first use -----------------------------------------
 
 struct decompressors {
-  using lz4_fn = int (*)(const char*, char*, int, int);                          // LZ4_decompress_safe
+  using lz4_fn = int (*)(const char*, char*, int, int);                           // LZ4_decompress_safe
   using zstd_fn = std::size_t (*)(void*, std::size_t, const void*, std::size_t);  // ZSTD_decompress
-  using zstd_error_fn = unsigned (*)(std::size_t);                                 // ZSTD_isError
+  using zstd_error_fn = unsigned (*)(std::size_t);                                // ZSTD_isError
   lz4_fn lz4 = nullptr;
   zstd_fn zstd = nullptr;
   zstd_error_fn zstd_is_error = nullptr;
@@ -207,8 +207,8 @@ std::size_t read_fatbin(std::string_view b, const std::string& container, std::v
     const std::size_t entry_header = read_le<std::uint32_t>(b, o + 4);
     const auto payload = static_cast<std::size_t>(read_le<std::uint64_t>(b, o + 8));
     const std::string where = container + " entry " + std::to_string(index) + " at offset " + std::to_string(o);
-    code_image image = read_fatbin_entry(b.substr(o, entry_header), entry_header,
-                                         b.substr(o + entry_header, payload), where);
+    code_image image =
+        read_fatbin_entry(b.substr(o, entry_header), entry_header, b.substr(o + entry_header, payload), where);
     image.container = container;
     out.push_back(std::move(image));
     o += entry_header + payload;
@@ -280,7 +280,8 @@ void read_host_elf(std::string_view b, std::vector<code_image>& out) {
     const std::size_t end = at < names.size() ? names.find('\0', at) : std::string_view::npos;
     const std::string_view name = end == std::string_view::npos ? std::string_view() : names.substr(at, end - at);
     constexpr std::uint32_t sht_nobits = 8;
-    if ((name != ".nv_fatbin" && name != "__nv_relfatbin") || read_le<std::uint32_t>(b, shoff + i * shentsize + 4) == sht_nobits) {
+    if ((name != ".nv_fatbin" && name != "__nv_relfatbin") ||
+        read_le<std::uint32_t>(b, shoff + i * shentsize + 4) == sht_nobits) {
       continue;
     }
     std::string_view data;

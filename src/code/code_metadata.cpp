@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
 namespace cudrv::detail {
 namespace {
@@ -496,6 +497,7 @@ constexpr std::uint8_t eiattr_max_threads = 0x05;           // u32 x, y, z: __la
 constexpr std::uint8_t eiattr_reqntid = 0x10;               // u32 x, y, z: .reqntid
 constexpr std::uint8_t eiattr_frame_size = 0x11;            // u32 symbol, u32 bytes (.nv.info)
 constexpr std::uint8_t eiattr_min_stack_size = 0x12;        // u32 symbol, u32 bytes (.nv.info)
+constexpr std::uint8_t eiattr_max_stack_size = 0x23;        // u32 symbol, u32 bytes (.nv.info of -rdc units)
 constexpr std::uint8_t eiattr_cbank_param_size = 0x19;      // u16 bytes
 constexpr std::uint8_t eiattr_maxreg_count = 0x1b;          // u16 registers
 constexpr std::uint8_t eiattr_regcount = 0x2f;              // u32 symbol, u32 registers (.nv.info)
@@ -610,6 +612,7 @@ bool read_kernels(const elf_sections& elf, code_image& out, kernel_index& index)
 
 // The records of .nv.info: per-function registers, frame and stack, keyed by symbol index.
 bool read_global_info(std::string_view data, code_image& out, const kernel_index& index) {
+  std::unordered_set<std::size_t> min_stack_seen;  // kernels whose EIATTR_MIN_STACK_SIZE was read
   return for_each_record(data, [&](const info_record& r) {
     if (r.format != eifmt_sval || r.value.size() < 8) {
       return;
@@ -624,9 +627,12 @@ bool read_global_info(std::string_view data, code_image& out, const kernel_index
     if (r.attribute == eiattr_regcount) {
       kr.registers = static_cast<int>(value);
     } else if (r.attribute == eiattr_frame_size) {
-      kr.stack_bytes = value;
+      kr.frame_bytes = value;
     } else if (r.attribute == eiattr_min_stack_size) {
-      kr.min_stack_bytes = value;
+      kr.stack_bytes = value;
+      min_stack_seen.insert(k->second);
+    } else if (r.attribute == eiattr_max_stack_size && min_stack_seen.count(k->second) == 0) {
+      kr.stack_bytes = value;  // a relocatable unit's (-rdc): no minimum is known before linking
     }
   });
 }

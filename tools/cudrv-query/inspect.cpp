@@ -68,8 +68,8 @@ void print_kernel(std::ostream& out, const cudrv::code_image& image, const cudrv
   }
   out << "    " << parameters_text(k) << '\n';
   if (image.kind == cudrv::code_image_kind::sass) {
-    std::string line = "code " + std::to_string(k.code_bytes) + " bytes, stack with callees " +
-                       std::to_string(k.min_stack_bytes) + " bytes";
+    std::string line =
+        "code " + std::to_string(k.code_bytes) + " bytes, own frame " + std::to_string(k.frame_bytes) + " bytes";
     if (const std::string limits = limits_text(k); !limits.empty()) {
       line += "; " + limits;
     }

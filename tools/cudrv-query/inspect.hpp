@@ -14,10 +14,10 @@ namespace cudrv_query {
 
 /// What --inspect read.
 struct inspect_result {
-  std::string path;                                ///< FILE as given
-  cudrv::code_kind kind = cudrv::code_kind::ptx;   ///< what its first bytes say it is
-  std::size_t size = 0;                            ///< its size in bytes
-  cudrv::code_inspection inspection;               ///< its images and kernels
+  std::string path;                               ///< FILE as given
+  cudrv::code_kind kind = cudrv::code_kind::ptx;  ///< what its first bytes say it is
+  std::size_t size = 0;                           ///< its size in bytes
+  cudrv::code_inspection inspection;              ///< its images and kernels
 };
 
 /// Reads @p path and inspects it, the kind told by its content (cudrv::detect_code_kind).

@@ -311,7 +311,7 @@ json kernel_json(const cudrv::code_image& image, const cudrv::kernel_resources& 
   j["shared_bytes"] = k.shared_bytes;
   j["local_bytes"] = k.local_bytes;
   j["stack_bytes"] = k.stack_bytes;
-  j["min_stack_bytes"] = k.min_stack_bytes;
+  j["frame_bytes"] = k.frame_bytes;
   j["constant"] = constants_json(k.constant);
   j["code_bytes"] = k.code_bytes;
   if (k.max_threads) j["max_threads"] = dims_json(*k.max_threads);
