@@ -42,11 +42,11 @@ struct constant_bank {
 
 /// @brief The resources one kernel of a SASS image needs, as the image records them.
 ///
-/// For a kernel of a PTX image only @ref name, @ref demangled_name and @ref parameters are filled (PTX
+/// For a kernel of a PTX image only `name`, `demangled_name` and `parameters` are filled (PTX
 /// records no resources: the JIT compiler decides them).
 struct kernel_resources {
   std::string name;                          ///< the (mangled) symbol name, as the driver looks it up
-  std::string demangled_name;                ///< the C++ name (`abi::__cxa_demangle`), or @ref name when not mangled
+  std::string demangled_name;                ///< the C++ name (`abi::__cxa_demangle`), or `name` when not mangled
   std::vector<kernel_parameter> parameters;  ///< the parameters in order (EIATTR_KPARAM_INFO / the PTX `.entry`)
   std::size_t parameter_bytes = 0;           ///< the size of the parameter buffer (EIATTR_CBANK_PARAM_SIZE)
   int registers = 0;                         ///< registers per thread (`REG`)
@@ -72,8 +72,8 @@ struct code_image {
   int arch = 0;                                     ///< the architecture number: 90 for sm_90 / compute_90
   std::string arch_name;         ///< `"sm_90a"`, `"compute_90"` (a suffix `a` for arch-specific code)
   std::string container;         ///< where it was found: `""` (the file itself), `"fatbin"`, `".nv_fatbin"`, ...
-  std::size_t stored_bytes = 0;  ///< bytes in the file (compressed when @ref compressed)
-  std::size_t bytes = 0;         ///< bytes once decompressed (@ref stored_bytes when not compressed)
+  std::size_t stored_bytes = 0;  ///< bytes in the file (compressed when `compressed()`)
+  std::size_t bytes = 0;         ///< bytes once decompressed (`stored_bytes` when not compressed)
   std::string compression;       ///< `""`, `"lz4"` or `"zstd"`
   std::uint64_t flags = 0;       ///< the fatbin entry's flags (0 outside a fatbin)
   std::string unreadable;        ///< why the image could not be read (say, no zstd library); empty when read

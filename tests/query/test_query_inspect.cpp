@@ -417,7 +417,7 @@ TEST_CASE("inspect: truncated, garbage and unsupported inputs are typed errors t
   CHECK_THAT(message_of(cudrv::code_kind::object, "not an ELF file at all, just text"),
              Catch::Contains("not an ELF file"));
   CHECK_THAT(message_of(cudrv::code_kind::fatbin, std::string("\x50\xed\x55\xba\x01\x00\x10\x00", 8) +
-                                                       std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)),
+                                                      std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)),
              Catch::Contains("exceeds the image size"));
   // A host ELF whose .nv_fatbin holds a cut fatbin: the section is checked like a fatbin file.
   std::string elf = cubin;
@@ -430,8 +430,7 @@ TEST_CASE("inspect: truncated, garbage and unsupported inputs are typed errors t
 TEST_CASE("cudrv-query --inspect: text, JSON against the schema, exit statuses", "[query][inspect][cli]") {
   temp_dir dir;
   const std::string cubin = read_file(std::string(CUDRV_TEST_FUZZ_CORPUS) + "/fuzz_image/cubin_scale").substr(1);
-  const std::string fatbin =
-      read_file(std::string(CUDRV_TEST_FUZZ_CORPUS) + "/fuzz_image/fatbin_compressed").substr(1);
+  const std::string fatbin = read_file(std::string(CUDRV_TEST_FUZZ_CORPUS) + "/fuzz_image/fatbin_compressed").substr(1);
   write_file(dir.file("scale.cubin"), cubin);
   write_file(dir.file("scale.fatbin"), fatbin);
   write_file(dir.file("cut.cubin"), cubin.substr(0, cubin.size() / 2));
@@ -453,7 +452,8 @@ TEST_CASE("cudrv-query --inspect: text, JSON against the schema, exit statuses",
     INFO(why);
     const auto doc = query_test::parse(json.out);
     CHECK(doc["view"] == "inspect");
-    const auto ours = cudrv::inspect(cudrv::object_code(cudrv::detect_code_kind(read_file(file)), read_file(file), file));
+    const auto ours =
+        cudrv::inspect(cudrv::object_code(cudrv::detect_code_kind(read_file(file)), read_file(file), file));
     REQUIRE(doc["inspect"]["images"].size() == ours.images.size());
     for (std::size_t i = 0; i < ours.images.size(); ++i) {
       CHECK(doc["inspect"]["images"][i]["arch_name"] == ours.images[i].arch_name);

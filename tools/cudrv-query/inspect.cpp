@@ -47,7 +47,9 @@ std::string limits_text(const cudrv::kernel_resources& k) {
   auto add = [&](const std::string& s) { out += (out.empty() ? "" : ", ") + s; };
   if (k.max_threads) add("max threads " + dims_text(*k.max_threads));
   if (k.required_threads) add("required block " + dims_text(*k.required_threads));
-  if (k.max_registers) add("register cap " + std::to_string(*k.max_registers));
+  if (k.max_registers && *k.max_registers < 255) {  // 255: no cap given
+    add("register cap " + std::to_string(*k.max_registers));
+  }
   if (k.cluster_dims) add("cluster " + dims_text(*k.cluster_dims));
   if (k.explicit_cluster) add("explicit cluster");
   if (k.max_cluster_rank) add("max cluster size " + std::to_string(*k.max_cluster_rank));
