@@ -28,8 +28,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size == 0) {
     return 0;
   }
-  static constexpr cudrv::code_kind kinds[] = {cudrv::code_kind::ptx, cudrv::code_kind::cubin,
-                                               cudrv::code_kind::fatbin, cudrv::code_kind::object};
+  static constexpr cudrv::code_kind kinds[] = {cudrv::code_kind::ptx, cudrv::code_kind::cubin, cudrv::code_kind::fatbin,
+                                               cudrv::code_kind::object};
   const cudrv::code_kind kind = kinds[data[0] % 4];
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   (void)cudrv::detect_code_kind(bytes);

@@ -14,9 +14,13 @@
 
 #include <catch2/catch.hpp>
 #include <cudrv/code_inspection.hpp>
+#include <cudrv/device.hpp>
 #include <cudrv/error.hpp>
+#include <cudrv/kernel.hpp>
+#include <cudrv/library.hpp>
 
 #include "query_test_support.hpp"
+#include "support/test_support.hpp"
 
 namespace {
 
@@ -476,4 +480,63 @@ TEST_CASE("cudrv-query --inspect: text, JSON against the schema, exit statuses",
   CHECK(run_query({"--inspect", dir.file("scale.cubin"), "-d", "0"}).exit_code == 1);
   CHECK(run_query({"--inspect", dir.file("scale.cubin"), "--details"}).exit_code == 1);
   CHECK(run_query({"--inspect"}).exit_code == 1);
+}
+
+TEST_CASE("cudrv-query --help lists --inspect and its exit statuses", "[query][inspect][cli]") {
+  const auto help = run_query({"--help"});
+  CHECK(help.exit_code == 0);
+  CHECK_THAT(help.out, Catch::Contains("--inspect FILE"));
+  CHECK_THAT(help.out, Catch::Contains("--inspect: FILE is not a well-formed image"));
+}
+
+// The GPU tier: the driver's own attributes of the kernels (cuKernelGetAttribute) agree with what the
+// image says, for a cubin nvcc makes for the device's architecture.
+TEST_CASE("inspect: registers, launch bounds and cluster dimensions equal the driver's attributes",
+          "[query][gpu][inspect]") {
+  CUDRV_REQUIRE_GPU();
+  const std::string nvcc = CUDRV_TEST_NVCC;
+  if (!executable(nvcc)) {
+    std::cout << "SKIPPED: needs nvcc (none at '" << nvcc << "')" << std::endl;
+    return;
+  }
+  const cudrv::device dev(0);
+  const int cc = dev.compute_capability().as_int();
+  if (cc < 90) {
+    std::cout << "SKIPPED: needs compute capability 9.0 for __cluster_dims__ (this device has " << cc / 10 << "."
+              << cc % 10 << ")" << std::endl;
+    return;
+  }
+  temp_dir dir;
+  write_file(dir.file("kernels.cu"), source);
+  const std::string cubin = dir.file("k.cubin");
+  REQUIRE(compile(
+      {nvcc, "-cubin", "-arch=sm_" + std::to_string(cc), "-maxrregcount=24", dir.file("kernels.cu"), "-o", cubin}));
+  const cudrv::object_code code(cudrv::code_kind::cubin, read_file(cubin), cubin);
+  const auto r = cudrv::inspect(code);
+  REQUIRE(r.images.size() == 1);
+  const cudrv::code_image& image = r.images[0];
+  CHECK(image.arch == cc);
+  const cudrv::library lib(code);
+  REQUIRE(image.kernels.size() == 5);
+  for (const cudrv::kernel_resources& k : image.kernels) {
+    INFO(k.name);
+    const cudrv::kernel_attributes a = lib.get_kernel(k.name).attributes(dev);
+    INFO("driver: regs " << a.num_regs << ", shared " << a.shared_size_bytes << ", local " << a.local_size_bytes
+                         << ", const " << a.const_size_bytes << "; image: regs " << k.registers << ", shared "
+                         << k.shared_bytes << ", local " << k.local_bytes << ", frame " << k.frame_bytes);
+    CHECK(a.num_regs == k.registers);
+    CHECK(a.binary_version == image.arch);
+    CHECK(static_cast<std::size_t>(a.shared_size_bytes) <= k.shared_bytes);  // the image counts the reserved part too
+    if (k.max_threads) {
+      CHECK(a.max_threads_per_block <= static_cast<int>(k.max_threads->x * k.max_threads->y * k.max_threads->z));
+    }
+    if (k.cluster_dims) {
+      CHECK(a.required_cluster_width == static_cast<int>(k.cluster_dims->x));
+      CHECK(a.required_cluster_height == static_cast<int>(k.cluster_dims->y));
+      CHECK(a.required_cluster_depth == static_cast<int>(k.cluster_dims->z));
+    } else {
+      CHECK(a.required_cluster_width == 0);
+    }
+    CHECK((a.cluster_size_must_be_set != 0) == k.explicit_cluster);
+  }
 }
