@@ -2,6 +2,8 @@
 // document is written by json_output.cpp (inspect_to_json), next to the other documents.
 #include "inspect.hpp"
 
+#include <sys/stat.h>
+
 #include <algorithm>
 #include <cstdio>
 #include <new>
@@ -108,9 +110,18 @@ void print_image(std::ostream& out, std::size_t index, const cudrv::code_image& 
   }
 }
 
+// What went wrong, without the API's name and the code: cudrv's own errors keep their message as the
+// description.
+std::string reason(const cudrv::error& e) { return e.description().empty() ? std::string(e.what()) : e.description(); }
+
 }  // namespace
 
 inspect_result inspect_file(const std::string& path) {
+  // A device or a pipe (/dev/zero, a FIFO) would be read without end: only regular files are read.
+  struct stat st {};
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    throw cudrv::invalid_argument_error("cudrv-query --inspect", "'" + path + "' is not a regular file");
+  }
   inspect_result r;
   r.path = path;
   cudrv::object_code bytes = cudrv::object_code::from_file(path, cudrv::code_kind::cubin);
@@ -138,9 +149,9 @@ int run_inspect(const command_line& cmd, std::ostream& out, std::ostream& err, c
   try {
     r = inspect_file(cmd.inspect_file);
   } catch (const cudrv::invalid_argument_error& e) {  // cannot open or read FILE: a bad value of --inspect
-    error = {exit_usage, std::string("--inspect: ") + e.what(), {}};
+    error = {exit_usage, "--inspect: " + reason(e), {}};
   } catch (const cudrv::error& e) {  // malformed
-    error = {exit_cuda_error, std::string("--inspect: ") + e.what(), {}};
+    error = {exit_cuda_error, "--inspect: " + reason(e) + " (" + e.name() + ")", {}};
   } catch (const std::bad_alloc&) {
     error = {exit_cuda_error, "--inspect: out of host memory reading '" + cmd.inspect_file + "'", {}};
   }

@@ -32,8 +32,8 @@ void print_inspect_text(std::ostream& out, const inspect_result& r, const text_s
 /// The JSON document of --inspect (view "inspect"); @p r is null when the file could not be read.
 [[nodiscard]] std::string inspect_to_json(const inspect_result* r, const failure* error);
 
-/// Runs --inspect: exit_ok; exit_usage when FILE cannot be opened; exit_cuda_error when it is not a
-/// well-formed image (a typed cudrv error, said on @p err and in the JSON's error).
+/// Runs --inspect: exit_ok; exit_usage when FILE cannot be opened or is not a regular file; exit_cuda_error when it is
+/// not a well-formed image (a typed cudrv error, said on @p err and in the JSON's error).
 [[nodiscard]] int run_inspect(const command_line& cmd, std::ostream& out, std::ostream& err, const text_style& style);
 
 }  // namespace cudrv_query
