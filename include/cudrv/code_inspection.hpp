@@ -78,6 +78,9 @@ struct code_image {
   std::uint64_t flags = 0;       ///< the fatbin entry's flags (0 outside a fatbin)
   std::string unreadable;        ///< why the image could not be read (say, no zstd library); empty when read
   std::vector<kernel_resources> kernels;  ///< its kernels (SASS and PTX images), by name
+  /// @brief SASS only: the other functions whose code is in the image (`__device__` functions not inlined,
+  /// as in `-G` and `-rdc` code), by symbol name; `cuobjdump -res-usage` lists them as functions too.
+  std::vector<std::string> device_functions;
   std::vector<constant_bank>
       constant;                  ///< constant banks of the whole image (`__constant__` data, Common's `CONSTANT[n]`)
   std::size_t global_bytes = 0;  ///< `__device__` variables (Common's `GLOBAL`)

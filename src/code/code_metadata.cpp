@@ -592,12 +592,18 @@ bool read_kernels(const elf_sections& elf, code_image& out, kernel_index& index)
     for (std::size_t o = 0; o + symbol_size <= symbols.size(); o += symbol_size) {
       const auto info = static_cast<std::uint8_t>(symbols[o + 4]);
       const auto other = static_cast<std::uint8_t>(symbols[o + 5]);
-      if ((info & 0xf) != stt_func || (other & sto_cuda_entry) == 0) {
+      if ((info & 0xf) != stt_func) {
         continue;
       }
       const auto name = name_at(strings, *read_le<std::uint32_t>(symbols, o));
       if (!name || name->empty()) {
         return false;
+      }
+      if ((other & sto_cuda_entry) == 0) {
+        if (*read_le<std::uint16_t>(symbols, o + 6) != 0) {  // defined here (not vprintf's, say)
+          out.device_functions.emplace_back(*name);
+        }
+        continue;
       }
       auto [at, fresh] = index.by_name.emplace(std::string(*name), out.kernels.size());
       if (fresh) {

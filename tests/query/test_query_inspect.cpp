@@ -205,6 +205,9 @@ void compare(const cudrv::code_image& image, const res_usage_block& block, const
       CHECK(f.count("CONSTANT[" + std::to_string(b.bank) + "]") == 1);
     }
   }
+  // cuobjdump lists the __device__ functions with code in the image too (-G, -rdc): the image's other
+  // functions.
+  ours.insert(image.device_functions.begin(), image.device_functions.end());
   std::set<std::string> theirs;
   for (const auto& [name, f] : block.functions) theirs.insert(name);
   CHECK(ours == theirs);
@@ -341,6 +344,22 @@ TEST_CASE("inspect: every figure of nvcc's images equals cuobjdump's", "[query][
     const auto o = compare_with_cuobjdump(tool, dir.file("rdc.o"));
     REQUIRE(!o.images.empty());
     CHECK(o.images.at(0).container == "__nv_relfatbin");
+  }
+  SECTION("the project's kernels: the GPU tier's (a cubin, a fatbin, sm_100, -G) and an example's") {
+    const std::string gpu = std::string(CUDRV_TEST_SOURCE_DIR) + "/tests/gpu/kernels/";
+    REQUIRE(compile({nvcc, "-std=c++17", "-cubin", "-arch=sm_90", gpu + "test_kernels.cu", "-o", dir.file("t.cubin")}));
+    REQUIRE(compile({nvcc, "-std=c++17", "-fatbin", "-gencode=arch=compute_90,code=[sm_90,compute_90]",
+                     gpu + "test_kernels.cu", "-o", dir.file("t.fatbin")}));
+    REQUIRE(compile({nvcc, "-std=c++17", "-cubin", "-arch=sm_100", gpu + "other_arch.cu", "-o", dir.file("o.cubin")}));
+    REQUIRE(compile(
+        {nvcc, "-std=c++17", "-cubin", "-arch=sm_90", "-G", gpu + "device_functions.cu", "-o", dir.file("g.cubin")}));
+    REQUIRE(compile({nvcc, "-std=c++17", "-fatbin", "-gencode=arch=compute_80,code=sm_80",
+                     "-gencode=arch=compute_90,code=sm_90",
+                     std::string(CUDRV_TEST_SOURCE_DIR) + "/examples/kernels/scale.cu", "-o", dir.file("s.fatbin")}));
+    for (const char* name : {"t.cubin", "t.fatbin", "o.cubin", "g.cubin", "s.fatbin"}) {
+      const auto r = compare_with_cuobjdump(tool, dir.file(name));
+      CHECK(!r.images.empty());
+    }
   }
   SECTION("PTX directives: .reqntid, .maxntid, .maxnreg, explicit clusters, .maxclusterrank (ptxas)") {
     REQUIRE(compile({bin + "ptxas", "-arch=sm_90", dir.file("directives.ptx"), "-o", dir.file("d.cubin")}));

@@ -108,6 +108,13 @@ void print_image(std::ostream& out, std::size_t index, const cudrv::code_image& 
   for (const cudrv::kernel_resources& k : image.kernels) {
     print_kernel(out, image, k, style);
   }
+  if (!image.device_functions.empty()) {
+    out << "  Device functions:";
+    for (const std::string& f : image.device_functions) {
+      out << ' ' << f;
+    }
+    out << '\n';
+  }
 }
 
 // What went wrong, without the API's name and the code: cudrv's own errors keep their message as the

@@ -337,6 +337,7 @@ json image_json(const cudrv::code_image& image) {
   if (image.kind == cudrv::code_image_kind::sass) {
     j["global_bytes"] = image.global_bytes;
     j["constant"] = constants_json(image.constant);
+    j["device_functions"] = image.device_functions;
   }
   json kernels = json::array();
   for (const cudrv::kernel_resources& k : image.kernels) {
