@@ -68,7 +68,8 @@ const decompressors& libraries() {
 // The decompressed bytes into out; "" or why not.
 std::string decompress(const std::string& method, std::string_view in, std::size_t size, std::string& out) {
   // A hostile header could ask for any size: no real entry expands more than this.
-  if (size > (std::size_t{1} << 30) || size > in.size() * 1024 + (std::size_t{1} << 20)) {
+  if (size > (std::size_t{1} << 30) || in.size() > (std::size_t{1} << 30) ||
+      size > in.size() * 1024 + (std::size_t{1} << 20)) {
     return "its decompressed size " + std::to_string(size) + " is implausible for " + std::to_string(in.size()) +
            " compressed bytes";
   }
