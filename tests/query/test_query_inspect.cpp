@@ -524,6 +524,11 @@ TEST_CASE("cudrv-query --inspect: text, JSON against the schema, exit statuses",
   const auto missing = run_query({"--inspect", dir.file("missing.cubin")});
   CHECK(missing.exit_code == 1);
   CHECK_THAT(missing.err, Catch::Contains("cannot open"));
+  const auto missing_json = run_query({"--inspect", dir.file("missing.cubin"), "--json"});
+  CHECK(missing_json.exit_code == 1);
+  CHECK((query_test::validate(missing_json.out, valid), valid));
+  CHECK(query_test::parse(missing_json.out)["status"] == "usage_error");
+  CHECK(query_test::parse(missing_json.out)["view"] == "inspect");
   // Options that do not apply, and views combined: usage errors.
   CHECK(run_query({"--inspect", dir.file("scale.cubin"), "-d", "0"}).exit_code == 1);
   CHECK(run_query({"--inspect", dir.file("scale.cubin"), "--details"}).exit_code == 1);

@@ -426,7 +426,7 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   if (!split_selectors(device_values, cmd.selectors, problem)) {
     return usage_error(problem);
   }
-  if (!inspect_file.empty() && !cmd.selectors.empty()) {  // issue 36: inspect
+  if (app.count("--inspect") > 0 && !cmd.selectors.empty()) {  // issue 36: inspect
     return usage_error("--device does not apply to --inspect, which reads a file and no device");
   }
   cmd.inspect_file = std::move(inspect_file);
