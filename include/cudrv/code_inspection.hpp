@@ -107,8 +107,9 @@ struct code_inspection {
 ///   @ref code_kind::library)
 [[nodiscard]] code_inspection inspect(const object_code& code);
 
-/// @brief The kind of code @p bytes hold, from their first bytes: a fatbin magic, an ELF for EM_CUDA
-/// (cubin), another ELF (@ref code_kind::object, a host file), else PTX text. Nothing is validated.
+/// @brief The kind of code @p bytes hold, from their first bytes: a fatbin magic, an archive
+/// (@ref code_kind::library), an ELF for EM_CUDA (cubin), another ELF (@ref code_kind::object, a host
+/// file), else PTX text. Nothing is validated.
 [[nodiscard]] code_kind detect_code_kind(std::string_view bytes) noexcept;
 
 }  // namespace cudrv

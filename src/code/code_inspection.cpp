@@ -307,6 +307,9 @@ code_kind detect_code_kind(std::string_view b) noexcept {
   if (b.size() >= 4 && read_le<std::uint32_t>(b, 0) == fatbin_magic) {
     return code_kind::fatbin;
   }
+  if (b.substr(0, 8) == "!<arch>\n") {
+    return code_kind::library;  // a static library: an archive of host objects
+  }
   if (b.size() >= 20 && b.substr(0, 4) == std::string_view("\x7f"
                                                            "ELF",
                                                            4)) {
@@ -341,6 +344,9 @@ code_inspection inspect(const object_code& code) {
       read_fatbin(bytes, "fatbin", out.images);
       break;
     case code_kind::object: read_host_elf(bytes, out.images); break;
+    case code_kind::library:
+      throw invalid_argument_error(api, name + " is an archive (a static library): extract its objects (ar x) and "
+                                               "inspect each");
     default:
       throw invalid_argument_error(api, "cannot inspect " + std::string(to_string(code.kind())) + " code (" + name +
                                             "): give a cubin, fatbin, PTX or host ELF file (object)");

@@ -477,6 +477,9 @@ TEST_CASE("inspect: truncated, garbage and unsupported inputs are typed errors t
   CHECK(cudrv::inspect(cudrv::object_code(cudrv::code_kind::object, elf, "host")).images.empty());
   CHECK_THROWS_AS(cudrv::inspect(cudrv::object_code(cudrv::code_kind::ltoir, "x", "x.ltoir")),
                   cudrv::invalid_argument_error);
+  CHECK(cudrv::detect_code_kind("!<arch>\nmember") == cudrv::code_kind::library);
+  CHECK_THROWS_AS(cudrv::inspect(cudrv::object_code(cudrv::code_kind::library, "!<arch>\n", "x.a")),
+                  cudrv::invalid_argument_error);
 }
 
 TEST_CASE("cudrv-query --inspect: text, JSON against the schema, exit statuses", "[query][inspect][cli]") {
