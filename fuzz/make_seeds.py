@@ -12,7 +12,7 @@ tests/cpu/test_image_check.cpp checks that the seed still decodes as a valid ent
 seeds are command lines, one argument per NUL-terminated string. fuzz_socket_frames seeds are scripts of
 what a peer sends (two option bytes, then tagged chunks; fuzz_socket_frames.cpp): well-formed messages
 and the hostile cases the receiver must refuse. fuzz_ipc_import seeds are six header bytes and the bytes
-they consume (fuzz_ipc_import.cpp).
+they consume (fuzz_ipc_import.cpp). fuzz_inspect seeds: see inspect_seeds() (issue 36).
 """
 import argparse
 import os
@@ -214,6 +214,35 @@ def main():
     write("fuzz_ipc_import", "legacy_huge", ipc(1, 0, 1, 0, 1, rest=struct.pack(">Q", M64)))
     write("fuzz_ipc_import", "wrong_size", ipc(1, 1, 1, 0, 0, 0xff, rest=b"\x00"))
     write("fuzz_ipc_import", "descriptor", ipc(2, 2, 1, 0, 0, rest=b"\x08" + struct.pack("<q", 0) + b"\x00"))
+    inspect_seeds(args.nvcc)  # issue 36: inspect
+
+
+# issue 36: inspect. fuzz_inspect seeds start with the kind byte (0 PTX, 1 cubin, 2 fatbin, 3 host ELF
+# object; fuzz_inspect.cpp): the fuzz_image images, a fatbin whose entry is LZ4-compressed (fatbinary
+# -compress-mode=speed), a host object with its .nv_fatbin, and that object cut short.
+def inspect_seeds(nvcc):
+    os.makedirs(os.path.join(CORPUS, "fuzz_inspect"), exist_ok=True)
+    for name in ("cubin_scale", "fatbin_scale", "fatbin_compressed", "ptx_entry"):
+        with open(os.path.join(CORPUS, "fuzz_image", name), "rb") as f:
+            write("fuzz_inspect", name, f.read())
+    if nvcc is None:
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "k.cu")
+        with open(src, "w") as f:
+            f.write(KERNEL)
+        cubin, lz4, obj = (os.path.join(tmp, n) for n in ("k.cubin", "k.fatbin", "k.o"))
+        subprocess.run([nvcc, "-cubin", "-arch=sm_90", "-o", cubin, src], check=True)
+        fatbinary = os.path.join(os.path.dirname(nvcc), "fatbinary")
+        subprocess.run([fatbinary, "--create=" + lz4, "-64", "--image3=kind=elf,sm=90,file=" + cubin,
+                        "-compress-all", "-compress-mode=speed"], check=True)
+        subprocess.run([nvcc, "-c", "-arch=sm_90", "-o", obj, src], check=True)
+        with open(lz4, "rb") as f:
+            write("fuzz_inspect", "fatbin_lz4", b"\x02" + f.read())
+        with open(obj, "rb") as f:
+            data = f.read()
+        write("fuzz_inspect", "object_scale", b"\x03" + data)
+        write("fuzz_inspect", "object_truncated", b"\x03" + data[:len(data) // 2])
 
 
 if __name__ == "__main__":

@@ -7,7 +7,7 @@
 #   -t SECONDS  how long each target runs (default 600: ten minutes)
 #   -j JOBS     libFuzzer worker processes per target (default 1)
 #   TARGET      fuzz_image, fuzz_cache_entry, fuzz_cache_deps, fuzz_query_args, fuzz_socket_frames,
-#               fuzz_ipc_import (default: all six)
+#               fuzz_ipc_import, fuzz_inspect (default: all seven)
 #
 # Environment: BUILD the build tree (default ./build-fuzz, configured here when it has no cache;
 # CMAKE_ARGS are added to that configure, e.g. a compiler launcher), CXX the compiler (default
@@ -32,7 +32,8 @@ done
 shift $((OPTIND - 1))
 targets=("$@")
 if ((${#targets[@]} == 0)); then
-  targets=(fuzz_image fuzz_cache_entry fuzz_cache_deps fuzz_query_args fuzz_socket_frames fuzz_ipc_import)
+  targets=(fuzz_image fuzz_cache_entry fuzz_cache_deps fuzz_query_args fuzz_socket_frames fuzz_ipc_import
+    fuzz_inspect)  # issue 36: inspect
 fi
 if ! [[ $seconds =~ ^[0-9]+$ && $jobs =~ ^[1-9][0-9]*$ ]]; then
   echo "fuzz.sh: -t needs whole seconds and -j a positive count" >&2

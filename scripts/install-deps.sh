@@ -7,14 +7,17 @@
 #                                    tests and cudrv-query), Python's jsonschema (the cudrv-query tests validate
 #                                    its JSON with it) and python3-venv; then, in the project's Python
 #                                    environment .venv, the DLPack header and, where no nccl.h is installed,
-#                                    NCCL's header (see below).
+#                                    NCCL's header (see below). Also liblz4-1 and libzstd1 (present on
+#                                    nearly every system), which cudrv::inspect loads to read compressed
+#                                    fatbin entries.
 #   scripts/install-deps.sh --ci     also what CI's stages add (.ci/run, docs/reliability.md): Doxygen (the
 #                                    `docs` target and its tests), Open MPI (headers, library and mpirun: the
 #                                    cudrv::mpi component and its tests under mpiexec), clang (Debian's clang++),
 #                                    libclang-rt-dev (libFuzzer and clang's sanitizer runtimes), llvm
 #                                    (llvm-symbolizer for clang-built sanitizer reports), clang-format-14 and
 #                                    clang-tidy-14 (scripts/format.sh, scripts/tidy.sh). g++'s own sanitizer
-#                                    runtimes come with g++.
+#                                    runtimes come with g++. And cuobjdump (the toolkit's, else NVIDIA's wheel
+#                                    into .venv) for the cudrv-query --inspect test.
 #   scripts/install-deps.sh --plot   also matplotlib into .venv, for scripts/plot-examples.py.
 #
 # Idempotent: when everything is present it returns at once, without apt-get or network access.
@@ -86,6 +89,8 @@ have_header() {
   return 1
 }
 
+# issue 36: inspect: a shared library the dynamic loader finds by its soname.
+have_library() { { ldconfig -p 2>/dev/null || /sbin/ldconfig -p 2>/dev/null; } | grep -q "[[:space:]]$1 "; }
 have_python_module() {
   local py
   for py in "$(command -v python3 2>/dev/null || true)" /usr/bin/python3; do
@@ -120,12 +125,17 @@ present() {
     # The style tools, version 14 exactly (another version formats differently): scripts/format.sh, scripts/tidy.sh.
     clang-format-14) have_cmd clang-format-14 ;;
     clang-tidy-14) have_cmd clang-tidy-14 ;;
+    # issue 36: inspect. The decompressors of compressed fatbin entries, loaded at run time by cudrv::inspect
+    # (never linked: without them those entries are listed as unreadable).
+    liblz4-1) have_library liblz4.so.1 ;;
+    libzstd1) have_library libzstd.so.1 ;;
     *) return 1 ;;
   esac
 }
 
 # What a user needs (README.md's commands), then what CI adds (--ci).
-packages=(cmake g++ make catch2 nlohmann-json3-dev libcli11-dev python3-jsonschema python3-venv)
+packages=(cmake g++ make catch2 nlohmann-json3-dev libcli11-dev python3-jsonschema python3-venv
+  liblz4-1 libzstd1)  # issue 36: inspect
 if [[ "$ci" == 1 ]]; then
   packages+=(doxygen libopenmpi-dev openmpi-bin clang libclang-rt-dev llvm clang-format-14 clang-tidy-14)
 fi
@@ -138,7 +148,7 @@ done
 
 # Doxygen only adds the `docs` target and its test; without it the build and the other tests work.
 # python3-venv only brings the DLPack header (and --plot's matplotlib).
-optional=" doxygen python3-venv "
+optional=" doxygen python3-venv liblz4-1 libzstd1 "  # issue 36: inspect: without them, compressed entries are unreadable
 still_missing() {
   local pkg out=()
   for pkg in "${missing[@]}"; do
@@ -242,6 +252,29 @@ else
     say "ok: NCCL header installed at $(nccl_header)"
   else
     say "warning: $nccl_wheel installed but carries no nvidia/nccl/include/nccl.h; building without the NCCL layer"
+  fi
+fi
+
+# issue 36: inspect. cuobjdump, which the CPU test of cudrv-query --inspect compares with (only --ci): the
+# toolkit's own when it has one, else NVIDIA's wheel nvidia-cuda-cuobjdump (CUDA 13; about 350 KB, pip install
+# --no-deps) into .venv, where CMake finds nvidia/cu13/bin/cuobjdump. Without it that test skips visibly.
+cuobjdump_in_venv() {
+  compgen -G "$venv/lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump" | head -n 1
+}
+if [[ "$ci" == 1 ]]; then
+  if [[ -x "$cuda_root/bin/cuobjdump" ]]; then
+    say "ok: cuobjdump at $cuda_root/bin/cuobjdump"
+  elif [[ -n "$(cuobjdump_in_venv)" ]]; then
+    say "ok: cuobjdump at $(cuobjdump_in_venv)"
+  elif [[ "$cuda_major" != 13 ]]; then
+    say "warning: no cuobjdump in the toolkit and no wheel for CUDA $cuda_major; the --inspect comparison skips"
+  elif ! make_venv; then
+    say "warning: python3 -m venv $venv failed; no cuobjdump (the --inspect comparison skips)"
+  elif ! "$venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps \
+      "nvidia-cuda-cuobjdump>=13.2,<14"; then
+    say "warning: pip could not install nvidia-cuda-cuobjdump into $venv (no network?); the --inspect comparison skips"
+  else
+    say "ok: cuobjdump installed at $(cuobjdump_in_venv)"
   fi
 fi
 

@@ -18,6 +18,8 @@
 ///   tooling (checkpointing another process, GPU core dump settings) that most programs never use.
 /// - `<cudrv/system.hpp>`: NVML (loaded at run time) for monitoring: versions, power, clocks,
 ///   temperatures, ECC, processes; a management concern most programs never include.
+/// - `<cudrv/code_inspection.hpp>` (issue 36: inspect): the images and kernel resources of device code
+///   read from its bytes (what `cudrv-query --inspect` shows); tooling that most programs never include.
 ///
 /// Every translation unit that includes it pays for it, so it includes no heavy standard header (the CPU
 /// test cudrv_umbrella_header_cost checks that); benchmarks/header_cost.sh compares its cost with the

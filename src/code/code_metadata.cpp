@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstring>
 #include <optional>
+#include <unordered_set>
 
 namespace cudrv::detail {
 namespace {
@@ -484,6 +485,324 @@ bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts&
   } catch (...) {
     return false;  // out of memory: the driver is asked instead
   }
+}
+
+// --- issue 36: inspect ----------------------------------------------------------------------------
+
+namespace {
+
+// EIATTR attributes (of .nv.info and .nv.info.<kernel>) and EICOMPAT attributes (of .nv.compat) read
+// for resources, as ptxas 13.0 writes them.
+constexpr std::uint8_t eiattr_max_threads = 0x05;           // u32 x, y, z: __launch_bounds__ / .maxntid
+constexpr std::uint8_t eiattr_reqntid = 0x10;               // u32 x, y, z: .reqntid
+constexpr std::uint8_t eiattr_frame_size = 0x11;            // u32 symbol, u32 bytes (.nv.info)
+constexpr std::uint8_t eiattr_min_stack_size = 0x12;        // u32 symbol, u32 bytes (.nv.info)
+constexpr std::uint8_t eiattr_max_stack_size = 0x23;        // u32 symbol, u32 bytes (.nv.info of -rdc units)
+constexpr std::uint8_t eiattr_cbank_param_size = 0x19;      // u16 bytes
+constexpr std::uint8_t eiattr_maxreg_count = 0x1b;          // u16 registers
+constexpr std::uint8_t eiattr_regcount = 0x2f;              // u32 symbol, u32 registers (.nv.info)
+constexpr std::uint8_t eiattr_cta_per_cluster = 0x3d;       // u32 x, y, z: __cluster_dims__
+constexpr std::uint8_t eiattr_explicit_cluster = 0x3e;      // no value
+constexpr std::uint8_t eiattr_max_cluster_rank = 0x3f;      // u32
+constexpr std::uint8_t eiattr_num_barriers = 0x4c;          // u8
+constexpr std::uint8_t eicompat_accelerator_target = 0x09;  // u8: 1 for arch-specific code (sm_90a)
+
+// One record: for the 2-byte formats value is those 2 bytes, for EIFMT_SVAL its payload.
+struct info_record {
+  std::uint8_t format;
+  std::uint8_t attribute;
+  std::string_view value;
+};
+
+// Calls f on every record of a .nv.info-format section; false when a record does not fit or has an
+// unknown format.
+template <class F>
+bool for_each_record(std::string_view sec, F&& f) {
+  std::size_t o = 0;
+  while (o < sec.size()) {
+    if (sec.size() - o < 4) {
+      return false;
+    }
+    const auto format = static_cast<std::uint8_t>(sec[o]);
+    const auto attribute = static_cast<std::uint8_t>(sec[o + 1]);
+    if (format == eifmt_nval || format == eifmt_bval || format == eifmt_hval) {
+      f(info_record{format, attribute, sec.substr(o + 2, 2)});
+      o += 4;
+      continue;
+    }
+    if (format != eifmt_sval) {
+      return false;
+    }
+    const std::size_t size = *read_le<std::uint16_t>(sec, o + 2);
+    if (size > sec.size() - o - 4) {
+      return false;
+    }
+    f(info_record{format, attribute, sec.substr(o + 4, size)});
+    o += 4 + size;
+  }
+  return true;
+}
+
+std::optional<dims> dims_value(std::string_view v) {
+  if (v.size() < 12) {
+    return std::nullopt;
+  }
+  return dims(*read_le<std::uint32_t>(v, 0), *read_le<std::uint32_t>(v, 4), *read_le<std::uint32_t>(v, 8));
+}
+
+// A section header's fields.
+struct section_header {
+  std::string_view name;
+  std::uint32_t type = 0;
+  std::uint64_t size = 0;
+  std::uint32_t info = 0;
+};
+
+section_header header_of(const elf_sections& elf, std::size_t i, std::string_view names) {
+  section_header h;
+  h.name = name_at(names, *read_le<std::uint32_t>(elf.b, elf.header(i))).value_or(std::string_view());
+  h.type = *read_le<std::uint32_t>(elf.b, elf.header(i) + 4);
+  h.size = *read_le<std::uint64_t>(elf.b, elf.header(i) + 32);
+  h.info = *read_le<std::uint32_t>(elf.b, elf.header(i) + 44);
+  return h;
+}
+
+// The kernels of the image: entries of its symbol tables, with their symbol indices (which the
+// records of .nv.info name).
+struct kernel_index {
+  std::unordered_map<std::string, std::size_t> by_name;      // -> index in out.kernels
+  std::unordered_map<std::uint32_t, std::size_t> by_symbol;  // symbol index -> index in out.kernels
+};
+
+bool read_kernels(const elf_sections& elf, code_image& out, kernel_index& index) {
+  constexpr std::uint32_t sht_symtab = 2;
+  constexpr std::uint8_t stt_func = 2;
+  constexpr std::uint8_t sto_cuda_entry = 0x10;
+  constexpr std::size_t symbol_size = 24;
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    if (*read_le<std::uint32_t>(elf.b, elf.header(i) + 4) != sht_symtab) {
+      continue;
+    }
+    const auto link = *read_le<std::uint32_t>(elf.b, elf.header(i) + 40);
+    std::string_view symbols;
+    std::string_view strings;
+    if (link >= elf.shnum || !elf.contents(i, symbols) || !elf.contents(link, strings)) {
+      return false;
+    }
+    for (std::size_t o = 0; o + symbol_size <= symbols.size(); o += symbol_size) {
+      const auto info = static_cast<std::uint8_t>(symbols[o + 4]);
+      const auto other = static_cast<std::uint8_t>(symbols[o + 5]);
+      if ((info & 0xf) != stt_func) {
+        continue;
+      }
+      const auto name = name_at(strings, *read_le<std::uint32_t>(symbols, o));
+      if (!name || name->empty()) {
+        return false;
+      }
+      if ((other & sto_cuda_entry) == 0) {
+        if (*read_le<std::uint16_t>(symbols, o + 6) != 0) {  // defined here (not vprintf's, say)
+          out.device_functions.emplace_back(*name);
+        }
+        continue;
+      }
+      auto [at, fresh] = index.by_name.emplace(std::string(*name), out.kernels.size());
+      if (fresh) {
+        out.kernels.emplace_back();
+        out.kernels.back().name = std::string(*name);
+      }
+      index.by_symbol[static_cast<std::uint32_t>(o / symbol_size)] = at->second;
+    }
+  }
+  return true;
+}
+
+// The records of .nv.info: per-function registers, frame and stack, keyed by symbol index.
+bool read_global_info(std::string_view data, code_image& out, const kernel_index& index) {
+  std::unordered_set<std::size_t> min_stack_seen;  // kernels whose EIATTR_MIN_STACK_SIZE was read
+  return for_each_record(data, [&](const info_record& r) {
+    if (r.format != eifmt_sval || r.value.size() < 8) {
+      return;
+    }
+    const auto symbol = *read_le<std::uint32_t>(r.value, 0);
+    const auto value = *read_le<std::uint32_t>(r.value, 4);
+    const auto k = index.by_symbol.find(symbol);
+    if (k == index.by_symbol.end()) {
+      return;  // a __device__ function's
+    }
+    kernel_resources& kr = out.kernels[k->second];
+    if (r.attribute == eiattr_regcount) {
+      kr.registers = static_cast<int>(value);
+    } else if (r.attribute == eiattr_frame_size) {
+      kr.frame_bytes = value;
+    } else if (r.attribute == eiattr_min_stack_size) {
+      kr.stack_bytes = value;
+      min_stack_seen.insert(k->second);
+    } else if (r.attribute == eiattr_max_stack_size && min_stack_seen.count(k->second) == 0) {
+      kr.stack_bytes = value;  // a relocatable unit's (-rdc): no minimum is known before linking
+    }
+  });
+}
+
+// The records of .nv.info.<kernel>: parameters, launch bounds, cluster dimensions.
+bool read_kernel_info(std::string_view data, kernel_resources& kr) {
+  std::vector<kernel_param> params;
+  if (!read_info_section(data, params)) {
+    return false;
+  }
+  kr.parameters.clear();
+  for (std::size_t i = 0; i < params.size(); ++i) {
+    kr.parameters.push_back({i, params[i].offset, params[i].size});
+  }
+  return for_each_record(data, [&](const info_record& r) {
+    const auto half = r.value.size() >= 2 ? *read_le<std::uint16_t>(r.value, 0) : 0;
+    switch (r.attribute) {
+      case eiattr_max_threads: kr.max_threads = dims_value(r.value); break;
+      case eiattr_reqntid: kr.required_threads = dims_value(r.value); break;
+      case eiattr_cta_per_cluster: kr.cluster_dims = dims_value(r.value); break;
+      case eiattr_explicit_cluster: kr.explicit_cluster = true; break;
+      case eiattr_max_cluster_rank:
+        if (r.value.size() >= 4) {
+          kr.max_cluster_rank = *read_le<std::uint32_t>(r.value, 0);
+        }
+        break;
+      case eiattr_cbank_param_size: kr.parameter_bytes = half; break;
+      case eiattr_maxreg_count: kr.max_registers = half; break;
+      case eiattr_num_barriers: kr.barriers = half & 0xff; break;
+      default: break;
+    }
+  });
+}
+
+// ".nv.constant3" -> bank 3 and suffix "", ".nv.constant0.k" -> bank 0 and suffix "k"; false otherwise.
+bool constant_section(std::string_view name, int& bank, std::string_view& suffix) {
+  constexpr std::string_view prefix = ".nv.constant";
+  if (!name.starts_with(prefix) || name.size() == prefix.size() ||
+      std::isdigit(static_cast<unsigned char>(name[prefix.size()])) == 0) {
+    return false;
+  }
+  std::size_t i = prefix.size();
+  bank = 0;
+  while (i < name.size() && std::isdigit(static_cast<unsigned char>(name[i])) != 0 && bank < 1000) {
+    bank = bank * 10 + (name[i++] - '0');
+  }
+  if (i == name.size()) {
+    suffix = {};
+    return true;
+  }
+  if (name[i] != '.') {
+    return false;
+  }
+  suffix = name.substr(i + 1);
+  return true;
+}
+
+void add_constant(std::vector<constant_bank>& banks, int bank, std::uint64_t bytes) {
+  banks.push_back({bank, static_cast<std::size_t>(bytes)});
+  std::sort(banks.begin(), banks.end(), [](const constant_bank& a, const constant_bank& b) { return a.bank < b.bank; });
+}
+
+// The kernel a section named prefix + name belongs to, or nullptr.
+kernel_resources* kernel_of(std::string_view section, std::string_view prefix, code_image& out,
+                            const kernel_index& index) {
+  if (!section.starts_with(prefix) || section.size() == prefix.size()) {
+    return nullptr;
+  }
+  const auto k = index.by_name.find(std::string(section.substr(prefix.size())));
+  return k == index.by_name.end() ? nullptr : &out.kernels[k->second];
+}
+
+// The sizes of the sections of each kernel and of the image.
+void read_section_sizes(const section_header& h, code_image& out, const kernel_index& index) {
+  int bank = 0;
+  std::string_view suffix;
+  if (h.name == ".nv.global" || h.name == ".nv.global.init") {
+    out.global_bytes += static_cast<std::size_t>(h.size);
+  } else if (constant_section(h.name, bank, suffix)) {
+    if (suffix.empty()) {
+      add_constant(out.constant, bank, h.size);
+    } else if (const auto k = index.by_name.find(std::string(suffix)); k != index.by_name.end()) {
+      add_constant(out.kernels[k->second].constant, bank, h.size);
+    }
+  } else if (kernel_resources* k = kernel_of(h.name, ".nv.shared.", out, index)) {
+    k->shared_bytes = static_cast<std::size_t>(h.size);
+  } else if (kernel_resources* k = kernel_of(h.name, ".nv.local.", out, index)) {
+    k->local_bytes = static_cast<std::size_t>(h.size);
+  } else if (kernel_resources* k = kernel_of(h.name, ".text.", out, index)) {
+    k->code_bytes = static_cast<std::size_t>(h.size);
+    if (k->registers == 0) {
+      k->registers = static_cast<int>(h.info >> 24);  // older images: the count is in sh_info's top byte
+    }
+  }
+}
+
+// The records of every .nv.info section, and .nv.compat's accelerator flag; "" or the problem.
+std::string read_info_sections(const elf_sections& elf, std::string_view names, code_image& out,
+                               const kernel_index& index, bool& arch_specific) {
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    const section_header h = header_of(elf, i, names);
+    const bool global = h.name == ".nv.info";
+    kernel_resources* k = kernel_of(h.name, ".nv.info.", out, index);
+    const bool compat = h.name == ".nv.compat";
+    if (!global && k == nullptr && !compat) {
+      continue;
+    }
+    std::string_view data;
+    if (!elf.contents(i, data)) {
+      return "section " + std::string(h.name) + " does not fit in the image";
+    }
+    bool ok = true;
+    if (global) {
+      ok = read_global_info(data, out, index);
+    } else if (k != nullptr) {
+      ok = read_kernel_info(data, *k);
+    } else {
+      ok = for_each_record(data, [&](const info_record& r) {
+        if (r.attribute == eicompat_accelerator_target && r.format == eifmt_bval && r.value[0] == 1) {
+          arch_specific = true;
+        }
+      });
+    }
+    if (!ok) {
+      return "a record of section " + std::string(h.name) + " is malformed (a size past its end or an unknown format)";
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+std::string read_cubin_resources(std::string_view b, code_image& out) {
+  if (b.size() < 64 ||
+      b.substr(0, 4) != std::string_view("\x7f"
+                                         "ELF",
+                                         4) ||
+      b[4] != 2 || b[5] != 1) {
+    return "not a little-endian ELF64 image";
+  }
+  const elf_sections elf{b, *read_le<std::uint64_t>(b, 40), *read_le<std::uint16_t>(b, 58),
+                         *read_le<std::uint16_t>(b, 60)};
+  const auto shstrndx = *read_le<std::uint16_t>(b, 62);
+  std::string_view names;
+  if (elf.shentsize < 64 || shstrndx >= elf.shnum || elf.shoff > b.size() ||
+      std::uint64_t(elf.shentsize) * elf.shnum > b.size() - elf.shoff || !elf.contents(shstrndx, names)) {
+    return "the section header table or its name table does not fit in the image";
+  }
+  // The architecture: e_flags bits 8-15 from ELF ABI version 8 on (CUDA 12.8+), bits 0-7 before.
+  const auto flags = *read_le<std::uint32_t>(b, 48);
+  out.arch = static_cast<int>(static_cast<unsigned char>(b[8]) >= 8 ? (flags >> 8) & 0xff : flags & 0xff);
+  kernel_index index;
+  if (!read_kernels(elf, out, index)) {
+    return "a symbol table or its string table is malformed";
+  }
+  bool arch_specific = false;
+  if (std::string p = read_info_sections(elf, names, out, index, arch_specific); !p.empty()) {
+    return p;
+  }
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    read_section_sizes(header_of(elf, i, names), out, index);
+  }
+  out.arch_name = "sm_" + std::to_string(out.arch) + (arch_specific ? "a" : "");
+  return {};
 }
 
 }  // namespace cudrv::detail

@@ -14,6 +14,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "cudrv/code_inspection.hpp"
 #include "cudrv/kernel.hpp"
 #include "cudrv/object_code.hpp"
 
@@ -38,5 +39,12 @@ bool read_fatbin_layouts(std::string_view image, kernel_layouts& out);
 
 // Dispatches on the kind (ptx, cubin, fatbin); false for other kinds. Never throws.
 bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts& out) noexcept;
+
+// issue 36: inspect. The resources of every kernel of a cubin (registers, shared, local and constant
+// memory, stack, launch bounds, cluster dimensions) and the image's own constant banks and global
+// variables, from its symbol table, .nv.info and .nv.info.<kernel> records and the sizes of its
+// .nv.shared/.nv.local/.nv.constantN sections, into out (arch, arch_name, kernels, constant,
+// global_bytes). Returns what is malformed ("" when the image was read); reads nothing outside image.
+std::string read_cubin_resources(std::string_view image, code_image& out);
 
 }  // namespace cudrv::detail

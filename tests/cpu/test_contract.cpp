@@ -20,6 +20,7 @@
 #include <cudrv/system.hpp>  // issue 34 part 5
 #include <cudrv/unix_socket.hpp>
 // issue 34 parts 3-4: checkpoint and restore, coredump settings
+#include <cudrv/code_inspection.hpp>  // issue 36: inspect
 #include <cudrv/coredump.hpp>
 #include <cudrv/process_checkpoint.hpp>
 #if defined(CUDRV_TEST_DLPACK)
@@ -345,6 +346,8 @@ using views =
 // issue 34 part 1 (every launch attribute): scoped_persisting_l2_limit, a scope guard (restores the
 //   persisting-L2 limit); launch_event, the event handle a launch attribute holds, taken from lvalues only
 //   (checked below).
+// issue 36: inspect: code_inspection, code_image, kernel_resources, constant_bank are plain values (what
+//   cudrv::inspect read from bytes it copied from; no handle, nothing to adopt or release; checked below).
 // contract:list-end
 
 static_assert(check_all(owners{}));
@@ -358,6 +361,10 @@ static_assert(!std::is_copy_constructible_v<cudrv::scoped_coredump_settings> &&
               !std::is_move_constructible_v<cudrv::scoped_coredump_settings> &&
               !std::is_copy_assignable_v<cudrv::scoped_coredump_settings>);
 static_assert(std::is_trivially_copyable_v<cudrv::process_checkpoint>);
+// issue 36: inspect: the results of cudrv::inspect are values that keep nothing of the object_code.
+static_assert(std::is_copy_constructible_v<cudrv::code_inspection> && std::is_copy_assignable_v<cudrv::code_image> &&
+              std::is_nothrow_move_constructible_v<cudrv::kernel_resources> &&
+              std::is_trivially_copyable_v<cudrv::constant_bank>);
 // issue 34 part 1: a launch attribute's event is taken from an lvalue owner or any view, never from a
 // temporary owner (destroyed before the launch records it); the scoped limit neither copies nor moves.
 static_assert(std::is_constructible_v<cudrv::launch_event, const cudrv::event&>);

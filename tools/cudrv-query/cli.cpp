@@ -29,6 +29,7 @@
 #include <cudrv/error.hpp>
 #include <cudrv/version.hpp>
 
+#include "inspect.hpp"
 #include "query.hpp"
 
 namespace cudrv_query {
@@ -48,6 +49,8 @@ constexpr const char* description =
     "  --watch    sample utilization, memory, power, clocks, temperature, PCIe and NVLink traffic and\n"
     "             processes through NVML at an interval (text, JSON lines or CSV), until a bound or Ctrl-C\n"
     "  --bandwidth  nvbandwidth's copy patterns (copy engine and SM copies) and pointer-chase latency\n"
+    "  --inspect FILE  the images (SASS, PTX) of a cubin, fatbin, PTX or host ELF file and each kernel's\n"
+    "             resources (registers, shared, constant, local memory, launch bounds); needs no driver\n"
     "\n"
     "Only --bench and --bandwidth create CUDA contexts; the other views read attributes, which needs none.";
 
@@ -59,10 +62,10 @@ constexpr const char* footer_text =
     "\n"
     "Exit status:\n"
     "  0  success\n"
-    "  1  usage error (bad option or value, or a -d that matches no device)\n"
+    "  1  usage error (bad option or value, a -d that matches no device, an --inspect FILE that cannot be read)\n"
     "  2  no usable CUDA driver (libcuda.so.1 not found, or cuInit failed)\n"
     "  3  the CUDA driver sees no device\n"
-    "  4  a CUDA error occurred while querying or measuring\n"
+    "  4  a CUDA error occurred while querying or measuring (--inspect: FILE is not a well-formed image)\n"
     "  5  the output could not be written (a full disk, a closed pipe)\n"
     "\n"
     "Environment:\n"
@@ -177,6 +180,7 @@ constexpr value_hint value_hints[] = {
     {"--bandwidth-iterations", "a whole number from 1 to 100000"},
     {"--bandwidth-samples", "a whole number from 1 to 1000"},
     {"--bandwidth-tests", "test names separated by commas (--help lists them)"},
+    {"--inspect", "the path of a cubin, fatbin, PTX or host ELF file"},  // issue 36: inspect
 };
 
 /// What to give to @p option (a long name), or nullptr for a flag.
@@ -444,6 +448,13 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   bool topo = false;
   auto* topo_flag = app.add_flag("--topo", topo, "The link matrix of the GPUs and NICs, CPU and NUMA affinity");
   topo_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
+  // issue 36: inspect
+  std::string inspect_file;
+  auto* inspect_opt = app.add_option("--inspect", inspect_file, "The images and kernel resources of a cubin, fatbin, PTX or ELF file")
+      ->type_name("FILE")
+      ->excludes(details_flag)
+      ->excludes(p2p_flag)
+      ->excludes(bench_flag);
   app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text, also for failures");
   app.add_option("--color", color, "Colours in the text output: auto (a terminal, NO_COLOR unset), always, never")
       ->type_name("WHEN")
@@ -514,6 +525,9 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   for (CLI::Option* other : {details_flag, p2p_flag, bench_flag, topo_flag, watch_flag}) {
     other->excludes(bandwidth_flag);
   }
+  for (CLI::Option* other : {topo_flag, watch_flag, bandwidth_flag}) {  // the views of issue 36 with --inspect
+    other->excludes(inspect_opt);
+  }
   app.add_option("--bandwidth-size", bandwidth_opts.size,
                  "Bytes per copy for --bandwidth (default 512M, as nvbandwidth)")
       ->type_name("BYTES")
@@ -570,6 +584,10 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   if (!split_selectors(device_values, cmd.selectors, problem)) {
     return usage_error(problem);
   }
+  if (app.count("--inspect") > 0 && !cmd.selectors.empty()) {  // issue 36: inspect
+    return usage_error("--device does not apply to --inspect, which reads a file and no device");
+  }
+  cmd.inspect_file = std::move(inspect_file);
   cmd.json = json;
   cmd.color = std::move(color);
   cmd.bench = bench_opts;
@@ -611,6 +629,9 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
     cmd.bandwidth = bandwidth_opts;
     cmd.bandwidth.progress = !no_progress;
   }
+  if (app.count("--inspect") > 0) {  // issue 36: inspect
+    cmd.v = view::inspect;
+  }
   return cmd;
 }
 
@@ -624,6 +645,9 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
   text_style style{
       color_wanted(cmd.color, no_color != nullptr ? no_color : "", term != nullptr ? term : "", out_is_terminal)};
 
+  if (v == view::inspect) {  // issue 36: inspect: reads a file, loads no driver
+    return check_output(out, err, run_inspect(cmd, out, err, style));
+  }
   system_info info;
   read_environment(info);
   failure error;
@@ -665,6 +689,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
         }
         return check_output(out, err, run_watch(info, cmd.watch, out));
       case view::bandwidth: info.bandwidth = run_bandwidth_view(info, cmd.bandwidth); break;  // issue 36: bandwidth
+      case view::inspect: break;  // issue 36: inspect: handled above
     }
   } catch (const cudrv::error& e) {
     if (info.driver_version == 0) {  // collect() itself failed: say at least what the driver is

@@ -85,6 +85,7 @@ const char* view_name(view v) noexcept {
     case view::topo: return "topo";
     case view::watch: return "watch";  // issue 36: watch
     case view::bandwidth: return "bandwidth";
+    case view::inspect: return "inspect";  // issue 36: inspect
   }
   return "summary";
 }

@@ -6,6 +6,7 @@
 #include <cudrv/version.hpp>
 
 #include "bandwidth_detail.hpp"
+#include "inspect.hpp"
 #include "query.hpp"
 
 namespace cudrv_query {
@@ -340,6 +341,97 @@ std::string to_json(const system_info& info, view v, const failure* error) {
   }
   if (v == view::bandwidth && info.bandwidth) {  // issue 36: bandwidth
     doc["bandwidth"] = detail::bandwidth_to_json(*info.bandwidth);
+  }
+  return serialise(doc);
+}
+
+// --- issue 36: inspect ------------------------------------------------------------------------------
+
+namespace {
+
+json dims_json(const cudrv::dims& d) { return json::array({d.x, d.y, d.z}); }
+
+json constants_json(const std::vector<cudrv::constant_bank>& banks) {
+  json a = json::array();
+  for (const cudrv::constant_bank& b : banks) {
+    a.push_back(json{{"bank", b.bank}, {"bytes", b.bytes}});
+  }
+  return a;
+}
+
+json kernel_json(const cudrv::code_image& image, const cudrv::kernel_resources& k) {
+  json j;
+  j["name"] = k.name;
+  j["demangled_name"] = k.demangled_name;
+  json params = json::array();
+  for (const cudrv::kernel_parameter& p : k.parameters) {
+    params.push_back(json{{"index", p.index}, {"offset", p.offset}, {"size", p.size}});
+  }
+  j["parameters"] = params;
+  j["parameter_bytes"] = k.parameter_bytes;
+  if (image.kind != cudrv::code_image_kind::sass) {
+    return j;  // PTX records no resources
+  }
+  j["registers"] = k.registers;
+  if (k.max_registers) j["max_registers"] = *k.max_registers;
+  j["shared_bytes"] = k.shared_bytes;
+  j["local_bytes"] = k.local_bytes;
+  j["stack_bytes"] = k.stack_bytes;
+  j["frame_bytes"] = k.frame_bytes;
+  j["constant"] = constants_json(k.constant);
+  j["code_bytes"] = k.code_bytes;
+  if (k.max_threads) j["max_threads"] = dims_json(*k.max_threads);
+  if (k.required_threads) j["required_threads"] = dims_json(*k.required_threads);
+  if (k.cluster_dims) j["cluster_dims"] = dims_json(*k.cluster_dims);
+  j["explicit_cluster"] = k.explicit_cluster;
+  if (k.max_cluster_rank) j["max_cluster_rank"] = *k.max_cluster_rank;
+  j["barriers"] = k.barriers;
+  return j;
+}
+
+json image_json(const cudrv::code_image& image) {
+  json j;
+  j["kind"] = cudrv::to_string(image.kind);
+  j["arch"] = image.arch;
+  j["arch_name"] = image.arch_name;
+  j["container"] = image.container.empty() ? json(nullptr) : json(image.container);
+  j["stored_bytes"] = image.stored_bytes;
+  j["bytes"] = image.bytes;
+  j["compression"] = image.compressed() ? json(image.compression) : json(nullptr);
+  j["flags"] = image.flags;
+  if (!image.unreadable.empty()) j["unreadable"] = image.unreadable;
+  if (image.kind == cudrv::code_image_kind::sass) {
+    j["global_bytes"] = image.global_bytes;
+    j["constant"] = constants_json(image.constant);
+    j["device_functions"] = image.device_functions;
+  }
+  json kernels = json::array();
+  for (const cudrv::kernel_resources& k : image.kernels) {
+    kernels.push_back(kernel_json(image, k));
+  }
+  j["kernels"] = kernels;
+  return j;
+}
+
+}  // namespace
+
+std::string inspect_to_json(const inspect_result* r, const failure* error) {
+  const exit_status status = error != nullptr ? error->status : exit_ok;
+  json doc = document_head(view_name(view::inspect), status);
+  if (error != nullptr && status != exit_ok) {
+    doc["error"] = json{{"message", error->message}};
+  }
+  if (r != nullptr) {
+    json in;
+    in["file"] = r->path;
+    in["kind"] = std::string(cudrv::to_string(r->kind));
+    in["size_bytes"] = r->size;
+    json images = json::array();
+    for (const cudrv::code_image& image : r->inspection.images) {
+      images.push_back(image_json(image));
+    }
+    in["images"] = images;
+    doc["inspect"] = in;
   }
   return serialise(doc);
 }

@@ -39,9 +39,10 @@ enum exit_status : int {
 inline constexpr int json_schema_version = 1;
 
 /// Which output the command line asked for.
-enum class view { summary, details, p2p, bench, topo, watch, bandwidth };
+enum class view { summary, details, p2p, bench, topo, watch, bandwidth, inspect };
 
-/// "summary", "details", "p2p", "bench", "topo", "watch", "bandwidth": the `view` key of the JSON documents.
+/// "summary", "details", "p2p", "bench", "topo", "watch", "bandwidth", "inspect": the `view` key of the JSON
+/// documents.
 [[nodiscard]] const char* view_name(view v) noexcept;
 
 /// One device attribute as read from the driver (details view).
@@ -295,6 +296,7 @@ struct command_line {
   bench_options bench;                 ///< --bench-size, --bench-iterations, --bench-trials, --no-progress
   watch_options watch;                 ///< issue 36: --watch-interval, --watch-count, ... (watch.hpp)
   bandwidth_options bandwidth;         ///< --bandwidth-size, -iterations, -samples, -tests, --no-progress (issue 36)
+  std::string inspect_file;            ///< issue 36: inspect: --inspect FILE
 };
 
 /// Parses argv (argv[0] is the program name). Never exits the process: --help and --version write

@@ -349,6 +349,7 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
         print_bandwidth_text(out, *info.bandwidth);
       }
       break;
+    case view::inspect: break;  // issue 36: inspect: printed by print_inspect_text (inspect.cpp)
   }
 }
 
