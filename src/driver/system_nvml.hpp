@@ -172,7 +172,7 @@ constexpr unsigned int node_mask_words = 1024 / (8 * sizeof(unsigned long));
   X(nvmlDeviceGetCpuAffinityWithinScope, ret (*)(handle, unsigned int, unsigned long*, int))                \
   X(nvmlDeviceGetMemoryAffinity, ret (*)(handle, unsigned int, unsigned long*, int))                        \
   X(nvmlDeviceGetNumaNodeId, ret (*)(handle, unsigned int*))                                                \
-  X(nvmlDeviceGetNvLinkRemoteDeviceType, ret (*)(handle, unsigned int, int*))                             \
+  X(nvmlDeviceGetNvLinkRemoteDeviceType, ret (*)(handle, unsigned int, int*))                               \
   /* issue 36: watch */                                                                                     \
   X(nvmlDeviceGetMemoryInfo_v2, ret (*)(handle, memory_v2*))
 

@@ -450,11 +450,12 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   topo_flag->excludes(details_flag)->excludes(p2p_flag)->excludes(bench_flag);
   // issue 36: inspect
   std::string inspect_file;
-  auto* inspect_opt = app.add_option("--inspect", inspect_file, "The images and kernel resources of a cubin, fatbin, PTX or ELF file")
-      ->type_name("FILE")
-      ->excludes(details_flag)
-      ->excludes(p2p_flag)
-      ->excludes(bench_flag);
+  auto* inspect_opt =
+      app.add_option("--inspect", inspect_file, "The images and kernel resources of a cubin, fatbin, PTX or ELF file")
+          ->type_name("FILE")
+          ->excludes(details_flag)
+          ->excludes(p2p_flag)
+          ->excludes(bench_flag);
   app.add_flag("--json", json, "Print JSON (schema_version 1) instead of text, also for failures");
   app.add_option("--color", color, "Colours in the text output: auto (a terminal, NO_COLOR unset), always, never")
       ->type_name("WHEN")
@@ -594,7 +595,7 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
   cmd.bench.progress = !no_progress;
   cmd.v = details ? view::details : p2p ? view::p2p : bench ? view::bench : view::summary;
   if (topo) cmd.v = view::topo;  // issue 36: topology
-  if (watch) {  // issue 36: watch
+  if (watch) {                   // issue 36: watch
     cmd.v = view::watch;
     if (!watch_format_text.empty()) {
       (void)parse_watch_format(watch_format_text, watch_opts);  // checked by its validator
@@ -682,7 +683,7 @@ int run(const command_line& cmd, std::ostream& out, std::ostream& err, bool out_
       case view::p2p: collect_p2p(info); break;
       case view::bench: info.bench = run_bench(info, bench_opts); break;
       case view::topo: info.topology = collect_topology(info, sysfs_root()); break;  // issue 36: topology
-      case view::watch:  // issue 36: watch
+      case view::watch:                                                              // issue 36: watch
         if (!info.nvml.available) {
           error = {exit_cuda_error, "--watch reads NVML, which is not usable: " + info.nvml.reason, {}};
           return finish(out, err, info, v, json, style, &error);

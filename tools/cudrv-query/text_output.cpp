@@ -344,7 +344,7 @@ void print_text(std::ostream& out, const system_info& info, view v, const text_s
       if (info.topology) print_topology(out, *info.topology, style.color);
       break;
     case view::watch: break;  // issue 36: watch prints its samples itself (watch.cpp)
-    case view::bandwidth:  // issue 36: bandwidth
+    case view::bandwidth:     // issue 36: bandwidth
       if (info.bandwidth) {
         print_bandwidth_text(out, *info.bandwidth);
       }
