@@ -347,7 +347,13 @@ query="$build/tools/cudrv-query/cudrv-query"
 record "cudrv-query" "${PIPESTATUS[0]}"
 # name|arguments; the bench is short under the sanitizer (it slows every copy and launch). API errors
 # are reported and fail the run: cudrv reads its kernels' parameters from the image it loads.
-for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progress"; do
+# The views of issue 36 run small: two watch samples, a few bandwidth tests at 1 MiB, the GPU tests' own
+# fatbin for --inspect (no driver: the sanitizer sees no CUDA call there, only the host code).
+bw_small="--bandwidth --no-progress --bandwidth-size 1M --bandwidth-iterations 2 --bandwidth-samples 1"
+bw_small+=" --bandwidth-tests host_to_device_memcpy_ce,device_to_host_memcpy_sm,device_local_copy,host_device_latency_sm"
+for spec in "summary|" "details|--details" "p2p|--p2p" "bench|--bench --no-progress" "topo|--topo" \
+            "watch|--watch --watch-count 2 --watch-interval 0.2" "bandwidth|$bw_small" \
+            "inspect|--inspect $build/tests/kernels/test_kernels.fatbin"; do
   name=${spec%%|*}
   read -r -a args <<< "${spec#*|}"
   "$query" "${args[@]}" > "$out/query-$name.txt" 2>&1

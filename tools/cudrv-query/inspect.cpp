@@ -142,9 +142,17 @@ void print_inspect_text(std::ostream& out, const inspect_result& r, const text_s
   const auto& images = r.inspection.images;
   out << bold(style, r.path) << ": " << cudrv::to_string(r.kind) << ", " << r.size << " bytes, " << images.size()
       << (images.size() == 1 ? " image" : " images");
-  const auto sass = std::count_if(images.begin(), images.end(),
-                                  [](const cudrv::code_image& i) { return i.kind == cudrv::code_image_kind::sass; });
-  out << " (" << sass << " SASS, " << images.size() - static_cast<std::size_t>(sass) << " other)\n";
+  const auto count = [&images](cudrv::code_image_kind kind) {
+    return std::count_if(images.begin(), images.end(), [kind](const cudrv::code_image& i) { return i.kind == kind; });
+  };
+  const auto sass = count(cudrv::code_image_kind::sass);
+  const auto ptx = count(cudrv::code_image_kind::ptx);
+  const auto other = static_cast<std::ptrdiff_t>(images.size()) - sass - ptx;
+  out << " (" << sass << " SASS, " << ptx << " PTX";
+  if (other > 0) {
+    out << ", " << other << " other";
+  }
+  out << ")\n";
   for (std::size_t i = 0; i < images.size(); ++i) {
     print_image(out, i, images[i], style);
   }
