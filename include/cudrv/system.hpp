@@ -265,9 +265,9 @@ enum class topology_level {
   internal = 0,      ///< on one board (a board with two GPUs)
   single = 10,       ///< through at most one PCIe bridge or switch (nvidia-smi's `PIX`)
   multiple = 20,     ///< through several PCIe bridges, below one host bridge (`PXB`)
-  host_bridge = 30,  ///< through a PCIe host bridge, typically the CPU (`PHB`)
+  host_bridge = 30,  ///< through a PCIe host bridge, the CPU's root complex (`PHB`)
   node = 40,         ///< across host bridges within one NUMA node (`NODE`)
-  system = 50,       ///< across NUMA nodes, through the SMP interconnect such as QPI/UPI (`SYS`)
+  system = 50,       ///< across NUMA nodes, over the link between CPU sockets (`SYS`)
 };
 
 /// @brief nvidia-smi's name of a level: `PIX` (@ref topology_level::internal too: two GPUs of one board

@@ -308,15 +308,16 @@ topology_info collect_topology(const system_info& info, const std::string& root)
     return i < t.gpus.size() ? t.gpus[i].pci_bus_id : t.nics[i - t.gpus.size()].pci_bus_id;
   };
   t.matrix.assign(n, std::vector<topo_relation>(n));
+  // Each pair once, mirrored: the matrix is symmetric even where NVML answers the two directions apart.
   for (std::size_t i = 0; i < n; ++i) {
-    for (std::size_t j = 0; j < n; ++j) {
-      if (i == j) {
-        t.matrix[i][j].name = "X";
-      } else if (i < t.gpus.size() && j < t.gpus.size()) {
+    t.matrix[i][i].name = "X";
+    for (std::size_t j = i + 1; j < n; ++j) {
+      if (j < t.gpus.size()) {
         t.matrix[i][j] = gpu_pair(root, t.gpus[i], t.gpus[j], nvml[i], nvml[j]);
       } else {
         t.matrix[i][j] = sysfs_pair(root, bus_id(i), bus_id(j));
       }
+      t.matrix[j][i] = t.matrix[i][j];
     }
   }
   return t;
