@@ -27,6 +27,7 @@
 #include <cudrv/device.hpp>
 #include <cudrv/device_buffer.hpp>
 #include <cudrv/driver.hpp>
+#include <cudrv/error.hpp>
 #include <cudrv/event.hpp>
 #include <cudrv/pinned_buffer.hpp>
 #include <cudrv/stream.hpp>
@@ -195,6 +196,13 @@ TEST_CASE("bandwidth: options are read, and are usage errors without --bandwidth
            {{"--bandwidth", "--bandwidth-samples", "x"}, "not a whole number"},
            {{"--bandwidth", "--bandwidth-samples"}, "--bandwidth-samples needs a value"},
            {{"--no-progress"}, "--no-progress applies to --bench or --bandwidth only"},
+           // copy-engine tests enqueue every timed copy while the streams are held: at most 1000
+           {{"--bandwidth", "--bandwidth-iterations", "1001"},
+            "--bandwidth-iterations 1001 is above 1000, the most a copy-engine test takes (without "
+            "--bandwidth-tests every test runs"},
+           {{"--bandwidth", "--bandwidth-iterations", "5000", "--bandwidth-tests",
+             "host_to_device_memcpy_sm,device_local_copy"},
+            "(device_local_copy is one)"},
        }) {
     INFO(b.args.front() << " ... -> " << b.says);
     parsed p = parse(b.args);
@@ -205,6 +213,28 @@ TEST_CASE("bandwidth: options are read, and are usage errors without --bandwidth
     CHECK(p.err.rfind("cudrv-query: ", 0) == 0);
     CHECK(std::count(p.err.begin(), p.err.end(), '\n') == 1);
   }
+}
+
+TEST_CASE("bandwidth: the iteration bound holds for copy-engine tests only", "[query][cli][bandwidth]") {
+  using namespace cudrv_query;
+  // SM tests are one launch whatever the count: the option's own range applies
+  parsed sm = parse({"--bandwidth", "--bandwidth-iterations", "100000", "--bandwidth-tests",
+                     "host_to_device_memcpy_sm,host_device_latency_sm"});
+  REQUIRE(std::holds_alternative<command_line>(sm.result));
+  CHECK(std::get<command_line>(sm.result).bandwidth.iterations == 100000);
+  parsed at_bound = parse({"--bandwidth", "--bandwidth-iterations", std::to_string(max_ce_iterations)});
+  REQUIRE(std::holds_alternative<command_line>(at_bound.result));
+  CHECK(std::get<command_line>(at_bound.result).bandwidth.iterations == max_ce_iterations);
+
+  bandwidth_options o;
+  o.iterations = max_ce_iterations + 1;
+  o.tests = {"device_to_host_memcpy_sm"};
+  CHECK(check_bandwidth_options(o).empty());
+  o.tests.push_back("all_to_one_read_ce");
+  CHECK(has(check_bandwidth_options(o), "(all_to_one_read_ce is one)"));
+  // run_bandwidth refuses the same options itself, before it touches a driver
+  CHECK_THROWS_AS(run_bandwidth({0}, {""}, o), cudrv::invalid_argument_error);
+  CHECK_THROWS_WITH(run_bandwidth({0}, {""}, o), Catch::Contains("is above 1000"));
 }
 
 TEST_CASE("bandwidth: --help lists the view, its options and every test name", "[query][cli][bandwidth]") {
@@ -295,6 +325,12 @@ TEST_CASE("bandwidth: the kernels' PTX has every entry and assembles for sm_90",
     INFO(entry);
     CHECK(has(ptx, std::string(".visible .entry ") + entry));
   }
+  // the spin kernel says when it gave up waiting: its third parameter, written on the timeout only
+  CHECK(has(ptx, "cudrv_bw_spin(.param .u64 flag, .param .u64 timeout, .param .u64 timed_out)"));
+  const std::string spin =
+      ptx.substr(ptx.find("cudrv_bw_spin"), ptx.find("cudrv_bw_copy_small") - ptx.find("cudrv_bw_spin"));
+  CHECK(spin.find("st.volatile.u32 [%out]") > spin.find("@%p2 bra SPIN"));
+  CHECK(spin.find("st.volatile.u32 [%out]") < spin.find("DONE:"));
   // twelve loads in flight in the striding copy's main loop, as nvbandwidth's kernel has
   CHECK(std::count(ptx.begin(), ptx.end(), '\n') > 100);
   std::string ptxas;
@@ -352,6 +388,14 @@ TEST_CASE("bandwidth: the JSON of a made-up result validates and carries its fig
   CHECK(waived["matrices"].empty());
   CHECK(b["tests"][3]["nvbandwidth_name"].is_null());
   CHECK(b["tests"][3]["engine"] == "ce");
+
+  // a successful bandwidth document must carry its results
+  json without = j;
+  without.erase("bandwidth");
+  bool valid = true;
+  const std::string report = query_test::validate(without.dump(), valid);
+  INFO(report);
+  CHECK_FALSE(valid);
 }
 
 TEST_CASE("bandwidth: the text of a made-up result is nvbandwidth's layout", "[query][bandwidth]") {
@@ -415,7 +459,10 @@ TEST_CASE("bandwidth: against the stand-in driver the CE copies land, are checke
                       fake, {"CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER"});
   INFO("stderr: " << sm.err);
   CHECK(sm.exit_code == cudrv_query::exit_cuda_error);
-  CHECK(has(sm.err, "bandwidth check of copy 0 (device 0): byte 0 is 0xee, the copy should have left 0x21"));
+  // a cudrv::error that names the test, the cell, the copy and the byte's offset
+  CHECK(has(sm.err, "CUDA_ERROR_UNKNOWN"));
+  CHECK(has(sm.err, "bandwidth check of host_to_device_memcpy_sm (row CPU, column 0), copy 0 (device 0): byte 0 is "
+                    "0xee, the copy should have left 0x21"));
 }
 #endif
 

@@ -31,6 +31,7 @@
 #include <cudrv/copy.hpp>
 #include <cudrv/device.hpp>
 #include <cudrv/device_buffer.hpp>
+#include <cudrv/error.hpp>
 #include <cudrv/event.hpp>
 #include <cudrv/launch.hpp>
 #include <cudrv/library.hpp>
@@ -224,8 +225,8 @@ class session {
       results.host_nodes.push_back(n);
     }
     nodes_ = &results.host_nodes;
-    flag_.emplace(devices_.front(), sizeof(int));
-    std::memset(flag_->data(), 0, sizeof(int));
+    flag_.emplace(devices_.front(), std::size_t{2});  // [0]: release, [1]: a spin timed out
+    std::memset(flag_->data(), 0, 2 * sizeof(int));
     // Peer access wherever the driver allows it, both ways, as nvbandwidth enables it.
     for (const cudrv::device& a : devices_) {
       for (const cudrv::device& b : devices_) {
@@ -244,6 +245,8 @@ class session {
                          [&](const cudrv::device& d) { return d.ordinal() == ordinal; });
   }
   [[nodiscard]] bool peers(int a, int b) const { return device_of(a).can_access_peer(device_of(b)); }
+  /// Peer access from @p a to @p b and from @p b to @p a (for patterns that run copies on both).
+  [[nodiscard]] bool peers_both_ways(int a, int b) const { return peers(a, b) && peers(b, a); }
 
   buffer device_buffer(int ordinal, std::size_t bytes) {
     buffer b;
@@ -268,14 +271,16 @@ class session {
     return b;
   }
 
-  std::vector<double> measure(const std::vector<copy_op>& ops, engine e, bool split, figure f);
+  /// Times @p ops (see the file's head); @p cell names the test and matrix cell, for errors.
+  std::vector<double> measure(const std::vector<copy_op>& ops, engine e, bool split, figure f, const std::string& cell);
   double chase(int ordinal, const buffer& chain);
 
  private:
   std::size_t copy_bytes(const copy_op& op, engine e, bool split) const;
   void enqueue(const copy_op& op, engine e, bool split, cudrv::stream_ref s, int copies);
   void prepare(const std::vector<copy_op>& ops, bool split);
-  void check(const std::vector<copy_op>& ops, const std::vector<std::size_t>& bytes, bool split) const;
+  void check(const std::vector<copy_op>& ops, const std::vector<std::size_t>& bytes, bool split,
+             const std::string& cell) const;
 
   bandwidth_options options_;
   std::vector<cudrv::device> devices_;
@@ -346,6 +351,12 @@ void session::prepare(const std::vector<copy_op>& ops, bool split) {
   }
 }
 
+/// A cudrv::error of the view itself (no driver call failed): @p code names the kind of failure.
+cudrv::error bandwidth_error(CUresult code, const char* name, const char* description, std::string context) {
+  return {cudrv::error_source::cudrv, static_cast<int>(code), name, description,
+          "cudrv-query --bandwidth",  std::move(context)};
+}
+
 /// Reads @p bytes of @p b from @p offset into @p out (a device buffer through a synchronous copy).
 void read_back(const buffer& b, std::size_t offset, std::span<std::byte> out) {
   if (b.host) {
@@ -383,15 +394,16 @@ void expect(const buffer& b, std::size_t bytes, std::optional<std::byte> even, s
       char message[200];
       std::snprintf(message, sizeof message, "%s: byte %zu is 0x%02x, the copy should have left 0x%02x", what.c_str(),
                     offset + k, static_cast<unsigned>(chunk[k]), static_cast<unsigned>(*want));
-      throw std::runtime_error(message);
+      throw bandwidth_error(CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "a copy left wrong bytes", message);
     }
   }
 }
 
-void session::check(const std::vector<copy_op>& ops, const std::vector<std::size_t>& bytes, bool split) const {
+void session::check(const std::vector<copy_op>& ops, const std::vector<std::size_t>& bytes, bool split,
+                    const std::string& cell) const {
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const std::string what =
-        "bandwidth check of copy " + std::to_string(i) + " (device " + std::to_string(ops[i].exec) + ")";
+        "bandwidth check of " + cell + ", copy " + std::to_string(i) + " (device " + std::to_string(ops[i].exec) + ")";
     if (split) {  // odd warps copied src to dst, even warps dst to src
       expect(*ops[i].dst, bytes[i], std::nullopt, pattern_of(i), what);
       expect(*ops[i].src, bytes[i], pattern_of(i + 1), std::nullopt, what);
@@ -407,12 +419,41 @@ double rate(double bytes, float milliseconds) {
   return us > 0 ? bytes * 1e6 / us : 0;
 }
 
-std::vector<double> session::measure(const std::vector<copy_op>& ops, engine e, bool split, figure f) {
+/// Releases the spin kernels and drains the streams of a measurement however it ends: on an exception
+/// after the spins started, the streams would otherwise stay blocked until the spins time out while
+/// their buffers and the flag are freed. Never throws: a failure here goes to cudrv's destruction
+/// error handler.
+class release_on_exit {
+ public:
+  release_on_exit(volatile int* release, std::vector<cudrv::stream>& streams) noexcept
+      : release_(release), streams_(streams) {}
+  release_on_exit(const release_on_exit&) = delete;
+  release_on_exit& operator=(const release_on_exit&) = delete;
+  ~release_on_exit() {
+    *release_ = 1;
+    for (cudrv::stream& s : streams_) {
+      try {
+        s.synchronize();
+      } catch (const cudrv::error& e) {
+        cudrv::get_destruction_error_handler()(e);
+      } catch (...) {  // nothing else is expected from a synchronisation; never let it escape
+      }
+    }
+  }
+
+ private:
+  volatile int* release_;
+  std::vector<cudrv::stream>& streams_;
+};
+
+std::vector<double> session::measure(const std::vector<copy_op>& ops, engine e, bool split, figure f,
+                                     const std::string& cell) {
   const std::size_t n = ops.size();
   std::vector<cudrv::stream> streams;
   std::vector<cudrv::event> starts;
   std::vector<cudrv::event> ends;
   std::vector<std::size_t> bytes;
+  streams.reserve(n);
   for (const copy_op& op : ops) {
     const cudrv::device& dev = device_of(op.exec);
     streams.emplace_back(dev);
@@ -422,15 +463,19 @@ std::vector<double> session::measure(const std::vector<copy_op>& ops, engine e, 
   }
   cudrv::event total_end(device_of(ops.front().exec), cudrv::event_flags::timing);
   const std::uint64_t flag = reinterpret_cast<std::uintptr_t>(flag_->data());
+  const std::uint64_t timed_out_word = flag + sizeof(int);
   volatile int* release = flag_->data();
+  volatile int* timed_out = flag_->data() + 1;
+  const release_on_exit guard(release, streams);  // after the streams: runs before they are destroyed
   std::vector<std::vector<double>> samples(n);
   std::vector<double> totals;
   for (int sample = 0; sample < options_.samples; ++sample) {
     *release = 0;
+    *timed_out = 0;
     prepare(ops, split);
     for (std::size_t i = 0; i < n; ++i) {
       const auto khz = static_cast<std::uint64_t>(device_of(ops[i].exec).attribute(CU_DEVICE_ATTRIBUTE_CLOCK_RATE));
-      cudrv::launch(streams[i], {.grid = 1, .block = 1}, spin_, flag, khz * spin_timeout_ms);
+      cudrv::launch(streams[i], {.grid = 1, .block = 1}, spin_, flag, khz * spin_timeout_ms, timed_out_word);
       enqueue(ops[i], e, split, streams[i], warmup_copies);
     }
     streams[0].record(starts[0]);
@@ -450,7 +495,15 @@ std::vector<double> session::measure(const std::vector<copy_op>& ops, engine e, 
     for (cudrv::stream& s : streams) {
       s.synchronize();
     }
-    check(ops, bytes, split);
+    if (*timed_out != 0) {
+      throw bandwidth_error(CUDA_ERROR_TIMEOUT, "CUDA_ERROR_TIMEOUT", "the wait operation has timed out",
+                            cell + ": a spin kernel holding the streams timed out (" +
+                                std::to_string(spin_timeout_ms / 1000) +
+                                " s) before every copy was enqueued, so the copies did not start together; lower "
+                                "--bandwidth-iterations (now " +
+                                std::to_string(options_.iterations) + ")");
+    }
+    check(ops, bytes, split, cell);
     for (std::size_t i = 0; i < n; ++i) {
       double r =
           rate(static_cast<double>(bytes[i]) * options_.iterations, cudrv::elapsed_time(starts[i], ends[i]).count());
@@ -503,6 +556,11 @@ bandwidth_matrix make_matrix(std::string title, std::string key, std::vector<std
   m.row_labels = std::move(rows);
   m.column_labels = std::move(cols);
   return m;
+}
+
+/// "host_to_device_memcpy_ce (row CPU, column 1)": the test (its matrix's key) and the cell being measured.
+std::string cell_of(const bandwidth_matrix& m, std::size_t row, std::size_t column) {
+  return m.key + " (row " + m.row_labels[row] + ", column " + m.column_labels[column] + ")";
 }
 
 std::vector<std::string> device_labels(const session& s) {
@@ -559,7 +617,7 @@ void host_pattern(session& s, bandwidth_test_result& r, engine e, bool to_device
         add(s.ordinal(o), !to_device, 2 * size);
       }
     }
-    m.values[0][d] = s.measure(ops, e, split, figure::first)[0];
+    m.values[0][d] = s.measure(ops, e, split, figure::first, cell_of(m, 0, d))[0];
   }
   r.matrices.push_back(std::move(m));
 }
@@ -584,7 +642,9 @@ void pair_pattern(session& s, bandwidth_test_result& r, engine e, bool read, boo
     for (std::size_t b = 0; b < s.count(); ++b) {
       const int src = s.ordinal(a);
       const int peer = s.ordinal(b);
-      if (a == b || !s.peers(src, peer)) {
+      // one way: src runs the copy, with peer's memory; both ways: each device runs a copy with the
+      // other's memory, so each needs access to the other (a pair without stays empty, N/A)
+      if (a == b || !(bidir ? s.peers_both_ways(src, peer) : s.peers(src, peer))) {
         continue;
       }
       const std::size_t size = s.options().size;
@@ -593,15 +653,15 @@ void pair_pattern(session& s, bandwidth_test_result& r, engine e, bool read, boo
       if (!bidir) {
         // write: src's memory to peer's, run by src; read: peer's memory to src's, run by src
         copy_op op = read ? copy_op{&peer1, &src1, src} : copy_op{&src1, &peer1, src};
-        ms[0].values[a][b] = s.measure({op}, e, false, figure::first)[0];
+        ms[0].values[a][b] = s.measure({op}, e, false, figure::first, cell_of(ms[0], a, b))[0];
         continue;
       }
       buffer src2 = s.device_buffer(src, size);
       buffer peer2 = s.device_buffer(peer, size);
       // nvbandwidth's two copies: peer1 -> src1 and src2 -> peer2, each run by the reading device
       // (read) or the writing device (write)
-      std::vector<double> v =
-          s.measure({{&peer1, &src1, read ? src : peer}, {&src2, &peer2, read ? peer : src}}, e, false, figure::each);
+      std::vector<double> v = s.measure({{&peer1, &src1, read ? src : peer}, {&src2, &peer2, read ? peer : src}}, e,
+                                        false, figure::each, cell_of(ms[2], a, b));
       ms[0].values[a][b] = v[0];
       ms[1].values[a][b] = v[1];
       ms[2].values[a][b] = v[0] + v[1];
@@ -623,7 +683,9 @@ void fan_pattern(session& s, bandwidth_test_result& r, engine e, bool all_to_one
     std::vector<copy_op> ops;
     for (std::size_t o = 0; o < s.count(); ++o) {
       const int other = s.ordinal(o);
-      if (o == d || !s.peers(one, other)) {
+      // the device that runs the copy (see below) needs access to the other one's memory
+      const int runner = all_to_one ? other : one;
+      if (o == d || !s.peers(runner, runner == one ? other : one)) {
         continue;
       }
       buffer& at_one = owned.emplace_back(s.device_buffer(one, size));
@@ -633,11 +695,10 @@ void fan_pattern(session& s, bandwidth_test_result& r, engine e, bool all_to_one
       // (write: run by one; read: the other way, run by one).
       buffer* from = all_to_one ? &at_other : &at_one;
       buffer* to = all_to_one ? &at_one : &at_other;
-      const int runner = all_to_one ? other : one;
       ops.push_back(read ? copy_op{to, from, runner} : copy_op{from, to, runner});
     }
     if (!ops.empty()) {
-      m.values[0][d] = s.measure(ops, e, false, figure::total)[0];
+      m.values[0][d] = s.measure(ops, e, false, figure::total, cell_of(m, 0, d))[0];
     }
   }
   r.matrices.push_back(std::move(m));
@@ -651,7 +712,7 @@ void local_pattern(session& s, bandwidth_test_result& r) {
     const int dev = s.ordinal(d);
     buffer a = s.device_buffer(dev, s.options().size);
     buffer b = s.device_buffer(dev, s.options().size);
-    m.values[0][d] = s.measure({{&a, &b, dev}}, engine::ce, false, figure::first)[0];
+    m.values[0][d] = s.measure({{&a, &b, dev}}, engine::ce, false, figure::first, cell_of(m, 0, d))[0];
   }
   r.matrices.push_back(std::move(m));
 }
@@ -674,7 +735,7 @@ void all_to_all_pattern(session& s, bandwidth_test_result& r, engine e) {
     }
   }
   if (!ops.empty()) {
-    m.values[0][0] = s.measure(ops, e, false, figure::total)[0];
+    m.values[0][0] = s.measure(ops, e, false, figure::total, cell_of(m, 0, 0))[0];
   }
   r.matrices.push_back(std::move(m));
 }
@@ -829,6 +890,9 @@ namespace cudrv_query {
 
 bandwidth_results run_bandwidth(const std::vector<int>& ordinals, const std::vector<std::string>& pci_bus_ids,
                                 const bandwidth_options& options) {
+  if (const std::string problem = check_bandwidth_options(options); !problem.empty()) {
+    throw cudrv::invalid_argument_error("cudrv-query --bandwidth", problem);
+  }
   bandwidth_results results;
   results.options = options;
   std::vector<const bandwidth_test_desc*> chosen;
@@ -870,6 +934,24 @@ bandwidth_results run_bandwidth(const std::vector<int>& ordinals, const std::vec
     std::fflush(stderr);
   }
   return results;
+}
+
+std::string check_bandwidth_options(const bandwidth_options& o) {
+  if (o.iterations <= max_ce_iterations) {
+    return {};
+  }
+  for (const bandwidth_test_desc& t : tests_table) {
+    const bool chosen = o.tests.empty() || std::find(o.tests.begin(), o.tests.end(), t.name) != o.tests.end();
+    if (chosen && t.engine == engine::ce) {
+      const std::string which = o.tests.empty()
+                                    ? std::string("without --bandwidth-tests every test runs, the CE ones too")
+                                    : std::string(t.name) + " is one";
+      return "--bandwidth-iterations " + std::to_string(o.iterations) + " is above " +
+             std::to_string(max_ce_iterations) + ", the most a copy-engine test takes (" + which +
+             "): each of its timed copies is enqueued while the streams are held";
+    }
+  }
+  return {};
 }
 
 std::string parse_bandwidth_tests(std::string_view list, std::vector<std::string>& out) {

@@ -51,6 +51,17 @@ struct bandwidth_options {
   bool progress = true;                       ///< progress line on stderr
 };
 
+/// The most --bandwidth-iterations a run with a copy-engine test takes. Each timed CE copy is one
+/// cuMemcpyAsync, enqueued while a spin kernel holds every stream of the test (the spin gives up after
+/// 10 s); at most 1004 calls per stream (with the warm-up) and at most 56 streams (all-to-all on eight
+/// GPUs) keep the enqueue far below that. An SM test is one launch whatever the count. A spin that
+/// times out anyway is detected and refuses the sample (run_bandwidth throws).
+inline constexpr int max_ce_iterations = 1000;
+
+/// Usage check of @p o: empty when fine, else the message (iterations above max_ce_iterations while
+/// a copy-engine test is selected; no test named means every test, the CE tests among them).
+[[nodiscard]] std::string check_bandwidth_options(const bandwidth_options& o);
+
 /// Accesses of a latency test in all (nvbandwidth's count), split over one launch per multiprocessor.
 inline constexpr unsigned long latency_accesses = 1000000;
 
@@ -120,7 +131,10 @@ class bind_to_node {
 
 /// Runs the selected tests on the devices @p ordinals (each with the PCI bus id beside it, for the NUMA
 /// node). Creates contexts, enables peer access where possible, allocates options.size bytes per buffer.
-/// @throws cudrv::error on a CUDA failure, cudrv::error too when a copy's bytes are wrong afterwards
+/// @throws cudrv::error on a CUDA failure; cudrv::error (CUDA_ERROR_UNKNOWN, naming the test, the cell
+/// and the byte's offset) when a copy's bytes are wrong afterwards; cudrv::error (CUDA_ERROR_TIMEOUT)
+/// when a spin kernel timed out before a sample was enqueued (lower the iterations);
+/// cudrv::invalid_argument_error when check_bandwidth_options() refuses @p options
 [[nodiscard]] bandwidth_results run_bandwidth(const std::vector<int>& ordinals,
                                               const std::vector<std::string>& pci_bus_ids,
                                               const bandwidth_options& options);

@@ -1,9 +1,11 @@
 // cudrv-query --bandwidth: the kernels, as PTX the driver JIT-compiles for each device (as --bench's
 // empty kernel), so that the tool needs no nvcc to build.
 //
-//  cudrv_bw_spin(flag, timeout_clocks)       one thread spins until *flag (host memory) is non-zero or
+//  cudrv_bw_spin(flag, timeout_clocks, timed_out)
+//                                            one thread spins until *flag (host memory) is non-zero or
 //                                            the timeout passes: it blocks its stream while a sample is
-//                                            enqueued.
+//                                            enqueued. On the timeout it writes 1 to *timed_out (host
+//                                            memory too), so that the host can refuse the sample.
 //  cudrv_bw_copy(threads, loops, dst, src, chunk)
 //                                            the striding copy of large buffers: thread t copies the
 //                                            16-byte elements t, t + threads, ... (chunk of them),
@@ -30,13 +32,14 @@ constexpr const char* ptx_head = R"(
 .target sm_50
 .address_size 64
 
-.visible .entry cudrv_bw_spin(.param .u64 flag, .param .u64 timeout)
+.visible .entry cudrv_bw_spin(.param .u64 flag, .param .u64 timeout, .param .u64 timed_out)
 {
   .reg .pred %p<3>;
-  .reg .b32 %v;
-  .reg .b64 %f, %t, %now, %end;
+  .reg .b32 %v, %one;
+  .reg .b64 %f, %t, %now, %end, %out;
   ld.param.u64 %f, [flag];
   ld.param.u64 %t, [timeout];
+  ld.param.u64 %out, [timed_out];
   mov.u64 %now, %clock64;
   add.u64 %end, %now, %t;
 SPIN:
@@ -46,6 +49,9 @@ SPIN:
   mov.u64 %now, %clock64;
   setp.lt.u64 %p2, %now, %end;
   @%p2 bra SPIN;
+  mov.u32 %one, 1;
+  st.volatile.u32 [%out], %one;
+  membar.sys;
 DONE:
   ret;
 }

@@ -543,7 +543,8 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
           },
           ""))
       ->needs(bandwidth_flag);
-  app.add_option("--bandwidth-iterations", bandwidth_opts.iterations, "Timed copies per sample (default 16)")
+  app.add_option("--bandwidth-iterations", bandwidth_opts.iterations,
+                 "Timed copies per sample (default 16; at most 1000 with CE tests)")
       ->type_name("N")
       ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 100000); }, ""))
       ->needs(bandwidth_flag);
@@ -629,6 +630,9 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
     cmd.v = view::bandwidth;
     cmd.bandwidth = bandwidth_opts;
     cmd.bandwidth.progress = !no_progress;
+    if (const std::string problem = check_bandwidth_options(cmd.bandwidth); !problem.empty()) {
+      return usage_error(problem);
+    }
   }
   if (app.count("--inspect") > 0) {  // issue 36: inspect
     cmd.v = view::inspect;
