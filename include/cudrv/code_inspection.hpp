@@ -79,7 +79,7 @@ struct code_image {
   std::string unreadable;        ///< why the image could not be read (say, no zstd library); empty when read
   std::vector<kernel_resources> kernels;  ///< its kernels (SASS and PTX images), by name
   /// @brief SASS only: the other functions whose code is in the image (`__device__` functions not inlined,
-  /// as in `-G` and `-rdc` code), by symbol name; `cuobjdump -res-usage` lists them as functions too.
+  /// as in `-G` and `-rdc` code), by symbol name, each once; `cuobjdump -res-usage` lists them as functions too.
   std::vector<std::string> device_functions;
   std::vector<constant_bank>
       constant;                  ///< constant banks of the whole image (`__constant__` data, Common's `CONSTANT[n]`)
@@ -100,9 +100,12 @@ struct code_inspection {
 /// liblz4 / libzstd, loaded at run time: without them the entry is listed with @ref
 /// code_image::unreadable set), PTX (its target and entries), and @ref code_kind::object for a host
 /// ELF file (an object, executable or shared library) whose `.nv_fatbin` / `__nv_relfatbin` sections
-/// hold fatbins. Every offset, size and count is checked against the bytes.
+/// hold fatbins (ELF extended numbering included). Every offset, size and count is checked against the
+/// bytes, and the work is bounded by their size: sections that name the same bytes (fatbin sections,
+/// symbol tables) and names over 64 KiB are refused, and the bytes decompressed, section bytes and
+/// names read together may not exceed 64 times the input (at least 64 MiB, at most 4 GiB).
 /// @throws invalid_image_error for bytes that are not a well-formed image of the kind (the message says
-///   which header or record and the numbers)
+///   which header or record and the numbers), or that exceed the work bound
 /// @throws invalid_argument_error for a kind that cannot be inspected (@ref code_kind::ltoir,
 ///   @ref code_kind::library)
 [[nodiscard]] code_inspection inspect(const object_code& code);

@@ -66,12 +66,17 @@ const decompressors& libraries() {
 }
 
 // The decompressed bytes into out; "" or why not.
-std::string decompress(const std::string& method, std::string_view in, std::size_t size, std::string& out) {
+// Throws invalid_image_error when the entries decompressed so far exceed the inspect() call's budget.
+std::string decompress(const std::string& method, std::string_view in, std::size_t size, std::string& out,
+                       detail::inspect_budget& budget, const std::string& where) {
   // A hostile header could ask for any size: no real entry expands more than this.
   if (size > (std::size_t{1} << 30) || in.size() > (std::size_t{1} << 30) ||
       size > in.size() * 1024 + (std::size_t{1} << 20)) {
     return "its decompressed size " + std::to_string(size) + " is implausible for " + std::to_string(in.size()) +
            " compressed bytes";
+  }
+  if (!budget.spend(size)) {
+    throw invalid_image_error(api, where + ": decompressing " + std::to_string(size) + " bytes: " + budget.exhausted());
   }
   const decompressors& d = libraries();
   out.assign(size, '\0');
@@ -137,12 +142,12 @@ void read_ptx(std::string_view text, code_image& image) {
             [](const kernel_resources& a, const kernel_resources& b) { return a.name < b.name; });
 }
 
-void read_sass(std::string_view bytes, code_image& image, const std::string& where) {
+void read_sass(std::string_view bytes, code_image& image, const std::string& where, detail::inspect_budget& budget) {
   image.kind = code_image_kind::sass;
   if (std::string p = detail::image_problem(code_kind::cubin, bytes); !p.empty()) {
     throw invalid_image_error(api, where + ": " + p);
   }
-  if (std::string p = detail::read_cubin_resources(bytes, image); !p.empty()) {
+  if (std::string p = detail::read_cubin_resources(bytes, image, budget); !p.empty()) {
     throw invalid_image_error(api, where + ": cubin: " + p);
   }
 }
@@ -157,7 +162,7 @@ constexpr std::uint64_t flag_arch_specific = 0x100000;
 // One entry of a fatbin: header fields at 0 (kind u16), 4 (header size u32), 8 (payload size u64),
 // 16 (compressed size u32), 28 (architecture u32), 40 (flags u64), 56 (decompressed size u64).
 code_image read_fatbin_entry(std::string_view entry, std::size_t header, std::string_view payload,
-                             const std::string& where) {
+                             const std::string& where, detail::inspect_budget& budget) {
   code_image image;
   const auto kind = read_le<std::uint16_t>(entry, 0);
   const bool full = header >= 64;
@@ -181,7 +186,7 @@ code_image read_fatbin_entry(std::string_view entry, std::size_t header, std::st
       image.stored_bytes = stored;
     }
     image.bytes = static_cast<std::size_t>(read_le<std::uint64_t>(entry, 56));
-    image.unreadable = decompress(image.compression, data, image.bytes, plain);
+    image.unreadable = decompress(image.compression, data, image.bytes, plain, budget, where);
     if (!image.unreadable.empty()) {
       return image;
     }
@@ -189,7 +194,7 @@ code_image read_fatbin_entry(std::string_view entry, std::size_t header, std::st
   }
   if (kind == 2) {
     const std::string name = image.arch_name;
-    read_sass(data, image, where);
+    read_sass(data, image, where, budget);
     image.arch_name = name;  // the fatbin's name of the entry
   } else if (kind == 1) {
     const std::string name = image.arch_name;
@@ -200,7 +205,8 @@ code_image read_fatbin_entry(std::string_view entry, std::size_t header, std::st
 }
 
 // The entries of the fatbin at the start of b (checked by image_problem()); returns its size.
-std::size_t read_fatbin(std::string_view b, const std::string& container, std::vector<code_image>& out) {
+std::size_t read_fatbin(std::string_view b, const std::string& container, std::vector<code_image>& out,
+                        detail::inspect_budget& budget) {
   const std::size_t header = read_le<std::uint16_t>(b, 6);
   const std::size_t end = header + static_cast<std::size_t>(read_le<std::uint64_t>(b, 8));
   std::size_t index = 0;
@@ -209,7 +215,7 @@ std::size_t read_fatbin(std::string_view b, const std::string& container, std::v
     const auto payload = static_cast<std::size_t>(read_le<std::uint64_t>(b, o + 8));
     const std::string where = container + " entry " + std::to_string(index) + " at offset " + std::to_string(o);
     code_image image =
-        read_fatbin_entry(b.substr(o, entry_header), entry_header, b.substr(o + entry_header, payload), where);
+        read_fatbin_entry(b.substr(o, entry_header), entry_header, b.substr(o + entry_header, payload), where, budget);
     image.container = container;
     out.push_back(std::move(image));
     o += entry_header + payload;
@@ -224,7 +230,8 @@ void check(code_kind kind, std::string_view bytes, const std::string& where) {
 }
 
 // The fatbins one after the other in a host section (each aligned to 8 bytes, zero padding between).
-void read_fatbin_section(std::string_view data, const std::string& section, std::vector<code_image>& out) {
+void read_fatbin_section(std::string_view data, const std::string& section, std::vector<code_image>& out,
+                         detail::inspect_budget& budget) {
   std::size_t o = 0;
   while (o + 4 <= data.size()) {
     if (read_le<std::uint32_t>(data, o) != fatbin_magic) {
@@ -236,13 +243,24 @@ void read_fatbin_section(std::string_view data, const std::string& section, std:
     }
     const std::string_view rest = data.substr(o);
     check(code_kind::fatbin, rest, "section " + section + " at offset " + std::to_string(o) + ": ");
-    o += read_fatbin(rest, section, out);
+    o += read_fatbin(rest, section, out, budget);
   }
 }
 
 // --- host ELF files ----------------------------------------------------------------------------------
 
-void read_host_elf(std::string_view b, std::vector<code_image>& out) {
+// The section header table of a host ELF file: where it is, its entry size, the section count and the
+// name table's index, with extended numbering (more than 65279 sections: e_shnum 0 and the count in
+// section 0's sh_size; e_shstrndx SHN_XINDEX and the index in section 0's sh_link), as image_check.cpp
+// reads cubins.
+struct host_sections {
+  std::uint64_t shoff = 0;
+  std::uint64_t shentsize = 0;
+  std::uint64_t shnum = 0;
+  std::uint64_t shstrndx = 0;
+};
+
+host_sections read_host_header(std::string_view b) {
   if (b.size() < 64 || b.substr(0, 4) != std::string_view("\x7f"
                                                           "ELF",
                                                           4)) {
@@ -251,43 +269,78 @@ void read_host_elf(std::string_view b, std::vector<code_image>& out) {
   if (b[4] != 2 || b[5] != 1) {
     throw invalid_image_error(api, "not a little-endian 64-bit ELF file");
   }
-  const auto shoff = read_le<std::uint64_t>(b, 40);
-  const std::uint64_t shentsize = read_le<std::uint16_t>(b, 58);
-  const std::uint64_t shnum = read_le<std::uint16_t>(b, 60);
-  const std::uint64_t shstrndx = read_le<std::uint16_t>(b, 62);
-  if (shnum == 0) {
+  host_sections h{read_le<std::uint64_t>(b, 40), read_le<std::uint16_t>(b, 58), read_le<std::uint16_t>(b, 60),
+                  read_le<std::uint16_t>(b, 62)};
+  const bool first_fits = h.shentsize >= 64 && h.shoff <= b.size() && h.shentsize <= b.size() - h.shoff;
+  if (h.shnum == 0 && h.shoff != 0 && first_fits) {
+    h.shnum = read_le<std::uint64_t>(b, h.shoff + 32);  // extended numbering: section 0's sh_size
+  }
+  constexpr std::uint64_t shn_xindex = 0xffff;
+  if (h.shnum != 0 && h.shstrndx == shn_xindex && first_fits) {
+    h.shstrndx = read_le<std::uint32_t>(b, h.shoff + 40);  // section 0's sh_link
+  }
+  if (h.shnum != 0 && (h.shentsize < 64 || h.shoff > b.size() || h.shnum > (b.size() - h.shoff) / h.shentsize ||
+                       h.shstrndx >= h.shnum)) {
+    throw invalid_image_error(api, "the section header table at offset " + std::to_string(h.shoff) + " (" +
+                                       std::to_string(h.shnum) + " entries of " + std::to_string(h.shentsize) +
+                                       " bytes) or its name index " + std::to_string(h.shstrndx) +
+                                       " does not fit the file of " + std::to_string(b.size()) + " bytes (truncated?)");
+  }
+  return h;
+}
+
+// The name of section i when it is .nv_fatbin or __nv_relfatbin (read without scanning longer names), else "".
+std::string_view fatbin_section_name(std::string_view b, const host_sections& h, std::uint64_t i,
+                                     std::string_view names) {
+  const std::uint32_t at = read_le<std::uint32_t>(b, h.shoff + i * h.shentsize);
+  constexpr std::uint32_t sht_nobits = 8;
+  if (at >= names.size() || read_le<std::uint32_t>(b, h.shoff + i * h.shentsize + 4) == sht_nobits) {
+    return {};
+  }
+  const std::string_view head = names.substr(at, 16);
+  const std::string_view name = head.substr(0, head.find('\0'));
+  return name == ".nv_fatbin" || name == "__nv_relfatbin" ? name : std::string_view();
+}
+
+void read_host_elf(std::string_view b, std::vector<code_image>& out, detail::inspect_budget& budget) {
+  const host_sections h = read_host_header(b);
+  if (h.shnum == 0) {
     return;  // no sections: nothing embedded
   }
-  if (shentsize < 64 || shoff > b.size() || shnum * shentsize > b.size() - shoff || shstrndx >= shnum) {
-    throw invalid_image_error(api, "the section header table at offset " + std::to_string(shoff) + " (" +
-                                       std::to_string(shnum) + " entries of " + std::to_string(shentsize) +
-                                       " bytes) or its name index does not fit the file of " +
-                                       std::to_string(b.size()) + " bytes (truncated?)");
-  }
-  auto section = [&](std::uint64_t i, std::string_view& data) {
-    const std::uint64_t h = shoff + i * shentsize;
-    const auto offset = read_le<std::uint64_t>(b, h + 24);
-    const auto size = read_le<std::uint64_t>(b, h + 32);
+  auto section = [&](std::uint64_t i) {
+    const std::uint64_t at = h.shoff + i * h.shentsize;
+    const auto offset = read_le<std::uint64_t>(b, at + 24);
+    const auto size = read_le<std::uint64_t>(b, at + 32);
     if (offset > b.size() || size > b.size() - offset) {
       throw invalid_image_error(api, "section " + std::to_string(i) + " at offset " + std::to_string(offset) + " + " +
                                          std::to_string(size) + " bytes exceeds the file (truncated?)");
     }
-    data = b.substr(offset, size);
+    return b.substr(offset, size);
   };
-  std::string_view names;
-  section(shstrndx, names);
-  for (std::uint64_t i = 0; i < shnum; ++i) {
-    const std::uint32_t at = read_le<std::uint32_t>(b, shoff + i * shentsize);
-    const std::size_t end = at < names.size() ? names.find('\0', at) : std::string_view::npos;
-    const std::string_view name = end == std::string_view::npos ? std::string_view() : names.substr(at, end - at);
-    constexpr std::uint32_t sht_nobits = 8;
-    if ((name != ".nv_fatbin" && name != "__nv_relfatbin") ||
-        read_le<std::uint32_t>(b, shoff + i * shentsize + 4) == sht_nobits) {
-      continue;
+  const std::string_view names = section(h.shstrndx);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> read;  // the fatbin sections: offset, index
+  for (std::uint64_t i = 0; i < h.shnum; ++i) {
+    if (!fatbin_section_name(b, h, i, names).empty() && !section(i).empty()) {
+      read.emplace_back(static_cast<std::uint64_t>(section(i).data() - b.data()), i);
     }
-    std::string_view data;
-    section(i, data);
-    read_fatbin_section(data, std::string(name), out);
+  }
+  std::sort(read.begin(), read.end());
+  for (std::size_t n = 0; n < read.size(); ++n) {
+    const std::string_view data = section(read[n].second);
+    if (n + 1 < read.size() && read[n + 1].first < read[n].first + data.size()) {
+      throw invalid_image_error(api, "sections " + std::to_string(read[n].second) + " and " +
+                                         std::to_string(read[n + 1].second) + " (" +
+                                         std::string(fatbin_section_name(b, h, read[n].second, names)) +
+                                         ") share the bytes at offset " + std::to_string(read[n + 1].first) +
+                                         ": each fatbin is read once");
+    }
+    if (!budget.spend(data.size())) {
+      throw invalid_image_error(api, "section " + std::to_string(read[n].second) + ": " + budget.exhausted());
+    }
+  }
+  std::sort(read.begin(), read.end(), [](const auto& x, const auto& y) { return x.second < y.second; });
+  for (const auto& [offset, i] : read) {
+    read_fatbin_section(section(i), std::string(fatbin_section_name(b, h, i, names)), out, budget);
   }
 }
 
@@ -322,12 +375,13 @@ code_kind detect_code_kind(std::string_view b) noexcept {
 code_inspection inspect(const object_code& code) {
   code_inspection out;
   const std::string_view bytes(code.data(), code.size());
+  detail::inspect_budget budget(bytes.size());
   const std::string name = code.name().empty() ? std::string("the image") : "'" + code.name() + "'";
   switch (code.kind()) {
     case code_kind::cubin: {
       code_image image;
       image.stored_bytes = image.bytes = bytes.size();
-      read_sass(bytes, image, name);
+      read_sass(bytes, image, name, budget);
       out.images.push_back(std::move(image));
       break;
     }
@@ -341,9 +395,9 @@ code_inspection inspect(const object_code& code) {
     }
     case code_kind::fatbin:
       check(code_kind::fatbin, bytes, name + ": ");
-      read_fatbin(bytes, "fatbin", out.images);
+      read_fatbin(bytes, "fatbin", out.images, budget);
       break;
-    case code_kind::object: read_host_elf(bytes, out.images); break;
+    case code_kind::object: read_host_elf(bytes, out.images, budget); break;
     case code_kind::library:
       throw invalid_argument_error(api, name + " is an archive (a static library): extract its objects (ar x) and "
                                                "inspect each");

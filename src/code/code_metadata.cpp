@@ -554,66 +554,140 @@ std::optional<dims> dims_value(std::string_view v) {
 struct section_header {
   std::string_view name;
   std::uint32_t type = 0;
+  std::uint64_t offset = 0;
   std::uint64_t size = 0;
+  std::uint32_t link = 0;
   std::uint32_t info = 0;
 };
 
-section_header header_of(const elf_sections& elf, std::size_t i, std::string_view names) {
-  section_header h;
-  h.name = name_at(names, *read_le<std::uint32_t>(elf.b, elf.header(i))).value_or(std::string_view());
-  h.type = *read_le<std::uint32_t>(elf.b, elf.header(i) + 4);
-  h.size = *read_le<std::uint64_t>(elf.b, elf.header(i) + 32);
-  h.info = *read_le<std::uint32_t>(elf.b, elf.header(i) + 44);
-  return h;
+// A name of at most max_inspect_name bytes at offset in a string table, counted in budget; nothing
+// when it does not fit, is longer, or the budget is spent (budget_spent says which).
+std::optional<std::string_view> bounded_name(std::string_view table, std::size_t offset, inspect_budget& budget,
+                                             bool& budget_spent) {
+  if (offset >= table.size()) {
+    return std::nullopt;
+  }
+  const std::string_view rest = table.substr(offset, max_inspect_name + 1);
+  const std::size_t end = rest.find('\0');
+  if (end == std::string_view::npos) {
+    return std::nullopt;
+  }
+  if (!budget.spend(end + 1)) {
+    budget_spent = true;
+    return std::nullopt;
+  }
+  return rest.substr(0, end);
+}
+
+// Every section header, each name read once; "" or the problem.
+std::string read_headers(const elf_sections& elf, std::string_view names, inspect_budget& budget,
+                         std::vector<section_header>& out) {
+  out.reserve(elf.shnum);
+  for (std::size_t i = 0; i < elf.shnum; ++i) {
+    section_header h;
+    bool spent = false;
+    const auto at = *read_le<std::uint32_t>(elf.b, elf.header(i));
+    h.name = bounded_name(names, at, budget, spent).value_or(std::string_view());
+    if (spent) {
+      return "section " + std::to_string(i) + "'s name: " + budget.exhausted();
+    }
+    h.type = *read_le<std::uint32_t>(elf.b, elf.header(i) + 4);
+    h.offset = *read_le<std::uint64_t>(elf.b, elf.header(i) + 24);
+    h.size = *read_le<std::uint64_t>(elf.b, elf.header(i) + 32);
+    h.link = *read_le<std::uint32_t>(elf.b, elf.header(i) + 40);
+    h.info = *read_le<std::uint32_t>(elf.b, elf.header(i) + 44);
+    out.push_back(h);
+  }
+  return {};
 }
 
 // The kernels of the image: entries of its symbol tables, with their symbol indices (which the
-// records of .nv.info name).
+// records of .nv.info name). Names are views of the image's bytes.
 struct kernel_index {
-  std::unordered_map<std::string, std::size_t> by_name;      // -> index in out.kernels
-  std::unordered_map<std::uint32_t, std::size_t> by_symbol;  // symbol index -> index in out.kernels
+  std::unordered_map<std::string_view, std::size_t> by_name;  // -> index in out.kernels
+  std::unordered_map<std::uint32_t, std::size_t> by_symbol;   // symbol index -> index in out.kernels
+  std::unordered_set<std::string_view> device_functions;      // the names in out.device_functions
 };
 
-bool read_kernels(const elf_sections& elf, code_image& out, kernel_index& index) {
-  constexpr std::uint32_t sht_symtab = 2;
-  constexpr std::uint8_t stt_func = 2;
-  constexpr std::uint8_t sto_cuda_entry = 0x10;
-  constexpr std::size_t symbol_size = 24;
-  for (std::size_t i = 0; i < elf.shnum; ++i) {
-    if (*read_le<std::uint32_t>(elf.b, elf.header(i) + 4) != sht_symtab) {
-      continue;
-    }
-    const auto link = *read_le<std::uint32_t>(elf.b, elf.header(i) + 40);
-    std::string_view symbols;
-    std::string_view strings;
-    if (link >= elf.shnum || !elf.contents(i, symbols) || !elf.contents(link, strings)) {
-      return false;
-    }
-    for (std::size_t o = 0; o + symbol_size <= symbols.size(); o += symbol_size) {
-      const auto info = static_cast<std::uint8_t>(symbols[o + 4]);
-      const auto other = static_cast<std::uint8_t>(symbols[o + 5]);
-      if ((info & 0xf) != stt_func) {
-        continue;
-      }
-      const auto name = name_at(strings, *read_le<std::uint32_t>(symbols, o));
-      if (!name || name->empty()) {
-        return false;
-      }
-      if ((other & sto_cuda_entry) == 0) {
-        if (*read_le<std::uint16_t>(symbols, o + 6) != 0) {  // defined here (not vprintf's, say)
-          out.device_functions.emplace_back(*name);
-        }
-        continue;
-      }
-      auto [at, fresh] = index.by_name.emplace(std::string(*name), out.kernels.size());
-      if (fresh) {
-        out.kernels.emplace_back();
-        out.kernels.back().name = std::string(*name);
-      }
-      index.by_symbol[static_cast<std::uint32_t>(o / symbol_size)] = at->second;
+constexpr std::uint32_t sht_symtab = 2;
+
+// "" when no two symbol tables share bytes (a crafted image could name one table many times over).
+std::string symbol_tables_overlap(const std::vector<section_header>& headers) {
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> ranges;  // offset, end
+  for (const section_header& h : headers) {
+    if (h.type == sht_symtab && h.size > 0) {
+      ranges.emplace_back(h.offset, h.offset + h.size);
     }
   }
-  return true;
+  std::sort(ranges.begin(), ranges.end());
+  for (std::size_t i = 1; i < ranges.size(); ++i) {
+    if (ranges[i].first < ranges[i - 1].second) {
+      return "two symbol tables share the bytes at offset " + std::to_string(ranges[i].first);
+    }
+  }
+  return {};
+}
+
+// One symbol: a kernel (an entry), a __device__ function defined here, or nothing; "" or the problem.
+std::string read_symbol(std::string_view symbols, std::size_t o, std::string_view strings, code_image& out,
+                        kernel_index& index, inspect_budget& budget) {
+  constexpr std::uint8_t stt_func = 2;
+  constexpr std::uint8_t sto_cuda_entry = 0x10;
+  const auto info = static_cast<std::uint8_t>(symbols[o + 4]);
+  const auto other = static_cast<std::uint8_t>(symbols[o + 5]);
+  const bool entry = (other & sto_cuda_entry) != 0;
+  if ((info & 0xf) != stt_func || (!entry && *read_le<std::uint16_t>(symbols, o + 6) == 0)) {
+    return {};  // not a function, or one not defined here (vprintf's, say)
+  }
+  bool spent = false;
+  const auto name = bounded_name(strings, *read_le<std::uint32_t>(symbols, o), budget, spent);
+  if (spent) {
+    return "symbol names: " + budget.exhausted();
+  }
+  if (!name || name->empty()) {
+    return "a function symbol's name is empty, does not fit its string table or is longer than " +
+           std::to_string(max_inspect_name) + " bytes";
+  }
+  if (!entry) {
+    if (index.device_functions.insert(*name).second) {
+      out.device_functions.emplace_back(*name);
+    }
+    return {};
+  }
+  auto [at, fresh] = index.by_name.emplace(*name, out.kernels.size());
+  if (fresh) {
+    out.kernels.emplace_back();
+    out.kernels.back().name = std::string(*name);
+  }
+  index.by_symbol[static_cast<std::uint32_t>(o / 24)] = at->second;
+  return {};
+}
+
+std::string read_kernels(const elf_sections& elf, const std::vector<section_header>& headers, code_image& out,
+                         kernel_index& index, inspect_budget& budget) {
+  constexpr std::size_t symbol_size = 24;
+  if (std::string p = symbol_tables_overlap(headers); !p.empty()) {
+    return p;
+  }
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    if (headers[i].type != sht_symtab) {
+      continue;
+    }
+    std::string_view symbols;
+    std::string_view strings;
+    if (headers[i].link >= elf.shnum || !elf.contents(i, symbols) || !elf.contents(headers[i].link, strings)) {
+      return "a symbol table or its string table is malformed";
+    }
+    if (!budget.spend(symbols.size())) {
+      return "symbol tables: " + budget.exhausted();
+    }
+    for (std::size_t o = 0; o + symbol_size <= symbols.size(); o += symbol_size) {
+      if (std::string p = read_symbol(symbols, o, strings, out, index, budget); !p.empty()) {
+        return p;
+      }
+    }
+  }
+  return {};
 }
 
 // The records of .nv.info: per-function registers, frame and stack, keyed by symbol index.
@@ -696,9 +770,17 @@ bool constant_section(std::string_view name, int& bank, std::string_view& suffix
   return true;
 }
 
+// Banks are added in section order and sorted once, when every section was read (sort_constants).
 void add_constant(std::vector<constant_bank>& banks, int bank, std::uint64_t bytes) {
   banks.push_back({bank, static_cast<std::size_t>(bytes)});
-  std::sort(banks.begin(), banks.end(), [](const constant_bank& a, const constant_bank& b) { return a.bank < b.bank; });
+}
+
+void sort_constants(code_image& out) {
+  const auto by_bank = [](const constant_bank& a, const constant_bank& b) { return a.bank < b.bank; };
+  std::stable_sort(out.constant.begin(), out.constant.end(), by_bank);
+  for (kernel_resources& k : out.kernels) {
+    std::stable_sort(k.constant.begin(), k.constant.end(), by_bank);
+  }
 }
 
 // The kernel a section named prefix + name belongs to, or nullptr.
@@ -707,7 +789,7 @@ kernel_resources* kernel_of(std::string_view section, std::string_view prefix, c
   if (!section.starts_with(prefix) || section.size() == prefix.size()) {
     return nullptr;
   }
-  const auto k = index.by_name.find(std::string(section.substr(prefix.size())));
+  const auto k = index.by_name.find(section.substr(prefix.size()));
   return k == index.by_name.end() ? nullptr : &out.kernels[k->second];
 }
 
@@ -720,7 +802,7 @@ void read_section_sizes(const section_header& h, code_image& out, const kernel_i
   } else if (constant_section(h.name, bank, suffix)) {
     if (suffix.empty()) {
       add_constant(out.constant, bank, h.size);
-    } else if (const auto k = index.by_name.find(std::string(suffix)); k != index.by_name.end()) {
+    } else if (const auto k = index.by_name.find(suffix); k != index.by_name.end()) {
       add_constant(out.kernels[k->second].constant, bank, h.size);
     }
   } else if (kernel_resources* k = kernel_of(h.name, ".nv.shared.", out, index)) {
@@ -736,10 +818,10 @@ void read_section_sizes(const section_header& h, code_image& out, const kernel_i
 }
 
 // The records of every .nv.info section, and .nv.compat's accelerator flag; "" or the problem.
-std::string read_info_sections(const elf_sections& elf, std::string_view names, code_image& out,
-                               const kernel_index& index, bool& arch_specific) {
-  for (std::size_t i = 0; i < elf.shnum; ++i) {
-    const section_header h = header_of(elf, i, names);
+std::string read_info_sections(const elf_sections& elf, const std::vector<section_header>& headers, code_image& out,
+                               const kernel_index& index, inspect_budget& budget, bool& arch_specific) {
+  for (std::size_t i = 0; i < headers.size(); ++i) {
+    const section_header& h = headers[i];
     const bool global = h.name == ".nv.info";
     kernel_resources* k = kernel_of(h.name, ".nv.info.", out, index);
     const bool compat = h.name == ".nv.compat";
@@ -749,6 +831,9 @@ std::string read_info_sections(const elf_sections& elf, std::string_view names, 
     std::string_view data;
     if (!elf.contents(i, data)) {
       return "section " + std::string(h.name) + " does not fit in the image";
+    }
+    if (!budget.spend(data.size())) {
+      return "section " + std::string(h.name) + ": " + budget.exhausted();
     }
     bool ok = true;
     if (global) {
@@ -771,7 +856,28 @@ std::string read_info_sections(const elf_sections& elf, std::string_view names, 
 
 }  // namespace
 
-std::string read_cubin_resources(std::string_view b, code_image& out) {
+inspect_budget::inspect_budget(std::size_t input_size) noexcept {
+  constexpr std::uint64_t floor = std::uint64_t{64} << 20;
+  constexpr std::uint64_t ceiling = std::uint64_t{4} << 30;
+  const std::uint64_t scaled = input_size > ceiling / 64 ? ceiling : std::uint64_t{input_size} * 64;
+  limit_ = std::min(ceiling, std::max(floor, scaled));
+}
+
+bool inspect_budget::spend(std::uint64_t bytes) noexcept {
+  if (bytes > limit_ - spent_) {
+    return false;
+  }
+  spent_ += bytes;
+  return true;
+}
+
+std::string inspect_budget::exhausted() const {
+  return "the work budget of " + std::to_string(limit_) +
+         " bytes (decompressed, section and name bytes; min(4 GiB, max(64 MiB, 64 x the file size))) is exhausted "
+         "(sections or entries that repeat the same bytes?)";
+}
+
+std::string read_cubin_resources(std::string_view b, code_image& out, inspect_budget& budget) {
   if (b.size() < 64 ||
       b.substr(0, 4) != std::string_view("\x7f"
                                          "ELF",
@@ -790,17 +896,22 @@ std::string read_cubin_resources(std::string_view b, code_image& out) {
   // The architecture: e_flags bits 8-15 from ELF ABI version 8 on (CUDA 12.8+), bits 0-7 before.
   const auto flags = *read_le<std::uint32_t>(b, 48);
   out.arch = static_cast<int>(static_cast<unsigned char>(b[8]) >= 8 ? (flags >> 8) & 0xff : flags & 0xff);
-  kernel_index index;
-  if (!read_kernels(elf, out, index)) {
-    return "a symbol table or its string table is malformed";
-  }
-  bool arch_specific = false;
-  if (std::string p = read_info_sections(elf, names, out, index, arch_specific); !p.empty()) {
+  std::vector<section_header> headers;
+  if (std::string p = read_headers(elf, names, budget, headers); !p.empty()) {
     return p;
   }
-  for (std::size_t i = 0; i < elf.shnum; ++i) {
-    read_section_sizes(header_of(elf, i, names), out, index);
+  kernel_index index;
+  if (std::string p = read_kernels(elf, headers, out, index, budget); !p.empty()) {
+    return p;
   }
+  bool arch_specific = false;
+  if (std::string p = read_info_sections(elf, headers, out, index, budget, arch_specific); !p.empty()) {
+    return p;
+  }
+  for (const section_header& h : headers) {
+    read_section_sizes(h, out, index);
+  }
+  sort_constants(out);
   out.arch_name = "sm_" + std::to_string(out.arch) + (arch_specific ? "a" : "");
   return {};
 }

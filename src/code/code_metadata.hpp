@@ -9,6 +9,8 @@
 // record format) yields nothing, and the caller falls back to the driver.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -40,11 +42,33 @@ bool read_fatbin_layouts(std::string_view image, kernel_layouts& out);
 // Dispatches on the kind (ptx, cubin, fatbin); false for other kinds. Never throws.
 bool read_kernel_layouts(code_kind kind, std::string_view image, kernel_layouts& out) noexcept;
 
+// issue 36: inspect. The work one cudrv::inspect call may do, so that a crafted file cannot make it
+// grow far beyond its size: bytes decompressed, section bytes and names read, counted together against
+// min(4 GiB, max(64 MiB, 64 x the input size)).
+class inspect_budget {
+ public:
+  explicit inspect_budget(std::size_t input_size) noexcept;
+  // Counts bytes; false (and nothing counted) when they would exceed the limit.
+  [[nodiscard]] bool spend(std::uint64_t bytes) noexcept;
+  // The limit in bytes, for messages.
+  [[nodiscard]] std::uint64_t limit() const noexcept { return limit_; }
+  // "the work budget of N bytes ... is exhausted", for messages.
+  [[nodiscard]] std::string exhausted() const;
+
+ private:
+  std::uint64_t limit_;
+  std::uint64_t spent_ = 0;
+};
+
+// The longest symbol or section name the inspector reads (a longer one makes the image malformed).
+inline constexpr std::size_t max_inspect_name = std::size_t{64} << 10;
+
 // issue 36: inspect. The resources of every kernel of a cubin (registers, shared, local and constant
 // memory, stack, launch bounds, cluster dimensions) and the image's own constant banks and global
 // variables, from its symbol table, .nv.info and .nv.info.<kernel> records and the sizes of its
 // .nv.shared/.nv.local/.nv.constantN sections, into out (arch, arch_name, kernels, constant,
 // global_bytes). Returns what is malformed ("" when the image was read); reads nothing outside image.
-std::string read_cubin_resources(std::string_view image, code_image& out);
+// The sections and names read are counted in budget; symbol tables that share bytes are refused.
+std::string read_cubin_resources(std::string_view image, code_image& out, inspect_budget& budget);
 
 }  // namespace cudrv::detail

@@ -7,6 +7,8 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <map>
 #include <regex>
 #include <set>
@@ -471,9 +473,10 @@ TEST_CASE("inspect: truncated, garbage and unsupported inputs are typed errors t
   CHECK_THAT(message_of(cudrv::code_kind::fatbin, std::string("\x50\xed\x55\xba\x01\x00\x10\x00", 8) +
                                                       std::string("\xff\xff\xff\x00\x00\x00\x00\x00", 8)),
              Catch::Contains("exceeds the image size"));
-  // A host ELF whose .nv_fatbin holds a cut fatbin: the section is checked like a fatbin file.
+  // A host file whose sections hold no .nv_fatbin: nothing embedded. (A host ELF whose .nv_fatbin holds
+  // a cut fatbin: "crafted host ELF files", below.)
   std::string elf = cubin;
-  elf[18] = 62;  // EM_X86_64: a host file whose sections hold no .nv_fatbin
+  elf[18] = 62;  // EM_X86_64
   CHECK(cudrv::inspect(cudrv::object_code(cudrv::code_kind::object, elf, "host")).images.empty());
   CHECK_THROWS_AS(cudrv::inspect(cudrv::object_code(cudrv::code_kind::ltoir, "x", "x.ltoir")),
                   cudrv::invalid_argument_error);
@@ -544,6 +547,254 @@ TEST_CASE("cudrv-query --help lists --inspect and its exit statuses", "[query][i
   CHECK_THAT(help.out, Catch::Contains("--inspect FILE"));
   CHECK_THAT(help.out, Catch::Contains("--inspect: FILE is not a well-formed image"));
 }
+
+// --- issue 36: inspect review fixes: crafted inputs ---------------------------------------------------
+
+// A small ELF64 writer for crafted files: sections with their bytes (or headers that name another
+// section's bytes), a section name table, and the header table at the end; extended numbering on request.
+struct elf_writer {
+  struct section {
+    std::string name;
+    std::uint32_t type = 1;  // SHT_PROGBITS
+    std::string data;
+    std::uint32_t link = 0;
+    int alias_of = -1;  // >= 0: this header names the bytes of that section (by index in sections)
+  };
+  std::uint16_t machine = 62;  // EM_X86_64; 190 for a cubin
+  std::vector<section> sections;
+
+  template <class T>
+  static void put(std::string& b, std::size_t at, T v) {
+    std::memcpy(b.data() + at, &v, sizeof v);
+  }
+
+  std::string build(bool extended_numbering = false) const {
+    std::string b(64, '\0');
+    b.replace(0, 7,
+              std::string("\x7f"
+                          "ELF\x02\x01\x01",
+                          7));
+    put<std::uint8_t>(b, 8, 8);  // ELF ABI version (a cubin's e_flags then hold the architecture at bits 8-15)
+    std::string names(1, '\0');
+    std::vector<std::uint32_t> name_at;
+    std::vector<std::uint64_t> offset;
+    for (const section& s : sections) {
+      name_at.push_back(static_cast<std::uint32_t>(names.size()));
+      names += s.name + '\0';
+      b.resize((b.size() + 7) / 8 * 8, '\0');
+      offset.push_back(b.size());
+      b += s.alias_of >= 0 ? std::string() : s.data;
+    }
+    const std::uint32_t names_name = static_cast<std::uint32_t>(names.size());
+    names += std::string(".shstrtab") + '\0';
+    const std::uint64_t names_at = b.size();
+    b += names;
+    b.resize((b.size() + 7) / 8 * 8, '\0');
+    const std::uint64_t shoff = b.size();
+    const std::uint64_t count = sections.size() + 2;  // the null section, the sections, .shstrtab
+    const std::uint64_t shstrndx = count - 1;
+    b.resize(b.size() + count * 64, '\0');
+    for (std::size_t i = 0; i < sections.size(); ++i) {
+      const section& s = sections[i];
+      const std::size_t src = s.alias_of >= 0 ? static_cast<std::size_t>(s.alias_of) : i;
+      const std::size_t h = shoff + (i + 1) * 64;
+      put<std::uint32_t>(b, h, name_at[i]);
+      put<std::uint32_t>(b, h + 4, s.type);
+      put<std::uint64_t>(b, h + 24, offset[src]);
+      put<std::uint64_t>(b, h + 32, sections[src].data.size());
+      put<std::uint32_t>(b, h + 40, s.link);
+      put<std::uint64_t>(b, h + 56, s.type == 2 ? 24 : 0);  // sh_entsize of a symbol table
+    }
+    const std::size_t last = shoff + shstrndx * 64;
+    put<std::uint32_t>(b, last, names_name);
+    put<std::uint32_t>(b, last + 4, 3);  // SHT_STRTAB
+    put<std::uint64_t>(b, last + 24, names_at);
+    put<std::uint64_t>(b, last + 32, names.size());
+    put<std::uint16_t>(b, 16, 1);  // ET_REL
+    put<std::uint16_t>(b, 18, machine);
+    put<std::uint32_t>(b, 20, 1);
+    put<std::uint64_t>(b, 40, shoff);
+    put<std::uint32_t>(b, 48, 90u << 8);  // e_flags: sm_90 for a cubin
+    put<std::uint16_t>(b, 52, 64);
+    put<std::uint16_t>(b, 58, 64);
+    put<std::uint16_t>(b, 60, extended_numbering ? 0 : static_cast<std::uint16_t>(count));
+    put<std::uint16_t>(b, 62, extended_numbering ? 0xffff : static_cast<std::uint16_t>(shstrndx));
+    if (extended_numbering) {
+      put<std::uint64_t>(b, shoff + 32, count);     // section 0's sh_size: the section count
+      put<std::uint32_t>(b, shoff + 40, shstrndx);  // section 0's sh_link: the name table's index
+    }
+    return b;
+  }
+};
+
+// One Elf64_Sym: a function symbol (STT_FUNC), an entry (a kernel) when entry is true, defined in section 1.
+std::string function_symbol(std::uint32_t name, bool entry) {
+  std::string s(24, '\0');
+  elf_writer::put<std::uint32_t>(s, 0, name);
+  elf_writer::put<std::uint8_t>(s, 4, 0x12);  // STB_GLOBAL, STT_FUNC
+  elf_writer::put<std::uint8_t>(s, 5, entry ? 0x10 : 0);
+  elf_writer::put<std::uint16_t>(s, 6, 1);
+  return s;
+}
+
+// A cubin whose only content is a symbol table of symbols (one 24-byte Elf64_Sym each) over strings.
+elf_writer cubin_with_symbols(const std::string& symbols, const std::string& strings) {
+  elf_writer w;
+  w.machine = 190;  // EM_CUDA
+  w.sections.push_back({".strtab", 3, strings});
+  w.sections.push_back({".symtab", 2, std::string(24, '\0') + symbols, 1});  // link: .strtab (section 1)
+  return w;
+}
+
+std::string inspect_error(cudrv::code_kind kind, const std::string& bytes) {
+  try {
+    (void)cudrv::inspect(cudrv::object_code(kind, bytes, "crafted"));
+  } catch (const cudrv::invalid_image_error& e) {
+    return e.what();
+  }
+  return "no error";
+}
+
+TEST_CASE("inspect: crafted host ELF files: fatbin sections read once, extended numbering, cut fatbins",
+          "[query][inspect]") {
+  const std::string fatbin = read_file(std::string(CUDRV_TEST_FUZZ_CORPUS) + "/fuzz_image/fatbin_scale").substr(1);
+  REQUIRE(cudrv::detect_code_kind(fatbin) == cudrv::code_kind::fatbin);
+  const auto alone = cudrv::inspect(cudrv::object_code(cudrv::code_kind::fatbin, fatbin, "scale.fatbin"));
+  REQUIRE(!alone.images.empty());
+
+  elf_writer w;
+  w.sections.push_back({".text", 1, std::string(16, '\x90')});
+  w.sections.push_back({".nv_fatbin", 1, fatbin});
+  for (const bool extended : {false, true}) {
+    INFO("extended numbering: " << extended);
+    const std::string host = w.build(extended);
+    REQUIRE(cudrv::detect_code_kind(host) == cudrv::code_kind::object);
+    const auto r = cudrv::inspect(cudrv::object_code(cudrv::code_kind::object, host, "host"));
+    REQUIRE(r.images.size() == alone.images.size());
+    for (std::size_t i = 0; i < r.images.size(); ++i) {
+      CHECK(r.images[i].container == ".nv_fatbin");
+      CHECK(r.images[i].arch_name == alone.images[i].arch_name);
+      CHECK(r.images[i].kernels.size() == alone.images[i].kernels.size());
+    }
+  }
+  // Headers that name the same .nv_fatbin bytes again (a crafted file could name them 65535 times, each
+  // read and decompressed anew): refused, saying which sections.
+  elf_writer aliased = w;
+  for (int i = 0; i < 3; ++i) {
+    aliased.sections.push_back({".nv_fatbin", 1, {}, 0, 1});
+  }
+  CHECK_THAT(inspect_error(cudrv::code_kind::object, aliased.build()), Catch::Contains("share the bytes"));
+  // Two fatbin sections with bytes of their own (the same fatbin twice): both read.
+  elf_writer two = w;
+  two.sections[0].data = fatbin;
+  two.sections[0].name = "__nv_relfatbin";
+  CHECK(cudrv::inspect(cudrv::object_code(cudrv::code_kind::object, two.build(), "two")).images.size() ==
+        2 * alone.images.size());
+  // A host ELF whose .nv_fatbin holds a cut fatbin: the section is checked like a fatbin file.
+  elf_writer cut = w;
+  cut.sections[1].data = fatbin.substr(0, fatbin.size() / 2);
+  const std::string cut_error = inspect_error(cudrv::code_kind::object, cut.build());
+  CHECK_THAT(cut_error, Catch::Contains(".nv_fatbin"));
+  CHECK_THAT(cut_error, Catch::Contains("truncated"));
+}
+
+// A fatbin of count entries, each an LZ4-compressed PTX entry of 16 stored bytes that claims to
+// decompress to claimed bytes.
+std::string fatbin_of_compressed(std::size_t count, std::uint64_t claimed) {
+  std::string body;
+  for (std::size_t i = 0; i < count; ++i) {
+    std::string e(64 + 16, '\x01');
+    elf_writer::put<std::uint16_t>(e, 0, 1);  // PTX
+    elf_writer::put<std::uint16_t>(e, 2, 0x101);
+    elf_writer::put<std::uint32_t>(e, 4, 64);        // header size
+    elf_writer::put<std::uint64_t>(e, 8, 16);        // payload size
+    elf_writer::put<std::uint32_t>(e, 16, 16);       // compressed size
+    elf_writer::put<std::uint32_t>(e, 28, 90);       // architecture
+    elf_writer::put<std::uint64_t>(e, 40, 0x2000);   // flags: LZ4
+    elf_writer::put<std::uint64_t>(e, 56, claimed);  // decompressed size
+    body += e;
+  }
+  std::string b(16, '\0');
+  elf_writer::put<std::uint32_t>(b, 0, 0xBA55ED50u);
+  elf_writer::put<std::uint16_t>(b, 4, 1);
+  elf_writer::put<std::uint16_t>(b, 6, 16);
+  elf_writer::put<std::uint64_t>(b, 8, body.size());
+  return b + body;
+}
+
+TEST_CASE("inspect: decompression has a total budget and implausible sizes are refused", "[query][inspect]") {
+  // One entry that claims 2 GiB from 16 bytes: listed as unreadable, nothing allocated.
+  const auto one = cudrv::inspect(
+      cudrv::object_code(cudrv::code_kind::fatbin, fatbin_of_compressed(1, std::uint64_t{2} << 30), "x.fatbin"));
+  REQUIRE(one.images.size() == 1);
+  CHECK_THAT(one.images[0].unreadable, Catch::Contains("implausible"));
+  // Each of 100 entries of 80 bytes claims 1 MiB (plausible alone): 100 MiB for an 8 KB file exceeds
+  // the call's budget (min(4 GiB, max(64 MiB, 64 x the file size))).
+  const std::string many = fatbin_of_compressed(100, std::uint64_t{1} << 20);
+  CHECK_THAT(inspect_error(cudrv::code_kind::fatbin, many), Catch::Contains("work budget"));
+  // 60 such entries fit the budget: each is listed (unreadable: its bytes are no LZ4 data, or there is no liblz4).
+  const auto fits = cudrv::inspect(
+      cudrv::object_code(cudrv::code_kind::fatbin, fatbin_of_compressed(60, std::uint64_t{1} << 20), "x.fatbin"));
+  CHECK(fits.images.size() == 60);
+}
+
+TEST_CASE("inspect: crafted cubins: aliased symbol tables, repeated and long names, constant banks",
+          "[query][inspect]") {
+  // Many __device__ function symbols sharing one long name: listed once.
+  const std::string long_name(1000, 'f');
+  std::string symbols;
+  for (int i = 0; i < 500; ++i) {
+    symbols += function_symbol(1, false);
+  }
+  symbols += function_symbol(1002, true);
+  const std::string strings = std::string(1, '\0') + long_name + '\0' + "kernel" + '\0';
+  elf_writer w = cubin_with_symbols(symbols, strings);
+  const auto r = cudrv::inspect(cudrv::object_code(cudrv::code_kind::cubin, w.build(), "x.cubin"));
+  REQUIRE(r.images.size() == 1);
+  CHECK(r.images[0].device_functions == std::vector<std::string>{long_name});
+  REQUIRE(r.images[0].kernels.size() == 1);
+  CHECK(r.images[0].kernels[0].name == "kernel");
+
+  // A second SHT_SYMTAB header naming the same bytes: refused.
+  elf_writer aliased = w;
+  aliased.sections.push_back({".symtab", 2, {}, 1, 1});
+  CHECK_THAT(inspect_error(cudrv::code_kind::cubin, aliased.build()), Catch::Contains("share the bytes"));
+
+  // A name longer than 64 KiB: refused, saying so.
+  const std::string huge(70000, 'g');
+  const elf_writer too_long = cubin_with_symbols(function_symbol(1, false), std::string(1, '\0') + huge + '\0');
+  CHECK_THAT(inspect_error(cudrv::code_kind::cubin, too_long.build()), Catch::Contains("longer than 65536"));
+
+  // Constant banks, added in section order, come out sorted by bank.
+  elf_writer banks = w;
+  for (const char* name : {".nv.constant3", ".nv.constant0", ".nv.constant2"}) {
+    banks.sections.push_back({name, 1, std::string(32, '\0')});
+  }
+  const auto b = cudrv::inspect(cudrv::object_code(cudrv::code_kind::cubin, banks.build(), "b.cubin"));
+  REQUIRE(b.images.at(0).constant.size() == 3);
+  CHECK(b.images[0].constant[0].bank == 0);
+  CHECK(b.images[0].constant[1].bank == 2);
+  CHECK(b.images[0].constant[2].bank == 3);
+}
+
+TEST_CASE("cudrv-query --inspect escapes control characters in names (text view)", "[query][inspect][cli]") {
+  const std::string name = "dev\x1b[31mred\x07";
+  std::string symbols = function_symbol(1, false);
+  const elf_writer w = cubin_with_symbols(symbols, std::string(1, '\0') + name + '\0');
+  temp_dir dir;
+  write_file(dir.file("esc.cubin"), w.build());
+  const auto text = run_query({"--inspect", dir.file("esc.cubin")}, {query_test::no_driver});
+  INFO(text.out << text.err);
+  CHECK(text.exit_code == 0);
+  CHECK_THAT(text.out, Catch::Contains("Device functions: dev\\x1b[31mred\\x07"));
+  CHECK(text.out.find('\x1b') == std::string::npos);
+  CHECK(text.out.find('\x07') == std::string::npos);
+  // The JSON document keeps the name as it is (escaped by JSON itself).
+  const auto json = run_query({"--inspect", dir.file("esc.cubin"), "--json"}, {query_test::no_driver});
+  CHECK(json.exit_code == 0);
+  CHECK(query_test::parse(json.out)["inspect"]["images"][0]["device_functions"][0] == name);
+}
+// --- end of issue 36: inspect review fixes -----------------------------------------------------------------
 
 // The GPU tier: the driver's own attributes of the kernels (cuKernelGetAttribute) agree with what the
 // image says, for a cubin nvcc makes for the device's architecture.

@@ -5,10 +5,15 @@
 #include <sys/stat.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 #include <new>
 #include <ostream>
+#include <sstream>
 #include <string>
+#include <string_view>
 
 #include <cudrv/error.hpp>
 
@@ -19,6 +24,35 @@ namespace {
 std::string bold(const text_style& s, const std::string& text) { return s.color ? "\033[1m" + text + "\033[0m" : text; }
 std::string heading(const text_style& s, const std::string& text) {
   return s.color ? "\033[1;36m" + text + "\033[0m" : text;
+}
+
+// A name from the file as the terminal may show it: control characters (ESC, CR, ...), DEL, the C1
+// controls (U+0080-U+009F in UTF-8) and backslash become \xHH / \\, so that a crafted name cannot
+// move the cursor or restyle the terminal. The JSON document escapes them itself.
+std::string printable(std::string_view name) {
+  std::string out;
+  out.reserve(name.size());
+  auto hex = [&out](unsigned char c) {
+    static constexpr char digits[] = "0123456789abcdef";
+    out += "\\x";
+    out += digits[c >> 4];
+    out += digits[c & 0xf];
+  };
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const auto c = static_cast<unsigned char>(name[i]);
+    if (c == 0xc2 && i + 1 < name.size() && static_cast<unsigned char>(name[i + 1]) >= 0x80 &&
+        static_cast<unsigned char>(name[i + 1]) <= 0x9f) {
+      hex(c);
+      hex(static_cast<unsigned char>(name[++i]));
+    } else if (c < 0x20 || c == 0x7f) {
+      hex(c);
+    } else if (c == '\\') {
+      out += "\\\\";
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
 }
 
 std::string dims_text(const cudrv::dims& d) {
@@ -61,9 +95,9 @@ std::string limits_text(const cudrv::kernel_resources& k) {
 
 void print_kernel(std::ostream& out, const cudrv::code_image& image, const cudrv::kernel_resources& k,
                   const text_style& style) {
-  out << "  " << bold(style, "Function " + k.demangled_name);
+  out << "  " << bold(style, "Function " + printable(k.demangled_name));
   if (k.demangled_name != k.name) {
-    out << " (" << k.name << ")";
+    out << " (" << printable(k.name) << ")";
   }
   out << '\n';
   if (image.kind == cudrv::code_image_kind::sass) {
@@ -86,7 +120,7 @@ void print_image(std::ostream& out, std::size_t index, const cudrv::code_image& 
                       (image.arch_name.empty() ? std::string("(no architecture)") : image.arch_name);
   out << '\n' << heading(style, title);
   if (!image.container.empty()) {
-    out << " in " << image.container;
+    out << " in " << printable(image.container);
   }
   out << ", " << image.bytes << " bytes";
   if (image.compressed()) {
@@ -99,7 +133,7 @@ void print_image(std::ostream& out, std::size_t index, const cudrv::code_image& 
   }
   out << '\n';
   if (!image.unreadable.empty()) {
-    out << "  cannot read: " << image.unreadable << '\n';
+    out << "  cannot read: " << printable(image.unreadable) << '\n';
     return;
   }
   if (image.kind == cudrv::code_image_kind::sass) {
@@ -111,7 +145,7 @@ void print_image(std::ostream& out, std::size_t index, const cudrv::code_image& 
   if (!image.device_functions.empty()) {
     out << "  Device functions:";
     for (const std::string& f : image.device_functions) {
-      out << ' ' << f;
+      out << ' ' << printable(f);
     }
     out << '\n';
   }
@@ -131,17 +165,29 @@ inspect_result inspect_file(const std::string& path) {
   }
   inspect_result r;
   r.path = path;
-  cudrv::object_code bytes = cudrv::object_code::from_file(path, cudrv::code_kind::cubin);
-  r.kind = cudrv::detect_code_kind(bytes.bytes());
+  // Read once, the kind told by the bytes, and moved into the one object_code (a 2 GB library is held once).
+  errno = 0;
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    throw cudrv::invalid_argument_error("cudrv-query --inspect",
+                                        "cannot open '" + path + "': " + std::strerror(errno != 0 ? errno : ENOENT));
+  }
+  std::ostringstream buffer;
+  buffer << in.rdbuf();
+  if (in.bad()) {
+    throw cudrv::invalid_argument_error("cudrv-query --inspect", "cannot read '" + path + "'");
+  }
+  std::string bytes = std::move(buffer).str();
+  r.kind = cudrv::detect_code_kind(bytes);
   r.size = bytes.size();
-  r.inspection = cudrv::inspect(cudrv::object_code(r.kind, bytes.bytes(), path));
+  r.inspection = cudrv::inspect(cudrv::object_code(r.kind, std::move(bytes), path));
   return r;
 }
 
 void print_inspect_text(std::ostream& out, const inspect_result& r, const text_style& style) {
   const auto& images = r.inspection.images;
-  out << bold(style, r.path) << ": " << cudrv::to_string(r.kind) << ", " << r.size << " bytes, " << images.size()
-      << (images.size() == 1 ? " image" : " images");
+  out << bold(style, printable(r.path)) << ": " << cudrv::to_string(r.kind) << ", " << r.size << " bytes, "
+      << images.size() << (images.size() == 1 ? " image" : " images");
   const auto count = [&images](cudrv::code_image_kind kind) {
     return std::count_if(images.begin(), images.end(), [kind](const cudrv::code_image& i) { return i.kind == kind; });
   };
