@@ -490,6 +490,40 @@ TEST_CASE("watch: a SIGINT ignored on entry (nohup, a background job) stays igno
   CHECK(WEXITSTATUS(status) == 0);
 }
 
+TEST_CASE("watch: a second SIGINT acts as without cudrv-query's handler: by default it ends the process",
+          "[query][watch]") {
+  query_test::temp_file out;
+  std::vector<std::string> env = query_test::environment({fakes()[0], fakes()[1], "FAKE_NVML_STALL=3:3000"}, {});
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv{
+      CUDRV_TEST_QUERY_PATH, "--watch", "--json", "--watch-interval", "0.05", "-d", "1", "--query",
+      "elapsed,nvlink.tx"};
+  std::vector<char*> argp;
+  for (std::string& a : argv) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
+  pid_t pid = 0;
+  REQUIRE(posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data()) == 0);
+  posix_spawn_file_actions_destroy(&actions);
+  // The first sample is written; the second one's NVLink reading then takes 3 s (the stand-in's stall).
+  for (int i = 0; i < 200 && query_test::line_count(out.read()) < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  kill(pid, SIGINT);  // asks for a stop once the sample is written...
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  kill(pid, SIGINT);  // ...and the second one does what SIGINT did before: SIG_DFL ends the process
+  int status = 0;
+  waitpid(pid, &status, 0);
+  REQUIRE(WIFSIGNALED(status));
+  CHECK(WTERMSIG(status) == SIGINT);
+  CHECK(query_test::line_count(out.read()) == 1);  // the stalled sample was never written
+}
+
 TEST_CASE("watch: slots missed during a slow sample are skipped, not made up in a burst", "[query][watch]") {
   // The stand-in's 3rd field query (the 2nd sample's NVLink reading; the 1st is the baseline) takes
   // 0.4 s more: 7 slots of 0.05 s pass during it.
