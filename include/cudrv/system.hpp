@@ -288,10 +288,21 @@ enum class nvlink_remote_device {
 /// @brief The NVLink data counters of a whole GPU, summed over its links: what a rate is computed from
 /// (see @ref nvml_device::nvlink_traffic). Two readings give the throughput:
 /// `(b.tx_bytes - a.tx_bytes) * 1e6 / (b.timestamp_us - a.timestamp_us)` bytes per second.
+/// Two readings are comparable only when they have the same @ref source and @ref links: a link that
+/// drops out of (or comes back into) a per-link sum changes the total by its whole counter.
 struct nvlink_traffic {
   unsigned long long tx_bytes = 0;  ///< data sent over every NVLink since the driver loaded, bytes
   unsigned long long rx_bytes = 0;  ///< data received over every NVLink since the driver loaded, bytes
   long long timestamp_us = 0;       ///< when NVML read the counters: microseconds since 1970 (NVML's clock)
+  /// @brief Which NVML counters the reading comes from.
+  enum class origin {
+    throughput_all_links,  ///< `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/`_RX` for every link at once (KiB)
+    bytes_all_links,       ///< `NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES`/`_RCV_BYTES` for every link at once
+    per_link_sum,          ///< the sum of the active links' own throughput counters (see @ref links)
+  };
+  origin source = origin::throughput_all_links;  ///< the counters read
+  /// @brief For origin::per_link_sum, the links summed (bit l for link l); 0 for the other sources.
+  unsigned int links = 0;
 };
 
 /// @brief Device memory with what the driver reserves apart, in bytes, as nvidia-smi reports it
@@ -402,7 +413,10 @@ class nvml_device {
   /// @brief The NVLink data counters, summed over the GPU's links (NVML's field values
   /// `NVML_FI_DEV_NVLINK_THROUGHPUT_DATA_TX`/`_RX` for every link at once, in KiB; where NVML does
   /// not answer that, `NVML_FI_DEV_NVLINK_COUNT_XMIT_BYTES`/`_RCV_BYTES`, then the sum of the active
-  /// links' own counters). Empty on a GPU without NVLink or an NVML without these counters.
+  /// links' own counters). A counter NVML gives as not available (`NVML_VALUE_NOT_AVAILABLE`), or one
+  /// too large to count in 64-bit bytes, is no answer: the next of these sources is asked. Empty on a
+  /// GPU without NVLink or an NVML without these counters. Compare readings of the same
+  /// @ref nvlink_traffic::source and @ref nvlink_traffic::links only.
   [[nodiscard]] std::optional<cudrv::system::nvlink_traffic> nvlink_traffic() const;
   /// @brief Device memory with the driver's reservation apart (`nvmlDeviceGetMemoryInfo_v2`), as
   /// nvidia-smi reports it; for a MIG instance, the instance's. Empty where NVML lacks the function or

@@ -694,6 +694,18 @@ namespace {
 
 // One pair of NVLink data counters (transmit, receive) for the sum over the links (scope all_links) or
 // one link: the counters times @p unit bytes, with NVML's timestamp; empty where NVML answers neither.
+// A counter in bytes: empty where NVML gives none (NVML_VALUE_NOT_AVAILABLE, all ones) or where the
+// product with the unit would not fit in 64 bits.
+std::optional<unsigned long long> counter_bytes(const nv::field_value& v, unsigned long long unit) {
+  const std::optional<unsigned long long> raw = as_unsigned(v);
+  constexpr unsigned long long not_available = ~0ULL;
+  const bool narrow_not_available = (v.value_type == nv::value_unsigned_int && v.v.ui == ~0U);
+  if (!raw || *raw == not_available || narrow_not_available || *raw > not_available / unit) {
+    return std::nullopt;
+  }
+  return *raw * unit;
+}
+
 std::optional<nvlink_traffic> read_traffic(nv::handle h, unsigned int tx_id, unsigned int rx_id, unsigned int scope,
                                            unsigned long long unit) {
   nv::field_value v[2] = {};
@@ -707,12 +719,16 @@ std::optional<nvlink_traffic> read_traffic(nv::handle h, unsigned int tx_id, uns
       !got(v[1].nvml_return, "nvmlDeviceGetFieldValues", h, true)) {
     return std::nullopt;
   }
-  const std::optional<unsigned long long> tx = as_unsigned(v[0]);
-  const std::optional<unsigned long long> rx = as_unsigned(v[1]);
+  const std::optional<unsigned long long> tx = counter_bytes(v[0], unit);
+  const std::optional<unsigned long long> rx = counter_bytes(v[1], unit);
   if (!tx || !rx) {
     return std::nullopt;
   }
-  return nvlink_traffic{*tx * unit, *rx * unit, std::max(v[0].timestamp, v[1].timestamp)};
+  nvlink_traffic out;
+  out.tx_bytes = *tx;
+  out.rx_bytes = *rx;
+  out.timestamp_us = std::max(v[0].timestamp, v[1].timestamp);
+  return out;
 }
 
 }  // namespace
@@ -725,6 +741,7 @@ std::optional<nvlink_traffic> nvml_device::nvlink_traffic() const {
   }
   if (auto all = read_traffic(handle_, nv::field_nvlink_count_xmit_bytes, nv::field_nvlink_count_rcv_bytes,
                               nv::all_links, 1)) {
+    all->source = cudrv::system::nvlink_traffic::origin::bytes_all_links;
     return all;
   }
   // Else the sum of the active links' own counters.
@@ -736,9 +753,14 @@ std::optional<nvlink_traffic> nvml_device::nvlink_traffic() const {
     }
     if (auto one = read_traffic(handle_, nv::field_nvlink_data_tx, nv::field_nvlink_data_rx, link, kib)) {
       sum = sum.value_or(cudrv::system::nvlink_traffic{});
+      if (one->tx_bytes > ~0ULL - sum->tx_bytes || one->rx_bytes > ~0ULL - sum->rx_bytes) {
+        return std::nullopt;  // a sum past 64 bits: no reading
+      }
       sum->tx_bytes += one->tx_bytes;
       sum->rx_bytes += one->rx_bytes;
       sum->timestamp_us = std::max(sum->timestamp_us, one->timestamp_us);
+      sum->source = cudrv::system::nvlink_traffic::origin::per_link_sum;
+      sum->links |= 1U << link;
     }
   }
   return sum;

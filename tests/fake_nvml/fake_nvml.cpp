@@ -10,6 +10,7 @@
 // FAKE_NVML_INIT_RESULT=<n> makes nvmlInit_v2 return n.
 // Issue 36 (topology): FAKE_NVML_TOPOLOGY makes NVML see more GPUs, connected as it says; see the block
 // at the end. GPUs from index 2 on are full GPUs like index 0; index i is the fake driver's CUDA device i.
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include <mutex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #define FAKE_EXPORT extern "C" __attribute__((visibility("default")))
@@ -172,6 +174,13 @@ FAKE_EXPORT ret nvmlInit_v2() {
 FAKE_EXPORT ret nvmlShutdown() {
   std::lock_guard<std::mutex> lock(st().mutex);
   ++st().counters["nvmlShutdown"];
+  // issue 36: watch. FAKE_NVML_COUNTS=<file>: how often each function was called, "name count" lines.
+  if (const char* path = std::getenv("FAKE_NVML_COUNTS"); path != nullptr) {
+    if (std::FILE* f = std::fopen(path, "w")) {
+      for (const auto& [name, n] : st().counters) std::fprintf(f, "%s %lld\n", name.c_str(), n);
+      std::fclose(f);
+    }
+  }
   if (st().inits == 0) return uninitialized;
   --st().inits;
   return ok;
@@ -341,11 +350,32 @@ FAKE_EXPORT ret nvmlDeviceGetTemperatureThreshold(nvmlDevice_st* d, int type, un
 // 139, KiB): each call that asks for them advances the fake's clock by 0.5 s (NVML's timestamp), the
 // transmit counter by 4096 KiB and the receive counter by 1024 KiB, so that any two readings give
 // 8 MiB/s sent and 2 MiB/s received. Called with the fake's mutex held.
+// fake_nvml_watch_counters(mode, tx, rx) changes that: mode 1 answers the raw values tx and rx instead
+// (NVML_VALUE_NOT_AVAILABLE, a counter too large to be counted in bytes), mode 2 answers NOT_SUPPORTED
+// for every link at once (so that cudrv sums the links' own counters), mode 0 is back to normal.
+// FAKE_NVML_STALL=<n>:<ms> makes the n-th call of nvmlDeviceGetFieldValues (from 1) take ms longer.
 namespace {
 unsigned long long watch_calls = 0;
+int watch_mode = 0;
+unsigned long long watch_raw[2] = {0, 0};
 bool watch_field(const nvmlDevice_st* d, const field_value_t& v) {
   return (v.field_id == 138 || v.field_id == 139) && v.scope_id == 0xFFFFFFFFu && d != nullptr && d->id == 0;
 }
+void watch_stall(long long call) {
+  const char* stall = std::getenv("FAKE_NVML_STALL");
+  if (stall != nullptr && std::atoll(stall) == call) {
+    const char* ms = std::strchr(stall, ':');
+    if (ms != nullptr) std::this_thread::sleep_for(std::chrono::milliseconds(std::atoi(ms + 1)));
+  }
+}
+}  // namespace
+FAKE_EXPORT void fake_nvml_watch_counters(int mode, unsigned long long tx, unsigned long long rx) {
+  std::lock_guard<std::mutex> lock(st().mutex);
+  watch_mode = mode;
+  watch_raw[0] = tx;
+  watch_raw[1] = rx;
+}
+namespace {
 // Once per call: advances the counters when the call asks for them.
 void watch_advance(const nvmlDevice_st* d, const field_value_t* values, int count) {
   for (int i = 0; i < count; ++i) {
@@ -357,8 +387,13 @@ void watch_advance(const nvmlDevice_st* d, const field_value_t* values, int coun
 }
 bool watch_traffic(const nvmlDevice_st* d, field_value_t& v) {
   if (!watch_field(d, v)) return false;
-  v.result = ok;
+  v.result = watch_mode == 2 ? not_supported : ok;
   v.value_type = 3;  // unsigned long long
+  if (watch_mode == 1) {
+    v.timestamp = 1'700'000'000'000'000LL;
+    v.value = watch_raw[v.field_id == 138 ? 0 : 1];
+    return true;
+  }
   v.timestamp = 1'700'000'000'000'000LL + static_cast<long long>(watch_calls) * 500'000;
   v.value = v.field_id == 138 ? 1'000'000 + 4096 * watch_calls : 2'000'000 + 1024 * watch_calls;
   return true;
@@ -367,7 +402,8 @@ bool watch_traffic(const nvmlDevice_st* d, field_value_t& v) {
 
 FAKE_EXPORT ret nvmlDeviceGetFieldValues(nvmlDevice_st* d, int count, field_value_t* values) {
   FAKE_ENTER("nvmlDeviceGetFieldValues");
-  watch_advance(d, values, count);  // issue 36: watch
+  watch_advance(d, values, count);                         // issue 36: watch
+  watch_stall(st().counters["nvmlDeviceGetFieldValues"]);  // issue 36: watch
   for (int i = 0; i < count; ++i) {
     field_value_t& v = values[i];
     v.result = only_full(d);

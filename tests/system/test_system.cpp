@@ -553,3 +553,55 @@ TEST_CASE("system: memory with the driver's reservation apart, as nvidia-smi rep
   CHECK_FALSE(sys::nvml_device::at(1).memory_breakdown());  // NOT_SUPPORTED: empty, memory() still answers
   CHECK(sys::nvml_device::at(1).memory());
 }
+
+// issue 36: watch (review fixes): counters NVML cannot give, counters too large, and the per-link sum.
+TEST_CASE("system: NVLink counters NVML gives as not available, or too large in bytes, are no reading", "[system]") {
+  const sys::nvml_device gpu = sys::nvml_device::at(0);
+  auto* counters = nvml_hook<void(int, unsigned long long, unsigned long long)>("fake_nvml_watch_counters");
+  struct back_to_normal {
+    void (*hook)(int, unsigned long long, unsigned long long);
+    ~back_to_normal() { hook(0, 0, 0); }
+  } restore{counters};
+  constexpr unsigned long long not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE_ulonglong
+  // Such an answer for every link at once is no answer: cudrv goes on to the links' own counters (the
+  // stand-in's link 0: 1000 KiB sent, 2000 KiB received), never a value of all ones or a wrapped one.
+  auto is_link_sum = [](const std::optional<sys::nvlink_traffic>& t) {
+    return t && t->source == sys::nvlink_traffic::origin::per_link_sum && t->links == 1U &&
+           t->tx_bytes == 1000ULL * 1024 && t->rx_bytes == 2000ULL * 1024;
+  };
+  counters(1, not_available, 5);
+  CHECK(is_link_sum(gpu.nvlink_traffic()));
+  counters(1, 5, not_available);
+  CHECK(is_link_sum(gpu.nvlink_traffic()));
+  counters(1, not_available / 1024 + 1, 5);  // KiB: the bytes would wrap past 64 bits
+  CHECK(is_link_sum(gpu.nvlink_traffic()));
+  counters(1, not_available / 1024, 7);  // the largest count of KiB that fits
+  const std::optional<sys::nvlink_traffic> big = gpu.nvlink_traffic();
+  REQUIRE(big);
+  CHECK(big->tx_bytes == (not_available / 1024) * 1024);
+  CHECK(big->rx_bytes == 7 * 1024);
+  CHECK(big->source == sys::nvlink_traffic::origin::throughput_all_links);
+  CHECK(big->links == 0);
+}
+
+TEST_CASE("system: without the every-link counters, the active links' own counters are summed and named", "[system]") {
+  const sys::nvml_device gpu = sys::nvml_device::at(0);
+  auto* counters = nvml_hook<void(int, unsigned long long, unsigned long long)>("fake_nvml_watch_counters");
+  struct back_to_normal {
+    void (*hook)(int, unsigned long long, unsigned long long);
+    ~back_to_normal() { hook(0, 0, 0); }
+  } restore{counters};
+  const std::optional<sys::nvlink_traffic> all = gpu.nvlink_traffic();
+  REQUIRE(all);
+  CHECK(all->source == sys::nvlink_traffic::origin::throughput_all_links);
+  counters(2, 0, 0);  // every link at once: NOT_SUPPORTED
+  const long long states = nvml_calls("nvmlDeviceGetNvLinkState");
+  const std::optional<sys::nvlink_traffic> sum = gpu.nvlink_traffic();
+  REQUIRE(sum);
+  // The stand-in's link 0 is up (1000 KiB sent, 2000 KiB received), link 1 down, the rest absent.
+  CHECK(sum->source == sys::nvlink_traffic::origin::per_link_sum);
+  CHECK(sum->links == 1U);
+  CHECK(sum->tx_bytes == 1000ULL * 1024);
+  CHECK(sum->rx_bytes == 2000ULL * 1024);
+  CHECK(nvml_calls("nvmlDeviceGetNvLinkState") - states == 18);  // NVML_NVLINK_MAX_LINKS
+}

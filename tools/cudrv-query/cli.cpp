@@ -83,8 +83,10 @@ constexpr const char* footer_text =
     "GPU per sample ($defs/watch_sample of the schema); a failure before the first sample is a document.\n"
     "\n"
     "Watch: samples come one --watch-interval apart on a steady clock, the first one interval after the\n"
-    "start; --watch-count and --watch-duration bound them (the first reached ends the run); Ctrl-C\n"
-    "(SIGINT) or SIGTERM ends the run after the sample in progress is written, with status 0.";
+    "start; a slot missed by a slow sample is skipped, not made up. --watch-count and --watch-duration\n"
+    "(on the clock) bound them (the first reached ends the run); Ctrl-C (SIGINT) or SIGTERM ends the\n"
+    "run after the sample in progress is written, with status 0 (a second one acts as without\n"
+    "cudrv-query; an ignored signal stays ignored). The --watch-... options need --watch.";
 
 /// The system's reason for a failed write, when errno holds one a write gives (a full disk, a pipe
 /// without a reader, a closed descriptor); nullptr for anything else, which a later call may have left.
@@ -494,7 +496,8 @@ std::variant<command_line, int> parse_command_line(int argc, const char* const* 
       ->type_name("N")
       ->check(CLI::Validator([](const std::string& v) { return check_count(v, 1, 1000000000); }, ""))
       ->needs(watch_flag);
-  app.add_option("--watch-duration", watch_opts.duration_s, "Stop after this many seconds (default: no bound)")
+  app.add_option("--watch-duration", watch_opts.duration_s,
+                 "Stop after this many seconds: no sample is due past them (default: no bound)")
       ->type_name("SECONDS")
       ->check(CLI::Validator([](const std::string& v) { return check_seconds(v, 0.05, 2678400); }, ""))
       ->needs(watch_flag);

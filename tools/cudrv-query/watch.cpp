@@ -275,6 +275,17 @@ long long watch_sample_limit(const watch_options& options) noexcept {
   return limit;
 }
 
+std::optional<watch_rates> watch_nvlink_rate(const cudrv::system::nvlink_traffic& before,
+                                             const cudrv::system::nvlink_traffic& after) noexcept {
+  if (after.source != before.source || after.links != before.links || after.timestamp_us <= before.timestamp_us ||
+      after.tx_bytes < before.tx_bytes || after.rx_bytes < before.rx_bytes) {
+    return std::nullopt;
+  }
+  const double seconds = static_cast<double>(after.timestamp_us - before.timestamp_us) / 1e6;
+  return watch_rates{static_cast<double>(after.tx_bytes - before.tx_bytes) / seconds,
+                     static_cast<double>(after.rx_bytes - before.rx_bytes) / seconds};
+}
+
 std::vector<watch_field> watch_shown_fields(const watch_options& options) {
   if (!options.fields.empty()) {
     return options.fields;
@@ -421,7 +432,9 @@ wanted wanted_by(const watch_options& options) {
   return w;
 }
 
-// The name of a process: /proc/<pid>/comm, "" where it cannot be read (another container, gone).
+// The name of a process: /proc/<pid>/comm, "" where it cannot be read (gone, another PID namespace).
+// NVML gives the host's PIDs: inside a container the number can be missing from this /proc or name an
+// unrelated process of the container (docs/cudrv-query.md says so).
 std::string process_name(unsigned int pid) {
   std::ifstream comm("/proc/" + std::to_string(pid) + "/comm");
   std::string name;
@@ -457,8 +470,8 @@ struct gpu {
   std::string uuid;
   std::string name;
   std::optional<std::string> pci_bus_id;
-  std::optional<sys::nvlink_traffic> last_traffic;
-  steady::time_point last_time;
+  std::optional<sys::nvlink_traffic> last_traffic;  // the baseline of the NVLink rates
+  bool no_nvlink = false;                           // NVML said so at the first reading: not asked again
 };
 
 }  // namespace watch_detail
@@ -476,21 +489,32 @@ std::optional<sys::nvml_device> find_nvml(const std::string& cuda_uuid) {
   return quietly([&] { return std::optional(sys::nvml_device::by_uuid("MIG-" + cuda_uuid.substr(4))); });
 }
 
-// The NVLink rates since the last reading: NVML's timestamps give the interval (the steady clock
-// where they do not advance); a counter that went back (a driver reload) gives no rate.
+// The first NVLink reading, the baseline of the first rate. A GPU whose NVML answers (without an error)
+// that it has no NVLink counters is not asked again: that costs field queries and a state query per
+// link at every sample.
+void first_nvlink(watch_detail::gpu& g) {
+  try {
+    g.last_traffic = g.whole->nvlink_traffic();
+    g.no_nvlink = !g.last_traffic;
+  } catch (const cudrv::error&) {
+    g.last_traffic.reset();  // a failure now says nothing of the links: asked again at the samples
+  }
+}
+
+// The NVLink rates since the last reading (watch_nvlink_rate); every reading, or its absence, is the
+// baseline of the next rate.
 void read_nvlink(watch_detail::gpu& g, watch_sample& s) {
-  const steady::time_point now = steady::now();
+  if (g.no_nvlink) {
+    return;
+  }
   const std::optional<sys::nvlink_traffic> t = quietly([&] { return g.whole->nvlink_traffic(); });
   if (t && g.last_traffic) {
-    double seconds = static_cast<double>(t->timestamp_us - g.last_traffic->timestamp_us) / 1e6;
-    if (seconds <= 0) seconds = std::chrono::duration<double>(now - g.last_time).count();
-    if (seconds > 0 && t->tx_bytes >= g.last_traffic->tx_bytes && t->rx_bytes >= g.last_traffic->rx_bytes) {
-      s.nvlink_tx_bytes_per_s = static_cast<double>(t->tx_bytes - g.last_traffic->tx_bytes) / seconds;
-      s.nvlink_rx_bytes_per_s = static_cast<double>(t->rx_bytes - g.last_traffic->rx_bytes) / seconds;
+    if (const std::optional<watch_rates> r = watch_nvlink_rate(*g.last_traffic, *t)) {
+      s.nvlink_tx_bytes_per_s = r->tx_bytes_per_s;
+      s.nvlink_rx_bytes_per_s = r->rx_bytes_per_s;
     }
   }
   g.last_traffic = t;
-  g.last_time = now;
 }
 
 void read_processes(const sys::nvml_device& dev, watch_sample& s) {
@@ -573,8 +597,7 @@ watch_sampler::watch_sampler(const system_info& info, const watch_options& optio
       if (g.uuid.empty()) g.uuid = d.uuid;
       if (auto pci = quietly([&] { return g.whole->pci(); })) g.pci_bus_id = pci->bus_id;
       if (state_->want.nvlink) {
-        g.last_traffic = quietly([&] { return g.whole->nvlink_traffic(); });
-        g.last_time = steady::now();
+        first_nvlink(g);
       }
     }
     state_->gpus.push_back(std::move(g));
@@ -608,11 +631,19 @@ std::vector<watch_sample> watch_sampler::sample(long long sample, double elapsed
 namespace {
 
 volatile std::sig_atomic_t stop_requested = 0;
+struct sigaction previous_int {};   // SIGINT's disposition before the watch
+struct sigaction previous_term {};  // SIGTERM's
 
-void on_stop_signal(int) { stop_requested = 1; }
+// The first SIGINT or SIGTERM asks the watch to stop and puts the signal's previous disposition back,
+// so that a second one acts as it would without this handler (by default: ends the process).
+void on_stop_signal(int signal_number) {
+  stop_requested = 1;
+  sigaction(signal_number, signal_number == SIGINT ? &previous_int : &previous_term, nullptr);
+}
 
-// SIGINT and SIGTERM set stop_requested while the watch runs (a second one acts as it would have:
-// SA_RESETHAND); the previous handlers come back at the end.
+// SIGINT and SIGTERM set stop_requested while the watch runs, except a signal ignored on entry (nohup,
+// a background job), which stays ignored. SA_RESTART: a write interrupted by the signal (a full pipe)
+// goes on instead of failing with EINTR. The previous dispositions come back at the end.
 class stop_signals {
  public:
   stop_signals() {
@@ -620,20 +651,28 @@ class stop_signals {
     struct sigaction action {};
     action.sa_handler = on_stop_signal;
     sigemptyset(&action.sa_mask);
-    action.sa_flags = SA_RESETHAND;
-    sigaction(SIGINT, &action, &old_int_);
-    sigaction(SIGTERM, &action, &old_term_);
+    action.sa_flags = SA_RESTART;
+    int_ = install(SIGINT, action, previous_int);
+    term_ = install(SIGTERM, action, previous_term);
   }
   ~stop_signals() {
-    sigaction(SIGINT, &old_int_, nullptr);
-    sigaction(SIGTERM, &old_term_, nullptr);
+    if (int_) sigaction(SIGINT, &previous_int, nullptr);
+    if (term_) sigaction(SIGTERM, &previous_term, nullptr);
   }
   stop_signals(const stop_signals&) = delete;
   stop_signals& operator=(const stop_signals&) = delete;
 
  private:
-  struct sigaction old_int_ {};
-  struct sigaction old_term_ {};
+  // Installs @p action for @p signal_number unless it is ignored; false when it was left alone.
+  static bool install(int signal_number, const struct sigaction& action, struct sigaction& previous) {
+    if (sigaction(signal_number, nullptr, &previous) != 0 ||
+        ((previous.sa_flags & SA_SIGINFO) == 0 && previous.sa_handler == SIG_IGN)) {
+      return false;
+    }
+    return sigaction(signal_number, &action, nullptr) == 0;
+  }
+  bool int_ = false;
+  bool term_ = false;
 };
 
 // Sleeps until @p due in steps of at most 50 ms; false when a stop was asked for first.
@@ -663,18 +702,28 @@ int run_watch(const system_info& info, const watch_options& options, std::ostrea
   if (options.format == watch_format::text) out << watch_text_header(options);
   if (options.format == watch_format::csv && options.header) out << watch_csv_header(options);
   out.flush();
-  const long long limit = watch_sample_limit(options);
   const steady::time_point start = steady::now();
-  const std::chrono::duration<double> interval(options.interval_s);
-  // The k-th sample is due k intervals after the start, whatever the samples before took: no drift.
-  for (long long k = 1; out.good() && (limit == 0 || k <= limit); ++k) {
-    if (!wait_until(start + std::chrono::duration_cast<steady::duration>(interval * static_cast<double>(k)))) {
+  const double interval = options.interval_s;
+  const auto slot_time = [&](long long slot) {
+    return start + std::chrono::duration_cast<steady::duration>(
+                       std::chrono::duration<double>(interval * static_cast<double>(slot)));
+  };
+  // Samples are due on slots, whole intervals after the start, whatever the samples before took: no
+  // drift. A slot missed while a sample took longer than an interval is skipped, not made up.
+  long long slot = 1;
+  for (long long k = 1; out.good() && (options.count == 0 || k <= options.count); ++k) {
+    if (k > 1 && options.duration_s > 0 && interval * static_cast<double>(slot) > options.duration_s + 1e-9) {
+      break;  // --watch-duration is on the clock: the next slot is past it
+    }
+    if (!wait_until(slot_time(slot))) {
       break;
     }
     const double elapsed = std::chrono::duration<double>(steady::now() - start).count();
     for (const watch_sample& s : sampler.sample(k, elapsed)) out << format_sample(s, options);
     out.flush();
     if (stop_requested != 0) break;  // the sample in progress is written: end cleanly
+    const double now_s = std::chrono::duration<double>(steady::now() - start).count();
+    slot = std::max(slot + 1, static_cast<long long>(std::floor(now_s / interval)) + 1);
   }
   return exit_ok;  // a failed stream is reported by the caller (check_output)
 }

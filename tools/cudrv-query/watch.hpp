@@ -15,6 +15,10 @@
 #include <string_view>
 #include <vector>
 
+namespace cudrv::system {
+struct nvlink_traffic;
+}
+
 namespace cudrv_query {
 
 struct system_info;
@@ -94,9 +98,23 @@ struct watch_options {
 /// in any order). @return an error message, empty when @p text is valid
 [[nodiscard]] std::string parse_watch_format(std::string_view text, watch_options& options);
 
-/// The samples of --watch: how many the bounds allow (0: no bound). The k-th sample (from 1) is taken
-/// k intervals after the start, as long as that is within --watch-duration (at least one sample).
+/// The samples of --watch: the most the bounds allow (0: no bound). Samples are due on slots, whole
+/// intervals after the start, as long as the slot is within --watch-duration (at least one sample); a
+/// slot missed while a sample took longer than an interval is skipped, so a run may take fewer.
 [[nodiscard]] long long watch_sample_limit(const watch_options& options) noexcept;
+
+/// NVLink throughput between two readings, bytes per second.
+struct watch_rates {
+  double tx_bytes_per_s = 0;  ///< sent
+  double rx_bytes_per_s = 0;  ///< received
+};
+
+/// The NVLink rates from @p before to @p after (NVML's timestamps give the interval). Empty where the
+/// readings are not comparable (another source of counters, or another set of links summed: a link
+/// that dropped out or came back), a counter fell (a driver reload) or NVML's timestamp did not advance:
+/// such a sample has no rate, never a negative or a huge one.
+[[nodiscard]] std::optional<watch_rates> watch_nvlink_rate(const cudrv::system::nvlink_traffic& before,
+                                                           const cudrv::system::nvlink_traffic& after) noexcept;
 
 /// A process on a GPU.
 struct watch_process {
@@ -170,9 +188,11 @@ class watch_sampler {
   std::unique_ptr<state> state_;
 };
 
-/// Runs --watch on the selected devices: samples until the count or the duration is reached or SIGINT
-/// or SIGTERM arrives (the sample in progress is finished and written), writing and flushing each
-/// sample on @p out; stops early when @p out fails (the caller reports that).
+/// Runs --watch on the selected devices: samples on the slots of the interval (skipping those a slow
+/// sample missed) until the count is reached, the duration has passed on the clock, or SIGINT or
+/// SIGTERM arrives (the sample in progress is finished and written; a signal ignored on entry stays
+/// ignored, and the first one puts the previous disposition back), writing and flushing each sample on
+/// @p out; stops early when @p out fails (the caller reports that).
 /// @return exit_ok
 [[nodiscard]] int run_watch(const system_info& info, const watch_options& options, std::ostream& out);
 
