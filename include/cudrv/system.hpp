@@ -288,7 +288,7 @@ enum class nvlink_remote_device {
 /// @brief The NVLink data counters of a whole GPU, summed over its links: what a rate is computed from
 /// (see @ref nvml_device::nvlink_traffic). Two readings give the throughput:
 /// `(b.tx_bytes - a.tx_bytes) * 1e6 / (b.timestamp_us - a.timestamp_us)` bytes per second.
-/// Two readings are comparable only when they have the same @ref source and @ref links: a link that
+/// Two readings are comparable only when they have the same `source` and `links`: a link that
 /// drops out of (or comes back into) a per-link sum changes the total by its whole counter.
 struct nvlink_traffic {
   unsigned long long tx_bytes = 0;  ///< data sent over every NVLink since the driver loaded, bytes
