@@ -43,8 +43,17 @@ constexpr std::uint8_t eifmt_sval = 4;
 constexpr std::uint8_t eiattr_kparam_info = 0x17;     // index u32, ordinal u16, offset u16, flags u32 (size: bits 18+)
 constexpr std::uint8_t eiattr_kparam_info_v2 = 0x45;  // index u32, ordinal u16, offset u16, size u32 (large parameters)
 
-bool read_info_section(std::string_view sec, std::vector<kernel_param>& out) {
-  std::vector<std::optional<kernel_param>> by_ordinal;
+// One record: for the 2-byte formats value is those 2 bytes, for EIFMT_SVAL its payload.
+struct info_record {
+  std::uint8_t format;
+  std::uint8_t attribute;
+  std::string_view value;
+};
+
+// Calls f on every record of a .nv.info-format section; false when a record does not fit or has an
+// unknown format.
+template <class F>
+bool for_each_record(std::string_view sec, F&& f) {
   std::size_t o = 0;
   while (o < sec.size()) {
     if (sec.size() - o < 4) {
@@ -53,6 +62,7 @@ bool read_info_section(std::string_view sec, std::vector<kernel_param>& out) {
     const auto format = static_cast<std::uint8_t>(sec[o]);
     const auto attribute = static_cast<std::uint8_t>(sec[o + 1]);
     if (format == eifmt_nval || format == eifmt_bval || format == eifmt_hval) {
+      f(info_record{format, attribute, sec.substr(o + 2, 2)});
       o += 4;
       continue;
     }
@@ -63,24 +73,39 @@ bool read_info_section(std::string_view sec, std::vector<kernel_param>& out) {
     if (size > sec.size() - o - 4) {
       return false;
     }
-    const std::string_view value = sec.substr(o + 4, size);
-    if ((attribute == eiattr_kparam_info || attribute == eiattr_kparam_info_v2) && size >= 12) {
-      const std::size_t ordinal = *read_le<std::uint16_t>(value, 4);
-      const std::size_t offset = *read_le<std::uint16_t>(value, 6);
-      const std::uint32_t word = *read_le<std::uint32_t>(value, 8);
-      const std::size_t bytes = attribute == eiattr_kparam_info ? (word >> 18) : word;
-      if (ordinal > 4096) {
-        return false;  // kernel parameters are at most 32764 bytes: no such ordinal exists
-      }
-      if (by_ordinal.size() <= ordinal) {
-        by_ordinal.resize(ordinal + 1);
-      }
-      if (by_ordinal[ordinal]) {
-        return false;  // described twice
-      }
-      by_ordinal[ordinal] = kernel_param{offset, bytes};
-    }
+    f(info_record{format, attribute, sec.substr(o + 4, size)});
     o += 4 + size;
+  }
+  return true;
+}
+
+bool read_info_section(std::string_view sec, std::vector<kernel_param>& out) {
+  std::vector<std::optional<kernel_param>> by_ordinal;
+  bool consistent = true;
+  const bool readable = for_each_record(sec, [&](const info_record& r) {
+    if (r.format != eifmt_sval || (r.attribute != eiattr_kparam_info && r.attribute != eiattr_kparam_info_v2) ||
+        r.value.size() < 12 || !consistent) {
+      return;
+    }
+    const std::size_t ordinal = *read_le<std::uint16_t>(r.value, 4);
+    const std::size_t offset = *read_le<std::uint16_t>(r.value, 6);
+    const std::uint32_t word = *read_le<std::uint32_t>(r.value, 8);
+    const std::size_t bytes = r.attribute == eiattr_kparam_info ? (word >> 18) : word;
+    if (ordinal > 4096) {
+      consistent = false;  // kernel parameters are at most 32764 bytes: no such ordinal exists
+      return;
+    }
+    if (by_ordinal.size() <= ordinal) {
+      by_ordinal.resize(ordinal + 1);
+    }
+    if (by_ordinal[ordinal]) {
+      consistent = false;  // described twice
+      return;
+    }
+    by_ordinal[ordinal] = kernel_param{offset, bytes};
+  });
+  if (!readable || !consistent) {
+    return false;
   }
   if (!plausible(by_ordinal)) {
     return false;
@@ -506,42 +531,6 @@ constexpr std::uint8_t eiattr_explicit_cluster = 0x3e;      // no value
 constexpr std::uint8_t eiattr_max_cluster_rank = 0x3f;      // u32
 constexpr std::uint8_t eiattr_num_barriers = 0x4c;          // u8
 constexpr std::uint8_t eicompat_accelerator_target = 0x09;  // u8: 1 for arch-specific code (sm_90a)
-
-// One record: for the 2-byte formats value is those 2 bytes, for EIFMT_SVAL its payload.
-struct info_record {
-  std::uint8_t format;
-  std::uint8_t attribute;
-  std::string_view value;
-};
-
-// Calls f on every record of a .nv.info-format section; false when a record does not fit or has an
-// unknown format.
-template <class F>
-bool for_each_record(std::string_view sec, F&& f) {
-  std::size_t o = 0;
-  while (o < sec.size()) {
-    if (sec.size() - o < 4) {
-      return false;
-    }
-    const auto format = static_cast<std::uint8_t>(sec[o]);
-    const auto attribute = static_cast<std::uint8_t>(sec[o + 1]);
-    if (format == eifmt_nval || format == eifmt_bval || format == eifmt_hval) {
-      f(info_record{format, attribute, sec.substr(o + 2, 2)});
-      o += 4;
-      continue;
-    }
-    if (format != eifmt_sval) {
-      return false;
-    }
-    const std::size_t size = *read_le<std::uint16_t>(sec, o + 2);
-    if (size > sec.size() - o - 4) {
-      return false;
-    }
-    f(info_record{format, attribute, sec.substr(o + 4, size)});
-    o += 4 + size;
-  }
-  return true;
-}
 
 std::optional<dims> dims_value(std::string_view v) {
   if (v.size() < 12) {

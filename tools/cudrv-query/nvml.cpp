@@ -13,16 +13,6 @@ namespace {
 
 namespace sys = cudrv::system;
 
-// f(), or an empty result when it throws a cudrv error (NVML lost the GPU, no permission, ...).
-template <class F>
-auto quietly(F&& f) -> decltype(f()) {
-  try {
-    return std::forward<F>(f)();
-  } catch (const cudrv::error&) {
-    return {};
-  }
-}
-
 nvml_clocks to_clocks(const sys::clock_set& c) { return nvml_clocks{c.graphics_mhz, c.sm_mhz, c.memory_mhz}; }
 
 void read_memory(const sys::nvml_device& gpu, nvml_device& d) {

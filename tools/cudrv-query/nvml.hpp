@@ -10,9 +10,23 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
+#include <cudrv/error.hpp>
+
 namespace cudrv_query {
+
+/// f(), or an empty (value-initialised) result when it throws a cudrv error: a GPU NVML lost, no
+/// permission, a reading NVML refuses. For readings that are optional in every view.
+template <class F>
+auto quietly(F&& f) -> decltype(f()) {
+  try {
+    return std::forward<F>(f)();
+  } catch (const cudrv::error&) {
+    return {};
+  }
+}
 
 /// Three clock domains, in MHz.
 struct nvml_clocks {

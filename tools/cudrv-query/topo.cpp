@@ -23,16 +23,6 @@ namespace {
 namespace fs = std::filesystem;
 namespace sys = cudrv::system;
 
-// f(), or an empty result when it throws a cudrv error (NVML lost the GPU, no permission, ...).
-template <class F>
-auto quietly(F&& f) -> decltype(f()) {
-  try {
-    return std::forward<F>(f)();
-  } catch (const cudrv::error&) {
-    return {};
-  }
-}
-
 // The first line of a small sysfs file; empty when it cannot be read.
 std::string read_line(const fs::path& p) {
   std::ifstream in(p);

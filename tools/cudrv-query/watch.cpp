@@ -31,16 +31,6 @@ using wf = watch_field;
 
 constexpr double mib = 1024.0 * 1024.0;
 
-// f(), or an empty result when it throws a cudrv error (a GPU lost, no permission): the field is empty.
-template <class F>
-auto quietly(F&& f) -> decltype(f()) {
-  try {
-    return std::forward<F>(f)();
-  } catch (const cudrv::error&) {
-    return {};
-  }
-}
-
 // nvidia-smi's other names for the same fields.
 constexpr std::pair<const char*, wf> aliases[] = {
     {"clocks.current.sm", wf::clocks_sm},
