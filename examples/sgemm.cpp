@@ -69,13 +69,19 @@ struct variant {
 
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<sgemm_fn>(expression));
-  if (std::sscanf(expression.c_str(), "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) !=
-          6 ||
-      size_multiple % static_cast<std::size_t>(v.bm) != 0 || size_multiple % static_cast<std::size_t>(v.bn) != 0) {
+  const char* const e = expression.c_str();
+  bool transposed_a = false;  // sgemm_db keeps the A tile as [BK][BM + 4], sgemm as [BM][BK + 4]
+  if (std::sscanf(e, "sgemm_db<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) == 6) {
+    transposed_a = true;
+  } else if (std::sscanf(e, "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) != 6) {
     throw std::logic_error("sgemm: unexpected name expression " + expression);
   }
+  if (size_multiple % static_cast<std::size_t>(v.bm) != 0 || size_multiple % static_cast<std::size_t>(v.bn) != 0) {
+    throw std::logic_error("sgemm: a tile of " + expression + " does not divide " + std::to_string(size_multiple));
+  }
   v.threads = (v.bm / v.tm) * (v.bn / v.tn);
-  v.shared_bytes = static_cast<std::size_t>(v.stages) * (v.bm * (v.bk + 4) + v.bk * v.bn) * sizeof(float);
+  const int a_tile = transposed_a ? v.bk * (v.bm + 4) : v.bm * (v.bk + 4);
+  v.shared_bytes = static_cast<std::size_t>(v.stages) * (a_tile + v.bk * v.bn) * sizeof(float);
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);  // above 48 KiB needs the opt-in
   v.kernel.set_preferred_shared_memory_carveout(dev, 100);      // all of L1 as shared memory: cp.async.cg skips L1
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
