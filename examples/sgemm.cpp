@@ -3,10 +3,11 @@
 //
 //   example_sgemm [N]       an N x N x N product; default: 4096, then 8192. N a multiple of 128, at most 32768
 //
-// The kernel (examples/kernels/sgemm.hpp) is a template over its tiling, sgemm<BM, BN, BK, TM, TN, STAGES>:
-// a block of (BM / TM) * (BN / TN) threads computes a BM x BN tile of C, each thread a TM x TN tile in
-// registers; tiles of A and B move from global to shared memory with 16-byte cp.async copies, STAGES
-// deep, so that the copies of the next tiles overlap the FFMAs of the current one. NVRTC compiles the
+// The kernels (examples/kernels/sgemm.hpp) are templates over their tiling, sgemm<BM, BN, BK, TM, TN, STAGES>
+// and sgemm_db<...>: a block of (BM / TM) * (BN / TN) threads computes a BM x BN tile of C, each thread
+// a TM x TN tile in registers; tiles of A and B move from global to shared memory with cp.async copies,
+// STAGES deep, so that the copies of the next tiles overlap the FFMAs of the current one. sgemm_db
+// stores the A tile transposed and double-buffers the fragments of A and B in registers. NVRTC compiles the
 // instantiations named in kernels::name_expressions through the compile cache (a second run loads
 // the cubin from the cache), each is launched through a typed kernel, checked and timed, and the
 // fastest is reported.

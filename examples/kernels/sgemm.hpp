@@ -23,6 +23,9 @@
 //   - B tile as in global memory, row k holding BN values of n. A thread reads float4 at columns
 //     n = 4 * tx + j * 4 * (BN / TN): a warp spans 8 consecutive tx, 128 contiguous bytes.
 // Lanes with the same ty (or tx) read the same address: a broadcast, no extra wavefront.
+//
+// sgemm_db (below) keeps the scheme with the A tile transposed in shared memory (4-byte cp.async copies
+// transpose it), 4 x 4 sub-tiles per thread, and the fragments of A and B double-buffered in registers.
 #pragma once
 
 #include <string>
@@ -424,11 +427,11 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
 }
 )CUDA";
 
-/// The instantiations example_sgemm uses, sgemm<BM, BN, BK, TM, TN, STAGES>; each is checked and timed,
-/// and the fastest is reported. All keep 8 x 8 outputs per thread and 128 registers or fewer, so that
-/// 16 warps share an SM: 128 x 128 tiles (256 threads, 2 blocks per SM) with a k tile of 16, three
-/// stages or plain double buffering, or with a k tile of 8 (half the shared memory per stage, twice
-/// the barriers) four stages deep; and 128 x 64 tiles (128 threads, 4 blocks per SM).
+/// The instantiations example_sgemm uses, sgemm<BM, BN, BK, TM, TN, STAGES> and sgemm_db<...>; each is
+/// checked and timed, and the fastest is reported. All compute 128 x 128 tiles, 2 blocks per SM: 256
+/// threads of 8 x 8 outputs (128 registers or fewer, 16 warps per SM), or 128 threads of 8 x 16 or
+/// 16 x 8 outputs (255 or fewer, 8 warps per SM); k tiles of 8 (half the shared memory per stage,
+/// twice the barriers) or 16, three or four stages.
 inline const std::vector<std::string> name_expressions{
     "sgemm<128, 128, 8, 8, 8, 4>",     "sgemm<128, 128, 16, 8, 8, 3>",    "sgemm<128, 128, 8, 8, 16, 4>",
     "sgemm_db<128, 128, 8, 8, 8, 3>",  "sgemm_db<128, 128, 8, 8, 8, 4>",  "sgemm_db<128, 128, 16, 8, 8, 3>",
