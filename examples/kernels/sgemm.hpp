@@ -436,7 +436,8 @@ inline const std::vector<std::string> name_expressions{
     "sgemm<128, 128, 8, 8, 8, 4>",     "sgemm<128, 128, 16, 8, 8, 3>",    "sgemm<128, 128, 8, 8, 16, 4>",
     "sgemm_db<128, 128, 8, 8, 8, 3>",  "sgemm_db<128, 128, 8, 8, 8, 4>",  "sgemm_db<128, 128, 16, 8, 8, 3>",
     "sgemm_db<128, 128, 8, 8, 16, 3>", "sgemm_db<128, 128, 8, 8, 16, 4>", "sgemm_db<128, 128, 16, 8, 16, 3>",
-    "sgemm_db<128, 128, 8, 16, 8, 3>", "sgemm_db<128, 128, 8, 16, 8, 4>",
+    "sgemm_db<128, 128, 8, 16, 8, 3>", "sgemm_db<128, 128, 8, 16, 8, 4>", "sgemm_db<128, 128, 16, 16, 8, 3>",
+    "sgemm_db<128, 128, 16, 8, 8, 4>",
 };
 
 /// Plain sm_90: cp.async is sm_80+, nothing here needs the arch-specific target.
