@@ -275,7 +275,7 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-30s %s %7.2f TFLOP/s  %.3f x FP32 peak\n", "cuBLAS SGEMM (pedantic FP32)",
+    std::printf("  %-34s %s %7.2f TFLOP/s  %.3f x FP32 peak\n", "cuBLAS SGEMM (pedantic FP32)",
                 example::format_rounds(cublas_ms).c_str(), cublas_tflops, cublas_tflops / peak);
   }
   bool ok = true;
@@ -295,13 +295,13 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
     std::snprintf(errors, sizeof errors, "error %s%.1e on %d entries, %.1e on C x%s", vs_cublas, r.vs_samples, samples,
                   r.vs_cx, r.not_finite != 0 ? ", non-finite elements" : "");
     if (!passed) {
-      std::printf("  %-30s WRONG: %s%s (bound %.1e)\n", v.expression.c_str(), errors,
+      std::printf("  %-34s WRONG: %s%s (bound %.1e)\n", v.expression.c_str(), errors,
                   r.ok ? ", and the timed runs left a different C" : "", bound);
       continue;
     }
     best_ms[i] = *std::min_element(variant_ms[i].begin(), variant_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(),
+    std::printf("  %-34s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(),
                 tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
@@ -365,7 +365,7 @@ bool run(const std::vector<std::size_t>& sizes) {
   for (const std::string& expression : kernels::name_expressions) {
     variants.push_back(make_variant(lib, dev, expression));
     const variant& v = variants.back();
-    std::printf("  %-30s %3d threads, %3d registers, %5.1f KiB shared, %d blocks/SM%s\n", v.expression.c_str(),
+    std::printf("  %-34s %3d threads, %3d registers, %5.1f KiB shared, %d blocks/SM%s\n", v.expression.c_str(),
                 v.threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0, v.blocks_per_sm,
                 v.local_bytes != 0 ? ", LOCAL MEMORY (spills)" : "");
   }
