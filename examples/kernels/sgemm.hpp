@@ -287,7 +287,11 @@ __device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float4
 //     step k + 1 are issued before the FFMAs of step k, and those of a tile's first step before the
 //     FFMAs of the previous tile's last step (right after the barrier), so that shared-memory latency
 //     hides behind FFMAs even with few warps per scheduler.
-template <int BM, int BN, int BK, int TM, int TN, int STAGES>
+//
+// COMPACT = false unrolls a k tile fully (BK steps of TM * TN FFMAs: 1024 instructions and more for
+// 8 x 16 and a k tile of 8); true keeps two steps in a loop and the last two apart, a quarter of the
+// code for a k tile of 8, in case the instruction cache is what the unrolled loop runs short of.
+template <int BM, int BN, int BK, int TM, int TN, int STAGES, bool COMPACT = false>
 __global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks<(BM / TM) * (BN / TN), TM, TN>::value)
 sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
          float* __restrict__ C) {
@@ -383,16 +387,11 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
       load_tile(write_stage);  // tile kt + STAGES - 1
     }
     cp_async_commit();
-    const float* const a_tile = a_thread + read_stage * A_STAGE;
-    const float* const b_tile = b_thread + read_stage * B_STAGE;
-#pragma unroll
-    for (int k = 0; k < BK; ++k) {
-      if (k < BK - 1) {
-        load_fragments<TM, TN, TY, TX>(a_frag[(k + 1) % 2], b_frag[(k + 1) % 2], a_tile + (k + 1) * A_STRIDE,
-                                       b_tile + (k + 1) * BN);
-      } else if (kt + 1 < tiles) {
-        // Tile kt + 1 has landed for this thread's copies; the barrier publishes every thread's, and
-        // tells that all reads of tile kt are done (its last fragments are in registers).
+    // Tile kt + 1 has landed for this thread's copies; the barrier publishes every thread's, and tells
+    // that all reads of tile kt are done (its last fragments are in registers). Then tile kt + 1's first
+    // fragments are loaded, before the FFMAs of tile kt's last step.
+    auto next_tile = [&] {
+      if (kt + 1 < tiles) {
         cp_async_wait<STAGES - 2>();
         __syncthreads();
         read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
@@ -400,7 +399,35 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
         load_fragments<TM, TN, TY, TX>(a_frag[0], b_frag[0], a_thread + read_stage * A_STAGE,
                                        b_thread + read_stage * B_STAGE);
       }
-      outer_product<TM, TN>(acc, a_frag[k % 2], b_frag[k % 2]);
+    };
+    const float* a_tile = a_thread + read_stage * A_STAGE;
+    const float* b_tile = b_thread + read_stage * B_STAGE;
+    if constexpr (COMPACT) {
+      // Steps 0 .. BK - 3 two at a time in a loop that is not unrolled; then the last two.
+#pragma unroll 1
+      for (int k = 0; k < BK - 2; k += 2) {
+        load_fragments<TM, TN, TY, TX>(a_frag[1], b_frag[1], a_tile + A_STRIDE, b_tile + BN);
+        outer_product<TM, TN>(acc, a_frag[0], b_frag[0]);
+        load_fragments<TM, TN, TY, TX>(a_frag[0], b_frag[0], a_tile + 2 * A_STRIDE, b_tile + 2 * BN);
+        outer_product<TM, TN>(acc, a_frag[1], b_frag[1]);
+        a_tile += 2 * A_STRIDE;
+        b_tile += 2 * BN;
+      }
+      load_fragments<TM, TN, TY, TX>(a_frag[1], b_frag[1], a_tile + A_STRIDE, b_tile + BN);
+      outer_product<TM, TN>(acc, a_frag[0], b_frag[0]);
+      next_tile();
+      outer_product<TM, TN>(acc, a_frag[1], b_frag[1]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BK; ++k) {
+        if (k < BK - 1) {
+          load_fragments<TM, TN, TY, TX>(a_frag[(k + 1) % 2], b_frag[(k + 1) % 2], a_tile + (k + 1) * A_STRIDE,
+                                         b_tile + (k + 1) * BN);
+        } else {
+          next_tile();
+        }
+        outer_product<TM, TN>(acc, a_frag[k % 2], b_frag[k % 2]);
+      }
     }
   }
   cp_async_wait<0>();
@@ -433,11 +460,23 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
 /// 16 x 8 outputs (255 or fewer, 8 warps per SM); k tiles of 8 (half the shared memory per stage,
 /// twice the barriers) or 16, three or four stages.
 inline const std::vector<std::string> name_expressions{
-    "sgemm<128, 128, 8, 8, 8, 4>",     "sgemm<128, 128, 16, 8, 8, 3>",    "sgemm<128, 128, 8, 8, 16, 4>",
-    "sgemm_db<128, 128, 8, 8, 8, 3>",  "sgemm_db<128, 128, 8, 8, 8, 4>",  "sgemm_db<128, 128, 16, 8, 8, 3>",
-    "sgemm_db<128, 128, 8, 8, 16, 3>", "sgemm_db<128, 128, 8, 8, 16, 4>", "sgemm_db<128, 128, 16, 8, 16, 3>",
-    "sgemm_db<128, 128, 8, 16, 8, 3>", "sgemm_db<128, 128, 8, 16, 8, 4>", "sgemm_db<128, 128, 16, 16, 8, 3>",
+    "sgemm<128, 128, 8, 8, 8, 4>",
+    "sgemm<128, 128, 16, 8, 8, 3>",
+    "sgemm<128, 128, 8, 8, 16, 4>",
+    "sgemm_db<128, 128, 8, 8, 8, 3>",
+    "sgemm_db<128, 128, 8, 8, 8, 4>",
+    "sgemm_db<128, 128, 16, 8, 8, 3>",
+    "sgemm_db<128, 128, 8, 8, 16, 3>",
+    "sgemm_db<128, 128, 8, 8, 16, 4>",
+    "sgemm_db<128, 128, 16, 8, 16, 3>",
+    "sgemm_db<128, 128, 8, 16, 8, 3>",
+    "sgemm_db<128, 128, 8, 16, 8, 4>",
+    "sgemm_db<128, 128, 16, 16, 8, 3>",
     "sgemm_db<128, 128, 16, 8, 8, 4>",
+    "sgemm_db<128, 128, 8, 8, 16, 3, true>",
+    "sgemm_db<128, 128, 16, 8, 16, 3, true>",
+    "sgemm_db<128, 128, 8, 16, 8, 3, true>",
+    "sgemm_db<128, 128, 8, 8, 8, 4, true>",
 };
 
 /// Plain sm_90: cp.async is sm_80+, nothing here needs the arch-specific target.

@@ -104,9 +104,9 @@ TEST_CASE("every sgemm instantiation fits its blocks per SM in the register file
   const cudrv::compile_result r =
       prog.compile(cudrv::code_kind::cubin, options, example::sgemm_kernels::name_expressions);
   INFO(r.log);
-  // "Compiling entry function '_Z8sgemm_dbILi128ELi128ELi8ELi8ELi8ELi4EE...'" ... "Used 128 registers"
+  // "Compiling entry function '_Z8sgemm_dbILi128ELi128ELi8ELi8ELi8ELi4ELb0EE...'" ... "Used 128 registers"
   const std::regex entry(
-      R"(Compiling entry function '_Z\d+sgemm\w*?I((?:Li\d+E){6})E\w*'[\s\S]*?Used (\d+) registers)");
+      R"(Compiling entry function '_Z\d+sgemm\w*?I((?:Li\d+E){6})(?:Lb[01]E)?E\w*'[\s\S]*?Used (\d+) registers)");
   const std::regex parameter(R"(Li(\d+)E)");
   int kernels = 0;
   for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), entry); it != std::sregex_iterator(); ++it) {
