@@ -3,10 +3,11 @@
 //
 //   example_sgemm [N]       an N x N x N product; default: 4096, then 8192. N a multiple of 128, at most 32768
 //
-// The kernel (examples/kernels/sgemm.hpp) is a template over its tiling, sgemm<BM, BN, BK, TM, TN, STAGES>:
-// a block of (BM / TM) * (BN / TN) threads computes a BM x BN tile of C, each thread a TM x TN tile in
-// registers; tiles of A and B move from global to shared memory with 16-byte cp.async copies, STAGES
-// deep, so that the copies of the next tiles overlap the FFMAs of the current one. NVRTC compiles the
+// The kernels (examples/kernels/sgemm.hpp) are templates over their tiling, sgemm<BM, BN, BK, TM, TN, STAGES>
+// and sgemm_db<...>: a block of (BM / TM) * (BN / TN) threads computes a BM x BN tile of C, each thread
+// a TM x TN tile in registers; tiles of A and B move from global to shared memory with cp.async copies,
+// STAGES deep, so that the copies of the next tiles overlap the FFMAs of the current one. sgemm_db
+// stores the A tile transposed and double-buffers the fragments of A and B in registers. NVRTC compiles the
 // instantiations named in kernels::name_expressions through the compile cache (a second run loads
 // the cubin from the cache), each is launched through a typed kernel, checked and timed, and the
 // fastest is reported.
@@ -69,13 +70,19 @@ struct variant {
 
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<sgemm_fn>(expression));
-  if (std::sscanf(expression.c_str(), "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) !=
-          6 ||
-      size_multiple % static_cast<std::size_t>(v.bm) != 0 || size_multiple % static_cast<std::size_t>(v.bn) != 0) {
+  const char* const e = expression.c_str();
+  bool transposed_a = false;  // sgemm_db keeps the A tile as [BK][BM + 4], sgemm as [BM][BK + 4]
+  if (std::sscanf(e, "sgemm_db<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) == 6) {
+    transposed_a = true;
+  } else if (std::sscanf(e, "sgemm<%d, %d, %d, %d, %d, %d>", &v.bm, &v.bn, &v.bk, &v.tm, &v.tn, &v.stages) != 6) {
     throw std::logic_error("sgemm: unexpected name expression " + expression);
   }
+  if (size_multiple % static_cast<std::size_t>(v.bm) != 0 || size_multiple % static_cast<std::size_t>(v.bn) != 0) {
+    throw std::logic_error("sgemm: a tile of " + expression + " does not divide " + std::to_string(size_multiple));
+  }
   v.threads = (v.bm / v.tm) * (v.bn / v.tn);
-  v.shared_bytes = static_cast<std::size_t>(v.stages) * (v.bm * (v.bk + 4) + v.bk * v.bn) * sizeof(float);
+  const int a_tile = transposed_a ? v.bk * (v.bm + 4) : v.bm * (v.bk + 4);
+  v.shared_bytes = static_cast<std::size_t>(v.stages) * (a_tile + v.bk * v.bn) * sizeof(float);
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);  // above 48 KiB needs the opt-in
   v.kernel.set_preferred_shared_memory_carveout(dev, 100);      // all of L1 as shared memory: cp.async.cg skips L1
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
@@ -268,7 +275,7 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-30s %s %7.2f TFLOP/s  %.3f x FP32 peak\n", "cuBLAS SGEMM (pedantic FP32)",
+    std::printf("  %-34s %s %7.2f TFLOP/s  %.3f x FP32 peak\n", "cuBLAS SGEMM (pedantic FP32)",
                 example::format_rounds(cublas_ms).c_str(), cublas_tflops, cublas_tflops / peak);
   }
   bool ok = true;
@@ -288,13 +295,13 @@ bool run_size(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<va
     std::snprintf(errors, sizeof errors, "error %s%.1e on %d entries, %.1e on C x%s", vs_cublas, r.vs_samples, samples,
                   r.vs_cx, r.not_finite != 0 ? ", non-finite elements" : "");
     if (!passed) {
-      std::printf("  %-30s WRONG: %s%s (bound %.1e)\n", v.expression.c_str(), errors,
+      std::printf("  %-34s WRONG: %s%s (bound %.1e)\n", v.expression.c_str(), errors,
                   r.ok ? ", and the timed runs left a different C" : "", bound);
       continue;
     }
     best_ms[i] = *std::min_element(variant_ms[i].begin(), variant_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-30s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(),
+    std::printf("  %-34s %s %7.2f TFLOP/s", v.expression.c_str(), example::format_rounds(variant_ms[i]).c_str(),
                 tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
@@ -358,7 +365,7 @@ bool run(const std::vector<std::size_t>& sizes) {
   for (const std::string& expression : kernels::name_expressions) {
     variants.push_back(make_variant(lib, dev, expression));
     const variant& v = variants.back();
-    std::printf("  %-30s %3d threads, %3d registers, %5.1f KiB shared, %d blocks/SM%s\n", v.expression.c_str(),
+    std::printf("  %-34s %3d threads, %3d registers, %5.1f KiB shared, %d blocks/SM%s\n", v.expression.c_str(),
                 v.threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0, v.blocks_per_sm,
                 v.local_bytes != 0 ? ", LOCAL MEMORY (spills)" : "");
   }

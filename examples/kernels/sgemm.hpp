@@ -23,6 +23,9 @@
 //   - B tile as in global memory, row k holding BN values of n. A thread reads float4 at columns
 //     n = 4 * tx + j * 4 * (BN / TN): a warp spans 8 consecutive tx, 128 contiguous bytes.
 // Lanes with the same ty (or tx) read the same address: a broadcast, no extra wavefront.
+//
+// sgemm_db (below) keeps the scheme with the A tile transposed in shared memory (4-byte cp.async copies
+// transpose it), 4 x 4 sub-tiles per thread, and the fragments of A and B double-buffered in registers.
 #pragma once
 
 #include <string>
@@ -72,8 +75,31 @@ __device__ __forceinline__ void fma_step(float (&acc)[TM][TN], const float4 (&a)
   }
 }
 
+// Grouped rasterization of a one-dimensional grid: consecutive blocks go down GROUP_M = 8 block rows,
+// then to the next block column, so that blocks resident at the same time share panels of A and B in L2.
+template <int BM, int BN>
+__device__ __forceinline__ void block_tile(int M, int N, int& block_m, int& block_n) {
+  constexpr int GROUP_M = 8;
+  const int grid_m = M / BM;
+  const int grid_n = N / BN;
+  const int per_group = GROUP_M * grid_n;
+  const int group = static_cast<int>(blockIdx.x) / per_group;
+  const int first_m = group * GROUP_M;
+  const int group_rows = min(grid_m - first_m, GROUP_M);
+  const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
+  block_m = first_m + in_group % group_rows;
+  block_n = in_group / group_rows;
+}
+
+// Blocks per SM that __launch_bounds__ asks for: 32768 accumulators per SM (512 threads of 8 x 8, 128
+// registers each; 256 threads of 8 x 16, 255 registers each), at least one block.
+template <int THREADS, int TM, int TN>
+struct min_blocks {
+  static constexpr int value = 32768 / (TM * TN) / THREADS > 0 ? 32768 / (TM * TN) / THREADS : 1;
+};
+
 template <int BM, int BN, int BK, int TM, int TN, int STAGES>
-__global__ void __launch_bounds__((BM / TM) * (BN / TN), 512 / ((BM / TM) * (BN / TN)))
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks<(BM / TM) * (BN / TN), TM, TN>::value)
 sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
       float* __restrict__ C) {
   constexpr int TX = BN / TN;          // threads along n
@@ -85,7 +111,6 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
   constexpr int B_STAGE = BK * BN;
   constexpr int A_CHUNKS = BM * BK / 4 / THREADS;  // 16-byte copies per thread and tile
   constexpr int B_CHUNKS = BK * BN / 4 / THREADS;
-  constexpr int GROUP_M = 8;           // block rows per group of the rasterization
   static_assert(TM % 4 == 0 && TN % 4 == 0, "TM and TN are multiples of 4");
   static_assert(TX % 8 == 0 && TY % 4 == 0 && THREADS % 32 == 0, "warps of 4 x 8 threads tile the block");
   static_assert(BK % 8 == 0, "BK a multiple of 8 keeps the padded A row an odd number of 16-byte units");
@@ -96,16 +121,9 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
   float* const As = reinterpret_cast<float*>(shared_tiles);  // STAGES x [BM][A_STRIDE]
   float* const Bs = As + STAGES * A_STAGE;                    // STAGES x [BK][BN]
 
-  // Grouped rasterization: consecutive blocks go down GROUP_M block rows, then to the next block column.
-  const int grid_m = M / BM;
-  const int grid_n = N / BN;
-  const int per_group = GROUP_M * grid_n;
-  const int group = static_cast<int>(blockIdx.x) / per_group;
-  const int first_m = group * GROUP_M;
-  const int group_rows = min(grid_m - first_m, GROUP_M);
-  const int in_group = static_cast<int>(blockIdx.x) - group * per_group;
-  const int block_m = first_m + in_group % group_rows;
-  const int block_n = in_group / group_rows;
+  int block_m = 0;
+  int block_n = 0;
+  block_tile<BM, BN>(M, N, block_m, block_n);
 
   const int tid = static_cast<int>(threadIdx.x);
   const int warp = tid / 32;
@@ -217,18 +235,248 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
     }
   }
 }
+
+// ---- sgemm_db: A transposed in shared memory, fragments double-buffered in registers ----------------
+// 4-byte asynchronous copy global -> shared (.ca: copies under 16 bytes only have that cache mode).
+__device__ __forceinline__ void cp_async_4(unsigned shared_address, const void* global) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4;\n" ::"r"(shared_address),
+               "l"(__cvta_generic_to_global(global))
+               : "memory");
+}
+
+// Component c (a compile-time constant once the callers' loops are unrolled) of a float4.
+__device__ __forceinline__ float component_at(const float4& v, int c) {
+  return c == 0 ? v.x : c == 1 ? v.y : c == 2 ? v.z : v.w;
+}
+
+// One step of k's fragments: TM values of A (row k of the transposed tile, columns m = 4 ty + 4 TY i + r)
+// and TN of B (row k, columns n = 4 tx + 4 TX j + r), as TM / 4 and TN / 4 128-bit loads.
+template <int TM, int TN, int TY, int TX>
+__device__ __forceinline__ void load_fragments(float4 (&a)[TM / 4], float4 (&b)[TN / 4], const float* a_row,
+                                               const float* b_row) {
+#pragma unroll
+  for (int i = 0; i < TM / 4; ++i) {
+    a[i] = *reinterpret_cast<const float4*>(a_row + i * 4 * TY);
+  }
+#pragma unroll
+  for (int j = 0; j < TN / 4; ++j) {
+    b[j] = *reinterpret_cast<const float4*>(b_row + j * 4 * TX);
+  }
+}
+
+// acc += a b^T for one step of k: TM * TN independent FFMAs.
+template <int TM, int TN>
+__device__ __forceinline__ void outer_product(float (&acc)[TM][TN], const float4 (&a)[TM / 4],
+                                              const float4 (&b)[TN / 4]) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    const float ai = component_at(a[i / 4], i % 4);
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      acc[i][j] = fmaf(ai, component_at(b[j / 4], j % 4), acc[i][j]);
+    }
+  }
+}
+
+// The same product as sgemm, with two changes to the inner loop:
+//   - the A tile is stored transposed, row k holding the BM values of m (padded to BM + 4 floats), so
+//     that a step of k needs only TM values of A; 4-byte cp.async copies transpose it on the way (a warp
+//     copies 4 rows of 8 consecutive k: 32-byte sectors in global memory, 32 distinct banks in shared);
+//   - a thread's TM x TN outputs are (TM / 4) x (TN / 4) sub-tiles of 4 x 4, spaced 4 TY rows and
+//     4 TX columns apart, and its fragments of A and B are double-buffered in registers: the loads of
+//     step k + 1 are issued before the FFMAs of step k, and those of a tile's first step before the
+//     FFMAs of the previous tile's last step (right after the barrier), so that shared-memory latency
+//     hides behind FFMAs even with few warps per scheduler.
+//
+// COMPACT = false unrolls a k tile fully (BK steps of TM * TN FFMAs: 1024 instructions and more for
+// 8 x 16 and a k tile of 8); true keeps two steps in a loop and the last two apart, a quarter of the
+// code for a k tile of 8, in case the instruction cache is what the unrolled loop runs short of.
+template <int BM, int BN, int BK, int TM, int TN, int STAGES, bool COMPACT = false>
+__global__ void __launch_bounds__((BM / TM) * (BN / TN), min_blocks<(BM / TM) * (BN / TN), TM, TN>::value)
+sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const float* __restrict__ B, float beta,
+         float* __restrict__ C) {
+  constexpr int TX = BN / TN;  // threads along n
+  constexpr int TY = BM / TM;  // threads along m
+  constexpr int THREADS = TX * TY;
+  constexpr int WARPS_X = TX / 8;   // a warp is 4 (m) x 8 (n) threads
+  constexpr int A_STRIDE = BM + 4;  // padded row k of the transposed A tile, in floats
+  constexpr int A_STAGE = BK * A_STRIDE;
+  constexpr int B_STAGE = BK * BN;
+  constexpr int A_COPIES = BM * BK / THREADS;  // 4-byte copies per thread and tile
+  constexpr int A_ROWS_PER_COPY = THREADS / BK;
+  constexpr int B_CHUNKS = BK * BN / 4 / THREADS;  // 16-byte copies per thread and tile
+  constexpr int B_ROW_THREADS = BN / 4 / B_CHUNKS;
+  static_assert(TM % 4 == 0 && TN % 4 == 0, "TM and TN are multiples of 4");
+  static_assert(TX % 8 == 0 && TY % 4 == 0 && THREADS % 32 == 0, "warps of 4 x 8 threads tile the block");
+  static_assert(BK % 2 == 0, "an even BK: a tile's first step uses the first fragment buffer");
+  static_assert(THREADS % BK == 0 && (BM * BK) % THREADS == 0, "A copies divide among the threads");
+  static_assert((BK * BN / 4) % THREADS == 0 && B_ROW_THREADS * B_CHUNKS == BN / 4, "B copies lie in one row");
+  static_assert(STAGES >= 2, "at least double buffering");
+
+  extern __shared__ float4 shared_tiles[];
+  float* const As = reinterpret_cast<float*>(shared_tiles);  // STAGES x [BK][A_STRIDE]
+  float* const Bs = As + STAGES * A_STAGE;                    // STAGES x [BK][BN]
+
+  int block_m = 0;
+  int block_n = 0;
+  block_tile<BM, BN>(M, N, block_m, block_n);
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int warp = tid / 32;
+  const int lane = tid % 32;
+  const int ty = (warp / WARPS_X) * 4 + lane / 8;
+  const int tx = (warp % WARPS_X) * 8 + lane % 8;
+
+  // Copies: element (m, k) of the A tile goes to row k, column m of the transposed tile; thread tid
+  // takes k = tid % BK and m = tid / BK + c * THREADS / BK. B as in sgemm.
+  const int a_k = tid % BK;
+  const int a_m = tid / BK;
+  const int b_row = tid / B_ROW_THREADS;
+  const int b_col = (tid % B_ROW_THREADS) * 4;
+  int a_src = (block_m * BM + a_m) * K + a_k;  // 32-bit element offsets (the host keeps them under 2^31)
+  int b_src = b_row * N + block_n * BN + b_col;
+  const unsigned a_dst = static_cast<unsigned>(__cvta_generic_to_shared(As + a_k * A_STRIDE + a_m));
+  const unsigned b_dst = static_cast<unsigned>(__cvta_generic_to_shared(Bs + b_row * BN + b_col));
+
+  auto load_tile = [&](int s) {
+#pragma unroll
+    for (int c = 0; c < A_COPIES; ++c) {
+      cp_async_4(a_dst + static_cast<unsigned>((s * A_STAGE + c * A_ROWS_PER_COPY) * 4),
+                 A + a_src + c * A_ROWS_PER_COPY * K);
+    }
+#pragma unroll
+    for (int c = 0; c < B_CHUNKS; ++c) {
+      cp_async_16(b_dst + static_cast<unsigned>((s * B_STAGE + c * 4 * B_ROW_THREADS) * 4),
+                  B + b_src + c * 4 * B_ROW_THREADS);
+    }
+    a_src += BK;
+    b_src += BK * N;
+  };
+
+  float acc[TM][TN];
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      acc[i][j] = 0.0f;
+    }
+  }
+
+  const int tiles = K / BK;
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) {
+      load_tile(s);
+    }
+    cp_async_commit();
+  }
+  cp_async_wait<STAGES - 2>();
+  __syncthreads();
+
+  float4 a_frag[2][TM / 4];
+  float4 b_frag[2][TN / 4];
+  const float* const a_thread = As + 4 * ty;
+  const float* const b_thread = Bs + 4 * tx;
+  load_fragments<TM, TN, TY, TX>(a_frag[0], b_frag[0], a_thread, b_thread);
+
+  int read_stage = 0;
+  int write_stage = STAGES - 1;
+  for (int kt = 0; kt < tiles; ++kt) {
+    // Every thread is past the barrier that ended its reads of the stage written now (tile kt - 1).
+    if (kt + STAGES - 1 < tiles) {
+      load_tile(write_stage);  // tile kt + STAGES - 1
+    }
+    cp_async_commit();
+    // Tile kt + 1 has landed for this thread's copies; the barrier publishes every thread's, and tells
+    // that all reads of tile kt are done (its last fragments are in registers). Then tile kt + 1's first
+    // fragments are loaded, before the FFMAs of tile kt's last step.
+    auto next_tile = [&] {
+      if (kt + 1 < tiles) {
+        cp_async_wait<STAGES - 2>();
+        __syncthreads();
+        read_stage = read_stage == STAGES - 1 ? 0 : read_stage + 1;
+        write_stage = write_stage == STAGES - 1 ? 0 : write_stage + 1;
+        load_fragments<TM, TN, TY, TX>(a_frag[0], b_frag[0], a_thread + read_stage * A_STAGE,
+                                       b_thread + read_stage * B_STAGE);
+      }
+    };
+    const float* a_tile = a_thread + read_stage * A_STAGE;
+    const float* b_tile = b_thread + read_stage * B_STAGE;
+    if constexpr (COMPACT) {
+      // Steps 0 .. BK - 3 two at a time in a loop that is not unrolled; then the last two.
+#pragma unroll 1
+      for (int k = 0; k < BK - 2; k += 2) {
+        load_fragments<TM, TN, TY, TX>(a_frag[1], b_frag[1], a_tile + A_STRIDE, b_tile + BN);
+        outer_product<TM, TN>(acc, a_frag[0], b_frag[0]);
+        load_fragments<TM, TN, TY, TX>(a_frag[0], b_frag[0], a_tile + 2 * A_STRIDE, b_tile + 2 * BN);
+        outer_product<TM, TN>(acc, a_frag[1], b_frag[1]);
+        a_tile += 2 * A_STRIDE;
+        b_tile += 2 * BN;
+      }
+      load_fragments<TM, TN, TY, TX>(a_frag[1], b_frag[1], a_tile + A_STRIDE, b_tile + BN);
+      outer_product<TM, TN>(acc, a_frag[0], b_frag[0]);
+      next_tile();
+      outer_product<TM, TN>(acc, a_frag[1], b_frag[1]);
+    } else {
+#pragma unroll
+      for (int k = 0; k < BK; ++k) {
+        if (k < BK - 1) {
+          load_fragments<TM, TN, TY, TX>(a_frag[(k + 1) % 2], b_frag[(k + 1) % 2], a_tile + (k + 1) * A_STRIDE,
+                                         b_tile + (k + 1) * BN);
+        } else {
+          next_tile();
+        }
+        outer_product<TM, TN>(acc, a_frag[k % 2], b_frag[k % 2]);
+      }
+    }
+  }
+  cp_async_wait<0>();
+
+  // Epilogue: float4 stores, a warp writing 4 rows of 128 contiguous bytes per store.
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+    float* const c_row = C + (block_m * BM + 4 * ty + (i / 4) * 4 * TY + i % 4) * N + block_n * BN + 4 * tx;
+#pragma unroll
+    for (int j = 0; j < TN / 4; ++j) {
+      float4* const out = reinterpret_cast<float4*>(c_row + j * 4 * TX);
+      float4 v = make_float4(alpha * acc[i][4 * j + 0], alpha * acc[i][4 * j + 1], alpha * acc[i][4 * j + 2],
+                             alpha * acc[i][4 * j + 3]);
+      if (beta != 0.0f) {
+        const float4 old = *out;
+        v.x = fmaf(beta, old.x, v.x);
+        v.y = fmaf(beta, old.y, v.y);
+        v.z = fmaf(beta, old.z, v.z);
+        v.w = fmaf(beta, old.w, v.w);
+      }
+      *out = v;
+    }
+  }
+}
 )CUDA";
 
-/// The instantiations example_sgemm uses, sgemm<BM, BN, BK, TM, TN, STAGES>; each is checked and timed,
-/// and the fastest is reported. All keep 8 x 8 outputs per thread and 128 registers or fewer, so that
-/// 16 warps share an SM: 128 x 128 tiles (256 threads, 2 blocks per SM) with a k tile of 16, three
-/// stages or plain double buffering, or with a k tile of 8 (half the shared memory per stage, twice
-/// the barriers) four stages deep; and 128 x 64 tiles (128 threads, 4 blocks per SM).
+/// The instantiations example_sgemm uses, sgemm<BM, BN, BK, TM, TN, STAGES> and sgemm_db<...>; each is
+/// checked and timed, and the fastest is reported. All compute 128 x 128 tiles, 2 blocks per SM: 256
+/// threads of 8 x 8 outputs (128 registers or fewer, 16 warps per SM), or 128 threads of 8 x 16 or
+/// 16 x 8 outputs (255 or fewer, 8 warps per SM); k tiles of 8 (half the shared memory per stage,
+/// twice the barriers) or 16, three or four stages.
 inline const std::vector<std::string> name_expressions{
-    "sgemm<128, 128, 16, 8, 8, 3>",
-    "sgemm<128, 128, 16, 8, 8, 2>",
     "sgemm<128, 128, 8, 8, 8, 4>",
-    "sgemm<128, 64, 16, 8, 8, 3>",
+    "sgemm<128, 128, 16, 8, 8, 3>",
+    "sgemm<128, 128, 8, 8, 16, 4>",
+    "sgemm_db<128, 128, 8, 8, 8, 3>",
+    "sgemm_db<128, 128, 8, 8, 8, 4>",
+    "sgemm_db<128, 128, 16, 8, 8, 3>",
+    "sgemm_db<128, 128, 8, 8, 16, 3>",
+    "sgemm_db<128, 128, 8, 8, 16, 4>",
+    "sgemm_db<128, 128, 16, 8, 16, 3>",
+    "sgemm_db<128, 128, 8, 16, 8, 3>",
+    "sgemm_db<128, 128, 8, 16, 8, 4>",
+    "sgemm_db<128, 128, 16, 16, 8, 3>",
+    "sgemm_db<128, 128, 16, 8, 8, 4>",
+    "sgemm_db<128, 128, 8, 8, 16, 3, true>",
+    "sgemm_db<128, 128, 16, 8, 16, 3, true>",
+    "sgemm_db<128, 128, 8, 16, 8, 3, true>",
+    "sgemm_db<128, 128, 8, 8, 8, 4, true>",
 };
 
 /// Plain sm_90: cp.async is sm_80+, nothing here needs the arch-specific target.

@@ -5,6 +5,7 @@
 
 #include <cudrv/program.hpp>
 
+#include <algorithm>
 #include <regex>
 #include <string>
 #include <vector>
@@ -89,4 +90,39 @@ TEST_CASE("every example kernel compiles with NVRTC for sm_90 without spills or 
       CHECK(r.log.find("serialized") == std::string::npos);
     }
   }
+}
+
+// example_sgemm's kernels size their register budget through __launch_bounds__ (min_blocks in
+// examples/kernels/sgemm.hpp: 32768 accumulators per SM); each must fit the blocks per SM it asks for,
+// or the occupancy its tiling was chosen for is silently lost.
+TEST_CASE("every sgemm instantiation fits its blocks per SM in the register file", "[examples][sgemm]") {
+  cudrv::compile_options options;
+  options.arch = "sm_90";
+  options.cpp_standard = "c++17";
+  options.extra_options = {"--ptxas-options=-v"};
+  const cudrv::program prog("sgemm.cu", example::sgemm_kernels::source);
+  const cudrv::compile_result r =
+      prog.compile(cudrv::code_kind::cubin, options, example::sgemm_kernels::name_expressions);
+  INFO(r.log);
+  // "Compiling entry function '_Z8sgemm_dbILi128ELi128ELi8ELi8ELi8ELi4ELb0EE...'" ... "Used 128 registers"
+  const std::regex entry(
+      R"(Compiling entry function '_Z\d+sgemm\w*?I((?:Li\d+E){6})(?:Lb[01]E)?E\w*'[\s\S]*?Used (\d+) registers)");
+  const std::regex parameter(R"(Li(\d+)E)");
+  int kernels = 0;
+  for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), entry); it != std::sregex_iterator(); ++it) {
+    ++kernels;
+    const std::string parameters = (*it)[1];
+    std::vector<int> p;  // BM, BN, BK, TM, TN, STAGES
+    for (auto q = std::sregex_iterator(parameters.begin(), parameters.end(), parameter); q != std::sregex_iterator();
+         ++q) {
+      p.push_back(std::stoi((*q)[1]));
+    }
+    REQUIRE(p.size() == 6);
+    const int threads = (p[0] / p[3]) * (p[1] / p[4]);
+    const int blocks = std::max(1, 32768 / (p[3] * p[4]) / threads);
+    const int registers = std::stoi((*it)[2]);
+    INFO(parameters << ": " << threads << " threads, " << blocks << " blocks per SM, " << registers << " registers");
+    CHECK(registers * threads * blocks <= 65536);
+  }
+  CHECK(kernels == static_cast<int>(example::sgemm_kernels::name_expressions.size()));
 }
