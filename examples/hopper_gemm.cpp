@@ -54,7 +54,7 @@
 namespace {
 
 namespace kernels = example::hopper_gemm_kernels;
-using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int);
+using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int, cudrv::tensor_map);
 
 constexpr std::size_t m_multiple = 256;  // BM x the largest cluster
 constexpr std::size_t n_multiple = 256;  // BN
@@ -78,6 +78,7 @@ struct variant {
   cudrv::typed_kernel<gemm_fn> kernel;
   int bm = 0, bn = 0, bk = 0, stages = 0, cluster = 0, producer_regs = 0, consumer_regs = 0;
   bool overlap = false;
+  int store_buffers = 0;  // 0: the epilogue stores from registers; else staging buffers per consumer, TMA stores
   std::size_t shared_bytes = 0;
   int registers = 0;
   int local_bytes = 0;
@@ -99,17 +100,20 @@ cudrv::launch_config config_of(const variant& v, unsigned clusters) {
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<gemm_fn>(expression));
   char overlap[8] = "";
-  if (std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d, %7[a-z]>", &v.bm, &v.bn, &v.bk,
-                  &v.stages, &v.cluster, &v.producer_regs, &v.consumer_regs, overlap) != 8 ||
-      m_multiple % static_cast<std::size_t>(v.bm * v.cluster) != 0 ||
+  // The last template argument, STORE_BUFFERS, may be left to its default (0).
+  const int fields =
+      std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d, %7[a-z], %d>", &v.bm, &v.bn, &v.bk,
+                  &v.stages, &v.cluster, &v.producer_regs, &v.consumer_regs, overlap, &v.store_buffers);
+  if ((fields != 8 && fields != 9) || m_multiple % static_cast<std::size_t>(v.bm * v.cluster) != 0 ||
       n_multiple % static_cast<std::size_t>(v.bn) != 0 || k_multiple % static_cast<std::size_t>(v.bk) != 0) {
     throw std::logic_error("hopper_gemm: unexpected name expression " + expression);
   }
   v.overlap = std::string(overlap) == "true";
-  // The ring of stages, 1 KiB of slack to align it to 1024 bytes, and two mbarriers per stage.
+  // The ring of stages, the epilogue's staging buffers (8 KiB each, per consumer warpgroup), 1 KiB of
+  // slack to align them to 1024 bytes, and two mbarriers per stage.
   v.shared_bytes =
       static_cast<std::size_t>(v.stages) * static_cast<std::size_t>(v.bm + v.bn) * static_cast<std::size_t>(v.bk) * 2 +
-      1024 + static_cast<std::size_t>(v.stages) * 16;
+      static_cast<std::size_t>(2 * v.store_buffers) * 8192 + 1024 + static_cast<std::size_t>(v.stages) * 16;
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
   v.registers = attributes.num_regs;
@@ -272,6 +276,17 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     a_maps.push_back(make_map(da, s.m, v.bm));
     b_maps.push_back(make_map(db, s.n, v.bn / v.cluster));
   }
+  // C's map, for the epilogues that store through shared memory: BF16, 2-D (N innermost), boxes of
+  // 64 columns (one 128-byte row) x 64 rows in the 128-byte swizzle the staging buffers are written in.
+  cudrv::tiled_tensor_map_desc c_desc;
+  c_desc.data_type = cudrv::tensor_map_data_type::bfloat16;
+  c_desc.rank = 2;
+  c_desc.global_address = dc.view().data();
+  c_desc.global_dims = {s.n, s.m};
+  c_desc.global_strides = {s.n * 2};
+  c_desc.box_dims = {64, 64};
+  c_desc.swizzle = cudrv::tensor_map_swizzle::bytes_128;
+  const cudrv::tensor_map c_map = cudrv::make_tiled_tensor_map(c_desc);
 
   // cuBLAS's product, once, as the reference of every configuration; checked against the host first.
   std::vector<float> cublas_c;
@@ -296,7 +311,7 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
         (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
     const std::size_t clusters = cfg.persistent ? std::min(tiles, static_cast<std::size_t>(v.max_clusters)) : tiles;
     cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant], b_maps[cfg.variant],
-                  dc.get(), m, n, k, cfg.group_m);
+                  dc.get(), m, n, k, cfg.group_m, c_map);
   };
 
   std::vector<check_result> checks;
@@ -386,9 +401,11 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
                 m, n, k, describe(v, cfg).c_str(), threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0,
                 v.max_clusters, v.cluster > 1 ? "clusters" : "blocks", best_ms[best],
                 cublas_tflops > 0 ? "cuBLAS " : "no cuBLAS ", best_cublas_ms);
-  char json[200];
-  std::snprintf(json, sizeof json, "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s", m, n, k,
-                v.cluster, cfg.persistent ? "true" : "false");
+  char json[240];
+  std::snprintf(json, sizeof json,
+                "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s, \"stages\": %d, "
+                "\"store_buffers\": %d",
+                m, n, k, v.cluster, cfg.persistent ? "true" : "false", v.stages, v.store_buffers);
   example::report({.example = "hopper_gemm",
                    .metric = "TFLOP/s",
                    .value = tflops,

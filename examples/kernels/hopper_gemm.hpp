@@ -117,6 +117,34 @@ __device__ __forceinline__ void tma_load_multicast(u32 dst, const tensor_map_par
       : "memory");
 }
 
+// ---- TMA store (the epilogue through shared memory) -------------------------------------------------
+// The box of `map` at (x, y) from shared memory at `src` (laid out as the map's swizzle says), as one
+// bulk async-group of the issuing thread.
+__device__ __forceinline__ void tma_store(const tensor_map_param* map, u32 src, int x, int y) {
+  asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%1, %2}], [%3];"
+               ::"l"(reinterpret_cast<u64>(map)), "r"(x), "r"(y), "r"(src)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+}
+// Waits until at most `Pending` bulk async-groups of this thread are still reading shared memory.
+template <int Pending>
+__device__ __forceinline__ void tma_store_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read %0;" ::"n"(Pending) : "memory");
+}
+// Waits until every bulk async-group of this thread is complete (its writes done).
+__device__ __forceinline__ void tma_store_wait_all() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+// Makes this thread's generic-proxy writes to shared memory visible to the async proxy (the TMA).
+__device__ __forceinline__ void fence_proxy_async_shared() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Synchronises the `count` threads (whole warps) that use named barrier `id` (1 to 15; 0 is __syncthreads).
+__device__ __forceinline__ void named_barrier_sync(u32 id, u32 count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+__device__ __forceinline__ void st_shared_u32(u32 address, u32 value) {
+  asm volatile("st.shared.u32 [%0], %1;" ::"r"(address), "r"(value) : "memory");
+}
+
 // ---- wgmma ---------------------------------------------------------------------------------------
 // A shared-memory matrix descriptor for a K-major tile in the 128-byte swizzle: rows of 128 bytes,
 // groups of 8 rows 1024 bytes apart (the stride byte offset), layout type 1 (128B swizzle) in bits
@@ -175,6 +203,43 @@ __device__ __forceinline__ u32 pack_bf16x2(float lo, float hi) {
   return r;
 }
 
+// The epilogue through shared memory: a consumer warpgroup's 64 x 256 FP32 accumulators `d` as BF16,
+// stored to C at (row0, col0) in four 64 x 64 sub-tiles. Each sub-tile is written to one of BUFFERS
+// 8 KiB staging buffers at `staging` (1024-byte aligned) in the 128-byte swizzled layout of the C map
+// (the 16-byte chunk c of row r at chunk c ^ (r % 8)), then one thread stores it with one TMA. The
+// swizzle also spreads the writes over the banks: the 8 rows x 4 words of one st.shared per warp fall
+// in 32 distinct banks. Before a buffer is rewritten, the store that read it (BUFFERS sub-tiles
+// earlier, perhaps in the previous tile) must have finished reading it; the last stores drain while
+// the warpgroup goes back to the MMAs of its next tile.
+template <int BUFFERS>
+__device__ __forceinline__ void store_through_shared(const float (&d)[128], u32 staging, const tensor_map_param* c_map,
+                                                     u32 barrier_id, int thread, int row0, int col0) {
+  const int warp = thread / 32;
+  const int lane = thread % 32;
+  const u32 r = static_cast<u32>(lane / 4);  // the row within its group of 8; the thread's rows are
+  const u32 row_offset = (warp * 16 + r) * 128 + (lane % 4) * 4;  // 16 warp + r and 16 warp + r + 8
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const u32 buffer = staging + (j % BUFFERS) * 8192;
+    if (thread == 0) {
+      tma_store_wait_read<BUFFERS - 1>();
+    }
+    named_barrier_sync(barrier_id, 128);
+#pragma unroll
+    for (int jj = 0; jj < 8; ++jj) {
+      const u32 chunk = (static_cast<u32>(jj) ^ r) * 16;
+      const int i = 4 * (8 * j + jj);
+      st_shared_u32(buffer + row_offset + chunk, pack_bf16x2(d[i + 0], d[i + 1]));
+      st_shared_u32(buffer + row_offset + 8 * 128 + chunk, pack_bf16x2(d[i + 2], d[i + 3]));
+    }
+    fence_proxy_async_shared();
+    named_barrier_sync(barrier_id, 128);
+    if (thread == 0) {
+      tma_store(c_map, buffer, col0 + 64 * j, row0);
+    }
+  }
+}
+
 // The tile of C (row tm of cluster tiles, column tn) that is `tile` in the grouped order: group_m rows
 // of cluster tiles walked column by column, then the next group_m rows.
 __device__ __forceinline__ void tile_coordinates(int tile, int tiles_m, int tiles_n, int group_m, int& tm, int& tn) {
@@ -192,14 +257,21 @@ __device__ __forceinline__ void tile_coordinates(int tile, int tiles_m, int tile
 // along M (1 or 2). PRODUCER_REGS / CONSUMER_REGS: the registers each warpgroup keeps after
 // setmaxnreg (128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536). OVERLAP: a consumer keeps one K
 // block's wgmma group in flight while it waits for the next stage (wgmma.wait_group 1, releasing the
-// stage before), instead of waiting for each group to finish (wait_group 0).
-template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, int CONSUMER_REGS, bool OVERLAP>
+// stage before), instead of waiting for each group to finish (wait_group 0). STORE_BUFFERS: 0, the
+// epilogue stores the accumulators from registers to C; 1, 2 or 4, it stages them through that many
+// 8 KiB buffers of shared memory per consumer warpgroup and stores them with TMA through c_map
+// (store_through_shared).
+template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, int CONSUMER_REGS, bool OVERLAP,
+          int STORE_BUFFERS = 0>
 __global__ void __launch_bounds__(384, 1)
 hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constant__ tensor_map_param b_map,
-            unsigned short* __restrict__ C, int M, int N, int K, int group_m) {
+            unsigned short* __restrict__ C, int M, int N, int K, int group_m,
+            const __grid_constant__ tensor_map_param c_map) {
   static_assert(BM == 128 && BN == 256 && BK == 64, "the warpgroup layout assumes 128 x 256 x 64 tiles");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks along M");
   static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file holds 64K registers");
+  static_assert(STORE_BUFFERS == 0 || STORE_BUFFERS == 1 || STORE_BUFFERS == 2 || STORE_BUFFERS == 4,
+                "the four sub-tiles of an epilogue take turns over 1, 2 or 4 staging buffers");
   constexpr u32 A_BYTES = BM * BK * 2;                 // 16 KiB
   constexpr u32 B_BYTES = BN * BK * 2;                 // 32 KiB
   constexpr u32 B_SLICE_BYTES = B_BYTES / CLUSTER;     // what each block of a cluster loads
@@ -207,13 +279,15 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
   constexpr u32 CONSUMER_WARPS = 8;
 
   // Dynamic shared memory, aligned up to 1024 bytes (the 128-byte swizzle repeats every 1024 bytes and
-  // the descriptors assume tiles on that boundary): STAGES x (A tile, B tile), then the barriers.
+  // the descriptors assume tiles on that boundary): STAGES x (A tile, B tile), the epilogue's staging
+  // buffers (STORE_BUFFERS x 8 KiB per consumer warpgroup), then the barriers.
   extern __shared__ unsigned char shared_raw[];
   const u32 raw = shared_address(shared_raw);
   const u32 base = (raw + 1023u) & ~1023u;
   const u32 a_tiles = base;
   const u32 b_tiles = base + STAGES * A_BYTES;
-  const u32 full_bars = b_tiles + STAGES * B_BYTES;    // STAGES x 8 bytes
+  const u32 c_staging = b_tiles + STAGES * B_BYTES;
+  const u32 full_bars = c_staging + 2 * STORE_BUFFERS * 8192;  // STAGES x 8 bytes
   const u32 empty_bars = full_bars + STAGES * 8;       // STAGES x 8 bytes
 
   const int warpgroup = static_cast<int>(threadIdx.x) / 128;
@@ -227,6 +301,9 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(&a_map)) : "memory");
     asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(&b_map)) : "memory");
+    if (STORE_BUFFERS > 0) {
+      asm volatile("prefetch.tensormap [%0];" ::"l"(reinterpret_cast<u64>(&c_map)) : "memory");
+    }
   }
   // Every barrier of the cluster is initialised before any block signals one of another block.
   if (CLUSTER > 1) {
@@ -333,6 +410,11 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
         wgmma_wait<0>();
         release(previous);
       }
+      if constexpr (STORE_BUFFERS > 0) {
+        store_through_shared<STORE_BUFFERS>(d, c_staging + consumer * STORE_BUFFERS * 8192, &c_map,
+                                            static_cast<u32>(1 + consumer), thread, m0 + consumer * 64, n0);
+        continue;
+      }
       // Epilogue. Accumulator layout of m64nNk16: thread (warp w, lane l) holds rows 16 w + l / 4 and
       // 16 w + l / 4 + 8, columns 8 j + 2 (l % 4) + {0, 1}, in d[4 j + {0, 1}] and d[4 j + {2, 3}].
       const int row = m0 + consumer * 64 + warp * 16 + lane / 4;
@@ -345,6 +427,10 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
         out1[4 * j] = pack_bf16x2(d[4 * j + 2], d[4 * j + 3]);
       }
     }
+    // The shared memory of the last stores stays valid until they are complete.
+    if (STORE_BUFFERS > 0 && thread == 0) {
+      tma_store_wait_all();
+    }
   }
   // No block leaves while another may still arrive on its barriers.
   if (CLUSTER > 1) {
@@ -354,13 +440,17 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
 )CUDA";
 
 /// The instantiations example_hopper_gemm uses, hopper_gemm<BM, BN, BK, STAGES, CLUSTER, PRODUCER_REGS,
-/// CONSUMER_REGS, OVERLAP>: 128 x 256 x 64 tiles, four stages (4 x 48 KiB of shared memory), without
-/// and with a cluster of two blocks sharing B by multicast, and with one wgmma group kept in flight.
+/// CONSUMER_REGS, OVERLAP[, STORE_BUFFERS]>: 128 x 256 x 64 tiles, four stages (4 x 48 KiB of shared
+/// memory), without and with a cluster of two blocks sharing B by multicast, and with one wgmma group
+/// kept in flight; first with the epilogue stored from registers, then through shared memory and TMA
+/// stores: two 8 KiB staging buffers per consumer warpgroup beside four stages (225 KiB in all), or
+/// four (the whole 64 x 256 share of the tile) beside three stages.
 inline const std::vector<std::string> name_expressions{
-    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, false>",
-    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, true>",
-    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, false>",
-    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, true>",
+    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, false>",    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, true>",
+    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, false>",    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, true>",
+    "hopper_gemm<128, 256, 64, 4, 1, 40, 232, false, 2>", "hopper_gemm<128, 256, 64, 4, 1, 40, 232, true, 2>",
+    "hopper_gemm<128, 256, 64, 4, 2, 40, 232, false, 2>", "hopper_gemm<128, 256, 64, 4, 2, 40, 232, true, 2>",
+    "hopper_gemm<128, 256, 64, 3, 1, 40, 232, true, 4>",  "hopper_gemm<128, 256, 64, 3, 2, 40, 232, true, 4>",
 };
 
 /// wgmma and setmaxnreg exist only on the arch-specific target sm_90a.
