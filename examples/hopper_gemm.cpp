@@ -54,7 +54,8 @@
 namespace {
 
 namespace kernels = example::hopper_gemm_kernels;
-using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int, cudrv::tensor_map);
+using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int, cudrv::tensor_map,
+                     float*, std::uint32_t*, int);
 
 constexpr std::size_t m_multiple = 256;  // BM x the largest cluster
 constexpr std::size_t n_multiple = 256;  // BN
@@ -130,13 +131,24 @@ variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const 
   return v;
 }
 
-// One way to run a variant: its grid (persistent: as many clusters as fit; or one cluster per tile)
-// and the group size of the tile order.
+// One way to run a variant: its grid (persistent: as many clusters as fit; or one cluster per tile),
+// the group size of the tile order, and the stream-K tail of the persistent grid: 0 none; 1 the tiles
+// of the last partial wave (tiles % clusters); 2 those and one more wave.
 struct configuration {
   std::size_t variant;
   bool persistent;
   int group_m;
+  int stream_k = 0;
 };
+
+// The tiles the kernel spreads over every cluster by stream-K (its last argument), out of `tiles`
+// cluster tiles on a grid of `clusters`.
+int stream_k_tiles(const configuration& c, std::size_t tiles, std::size_t clusters) {
+  if (!c.persistent || c.stream_k == 0 || tiles <= clusters) {
+    return 0;
+  }
+  return static_cast<int>(tiles % clusters + (c.stream_k == 2 ? clusters : 0));
+}
 
 using example::random_source;
 
@@ -232,7 +244,8 @@ check_result check(const std::vector<std::uint16_t>& c, const shape& s, const ho
 }
 
 std::string describe(const variant& v, const configuration& c) {
-  return v.expression + (c.persistent ? " persistent" : " 1 tile/cluster") + " g" + std::to_string(c.group_m);
+  return v.expression + (c.persistent ? " persistent" : " 1 tile/cluster") + " g" + std::to_string(c.group_m) +
+         (c.stream_k == 0 ? "" : " stream-K" + std::to_string(c.stream_k));
 }
 
 bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<variant>& variants,
@@ -288,6 +301,28 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   c_desc.swizzle = cudrv::tensor_map_swizzle::bytes_128;
   const cudrv::tensor_map c_map = cudrv::make_tiled_tensor_map(c_desc);
 
+  // Stream-K's workspace: one 64 x 256 FP32 slot per consumer warpgroup of the largest grid, and its
+  // flags: flags[0] is set by a wait that gave up (then the configuration counts as wrong), flags[1 + i]
+  // say slot i is published; the kernel clears each after reading it.
+  std::size_t max_blocks = 0;
+  for (const variant& v : variants) {
+    max_blocks = std::max(max_blocks, static_cast<std::size_t>(v.max_clusters * v.cluster));
+  }
+  cudrv::device_buffer<float> workspace(dev, max_blocks * 2 * 64 * 256);
+  cudrv::device_buffer<std::uint32_t> flags(dev, 1 + max_blocks * 2);
+  std::vector<std::uint32_t> host_flags(1 + max_blocks * 2);
+  cudrv::fill(flags, 0u, stream);
+  // Whether a stream-K wait gave up since the last call (and clears the flags for the next run).
+  auto stream_k_failed = [&] {
+    cudrv::copy(host_flags, flags, stream);
+    stream.synchronize();
+    const bool failed = host_flags[0] != 0;
+    if (failed) {
+      cudrv::fill(flags, 0u, stream);
+    }
+    return failed;
+  };
+
   // cuBLAS's product, once, as the reference of every configuration; checked against the host first.
   std::vector<float> cublas_c;
   if (cublas != nullptr) {
@@ -311,7 +346,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
         (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
     const std::size_t clusters = cfg.persistent ? std::min(tiles, static_cast<std::size_t>(v.max_clusters)) : tiles;
     cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant], b_maps[cfg.variant],
-                  dc.get(), m, n, k, cfg.group_m, c_map);
+                  dc.get(), m, n, k, cfg.group_m, c_map, workspace.get(), flags.get(),
+                  stream_k_tiles(cfg, tiles, clusters));
   };
 
   std::vector<check_result> checks;
@@ -328,6 +364,11 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     stream.synchronize();
     checks.push_back(check(c, s, host, cublas != nullptr ? &cublas_c : nullptr, rms));
     hashes.push_back(example::hash_bits(c));
+    if (stream_k_failed()) {
+      checks.back().ok = false;
+      std::printf("  %s: a stream-K wait gave up (partial sums never published)\n",
+                  describe(variants[cfg.variant], cfg).c_str());
+    }
   }
 
   std::vector<std::vector<double>> config_ms(configs.size());
@@ -348,7 +389,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
           example::time_ms(dev, stream, repetitions, [&](cudrv::stream_ref st) { launch(configs[i], st); }));
       cudrv::copy(c, dc, stream);
       stream.synchronize();
-      stable[i] = stable[i] && example::hash_bits(c) == hashes[i];
+      const bool gave_up = stream_k_failed();
+      stable[i] = stable[i] && example::hash_bits(c) == hashes[i] && !gave_up;
     }
   }
 
@@ -404,8 +446,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   char json[240];
   std::snprintf(json, sizeof json,
                 "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s, \"stages\": %d, "
-                "\"store_buffers\": %d",
-                m, n, k, v.cluster, cfg.persistent ? "true" : "false", v.stages, v.store_buffers);
+                "\"store_buffers\": %d, \"stream_k\": %d",
+                m, n, k, v.cluster, cfg.persistent ? "true" : "false", v.stages, v.store_buffers, cfg.stream_k);
   example::report({.example = "hopper_gemm",
                    .metric = "TFLOP/s",
                    .value = tflops,
@@ -463,6 +505,8 @@ bool run(const std::vector<shape>& shapes) {
     configs.push_back({i, false, 8});
     configs.push_back({i, true, 8});
     configs.push_back({i, true, 16});
+    configs.push_back({i, true, 8, 1});
+    configs.push_back({i, true, 8, 2});
   }
 
   const example::reference::cublas cublas(CUBLAS_DEFAULT_MATH);

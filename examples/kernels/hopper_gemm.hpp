@@ -252,6 +252,139 @@ __device__ __forceinline__ void tile_coordinates(int tile, int tiles_m, int tile
   tn = in_group / rows;
 }
 
+// ---- the tile walk: data-parallel tiles, then a stream-K tail ---------------------------------------
+// The first tiles - sk_tiles tiles of the order are whole units: cluster c takes tiles c, c + clusters,
+// ... of them. The K blocks of the last sk_tiles tiles, sk_tiles * k_blocks "iterations" in all, are
+// then cut into `clusters` contiguous ranges of (almost) equal length, one per cluster, so that the
+// last partial wave of tiles is spread over every cluster instead of leaving some idle. A range may
+// start or end inside a tile: a unit is a tile and a range [kb_begin, kb_end) of its K blocks. The
+// cluster that owns a tile's K block 0 finishes the tile (adds the other owners' partial sums and
+// stores C); the others publish their partial sums. Only a range's first unit can start inside a
+// tile, so a cluster publishes at most one partial (its slot of the workspace), and it does so first,
+// before any wait of its own: a finisher never waits for a cluster that is waiting.
+
+// Where cluster c's stream-K range starts, out of `work` iterations: floor(work * c / clusters), in
+// 32-bit arithmetic (work < 2^27, c and clusters < 2^8: the remainder's product stays below 2^16).
+__device__ __forceinline__ int sk_begin(int c, int work, int clusters) {
+  return (work / clusters) * c + (work % clusters) * c / clusters;
+}
+// The cluster whose stream-K range holds iteration x: the last c with sk_begin(c) <= x.
+__device__ __forceinline__ int sk_owner(int x, int work, int clusters) {
+  int c = x / max(work / clusters, 1);
+  c = min(c, clusters - 1);
+  while (c + 1 < clusters && sk_begin(c + 1, work, clusters) <= x) {
+    ++c;
+  }
+  while (c > 0 && sk_begin(c, work, clusters) > x) {
+    --c;
+  }
+  return c;
+}
+
+// Iterations fit in an int: at most 2^17 tiles of 2^10 K blocks.
+struct tile_walk {
+  int tile = 0, kb_begin = 0, kb_end = 0;  // the current unit
+  int next_tile, dp_tiles, clusters, k_blocks, it, it_end;
+
+  __device__ tile_walk(int cluster_id, int clusters_, int tiles, int sk_tiles, int k_blocks_)
+      : next_tile(cluster_id), dp_tiles(tiles - sk_tiles), clusters(clusters_), k_blocks(k_blocks_) {
+    const int work = sk_tiles * k_blocks;
+    it = sk_begin(cluster_id, work, clusters);
+    it_end = sk_begin(cluster_id + 1, work, clusters);
+  }
+  // The stream-K iterations of all clusters (sk_tiles * k_blocks).
+  __device__ int work(int tiles) const { return (tiles - dp_tiles) * k_blocks; }
+  // Moves to the next unit of this cluster; false when there is none.
+  __device__ bool next() {
+    if (next_tile < dp_tiles) {
+      tile = next_tile;
+      kb_begin = 0;
+      kb_end = k_blocks;
+      next_tile += clusters;
+      return true;
+    }
+    if (it < it_end) {
+      tile = dp_tiles + it / k_blocks;
+      kb_begin = it % k_blocks;
+      kb_end = min(k_blocks, kb_begin + (it_end - it));
+      it += kb_end - kb_begin;
+      return true;
+    }
+    return false;
+  }
+  // The unit covers only part of its tile's K blocks.
+  __device__ bool partial() const { return kb_begin > 0 || kb_end < k_blocks; }
+  // The clusters after `cluster_id` that own K blocks of the current tile: [first, last]; empty ranges
+  // (possible when there are fewer iterations than clusters) own nothing and are skipped by the caller.
+  __device__ int last_owner(int tiles) const {
+    return sk_owner((tile - dp_tiles + 1) * k_blocks - 1, work(tiles), clusters);
+  }
+  __device__ bool owns_iterations(int c, int tiles) const {
+    return sk_begin(c, work(tiles), clusters) < sk_begin(c + 1, work(tiles), clusters);
+  }
+};
+
+// A consumer warpgroup's 64 x 256 partial sums (FP32) at workspace slot `slot` (64 KiB), each
+// thread's 32 float4 interleaved with the other threads' (coalesced); L1 is bypassed (.cg).
+__device__ __forceinline__ void stream_k_publish(const float (&d)[128], float* workspace, u32* flags, int slot,
+                                                 u32 barrier_id, int thread) {
+  float* p = workspace + static_cast<u64>(slot) * 16384 + 4 * thread;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    asm volatile("st.global.cg.v4.f32 [%0], {%1, %2, %3, %4};" ::"l"(p + 512 * j), "f"(d[4 * j]), "f"(d[4 * j + 1]),
+                 "f"(d[4 * j + 2]), "f"(d[4 * j + 3])
+                 : "memory");
+  }
+  __threadfence();
+  named_barrier_sync(barrier_id, 128);
+  if (thread == 0) {
+    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(flags + slot), "r"(1u) : "memory");
+  }
+}
+// Waits (one thread) for slot `slot`'s flag and clears it for the next launch. Bounded: after about
+// 2^22 polls, or once another wait has given up, it sets the error flag (the host reports the
+// configuration as wrong) and returns, so that a broken schedule fails instead of hanging the GPU.
+__device__ __forceinline__ void stream_k_wait(u32* flags, int slot, u32* error) {
+  for (u32 n = 0;; ++n) {
+    u32 v;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(v) : "l"(flags + slot) : "memory");
+    if (v != 0) {
+      asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(flags + slot), "r"(0u) : "memory");
+      return;
+    }
+    if ((n & 1023) == 1023) {
+      u32 e;
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(e) : "l"(error) : "memory");
+      if (e != 0 || n >= (1u << 22)) {
+        asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(error), "r"(1u) : "memory");
+        return;
+      }
+    }
+    __nanosleep(64);
+  }
+}
+// Adds slot `slot`'s partial sums to `d`, once they are published.
+__device__ __forceinline__ void stream_k_add(float (&d)[128], const float* workspace, u32* flags, int slot, u32* error,
+                                             u32 barrier_id, int thread) {
+  if (thread == 0) {
+    stream_k_wait(flags, slot, error);
+  }
+  named_barrier_sync(barrier_id, 128);
+  const float* p = workspace + static_cast<u64>(slot) * 16384 + 4 * thread;
+#pragma unroll
+  for (int j = 0; j < 32; ++j) {
+    float x, y, z, w;
+    asm volatile("ld.global.cg.v4.f32 {%0, %1, %2, %3}, [%4];"
+                 : "=f"(x), "=f"(y), "=f"(z), "=f"(w)
+                 : "l"(p + 512 * j)
+                 : "memory");
+    d[4 * j] += x;
+    d[4 * j + 1] += y;
+    d[4 * j + 2] += z;
+    d[4 * j + 3] += w;
+  }
+}
+
 // BM = 128 rows (two consumer warpgroups of 64), BN = 256 columns (one m64n256 wgmma per k16 step),
 // BK = 64 bf16 (one 128-byte swizzled row per tile row), STAGES deep, CLUSTER blocks per cluster
 // along M (1 or 2). PRODUCER_REGS / CONSUMER_REGS: the registers each warpgroup keeps after
@@ -266,7 +399,8 @@ template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, in
 __global__ void __launch_bounds__(384, 1)
 hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constant__ tensor_map_param b_map,
             unsigned short* __restrict__ C, int M, int N, int K, int group_m,
-            const __grid_constant__ tensor_map_param c_map) {
+            const __grid_constant__ tensor_map_param c_map, float* __restrict__ workspace, u32* __restrict__ flags,
+            int sk_tiles) {
   static_assert(BM == 128 && BN == 256 && BK == 64, "the warpgroup layout assumes 128 x 256 x 64 tiles");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks along M");
   static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file holds 64K registers");
@@ -324,12 +458,13 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
     if (threadIdx.x == 0) {
       int stage = 0;
       u32 phase = 0;
-      for (int tile = cluster_id; tile < tiles; tile += clusters) {
+      for (tile_walk walk(cluster_id, clusters, tiles, sk_tiles, k_blocks); walk.next();) {
+        const int tile = walk.tile;
         int tm, tn;
         tile_coordinates(tile, tiles_m, tiles_n, group_m, tm, tn);
         const int m0 = (tm * CLUSTER + static_cast<int>(rank)) * BM;
         const int n0 = tn * BN;
-        for (int kb = 0; kb < k_blocks; ++kb) {
+        for (int kb = walk.kb_begin; kb < walk.kb_end; ++kb) {
           // A fresh barrier counts as having completed the phase before its first: parity 1 passes.
           mbarrier_wait(empty_bars + 8 * stage, phase ^ 1);
           const u32 full = full_bars + 8 * stage;
@@ -374,12 +509,13 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
     int stage = 0;
     int previous = 0;
     u32 phase = 0;
-    for (int tile = cluster_id; tile < tiles; tile += clusters) {
+    for (tile_walk walk(cluster_id, clusters, tiles, sk_tiles, k_blocks); walk.next();) {
+      const int tile = walk.tile;
       int tm, tn;
       tile_coordinates(tile, tiles_m, tiles_n, group_m, tm, tn);
       const int m0 = (tm * CLUSTER + static_cast<int>(rank)) * BM;
       const int n0 = tn * BN;
-      for (int kb = 0; kb < k_blocks; ++kb) {
+      for (int kb = walk.kb_begin; kb < walk.kb_end; ++kb) {
         mbarrier_wait(full_bars + 8 * stage, phase);
         const u32 a_tile = a_tiles + stage * A_BYTES + consumer * 64 * 128;
         const u32 b_tile = b_tiles + stage * B_BYTES;
@@ -387,13 +523,13 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
 #pragma unroll
         for (int kk = 0; kk < BK / 16; ++kk) {
           wgmma_m64n256k16(d, smem_descriptor(a_tile + kk * 32), smem_descriptor(b_tile + kk * 32),
-                           (kb > 0 || kk > 0) ? 1 : 0);
+                           (kb > walk.kb_begin || kk > 0) ? 1 : 0);
         }
         wgmma_commit();
         if (OVERLAP) {
           // Keep this K block's MMAs in flight; wait for the previous block's and release its stage.
           wgmma_wait<1>();
-          if (kb > 0) {
+          if (kb > walk.kb_begin) {
             release(previous);
           }
         } else {
@@ -409,6 +545,23 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
       if (OVERLAP) {
         wgmma_wait<0>();
         release(previous);
+      }
+      // Stream-K: a unit that does not start its tile publishes its partial sums; the one that does adds
+      // those of the clusters that own the rest of the tile, in their order (the same sum every run).
+      if (walk.partial()) {
+        // flags[0]: the error flag; flags[1 + slot]: the slot of (block b, consumer c), 2 b + c.
+        if (walk.kb_begin > 0) {
+          stream_k_publish(d, workspace, flags + 1, static_cast<int>(2 * blockIdx.x) + consumer,
+                           static_cast<u32>(1 + consumer), thread);
+          continue;
+        }
+        const int last = walk.last_owner(tiles);
+        for (int c = cluster_id + 1; c <= last; ++c) {
+          if (walk.owns_iterations(c, tiles)) {
+            stream_k_add(d, workspace, flags + 1, 2 * (c * CLUSTER + static_cast<int>(rank)) + consumer, flags,
+                         static_cast<u32>(1 + consumer), thread);
+          }
+        }
       }
       if constexpr (STORE_BUFFERS > 0) {
         store_through_shared<STORE_BUFFERS>(d, c_staging + consumer * STORE_BUFFERS * 8192, &c_map,
