@@ -14,20 +14,26 @@
 //     name expression per instantiation; a second run loads the cubin from the cache;
 //   - cudrv::make_tiled_tensor_map: one TMA descriptor per operand, BF16, 2-D, a box of 64 x rows
 //     (64 bf16 = one 128-byte row) with the 128-byte swizzle that the wgmma descriptors name, passed by
-//     value as `const __grid_constant__` kernel parameters;
-//   - kernel_ref::set_max_dynamic_shared_memory: the 4 x 48 KiB ring of stages is above the default
-//     48 KiB limit;
+//     value as `const __grid_constant__` kernel parameters; and one for C (boxes of 64 x 64, the same
+//     swizzle), which the epilogues through shared memory store with;
+//   - kernel_ref::set_max_dynamic_shared_memory: the 4 x 48 KiB ring of stages (and the epilogue's
+//     staging buffers) is above the default 48 KiB limit;
 //   - kernel_ref::max_active_clusters: how many clusters of two 384-thread blocks fit at once, the size
 //     of the persistent grid;
 //   - cudrv::launch with launch_config::cluster: the cluster launch (cuLaunchKernelEx).
 //
-// Every configuration (instantiation x schedule) is checked, from a C poisoned with NaN:
+// A configuration is an instantiation and a schedule: one tile per cluster, or persistent with tile
+// groups of 8 or 16, or persistent with a stream-K tail (1: the last partial wave's tiles split by K
+// blocks over every cluster; 2: those and one more wave), whose partial sums meet in a device workspace.
+//
+// Every configuration is checked, from a C poisoned with NaN:
 //   - against cuBLAS over every element: |c - c_cublas| <= 2^-7 |c_cublas| + 2^-12 rms(C) (one BF16
 //     ulp of the value: both round an FP32 sum to BF16, and the sums differ in order), and the relative
 //     Frobenius error ||C - C_cublas|| / ||C_cublas|| below 2^-8;
 //   - against the host, in double from the same BF16 inputs, on 256 random entries:
 //     |c - c_exact| <= 2^-8 |c_exact| + 2^-12 rms(C) (half an ulp of rounding, plus the FP32 sum's error);
-//   - against itself: the C left by the timed runs is bit for bit the checked one.
+//   - against itself: the C left by the timed runs is bit for bit the checked one;
+//   - stream-K: no wait for a partial sum gave up (the kernel's bounded waits set an error flag).
 //
 // Figure: TFLOP/s = 2 M N K / time (median of the timed runs; two rounds, cuBLAS and every
 // configuration interleaved, the better round of each counts), against cuBLAS's TFLOP/s; target 0.80

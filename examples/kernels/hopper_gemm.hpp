@@ -13,7 +13,9 @@
 //     stage to be full, multiplies its 64 rows of the A tile by the whole B tile with four
 //     wgmma.mma_async m64n256k16 (FP32 accumulators: 128 registers per thread), waits for them, and
 //     releases the stage by arriving on its empty mbarrier; after the last K block of a tile it
-//     converts the accumulators to BF16 and stores them.
+//     converts the accumulators to BF16 and stores them: from registers (STORE_BUFFERS = 0), or
+//     through swizzled staging buffers in shared memory and TMA stores (store_through_shared), which
+//     drain while the consumer returns to the MMAs of its next tile.
 // The tiles land in shared memory in the 128-byte swizzled layout the tensor map asks for (each 64
 // bf16 = 128-byte row of a tile has its 16-byte chunks permuted by its row index modulo 8), which is
 // the layout the wgmma descriptors name (layout type 1, "128B swizzle"): the tensor cores read the
@@ -32,7 +34,10 @@
 // walks group_m (an argument) rows of cluster tiles column by column (grouped rasterization), so that the clusters
 // resident at the same time share panels of A and B in L2. The producer runs ahead into the next tile
 // while the consumers store the current one. A grid of one cluster per tile is the non-persistent
-// schedule, with the same code.
+// schedule, with the same code. With sk_tiles > 0 (an argument), the last sk_tiles tiles of the order
+// are shared out by K blocks instead (stream-K, tile_walk): every cluster gets an equal contiguous
+// range of their K blocks, and the partial sums of a tile split between clusters meet in a global
+// workspace, so that the last wave keeps every SM busy.
 #pragma once
 
 #include <string>
