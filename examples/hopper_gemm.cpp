@@ -403,7 +403,7 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(),
+    std::printf("  %-78s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(),
                 cublas_tflops);
   }
   bool ok = true;
@@ -420,12 +420,12 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
                   r.not_finite != 0 ? ", NON-FINITE elements" : "");
     if (!r.ok || !stable[i]) {
       ok = false;
-      std::printf("  %-52s WRONG: %s%s\n", name.c_str(), errors, r.ok ? ", and the timed runs left a different C" : "");
+      std::printf("  %-78s WRONG: %s%s\n", name.c_str(), errors, r.ok ? ", and the timed runs left a different C" : "");
       continue;
     }
     best_ms[i] = *std::min_element(config_ms[i].begin(), config_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-52s %s %7.1f TFLOP/s", name.c_str(), example::format_rounds(config_ms[i]).c_str(), tflops);
+    std::printf("  %-78s %s %7.1f TFLOP/s", name.c_str(), example::format_rounds(config_ms[i]).c_str(), tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
     }
@@ -496,7 +496,7 @@ bool run(const std::vector<shape>& shapes) {
   for (const std::string& expression : kernels::name_expressions) {
     variants.push_back(make_variant(lib, dev, expression));
     const variant& v = variants.back();
-    std::printf("  %-44s %d threads, %3d registers at entry, %5.1f KiB shared, %d %s resident%s\n",
+    std::printf("  %-52s %d threads, %3d registers at entry, %5.1f KiB shared, %d %s resident%s\n",
                 v.expression.c_str(), threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0,
                 v.max_clusters, v.cluster > 1 ? "clusters" : "blocks",
                 v.local_bytes != 0 ? ", LOCAL MEMORY (spills)" : "");
