@@ -14,20 +14,26 @@
 //     name expression per instantiation; a second run loads the cubin from the cache;
 //   - cudrv::make_tiled_tensor_map: one TMA descriptor per operand, BF16, 2-D, a box of 64 x rows
 //     (64 bf16 = one 128-byte row) with the 128-byte swizzle that the wgmma descriptors name, passed by
-//     value as `const __grid_constant__` kernel parameters;
-//   - kernel_ref::set_max_dynamic_shared_memory: the 4 x 48 KiB ring of stages is above the default
-//     48 KiB limit;
+//     value as `const __grid_constant__` kernel parameters; and one for C (boxes of 64 x 64, the same
+//     swizzle), which the epilogues through shared memory store with;
+//   - kernel_ref::set_max_dynamic_shared_memory: the 4 x 48 KiB ring of stages (and the epilogue's
+//     staging buffers) is above the default 48 KiB limit;
 //   - kernel_ref::max_active_clusters: how many clusters of two 384-thread blocks fit at once, the size
 //     of the persistent grid;
 //   - cudrv::launch with launch_config::cluster: the cluster launch (cuLaunchKernelEx).
 //
-// Every configuration (instantiation x schedule) is checked, from a C poisoned with NaN:
+// A configuration is an instantiation and a schedule: one tile per cluster, or persistent with tile
+// groups of 8 or 16, or persistent with a stream-K tail (1: the last partial wave's tiles split by K
+// blocks over every cluster; 2: those and one more wave), whose partial sums meet in a device workspace.
+//
+// Every configuration is checked, from a C poisoned with NaN:
 //   - against cuBLAS over every element: |c - c_cublas| <= 2^-7 |c_cublas| + 2^-12 rms(C) (one BF16
 //     ulp of the value: both round an FP32 sum to BF16, and the sums differ in order), and the relative
 //     Frobenius error ||C - C_cublas|| / ||C_cublas|| below 2^-8;
 //   - against the host, in double from the same BF16 inputs, on 256 random entries:
 //     |c - c_exact| <= 2^-8 |c_exact| + 2^-12 rms(C) (half an ulp of rounding, plus the FP32 sum's error);
-//   - against itself: the C left by the timed runs is bit for bit the checked one.
+//   - against itself: the C left by the timed runs is bit for bit the checked one;
+//   - stream-K: no wait for a partial sum gave up (the kernel's bounded waits set an error flag).
 //
 // Figure: TFLOP/s = 2 M N K / time (median of the timed runs; two rounds, cuBLAS and every
 // configuration interleaved, the better round of each counts), against cuBLAS's TFLOP/s; target 0.80
@@ -54,7 +60,8 @@
 namespace {
 
 namespace kernels = example::hopper_gemm_kernels;
-using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int);
+using gemm_fn = void(cudrv::tensor_map, cudrv::tensor_map, std::uint16_t*, int, int, int, int, cudrv::tensor_map,
+                     float*, std::uint32_t*, int);
 
 constexpr std::size_t m_multiple = 256;  // BM x the largest cluster
 constexpr std::size_t n_multiple = 256;  // BN
@@ -78,6 +85,7 @@ struct variant {
   cudrv::typed_kernel<gemm_fn> kernel;
   int bm = 0, bn = 0, bk = 0, stages = 0, cluster = 0, producer_regs = 0, consumer_regs = 0;
   bool overlap = false;
+  int store_buffers = 0;  // 0: the epilogue stores from registers; else staging buffers per consumer, TMA stores
   std::size_t shared_bytes = 0;
   int registers = 0;
   int local_bytes = 0;
@@ -99,17 +107,20 @@ cudrv::launch_config config_of(const variant& v, unsigned clusters) {
 variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const std::string& expression) {
   variant v(expression, lib.get_kernel<gemm_fn>(expression));
   char overlap[8] = "";
-  if (std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d, %7[a-z]>", &v.bm, &v.bn, &v.bk,
-                  &v.stages, &v.cluster, &v.producer_regs, &v.consumer_regs, overlap) != 8 ||
-      m_multiple % static_cast<std::size_t>(v.bm * v.cluster) != 0 ||
+  // The last template argument, STORE_BUFFERS, may be left to its default (0).
+  const int fields =
+      std::sscanf(expression.c_str(), "hopper_gemm<%d, %d, %d, %d, %d, %d, %d, %7[a-z], %d>", &v.bm, &v.bn, &v.bk,
+                  &v.stages, &v.cluster, &v.producer_regs, &v.consumer_regs, overlap, &v.store_buffers);
+  if ((fields != 8 && fields != 9) || m_multiple % static_cast<std::size_t>(v.bm * v.cluster) != 0 ||
       n_multiple % static_cast<std::size_t>(v.bn) != 0 || k_multiple % static_cast<std::size_t>(v.bk) != 0) {
     throw std::logic_error("hopper_gemm: unexpected name expression " + expression);
   }
   v.overlap = std::string(overlap) == "true";
-  // The ring of stages, 1 KiB of slack to align it to 1024 bytes, and two mbarriers per stage.
+  // The ring of stages, the epilogue's staging buffers (8 KiB each, per consumer warpgroup), 1 KiB of
+  // slack to align them to 1024 bytes, and two mbarriers per stage.
   v.shared_bytes =
       static_cast<std::size_t>(v.stages) * static_cast<std::size_t>(v.bm + v.bn) * static_cast<std::size_t>(v.bk) * 2 +
-      1024 + static_cast<std::size_t>(v.stages) * 16;
+      static_cast<std::size_t>(2 * v.store_buffers) * 8192 + 1024 + static_cast<std::size_t>(v.stages) * 16;
   v.kernel.set_max_dynamic_shared_memory(dev, v.shared_bytes);
   const cudrv::kernel_attributes attributes = v.kernel.attributes(dev);
   v.registers = attributes.num_regs;
@@ -126,13 +137,24 @@ variant make_variant(const cudrv::library& lib, const cudrv::device& dev, const 
   return v;
 }
 
-// One way to run a variant: its grid (persistent: as many clusters as fit; or one cluster per tile)
-// and the group size of the tile order.
+// One way to run a variant: its grid (persistent: as many clusters as fit; or one cluster per tile),
+// the group size of the tile order, and the stream-K tail of the persistent grid: 0 none; 1 the tiles
+// of the last partial wave (tiles % clusters); 2 those and one more wave.
 struct configuration {
   std::size_t variant;
   bool persistent;
   int group_m;
+  int stream_k = 0;
 };
+
+// The tiles the kernel spreads over every cluster by stream-K (its last argument), out of `tiles`
+// cluster tiles on a grid of `clusters`.
+int stream_k_tiles(const configuration& c, std::size_t tiles, std::size_t clusters) {
+  if (!c.persistent || c.stream_k == 0 || tiles <= clusters) {
+    return 0;
+  }
+  return static_cast<int>(tiles % clusters + (c.stream_k == 2 ? clusters : 0));
+}
 
 using example::random_source;
 
@@ -200,7 +222,7 @@ check_result check(const std::vector<std::uint16_t>& c, const shape& s, const ho
         continue;
       }
       const double d = std::fabs(x - ref);
-      const double bound = std::ldexp(std::fabs(ref), -7) + abs_term;
+      const double bound = std::fabs(ref) * 0x1p-7 + abs_term;  // = ldexp(|ref|, -7), without a call per element
       r.worst_cublas = std::max(r.worst_cublas, d / bound);
       r.over_cublas += d > bound ? 1 : 0;
       num += d * d;
@@ -228,7 +250,8 @@ check_result check(const std::vector<std::uint16_t>& c, const shape& s, const ho
 }
 
 std::string describe(const variant& v, const configuration& c) {
-  return v.expression + (c.persistent ? " persistent" : " 1 tile/cluster") + " g" + std::to_string(c.group_m);
+  return v.expression + (c.persistent ? " persistent" : " 1 tile/cluster") + " g" + std::to_string(c.group_m) +
+         (c.stream_k == 0 ? "" : " stream-K" + std::to_string(c.stream_k));
 }
 
 bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<variant>& variants,
@@ -272,6 +295,39 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     a_maps.push_back(make_map(da, s.m, v.bm));
     b_maps.push_back(make_map(db, s.n, v.bn / v.cluster));
   }
+  // C's map, for the epilogues that store through shared memory: BF16, 2-D (N innermost), boxes of
+  // 64 columns (one 128-byte row) x 64 rows in the 128-byte swizzle the staging buffers are written in.
+  cudrv::tiled_tensor_map_desc c_desc;
+  c_desc.data_type = cudrv::tensor_map_data_type::bfloat16;
+  c_desc.rank = 2;
+  c_desc.global_address = dc.view().data();
+  c_desc.global_dims = {s.n, s.m};
+  c_desc.global_strides = {s.n * 2};
+  c_desc.box_dims = {64, 64};
+  c_desc.swizzle = cudrv::tensor_map_swizzle::bytes_128;
+  const cudrv::tensor_map c_map = cudrv::make_tiled_tensor_map(c_desc);
+
+  // Stream-K's workspace: one 64 x 256 FP32 slot per consumer warpgroup of the largest grid, and its
+  // flags: flags[0] is set by a wait that gave up (then the configuration counts as wrong), flags[1 + i]
+  // say slot i is published; the kernel clears each after reading it.
+  std::size_t max_blocks = 0;
+  for (const variant& v : variants) {
+    max_blocks = std::max(max_blocks, static_cast<std::size_t>(v.max_clusters * v.cluster));
+  }
+  cudrv::device_buffer<float> workspace(dev, max_blocks * 2 * 64 * 256);
+  cudrv::device_buffer<std::uint32_t> flags(dev, 1 + max_blocks * 2);
+  std::vector<std::uint32_t> host_flags(1 + max_blocks * 2);
+  cudrv::fill(flags, 0u, stream);
+  // Whether a stream-K wait gave up since the last call (and clears the flags for the next run).
+  auto stream_k_failed = [&] {
+    cudrv::copy(host_flags, flags, stream);
+    stream.synchronize();
+    const bool failed = host_flags[0] != 0;
+    if (failed) {
+      cudrv::fill(flags, 0u, stream);
+    }
+    return failed;
+  };
 
   // cuBLAS's product, once, as the reference of every configuration; checked against the host first.
   std::vector<float> cublas_c;
@@ -296,7 +352,8 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
         (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
     const std::size_t clusters = cfg.persistent ? std::min(tiles, static_cast<std::size_t>(v.max_clusters)) : tiles;
     cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant], b_maps[cfg.variant],
-                  dc.get(), m, n, k, cfg.group_m);
+                  dc.get(), m, n, k, cfg.group_m, c_map, workspace.get(), flags.get(),
+                  stream_k_tiles(cfg, tiles, clusters));
   };
 
   std::vector<check_result> checks;
@@ -313,6 +370,11 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     stream.synchronize();
     checks.push_back(check(c, s, host, cublas != nullptr ? &cublas_c : nullptr, rms));
     hashes.push_back(example::hash_bits(c));
+    if (stream_k_failed()) {
+      checks.back().ok = false;
+      std::printf("  %s: a stream-K wait gave up (partial sums never published)\n",
+                  describe(variants[cfg.variant], cfg).c_str());
+    }
   }
 
   std::vector<std::vector<double>> config_ms(configs.size());
@@ -333,14 +395,15 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
           example::time_ms(dev, stream, repetitions, [&](cudrv::stream_ref st) { launch(configs[i], st); }));
       cudrv::copy(c, dc, stream);
       stream.synchronize();
-      stable[i] = stable[i] && example::hash_bits(c) == hashes[i];
+      const bool gave_up = stream_k_failed();
+      stable[i] = stable[i] && example::hash_bits(c) == hashes[i] && !gave_up;
     }
   }
 
   const double best_cublas_ms = cublas_ms.empty() ? 0 : *std::min_element(cublas_ms.begin(), cublas_ms.end());
   const double cublas_tflops = best_cublas_ms > 0 ? flops / (best_cublas_ms * 1e9) : 0;
   if (cublas_tflops > 0) {
-    std::printf("  %-52s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(),
+    std::printf("  %-78s %s %7.1f TFLOP/s\n", "cuBLAS GemmEx BF16 TN", example::format_rounds(cublas_ms).c_str(),
                 cublas_tflops);
   }
   bool ok = true;
@@ -357,12 +420,12 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
                   r.not_finite != 0 ? ", NON-FINITE elements" : "");
     if (!r.ok || !stable[i]) {
       ok = false;
-      std::printf("  %-52s WRONG: %s%s\n", name.c_str(), errors, r.ok ? ", and the timed runs left a different C" : "");
+      std::printf("  %-78s WRONG: %s%s\n", name.c_str(), errors, r.ok ? ", and the timed runs left a different C" : "");
       continue;
     }
     best_ms[i] = *std::min_element(config_ms[i].begin(), config_ms[i].end());
     const double tflops = flops / (best_ms[i] * 1e9);
-    std::printf("  %-52s %s %7.1f TFLOP/s", name.c_str(), example::format_rounds(config_ms[i]).c_str(), tflops);
+    std::printf("  %-78s %s %7.1f TFLOP/s", name.c_str(), example::format_rounds(config_ms[i]).c_str(), tflops);
     if (cublas_tflops > 0) {
       std::printf("  %.3f x cuBLAS", tflops / cublas_tflops);
     }
@@ -386,9 +449,11 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
                 m, n, k, describe(v, cfg).c_str(), threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0,
                 v.max_clusters, v.cluster > 1 ? "clusters" : "blocks", best_ms[best],
                 cublas_tflops > 0 ? "cuBLAS " : "no cuBLAS ", best_cublas_ms);
-  char json[200];
-  std::snprintf(json, sizeof json, "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s", m, n, k,
-                v.cluster, cfg.persistent ? "true" : "false");
+  char json[240];
+  std::snprintf(json, sizeof json,
+                "\"m\": %d, \"n\": %d, \"k\": %d, \"cluster\": %d, \"persistent\": %s, \"stages\": %d, "
+                "\"store_buffers\": %d, \"stream_k\": %d",
+                m, n, k, v.cluster, cfg.persistent ? "true" : "false", v.stages, v.store_buffers, cfg.stream_k);
   example::report({.example = "hopper_gemm",
                    .metric = "TFLOP/s",
                    .value = tflops,
@@ -431,7 +496,7 @@ bool run(const std::vector<shape>& shapes) {
   for (const std::string& expression : kernels::name_expressions) {
     variants.push_back(make_variant(lib, dev, expression));
     const variant& v = variants.back();
-    std::printf("  %-44s %d threads, %3d registers at entry, %5.1f KiB shared, %d %s resident%s\n",
+    std::printf("  %-52s %d threads, %3d registers at entry, %5.1f KiB shared, %d %s resident%s\n",
                 v.expression.c_str(), threads, v.registers, static_cast<double>(v.shared_bytes) / 1024.0,
                 v.max_clusters, v.cluster > 1 ? "clusters" : "blocks",
                 v.local_bytes != 0 ? ", LOCAL MEMORY (spills)" : "");
@@ -446,6 +511,8 @@ bool run(const std::vector<shape>& shapes) {
     configs.push_back({i, false, 8});
     configs.push_back({i, true, 8});
     configs.push_back({i, true, 16});
+    configs.push_back({i, true, 8, 1});
+    configs.push_back({i, true, 8, 2});
   }
 
   const example::reference::cublas cublas(CUBLAS_DEFAULT_MATH);

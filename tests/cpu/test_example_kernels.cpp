@@ -126,3 +126,21 @@ TEST_CASE("every sgemm instantiation fits its blocks per SM in the register file
   }
   CHECK(kernels == static_cast<int>(example::sgemm_kernels::name_expressions.size()));
 }
+
+// The Hopper GEMM's dynamic shared memory, as examples/hopper_gemm.cpp sizes it (the ring of STAGES x
+// (A 128 x 64 + B 256 x 64 BF16), 2 x STORE_BUFFERS staging buffers of 8 KiB, 1 KiB of alignment slack,
+// two mbarriers per stage), fits the 227 KiB an sm_90 block may have, for every instantiation.
+TEST_CASE("every hopper_gemm instantiation fits the shared memory of one sm_90 block", "[examples]") {
+  const std::regex expression(R"(hopper_gemm<128, 256, 64, (\d+), ([12]), (\d+), (\d+), (true|false)(?:, (\d+))?>)");
+  for (const std::string& e : example::hopper_gemm_kernels::name_expressions) {
+    INFO(e);
+    std::smatch m;
+    REQUIRE(std::regex_match(e, m, expression));
+    const long stages = std::stol(m[1]);
+    const long buffers = m[6].matched ? std::stol(m[6]) : 0;
+    CHECK((buffers == 0 || buffers == 1 || buffers == 2 || buffers == 4));
+    CHECK(128 * std::stol(m[3]) + 256 * std::stol(m[4]) <= 65536);
+    const long bytes = stages * (128 + 256) * 64 * 2 + 2 * buffers * 8192 + 1024 + stages * 16;
+    CHECK(bytes <= 227 * 1024);
+  }
+}
