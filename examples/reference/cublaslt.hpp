@@ -125,7 +125,7 @@ class cublaslt {
   /// default, cuBLASLt may add them in FP32 on the CUDA cores). Throws std::runtime_error when the
   /// heuristic finds no algorithm within workspace_bytes.
   [[nodiscard]] std::unique_ptr<fp8_gemm_tn> plan_fp8_gemm_tn(int m, int n, int k, bool fast_accumulation,
-                                                             std::size_t workspace_bytes) const {
+                                                              std::size_t workspace_bytes) const {
     std::unique_ptr<fp8_gemm_tn> p(new fp8_gemm_tn(*this));
     check(desc_create_(&p->desc_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
     const std::int32_t op_t = CUBLAS_OP_T;
@@ -152,8 +152,8 @@ class cublaslt {
     (void)pref_destroy_(pref);
     check(s, "cublasLtMatmulAlgoGetHeuristic");
     if (found < 1 || result.state != CUBLAS_STATUS_SUCCESS) {
-      throw std::runtime_error("cuBLASLt: no FP8 algorithm for M = " + std::to_string(m) + ", N = " +
-                               std::to_string(n) + ", K = " + std::to_string(k));
+      throw std::runtime_error("cuBLASLt: no FP8 algorithm for M = " + std::to_string(m) +
+                               ", N = " + std::to_string(n) + ", K = " + std::to_string(k));
     }
     p->algo_ = result.algo;
     return p;
