@@ -17,7 +17,7 @@ mkdir -p "$out"
 examples=("$@")
 if ((${#examples[@]} == 0)); then
   examples=(vector_add_nvrtc saxpy_template reduce transpose sgemm histogram heat monte_carlo_pi overlap pdl
-            texture_resize ipc_producer_consumer green_contexts cub_thrust hopper_gemm)
+            texture_resize ipc_producer_consumer green_contexts cub_thrust hopper_gemm hopper_gemm_fp8)
 fi
 
 "$build/tools/cudrv-query/cudrv-query" --details --json > "$out/device.json" 2> "$out/device.err" || true

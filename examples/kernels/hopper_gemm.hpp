@@ -1,7 +1,8 @@
 // The device code of example_hopper_gemm, compiled at run time by NVRTC for sm_90a (no host headers):
 // C = A * B^T in BF16 with FP32 accumulation, A M x K and B N x K both row-major ("K-major", the
 // TN case of a column-major BLAS), C M x N row-major BF16. M must be a multiple of BM * CLUSTER, N of
-// BN and K of BK (the host checks).
+// BN and K of BK (the host checks). The same kernel is example_hopper_gemm_fp8's with E4M3 operands
+// (OPERANDS = e4m3_operands: wgmma m64n256k32, BK = 128 E4M3 per 128-byte row; C still BF16).
 //
 // One block of 384 threads = three warpgroups of four warps:
 //   - warpgroup 0, the producer: after giving registers back (setmaxnreg.dec), one thread walks the
@@ -166,39 +167,64 @@ template <int Pending>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;" ::"n"(Pending) : "memory");
 }
-// d (64 x 256 over the warpgroup, FP32) = A (64 x 16, descriptor a) * B (256 x 16, descriptor b)^T
-// + (accumulate ? d : 0). Both operands K-major (transpose flags 0), scales +1.
-__device__ __forceinline__ void wgmma_m64n256k16(float (&d)[128], u64 a, u64 b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
-      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
-      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
-      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
-      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
-      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, "
-      "%128, %129, p, 1, 1, 0, 0;\n}\n"
-      :
-      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
-      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
-      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
-      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
-      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
-      "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
-      "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
-      "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+// The operand formats: each selects the wgmma instruction, the K of one instruction and the bytes of an
+// element. A 128-byte swizzled row holds 128 / BYTES elements, so BK = 128 / BYTES, and one
+// instruction's K step is 32 bytes along the row in both formats.
+struct bf16_operands {
+  static constexpr int BYTES = 2;
+  static constexpr int K_STEP = 16;  // wgmma m64n256k16 .bf16
+};
+struct e4m3_operands {
+  static constexpr int BYTES = 1;
+  static constexpr int K_STEP = 32;  // wgmma m64n256k32 .e4m3 (K-major only: no transpose operands)
+};
+
+// The 64 x 256 FP32 accumulator of an m64n256 wgmma, 128 registers per thread: the register list
+// (%0 to %127) and the matching asm operands.
+#define HOPPER_GEMM_D_REGISTERS \
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+#define HOPPER_GEMM_D_OPERANDS(d) \
+      "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+      "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+      "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+      "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
       "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
-      : "l"(a), "l"(b), "r"(accumulate));
+
+// d (64 x 256 over the warpgroup, FP32) = A (64 x K_STEP, descriptor a) * B (256 x K_STEP, descriptor
+// b)^T + (accumulate ? d : 0). Both operands K-major, scales +1 (BF16: transpose flags 0; E4M3 has none).
+template <class OPERANDS>
+__device__ __forceinline__ void wgmma_m64n256(float (&d)[128], u64 a, u64 b, int accumulate) {
+  if constexpr (OPERANDS::K_STEP == 32) {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k32.f32.e4m3.e4m3 {" HOPPER_GEMM_D_REGISTERS "}, "
+                 "%128, %129, p, 1, 1;\n}\n"
+                 : HOPPER_GEMM_D_OPERANDS(d)
+                 : "l"(a), "l"(b), "r"(accumulate));
+  } else {
+    asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+                 "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {" HOPPER_GEMM_D_REGISTERS "}, "
+                 "%128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : HOPPER_GEMM_D_OPERANDS(d)
+                 : "l"(a), "l"(b), "r"(accumulate));
+  }
 }
 
 // Two FP32 values as a packed bf16x2 (round to nearest even), lo at the lower address.
@@ -398,21 +424,23 @@ __device__ __forceinline__ void stream_k_add(float (&d)[128], const float* works
 // stage before), instead of waiting for each group to finish (wait_group 0). STORE_BUFFERS: 0, the
 // epilogue stores the accumulators from registers to C; 1, 2 or 4, it stages them through that many
 // 8 KiB buffers of shared memory per consumer warpgroup and stores them with TMA through c_map
-// (store_through_shared).
+// (store_through_shared). OPERANDS: the format of A and B, bf16_operands (BK = 64) or e4m3_operands
+// (BK = 128); C is BF16 in both.
 template <int BM, int BN, int BK, int STAGES, int CLUSTER, int PRODUCER_REGS, int CONSUMER_REGS, bool OVERLAP,
-          int STORE_BUFFERS = 0>
+          int STORE_BUFFERS = 0, class OPERANDS = bf16_operands>
 __global__ void __launch_bounds__(384, 1)
 hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constant__ tensor_map_param b_map,
             unsigned short* __restrict__ C, int M, int N, int K, int group_m,
             const __grid_constant__ tensor_map_param c_map, float* __restrict__ workspace, u32* __restrict__ flags,
             int sk_tiles) {
-  static_assert(BM == 128 && BN == 256 && BK == 64, "the warpgroup layout assumes 128 x 256 x 64 tiles");
+  static_assert(BM == 128 && BN == 256 && BK * OPERANDS::BYTES == 128,
+                "the warpgroup layout assumes 128 x 256 tiles, K blocks of one 128-byte row");
   static_assert(CLUSTER == 1 || CLUSTER == 2, "clusters of 1 or 2 blocks along M");
   static_assert(128 * PRODUCER_REGS + 256 * CONSUMER_REGS <= 65536, "the register file holds 64K registers");
   static_assert(STORE_BUFFERS == 0 || STORE_BUFFERS == 1 || STORE_BUFFERS == 2 || STORE_BUFFERS == 4,
                 "the four sub-tiles of an epilogue take turns over 1, 2 or 4 staging buffers");
-  constexpr u32 A_BYTES = BM * BK * 2;                 // 16 KiB
-  constexpr u32 B_BYTES = BN * BK * 2;                 // 32 KiB
+  constexpr u32 A_BYTES = BM * BK * OPERANDS::BYTES;   // 16 KiB
+  constexpr u32 B_BYTES = BN * BK * OPERANDS::BYTES;   // 32 KiB
   constexpr u32 B_SLICE_BYTES = B_BYTES / CLUSTER;     // what each block of a cluster loads
   constexpr u32 STAGE_BYTES = A_BYTES + B_BYTES;       // what lands in each block per stage
   constexpr u32 CONSUMER_WARPS = 8;
@@ -526,9 +554,9 @@ hopper_gemm(const __grid_constant__ tensor_map_param a_map, const __grid_constan
         const u32 b_tile = b_tiles + stage * B_BYTES;
         wgmma_fence();
 #pragma unroll
-        for (int kk = 0; kk < BK / 16; ++kk) {
-          wgmma_m64n256k16(d, smem_descriptor(a_tile + kk * 32), smem_descriptor(b_tile + kk * 32),
-                           (kb > walk.kb_begin || kk > 0) ? 1 : 0);
+        for (int kk = 0; kk < BK / OPERANDS::K_STEP; ++kk) {
+          wgmma_m64n256<OPERANDS>(d, smem_descriptor(a_tile + kk * 32), smem_descriptor(b_tile + kk * 32),
+                                  (kb > walk.kb_begin || kk > 0) ? 1 : 0);
         }
         wgmma_commit();
         if (OVERLAP) {
@@ -609,6 +637,20 @@ inline const std::vector<std::string> name_expressions{
     "hopper_gemm<128, 256, 64, 4, 1, 40, 232, false, 2>", "hopper_gemm<128, 256, 64, 4, 1, 40, 232, true, 2>",
     "hopper_gemm<128, 256, 64, 4, 2, 40, 232, false, 2>", "hopper_gemm<128, 256, 64, 4, 2, 40, 232, true, 2>",
     "hopper_gemm<128, 256, 64, 3, 1, 40, 232, true, 4>",  "hopper_gemm<128, 256, 64, 3, 2, 40, 232, true, 4>",
+};
+
+/// The instantiations example_hopper_gemm_fp8 uses: the same kernel on E4M3 operands, 128 x 256 x 128
+/// tiles (128 E4M3 = one 128-byte row), four stages of 48 KiB, with and without the cluster of two and
+/// OVERLAP (each also run persistent or not, by the host).
+inline const std::vector<std::string> fp8_name_expressions{
+    "hopper_gemm<128, 256, 128, 4, 1, 40, 232, false, 0, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 4, 1, 40, 232, true, 0, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 4, 2, 40, 232, false, 0, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 4, 2, 40, 232, true, 0, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 4, 1, 40, 232, true, 2, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 4, 2, 40, 232, true, 2, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 3, 1, 40, 232, true, 4, e4m3_operands>",
+    "hopper_gemm<128, 256, 128, 3, 2, 40, 232, true, 4, e4m3_operands>",
 };
 
 /// wgmma and setmaxnreg exist only on the arch-specific target sm_90a.

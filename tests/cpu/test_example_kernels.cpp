@@ -39,6 +39,13 @@ struct example_source {
 #ns, example::ns##_kernels::source, &example::ns##_kernels::name_expressions, example::ns##_kernels::arch_specific \
   }
 
+// The same source's E4M3 instantiations (<ns>_kernels::fp8_name_expressions), as example_<ns>_fp8.
+#define CUDRV_EXAMPLE_FP8(ns)                                                                \
+  example_source {                                                                           \
+#ns "_fp8", example::ns##_kernels::source, &example::ns##_kernels::fp8_name_expressions, \
+        example::ns##_kernels::arch_specific                                                 \
+  }
+
 const std::vector<example_source>& all_examples() {
   static const std::vector<example_source> all{
       CUDRV_EXAMPLE_SOURCE(vector_add),     CUDRV_EXAMPLE_SOURCE(saxpy),
@@ -48,6 +55,7 @@ const std::vector<example_source>& all_examples() {
       CUDRV_EXAMPLE_SOURCE(overlap),        CUDRV_EXAMPLE_SOURCE(pdl),
       CUDRV_EXAMPLE_SOURCE(integer_sum),    CUDRV_EXAMPLE_SOURCE(heat_halo),
       CUDRV_EXAMPLE_SOURCE(texture_resize), CUDRV_EXAMPLE_SOURCE(hopper_gemm),
+      CUDRV_EXAMPLE_FP8(hopper_gemm),
   };
   return all;
 }
@@ -84,6 +92,14 @@ TEST_CASE("every example kernel compiles with NVRTC for sm_90 without spills or 
         CHECK((*it)[3] == "0");
       }
       CHECK(kernels > 0);
+      // The Hopper GEMMs (BF16 and FP8) are __launch_bounds__(384, 1): ptxas gives each the whole
+      // per-thread share of the register file, 168, which setmaxnreg then moves between the warpgroups.
+      if (std::string(e.name).rfind("hopper_gemm", 0) == 0) {
+        const std::regex used(R"(Used (\d+) registers)");
+        for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), used); it != std::sregex_iterator(); ++it) {
+          CHECK((*it)[1] == "168");
+        }
+      }
       // ptxas's C7508-style notes: a setmaxnreg it ignored, or wgmma it had to serialise (accumulators
       // moved between the asynchronous MMAs) would silently cost the Hopper GEMM its speed.
       CHECK(r.log.find("setmaxnreg") == std::string::npos);
