@@ -21,6 +21,7 @@
 #include <cudrv/cudrv.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -272,6 +273,21 @@ int run(const config& cfg, bool quick) {
     };
     results.push_back(
         measure_host("event create+destroy against raw + context check", checked, wrapped, 20000 / scale, cfg));
+    // (b1c) The price of the guarantee alone: the raw sequence with the check against the raw one.
+    results.push_back(measure_host("context check alone: raw+check vs raw", raw, checked, 20000 / scale, cfg));
+    // (b1p) The fast path without the check: an event_pool hands out an idle event and takes it back,
+    // no driver call, against the raw create+destroy it replaces.
+    cudrv::event_pool pool(dev);
+    pool.reserve(1);
+    timed_loop pooled = [&](int n) {
+      const steady::time_point t0 = steady::now();
+      for (int i = 0; i < n; ++i) {
+        cudrv::pooled_event e = pool.acquire();
+      }
+      return ns_since(t0);
+    };
+    results.push_back(
+        measure_host("event_pool acquire+release vs raw create+destroy", raw, pooled, 20000 / scale, cfg));
   }
 
   // (b2) event create + record + destroy: the "event create+record", as one operation.
@@ -304,6 +320,22 @@ int run(const config& cfg, bool quick) {
           sync);
     };
     results.push_back(measure_host("event create+record+destroy", raw, wrapped, 20000 / scale, cfg));
+    // (b2p) The same with the fast path: a pooled event recorded and given back.
+    cudrv::event_pool pool(dev);
+    pool.reserve(1);
+    timed_loop pooled = [&](int n) {
+      return batched(
+          n, sync_batch,
+          [&](int count) {
+            for (int i = 0; i < count; ++i) {
+              cudrv::pooled_event e = pool.acquire();
+              e.record(s);
+            }
+          },
+          sync);
+    };
+    results.push_back(measure_host("event_pool acquire+record+release vs raw create+record+destroy", raw, pooled,
+                                   20000 / scale, cfg));
   }
 
   // (b3) the one driver call cudrv adds to every creation: reading the current context, to make
@@ -404,6 +436,27 @@ int run(const config& cfg, bool quick) {
           sync);
     };
     results.push_back(measure_host("pool alloc+free 1 MiB (stream-ordered)", raw, wrapped, 10000 / scale, cfg));
+    // (d1) The price of the lifetime guarantee alone: a buffer on a cudrv::stream holds a counted reference
+    // on the stream's state (one increment at allocation, one decrement at the free), made here by hand
+    // around the raw calls, against the raw calls.
+    std::atomic<long> users{1};
+    timed_loop counted = [&](int n) {
+      return batched(
+          n, sync_batch,
+          [&](int count) {
+            for (int i = 0; i < count; ++i) {
+              CUdeviceptr p = 0;
+              check(api.mem_alloc_async(&p, bytes, hs), "cuMemAllocAsync");
+              users.fetch_add(1, std::memory_order_relaxed);
+              check(api.mem_free_async(p, hs), "cuMemFreeAsync");
+              if (users.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+                throw std::runtime_error("the stream's count reached 0");
+              }
+            }
+          },
+          sync);
+    };
+    results.push_back(measure_host("stream reference alone: raw+count vs raw", raw, counted, 10000 / scale, cfg));
     s.synchronize();
     pool.set_release_threshold(previous_threshold);
   } else {

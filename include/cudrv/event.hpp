@@ -170,6 +170,125 @@ class event : public event_base {
   detail::context_token context_;
 };
 
+namespace detail {
+/// @brief The shared state of an @ref cudrv::event_pool and the events it handed out (internal).
+struct event_pool_state;
+}  // namespace detail
+
+class event_pool;
+
+/// @brief An event of an @ref cudrv::event_pool, handed out by @ref event_pool::acquire and given back
+/// to the pool when destroyed (no driver call either way). Move-only; converts to @ref event_ref.
+///
+/// It keeps its pool's state alive: destroying the @ref cudrv::event_pool first is safe, the event is
+/// then destroyed with the last pooled event. A recycled event carries its previous record until it
+/// is recorded again: record it before waiting on it or asking @ref is_done.
+class pooled_event : public event_base {
+ public:
+  /// @brief An empty pooled event (holds nothing; @ref event_pool::acquire makes full ones).
+  constexpr pooled_event() noexcept : event_base(nullptr) {}
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+  pooled_event(const pooled_event&) = delete;
+  pooled_event& operator=(const pooled_event&) = delete;
+  /// @}
+  /// @brief Takes over @p other's event; @p other becomes empty.
+  pooled_event(pooled_event&& other) noexcept
+      : event_base(cudrv::detail::exchange(other.handle_, nullptr)),
+        pool_(cudrv::detail::exchange(other.pool_, nullptr)) {}
+  /// @brief Gives the held event back, then takes over @p other's.
+  pooled_event& operator=(pooled_event&& other) noexcept;
+  /// @brief Gives the event back to its pool (or destroys it when the pool is gone). Never throws.
+  ~pooled_event() { reset(); }
+  /// @brief Gives the event back to its pool now; the object becomes empty.
+  void reset() noexcept;
+  /// @brief Whether this object holds an event (false after a move or @ref reset).
+  [[nodiscard]] explicit operator bool() const noexcept { return handle_ != nullptr; }
+  /// @brief A view of the event, valid while this object holds it.
+  operator event_ref() const& noexcept { return event_ref(handle_); }  // NOLINT: implicit on purpose
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief Refused: a view of a temporary pooled event would outlive its time out of the pool.
+  operator event_ref() const&& = delete;
+  /// @}
+
+ private:
+  friend class event_pool;
+  pooled_event(CUevent handle, detail::event_pool_state* pool) noexcept : event_base(handle), pool_(pool) {}
+  detail::event_pool_state* pool_ = nullptr;
+};
+
+/// @brief Reusable events of one context and one set of flags, like the event caches of deep-learning
+/// frameworks: @ref acquire hands out an idle event without a driver call (creating one, with the
+/// context check of @ref cudrv::event, only when none is idle), and a @ref cudrv::pooled_event goes back
+/// to the pool when destroyed. Events are destroyed with the pool, or with the last pooled event
+/// still out when the pool went first.
+///
+/// Thread safety: @ref acquire, @ref reserve, @ref idle and @ref size may be called from several
+/// threads at once, and pooled events may be given back on any thread (one mutex per pool). Moving or
+/// destroying the pool object itself must not race with calls on it, as for any object.
+///
+/// @code
+/// cudrv::event_pool pool(dev);                 // untimed events of dev's primary context
+/// pool.reserve(4);                             // creates them now, off the hot path
+/// {
+///   cudrv::pooled_event done = pool.acquire(); // no driver call: an idle event
+///   done.record(s);
+///   done.synchronize();
+/// }                                            // back in the pool, not destroyed
+/// @endcode
+class event_pool {
+ public:
+  /// @brief A pool of events of @p dev's primary context, created with @p flags.
+  /// @throws invalid_argument_error for unknown flags, `timing | interprocess`, or
+  /// @ref event_flags::interprocess (another process cannot know that an event is recycled)
+  explicit event_pool(const cudrv::device& dev, event_flags flags = event_flags::none);
+  /// @brief A pool of events of @p ctx, created with @p flags.
+  /// @throws invalid_argument_error as the other constructor, and for an empty context
+  explicit event_pool(context_ref ctx, event_flags flags = event_flags::none);
+  /// @name Refused forms (deleted: these calls do not compile)
+  /// @{
+
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  event_pool(cudrv::context&&, event_flags = event_flags::none) = delete;
+  /// @brief Refused: the temporary owner would be destroyed at the end of the statement, before this object.
+  event_pool(cudrv::primary_context&&, event_flags = event_flags::none) = delete;
+  event_pool(const event_pool&) = delete;
+  event_pool& operator=(const event_pool&) = delete;
+  /// @}
+  /// @brief Takes over @p other's events (pooled events out of @p other now return here); @p other becomes empty.
+  event_pool(event_pool&& other) noexcept : state_(cudrv::detail::exchange(other.state_, nullptr)) {}
+  /// @brief Gives up the held pool, then takes over @p other's.
+  event_pool& operator=(event_pool&& other) noexcept;
+  /// @brief Destroys the idle events; those still out are destroyed when given back. Never throws.
+  ~event_pool() { reset(); }
+
+  /// @brief An idle event, or a new one when none is idle. The event's last record, if recycled, is
+  /// its previous user's.
+  /// @throws invalid_argument_error for an empty pool, or when the pool's context was destroyed;
+  /// the driver's error when a new event cannot be created
+  [[nodiscard]] pooled_event acquire();
+  /// @brief Creates events until at least @p count are idle (e.g. before a timed loop).
+  void reserve(std::size_t count);
+  /// @brief The events waiting in the pool.
+  [[nodiscard]] std::size_t idle() const;
+  /// @brief The events the pool holds, idle or out.
+  [[nodiscard]] std::size_t size() const;
+  /// @brief The flags the pool's events were created with.
+  [[nodiscard]] event_flags flags() const;
+  /// @brief The context the pool's events belong to.
+  [[nodiscard]] context_ref context() const;
+  /// @brief Gives up the pool now (as the destructor); the object becomes empty.
+  void reset() noexcept;
+  /// @brief Whether this object holds a pool (false after a move or @ref reset).
+  [[nodiscard]] explicit operator bool() const noexcept { return state_ != nullptr; }
+
+ private:
+  detail::event_pool_state& require_state(const char* api) const;
+  detail::event_pool_state* state_ = nullptr;
+};
+
 /// @brief The time between two recorded timed events (cuEventElapsedTime), with the driver's
 /// resolution of about half a microsecond.
 /// @throws error with `CUDA_ERROR_INVALID_HANDLE` when an event was created without

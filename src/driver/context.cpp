@@ -165,16 +165,6 @@ primary_context::~primary_context() { reset(); }
 
 namespace detail {
 
-namespace {
-// Tokens of the primary contexts cudrv retains carry this bit, the device and the context's reset
-// generation instead of a driver id (the driver's ids are counters that never reach it): checking them
-// needs no driver call, and a reset by device::reset_primary_context makes them dead.
-constexpr unsigned long long primary_token_bit = 1ull << 63;
-constexpr unsigned long long primary_token(int device, unsigned generation) noexcept {
-  return primary_token_bit | (static_cast<unsigned long long>(static_cast<unsigned>(device)) << 32) | generation;
-}
-}  // namespace
-
 context_token context_token::of(CUcontext ctx) noexcept {
   if (ctx == nullptr) {
     return {ctx, 0};
@@ -191,19 +181,6 @@ context_token context_token::of(CUcontext ctx) noexcept {
     id = 0;  // a driver older than 12.0 has no context ids, or no driver is loaded: cannot tell
   }
   return {ctx, id};
-}
-
-bool context_token::alive_by_id() const noexcept {
-  if ((id & primary_token_bit) != 0) {
-    const int device = static_cast<int>((id >> 32) & 0x7fffffffu);
-    return id == primary_token(device, primary_context_generation(device));
-  }
-  try {
-    unsigned long long now = 0;
-    return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;
-  } catch (...) {
-    return true;  // cannot tell: act as before, the destroy call reports a failure itself
-  }
 }
 
 void switch_context_and_run(CUcontext ctx, void (*fn)(void*), void* data) {

@@ -93,6 +93,39 @@ unsigned primary_context_generation(int device) noexcept {
   }
   return c->generations[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
 }
+
+// Here, next to the cache, so that a primary token's check is one load and a compare after inlining
+// (the destructors of events, streams and buffers make it).
+bool context_token::alive_by_id() const noexcept {
+  if ((id & primary_token_bit) != 0) {
+    const int device = static_cast<int>((id >> 32) & 0x7fffffffu);
+    const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
+    const unsigned generation = c != nullptr && device < c->count
+                                    ? c->generations[static_cast<std::size_t>(device)].load(std::memory_order_acquire)
+                                    : 0;  // as primary_context_generation, read here without a call
+    return id == primary_token(device, generation);
+  }
+  try {
+    unsigned long long now = 0;
+    return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;
+  } catch (...) {
+    return true;  // cannot tell: act as before, the destroy call reports a failure itself
+  }
+}
+
+context_token primary_context_token(const device& dev) {
+  const int ordinal = dev.ordinal();
+  const auto index = static_cast<std::size_t>(ordinal);
+  // The common case, the context retained already: three loads, no call.
+  if (const primary_context_cache* c = cache_if_made.load(std::memory_order_acquire);
+      c != nullptr && ordinal >= 0 && ordinal < c->count) [[likely]] {
+    if (const CUcontext ctx = c->slots[index].load(std::memory_order_acquire); ctx != nullptr) [[likely]] {
+      return {ctx, primary_token(ordinal, c->generations[index].load(std::memory_order_acquire))};
+    }
+  }
+  const CUcontext ctx = dev.primary_context().native_handle();  // retains it on first use; throws for a bad ordinal
+  return {ctx, primary_token(ordinal, primary_context_generation(ordinal))};
+}
 }  // namespace detail
 
 int device_count() {

@@ -13,6 +13,7 @@
 #include <string>
 #include <type_traits>
 
+#include "cudrv/context.hpp"
 #include "cudrv/error.hpp"
 
 // X(name, api_version): the PFN typedef PFN_<name>_v<api_version> of cudaTypedefs.h gives the type.
@@ -400,6 +401,19 @@ bool is_retained_primary_context(CUcontext ctx) noexcept;
 // device::reset_primary_context reset it (its generation). Never throws; no driver call.
 int retained_primary_context_device(CUcontext ctx) noexcept;
 unsigned primary_context_generation(int device) noexcept;
+
+// Tokens of the primary contexts cudrv retains carry this bit, the device and the context's reset
+// generation instead of a driver id (the driver's ids are counters that never reach it): checking them
+// needs no driver call, and a reset by device::reset_primary_context makes them dead.
+inline constexpr unsigned long long primary_token_bit = 1ull << 63;
+constexpr unsigned long long primary_token(int device, unsigned generation) noexcept {
+  return primary_token_bit | (static_cast<unsigned long long>(static_cast<unsigned>(device)) << 32) | generation;
+}
+
+// The token of dev's primary context (retained on first use, as device::primary_context does), made
+// from the device's slot directly: what context_token::of(dev.primary_context().native_handle())
+// returns, without looking the handle up among the retained contexts. The creation paths from a device use it.
+context_token primary_context_token(const cudrv::device& dev);
 
 // Loads the driver and runs cuInit once; throws driver_unavailable_error when that failed.
 void ensure_driver();

@@ -2,9 +2,12 @@
 
 #include "cudrv/stream.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "cudrv/error.hpp"
 #include "driver/driver_api.hpp"
@@ -88,7 +91,7 @@ CUevent create_event(CUcontext ctx, event_flags flags) {
 
 // A device's primary context is one cudrv retains for the process: its token names the device and its reset generation.
 event::event(const cudrv::device& dev, event_flags flags)
-    : event_base(nullptr), context_(detail::context_token::of(dev.primary_context().native_handle())) {
+    : event_base(nullptr), context_(detail::primary_context_token(dev)) {
   handle_ = create_event(context_.handle, flags);
 }
 
@@ -148,6 +151,189 @@ event& event::operator=(event&& other) noexcept {
 }
 
 event::~event() { reset(); }
+
+// --- event_pool ------------------------------------------------------------------------------
+
+namespace detail {
+// One mutex guards everything. Invariant: idle.capacity() >= idle.size() + out, so that giving an event
+// back never allocates (and never throws). The state is deleted when the pool has let go (!open) and
+// no event is out.
+struct event_pool_state {
+  std::mutex mutex;
+  std::vector<CUevent> idle;
+  context_token context;
+  event_flags flags = event_flags::none;
+  std::size_t out = 0;  // pooled events handed out and not given back
+  bool open = true;     // an event_pool still holds this state
+};
+}  // namespace detail
+
+namespace {
+using detail::event_pool_state;
+
+// Destroys events of ctx that no one uses (none when ctx is gone: they went with it, and the handles may
+// name other events by now).
+void destroy_events(const CUevent* events, std::size_t count, const detail::context_token& ctx) noexcept {
+  if (count == 0) {
+    return;
+  }
+  if (!ctx.alive()) {
+    detail::report_outlived_context("cudrv::event_pool", "event");
+    return;
+  }
+  for (std::size_t i = 0; i < count; ++i) {
+    const CUevent e = events[i];
+    detail::destroy_noexcept("cuEventDestroy", [e] { return drv::cuEventDestroy(e); });
+  }
+}
+
+event_pool_state* make_pool_state(CUcontext ctx, event_flags flags) {
+  if ((flags & event_flags::interprocess) == event_flags::interprocess) {
+    throw invalid_argument_error("cudrv::event_pool",
+                                 "event_flags::interprocess: another process cannot know that a pooled event is "
+                                 "recycled; use cudrv::event");
+  }
+  (void)driver_flags(flags);  // refuses unknown bits
+  detail::require_context_handle(ctx, "cudrv::event_pool");
+  auto* state = new event_pool_state;
+  state->context = detail::context_token::of(ctx);
+  state->flags = flags;
+  return state;
+}
+
+// A new event for the pool, under its lock: room for it is made first, so that its return never allocates.
+CUevent grow_locked(event_pool_state& state) {
+  const std::size_t needed = state.idle.size() + state.out + 1;
+  if (state.idle.capacity() < needed) {
+    state.idle.reserve(std::max(needed, 2 * state.idle.capacity()));  // geometric: growing one by one stays linear
+  }
+  return create_event(state.context.handle, state.flags);
+}
+
+void require_live_context(const event_pool_state& state) {
+  if (!state.context.alive()) [[unlikely]] {
+    throw invalid_argument_error("cudrv::event_pool", "the pool's context was destroyed, and its events with it");
+  }
+}
+}  // namespace
+
+event_pool::event_pool(const cudrv::device& dev, event_flags flags)
+    : state_(make_pool_state(dev.primary_context().native_handle(), flags)) {}
+
+event_pool::event_pool(context_ref ctx, event_flags flags) : state_(make_pool_state(ctx.native_handle(), flags)) {}
+
+event_pool& event_pool::operator=(event_pool&& other) noexcept {
+  if (this != &other) {
+    reset();
+    state_ = std::exchange(other.state_, nullptr);
+  }
+  return *this;
+}
+
+detail::event_pool_state& event_pool::require_state(const char* api) const {
+  if (state_ == nullptr) [[unlikely]] {
+    throw invalid_argument_error(api, "the event pool is empty (a moved-from or reset cudrv::event_pool)");
+  }
+  return *state_;
+}
+
+pooled_event event_pool::acquire() {
+  event_pool_state& state = require_state("cudrv::event_pool::acquire");
+  std::lock_guard<std::mutex> lock(state.mutex);
+  require_live_context(state);
+  CUevent e = nullptr;
+  if (!state.idle.empty()) [[likely]] {
+    e = state.idle.back();
+    state.idle.pop_back();
+  } else {
+    e = grow_locked(state);
+  }
+  ++state.out;
+  return pooled_event(e, &state);
+}
+
+void event_pool::reserve(std::size_t count) {
+  event_pool_state& state = require_state("cudrv::event_pool::reserve");
+  std::lock_guard<std::mutex> lock(state.mutex);
+  require_live_context(state);
+  while (state.idle.size() < count) {
+    CUevent e = grow_locked(state);
+    state.idle.push_back(e);  // within the capacity grow_locked made
+  }
+}
+
+std::size_t event_pool::idle() const {
+  event_pool_state& state = require_state("cudrv::event_pool::idle");
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.idle.size();
+}
+
+std::size_t event_pool::size() const {
+  event_pool_state& state = require_state("cudrv::event_pool::size");
+  std::lock_guard<std::mutex> lock(state.mutex);
+  return state.idle.size() + state.out;
+}
+
+event_flags event_pool::flags() const { return require_state("cudrv::event_pool::flags").flags; }
+
+context_ref event_pool::context() const {
+  return context_ref(require_state("cudrv::event_pool::context").context.handle);
+}
+
+void event_pool::reset() noexcept {
+  event_pool_state* state = std::exchange(state_, nullptr);
+  if (state == nullptr) {
+    return;
+  }
+  const detail::context_token ctx = state->context;  // read before the lock: the state may go after it
+  std::vector<CUevent> idle;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    state->open = false;
+    idle.swap(state->idle);
+    last = state->out == 0;
+  }
+  destroy_events(idle.data(), idle.size(), ctx);
+  if (last) {
+    delete state;
+  }
+}
+
+void pooled_event::reset() noexcept {
+  if (handle_ == nullptr) {
+    return;
+  }
+  CUevent e = std::exchange(handle_, nullptr);
+  event_pool_state* state = std::exchange(pool_, nullptr);
+  const detail::context_token ctx = state->context;  // read before the lock: the state may go after it
+  bool keep = false;
+  bool last = false;
+  {
+    std::lock_guard<std::mutex> lock(state->mutex);
+    --state->out;
+    keep = state->open;
+    if (keep) {
+      state->idle.push_back(e);  // never allocates: the capacity covers every event out
+    }
+    last = !state->open && state->out == 0;
+  }
+  if (!keep) {
+    destroy_events(&e, 1, ctx);
+  }
+  if (last) {
+    delete state;
+  }
+}
+
+pooled_event& pooled_event::operator=(pooled_event&& other) noexcept {
+  if (this != &other) {
+    reset();
+    handle_ = std::exchange(other.handle_, nullptr);
+    pool_ = std::exchange(other.pool_, nullptr);
+  }
+  return *this;
+}
 
 std::chrono::duration<float, std::milli> elapsed_time(event_ref start, event_ref end) {
   if (start.native_handle() == nullptr || end.native_handle() == nullptr) {

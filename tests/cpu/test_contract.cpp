@@ -217,6 +217,12 @@ using owners = list<
     // Handle owners: a base with the operations, an X_ref view, a move-only owner.
     owner<cudrv::stream, cudrv::stream_ref, adopt<CUstream>>,
     owner<cudrv::event, cudrv::event_ref, adopt<CUevent, context_ref>>,
+    // issue 37: a pooled event belongs to the pool that made it with the pool's context and flags and
+    // takes it back: a raw CUevent cannot join a pool, and handing one off would leave the pool's count.
+    owner<cudrv::pooled_event, cudrv::event_ref, adopt<>, waive<r::adopt, r::release>>,
+    // The pool owns events, handed out as pooled_event: no one handle to view, adopt or hand off.
+    owner<cudrv::event_pool, no_view, adopt<>,
+          waive<r::adopt, r::release, r::lvalue_view, r::no_rvalue_view, r::const_view, r::view_value>>,
     owner<cudrv::context, cudrv::context_ref, adopt<CUcontext>>,
     owner<cudrv::primary_context, cudrv::context_ref, adopt<CUdevice, CUcontext>>,
     owner<cudrv::graph, cudrv::graph_ref, adopt<CUgraph>>,

@@ -12,6 +12,7 @@
 #include <chrono>
 #include <cstdint>
 #include <new>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -235,6 +236,32 @@ void events() {
   }
   cudrv::event moved = std::move(start);
   moved.reset();
+}
+
+// issue 37: events recycled by a pool, one outliving the pool object, one in a created context.
+void event_pools() {
+  const cudrv::device d = dev();
+  cudrv::stream s(d);
+  std::optional<cudrv::event_pool> pool(std::in_place, d, cudrv::event_flags::timing);
+  pool->reserve(2);
+  {
+    cudrv::pooled_event start = pool->acquire();
+    cudrv::pooled_event stop = pool->acquire();
+    start.record(s);
+    stop.record(s);
+    stop.synchronize();
+    expect(cudrv::elapsed_time(start, stop).count() >= 0.0f, "elapsed");
+  }
+  cudrv::pooled_event out = pool->acquire();
+  pool.reset();  // the idle event goes now, out's when it is given back
+  out.record(s);
+  out.reset();
+  cudrv::context ctx(d);
+  cudrv::stream theirs(ctx);
+  cudrv::event_pool mine(ctx);
+  cudrv::pooled_event e = mine.acquire();
+  e.record(theirs);
+  theirs.synchronize();
 }
 
 // --- memory ---------------------------------------------------------------------------------------------
@@ -679,6 +706,7 @@ const scenario all_scenarios[] = {
     {"streams", &streams, false, false},
     {"host_callables", &host_callables, false, false},
     {"events", &events, false, false},
+    {"event_pools", &event_pools, false, false},  // issue 37
     {"device_buffers", &device_buffers, false, false},
     {"pitched_copies", &pitched_copies, false, false},
     {"pinned_and_managed", &pinned_and_managed, false, false},

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <thread>
 #include <type_traits>
 
@@ -227,6 +228,65 @@ TEST_CASE("event ownership: move, move-assign, release and adopt", "[gpu][event]
     cs.record(ce);
     ce.synchronize();
     CHECK(ce.is_done());
+  }
+  CHECK(errors.count() == 0);
+}
+
+// issue 37 item 1: the event pool's events are real events: they record, wait, time, and come back.
+TEST_CASE("pooled events record, synchronize and time, and are reused", "[gpu][event][event-pool]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    cudrv::stream s(dev);
+    cudrv::event_pool pool(dev, cudrv::event_flags::timing);
+    CUevent first = nullptr;
+    {
+      cudrv::pooled_event start = pool.acquire();
+      cudrv::pooled_event stop = pool.acquire();
+      first = start.native_handle();
+      start.record(s);
+      s.enqueue([] { std::this_thread::sleep_for(20ms); });
+      stop.record(s);
+      stop.synchronize();
+      CHECK(start.is_done());
+      const auto gpu_elapsed = cudrv::elapsed_time(start, stop);
+      INFO("GPU " << gpu_elapsed.count() << " ms");
+      CHECK(gpu_elapsed >= 19.5ms);
+    }
+    CHECK(pool.idle() == 2);
+    {
+      // Reused, and following the new record: a blocked stream keeps it pending.
+      gate g;
+      cudrv::pooled_event again = pool.acquire();
+      CHECK(again.native_handle() == first);  // the last given back comes first
+      s.enqueue(g.blocker());
+      again.record(s);
+      CHECK_FALSE(again.is_done());
+      g.open();
+      again.synchronize();
+      CHECK(again.is_done());
+    }
+    CHECK(pool.size() == 2);
+    s.synchronize();
+  }
+  CHECK(errors.count() == 0);
+}
+
+TEST_CASE("a pooled event outlives its pool object and still works", "[gpu][event][event-pool]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::test::destruction_error_counter errors;
+  const cudrv::device dev(0);
+  {
+    cudrv::stream s(dev);
+    std::optional<cudrv::event_pool> pool(std::in_place, dev);
+    cudrv::pooled_event e = pool->acquire();
+    pool.reset();
+    e.record(s);
+    e.synchronize();
+    CHECK(e.is_done());
+    s.wait(e);
+    s.synchronize();
   }
   CHECK(errors.count() == 0);
 }
