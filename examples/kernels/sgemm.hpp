@@ -461,21 +461,17 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
 /// twice the barriers) or 16, three or four stages.
 inline const std::vector<std::string> name_expressions{
     "sgemm<128, 128, 8, 8, 8, 4>",
-    "sgemm<128, 128, 16, 8, 8, 3>",
-    "sgemm<128, 128, 8, 8, 16, 4>",
-    "sgemm_db<128, 128, 8, 8, 8, 3>",
     "sgemm_db<128, 128, 8, 8, 8, 4>",
     "sgemm_db<128, 128, 16, 8, 8, 3>",
-    "sgemm_db<128, 128, 8, 8, 16, 3>",
-    "sgemm_db<128, 128, 8, 8, 16, 4>",
-    "sgemm_db<128, 128, 16, 8, 16, 3>",
-    "sgemm_db<128, 128, 8, 16, 8, 3>",
-    "sgemm_db<128, 128, 8, 16, 8, 4>",
-    "sgemm_db<128, 128, 16, 16, 8, 3>",
     "sgemm_db<128, 128, 16, 8, 8, 4>",
+    "sgemm_db<128, 128, 16, 8, 16, 3>",
+    "sgemm_db<128, 128, 16, 16, 8, 3>",
     "sgemm_db<128, 128, 8, 8, 16, 3, true>",
     "sgemm_db<128, 128, 16, 8, 16, 3, true>",
-    "sgemm_db<128, 128, 8, 16, 8, 3, true>",
+    "sgemm_db<128, 128, 16, 8, 16, 4, true>",
+    "sgemm_db<128, 128, 16, 16, 8, 3, true>",
+    "sgemm_db<128, 128, 16, 8, 8, 3, true>",
+    "sgemm_db<128, 128, 16, 8, 8, 4, true>",
     "sgemm_db<128, 128, 8, 8, 8, 4, true>",
 };
 
