@@ -44,7 +44,7 @@ namespace {
 // on what is current at destruction; none for other streams, which carry their context. The
 // per-thread default stream is refused: it names a different stream on every thread, so a buffer
 // destroyed on another thread would be freed out of order.
-context_token default_stream_context(CUstream stream, const char* api) {
+[[gnu::noinline]] context_token special_stream_context(CUstream stream, const char* api) {
   if (stream == CU_STREAM_PER_THREAD) {
     throw invalid_argument_error(api, "a stream-ordered buffer cannot belong to the per-thread default stream, which "
                                       "is a different stream on every thread; use a cudrv::stream or the legacy "
@@ -59,6 +59,14 @@ context_token default_stream_context(CUstream stream, const char* api) {
     throw invalid_argument_error(api, "the legacy default stream stands for the current context, and none is current");
   }
   return context_token::of(current);
+}
+
+// The common case, a stream that carries its context, inline (issue 37); the default streams apart.
+inline context_token default_stream_context(CUstream stream, const char* api) {
+  if (stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) [[likely]] {
+    return {};
+  }
+  return special_stream_context(stream, api);
 }
 }  // namespace
 
