@@ -205,8 +205,41 @@ void CUDA_CB dispose_host_task_callback(void* data) { dispose(static_cast<host_t
 
 namespace {
 
+// Each thread keeps the memory of the last stream state it deleted for the next one it makes (issue 37):
+// creating and destroying streams in a loop then costs no heap allocation. Freed with the thread; a
+// state deleted after that (a static stream destroyed at exit) goes back to the heap.
+struct spare_state_holder {
+  void* spare = nullptr;  // memory for one stream_state, or null
+  bool closed = false;    // the thread is ending: nothing is kept any more
+  spare_state_holder() = default;
+  spare_state_holder(const spare_state_holder&) = delete;
+  spare_state_holder& operator=(const spare_state_holder&) = delete;
+  ~spare_state_holder() {
+    ::operator delete(std::exchange(spare, nullptr), sizeof(stream_state));
+    closed = true;
+  }
+};
+thread_local spare_state_holder spare_state;
+
+stream_state* new_state() {
+  if (void* memory = std::exchange(spare_state.spare, nullptr); memory != nullptr) {
+    return new (memory) stream_state;  // the constructor does not throw
+  }
+  return new stream_state;
+}
+
+void delete_state(stream_state* s) noexcept {
+  spare_state_holder& h = spare_state;
+  if (h.spare == nullptr && !h.closed) {
+    s->~stream_state();
+    h.spare = s;
+  } else {
+    delete s;
+  }
+}
+
 stream_state* make_state(CUstream handle, const context_token& ctx) {
-  auto* s = new stream_state;
+  stream_state* s = new_state();
   s->handle = handle;
   s->context = ctx;
   return s;
@@ -268,7 +301,7 @@ void destroy_stream_state(stream_state* s) noexcept {
   release(s->sink.load(std::memory_order_acquire));
   const disposal_fn keep_alive_release = s->keep_alive_release;
   void* keep_alive = s->keep_alive;
-  delete s;
+  delete_state(s);
   if (keep_alive_release != nullptr) {
     keep_alive_release(keep_alive);  // after cuStreamDestroy: a green context goes after its streams
   }
