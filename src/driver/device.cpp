@@ -94,6 +94,19 @@ unsigned primary_context_generation(int device) noexcept {
   return c->generations[static_cast<std::size_t>(device)].load(std::memory_order_acquire);
 }
 
+namespace {
+// A token of another context: the driver's word. Apart (not inlined), so that the primary check
+// saves no registers and sets up no frame (issue 37).
+[[gnu::noinline]] bool context_alive_by_driver_id(CUcontext handle, unsigned long long id) noexcept {
+  try {
+    unsigned long long now = 0;
+    return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;
+  } catch (...) {
+    return true;  // cannot tell: act as before, the destroy call reports a failure itself
+  }
+}
+}  // namespace
+
 // Here, next to the cache, so that a primary token's check is one load and a compare after inlining
 // (the destructors of events, streams and buffers make it).
 bool context_token::alive_by_id() const noexcept {
@@ -105,12 +118,7 @@ bool context_token::alive_by_id() const noexcept {
                                     : 0;  // as primary_context_generation, read here without a call
     return id == primary_token(device, generation);
   }
-  try {
-    unsigned long long now = 0;
-    return drv::cuCtxGetId(handle, &now) == CUDA_SUCCESS && now == id;
-  } catch (...) {
-    return true;  // cannot tell: act as before, the destroy call reports a failure itself
-  }
+  return context_alive_by_driver_id(handle, id);
 }
 
 context_token primary_context_token(const device& dev) {

@@ -44,7 +44,7 @@ namespace {
 // on what is current at destruction; none for other streams, which carry their context. The
 // per-thread default stream is refused: it names a different stream on every thread, so a buffer
 // destroyed on another thread would be freed out of order.
-context_token default_stream_context(CUstream stream, const char* api) {
+[[gnu::noinline]] context_token special_stream_context(CUstream stream, const char* api) {
   if (stream == CU_STREAM_PER_THREAD) {
     throw invalid_argument_error(api, "a stream-ordered buffer cannot belong to the per-thread default stream, which "
                                       "is a different stream on every thread; use a cudrv::stream or the legacy "
@@ -59,6 +59,38 @@ context_token default_stream_context(CUstream stream, const char* api) {
     throw invalid_argument_error(api, "the legacy default stream stands for the current context, and none is current");
   }
   return context_token::of(current);
+}
+
+// The common case, a stream that carries its context, inline (issue 37); the default streams apart.
+inline context_token default_stream_context(CUstream stream, const char* api) {
+  if (stream != CU_STREAM_LEGACY && stream != CU_STREAM_PER_THREAD) [[likely]] {
+    return {};
+  }
+  return special_stream_context(stream, api);
+}
+
+// The error of a failed stream-ordered allocation. Apart from the allocation (not inlined), so that
+// the allocation's path sets up no description of the request (issue 37).
+[[noreturn, gnu::noinline, gnu::cold]] void throw_async_allocation_failure(CUresult status, CUstream stream,
+                                                                           CUmemoryPool pool, std::size_t bytes) {
+  // The stream names its context (the legacy default stream the current one).
+  CUcontext ctx = nullptr;
+  if (drv::cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
+    ctx = nullptr;
+  }
+  CUmemoryPool from = pool;
+  if (from == nullptr && ctx != nullptr) {
+    quiet_context_scope scope(ctx, failed_switch::quiet);
+    CUdevice dev = -1;
+    if (!scope.active() || drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
+        drv::cuDeviceGetMemPool(&from, dev) != CUDA_SUCCESS) {
+      from = nullptr;  // the device's current pool, which cuMemAllocAsync used
+    }
+  }
+  throw_allocation_failure(status, pool != nullptr ? "cuMemAllocFromPoolAsync" : "cuMemAllocAsync",
+                           allocation_site{.bytes = bytes, .context = ctx, .pool = from},
+                           format_bytes(bytes) + " requested on stream " +
+                               format_address(reinterpret_cast<std::uintptr_t>(stream)));
 }
 }  // namespace
 
@@ -85,30 +117,10 @@ device_allocation device_allocation::allocate_async(CUstream stream, stream_stat
   out.stream = stream;
   std::size_t bytes = checked_bytes(api, count, element_size);
   if (bytes != 0) {
-    auto where = [&] {
-      // The stream names its context (the legacy default stream the current one).
-      CUcontext ctx = nullptr;
-      if (drv::cuStreamGetCtx(stream, &ctx) != CUDA_SUCCESS) {
-        ctx = nullptr;
-      }
-      CUmemoryPool from = pool;
-      if (from == nullptr && ctx != nullptr) {
-        quiet_context_scope scope(ctx, failed_switch::quiet);
-        CUdevice dev = -1;
-        if (!scope.active() || drv::cuCtxGetDevice(&dev) != CUDA_SUCCESS ||
-            drv::cuDeviceGetMemPool(&from, dev) != CUDA_SUCCESS) {
-          from = nullptr;  // the device's current pool, which cuMemAllocAsync used
-        }
-      }
-      return std::pair{allocation_site{.bytes = bytes, .context = ctx, .pool = from},
-                       format_bytes(bytes) + " requested on stream " +
-                           format_address(reinterpret_cast<std::uintptr_t>(stream))};
-    };
-    if (pool != nullptr) {
-      check_allocation(drv::cuMemAllocFromPoolAsync(&out.address, bytes, pool, stream), "cuMemAllocFromPoolAsync",
-                       where);
-    } else {
-      check_allocation(drv::cuMemAllocAsync(&out.address, bytes, stream), "cuMemAllocAsync", where);
+    const CUresult status = pool != nullptr ? drv::cuMemAllocFromPoolAsync(&out.address, bytes, pool, stream)
+                                            : drv::cuMemAllocAsync(&out.address, bytes, stream);
+    if (status != CUDA_SUCCESS) [[unlikely]] {
+      throw_async_allocation_failure(status, stream, pool, bytes);
     }
     out.bytes = bytes;
   }

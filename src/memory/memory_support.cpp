@@ -16,12 +16,9 @@
 
 namespace cudrv::detail {
 
-std::size_t checked_bytes(const char* api, std::size_t count, std::size_t element_size) {
-  if (element_size != 0 && count > std::numeric_limits<std::size_t>::max() / element_size) {
-    throw invalid_argument_error(api, std::to_string(count) + " elements of " + std::to_string(element_size) +
-                                          " bytes overflow the size type");
-  }
-  return count * element_size;
+void throw_size_overflow(const char* api, std::size_t count, std::size_t element_size) {
+  throw invalid_argument_error(api, std::to_string(count) + " elements of " + std::to_string(element_size) +
+                                        " bytes overflow the size type");
 }
 
 void require_context(CUcontext ctx, const char* api) {
@@ -143,10 +140,7 @@ void throw_allocation_failure(CUresult status, const char* api, const allocation
   throw out_of_memory_error(status, api, std::move(text), f);
 }
 
-quiet_context_scope::quiet_context_scope(CUcontext ctx, failed_switch on_failure) noexcept {
-  if (ctx == nullptr) {
-    return;
-  }
+void quiet_context_scope::enter(CUcontext ctx, failed_switch on_failure) noexcept {
   const char* api = "cuCtxGetCurrent";
   CUresult status = CUDA_ERROR_UNKNOWN;
   try {
@@ -170,11 +164,9 @@ quiet_context_scope::quiet_context_scope(CUcontext ctx, failed_switch on_failure
   }
 }
 
-quiet_context_scope::~quiet_context_scope() {
-  if (switched_) {
-    CUcontext p = previous_;
-    destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
-  }
+void quiet_context_scope::leave() noexcept {
+  CUcontext p = previous_;
+  destroy_noexcept("cuCtxSetCurrent", [p] { return drv::cuCtxSetCurrent(p); });
 }
 
 stream_context_scope::stream_context_scope(CUstream stream) {

@@ -13,8 +13,19 @@
 
 namespace cudrv::detail {
 
+// Throws the invalid_argument_error of checked_bytes (count * element_size overflows std::size_t).
+[[noreturn]] void throw_size_overflow(const char* api, std::size_t count, std::size_t element_size);
+
 // count * element_size; invalid_argument_error naming api when the product overflows std::size_t.
-std::size_t checked_bytes(const char* api, std::size_t count, std::size_t element_size);
+// Inline, and a multiplication with an overflow flag rather than a division: it is on every
+// allocation's path (issue 37).
+inline std::size_t checked_bytes(const char* api, std::size_t count, std::size_t element_size) {
+  std::size_t bytes = 0;
+  if (__builtin_mul_overflow(count, element_size, &bytes)) [[unlikely]] {
+    throw_size_overflow(api, count, element_size);
+  }
+  return bytes;
+}
 
 // Throws invalid_argument_error naming api for a null context (a moved-from or released cudrv::context).
 void require_context(CUcontext ctx, const char* api);
@@ -88,14 +99,26 @@ enum class failed_switch {
 // a failure to switch back at the end goes there too.
 class quiet_context_scope {
  public:
-  explicit quiet_context_scope(CUcontext ctx, failed_switch on_failure = failed_switch::report) noexcept;
+  // Inline for the common case of no context to make current (a stream-ordered free: issue 37).
+  explicit quiet_context_scope(CUcontext ctx, failed_switch on_failure = failed_switch::report) noexcept {
+    if (ctx != nullptr) {
+      enter(ctx, on_failure);
+    }
+  }
   quiet_context_scope(const quiet_context_scope&) = delete;
   quiet_context_scope& operator=(const quiet_context_scope&) = delete;
-  ~quiet_context_scope();
+  ~quiet_context_scope() {
+    if (switched_) {
+      leave();
+    }
+  }
   // Whether the context asked for is current (true for none asked for).
   [[nodiscard]] bool active() const noexcept { return active_; }
 
  private:
+  void enter(CUcontext ctx, failed_switch on_failure) noexcept;
+  void leave() noexcept;
+
   CUcontext previous_ = nullptr;
   bool switched_ = false;
   bool active_ = true;

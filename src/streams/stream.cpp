@@ -159,10 +159,8 @@ failure_sink* per_thread_sink() {
 
 }  // namespace
 
-void require_stream(CUstream stream, const char* api) {
-  if (stream == nullptr) {
-    throw invalid_argument_error(api, "the stream is empty (a moved-from or released cudrv::stream)");
-  }
+void throw_empty_stream(const char* api) {
+  throw invalid_argument_error(api, "the stream is empty (a moved-from or released cudrv::stream)");
 }
 
 // --- disposal of host tasks ---------------------------------------------------------------------------
@@ -205,24 +203,65 @@ void CUDA_CB dispose_host_task_callback(void* data) { dispose(static_cast<host_t
 
 // --- stream state -------------------------------------------------------------------------------------
 
-struct stream_state {
-  std::atomic<int> users{1};  // the owner and the stream-ordered buffers still to be freed on it
-  CUstream handle = nullptr;
-  context_token context;
-  std::atomic<bool> owned{true};  // destroy the CUstream when the last user goes
-  std::atomic<failure_sink*> sink{nullptr};
-  // What the stream keeps alive (a green context), released after the stream is destroyed; or null.
-  disposal_fn keep_alive_release = nullptr;
-  void* keep_alive = nullptr;
-};
-
 namespace {
 
-stream_state* make_state(CUstream handle, CUcontext ctx) {
-  auto* s = new stream_state;
+// Each thread keeps the memory of the last stream state it deleted for the next one it makes (issue 37):
+// creating and destroying streams in a loop then costs no heap allocation. Freed with the thread; a
+// state deleted after that (a static stream destroyed at exit) goes back to the heap.
+struct spare_state_holder {
+  void* spare = nullptr;  // memory for one stream_state, or null
+  bool closed = false;    // the thread is ending: nothing is kept any more
+  spare_state_holder() = default;
+  spare_state_holder(const spare_state_holder&) = delete;
+  spare_state_holder& operator=(const spare_state_holder&) = delete;
+  ~spare_state_holder() {
+    ::operator delete(std::exchange(spare, nullptr), sizeof(stream_state));
+    closed = true;
+  }
+};
+thread_local spare_state_holder spare_state;
+
+stream_state* new_state() {
+  if (void* memory = std::exchange(spare_state.spare, nullptr); memory != nullptr) {
+    return new (memory) stream_state;  // the constructor does not throw
+  }
+  return new stream_state;
+}
+
+void delete_state(stream_state* s) noexcept {
+  spare_state_holder& h = spare_state;
+  if (h.spare == nullptr && !h.closed) {
+    s->~stream_state();
+    h.spare = s;
+  } else {
+    delete s;
+  }
+}
+
+stream_state* make_state(CUstream handle, const context_token& ctx) {
+  stream_state* s = new_state();
   s->handle = handle;
-  s->context = context_token::of(ctx);
+  s->context = ctx;
   return s;
+}
+
+stream_state* make_state(CUstream handle, CUcontext ctx) { return make_state(handle, context_token::of(ctx)); }
+
+// Creates a stream in ctx (made current only when another context is) and its bookkeeping; the
+// stream is destroyed again when the bookkeeping cannot be made.
+stream_state* create_stream(const context_token& ctx, stream_options options) {
+  const unsigned int flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
+  CUstream handle = nullptr;
+  run_in_context(ctx.handle, "cudrv::stream", [&] {
+    check(drv::cuStreamCreateWithPriority(&handle, flags, options.priority), "cuStreamCreateWithPriority",
+          [&] { return "priority " + std::to_string(options.priority); });
+  });
+  try {
+    return make_state(handle, ctx);
+  } catch (...) {
+    destroy_noexcept("cuStreamDestroy", [handle] { return drv::cuStreamDestroy(handle); });
+    throw;
+  }
 }
 
 // The sink of a stream: its owner's (made on first use), a default stream's, or none.
@@ -250,16 +289,7 @@ failure_sink* sink_of(CUstream handle, stream_state* state, bool create) {
 
 }  // namespace
 
-void retain_stream(stream_state* s) noexcept {
-  if (s != nullptr) {
-    s->users.fetch_add(1, std::memory_order_relaxed);
-  }
-}
-
-void release_stream(stream_state* s) noexcept {
-  if (s == nullptr || s->users.fetch_sub(1, std::memory_order_acq_rel) != 1) {
-    return;
-  }
+void destroy_stream_state(stream_state* s) noexcept {
   if (s->owned.load(std::memory_order_acquire)) {
     if (!s->context.alive()) {
       report_outlived_context("cudrv::stream", "stream");
@@ -271,7 +301,7 @@ void release_stream(stream_state* s) noexcept {
   release(s->sink.load(std::memory_order_acquire));
   const disposal_fn keep_alive_release = s->keep_alive_release;
   void* keep_alive = s->keep_alive;
-  delete s;
+  delete_state(s);
   if (keep_alive_release != nullptr) {
     keep_alive_release(keep_alive);  // after cuStreamDestroy: a green context goes after its streams
   }
@@ -293,8 +323,6 @@ stream adopt_stream(CUstream handle, CUcontext ctx, disposal_fn keep_alive_relea
   s.state()->keep_alive = keep_alive;
   return s;
 }
-
-bool stream_context_alive(const stream_state* s) noexcept { return s == nullptr || s->context.alive(); }
 
 void enqueue_host_task(CUstream stream, stream_state* state, host_task* task) {
   // On a capturing stream the task becomes a host node of the capture graph, which then owns it
@@ -461,22 +489,16 @@ unsigned long long stream_base::id() const {
 
 // --- stream -------------------------------------------------------------------------------------------
 
-stream::stream(const cudrv::device& dev, stream_options options) : stream(dev.primary_context(), options) {}
+// From a device, the primary context's token is made from the device's slot (no lookup of the handle).
+stream::stream(const cudrv::device& dev, stream_options options) : stream_base(nullptr, nullptr) {
+  state_ = detail::create_stream(detail::primary_context_token(dev), options);
+  handle_ = state_->handle;
+}
 
 stream::stream(context_ref ctx, stream_options options) : stream_base(nullptr, nullptr) {
-  const unsigned int flags = options.non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT;
-  CUstream handle = nullptr;
-  detail::run_in_context(ctx.native_handle(), "cudrv::stream", [&] {
-    check(drv::cuStreamCreateWithPriority(&handle, flags, options.priority), "cuStreamCreateWithPriority",
-          [&] { return "priority " + std::to_string(options.priority); });
-  });
-  try {
-    state_ = detail::make_state(handle, ctx.native_handle());
-  } catch (...) {
-    detail::destroy_noexcept("cuStreamDestroy", [handle] { return drv::cuStreamDestroy(handle); });
-    throw;
-  }
-  handle_ = handle;
+  const CUcontext handle = detail::require_context_handle(ctx.native_handle(), "cudrv::stream");
+  state_ = detail::create_stream(detail::context_token::of(handle), options);
+  handle_ = state_->handle;
 }
 
 stream stream::from_native_handle(CUstream handle) {
@@ -513,7 +535,9 @@ void stream::reset() noexcept {
   detail::stream_state* s = std::exchange(state_, nullptr);
   CUstream h = std::exchange(handle_, nullptr);
   if (s != nullptr) {
-    detail::orphan(s->sink.load(std::memory_order_acquire), h);
+    if (detail::failure_sink* sink = s->sink.load(std::memory_order_acquire); sink != nullptr) {
+      detail::orphan(sink, h);  // a stream that ran host callables
+    }
     detail::release_stream(s);
   }
 }
