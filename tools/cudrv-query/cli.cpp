@@ -76,6 +76,7 @@ constexpr const char* footer_text =
     "  CUDRV_LIBNVML         the NVML library to load instead of libnvidia-ml.so.1\n"
     "  CUDRV_LIBNVRTC        the NVRTC library to load (see the cudrv documentation)\n"
     "  CUDRV_QUERY_SYSFS_ROOT  for tests only: read sysfs (--topo's NICs, PCI paths) here, not in /sys\n"
+    "  CUDRV_QUERY_BANDWIDTH_UNGATED  for tests only: --bandwidth starts each copy as it is enqueued\n"
     "\n"
     "JSON: --json prints one document (schema_version 1, docs/cudrv-query.schema.json) for every view,\n"
     "also when the run fails (status, exit_code and error say why), a usage error included; with\n"
