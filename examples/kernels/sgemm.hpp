@@ -93,6 +93,47 @@ __device__ __forceinline__ void block_tile(int M, int N, int& block_m, int& bloc
 
 // Blocks per SM that __launch_bounds__ asks for: 32768 accumulators per SM (512 threads of 8 x 8, 128
 // registers each; 256 threads of 8 x 16, 255 registers each), at least one block.
+// Both kernels' accumulators start at zero.
+template <int TM, int TN>
+__device__ __forceinline__ void zero_accumulators(float (&acc)[TM][TN]) {
+#pragma unroll
+  for (int i = 0; i < TM; ++i) {
+#pragma unroll
+    for (int j = 0; j < TN; ++j) {
+      acc[i][j] = 0.0f;
+    }
+  }
+}
+
+// Both kernels' prologue: tiles 0 .. STAGES - 2 in flight, one commit group each (empty past the end,
+// so that the count of groups stays the same on every path).
+template <int STAGES, class Load>
+__device__ __forceinline__ void start_pipeline(int tiles, Load&& load_tile) {
+#pragma unroll
+  for (int s = 0; s < STAGES - 1; ++s) {
+    if (s < tiles) {
+      load_tile(s);
+    }
+    cp_async_commit();
+  }
+}
+
+// out = alpha * (v0, v1, v2, v3) + beta * out as one float4 store; with beta == 0 C is not read (it may
+// hold anything, NaN included), as in BLAS.
+__device__ __forceinline__ void store_scaled(float* out_address, float alpha, float beta, float v0, float v1, float v2,
+                                             float v3) {
+  float4* const out = reinterpret_cast<float4*>(out_address);
+  float4 v = make_float4(alpha * v0, alpha * v1, alpha * v2, alpha * v3);
+  if (beta != 0.0f) {
+    const float4 old = *out;
+    v.x = fmaf(beta, old.x, v.x);
+    v.y = fmaf(beta, old.y, v.y);
+    v.z = fmaf(beta, old.z, v.z);
+    v.w = fmaf(beta, old.w, v.w);
+  }
+  *out = v;
+}
+
 template <int THREADS, int TM, int TN>
 struct min_blocks {
   static constexpr int value = 32768 / (TM * TN) / THREADS > 0 ? 32768 / (TM * TN) / THREADS : 1;
@@ -165,24 +206,10 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
   };
 
   float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      acc[i][j] = 0.0f;
-    }
-  }
+  zero_accumulators(acc);
 
   const int tiles = K / BK;
-  // Prologue: tiles 0 .. STAGES - 2 in flight, one commit group each (empty past the end, so that the
-  // count of groups stays the same on every path).
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) {
-      load_tile(s);
-    }
-    cp_async_commit();
-  }
+  start_pipeline<STAGES>(tiles, load_tile);
 
   int read_stage = 0;
   int write_stage = STAGES - 1;
@@ -221,17 +248,8 @@ sgemm(int M, int N, int K, float alpha, const float* __restrict__ A, const float
     float* const c_row = C + (block_m * BM + ty + i * TY) * N + block_n * BN + tx * 4;
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j) {
-      float4* const out = reinterpret_cast<float4*>(c_row + j * 4 * TX);
-      float4 v = make_float4(alpha * acc[i][4 * j + 0], alpha * acc[i][4 * j + 1], alpha * acc[i][4 * j + 2],
-                             alpha * acc[i][4 * j + 3]);
-      if (beta != 0.0f) {  // beta == 0: C is not read (it may hold anything, NaN included), as in BLAS
-        const float4 old = *out;
-        v.x = fmaf(beta, old.x, v.x);
-        v.y = fmaf(beta, old.y, v.y);
-        v.z = fmaf(beta, old.z, v.z);
-        v.w = fmaf(beta, old.w, v.w);
-      }
-      *out = v;
+      store_scaled(c_row + j * 4 * TX, alpha, beta, acc[i][4 * j + 0], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                   acc[i][4 * j + 3]);
     }
   }
 }
@@ -354,22 +372,10 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
   };
 
   float acc[TM][TN];
-#pragma unroll
-  for (int i = 0; i < TM; ++i) {
-#pragma unroll
-    for (int j = 0; j < TN; ++j) {
-      acc[i][j] = 0.0f;
-    }
-  }
+  zero_accumulators(acc);
 
   const int tiles = K / BK;
-#pragma unroll
-  for (int s = 0; s < STAGES - 1; ++s) {
-    if (s < tiles) {
-      load_tile(s);
-    }
-    cp_async_commit();
-  }
+  start_pipeline<STAGES>(tiles, load_tile);
   cp_async_wait<STAGES - 2>();
   __syncthreads();
 
@@ -438,17 +444,8 @@ sgemm_db(int M, int N, int K, float alpha, const float* __restrict__ A, const fl
     float* const c_row = C + (block_m * BM + 4 * ty + (i / 4) * 4 * TY + i % 4) * N + block_n * BN + 4 * tx;
 #pragma unroll
     for (int j = 0; j < TN / 4; ++j) {
-      float4* const out = reinterpret_cast<float4*>(c_row + j * 4 * TX);
-      float4 v = make_float4(alpha * acc[i][4 * j + 0], alpha * acc[i][4 * j + 1], alpha * acc[i][4 * j + 2],
-                             alpha * acc[i][4 * j + 3]);
-      if (beta != 0.0f) {
-        const float4 old = *out;
-        v.x = fmaf(beta, old.x, v.x);
-        v.y = fmaf(beta, old.y, v.y);
-        v.z = fmaf(beta, old.z, v.z);
-        v.w = fmaf(beta, old.w, v.w);
-      }
-      *out = v;
+      store_scaled(c_row + j * 4 * TX, alpha, beta, acc[i][4 * j + 0], acc[i][4 * j + 1], acc[i][4 * j + 2],
+                   acc[i][4 * j + 3]);
     }
   }
 }

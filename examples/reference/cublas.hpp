@@ -11,7 +11,8 @@
 
 #include <cublas_v2.h>
 #include <cuda.h>
-#include <dlfcn.h>
+
+#include "reference/loaded_library.hpp"
 
 #include <stdexcept>
 #include <string>
@@ -28,41 +29,30 @@ class cublas {
  public:
   /// Tries libcublas.so.13, libcublas.so.12, then libcublas.so, and sets the handle's math mode.
   explicit cublas(cublasMath_t math = CUBLAS_PEDANTIC_MATH) {
-    for (const char* name : {"libcublas.so.13", "libcublas.so.12", "libcublas.so"}) {
-      library_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (library_ != nullptr) {
-        library_name_ = name;
-        break;
-      }
-      const char* why = ::dlerror();
-      reason_ += std::string(reason_.empty() ? "" : "; ") + (why != nullptr ? why : name);
-    }
-    if (library_ == nullptr) {
-      reason_ = "no cuBLAS could be loaded (" + reason_ + ")";
+    if (!library_.open({"libcublas.so.13", "libcublas.so.12", "libcublas.so"}, "cuBLAS")) {
       return;
     }
-    reason_.clear();
-    if (!resolve(create_, "cublasCreate_v2") || !resolve(destroy_, "cublasDestroy_v2") ||
-        !resolve(set_stream_, "cublasSetStream_v2") || !resolve(set_math_mode_, "cublasSetMathMode") ||
-        !resolve(sgemm_, "cublasSgemm_v2")) {
+    if (!library_.resolve(create_, "cublasCreate_v2") || !library_.resolve(destroy_, "cublasDestroy_v2") ||
+        !library_.resolve(set_stream_, "cublasSetStream_v2") ||
+        !library_.resolve(set_math_mode_, "cublasSetMathMode") || !library_.resolve(sgemm_, "cublasSgemm_v2")) {
       close();
       return;
     }
     // Optional: better messages and the version, when the library has them.
-    status_string_ = reinterpret_cast<decltype(status_string_)>(::dlsym(library_, "cublasGetStatusString"));
-    get_version_ = reinterpret_cast<decltype(get_version_)>(::dlsym(library_, "cublasGetVersion_v2"));
-    gemm_ex_ = reinterpret_cast<gemm_ex_fn>(::dlsym(library_, "cublasGemmEx"));
+    library_.resolve_optional(status_string_, "cublasGetStatusString");
+    library_.resolve_optional(get_version_, "cublasGetVersion_v2");
+    library_.resolve_optional(gemm_ex_, "cublasGemmEx");
 
     cublasHandle_t handle = nullptr;
     if (const cublasStatus_t s = create_(&handle); s != CUBLAS_STATUS_SUCCESS) {
-      reason_ = library_name_ + ": cublasCreate_v2 failed: " + status_name(s);
+      library_.set_reason(library_.name() + ": cublasCreate_v2 failed: " + status_name(s));
       close();
       return;
     }
     handle_ = handle;
     if (const cublasStatus_t s = set_math_mode_(handle_, math); s != CUBLAS_STATUS_SUCCESS) {
-      reason_ = library_name_ + ": cublasSetMathMode(" + std::to_string(static_cast<int>(math)) +
-                ") failed: " + status_name(s);
+      library_.set_reason(library_.name() + ": cublasSetMathMode(" + std::to_string(static_cast<int>(math)) +
+                          ") failed: " + status_name(s));
       close();
       return;
     }
@@ -82,9 +72,9 @@ class cublas {
   /// Whether the handle is usable.
   [[nodiscard]] bool available() const noexcept { return handle_ != nullptr; }
   /// Why it is not (empty when it is).
-  [[nodiscard]] const std::string& unavailable_reason() const noexcept { return reason_; }
+  [[nodiscard]] const std::string& unavailable_reason() const noexcept { return library_.reason(); }
   /// The name the library was loaded by, e.g. "libcublas.so.13".
-  [[nodiscard]] const std::string& library_name() const noexcept { return library_name_; }
+  [[nodiscard]] const std::string& library_name() const noexcept { return library_.name(); }
   /// cuBLAS's version as major * 10000 + minor * 100 + patch (CUDA 12 and later), or 0 if unknown.
   [[nodiscard]] int version() const noexcept { return version_; }
 
@@ -108,7 +98,7 @@ class cublas {
   /// when the library has no cublasGemmEx.
   void bf16_gemm_tn(int m, int n, int k, const void* a, const void* b, void* c) const {
     if (gemm_ex_ == nullptr) {
-      throw std::runtime_error("cuBLAS: " + library_name_ + " has no cublasGemmEx");
+      throw std::runtime_error("cuBLAS: " + library_.name() + " has no cublasGemmEx");
     }
     const float alpha = 1.0f;
     const float beta = 0.0f;
@@ -118,25 +108,10 @@ class cublas {
   }
 
  private:
-  template <class F>
-  bool resolve(F& fn, const char* symbol) {
-    fn = reinterpret_cast<F>(::dlsym(library_, symbol));
-    if (fn == nullptr) {
-      reason_ = library_name_ + " has no " + symbol;
-      return false;
-    }
-    return true;
-  }
-
-  std::string status_name(cublasStatus_t s) const {
-    const char* text = status_string_ != nullptr ? status_string_(s) : nullptr;
-    return text != nullptr ? std::string(text) : "status " + std::to_string(static_cast<int>(s));
-  }
+  std::string status_name(cublasStatus_t s) const { return describe_status(status_string_, s); }
 
   void check(cublasStatus_t s, const char* what) const {
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      throw std::runtime_error(std::string("cuBLAS: ") + what + " failed: " + status_name(s));
-    }
+    check_status(s, CUBLAS_STATUS_SUCCESS, "cuBLAS", what, status_string_);
   }
 
   void close() noexcept {
@@ -144,16 +119,11 @@ class cublas {
       (void)destroy_(handle_);
       handle_ = nullptr;
     }
-    if (library_ != nullptr) {
-      ::dlclose(library_);
-      library_ = nullptr;
-    }
+    library_.close();
   }
 
-  void* library_ = nullptr;
+  loaded_library library_;
   cublasHandle_t handle_ = nullptr;
-  std::string library_name_;
-  std::string reason_;
   int version_ = 0;
   decltype(&cublasCreate_v2) create_ = nullptr;
   decltype(&cublasDestroy_v2) destroy_ = nullptr;

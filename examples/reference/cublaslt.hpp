@@ -10,13 +10,14 @@
 
 #include <cublasLt.h>
 #include <cuda.h>
-#include <dlfcn.h>
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+
+#include "reference/loaded_library.hpp"
 
 namespace example::reference {
 
@@ -67,38 +68,32 @@ class cublaslt {
 
   /// Tries libcublasLt.so.13, libcublasLt.so.12, then libcublasLt.so, and creates the handle.
   cublaslt() {
-    for (const char* name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}) {
-      library_ = ::dlopen(name, RTLD_NOW | RTLD_LOCAL);
-      if (library_ != nullptr) {
-        library_name_ = name;
-        break;
-      }
-      const char* why = ::dlerror();
-      reason_ += std::string(reason_.empty() ? "" : "; ") + (why != nullptr ? why : name);
-    }
-    if (library_ == nullptr) {
-      reason_ = "no cuBLASLt could be loaded (" + reason_ + ")";
+    if (!library_.open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}, "cuBLASLt")) {
       return;
     }
-    reason_.clear();
-    if (!find(create_, "cublasLtCreate") || !find(destroy_, "cublasLtDestroy") ||
-        !find(desc_create_, "cublasLtMatmulDescCreate") || !find(desc_destroy_, "cublasLtMatmulDescDestroy") ||
-        !find(desc_set_, "cublasLtMatmulDescSetAttribute") || !find(layout_create_, "cublasLtMatrixLayoutCreate") ||
-        !find(layout_destroy_, "cublasLtMatrixLayoutDestroy") ||
-        !find(pref_create_, "cublasLtMatmulPreferenceCreate") ||
-        !find(pref_destroy_, "cublasLtMatmulPreferenceDestroy") ||
-        !find(pref_set_, "cublasLtMatmulPreferenceSetAttribute") ||
-        !find(heuristic_, "cublasLtMatmulAlgoGetHeuristic") || !find(matmul_, "cublasLtMatmul")) {
+    if (!library_.resolve(create_, "cublasLtCreate") || !library_.resolve(destroy_, "cublasLtDestroy") ||
+        !library_.resolve(desc_create_, "cublasLtMatmulDescCreate") ||
+        !library_.resolve(desc_destroy_, "cublasLtMatmulDescDestroy") ||
+        !library_.resolve(desc_set_, "cublasLtMatmulDescSetAttribute") ||
+        !library_.resolve(layout_create_, "cublasLtMatrixLayoutCreate") ||
+        !library_.resolve(layout_destroy_, "cublasLtMatrixLayoutDestroy") ||
+        !library_.resolve(pref_create_, "cublasLtMatmulPreferenceCreate") ||
+        !library_.resolve(pref_destroy_, "cublasLtMatmulPreferenceDestroy") ||
+        !library_.resolve(pref_set_, "cublasLtMatmulPreferenceSetAttribute") ||
+        !library_.resolve(heuristic_, "cublasLtMatmulAlgoGetHeuristic") ||
+        !library_.resolve(matmul_, "cublasLtMatmul")) {
       unload();
       return;
     }
-    status_string_ = reinterpret_cast<decltype(status_string_)>(::dlsym(library_, "cublasLtGetStatusString"));
-    if (auto get_version = reinterpret_cast<decltype(&cublasLtGetVersion)>(::dlsym(library_, "cublasLtGetVersion"))) {
+    library_.resolve_optional(status_string_, "cublasLtGetStatusString");
+    decltype(&cublasLtGetVersion) get_version = nullptr;
+    library_.resolve_optional(get_version, "cublasLtGetVersion");
+    if (get_version != nullptr) {
       version_ = static_cast<int>(get_version());
     }
     cublasLtHandle_t handle = nullptr;
     if (const cublasStatus_t s = create_(&handle); s != CUBLAS_STATUS_SUCCESS) {
-      reason_ = library_name_ + ": cublasLtCreate failed: " + describe(s);
+      library_.set_reason(library_.name() + ": cublasLtCreate failed: " + describe_status(status_string_, s));
       unload();
       return;
     }
@@ -113,9 +108,9 @@ class cublaslt {
   /// Whether the handle is usable.
   [[nodiscard]] bool available() const noexcept { return handle_ != nullptr; }
   /// Why it is not (empty when it is).
-  [[nodiscard]] const std::string& unavailable_reason() const noexcept { return reason_; }
+  [[nodiscard]] const std::string& unavailable_reason() const noexcept { return library_.reason(); }
   /// The name the library was loaded by, e.g. "libcublasLt.so.13".
-  [[nodiscard]] const std::string& library_name() const noexcept { return library_name_; }
+  [[nodiscard]] const std::string& library_name() const noexcept { return library_.name(); }
   /// cuBLASLt's version as major * 10000 + minor * 100 + patch, or 0 if unknown.
   [[nodiscard]] int version() const noexcept { return version_; }
 
@@ -160,24 +155,8 @@ class cublaslt {
   }
 
  private:
-  template <class F>
-  bool find(F& fn, const char* symbol) {
-    fn = reinterpret_cast<F>(::dlsym(library_, symbol));
-    if (fn == nullptr) {
-      reason_ = library_name_ + " has no " + symbol;
-    }
-    return fn != nullptr;
-  }
-
-  std::string describe(cublasStatus_t s) const {
-    const char* text = status_string_ != nullptr ? status_string_(s) : nullptr;
-    return text != nullptr ? std::string(text) : "status " + std::to_string(static_cast<int>(s));
-  }
-
   void check(cublasStatus_t s, const char* what) const {
-    if (s != CUBLAS_STATUS_SUCCESS) {
-      throw std::runtime_error(std::string("cuBLASLt: ") + what + " failed: " + describe(s));
-    }
+    check_status(s, CUBLAS_STATUS_SUCCESS, "cuBLASLt", what, status_string_);
   }
 
   void unload() noexcept {
@@ -185,16 +164,11 @@ class cublaslt {
       (void)destroy_(handle_);
       handle_ = nullptr;
     }
-    if (library_ != nullptr) {
-      ::dlclose(library_);
-      library_ = nullptr;
-    }
+    library_.close();
   }
 
-  void* library_ = nullptr;
+  loaded_library library_;
   cublasLtHandle_t handle_ = nullptr;
-  std::string library_name_;
-  std::string reason_;
   int version_ = 0;
   decltype(&cublasLtCreate) create_ = nullptr;
   decltype(&cublasLtDestroy) destroy_ = nullptr;
