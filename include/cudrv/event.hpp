@@ -178,11 +178,12 @@ struct event_pool_state;
 class event_pool;
 
 /// @brief An event of an @ref cudrv::event_pool, handed out by @ref event_pool::acquire and given back
-/// to the pool when destroyed (no driver call either way). Move-only; converts to @ref event_ref.
+/// to the pool when destroyed (no driver call either way for a device's primary context). Move-only;
+/// converts to @ref event_ref.
 ///
 /// It keeps its pool's state alive: destroying the @ref cudrv::event_pool first is safe, the event is
-/// then destroyed with the last pooled event. A recycled event carries its previous record until it
-/// is recorded again: record it before waiting on it or asking @ref is_done.
+/// then destroyed when it comes back (and the state with the last one). A recycled event carries its previous record
+/// until it is recorded again: record it before waiting on it or asking @ref is_done.
 class pooled_event : public event_base {
  public:
   /// @brief An empty pooled event (holds nothing; @ref event_pool::acquire makes full ones).
@@ -220,10 +221,11 @@ class pooled_event : public event_base {
 };
 
 /// @brief Reusable events of one context and one set of flags, like the event caches of deep-learning
-/// frameworks: @ref acquire hands out an idle event without a driver call (creating one, with the
-/// context check of @ref cudrv::event, only when none is idle), and a @ref cudrv::pooled_event goes back
-/// to the pool when destroyed. Events are destroyed with the pool, or with the last pooled event
-/// still out when the pool went first.
+/// frameworks: @ref acquire hands out an idle event without a driver call for a device's primary
+/// context (a pool of another context asks for the context's id first, to refuse a destroyed one;
+/// an event is created, with the context check of @ref cudrv::event, only when none is idle), and a
+/// @ref cudrv::pooled_event goes back to the pool when destroyed. Idle events are destroyed with the
+/// pool; an event still out when the pool went first is destroyed when it comes back.
 ///
 /// Thread safety: @ref acquire, @ref reserve, @ref idle and @ref size may be called from several
 /// threads at once, and pooled events may be given back on any thread (one mutex per pool). Moving or

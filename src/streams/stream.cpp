@@ -206,20 +206,26 @@ void CUDA_CB dispose_host_task_callback(void* data) { dispose(static_cast<host_t
 namespace {
 
 // Each thread keeps the memory of the last stream state it deleted for the next one it makes (issue 37):
-// creating and destroying streams in a loop then costs no heap allocation. Freed with the thread; a
-// state deleted after that (a static stream destroyed at exit) goes back to the heap.
-struct spare_state_holder {
+// creating and destroying streams in a loop then costs no heap allocation. The slot is trivially
+// destructible (constinit), so reading it stays defined while the thread's other thread-locals are
+// destroyed; a separate guard, registered when the slot first keeps memory, frees it with the thread and
+// closes the slot, after which a state deleted (a static stream destroyed at exit) goes back to the heap.
+struct spare_state_slot {
   void* spare = nullptr;  // memory for one stream_state, or null
   bool closed = false;    // the thread is ending: nothing is kept any more
-  spare_state_holder() = default;
-  spare_state_holder(const spare_state_holder&) = delete;
-  spare_state_holder& operator=(const spare_state_holder&) = delete;
-  ~spare_state_holder() {
-    ::operator delete(std::exchange(spare, nullptr), sizeof(stream_state));
-    closed = true;
+};
+constinit thread_local spare_state_slot spare_state{};
+
+struct spare_state_guard {
+  spare_state_guard() = default;
+  spare_state_guard(const spare_state_guard&) = delete;
+  spare_state_guard& operator=(const spare_state_guard&) = delete;
+  ~spare_state_guard() {
+    ::operator delete(std::exchange(spare_state.spare, nullptr), sizeof(stream_state));
+    spare_state.closed = true;
   }
 };
-thread_local spare_state_holder spare_state;
+thread_local spare_state_guard spare_state_cleanup;
 
 stream_state* new_state() {
   if (void* memory = std::exchange(spare_state.spare, nullptr); memory != nullptr) {
@@ -229,10 +235,11 @@ stream_state* new_state() {
 }
 
 void delete_state(stream_state* s) noexcept {
-  spare_state_holder& h = spare_state;
-  if (h.spare == nullptr && !h.closed) {
+  spare_state_slot& slot = spare_state;
+  if (slot.spare == nullptr && !slot.closed) {
+    (void)&spare_state_cleanup;  // constructs the guard (once per thread), which frees the slot at thread exit
     s->~stream_state();
-    h.spare = s;
+    slot.spare = s;
   } else {
     delete s;
   }
