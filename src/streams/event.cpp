@@ -24,20 +24,19 @@ std::string describe(CUevent e) {
   return buffer;
 }
 
-unsigned int driver_flags(event_flags flags) {
+unsigned int driver_flags(event_flags flags, const char* api = "cudrv::event") {
   auto bits = static_cast<unsigned int>(flags);
   if ((bits & ~7u) != 0) {
     char hex[16];
     std::snprintf(hex, sizeof(hex), "0x%x", bits & ~7u);
-    throw invalid_argument_error("cudrv::event", std::string("unknown event flags: bits ") + hex +
-                                                     " (known: timing, blocking_sync, interprocess)");
+    throw invalid_argument_error(api, std::string("unknown event flags: bits ") + hex +
+                                          " (known: timing, blocking_sync, interprocess)");
   }
   bool timing = (flags & event_flags::timing) == event_flags::timing;
   bool ipc = (flags & event_flags::interprocess) == event_flags::interprocess;
   if (timing && ipc) {
-    throw invalid_argument_error("cudrv::event",
-                                 "event_flags::interprocess excludes event_flags::timing: the driver cannot share "
-                                 "timed events between processes");
+    throw invalid_argument_error(api, "event_flags::interprocess excludes event_flags::timing: the driver cannot share "
+                                      "timed events between processes");
   }
   unsigned int out = timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING;
   if ((flags & event_flags::blocking_sync) == event_flags::blocking_sync) {
@@ -193,7 +192,7 @@ event_pool_state* make_pool_state(CUcontext ctx, event_flags flags) {
                                  "event_flags::interprocess: another process cannot know that a pooled event is "
                                  "recycled; use cudrv::event");
   }
-  (void)driver_flags(flags);  // refuses unknown bits
+  (void)driver_flags(flags, "cudrv::event_pool");  // refuses unknown bits
   detail::require_context_handle(ctx, "cudrv::event_pool");
   auto* state = new event_pool_state;
   state->context = detail::context_token::of(ctx);
