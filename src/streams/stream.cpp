@@ -221,7 +221,7 @@ struct spare_state_guard {
   spare_state_guard(const spare_state_guard&) = delete;
   spare_state_guard& operator=(const spare_state_guard&) = delete;
   ~spare_state_guard() {
-    ::operator delete(std::exchange(spare_state.spare, nullptr), sizeof(stream_state));
+    ::operator delete(std::exchange(spare_state.spare, nullptr));  // memory of a `new stream_state`
     spare_state.closed = true;
   }
 };
