@@ -190,6 +190,37 @@ std::vector<std::string> fakes() {
   return {std::string("CUDRV_LIBCUDA=") + CUDRV_TEST_FAKE_CUDA, std::string("CUDRV_LIBNVML=") + CUDRV_TEST_FAKE_NVML};
 }
 
+/// Starts cudrv-query @p args (after the program's path) with @p set in its environment and its stdout
+/// in @p out, without waiting; @p ignored, when not 0, is a signal the child starts with ignored (an
+/// ignored disposition is inherited through exec: it is ignored here for the spawn only). Returns the
+/// child's pid; a failed spawn fails the test.
+pid_t start_query(const std::vector<std::string>& args, const std::vector<std::string>& set,
+                  const query_test::temp_file& out, int ignored = 0) {
+  std::vector<std::string> env = query_test::environment(set, {});
+  std::vector<char*> envp;
+  for (std::string& e : env) envp.push_back(e.data());
+  envp.push_back(nullptr);
+  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  std::vector<char*> argp;
+  for (std::string& a : argv) argp.push_back(a.data());
+  argp.push_back(nullptr);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
+  struct sigaction ignore {};
+  struct sigaction before {};
+  ignore.sa_handler = SIG_IGN;
+  sigemptyset(&ignore.sa_mask);
+  if (ignored != 0) sigaction(ignored, &ignore, &before);
+  pid_t pid = 0;
+  const int spawned = posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  if (ignored != 0) sigaction(ignored, &before, nullptr);
+  posix_spawn_file_actions_destroy(&actions);
+  REQUIRE(spawned == 0);
+  return pid;
+}
+
 query_test::process_result watch(std::vector<std::string> args) {
   args.insert(args.begin(), "--watch");
   return run_query(args, fakes());
@@ -357,20 +388,7 @@ TEST_CASE("watch: --watch-count and --watch-duration bound the samples, due on a
 
 TEST_CASE("watch: SIGINT ends an unbounded watch cleanly with the last sample written", "[query][watch]") {
   query_test::temp_file out;
-  std::vector<std::string> env = query_test::environment(fakes(), {});
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH, "--watch", "--json", "--watch-interval", "0.05"};
-  std::vector<char*> argp;
-  for (std::string& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data()) == 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid = start_query({"--watch", "--json", "--watch-interval", "0.05"}, fakes(), out);
   // Wait (bounded) until samples are coming, then interrupt.
   for (int i = 0; i < 200 && query_test::line_count(out.read()) < 4; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
@@ -451,28 +469,7 @@ std::vector<double> elapsed_of(const std::string& out) {
 
 TEST_CASE("watch: a SIGINT ignored on entry (nohup, a background job) stays ignored", "[query][watch]") {
   query_test::temp_file out;
-  std::vector<std::string> env = query_test::environment(fakes(), {});
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH, "--watch", "--json", "--watch-interval", "0.05", "-d", "0"};
-  std::vector<char*> argp;
-  for (std::string& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
-  // An ignored disposition is inherited through exec: ignore SIGINT here for the spawn only.
-  struct sigaction ignore {};
-  struct sigaction before {};
-  ignore.sa_handler = SIG_IGN;
-  sigemptyset(&ignore.sa_mask);
-  sigaction(SIGINT, &ignore, &before);
-  pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
-  sigaction(SIGINT, &before, nullptr);
-  posix_spawn_file_actions_destroy(&actions);
-  REQUIRE(spawned == 0);
+  const pid_t pid = start_query({"--watch", "--json", "--watch-interval", "0.05", "-d", "0"}, fakes(), out, SIGINT);
   for (int i = 0; i < 200 && query_test::line_count(out.read()) < 2; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));
   }
@@ -493,22 +490,9 @@ TEST_CASE("watch: a SIGINT ignored on entry (nohup, a background job) stays igno
 TEST_CASE("watch: a second SIGINT acts as without cudrv-query's handler: by default it ends the process",
           "[query][watch]") {
   query_test::temp_file out;
-  std::vector<std::string> env = query_test::environment({fakes()[0], fakes()[1], "FAKE_NVML_STALL=3:3000"}, {});
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv{
-      CUDRV_TEST_QUERY_PATH, "--watch", "--json", "--watch-interval", "0.05", "-d", "1", "--query",
-      "elapsed,nvlink.tx"};
-  std::vector<char*> argp;
-  for (std::string& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
-  pid_t pid = 0;
-  REQUIRE(posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data()) == 0);
-  posix_spawn_file_actions_destroy(&actions);
+  const pid_t pid =
+      start_query({"--watch", "--json", "--watch-interval", "0.05", "-d", "1", "--query", "elapsed,nvlink.tx"},
+                  {fakes()[0], fakes()[1], "FAKE_NVML_STALL=3:3000"}, out);
   // The first sample is written; the second one's NVLink reading then takes 3 s (the stand-in's stall).
   for (int i = 0; i < 200 && query_test::line_count(out.read()) < 1; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(25));

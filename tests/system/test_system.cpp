@@ -555,13 +555,23 @@ TEST_CASE("system: memory with the driver's reservation apart, as nvidia-smi rep
 }
 
 // issue 36: watch (review fixes): counters NVML cannot give, counters too large, and the per-link sum.
+namespace {
+/// The stand-in NVML's every-link counters (fake_nvml_watch_counters): set(mode, tx, rx) while it lives,
+/// back to the stand-in's normal answers when it goes.
+struct watch_counters_override {
+  void (*set)(int, unsigned long long, unsigned long long) =
+      nvml_hook<void(int, unsigned long long, unsigned long long)>("fake_nvml_watch_counters");
+  watch_counters_override() = default;
+  watch_counters_override(const watch_counters_override&) = delete;
+  watch_counters_override& operator=(const watch_counters_override&) = delete;
+  ~watch_counters_override() { set(0, 0, 0); }
+  void operator()(int mode, unsigned long long tx, unsigned long long rx) const { set(mode, tx, rx); }
+};
+}  // namespace
+
 TEST_CASE("system: NVLink counters NVML gives as not available, or too large in bytes, are no reading", "[system]") {
   const sys::nvml_device gpu = sys::nvml_device::at(0);
-  auto* counters = nvml_hook<void(int, unsigned long long, unsigned long long)>("fake_nvml_watch_counters");
-  struct back_to_normal {
-    void (*hook)(int, unsigned long long, unsigned long long);
-    ~back_to_normal() { hook(0, 0, 0); }
-  } restore{counters};
+  const watch_counters_override counters;
   constexpr unsigned long long not_available = ~0ULL;  // NVML_VALUE_NOT_AVAILABLE_ulonglong
   // Such an answer for every link at once is no answer: cudrv goes on to the links' own counters (the
   // stand-in's link 0: 1000 KiB sent, 2000 KiB received), never a value of all ones or a wrapped one.
@@ -586,11 +596,7 @@ TEST_CASE("system: NVLink counters NVML gives as not available, or too large in 
 
 TEST_CASE("system: without the every-link counters, the active links' own counters are summed and named", "[system]") {
   const sys::nvml_device gpu = sys::nvml_device::at(0);
-  auto* counters = nvml_hook<void(int, unsigned long long, unsigned long long)>("fake_nvml_watch_counters");
-  struct back_to_normal {
-    void (*hook)(int, unsigned long long, unsigned long long);
-    ~back_to_normal() { hook(0, 0, 0); }
-  } restore{counters};
+  const watch_counters_override counters;
   const std::optional<sys::nvlink_traffic> all = gpu.nvlink_traffic();
   REQUIRE(all);
   CHECK(all->source == sys::nvlink_traffic::origin::throughput_all_links);
