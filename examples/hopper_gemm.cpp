@@ -20,7 +20,8 @@
 //     staging buffers) is above the default 48 KiB limit;
 //   - kernel_ref::max_active_clusters: how many clusters of two 384-thread blocks fit at once, the size
 //     of the persistent grid;
-//   - cudrv::launch with launch_config::cluster: the cluster launch (cuLaunchKernelEx).
+//   - cudrv::launch with launch_config::cluster: the cluster launch (cuLaunchKernelEx), cooperative
+//     (launch_config::cooperative) for the stream-K schedules, whose clusters wait for each other.
 //
 // A configuration is an instantiation and a schedule: one tile per cluster, or persistent with tile
 // groups of 8 or 16, or persistent with a stream-K tail (1: the last partial wave's tiles split by K
@@ -137,10 +138,13 @@ struct variant {
 
 constexpr int threads = 384;  // producer warpgroup + two consumer warpgroups
 
-cudrv::launch_config config_of(const variant& v, unsigned clusters) {
+// `cooperative`: the stream-K schedules, whose clusters wait for each other's partial sums, ask the driver
+// to refuse a grid that cannot be resident at once instead of trusting the occupancy query.
+cudrv::launch_config config_of(const variant& v, unsigned clusters, bool cooperative = false) {
   cudrv::launch_config c{.grid = clusters * static_cast<unsigned>(v.cluster),
                          .block = threads,
-                         .dynamic_shared_memory = v.shared_bytes};
+                         .dynamic_shared_memory = v.shared_bytes,
+                         .cooperative = cooperative};
   if (v.cluster > 1) {
     c.cluster = cudrv::dims(v.cluster);
   }
@@ -521,9 +525,9 @@ bool run_shape(const cudrv::device& dev, cudrv::stream_ref stream, std::vector<v
     const std::size_t tiles =
         (s.m / static_cast<std::size_t>(v.bm * v.cluster)) * (s.n / static_cast<std::size_t>(v.bn));
     const std::size_t clusters = cfg.persistent ? std::min(tiles, static_cast<std::size_t>(v.max_clusters)) : tiles;
-    cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters)), v.kernel, a_maps[cfg.variant], b_maps[cfg.variant],
-                  dc.get(), m, n, k, cfg.group_m, c_map, workspace.get(), flags.get(),
-                  stream_k_tiles(cfg, tiles, clusters));
+    const int split = stream_k_tiles(cfg, tiles, clusters);
+    cudrv::launch(st, config_of(v, static_cast<unsigned>(clusters), split != 0), v.kernel, a_maps[cfg.variant],
+                  b_maps[cfg.variant], dc.get(), m, n, k, cfg.group_m, c_map, workspace.get(), flags.get(), split);
   };
 
   std::vector<check_result> checks;
