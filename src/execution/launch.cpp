@@ -1,6 +1,7 @@
 // launch: the kernel launch itself and the diagnosis of a refused launch.
 #include "cudrv/launch.hpp"
 
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -211,7 +212,9 @@ void check_cluster(launch_diagnosis& d) {
   }
 }
 
-// Cooperative launches: the device's support, and the whole grid resident at once.
+// Cooperative launches: the device's support, and the whole grid resident at once: as blocks per SM,
+// and for a cluster launch as clusters (cuOccupancyMaxActiveClusters: the clusters that fit at once can be
+// fewer than the blocks per SM suggest, since a cluster's blocks share one GPC).
 void check_cooperative(launch_diagnosis& d) {
   const launch_config& c = d.c;
   const unsigned long long threads = c.block.count();
@@ -225,13 +228,24 @@ void check_cooperative(launch_diagnosis& d) {
   if (threads == 0) {
     return;
   }
+  const unsigned long long cluster_blocks = c.has_cluster() ? c.cluster.count() : 0;
+  const bool whole_clusters = cluster_blocks != 0 && c.grid.x % std::max(c.cluster.x, 1U) == 0 &&
+                              c.grid.y % std::max(c.cluster.y, 1U) == 0 && c.grid.z % std::max(c.cluster.z, 1U) == 0;
   int per_sm = 0;
+  int max_clusters = -1;
   CUfunction f = nullptr;
   run_in_context(d.ctx, "cuKernelGetFunction", [&] {
     if (drv::cuKernelGetFunction(&f, d.kernel) != CUDA_SUCCESS ||
         drv::cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(&per_sm, f, static_cast<int>(threads),
                                                                   c.dynamic_shared_memory, 0) != CUDA_SUCCESS) {
       per_sm = -1;
+    }
+    if (f != nullptr && whole_clusters) {
+      launch_attribute_array attrs;
+      const CUlaunchConfig lc = native_launch_config(c, attrs, occupancy_path);
+      if (drv::cuOccupancyMaxActiveClusters(&max_clusters, f, &lc) != CUDA_SUCCESS) {
+        max_clusters = -1;
+      }
     }
   });
   const int sms = d.device_attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
@@ -240,6 +254,12 @@ void check_cooperative(launch_diagnosis& d) {
                          std::to_string(static_cast<long long>(per_sm) * sms) +
                          " blocks that can be resident at once (" + std::to_string(per_sm) + " per SM x " +
                          std::to_string(sms) + " SMs at this block size and shared memory)");
+  } else if (max_clusters >= 0 && c.grid.count() / cluster_blocks > static_cast<unsigned long long>(max_clusters)) {
+    d.problems.push_back("a cooperative launch of " + std::to_string(c.grid.count() / cluster_blocks) +
+                         " clusters of " + std::to_string(cluster_blocks) + " blocks exceeds the " +
+                         std::to_string(max_clusters) +
+                         " clusters that can be resident at once (cuOccupancyMaxActiveClusters at this cluster "
+                         "shape, block size and shared memory)");
   }
 }
 

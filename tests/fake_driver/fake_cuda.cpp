@@ -544,6 +544,8 @@ CUresult CUDAAPI fake_cuDeviceGetAttribute(int* v, CUdevice_attribute a, CUdevic
     case CU_DEVICE_ATTRIBUTE_MEMORY_POOLS_SUPPORTED:
     case CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING: *v = 1; break;
     case CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT: *v = 100; break;
+    case CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH: *v = 1; break;
+    case CU_DEVICE_ATTRIBUTE_CLUSTER_LAUNCH: *v = cc >= 90 ? 1 : 0; break;
     case CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK: *v = 1024; break;
     case CU_DEVICE_ATTRIBUTE_MEMPOOL_SUPPORTED_HANDLE_TYPES:  // IPC: POSIX descriptors, no fabric
       *v = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | (fabric_without_imex ? 0x8 : 0);
@@ -3380,6 +3382,20 @@ CUresult CUDAAPI fake_cuOccupancyMaxActiveClusters(int* clusters, CUfunction, co
   return CUDA_SUCCESS;
 }
 
+// Eight blocks of any shape per SM (of the 100 every fake device has): the launch diagnosis's figure.
+CUresult CUDAAPI fake_cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags(int* blocks, CUfunction f, int, std::size_t,
+                                                                           unsigned) {
+  FAKE_ENTER();
+  if (current() == nullptr) {
+    return fail(CUDA_ERROR_INVALID_CONTEXT);
+  }
+  if (f == nullptr) {
+    return fail(CUDA_ERROR_INVALID_HANDLE);
+  }
+  *blocks = 8;
+  return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI fake_cuOccupancyMaxPotentialClusterSize(int* size, CUfunction, const CUlaunchConfig* config) {
   FAKE_ENTER();
   if (current() == nullptr) {
@@ -4231,6 +4247,7 @@ const symbol symbols[] = {
     FAKE_SYMBOL(cuGraphAddKernelNode),
     FAKE_SYMBOL(cuGraphKernelNodeSetAttribute),
     FAKE_SYMBOL(cuGraphDestroyNode),
+    FAKE_SYMBOL(cuOccupancyMaxActiveBlocksPerMultiprocessorWithFlags),
     FAKE_SYMBOL(cuOccupancyMaxActiveClusters),
     FAKE_SYMBOL(cuOccupancyMaxPotentialClusterSize),
     // IPC (issue 17)

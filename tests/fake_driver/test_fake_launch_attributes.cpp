@@ -70,16 +70,25 @@ CUlaunchAttribute attribute(CUlaunchAttributeID id, Fill fill) {
   return a;
 }
 
+// A stream and a kernel without parameters on the stand-in's device 1 (compute capability 9.0).
+struct stream_and_kernel {
+  cudrv::test::fake_probe f;
+  cudrv::device dev{1};
+  cudrv::stream s{dev};
+  cudrv::library lib{empty_kernel_ptx(), dev};
+  cudrv::kernel k = lib.get_kernel("attrs_kernel");
+};
+
 }  // namespace
 
 TEST_CASE(
     "launch attributes: the stream launch, the graph kernel node and the occupancy query hand the driver the same",
     "[fake-driver][launch-attributes]") {
-  cudrv::test::fake_probe f;
-  const cudrv::device dev(1);
-  cudrv::stream s(dev);
-  cudrv::library lib(empty_kernel_ptx(), dev);
-  const cudrv::kernel k = lib.get_kernel("attrs_kernel");
+  stream_and_kernel t;
+  cudrv::test::fake_probe& f = t.f;
+  const cudrv::device& dev = t.dev;
+  cudrv::stream& s = t.s;
+  const cudrv::kernel& k = t.k;
   // The graph node takes a view without the library's bookkeeping (the fake has no user objects, which
   // keep a library loaded for a graph).
   const cudrv::kernel_ref bare = cudrv::kernel_ref::from_native_handle(k.native_handle());
@@ -177,6 +186,53 @@ TEST_CASE("launch attributes: a kernel node names the attribute the driver refus
   CHECK(contains(e->what(), "the driver refused a launch attribute of the kernel node (cooperative)"));
   CHECK(f.counter("kernel_nodes") == nodes + 1);
   CHECK(f.counter("destroyed_kernel_nodes") >= 1);  // the half-configured node was removed
+}
+
+TEST_CASE("launch attributes: a refused cooperative launch is diagnosed in blocks per SM and, with clusters, in "
+          "clusters",
+          "[fake-driver][launch-attributes]") {
+  // The stand-in: 100 SMs, 8 blocks of any shape per SM, 4 clusters at once (cuOccupancyMaxActiveClusters).
+  stream_and_kernel t;
+  cudrv::stream& s = t.s;
+  const cudrv::kernel& k = t.k;
+  // The driver refuses the launch as too large; what cudrv's error says about it is the diagnosis's.
+  auto refused = [&](const cudrv::launch_config& config) {
+    cudrv::test::fake_injection inject;
+    const long long call = inject.find([&] { cudrv::launch(s, config, k); }, "cuLaunchKernelEx");
+    REQUIRE(call > 0);
+    inject.fail_call(call, CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    auto e = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, config, k); });
+    REQUIRE(e);
+    CHECK(inject.failed_api() == "cuLaunchKernelEx");
+    CHECK(e->result() == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    return std::string(e->what());
+  };
+  SECTION("5 clusters of 2 blocks: within the blocks per SM, beyond the clusters resident at once") {
+    const std::string what = refused({.grid = 10, .block = 32, .cluster = {2, 1, 1}, .cooperative = true});
+    INFO("what(): " << what);
+    CHECK(contains(what, "a cooperative launch of 5 clusters of 2 blocks exceeds the 4 clusters that can be "
+                         "resident at once"));
+    CHECK_FALSE(contains(what, "blocks that can be resident"));
+    // The occupancy query was handed the launch as it is: its cluster shape and the cooperative attribute.
+    const handed query = handed_to("cuOccupancyMaxActiveClusters");
+    CHECK(query.shape == std::array<unsigned, 7>{10, 1, 1, 32, 1, 1, 0});
+    CHECK(as_text(query.attributes) ==
+          as_text(
+              {attribute(CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                         [](CUlaunchAttributeValue& v) { v.clusterDim.x = 2, v.clusterDim.y = 1, v.clusterDim.z = 1; }),
+               attribute(CU_LAUNCH_ATTRIBUTE_COOPERATIVE, [](CUlaunchAttributeValue& v) { v.cooperative = 1; })}));
+  }
+  SECTION("4 clusters fit: nothing said about clusters") {
+    const std::string what = refused({.grid = 8, .block = 32, .cluster = {2, 1, 1}, .cooperative = true});
+    INFO("what(): " << what);
+    CHECK_FALSE(contains(what, "clusters that can be resident"));
+  }
+  SECTION("without clusters: 801 blocks against 8 per SM x 100 SMs") {
+    const std::string what = refused({.grid = 801, .block = 32, .cooperative = true});
+    INFO("what(): " << what);
+    CHECK(contains(what, "a cooperative launch of 801 blocks exceeds the 800 blocks that can be resident at once "
+                         "(8 per SM x 100 SMs"));
+  }
 }
 
 // --- issue 34 part 1: every launch attribute ------------------------------------------------------------

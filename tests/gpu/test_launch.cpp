@@ -383,6 +383,87 @@ TEST_CASE("a thread-block cluster launch with distributed shared memory", "[gpu]
   CHECK(f == std::vector<int>(8, 1));
 }
 
+TEST_CASE("cooperative launches with clusters: the whole grid runs at once, or the driver refuses it",
+          "[gpu][launch][bad-input]") {
+  CUDRV_REQUIRE_GPU();
+  cudrv::device dev(0);
+  if (dev.compute_capability().major < 9) {
+    WARN("SKIPPED: clusters need compute capability 9.0");
+    return;
+  }
+  REQUIRE(dev.attribute(CU_DEVICE_ATTRIBUTE_COOPERATIVE_LAUNCH) == 1);
+  auto& lib = test_library();
+  cudrv::stream s(dev);
+  auto k = lib.get_kernel<void(int*)>("cluster_neighbours");
+  // One block per SM: dynamic shared memory (unused by the kernel) over half of what an SM holds.
+  const auto shared = static_cast<std::size_t>(dev.attribute(CU_DEVICE_ATTRIBUTE_MAX_SHARED_MEMORY_PER_BLOCK_OPTIN)) -
+                      static_cast<std::size_t>(k.attributes(dev).shared_size_bytes);
+  k.set_max_dynamic_shared_memory(dev, shared);
+  k.set_non_portable_cluster_size_allowed(dev, true);
+  const int sms = dev.attribute(CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT);
+  REQUIRE(k.max_active_blocks_per_multiprocessor(dev, 32, shared) == 1);
+  auto config = [&](unsigned clusters, unsigned cluster) {
+    return cudrv::launch_config{.grid = clusters * cluster,
+                                .block = 32,
+                                .dynamic_shared_memory = shared,
+                                .cluster = cluster,
+                                .cooperative = true};
+  };
+
+  // As many clusters of 2 as fit at once: accepted, and every block read its neighbour's shared memory.
+  const int pairs = k.max_active_clusters(dev, config(1, 2));
+  REQUIRE(pairs >= 1);
+  const unsigned grid = 2 * static_cast<unsigned>(pairs);
+  cudrv::device_buffer<int> out(dev, grid * 3);
+  cudrv::fill(out, -1, s);
+  cudrv::launch(s, config(static_cast<unsigned>(pairs), 2), k, out.get());
+  s.synchronize();
+  std::vector<int> host(grid * 3);
+  cudrv::copy(host, out);
+  for (unsigned b = 0; b < grid; ++b) {
+    const unsigned rank = b % 2;
+    CHECK(host[b * 3 + 0] == static_cast<int>(rank));
+    CHECK(host[b * 3 + 1] == 2);
+    CHECK(host[b * 3 + 2] == static_cast<int>((b - rank + (rank + 1) % 2) * 10));
+  }
+
+  // One cluster more than fit: refused. Where the clusters leave at least one cluster's worth of SMs
+  // idle (clusters cannot span GPCs), the blocks would fit one per SM, and the diagnosis names the clusters.
+  bool cluster_limited = false;
+  for (unsigned cluster : {16u, 8u, 4u, 2u}) {
+    const int fit = k.max_active_clusters(dev, config(1, cluster));
+    INFO("clusters of " << cluster << ": " << fit << " at once, " << sms << " SMs");
+    if (fit < 1) {
+      continue;
+    }
+    const unsigned clusters = static_cast<unsigned>(fit) + 1;
+    auto e = catch_as<cudrv::launch_error>([&] { cudrv::launch(s, config(clusters, cluster), k, out.get()); });
+    REQUIRE(e);
+    INFO(e->what());
+    CHECK(e->result() == CUDA_ERROR_COOPERATIVE_LAUNCH_TOO_LARGE);
+    if (clusters * cluster <= static_cast<unsigned>(sms)) {
+      cluster_limited = true;
+      CHECK(contains(e->what(), "a cooperative launch of " + std::to_string(clusters) + " clusters of " +
+                                    std::to_string(cluster) + " blocks exceeds the " + std::to_string(fit) +
+                                    " clusters that can be resident at once"));
+    } else {
+      CHECK(contains(e->what(), "a cooperative launch of " + std::to_string(clusters * cluster) +
+                                    " blocks exceeds the " + std::to_string(sms) + " blocks"));
+    }
+  }
+  if (!cluster_limited) {
+    WARN("no cluster size leaves a cluster's worth of SMs idle on this device: the cluster diagnosis is shown "
+         "by the stand-in driver's test only");
+  }
+  // The refusals left the context usable.
+  cudrv::fill(out, -1, s);
+  cudrv::launch(s, config(1, 2), k, out.get());
+  s.synchronize();
+  cudrv::copy(host, out);
+  CHECK(host[3 * 1 + 2] == 0);  // block 1 read block 0's value
+  k.set_non_portable_cluster_size_allowed(dev, false);
+}
+
 TEST_CASE("__global__ functions compiled by nvcc launch through the same API", "[gpu][launch][nvcc][driver_error]") {
   CUDRV_REQUIRE_GPU();
   cudrv::device dev(0);
