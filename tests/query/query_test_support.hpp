@@ -14,6 +14,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -76,18 +77,37 @@ inline std::vector<std::string> environment(const std::vector<std::string>& set,
   return env;
 }
 
+/// The argument and environment arrays posix_spawn takes (each ends in a null pointer), pointing into
+/// strings this object owns: keep it alive until the spawn returns. Neither copied nor moved, so that
+/// the pointers stay valid.
+struct spawn_arrays {
+  std::vector<std::string> args;
+  std::vector<std::string> env;
+  std::vector<char*> argp;
+  std::vector<char*> envp;
+
+  spawn_arrays(std::vector<std::string> a, std::vector<std::string> e) : args(std::move(a)), env(std::move(e)) {
+    for (std::string& x : args) argp.push_back(x.data());
+    argp.push_back(nullptr);
+    for (std::string& x : env) envp.push_back(x.data());
+    envp.push_back(nullptr);
+  }
+  spawn_arrays(const spawn_arrays&) = delete;
+  spawn_arrays& operator=(const spawn_arrays&) = delete;
+};
+
+/// cudrv-query's path followed by @p args: the argument vector of a cudrv-query run.
+inline std::vector<std::string> query_argv(const std::vector<std::string>& args) {
+  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return argv;
+}
+
 /// Runs @p argv (argv[0] searched on PATH) with the environment of this process, changed by
 /// @p set ("NAME=value") and @p unset ("NAME"); stdout and stderr are captured.
 inline process_result run_process(const std::vector<std::string>& argv, const std::vector<std::string>& set = {},
                                   const std::vector<std::string>& unset = {}) {
-  std::vector<std::string> env = environment(set, unset);
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> args = argv;
-  std::vector<char*> argp;
-  for (std::string& a : args) argp.push_back(a.data());
-  argp.push_back(nullptr);
+  spawn_arrays spawn(argv, environment(set, unset));
 
   temp_file out;
   temp_file err;
@@ -97,7 +117,7 @@ inline process_result run_process(const std::vector<std::string>& argv, const st
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
   posix_spawn_file_actions_addopen(&actions, STDERR_FILENO, err.path().c_str(), O_WRONLY | O_TRUNC, 0);
   pid_t pid = 0;
-  int rc = posix_spawnp(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  int rc = posix_spawnp(&pid, spawn.argp[0], &actions, nullptr, spawn.argp.data(), spawn.envp.data());
   posix_spawn_file_actions_destroy(&actions);
   process_result r;
   if (rc != 0) {
@@ -117,15 +137,7 @@ inline process_result run_process(const std::vector<std::string>& argv, const st
 /// ignored signal stays ignored across exec); stderr is captured, out stays empty.
 inline process_result run_query_to(int stdout_fd, const std::vector<std::string>& args,
                                    const std::vector<std::string>& set = {}, bool ignore_sigpipe = false) {
-  std::vector<std::string> env = environment(set, {});
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> argp;
-  for (std::string& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
+  spawn_arrays spawn(query_argv(args), environment(set, {}));
 
   temp_file err;
   posix_spawn_file_actions_t actions;
@@ -138,12 +150,12 @@ inline process_result run_query_to(int stdout_fd, const std::vector<std::string>
   ignore.sa_handler = SIG_IGN;
   if (ignore_sigpipe) sigaction(SIGPIPE, &ignore, &previous);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  const int rc = posix_spawn(&pid, spawn.argp[0], &actions, nullptr, spawn.argp.data(), spawn.envp.data());
   if (ignore_sigpipe) sigaction(SIGPIPE, &previous, nullptr);
   posix_spawn_file_actions_destroy(&actions);
   process_result r;
   if (rc != 0) {
-    r.err = "posix_spawn(" + argv[0] + ") failed: error " + std::to_string(rc);
+    r.err = "posix_spawn(" + spawn.args[0] + ") failed: error " + std::to_string(rc);
     return r;
   }
   int status = 0;
@@ -156,9 +168,7 @@ inline process_result run_query_to(int stdout_fd, const std::vector<std::string>
 /// Runs cudrv-query with @p args.
 inline process_result run_query(const std::vector<std::string>& args, const std::vector<std::string>& set = {},
                                 const std::vector<std::string>& unset = {}) {
-  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  return run_process(argv, set, unset);
+  return run_process(query_argv(args), set, unset);
 }
 
 /// The environment setting that hides the driver from cudrv-query.

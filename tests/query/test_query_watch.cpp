@@ -196,15 +196,7 @@ std::vector<std::string> fakes() {
 /// child's pid; a failed spawn fails the test.
 pid_t start_query(const std::vector<std::string>& args, const std::vector<std::string>& set,
                   const query_test::temp_file& out, int ignored = 0) {
-  std::vector<std::string> env = query_test::environment(set, {});
-  std::vector<char*> envp;
-  for (std::string& e : env) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  std::vector<std::string> argv{CUDRV_TEST_QUERY_PATH};
-  argv.insert(argv.end(), args.begin(), args.end());
-  std::vector<char*> argp;
-  for (std::string& a : argv) argp.push_back(a.data());
-  argp.push_back(nullptr);
+  query_test::spawn_arrays spawn(query_test::query_argv(args), query_test::environment(set, {}));
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, STDOUT_FILENO, out.path().c_str(), O_WRONLY | O_TRUNC, 0);
@@ -214,7 +206,7 @@ pid_t start_query(const std::vector<std::string>& args, const std::vector<std::s
   sigemptyset(&ignore.sa_mask);
   if (ignored != 0) sigaction(ignored, &ignore, &before);
   pid_t pid = 0;
-  const int spawned = posix_spawn(&pid, argp[0], &actions, nullptr, argp.data(), envp.data());
+  const int spawned = posix_spawn(&pid, spawn.argp[0], &actions, nullptr, spawn.argp.data(), spawn.envp.data());
   if (ignored != 0) sigaction(ignored, &before, nullptr);
   posix_spawn_file_actions_destroy(&actions);
   REQUIRE(spawned == 0);
